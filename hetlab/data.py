@@ -1,0 +1,188 @@
+"""MNIST as tensors, read straight from the IDX files shipped in ``data/`` (notebook 01).
+
+No per-sample PIL images and no DataLoader: the whole set is decoded once into a
+uint8 tensor, normalised once, and batches are slices of that tensor. The files
+are checked against the sha256 of their decompressed contents, so a copy from any
+mirror (gzip bytes differ between mirrors, contents do not) is accepted.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from hetlab.errors import HetlabError
+
+MEAN, STD = 0.1307, 0.3081  # of the 60,000 training images, pixels scaled to [0, 1]
+
+FILES = {
+    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
+# sha256 of each file's *decompressed* contents (the original IDX bytes).
+SHA256 = {
+    "train-images-idx3-ubyte.gz": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte.gz": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte.gz": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte.gz": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+)
+
+
+def default_root() -> Path:
+    """``$HETLAB_DATA``, else the repo's ``data/`` folder, else ``~/.cache/hetlab/mnist``."""
+    if os.environ.get("HETLAB_DATA"):
+        return Path(os.environ["HETLAB_DATA"])
+    repo_data = Path(__file__).resolve().parents[1] / "data"
+    if repo_data.is_dir():
+        return repo_data
+    return Path.home() / ".cache" / "hetlab" / "mnist"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """MNIST images (uint8, N×28×28) and labels (int64, N), on the CPU."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def normalized(self) -> torch.Tensor:
+        """Float32 N×1×28×28, scaled to [0, 1] then standardised with MEAN and STD."""
+        return ((self.images.float() / 255.0 - MEAN) / STD).unsqueeze(1)
+
+    def subset(self, n: int, seed: int = 0) -> "Dataset":
+        """A deterministic random subset of ``n`` samples (the same for the same seed)."""
+        if not 0 < n <= len(self):
+            raise HetlabError(f"subset size {n} is out of range: choose 1..{len(self)}.")
+        idx = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[:n]
+        return Dataset(self.images[idx], self.labels[idx])
+
+    def shard(self, sizes: Sequence[int], seed: int = 0) -> list["Dataset"]:
+        """Split into disjoint shards of the given sizes (shuffled deterministically)."""
+        sizes = [int(s) for s in sizes]
+        if any(s <= 0 for s in sizes) or sum(sizes) > len(self):
+            raise HetlabError(
+                f"shard sizes {sizes} must be positive and sum to at most {len(self)}."
+            )
+        idx = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))
+        out, start = [], 0
+        for s in sizes:
+            part = idx[start : start + s]
+            out.append(Dataset(self.images[part], self.labels[part]))
+            start += s
+        return out
+
+
+def batches(
+    x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True, seed: int = 0
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yield (x, y) mini-batches by slicing whole tensors: one epoch, last batch may be short."""
+    if batch_size < 1:
+        raise HetlabError(f"batch size must be at least 1, got {batch_size}.")
+    n = len(y)
+    if shuffle:
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed), device="cpu")
+        order = order.to(x.device)
+        for i in range(0, n, batch_size):
+            idx = order[i : i + batch_size]
+            yield x[idx], y[idx]
+    else:
+        for i in range(0, n, batch_size):
+            yield x[i : i + batch_size], y[i : i + batch_size]
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    """Decode one gzipped IDX file after checking its contents' sha256."""
+    name = path.name
+    if not path.exists():
+        raise HetlabError(
+            f"MNIST file {path} is missing: restore it with `git checkout -- data/` "
+            f"or call hetlab.data.download_mnist()."
+        )
+    try:
+        with gzip.open(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as e:
+        raise HetlabError(
+            f"MNIST file {path} is not a readable gzip file ({e}): delete it and run "
+            f"`git checkout -- data/` or hetlab.data.download_mnist()."
+        ) from None
+    if hashlib.sha256(raw).hexdigest() != SHA256[name]:
+        raise HetlabError(
+            f"MNIST file {path} is corrupted (sha256 mismatch): delete it and run "
+            f"`git checkout -- data/` or hetlab.data.download_mnist()."
+        )
+    magic = int.from_bytes(raw[:4], "big")
+    ndim = magic & 0xFF
+    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+@lru_cache(maxsize=4)
+def _load(split: str, root: str) -> Dataset:
+    img_name, lbl_name = FILES[split]
+    images = _read_idx(Path(root) / img_name)
+    labels = _read_idx(Path(root) / lbl_name)
+    return Dataset(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)))
+
+
+def load_mnist(split: str = "train", root: str | os.PathLike | None = None,
+               download: bool = False) -> Dataset:
+    """Load the 60,000 ``"train"`` or 10,000 ``"test"`` MNIST samples as tensors.
+
+    Missing files are fetched from the usual mirrors only when ``download=True``.
+    """
+    if split not in FILES:
+        raise HetlabError(f"unknown MNIST split {split!r}: use 'train' or 'test'.")
+    root = Path(root) if root is not None else default_root()
+    if download and not all((root / f).exists() for f in FILES[split]):
+        download_mnist(root)
+    return _load(split, str(root))
+
+
+def download_mnist(root: str | os.PathLike | None = None, mirrors: Sequence[str] = MIRRORS,
+                   timeout: float = 30.0) -> Path:
+    """Fetch any missing MNIST file into ``root``, verify its sha256, write it atomically."""
+    root = Path(root) if root is not None else default_root()
+    root.mkdir(parents=True, exist_ok=True)
+    for name in SHA256:
+        target = root / name
+        if target.exists():
+            continue
+        errors = []
+        for mirror in mirrors:
+            try:
+                with urllib.request.urlopen(mirror + name, timeout=timeout) as resp:
+                    blob = resp.read()
+                if hashlib.sha256(gzip.decompress(blob)).hexdigest() != SHA256[name]:
+                    errors.append(f"{mirror}: checksum mismatch")
+                    continue
+            except Exception as e:  # any network or gzip failure: try the next mirror
+                errors.append(f"{mirror}: {type(e).__name__}")
+                continue
+            with tempfile.NamedTemporaryFile(dir=root, delete=False) as tmp:
+                tmp.write(blob)
+            shutil.move(tmp.name, target)
+            break
+        else:
+            raise HetlabError(
+                f"could not download {name} ({'; '.join(errors)}): check your network, "
+                f"or copy the MNIST files into {root}."
+            )
+    return root

@@ -1,0 +1,99 @@
+"""Train and evaluate one model on one device (notebook 01).
+
+The whole training set is moved to the device once, as normalised float tensors;
+each step then slices a batch from it. ``History`` records what a learner wants to
+see: loss per step, test accuracy per epoch, samples per second, and where the
+time went (batching, compute, evaluation).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from hetlab.data import Dataset, batches
+from hetlab.devices import resolve, synchronize
+from hetlab.errors import HetlabError
+
+
+@dataclass
+class History:
+    """What one training run did: per-step loss, per-epoch accuracy, speed and time split."""
+
+    device: str = "cpu"
+    loss: list[float] = field(default_factory=list)          # one per step
+    test_accuracy: list[float] = field(default_factory=list)  # one per epoch
+    samples: int = 0
+    seconds_batching: float = 0.0
+    seconds_compute: float = 0.0
+    seconds_eval: float = 0.0
+
+    @property
+    def samples_per_s(self) -> float:
+        """Training throughput, evaluation excluded."""
+        busy = self.seconds_batching + self.seconds_compute
+        return self.samples / busy if busy else 0.0
+
+    @property
+    def final_accuracy(self) -> float:
+        return self.test_accuracy[-1] if self.test_accuracy else float("nan")
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: Dataset, device=None, batch_size: int = 2000) -> float:
+    """Fraction of ``data`` that ``model`` classifies correctly."""
+    dev = resolve(device)
+    was_training = model.training
+    model.eval()
+    x, y = data.normalized(), data.labels
+    correct = 0
+    for i in range(0, len(y), batch_size):
+        out = model(x[i : i + batch_size].to(dev))
+        correct += (out.argmax(1).cpu() == y[i : i + batch_size]).sum().item()
+    model.train(was_training)
+    return correct / len(y)
+
+
+def train(model: nn.Module, train_data: Dataset, test_data: Dataset | None = None,
+          epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
+          seed: int = 0, progress: bool = True) -> History:
+    """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch."""
+    if epochs < 1:
+        raise HetlabError(f"epochs must be at least 1, got {epochs}.")
+    if not 1 <= batch_size <= len(train_data):
+        raise HetlabError(f"batch size must be in 1..{len(train_data)}, got {batch_size}.")
+    dev = resolve(device)
+    torch.manual_seed(seed)
+    model.to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    x, y = train_data.normalized().to(dev), train_data.labels.to(dev)
+    hist = History(device=str(dev))
+    steps_per_epoch = -(-len(y) // batch_size)
+    bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, desc=f"train on {dev}")
+    for epoch in range(epochs):
+        t = time.perf_counter()
+        for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed + epoch):
+            t_batch = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            hist.loss.append(loss.item())  # .item() synchronises the device
+            t_done = time.perf_counter()
+            hist.seconds_batching += t_batch - t
+            hist.seconds_compute += t_done - t_batch
+            hist.samples += len(yb)
+            t = t_done
+            bar.update(1)
+            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}")
+        if test_data is not None:
+            synchronize(dev)
+            t0 = time.perf_counter()
+            hist.test_accuracy.append(evaluate(model, test_data, dev))
+            hist.seconds_eval += time.perf_counter() - t0
+            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", acc=f"{hist.test_accuracy[-1]:.4f}")
+    bar.close()
+    return hist
