@@ -1,0 +1,107 @@
+"""The planner's arithmetic, checked against cases computed by hand."""
+import math
+
+import pytest
+
+from hetlab import HetlabError
+from hetlab.planner import (GIGABIT, WIFI, Link, advise, break_even_local_steps,
+                            desktop_alone, exchange_seconds, table, with_mac)
+
+# 8 Mbit/s = 1e6 bytes/s, so 1000 fp32 parameters up + down = 8000 bytes = 8 ms.
+SLOW = Link(8.0, 0.0, "test link")
+T = (1000.0, 500.0)  # desktop, mac samples/s
+
+
+def test_exchange_is_round_trip_plus_both_directions():
+    assert exchange_seconds(1000, SLOW) == pytest.approx(0.008)
+    assert exchange_seconds(1000, Link(8.0, 2.0)) == pytest.approx(0.010)
+    assert exchange_seconds(1000, SLOW, bytes_per_value=2) == pytest.approx(0.004)
+
+
+def test_desktop_alone():
+    plan = desktop_alone(T, 100)
+    assert plan.batch_sizes == (100, 0)
+    assert plan.step_s == pytest.approx(0.1)
+    assert plan.samples_per_s == pytest.approx(1000)
+    assert plan.bytes_per_sample == 0
+
+
+def test_sync_best_split_by_hand():
+    # ideal mac share = 500 (100 - 1000·0.008) / 1500 = 30.67 → 31; desktop 69.
+    # step = max(69/1000, 31/500 + 0.008) = max(0.069, 0.070) = 0.070 s.
+    plan = with_mac(T, 1000, SLOW, 100)
+    assert plan.batch_sizes == (69, 31)
+    assert plan.step_s == pytest.approx(0.070)
+    assert plan.samples_per_s == pytest.approx(100 / 0.070)
+    assert plan.comm_s == pytest.approx(0.008)
+    assert plan.bytes_per_sample == pytest.approx(8000 / 100)
+
+
+def test_mac_left_out_when_exchange_costs_a_whole_desktop_step():
+    # B / T_d = 8 / 1000 = 8 ms = one exchange: the Mac cannot help.
+    plan = with_mac(T, 1000, SLOW, 8)
+    assert plan.batch_sizes == (8, 0)
+    assert plan.samples_per_s == pytest.approx(1000)
+    assert "left out" in plan.name
+
+
+def test_local_sgd_by_hand():
+    # H = 2: ideal mac share = 500 (16 - 8) / (2 · 1500) = 1.33 → 1; desktop 7.
+    # round = max(2·7/1000, 2·1/500 + 0.008) = max(0.014, 0.012) = 0.014 s for 16 samples.
+    assert break_even_local_steps(T, 1000, SLOW, 8) == 2
+    plan = with_mac(T, 1000, SLOW, 8, local_steps=2)
+    assert plan.batch_sizes == (7, 1)
+    assert plan.round_s == pytest.approx(0.014)
+    assert plan.samples_per_s == pytest.approx(16 / 0.014)
+    assert plan.bytes_per_sample == pytest.approx(8000 / 16)
+
+
+def test_local_sgd_with_16_bit_halves_the_bytes():
+    fp32 = with_mac(T, 1000, SLOW, 100, local_steps=4, bytes_per_value=4)
+    fp16 = with_mac(T, 1000, SLOW, 100, local_steps=4, bytes_per_value=2)
+    assert fp16.bytes_per_sample == pytest.approx(fp32.bytes_per_sample / 2)
+    assert fp16.samples_per_s >= fp32.samples_per_s
+
+
+def test_speed_approaches_the_sum_of_both_devices_as_h_grows():
+    speeds = [with_mac(T, 1000, SLOW, 100, local_steps=h).samples_per_s for h in (1, 4, 64)]
+    assert speeds[0] < speeds[1] < speeds[2] <= sum(T)
+    assert speeds[2] > 0.99 * sum(T)
+
+
+def test_small_model_on_wifi_keeps_the_mac_out_of_per_step_sync():
+    # Assumed speeds for the 29k-parameter CNN: a 4070 Ti 100k samples/s, an M2 20k.
+    advice = advise((100_000, 20_000), 29_066, WIFI, 128)
+    sync = advice.plans[1]
+    assert sync.batch_sizes[1] == 0                    # per-step sync: Mac left out
+    assert advice.best.local_steps > 1                 # only local SGD can use it
+    assert advice.speedup <= 1.2                       # never beyond (T_d + T_m) / T_d
+    on_gigabit = advise((100_000, 20_000), 29_066, GIGABIT, 128)
+    assert on_gigabit.best.local_steps <= advice.best.local_steps
+
+
+def test_advice_says_desktop_alone_when_nothing_gains():
+    advice = advise((1000.0, 10.0), 1000, SLOW, 100)   # a Mac 100× slower: < 5 % gain
+    assert advice.best.name == "desktop alone" and advice.speedup == 1.0
+    assert advice.verdict.startswith("use the desktop alone")
+
+
+def test_table_rows():
+    rows = table(advise(T, 1000, SLOW, 100).plans)
+    assert rows[0]["plan"] == "desktop alone" and rows[0]["samples/s"] == 1000
+    assert rows[1]["batch desktop:mac"] == "69:31"
+
+
+@pytest.mark.parametrize("throughputs", [(1000.0,), (1000.0, 0.0), (1000.0, math.nan), (-1.0, 5.0)])
+def test_bad_throughputs(throughputs):
+    with pytest.raises(HetlabError):
+        with_mac(throughputs, 1000, SLOW, 100)
+
+
+def test_bad_inputs():
+    with pytest.raises(HetlabError):
+        with_mac(T, 1000, SLOW, 100, local_steps=0)
+    with pytest.raises(HetlabError):
+        with_mac(T, 0, SLOW, 100)
+    with pytest.raises(HetlabError):
+        exchange_seconds(1000, Link(0.0, 1.0))
