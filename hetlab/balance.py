@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from hetlab.errors import HetlabError
 
@@ -75,3 +76,110 @@ def ratio_of(sizes: Sequence[float]) -> list[float]:
     w = check_weights(sizes)
     total = sum(w)
     return [wi / total for wi in w]
+
+
+def format_ratio(sizes: Sequence[float]) -> str:
+    """A readable ratio, e.g. [51, 13] → '51:13 (80% / 20%)'."""
+    parts = ":".join(f"{s:g}" for s in sizes)
+    return f"{parts} ({' / '.join(f'{100 * r:.0f}%' for r in ratio_of(sizes))})"
+
+
+# --- efficiency arithmetic (notebook 06) -------------------------------------------------
+
+def predicted_step_time(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
+    """Seconds per synchronous step: every worker waits for the slowest, max(b_i / t_i)."""
+    t = check_weights(throughputs, len(batch_sizes))
+    return max(b / ti for b, ti in zip(batch_sizes, t))
+
+
+def predicted_samples_per_s(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
+    """Cluster samples per second of a synchronous step, Σb / max(b_i / t_i)."""
+    return sum(batch_sizes) / predicted_step_time(batch_sizes, throughputs)
+
+
+def efficiency(cluster_samples_per_s: float, standalone_samples_per_s: Sequence[float]) -> float:
+    """Cluster samples/s ÷ Σ each worker's standalone samples/s (1.0 = nothing wasted)."""
+    return cluster_samples_per_s / sum(check_weights(standalone_samples_per_s))
+
+
+def predicted_efficiency(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
+    """The efficiency a split would reach if nothing but waiting for the straggler were lost."""
+    return efficiency(predicted_samples_per_s(batch_sizes, throughputs), throughputs)
+
+
+def idle_fractions(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> list[float]:
+    """Per worker, the fraction of each step spent waiting for the slowest one."""
+    step = predicted_step_time(batch_sizes, throughputs)
+    return [1 - (b / t) / step for b, t in zip(batch_sizes, throughputs)]
+
+
+# --- auto-tuning (notebook 06) -------------------------------------------------------------
+
+@dataclass
+class TuneRound:
+    """One measurement: the sizes tried and the per-worker samples/s they gave."""
+
+    batch_sizes: list[int]
+    throughputs: list[float]
+
+    @property
+    def predicted_efficiency(self) -> float:
+        return predicted_efficiency(self.batch_sizes, self.throughputs)
+
+
+@dataclass
+class TuneResult:
+    """What ``auto_tune`` recommends, and every round it measured on the way."""
+
+    batch_sizes: list[int]
+    ratio: list[float]               # fractions of the global batch, summing to 1
+    history: list[TuneRound] = field(default_factory=list)
+    converged: bool = False
+
+    def __str__(self) -> str:
+        state = "settled" if self.converged else "not settled"
+        return f"batch sizes {format_ratio(self.batch_sizes)} after {len(self.history)} rounds ({state})"
+
+
+def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int,
+              n_workers: int, rounds: int = 6, tol: float = 0.02,
+              damping: float = 1.0) -> TuneResult:
+    """Measure, split ∝ measured throughput, repeat until the sizes settle (notebook 06).
+
+    ``measure(batch_sizes)`` returns each worker's samples/s at those sizes (e.g.
+    ``training.measure(sizes, steps=3)``). Starts from an equal split; each round moves
+    the sizes ``damping`` of the way toward the split ∝ throughput, halving ``damping``
+    whenever a worker's size changes direction (a sign of noise or overshoot). Stops when
+    no size moves by more than ``tol`` × global batch, or after ``rounds`` measurements.
+    """
+    if isinstance(n_workers, bool) or not isinstance(n_workers, Integral) or n_workers < 1:
+        raise HetlabError(f"n_workers must be a positive whole number, got {n_workers!r}.")
+    if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 1:
+        raise HetlabError(f"rounds must be at least 1, got {rounds!r}.")
+    if not (isinstance(tol, Real) and 0 <= tol < 1):
+        raise HetlabError(f"tol must be a fraction of the global batch in [0, 1), got {tol!r}.")
+    if not (isinstance(damping, Real) and 0 < damping <= 1):
+        raise HetlabError(f"damping must be in (0, 1], got {damping!r}.")
+    sizes = split_batch(global_batch, [1.0] * n_workers)
+    history: list[TuneRound] = []
+    last_move = [0] * n_workers
+    for _ in range(rounds):
+        measured = list(measure(list(sizes)))
+        try:
+            throughputs = check_weights(measured, n_workers)
+        except HetlabError as e:
+            raise HetlabError(f"measure({sizes}) returned {measured!r}, not one positive samples/s per worker ({e})") from None
+        history.append(TuneRound(list(sizes), throughputs))
+        target = split_batch(global_batch, throughputs)
+        move = [t - s for t, s in zip(target, sizes)]
+        if any(m * lm < 0 for m, lm in zip(move, last_move)):
+            damping /= 2
+        if max(abs(m) for m in move) <= tol * global_batch:
+            return TuneResult(list(sizes), ratio_of(sizes), history, converged=True)
+        blended = [s + damping * m for s, m in zip(sizes, move)]
+        new = split_batch(global_batch, [max(b, 1e-9) for b in blended])
+        if new == sizes:  # the damped step rounds to no change: settled as far as integers go
+            return TuneResult(list(sizes), ratio_of(sizes), history, converged=True)
+        last_move = [n - s for n, s in zip(new, sizes)]
+        sizes = new
+    return TuneResult(list(sizes), ratio_of(sizes), history, converged=False)

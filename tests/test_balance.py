@@ -1,10 +1,16 @@
 """hetlab.balance: batch splitting (pure arithmetic) and auto-tuning (synthetic and real)."""
 import math
 import random
+import time
 
 import pytest
+import torch
 
-from hetlab.balance import check_weights, ratio_of, split_batch
+from hetlab.balance import (auto_tune, check_weights, efficiency, format_ratio, idle_fractions,
+                            predicted_efficiency, predicted_samples_per_s, predicted_step_time,
+                            ratio_of, split_batch)
+from hetlab.data import load_mnist
+from hetlab.models import make_model
 from hetlab.errors import HetlabError
 
 
@@ -70,3 +76,101 @@ def test_check_weights_accepts_numbers_and_returns_floats():
     assert check_weights((3, 1.5), n=2) == [3.0, 1.5]
     assert all(isinstance(w, float) for w in check_weights([1, 2]))
     assert not math.isnan(sum(check_weights([1e-12, 1e12])))
+
+
+# --- efficiency arithmetic ----------------------------------------------------------------
+
+def test_efficiency_arithmetic_of_equal_and_proportional_splits():
+    speeds = [4000.0, 1000.0]
+    # equal split: the fast worker finishes 64 samples in 16 ms, then waits for the slow one's 64 ms
+    assert predicted_step_time([64, 64], speeds) == pytest.approx(0.064)
+    assert predicted_samples_per_s([64, 64], speeds) == pytest.approx(2000.0)
+    assert predicted_efficiency([64, 64], speeds) == pytest.approx(0.4)
+    assert idle_fractions([64, 64], speeds) == pytest.approx([0.75, 0.0])
+    # proportional split: both take 25.6 ms → nothing is wasted
+    assert predicted_efficiency([102.4, 25.6], speeds) == pytest.approx(1.0)
+    assert efficiency(4500.0, speeds) == pytest.approx(0.9)
+    with pytest.raises(HetlabError):
+        efficiency(100.0, [1000.0, 0.0])
+
+
+def test_format_ratio():
+    assert format_ratio([51, 13]) == "51:13 (80% / 20%)"
+
+
+# --- auto_tune ----------------------------------------------------------------------------
+
+def overhead_model(speeds, per_step_s=0.002):
+    """A worker whose step costs a fixed overhead plus b / speed: samples/s grow with b."""
+    return lambda sizes: [b / (per_step_s + b / t) for b, t in zip(sizes, speeds)]
+
+
+def test_auto_tune_settles_near_the_throughput_ratio():
+    result = auto_tune(overhead_model([4000.0, 1000.0]), 128, 2)
+    assert result.converged and sum(result.batch_sizes) == 128
+    assert result.history[0].batch_sizes == [64, 64]  # starts from the equal split
+    assert 3.2 < result.batch_sizes[0] / result.batch_sizes[1] < 4.5
+    assert result.ratio == pytest.approx(ratio_of(result.batch_sizes))
+    assert result.history[-1].predicted_efficiency > 0.9 > 0.5 > result.history[0].predicted_efficiency
+    assert "settled" in str(result)
+
+
+def test_auto_tune_three_workers():
+    result = auto_tune(overhead_model([3000.0, 1500.0, 500.0], 0.0), 300, 3)
+    assert result.batch_sizes == [180, 90, 30]
+
+
+def test_auto_tune_damps_noisy_measurements():
+    rng = random.Random(1)
+    clean = overhead_model([4000.0, 1000.0])
+    noisy = lambda sizes: [t * rng.uniform(0.7, 1.3) for t in clean(sizes)]  # ±30 % noise
+    result = auto_tune(noisy, 256, 2, rounds=12)
+    assert len(result.history) <= 12 and sum(result.batch_sizes) == 256
+    assert 2.5 < result.batch_sizes[0] / result.batch_sizes[1] < 6.5
+
+
+def test_auto_tune_rejects_bad_measurements_and_arguments():
+    with pytest.raises(HetlabError, match="not one positive samples/s per worker"):
+        auto_tune(lambda sizes: [1000.0], 64, 2)
+    with pytest.raises(HetlabError, match="not one positive samples/s per worker"):
+        auto_tune(lambda sizes: [1000.0, float("nan")], 64, 2)
+    for kwargs in ({"rounds": 0}, {"tol": -0.1}, {"damping": 0}, {"n_workers": 0}):
+        args = {"measure": overhead_model([1.0, 1.0]), "global_batch": 64, "n_workers": 2, **kwargs}
+        with pytest.raises(HetlabError):
+            auto_tune(**args)
+
+
+def test_auto_tune_with_real_training_steps_and_a_simulated_slow_worker():
+    """Real MNIST steps on this CPU; worker 1 is *simulated* 4× slower (it sleeps 3× its compute)."""
+    torch.manual_seed(0)
+    data = load_mnist("train").subset(2048, seed=0)
+    x, y = data.normalized(), data.labels
+    workers = [(make_model("small", seed=0), 1.0), (make_model("small", seed=0), 4.0)]
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-3) for m, _ in workers]
+
+    def measure(sizes):
+        speeds = []
+        for (model, slowdown), opt, b in zip(workers, opts, sizes):
+            busy = 0.0
+            for step in range(3):
+                idx = torch.randint(0, len(y), (b,))
+                t0 = time.perf_counter()
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+                opt.step()
+                compute = time.perf_counter() - t0
+                time.sleep((slowdown - 1) * compute)  # the simulated slowdown
+                busy += slowdown * compute
+            speeds.append(3 * b / busy)
+        return speeds
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread per worker is steadier on a small, shared box
+    try:
+        result = auto_tune(measure, 160, 2, rounds=4)
+    finally:
+        torch.set_num_threads(threads)
+    assert sum(result.batch_sizes) == 160 and len(result.history) >= 2
+    assert result.history[0].batch_sizes == [80, 80]
+    # the fast worker must end up with clearly more of the batch (4:1 ideally; the box is noisy)
+    assert result.batch_sizes[0] > 2 * result.batch_sizes[1]
