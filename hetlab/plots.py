@@ -1,0 +1,171 @@
+"""Pictures of where the time goes, and of training progress (notebooks 05, 06).
+
+Every function returns a matplotlib ``Figure`` built without pyplot, so nothing is
+drawn behind your back: a notebook shows it as the cell's value, a script saves it
+with ``fig.savefig``. Time a *simulated* slower device spends sleeping is drawn
+hatched and labelled "simulated", never passed off as real compute.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from matplotlib.figure import Figure
+
+from hetlab.errors import HetlabError
+
+# segment key, legend label, colour, hatch: in the order they are drawn within a step
+SEGMENTS = (
+    ("compute_s", "compute", "tab:blue", None),
+    ("simulated_s", "simulated slowdown (sleep, not real compute)", "tab:blue", "///"),
+    ("comm_s", "communication", "tab:orange", None),
+    ("wait_s", "waiting for the straggler", "lightgrey", None),
+)
+
+
+def _workers(records) -> list[str]:
+    names: list[str] = []
+    for r in records:
+        if r.worker not in names:
+            names.append(r.worker)
+    return names
+
+
+def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
+             title: str = "Where each step's time goes, per worker") -> Figure:
+    """Per-worker horizontal bars, step after step: compute / simulated / comm / wait.
+
+    ``records`` are ``StepRecord``s (notebook 05). ``labels`` maps worker names to the
+    names shown (e.g. ``{"mac": "mac (simulated 4× slower)"}``). A step starts where
+    the previous one ended (its ``step_s`` when recorded, else its longest worker).
+    """
+    records = list(records)
+    if not records:
+        raise HetlabError("no step records to plot: run some steps first, e.g. training.run(5).")
+    labels = dict(labels or {})
+    names = _workers(records)
+    steps = sorted({r.step for r in records})
+    start, t = {}, 0.0
+    for s in steps:
+        start[s] = t
+        mine = [r for r in records if r.step == s]
+        longest = max(sum(getattr(r, k) for k, *_ in SEGMENTS) for r in mine)
+        t += max(getattr(mine[0], "step_s", 0.0) or 0.0, longest)
+    fig = Figure(figsize=(9, 1.6 + 0.6 * len(names)), layout="constrained")
+    ax = fig.add_subplot()
+    rows = {name: i for i, name in enumerate(names)}
+    left = {id(r): start[r.step] for r in records}
+    for key, label, colour, hatch in SEGMENTS:
+        widths = [getattr(r, key) for r in records]
+        if key == "simulated_s" and not any(w > 0 for w in widths):
+            label = "_" + label  # nothing simulated: keep it out of the legend
+        ax.barh([rows[r.worker] for r in records], widths, left=[left[id(r)] for r in records],
+                height=0.6, color=colour, hatch=hatch, edgecolor="white" if hatch is None else "navy",
+                linewidth=0.5, label=label)
+        for r, w in zip(records, widths):
+            left[id(r)] += w
+    for s in steps[1:]:
+        ax.axvline(start[s], color="black", linewidth=0.5, alpha=0.3)
+    ax.set_yticks(range(len(names)), [labels.get(n, n) for n in names])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first step started")
+    ax.set_title(title)
+    fig.legend(loc="outside lower center", ncols=4, fontsize=8)
+    return fig
+
+
+def time_split(records: Sequence, labels: Mapping[str, str] | None = None,
+               samples_per_s: Sequence[float] = (), run_labels: Sequence[str] = ()) -> Figure:
+    """Mean seconds per step of each worker split into compute / simulated / comm / wait,
+    and, on the right, the cluster samples/s of each run so far (notebook 06's tuner)."""
+    records = list(records)
+    if not records:
+        raise HetlabError("no step records to plot: run some steps first.")
+    labels = dict(labels or {})
+    names = _workers(records)
+    fig = Figure(figsize=(10, 2.0 + 0.5 * len(names)), layout="constrained")
+    ax, ax_rate = fig.subplots(1, 2, width_ratios=(2, 1))
+    lefts = [0.0] * len(names)
+    for key, label, colour, hatch in SEGMENTS:
+        means = []
+        for name in names:
+            mine = [getattr(r, key) for r in records if r.worker == name]
+            means.append(sum(mine) / len(mine))
+        if key == "simulated_s" and not any(m > 0 for m in means):
+            label = "_" + label
+        ax.barh(range(len(names)), means, left=lefts, height=0.6, color=colour, hatch=hatch,
+                edgecolor="white" if hatch is None else "navy", linewidth=0.5, label=label)
+        lefts = [a + b for a, b in zip(lefts, means)]
+    ax.set_yticks(range(len(names)), [labels.get(n, n) for n in names])
+    ax.invert_yaxis()
+    ax.set_xlabel("mean seconds per step")
+    fig.legend(loc="outside lower center", ncols=4, fontsize=8)
+    rates = list(samples_per_s)
+    ax_rate.plot(range(1, len(rates) + 1), rates, "o-")
+    if run_labels:
+        ax_rate.set_xticks(range(1, len(rates) + 1), list(run_labels), rotation=30, fontsize=7)
+    ax_rate.set_xlabel("run")
+    ax_rate.set_ylabel("cluster samples/s")
+    ax_rate.set_ylim(bottom=0)
+    return fig
+
+
+def throughput_vs_ratio(ratios: Sequence, samples_per_s: Sequence[float],
+                        efficiency: Sequence[float] | None = None,
+                        marks: Mapping[str, float] | None = None,
+                        xlabel: str = "share of the global batch on the fast worker") -> Figure:
+    """Cluster samples/s (and efficiency, right axis) against the batch split (notebook 06).
+
+    ``ratios`` are the fast worker's fractions (0..1), or full per-worker splits whose
+    first entry is used. ``marks`` draws labelled vertical lines, e.g. ``{"tuned": 0.8}``.
+    """
+    xs = [float(r[0] / sum(r)) if isinstance(r, (list, tuple)) else float(r) for r in ratios]
+    ys = list(samples_per_s)
+    if not xs or len(xs) != len(ys):
+        raise HetlabError(f"need one samples/s value per ratio, got {len(ys)} for {len(xs)} ratios.")
+    order = sorted(range(len(xs)), key=xs.__getitem__)
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([xs[i] for i in order], [ys[i] for i in order], "o-", color="tab:blue",
+            label="cluster samples/s (measured)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("cluster samples/s")
+    ax.set_ylim(bottom=0)
+    handles, names = ax.get_legend_handles_labels()
+    if efficiency is not None:
+        eff = list(efficiency)
+        if len(eff) != len(xs):
+            raise HetlabError(f"need one efficiency value per ratio, got {len(eff)} for {len(xs)}.")
+        ax_eff = ax.twinx()
+        ax_eff.plot([xs[i] for i in order], [eff[i] for i in order], "s--", color="tab:green",
+                    label="efficiency (measured)")
+        ax_eff.set_ylabel("efficiency")
+        ax_eff.set_ylim(0, 1.05)
+        h, n = ax_eff.get_legend_handles_labels()
+        handles, names = handles + h, names + n
+    for (name, x), colour in zip((marks or {}).items(), ("tab:red", "tab:purple", "tab:brown")):
+        handles.append(ax.axvline(x, color=colour, linestyle=":"))
+        names.append(f"{name} ({x:.0%})")
+    ax.legend(handles, names, fontsize=8, loc="lower center")
+    ax.set_title("Throughput against the batch split")
+    return fig
+
+
+def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
+           accuracy: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
+           loss_x: str = "step", accuracy_x: str = "epoch") -> Figure:
+    """Loss and/or accuracy curves; pass a dict to compare runs, e.g. {"1 device": …, "PS": …}."""
+    panels = [(n, v, x) for n, v, x in (("loss", loss, loss_x), ("accuracy", accuracy, accuracy_x))
+              if v is not None]
+    if not panels:
+        raise HetlabError("nothing to plot: pass loss=[...] and/or accuracy=[...].")
+    fig = Figure(figsize=(5 * len(panels), 3.5), layout="constrained")
+    for ax, (name, values, xlabel) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
+        series = values if isinstance(values, Mapping) else {name: values}
+        for label, ys in series.items():
+            ys = list(ys)
+            ax.plot(range(1, len(ys) + 1), ys, marker="o" if len(ys) < 20 else None, label=label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(name)
+        if isinstance(values, Mapping):
+            ax.legend(fontsize=8)
+    return fig
