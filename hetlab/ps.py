@@ -1,0 +1,522 @@
+"""Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
+
+``ParameterServerTraining`` starts one ``Server`` actor (weights + optimizer, on the
+driver's node) and one ``Worker`` actor per ``WorkerSpec`` (pinned to its machine,
+own device, own data shard, own batch size). Each step the new weights go into
+Ray's object store ONCE and every worker gets the same reference; each worker
+sends back one flat buffer. Every step records, per worker, where the time went:
+
+* ``compute_s``: measured by the worker around its forward/backward (device synced);
+* ``simulated_s``: the sleep of a *simulated* slower device ((N−1) × compute_s);
+* ``comm_s``: the round trip the driver measured (submit → result ready) minus the
+  worker's own compute_s + simulated_s: sending weights and gradient, serialising,
+  Ray's scheduling;
+* ``wait_s``: sync — from this worker's result being ready to the step's last one
+  (idle behind the straggler); async — time held back by the staleness bound;
+* ``server_s`` (same for a whole step): combining + the optimizer step on the server.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import ray
+import torch
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from tqdm.auto import tqdm
+
+from hetlab.balance import split_batch
+from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
+from hetlab.cluster import connect, placement
+from hetlab.data import Dataset
+from hetlab.errors import HetlabError
+from hetlab.models import make_model
+from hetlab.ps_math import (MODES, PRECISIONS, async_scale, check_batch_sizes, check_options,
+                            check_spec, combine_coefficients, equal_shards, per_worker_samples_per_s,
+                            samples_per_s, staleness_allows)
+from hetlab.server import Server, flat_weights
+from hetlab.train import evaluate
+from hetlab.worker import WIRE_DTYPES, Worker
+
+
+@dataclass
+class WorkerSpec:
+    """What one worker is: a name, where it runs, which device, how fast, which precision."""
+
+    name: str
+    role: str | None = None      # pins to a node via hetlab.cluster.placement(role)
+    device: str = "auto"         # resolved ON the worker's own node
+    slowdown: float = 1.0        # > 1: simulated slower device
+    precision: str = "fp32"      # "fp32" | "bf16" | "fp16" (autocast where supported)
+
+    @property
+    def label(self) -> str:
+        """The learner-facing name: always says "simulated" for a slowed-down worker."""
+        if self.slowdown > 1:
+            return f"{self.name} (simulated {self.slowdown:g}× slower)"
+        return self.name
+
+
+@dataclass
+class StepRecord:
+    """One worker's share of one step (see the module docstring for each time)."""
+
+    step: int
+    worker: str
+    batch_size: int
+    compute_s: float
+    simulated_s: float
+    wait_s: float
+    comm_s: float
+    loss: float
+    staleness: int = 0
+    server_s: float = 0.0        # server combine + optimizer step of this step
+    step_s: float = 0.0          # wall time of the whole step (async: since the previous update)
+    samples: int = 0             # samples behind this message (local SGD: H × batch_size)
+
+
+def model_from_flat(name: str, flat: torch.Tensor) -> torch.nn.Module:
+    """A fresh ``name`` model holding the weights in ``flat`` (CPU)."""
+    model = make_model(name, seed=None)
+    if flat.numel() != flat_weights(model).numel():
+        raise HetlabError(f"{flat.numel()} weights do not fit model {name!r}.")
+    torch.nn.utils.vector_to_parameters(flat.float(), model.parameters())
+    return model
+
+
+__all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining", "MODES", "PRECISIONS"]
+
+
+class ParameterServerTraining:
+    """Train one model on unlike workers through a parameter server (notebooks 05, 06, 08).
+
+    ``mode="sync"``: every step all workers compute on the same weights, the server
+    combines Σ (b_i/Σb)·g_i and steps. ``"async"``: each gradient is applied as it
+    arrives (scaled b_i/mean b), with staleness ≤ ``max_staleness`` guaranteed by making
+    a fast worker WAIT (never by discarding work). ``"local_sgd"``: each worker takes
+    ``local_steps`` Adam steps of its own, the server averages the weight deltas
+    (weighted by samples) and applies them with outer SGD (Nesterov when
+    ``outer_momentum`` > 0, as in DiLoCo); one step = one such round.
+    Use as a context manager, or call ``shutdown()``.
+    """
+
+    def __init__(self, workers: list[WorkerSpec], train_data: Dataset, model: str = "small",
+                 lr: float = 1e-3, mode: str = "sync", max_staleness: int = 2,
+                 local_steps: int = 8, outer_lr: float = 1.0, outer_momentum: float = 0.0,
+                 transfer: str = "fp32", seed: int = 0, checkpoint_dir=None,
+                 checkpoint_every: int = 0, progress: bool = True,
+                 batch_sizes: list[int] | None = None, worker_timeout_s: float = 120.0,
+                 _layout: dict | None = None):
+        if isinstance(workers, WorkerSpec) or not isinstance(workers, (list, tuple)) or not workers:
+            raise HetlabError("workers must be a non-empty list of WorkerSpec, e.g. [WorkerSpec('desktop')].")
+        for spec in workers:
+            check_spec(spec)
+        if len({s.name for s in workers}) != len(workers):
+            raise HetlabError(f"worker names {[s.name for s in workers]} must be distinct.")
+        check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_momentum,
+                      lr, checkpoint_every, train_data, len(workers))
+        make_model(model)  # unknown model name → HetlabError now
+        self.workers = list(workers)
+        self.batch_sizes = check_batch_sizes(batch_sizes or [64] * len(workers), len(workers))
+        self.model_name, self.lr, self.mode, self.seed = model, lr, mode, seed
+        self.max_staleness, self.local_steps = max_staleness, local_steps
+        self.outer_lr, self.outer_momentum, self.transfer = outer_lr, outer_momentum, transfer
+        self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
+        self.progress, self.worker_timeout_s = progress, worker_timeout_s
+        self.records: list[StepRecord] = []
+        self.events: list[dict] = []
+        self.step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = 0
+        self.n_params = flat_weights(make_model(model, seed=None)).numel()
+        self.data_len = len(train_data)
+        layout = _layout or {"shard_sizes": equal_shards(len(train_data), len(workers)),
+                             "indices": list(range(len(workers)))}
+        self.shard_sizes, self.indices = layout["shard_sizes"], layout["indices"]
+        self._actors: list = []
+        self.server = None
+        _ensure_ray()
+        try:
+            self._start(train_data)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # --- start-up -------------------------------------------------------------------------
+    def _start(self, train_data: Dataset) -> None:
+        shards = train_data.shard(self.shard_sizes, seed=self.seed)
+        here = ray.get_runtime_context().get_node_id()
+        server_cls = ray.remote(Server).options(
+            num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+        self.server = server_cls.remote(self.model_name, self.seed, self.lr, self.mode,
+                                        self.outer_lr, self.outer_momentum)
+        for spec, index in zip(self.workers, self.indices):
+            opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0}
+            opts.update(placement(spec.role) if spec.role is not None else {})
+            self._actors.append(ray.remote(Worker).options(**opts).remote(
+                spec.name, index, shards[index], self.model_name, spec.device, spec.slowdown,
+                spec.precision, self.transfer, self.seed, self.lr))
+        refs = [a.info.remote() for a in self._actors]
+        ready, _ = ray.wait(refs + [self.server.weights.remote()], num_returns=len(refs) + 1,
+                            timeout=self.worker_timeout_s)
+        if len(ready) < len(refs) + 1:
+            late = [s.name for s, r in zip(self.workers, refs) if r not in ready]
+            raise HetlabError(f"workers {late} did not start within {self.worker_timeout_s:.0f} s: "
+                              f"check hetlab.cluster.node_table() shows their machines.")
+        try:
+            self.worker_info = ray.get(refs)
+        except ray.exceptions.RayError as e:
+            raise HetlabError(f"a worker failed to start: {_one_line(e)}") from None
+        per_host: dict[str, int] = {}
+        for info in self.worker_info:
+            per_host[info["host"]] = per_host.get(info["host"], 0) + 1
+        ray.get([a.set_threads.remote(per_host[i["host"]]) for a, i in zip(self._actors, self.worker_info)])
+        self._weights = self.server.weights.remote()
+        if self.progress:
+            for label in self.labels:
+                print(f"worker {label}")
+
+    @property
+    def labels(self) -> list[str]:
+        """Learner-facing worker labels: name · device precision (simulated …× slower)."""
+        out = []
+        for spec, info in zip(self.workers, self.worker_info):
+            prec = info["precision"]
+            if spec.precision != prec:
+                prec += f" ({spec.precision} not supported on {info['device'].split(':')[0]})"
+            sim = f" (simulated {spec.slowdown:g}× slower)" if spec.slowdown > 1 else ""
+            out.append(f"{spec.name} · {info['device']} {prec}{sim}")
+        return out
+
+    @property
+    def bytes_sent(self) -> int:
+        """Bytes moved both ways: weights to workers (fp32) + gradients/deltas to the server."""
+        return self.bytes_to_workers + self.bytes_to_server
+
+    @property
+    def bytes_per_sample(self) -> float:
+        return self.bytes_sent / self.samples_seen if self.samples_seen else 0.0
+
+    def set_batch_sizes(self, sizes: list[int]) -> None:
+        """Give each worker its batch size (one whole number ≥ 1 per worker)."""
+        self.batch_sizes = check_batch_sizes(sizes, len(self.workers))
+
+    # --- training -------------------------------------------------------------------------
+    def run(self, steps: int, batch_sizes: list[int] | None = None) -> list[StepRecord]:
+        """Train ``steps`` server updates (local SGD: rounds of H local steps); returns their records."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise HetlabError(f"steps must be a whole number ≥ 0, got {steps!r}.")
+        if self.server is None:
+            raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
+        if batch_sizes is not None:
+            self.set_batch_sizes(batch_sizes)
+        start = len(self.records)
+        bar = tqdm(total=steps, disable=not self.progress, desc=f"{self.mode}, {len(self.workers)} workers")
+        try:
+            if self.mode == "async":
+                self._run_async(steps, bar)
+            else:
+                for _ in range(steps):
+                    self._round()
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{self.records[-1].loss:.3f}")
+                    self._maybe_checkpoint()
+        finally:
+            bar.close()
+        return self.records[start:]
+
+    def _submit(self, i: int):
+        """Start worker i's next message; returns (gradient/delta ref, meta ref)."""
+        actor, b = self._actors[i], self.batch_sizes[i]
+        self.bytes_to_workers += self.n_params * 4
+        if self.mode == "local_sgd":
+            return actor.local_round.options(num_returns=2).remote(self._weights, b, self.local_steps)
+        return actor.gradient.options(num_returns=2).remote(self._weights, b)
+
+    def _round(self) -> None:
+        """One synchronous step (or one local-SGD round) over every live worker."""
+        t0 = time.perf_counter()
+        pending = {}
+        for i in range(len(self.workers)):
+            grad, meta = self._submit(i)
+            pending[meta] = (i, grad)
+        results, arrived, lost = {}, {}, []
+        deadline = t0 + self.worker_timeout_s
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1,
+                                timeout=max(0.0, deadline - time.perf_counter()))
+            if not ready:
+                lost += [(i, f"no answer within {self.worker_timeout_s:.0f} s") for i, _ in pending.values()]
+                break
+            now = time.perf_counter()
+            for ref in ready:
+                i, grad = pending.pop(ref)
+                try:
+                    results[i], arrived[i] = (self._get(ref, i), grad), now
+                except _WorkerGone as gone:
+                    lost.append((i, str(gone)))
+        survivors = sorted(results)
+        if not survivors:
+            self._lose(lost)  # raises: nobody left
+        server_meta, survivors = self._apply(
+            survivors, [results[i][1] for i in survivors], lost,
+            lambda owners: combine_coefficients([results[o][0]["samples"] for o in owners]))
+        if not survivors:
+            self._lose(lost)  # raises: nobody left
+        t_end, last = time.perf_counter(), max(arrived[i] for i in survivors)
+        for i in survivors:
+            self._record(i, results[i][0], arrived[i] - t0, last - arrived[i], 0,
+                         server_meta["server_s"], t_end - t0)
+        self.step += 1
+        if lost:
+            self._lose(lost)
+
+    def _run_async(self, steps: int, bar) -> None:
+        """Apply each gradient as it arrives; a worker waits while the staleness bound says so."""
+        idle = {s.name: time.perf_counter() for s in self.workers}  # name → idle since
+        in_flight: dict = {}  # meta ref → (name, grad ref, version read, t_submit, held_s)
+        applied, t_prev = 0, time.perf_counter()
+        while applied < steps:
+            for name in sorted(idle, key=idle.get):
+                reads = [v[2] for v in in_flight.values()]
+                if applied + len(in_flight) >= steps or not staleness_allows(self.step, reads, self.max_staleness):
+                    break
+                now = time.perf_counter()
+                grad, meta = self._submit(self._pos(name))
+                in_flight[meta] = (name, grad, self.step, now, now - idle.pop(name))
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.worker_timeout_s)
+            if not ready:
+                self._lose([(self._pos(v[0]), f"no answer within {self.worker_timeout_s:.0f} s")
+                            for v in in_flight.values()])
+                in_flight.clear()
+                continue
+            name, grad, read, t_sub, held = in_flight.pop(ready[0])
+            t_arr, i = time.perf_counter(), self._pos(name)
+            try:
+                meta = self._get(ready[0], i)
+            except _WorkerGone as gone:
+                self._lose([(i, str(gone))])
+                continue
+            scale = async_scale(self.batch_sizes[i], self.batch_sizes)
+            lost: list = []
+            server_meta, kept = self._apply([i], [grad], lost, lambda owners: [scale] * len(owners))
+            if not kept:
+                self._lose(lost)
+                continue
+            t_end = time.perf_counter()
+            self._record(i, meta, t_arr - t_sub, held, self.step - read, server_meta["server_s"], t_end - t_prev)
+            t_prev, applied = t_end, applied + 1
+            self.step += 1
+            idle[name] = t_end
+            bar.update(1)
+            bar.set_postfix(loss=f"{meta['loss']:.3f}", staleness=self.step - 1 - read)
+            self._maybe_checkpoint()
+
+    def _pos(self, name: str) -> int:
+        return [s.name for s in self.workers].index(name)
+
+    def _get(self, ref, i: int):
+        """ray.get of a worker's result; a dead worker becomes _WorkerGone, a bug a HetlabError."""
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            raise _WorkerGone(f"{type(e).__name__}: its node or process went away") from None
+        except ray.exceptions.RayTaskError as e:
+            raise HetlabError(f"worker {self.workers[i].label} failed: {_one_line(e)}") from None
+
+    def _apply(self, owners: list[int], grads: list, lost: list, coefficients_for):
+        """Server step with these gradients; one lost with its node drops its owner (→ ``lost``)."""
+        while grads:
+            weights, meta = self.server.apply.options(num_returns=2).remote(coefficients_for(owners), *grads)
+            try:
+                info = ray.get(meta, timeout=self.worker_timeout_s)
+            except ray.exceptions.ObjectLostError:
+                ok = [_fetchable(g) for g in grads]
+                lost += [(o, "its result was lost with its node") for o, k in zip(owners, ok) if not k]
+                owners = [o for o, k in zip(owners, ok) if k]
+                grads = [g for g, k in zip(grads, ok) if k]
+                continue
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
+                raise HetlabError(f"the parameter server failed: {_one_line(e)}; "
+                                  f"resume from the last checkpoint.") from None
+            self._weights = weights
+            self.bytes_to_server += len(grads) * self.n_params * WIRE_DTYPES[self.transfer].itemsize
+            return info, owners
+        return None, []
+
+    def _record(self, i, meta, round_trip, wait_s, staleness, server_s, step_s) -> None:
+        comm = max(0.0, round_trip - meta["compute_s"] - meta["simulated_s"])
+        self.records.append(StepRecord(
+            step=self.step + 1, worker=self.workers[i].name, batch_size=self.batch_sizes[i],
+            compute_s=meta["compute_s"], simulated_s=meta["simulated_s"], wait_s=wait_s,
+            comm_s=comm, loss=meta["loss"], staleness=staleness, server_s=server_s,
+            step_s=step_s, samples=meta["samples"]))
+        self.samples_seen += meta["samples"]
+
+    def _lose(self, lost: list) -> None:
+        """Drop lost workers, rebalance the global batch over the rest, tell the learner."""
+        gone = sorted({i for i, _ in lost})
+        keep = [i for i in range(len(self.workers)) if i not in gone]
+        global_batch = sum(self.batch_sizes)
+        why = {i: reason for i, reason in lost}
+        labels = self.labels
+        for i in gone:
+            try:
+                ray.kill(self._actors[i])
+            except Exception:  # noqa: BLE001 - already dead is fine
+                pass
+        if not keep:
+            self.events.append({"event": "all_workers_lost", "step": self.step})
+            raise HetlabError(f"every worker was lost at step {self.step} ({'; '.join(why.values())}): "
+                              f"reconnect the machines and resume from the last checkpoint.")
+        sizes = split_batch(max(global_batch, len(keep)), [self.batch_sizes[i] for i in keep])
+        for name in ("workers", "_actors", "worker_info", "indices"):
+            setattr(self, name, [getattr(self, name)[i] for i in keep])
+        self.batch_sizes = sizes
+        for i in gone:
+            self.events.append({"event": "worker_lost", "step": self.step, "worker": labels[i],
+                                "reason": why[i], "survivors": [s.name for s in self.workers],
+                                "batch_sizes": list(sizes)})
+            print(f"⚠ lost worker {labels[i]} at step {self.step} ({why[i]}); training goes on with "
+                  f"{', '.join(self.labels)}; batch sizes rebalanced to {sizes} (global batch {sum(sizes)}).")
+
+    # --- measuring ------------------------------------------------------------------------
+    def measure(self, batch_sizes: list[int], steps: int = 3) -> list[float]:
+        """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes.
+
+        The steps train the model for real; the batch sizes are put back afterwards.
+        """
+        old, progress = list(self.batch_sizes), self.progress
+        self.progress = False
+        try:
+            records = self.run(steps, batch_sizes)
+        finally:
+            self.progress = progress
+            if len(old) == len(self.workers):
+                self.batch_sizes = old
+        return per_worker_samples_per_s(records, [s.name for s in self.workers])
+
+    def standalone_throughput(self, batch_size, steps: int = 5) -> list[float]:
+        """Each worker alone (one after another, no waiting, no communication): samples/s
+        of full training steps on its device, simulated slowdown included."""
+        sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
+                                  else batch_size, len(self.workers))
+        return [ray.get(a.standalone.remote(self._weights, b, steps), timeout=self.worker_timeout_s)
+                for a, b in zip(self._actors, sizes)]
+
+    def samples_per_s(self, records: list[StepRecord] | None = None) -> float:
+        """Cluster samples/s over ``records`` (default: all so far)."""
+        return samples_per_s(self.records if records is None else records)
+
+    def model(self) -> torch.nn.Module:
+        """The current weights in a fresh model, on the CPU."""
+        return model_from_flat(self.model_name, ray.get(self._weights, timeout=self.worker_timeout_s))
+
+    def evaluate(self, test_data: Dataset) -> float:
+        """Test accuracy of the current weights (on the driver's CPU)."""
+        return evaluate(self.model(), test_data, "cpu")
+
+    # --- checkpoints (notebook 08) ---------------------------------------------------------
+    def _maybe_checkpoint(self) -> None:
+        if self.checkpoint_dir and self.checkpoint_every and self.step % self.checkpoint_every == 0:
+            self.save_checkpoint()
+
+    def save_checkpoint(self, path=None) -> Path:
+        """Weights, optimizer, step, data positions, … → ``path`` on the DRIVER's disk, atomically."""
+        if path is None:
+            if not self.checkpoint_dir:
+                raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
+            path = Path(self.checkpoint_dir) / f"step-{self.step:06d}.pt"
+        positions = ray.get([a.position.remote() for a in self._actors], timeout=self.worker_timeout_s)
+        state = {
+            "format": FORMAT, "model": self.model_name, "signature": param_signature(self.model_name),
+            "mode": self.mode, "step": self.step, "server": ray.get(self.server.state.remote()),
+            "workers": [{"name": s.name, "index": ix, **pos}
+                        for s, ix, pos in zip(self.workers, self.indices, positions)],
+            "batch_sizes": list(self.batch_sizes), "shard_sizes": list(self.shard_sizes),
+            "data_len": self.data_len, "seed": self.seed, "lr": self.lr, "transfer": self.transfer,
+            "max_staleness": self.max_staleness, "local_steps": self.local_steps,
+            "outer_lr": self.outer_lr, "outer_momentum": self.outer_momentum,
+            "samples_seen": self.samples_seen, "bytes_to_workers": self.bytes_to_workers,
+            "bytes_to_server": self.bytes_to_server,
+        }
+        path = save_checkpoint(state, path)
+        self.events.append({"event": "checkpoint", "step": self.step, "path": str(path)})
+        return path
+
+    @classmethod
+    def resume(cls, path, workers: list[WorkerSpec], train_data: Dataset,
+               **overrides) -> "ParameterServerTraining":
+        """A new training continuing exactly where the checkpoint at ``path`` stopped.
+
+        Mode, model, batch sizes, seed … come from the checkpoint; ``overrides`` may
+        change e.g. ``progress`` or ``checkpoint_dir``. Give one WorkerSpec per saved worker.
+        """
+        model = overrides.pop("model", None)
+        ckpt = load_checkpoint(path, model=model)
+        saved = ckpt["workers"]
+        if not isinstance(workers, (list, tuple)) or len(workers) != len(saved):
+            raise HetlabError(f"{path} was saved with {len(saved)} workers ({[w['name'] for w in saved]}): "
+                              f"give one WorkerSpec per saved worker.")
+        if len(train_data) != ckpt["data_len"]:
+            raise HetlabError(f"{path} was trained on {ckpt['data_len']} samples, not {len(train_data)}: "
+                              f"resume with the same training data.")
+        kwargs = {k: ckpt[k] for k in ("mode", "lr", "seed", "transfer", "max_staleness",
+                                       "local_steps", "outer_lr", "outer_momentum", "batch_sizes")}
+        kwargs.update(overrides)
+        if (kwargs["mode"] == "local_sgd") != (ckpt["mode"] == "local_sgd"):
+            raise HetlabError(f"{path} is a {ckpt['mode']} checkpoint: local_sgd uses another optimizer, "
+                              f"resume it in mode {ckpt['mode']!r}.")
+        layout = {"shard_sizes": ckpt["shard_sizes"], "indices": [w["index"] for w in saved]}
+        run = cls(workers, train_data, model=ckpt["model"], _layout=layout, **kwargs)
+        try:
+            ray.get(run.server.load_state.remote(ckpt["server"]))
+            ray.get([a.set_position.remote(w) for a, w in zip(run._actors, saved)])
+            run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
+            run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
+            run._weights = run.server.weights.remote()
+        except BaseException:
+            run.shutdown()
+            raise
+        run.events.append({"event": "resumed", "step": run.step, "path": str(path)})
+        if run.progress:
+            print(f"resumed from {path} at step {run.step}")
+        return run
+
+    # --- lifetime -------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Stop this training's actors (not Ray itself); safe to call twice."""
+        for actor in self._actors + ([self.server] if self.server is not None else []):
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self._actors, self.server = [], None
+
+    def __enter__(self) -> "ParameterServerTraining":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+
+class _WorkerGone(Exception):
+    """A worker's actor or node went away (internal: becomes a 'worker lost' event)."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300]
+
+
+def _fetchable(ref) -> bool:
+    try:
+        ray.get(ref, timeout=10)
+        return True
+    except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+        return False
+
+
+def _ensure_ray() -> None:
+    """Connect (embedded local Ray, or HETLAB_ADDRESS / RAY_ADDRESS) if not connected yet."""
+    if not ray.is_initialized():
+        connect()

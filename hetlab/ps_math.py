@@ -1,0 +1,121 @@
+"""The parameter server's pure logic: checks, combination weights, staleness, throughput (notebook 05).
+
+Plain functions with no Ray in them, so tests and notebooks can check the arithmetic
+directly: the weighted combination Σ (b_i / Σb) · g_i, the async scale, the bound on
+staleness, shard sizes and cluster samples/s.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from hetlab.data import Dataset
+from hetlab.errors import HetlabError
+
+MODES = ("sync", "async", "local_sgd")
+PRECISIONS = ("fp32", "bf16", "fp16")
+TRANSFERS = ("fp32", "fp16", "bf16")
+
+
+def combine_coefficients(samples: Sequence[int]) -> list[float]:
+    """Weights b_i / Σb of each worker's gradient in a synchronous step (notebook 05)."""
+    total = float(sum(samples))
+    return [s / total for s in samples]
+
+
+def async_scale(batch_size: int, batch_sizes: Sequence[int]) -> float:
+    """Scale of one gradient applied alone in async mode: b_i / mean(b) (1 for equal batches)."""
+    return batch_size * len(batch_sizes) / float(sum(batch_sizes))
+
+
+def staleness_allows(version: int, reads_in_flight: Sequence[int], max_staleness: int) -> bool:
+    """May one more worker start computing now without any gradient exceeding ``max_staleness``?
+
+    A gradient computed on version r and applied at version V has staleness V − r. A
+    gradient in flight can be overtaken by at most every other gradient in flight, so
+    its worst case is (version − r) + (number in flight − 1). Starting a new worker is
+    allowed only if that bound stays within ``max_staleness`` for everyone: a fast worker
+    waits instead of racing ahead, and no gradient is ever thrown away (notebook 05).
+    """
+    n_after = len(reads_in_flight) + 1
+    if n_after - 1 > max_staleness:
+        return False
+    return all(version - r + n_after - 1 <= max_staleness for r in reads_in_flight)
+
+
+def check_spec(spec) -> None:
+    """Reject a malformed WorkerSpec with one line saying what to change."""
+    if not all(hasattr(spec, a) for a in ("name", "role", "device", "slowdown", "precision")):
+        raise HetlabError(f"workers must be WorkerSpec(...) objects, got {type(spec).__name__}.")
+    if not isinstance(spec.name, str) or not spec.name:
+        raise HetlabError("every worker needs a non-empty name, e.g. WorkerSpec('desktop').")
+    if not isinstance(spec.slowdown, (int, float)) or not math.isfinite(spec.slowdown) \
+            or spec.slowdown < 1:
+        raise HetlabError(f"worker {spec.name!r}: slowdown must be a number ≥ 1, got {spec.slowdown!r}.")
+    if spec.precision not in PRECISIONS:
+        raise HetlabError(f"worker {spec.name!r}: unknown precision {spec.precision!r}; use one of {PRECISIONS}.")
+
+
+def check_batch_sizes(sizes, n: int) -> list[int]:
+    """One whole number ≥ 1 per worker, or a HetlabError."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
+        raise HetlabError(f"batch sizes {sizes!r} must be a list with one whole number per worker.")
+    if len(sizes) != n:
+        raise HetlabError(f"got {len(sizes)} batch sizes for {n} workers: give one per worker.")
+    out = []
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or s != int(s) or s < 1:
+            raise HetlabError(f"batch size {s!r} is invalid: every batch size must be a whole number ≥ 1.")
+        out.append(int(s))
+    return out
+
+
+def check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_momentum,
+                  lr, checkpoint_every, train_data, n_workers) -> None:
+    """Validate the training options (one line per mistake)."""
+    if mode not in MODES:
+        raise HetlabError(f"unknown mode {mode!r}: use one of {MODES}.")
+    if transfer not in TRANSFERS:
+        raise HetlabError(f"unknown transfer dtype {transfer!r}: use one of {TRANSFERS}.")
+    for name, v, lo in (("max_staleness", max_staleness, 0), ("local_steps", local_steps, 1),
+                        ("checkpoint_every", checkpoint_every, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise HetlabError(f"{name} must be a whole number ≥ {lo}, got {v!r}.")
+    for name, v in (("lr", lr), ("outer_lr", outer_lr)):
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise HetlabError(f"{name} must be a positive number, got {v!r}.")
+    if not isinstance(outer_momentum, (int, float)) or not 0 <= outer_momentum < 1:
+        raise HetlabError(f"outer_momentum must be in [0, 1), got {outer_momentum!r}.")
+    if not isinstance(train_data, Dataset):
+        raise HetlabError("train_data must be a hetlab Dataset, e.g. hetlab.data.load_mnist('train').")
+    if len(train_data) < n_workers:
+        raise HetlabError(f"{len(train_data)} training samples cannot be split over {n_workers} workers.")
+
+
+def equal_shards(n_samples: int, n_workers: int) -> list[int]:
+    """Shard sizes that split ``n_samples`` as evenly as possible."""
+    base, extra = divmod(n_samples, n_workers)
+    return [base + (1 if i < extra else 0) for i in range(n_workers)]
+
+
+def samples_per_s(records) -> float:
+    """Cluster throughput: samples of all records ÷ the wall time of their steps."""
+    steps: dict[int, float] = {}
+    total = 0
+    for r in records:
+        steps[r.step] = r.step_s
+        total += r.samples or r.batch_size
+    wall = sum(steps.values())
+    return total / wall if wall > 0 else 0.0
+
+
+def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
+    """Each worker's own rate when it is not waiting: samples ÷ (compute + simulated + comm)."""
+    out = []
+    for name in names:
+        mine = [r for r in records if r.worker == name]
+        busy = sum(r.compute_s + r.simulated_s + r.comm_s for r in mine)
+        out.append(sum(r.samples or r.batch_size for r in mine) / busy if busy > 0 else 0.0)
+    return out
+
+

@@ -1,0 +1,214 @@
+"""One parameter-server worker: a device, a data shard, a batch size (notebook 05).
+
+A ``Worker`` actor lives on its own machine, picks its own device there
+(``hetlab.devices.resolve`` runs inside the actor, never on the driver), keeps its
+shard of MNIST on that device, and per message returns ONE flat CPU buffer: the
+gradient of its batch (sync / async) or the change of its weights after H local
+steps (local SGD). A worker told ``slowdown=N`` sleeps (N−1)× its measured compute
+time after computing: a *simulated* slower device, always labelled as such.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+
+import torch
+from torch import nn
+
+from hetlab.data import Dataset
+from hetlab.devices import describe, resolve, synchronize
+from hetlab.models import make_model
+
+WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
+
+
+def epoch_order(n: int, seed: int, worker_index: int, epoch: int) -> torch.Tensor:
+    """The shuffled order of a worker's shard in one epoch: a pure function of its arguments."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + worker_index * 10_007 + epoch)
+    return torch.randperm(n, generator=g)
+
+
+def next_indices(n: int, seed: int, worker_index: int, epoch: int, offset: int,
+                 batch_size: int) -> tuple[torch.Tensor, int, int]:
+    """The next ``batch_size`` shard indices from position (epoch, offset), and the new position.
+
+    A batch that runs past the end of an epoch continues with the next epoch's order,
+    so any position can be saved and restored exactly (checkpoints, notebook 08).
+    """
+    parts, need = [], batch_size
+    while need > 0:
+        order = epoch_order(n, seed, worker_index, epoch)
+        take = order[offset: offset + need]
+        parts.append(take)
+        need -= len(take)
+        offset += len(take)
+        if offset >= n:
+            epoch, offset = epoch + 1, 0
+    return torch.cat(parts), epoch, offset
+
+
+def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
+    """The autocast dtype a worker uses: None (fp32) on the CPU or where unsupported."""
+    if precision == "fp32" or device.type == "cpu":
+        return None
+    info = describe(device)
+    if precision == "bf16" and info["bf16"]:
+        return torch.bfloat16
+    if precision == "fp16" and info["fp16"]:
+        return torch.float16
+    return None
+
+
+class Worker:
+    """A Ray actor computing gradients (or local-SGD deltas) on its own device and shard."""
+
+    def __init__(self, name: str, index: int, shard: Dataset, model: str, device: str,
+                 slowdown: float, precision: str, transfer: str, seed: int, lr: float):
+        torch.set_num_threads(1)
+        self.name, self.index, self.seed, self.lr = name, index, seed, lr
+        self.model_name = model
+        self.slowdown = float(slowdown)
+        self.device = resolve(device)            # resolved here, on the worker's own node
+        self.amp_dtype = autocast_dtype(self.device, precision)
+        self.wire = WIRE_DTYPES[transfer]
+        self.model = make_model(model, seed=seed).to(self.device).train()
+        self.params = list(self.model.parameters())
+        self.x = shard.normalized().to(self.device)
+        self.y = shard.labels.to(self.device)
+        self.epoch, self.offset = 0, 0
+        self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam
+
+    # --- set-up and state ---------------------------------------------------------------
+    def info(self) -> dict:
+        """Where this worker really runs: node, device, precision, threads."""
+        import ray
+        amp = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
+        return {"name": self.name, "node_id": ray.get_runtime_context().get_node_id(),
+                "device": str(self.device), "precision": amp, "pid": os.getpid(),
+                "threads": torch.get_num_threads(), "shard": len(self.y),
+                "host": socket.gethostname()}
+
+    def set_threads(self, sharing: int) -> int:
+        """Use this machine's cores divided by the number of workers sharing it."""
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(sharing))))
+        return torch.get_num_threads()
+
+    def position(self) -> dict:
+        """Data position and local optimizer state, for checkpoints."""
+        state = {"epoch": self.epoch, "offset": self.offset}
+        if self.local_opt is not None:
+            state["local_opt"] = _to_cpu(self.local_opt.state_dict())
+        return state
+
+    def set_position(self, state: dict) -> None:
+        self.epoch, self.offset = int(state["epoch"]), int(state["offset"])
+        if "local_opt" in state:
+            self._ensure_local_opt()
+            self.local_opt.load_state_dict(state["local_opt"])
+
+    # --- the work -----------------------------------------------------------------------
+    def _load(self, flat: torch.Tensor) -> None:
+        torch.nn.utils.vector_to_parameters(flat.to(self.device), self.params)
+
+    def _next_batch(self, batch_size: int):
+        idx, self.epoch, self.offset = next_indices(
+            len(self.y), self.seed, self.index, self.epoch, self.offset, batch_size)
+        idx = idx.to(self.device)
+        return self.x[idx], self.y[idx]
+
+    def _loss_backward(self, xb, yb) -> float:
+        """Forward + backward of one batch (autocast where chosen); grads in fp32."""
+        ctx = (torch.autocast(self.device.type, dtype=self.amp_dtype)
+               if self.amp_dtype is not None else contextlib.nullcontext())
+        for p in self.params:
+            p.grad = None
+        with ctx:
+            loss = nn.functional.cross_entropy(self.model(xb), yb)
+        scale = LOSS_SCALE if self.amp_dtype == torch.float16 else 1.0
+        (loss * scale).backward()
+        if scale != 1.0:
+            for p in self.params:
+                p.grad.div_(scale)
+        return loss.detach()
+
+    def _simulate(self, compute_s: float) -> float:
+        """Sleep (slowdown − 1) × compute time: the simulated slower device."""
+        extra = (self.slowdown - 1.0) * compute_s
+        if extra > 0:
+            time.sleep(extra)
+        return max(extra, 0.0)
+
+    def gradient(self, weights: torch.Tensor, batch_size: int):
+        """One batch's mean-loss gradient at ``weights``: (flat CPU buffer in wire dtype, meta)."""
+        t0 = time.perf_counter()
+        self._load(weights)
+        xb, yb = self._next_batch(batch_size)
+        loss = self._loss_backward(xb, yb)
+        grad = torch.cat([p.grad.reshape(-1) for p in self.params]).to("cpu", self.wire)
+        loss = float(loss)  # also synchronises the device
+        compute_s = time.perf_counter() - t0
+        simulated_s = self._simulate(compute_s)
+        return grad, {"loss": loss, "compute_s": compute_s, "simulated_s": simulated_s,
+                      "samples": batch_size}
+
+    def _ensure_local_opt(self) -> None:
+        if self.local_opt is None:
+            self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
+
+    def local_round(self, weights: torch.Tensor, batch_size: int, steps: int):
+        """Local SGD: ``steps`` Adam steps from ``weights``; returns (start − end, meta)."""
+        t0 = time.perf_counter()
+        self._ensure_local_opt()
+        start = weights.to(self.device, torch.float32)
+        self._load(start)
+        losses = []
+        for _ in range(steps):
+            xb, yb = self._next_batch(batch_size)
+            losses.append(self._loss_backward(xb, yb))
+            self.local_opt.step()
+        end = torch.nn.utils.parameters_to_vector(self.params).detach()
+        delta = (start - end).to("cpu", self.wire)
+        loss = float(torch.stack(losses).mean())
+        compute_s = time.perf_counter() - t0
+        simulated_s = self._simulate(compute_s)
+        return delta, {"loss": loss, "compute_s": compute_s, "simulated_s": simulated_s,
+                       "samples": batch_size * steps}
+
+    def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
+                   warmup: int = 2) -> float:
+        """Samples/s of this device training alone (simulated slowdown included).
+
+        Full Adam steps on a scratch copy of the model and random positions of the shard:
+        the training state (weights, data position) is left untouched.
+        """
+        model = make_model(self.model_name, seed=None).to(self.device).train()
+        torch.nn.utils.vector_to_parameters(weights.to(self.device), model.parameters())
+        opt = torch.optim.Adam(model.parameters(), lr=self.lr)
+        g = torch.Generator().manual_seed(12345 + self.index)
+        total = 0.0
+        for i in range(warmup + steps):
+            idx = torch.randint(0, len(self.y), (batch_size,), generator=g).to(self.device)
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model(self.x[idx]), self.y[idx]).backward()
+            opt.step()
+            synchronize(self.device)
+            compute_s = time.perf_counter() - t0
+            sim = self._simulate(compute_s)
+            if i >= warmup:
+                total += compute_s + sim
+        return batch_size * steps / total
+
+
+def _to_cpu(obj):
+    """Copy every tensor in a nested dict/list to the CPU (for checkpoints)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu").clone()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
