@@ -1,0 +1,191 @@
+"""Connect to Ray, see what every node runs, and pin actors to machines (notebooks 03, 04).
+
+Every hetlab node carries its *role* ("desktop" or "mac") twice: as a custom
+resource (``hetlab-role:mac``, the robust pin for actors) and as a node label
+(``hetlab-role=mac``, what Ray Train's ``ScalingConfig(label_selector=...)`` uses).
+``placement(role)`` asks for a sliver of that resource, so an actor lands on its
+machine and never where Ray happens to find room.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+
+import ray
+
+from hetlab.errors import HetlabError
+
+ROLES = ("desktop", "mac")
+ROLE_LABEL = "hetlab-role"
+ROLE_SLIVER = 0.001  # an actor asks for this much of its node's role resource (node has 1)
+DEFAULT_GCS_PORT = 6379
+RAY_CLIENT_PORT = 10001
+
+
+def _check_role(role: str) -> str:
+    if role not in ROLES:
+        raise HetlabError(f"unknown role {role!r}: use one of {', '.join(ROLES)}.")
+    return role
+
+
+def role_resource(role: str) -> str:
+    """Name of the custom resource a node of this role carries, e.g. ``hetlab-role:mac``."""
+    return f"{ROLE_LABEL}:{_check_role(role)}"
+
+
+def role_label(role: str) -> dict:
+    """Label selector for a role, e.g. ``{"hetlab-role": "mac"}`` (for Ray Train's ScalingConfig)."""
+    return {ROLE_LABEL: _check_role(role)}
+
+
+def node_labels(role: str) -> dict:
+    """The labels a node of this role is started with (same as its selector)."""
+    return role_label(role)
+
+
+def node_resources(role: str) -> dict:
+    """The custom resources a node of this role is started with."""
+    return {role_resource(role): 1.0}
+
+
+def placement(role: str | None = None, *, node_id: str | None = None, gpu: bool = False) -> dict:
+    """Keyword arguments for ``ActorClass.options(**...)`` that pin an actor (notebook 03).
+
+    ``role`` pins to the machine with that role, ``node_id`` to one exact node;
+    ``gpu=True`` asks for the GPU so Ray accounts for it and keeps other GPU work
+    off it. When Ray is connected, a role or GPU that no live node has fails now
+    with a HetlabError instead of leaving the actor pending forever.
+    """
+    if role is not None and node_id is not None:
+        raise HetlabError("give placement() a role or a node_id, not both.")
+    options: dict = {}
+    if role is not None:
+        options["resources"] = {role_resource(role): ROLE_SLIVER}
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        try:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+        except ValueError:
+            raise HetlabError(f"node_id {node_id!r} is not a Ray node id: pick one from "
+                              f"hetlab.cluster.nodes().") from None
+    if gpu:
+        options["num_gpus"] = 1
+    if ray.is_initialized():
+        _check_placeable(role, node_id, gpu)
+    return options
+
+
+def _check_placeable(role, node_id, gpu) -> None:
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    if role is not None:
+        alive = [n for n in alive if n["Resources"].get(role_resource(role), 0) > 0]
+        if not alive:
+            raise HetlabError(f"no live node has role {role!r}: start it with the command from "
+                              f"`hetlab join`/`hetlab head`, or use PracticeCluster for practice.")
+    if node_id is not None:
+        alive = [n for n in alive if n["NodeID"] == node_id]
+        if not alive:
+            raise HetlabError(f"no live node with id {node_id[:12]}…: pick one from hetlab.cluster.nodes().")
+    if gpu and not any(n["Resources"].get("GPU", 0) >= 1 for n in alive):
+        where = f"the {role!r} node" if role else "any live node"
+        raise HetlabError(f"{where} has no GPU for Ray to give: use gpu=False (CPU/MPS) "
+                          f"or start that node where `ray start` detects its GPU.")
+
+
+def parse_address(address: str) -> tuple[str, int, bool]:
+    """Split ``"host:port"`` / ``"host"`` / ``"ray://host:port"`` into (host, port, is_ray_client)."""
+    text = str(address).strip()
+    client = text.startswith("ray://")
+    rest = text[len("ray://"):] if client else text
+    if rest in ("", "auto", "local") or "/" in rest or " " in rest:
+        raise HetlabError(f"malformed cluster address {address!r}: give the head as IP:PORT, "
+                          f"e.g. 192.168.1.10:6379 (the GCS port printed by `hetlab head`).")
+    host, sep, port_text = rest.rpartition(":")
+    if not sep:
+        host, port_text = rest, str(RAY_CLIENT_PORT if client else DEFAULT_GCS_PORT)
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not host or not 0 < port < 65536 or host.startswith("[") != host.endswith("]"):
+        raise HetlabError(f"malformed cluster address {address!r}: give the head as IP:PORT "
+                          f"with a port between 1 and 65535, e.g. 192.168.1.10:6379.")
+    return host.strip("[]"), port, client
+
+
+def port_open(host: str, port: int, timeout: float = 3.0) -> str | None:
+    """None if a TCP connection to host:port opens within ``timeout``, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except socket.timeout:
+        return "no answer (timed out: a firewall dropping packets, or the wrong IP)"
+    except ConnectionRefusedError:
+        return "connection refused (nothing listens there: is the head started, is the port right?)"
+    except OSError as exc:
+        return f"{exc.strerror or exc} (check the host name or IP)"
+
+
+def _requested_address(address: str | None) -> str | None:
+    for value in (address, os.environ.get("HETLAB_ADDRESS"), os.environ.get("RAY_ADDRESS")):
+        if value is not None and str(value).strip():
+            return str(value).strip()
+    return None
+
+
+def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | None = None,
+            dashboard: bool = False):
+    """Connect this process to Ray and return Ray's context (notebooks 03, 04).
+
+    No address (and neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set): start an
+    embedded local Ray, quiet, dashboard off unless asked. With an address, connect
+    to that cluster or fail within ``timeout`` seconds with one line saying what to
+    check; never fall back to a local Ray. Calling it again replaces the connection.
+    """
+    target = _requested_address(address)
+    if ray.is_initialized():
+        ray.shutdown()
+    if target is None or target == "local":
+        return ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
+                        logging_level=logging.WARNING)
+    host, port, client = parse_address(target)
+    problem = port_open(host, port, timeout=min(3.0, timeout))
+    if problem:
+        raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}; "
+                          f"run `hetlab doctor --head {host}:{port}` for the full check.")
+    return _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
+
+
+def _init_with_deadline(address: str, timeout: float):
+    """``ray.init(address)`` has no timeout of its own: run it in a thread and stop waiting."""
+    outcome: dict = {}
+
+    def attempt():
+        try:
+            outcome["context"] = ray.init(address=address, logging_level=logging.WARNING)
+        except BaseException as exc:  # noqa: BLE001 - reported below as one line
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=attempt, name="hetlab-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise HetlabError(f"the Ray head at {address} accepted the connection but did not answer as "
+                          f"Ray within {timeout:.0f} s: check the port is the GCS port from "
+                          f"`hetlab head`, and that RAY_AUTH_MODE=token and the token are set here.")
+    if "error" in outcome:
+        raise HetlabError(_explain(outcome["error"], address)) from None
+    return outcome["context"]
+
+
+def _explain(exc: BaseException, address: str) -> str:
+    text = " ".join(str(exc).split())
+    lowered = text.lower()
+    if "auth" in lowered or "token" in lowered or "unauthenticated" in lowered:
+        return (f"the Ray head at {address} refused this client's token: set RAY_AUTH_MODE=token and "
+                f"copy the head's token (`ray get-auth-token` there) to ~/.ray/auth_token here.")
+    if "version" in lowered:
+        return f"version mismatch with the Ray head at {address}: {text[:200]} — run `hetlab doctor --head {address}`."
+    return f"could not connect to the Ray head at {address}: {type(exc).__name__}: {text[:200]}"

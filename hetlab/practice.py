@@ -1,0 +1,119 @@
+"""A real multi-node Ray cluster on one machine, for practice (notebooks 04, 05, 08).
+
+``ray.cluster_utils.Cluster`` starts separate Ray nodes (each its own raylet,
+object store and resources) on this box. Each node gets one hetlab role, the
+same resource and label that ``hetlab head`` / ``hetlab join`` give the real
+machines, so ``hetlab.cluster.placement(role)`` behaves exactly as on the real
+pair. Nothing here is a GPU or a Mac: the "mac" node is named "mac (simulated)"
+wherever a learner sees it, and no node claims a GPU it does not have.
+"""
+from __future__ import annotations
+
+import logging
+
+import ray
+from ray.cluster_utils import Cluster
+
+from hetlab import cluster as _cluster
+from hetlab.errors import HetlabError
+
+REAL_HERE = {"desktop"}  # roles this box can honestly stand in for (it is a Linux machine)
+
+
+def display_name(role: str) -> str:
+    """Learner-facing name of a practice node: ``"desktop"`` or ``"mac (simulated)"``."""
+    return role if role in REAL_HERE else f"{role} (simulated)"
+
+
+class PracticeCluster:
+    """Context manager: one small Ray node per role on this machine, driver connected.
+
+    The first role is the head node (the driver connects through it, so it cannot
+    be removed); the others are worker nodes that can be removed and re-added to
+    practise losing a machine. ``shutdown()`` is idempotent and also runs on errors.
+    """
+
+    def __init__(self, roles=("desktop", "mac"), cpus_per_node: int = 1,
+                 object_store_mb: int = 100, connect: bool = True):
+        roles = tuple(roles)
+        if not roles or len(set(roles)) != len(roles):
+            raise HetlabError(f"roles {roles!r} must be distinct and non-empty, e.g. ('desktop', 'mac').")
+        for role in roles:
+            _cluster.role_resource(role)  # validates the role
+        if cpus_per_node < 1:
+            raise HetlabError(f"cpus_per_node={cpus_per_node}: give each node at least 1 CPU.")
+        self.roles = roles
+        self._cpus = int(cpus_per_node)
+        self._store = int(object_store_mb) * 2**20
+        self._nodes: dict = {}
+        if ray.is_initialized():
+            ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
+        self._cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
+        try:
+            for role in roles:
+                self.add_node(role)
+            if connect:
+                ray.init(address=self._cluster.address, logging_level=logging.WARNING)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _node_args(self, role: str) -> dict:
+        return dict(num_cpus=self._cpus, num_gpus=0, object_store_memory=self._store,
+                    resources=_cluster.node_resources(role), labels=_cluster.node_labels(role),
+                    include_dashboard=False)
+
+    @property
+    def address(self) -> str:
+        """GCS address of the head node (``ray.init(address=...)`` connects here)."""
+        if self._cluster is None:
+            raise HetlabError("this practice cluster is shut down: start a new PracticeCluster().")
+        return self._cluster.address
+
+    def node_id(self, role: str) -> str:
+        """Ray node id of the node that plays ``role``."""
+        if role not in self._nodes:
+            raise HetlabError(f"no practice node has role {role!r} now (running: {sorted(self._nodes)}).")
+        return self._nodes[role].node_id
+
+    def names(self) -> dict:
+        """Node id → learner-facing name, e.g. ``{"ab12…": "mac (simulated)"}``."""
+        return {node.node_id: display_name(role) for role, node in self._nodes.items()}
+
+    def add_node(self, role: str) -> str:
+        """Start (or restart) the node for ``role``; returns its node id."""
+        if self._cluster is None:
+            raise HetlabError("this practice cluster is shut down: start a new PracticeCluster().")
+        _cluster.role_resource(role)
+        if role in self._nodes:
+            raise HetlabError(f"the {display_name(role)} node is already running.")
+        self._nodes[role] = self._cluster.add_node(**self._node_args(role))
+        return self._nodes[role].node_id
+
+    def remove_node(self, role: str) -> None:
+        """Stop the node for ``role`` (its actors die), as if that machine went away."""
+        if role not in self._nodes:
+            raise HetlabError(f"no practice node has role {role!r} now (running: {sorted(self._nodes)}).")
+        if self._nodes[role] is self._cluster.head_node:
+            raise HetlabError(f"the {display_name(role)} node is the head (the driver connects through "
+                              f"it): remove another role, or put this role later in roles=.")
+        self._cluster.remove_node(self._nodes.pop(role))
+
+    def shutdown(self) -> None:
+        """Disconnect the driver and stop every node; safe to call twice."""
+        if ray.is_initialized():
+            ray.shutdown()
+        if getattr(self, "_cluster", None) is not None:
+            self._cluster.shutdown()
+            self._cluster = None
+        self._nodes = {}
+
+    def __enter__(self) -> "PracticeCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        running = ", ".join(display_name(r) for r in self._nodes) or "shut down"
+        return f"PracticeCluster({running})"

@@ -1,0 +1,91 @@
+"""PracticeCluster + placement on a real two-node Ray (ray.cluster_utils.Cluster) on this box."""
+import pytest
+import ray
+
+from hetlab import HetlabError
+from hetlab.cluster import placement, role_label
+from hetlab.practice import PracticeCluster, display_name
+
+
+@ray.remote(num_cpus=0)
+class WhereAmI:
+    def node(self):
+        return ray.get_runtime_context().get_node_id()
+
+
+@pytest.fixture(scope="module")
+def practice():
+    with PracticeCluster(roles=("desktop", "mac")) as pc:
+        yield pc
+
+
+def test_each_role_is_its_own_node(practice):
+    assert len({practice.node_id("desktop"), practice.node_id("mac")}) == 2
+    alive = [n for n in ray.nodes() if n["Alive"]]
+    assert len(alive) == 2
+    by_id = {n["NodeID"]: n for n in alive}
+    mac = by_id[practice.node_id("mac")]
+    assert mac["Labels"]["hetlab-role"] == "mac"
+    assert mac["Resources"].get("GPU", 0) == 0  # no GPU here: the simulated Mac claims none
+    assert practice.names()[practice.node_id("mac")] == "mac (simulated)"
+    assert display_name("desktop") == "desktop"
+
+
+def test_placement_pins_actor_to_role(practice):
+    mac = WhereAmI.options(**placement("mac")).remote()
+    desk = WhereAmI.options(**placement("desktop")).remote()
+    assert ray.get(mac.node.remote(), timeout=60) == practice.node_id("mac")
+    assert ray.get(desk.node.remote(), timeout=60) == practice.node_id("desktop")
+    by_node = WhereAmI.options(**placement(node_id=practice.node_id("mac"))).remote()
+    assert ray.get(by_node.node.remote(), timeout=60) == practice.node_id("mac")
+    for actor in (mac, desk, by_node):
+        ray.kill(actor)
+
+
+def test_label_selector_pins_actor_to_role(practice):
+    # Ray Train pins ranks with the same labels; actors accept label_selector in 2.60 too.
+    actor = WhereAmI.options(label_selector=role_label("mac")).remote()
+    assert ray.get(actor.node.remote(), timeout=60) == practice.node_id("mac")
+    ray.kill(actor)
+
+
+def test_bad_placement_is_one_line_error(practice):
+    with pytest.raises(HetlabError, match="unknown role 'laptop'"):
+        placement("laptop")
+    with pytest.raises(HetlabError, match="no GPU"):
+        placement("desktop", gpu=True)
+    with pytest.raises(HetlabError, match="not both"):
+        placement("mac", node_id=practice.node_id("mac"))
+    with pytest.raises(HetlabError, match="no live node with id"):
+        placement(node_id="ab" * 28)
+    with pytest.raises(HetlabError, match="not a Ray node id"):
+        placement(node_id="not-a-node")
+    with pytest.raises(HetlabError, match="unknown role"):
+        PracticeCluster(roles=("desktop", "tablet"))
+
+
+def test_losing_and_regaining_the_mac(practice):
+    actor = WhereAmI.options(**placement("mac")).remote()
+    assert ray.get(actor.node.remote(), timeout=60) == practice.node_id("mac")
+    practice.remove_node("mac")
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actor.node.remote(), timeout=60)
+    with pytest.raises(HetlabError, match="no live node has role 'mac'"):
+        placement("mac")
+    with pytest.raises(HetlabError, match="is the head"):
+        practice.remove_node("desktop")
+    new_id = practice.add_node("mac")
+    again = WhereAmI.options(**placement("mac")).remote()
+    assert ray.get(again.node.remote(), timeout=60) == new_id
+
+
+def test_shutdown_on_error_is_clean_and_idempotent(practice):
+    nodes = list(practice._nodes.values())
+    with pytest.raises(RuntimeError, match="a failing cell"):
+        with practice:
+            raise RuntimeError("a failing cell")
+    assert not ray.is_initialized()
+    assert not any(node.any_processes_alive() for node in nodes)
+    practice.shutdown()  # second call: no error
+    with pytest.raises(HetlabError, match="shut down"):
+        practice.add_node("mac")
