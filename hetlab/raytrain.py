@@ -1,0 +1,316 @@
+"""Ray Train's TorchTrainer on a Mac and a CUDA desktop at once (notebook 07).
+
+Ray Train was built for identical GPUs, and three of its defaults trip over a
+mixed pair. This module works around each one:
+
+* **One ScalingConfig for all ranks.** ``resources_per_worker`` is a single dict, so
+  the Mac rank and the desktop rank must ask for the same thing. hetlab asks for one
+  CPU each and pins rank *i* to its machine with ``label_selector=[{...}, {...}]``
+  (one selector per rank, the ``hetlab-role`` node label).
+* **GPU means CUDA, and GPU means NCCL.** Train maps the ``GPU`` resource to CUDA
+  devices only, and picks the NCCL backend as soon as a rank requests a GPU. Ray 2.60
+  reports an Apple Silicon Mac as ``GPU: 1`` too, so ``use_gpu=True`` would start NCCL
+  on the Mac — which has no CUDA — and fail. NCCL cannot reach MPS, and gloo does not
+  take MPS tensors. So: ``use_gpu=False``, the gloo backend, each rank picks its own
+  device (``hetlab.devices.resolve("auto")`` on its own node), and gradients are
+  all-reduced as one flat CPU buffer.
+* **No GPU requested is not no GPU used.** A rank that asks for no GPU can still use
+  the card: Ray 2.60 leaves ``CUDA_VISIBLE_DEVICES`` alone for it (Ray issue 54868;
+  ``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1`` restores the old way). Older Rays set it to
+  ``""`` and hid CUDA from such a rank. The price: Ray does not know the rank uses the
+  card, so it may schedule other GPU work next to it.
+
+Unequal batches: rank *i* trains ``b_i`` samples of each global batch ``B`` (from a
+given ratio, or from throughput each rank measures on its own device) and scales
+its mean-loss gradient by ``b_i / B`` before a SUM all-reduce, so every rank applies
+``Σ (b_i/B) g_i`` — exactly the gradient of the whole global batch — and the ranks'
+weights stay identical. Checkpoints: Train needs a ``storage_path`` that every node
+can reach (NFS, a bucket) on a real multi-node cluster; tests use a local temp dir.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from hetlab.errors import HetlabError
+
+def scaling_config(roles: Sequence[str] | None = ("desktop", "mac"), num_workers: int | None = None):
+    """One CPU per rank, no GPU request (so gloo, not NCCL), rank *i* pinned to ``roles[i]``."""
+    from ray.train import ScalingConfig
+
+    if roles is None:
+        return ScalingConfig(num_workers=num_workers or 2, use_gpu=False,
+                             resources_per_worker={"CPU": 1})
+    from hetlab.cluster import role_label
+
+    return ScalingConfig(num_workers=len(roles), use_gpu=False, resources_per_worker={"CPU": 1},
+                         label_selector=[role_label(r) for r in roles])
+
+
+def flat_grad(model: nn.Module) -> torch.Tensor:
+    """All gradients as one float32 CPU vector (what gloo can all-reduce in one call)."""
+    return torch.cat([p.grad.detach().reshape(-1).float().cpu() for p in model.parameters()])
+
+
+def set_flat_grad(model: nn.Module, flat: torch.Tensor) -> None:
+    """Copy a flat CPU vector back into each parameter's ``.grad``, on the parameter's device."""
+    start = 0
+    for p in model.parameters():
+        n = p.numel()
+        p.grad.copy_(flat[start : start + n].view_as(p).to(p.device, p.dtype))
+        start += n
+
+
+def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
+                 seed: int = 0) -> torch.Tensor:
+    """Which samples rank ``rank`` trains at ``step``: its slice of the step's global batch.
+
+    Every rank draws the same shuffled order (one permutation per epoch), so together
+    the ranks cover each global batch exactly once, whatever the split.
+    """
+    total = sum(batch_sizes)
+    per_epoch = n_samples // total
+    if per_epoch < 1:
+        raise HetlabError(f"global batch {total} is larger than the {n_samples} training samples.")
+    epoch, pos = divmod(step, per_epoch)
+    order = torch.randperm(n_samples, generator=torch.Generator().manual_seed(seed + epoch))
+    start = pos * total + sum(batch_sizes[:rank])
+    return order[start : start + batch_sizes[rank]]
+
+
+def weights_digest(model: nn.Module) -> str:
+    """sha256 of all parameters' bytes: equal digests mean bitwise-equal weights."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+@dataclass
+class RankReport:
+    """What one rank did: where it ran, its batch, and where its time went."""
+
+    rank: int
+    role: str
+    label: str                # says "simulated" when slowdown > 1
+    node_id: str
+    device: str
+    batch_size: int
+    measured_samples_per_s: float
+    samples: int
+    compute_s: float          # forward, backward and optimizer step on the device
+    simulated_s: float        # the simulated slowdown's sleep
+    allreduce_s: float        # flattening, gloo all-reduce, and waiting for the other rank
+    weights_sha256: str
+
+
+@dataclass
+class RayTrainResult:
+    """A finished TorchTrainer run: per-rank reports, accuracy, timings, the checkpoint."""
+
+    ranks: list[RankReport]
+    accuracy: float
+    loss: list[float]         # rank 0's global-batch loss per step
+    fit_s: float              # TorchTrainer.fit() wall time, start-up included
+    train_s: float            # the training loop alone (rank 0)
+    allreduce_bytes_per_step: int
+    checkpoint_path: str | None = None
+    steps: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def weights_identical(self) -> bool:
+        return len({r.weights_sha256 for r in self.ranks}) == 1
+
+    @property
+    def samples_per_s(self) -> float:
+        return sum(r.samples for r in self.ranks) / self.train_s
+
+    def model(self, name: str = "small") -> nn.Module:
+        """The trained weights from rank 0's checkpoint, on the CPU."""
+        from hetlab.models import make_model
+
+        model = make_model(name)
+        model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, "model.pt")))
+        return model
+
+
+def train_loop(config: dict) -> None:
+    """What every rank runs inside TorchTrainer: own device, own batch, weighted gloo all-reduce."""
+    import ray
+    import ray.train
+    import torch.distributed as dist
+
+    from hetlab.balance import split_batch
+    from hetlab.data import load_mnist
+    from hetlab.devices import resolve, synchronize, throughput
+    from hetlab.models import make_model
+    from hetlab.train import evaluate
+
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    labels = ray.get_runtime_context().get_node_labels()
+    role = labels.get(config["label_key"], f"rank {rank}") if config["label_key"] else f"rank {rank}"
+    if config["roles"] and role != config["roles"][rank]:
+        raise HetlabError(f"rank {rank} landed on node role {role!r}, expected {config['roles'][rank]!r}.")
+    device = resolve(config["devices"][rank])  # resolved here, on the rank's own machine
+    slowdown = float(config["slowdowns"][rank])
+    seed, global_batch = config["seed"], config["global_batch"]
+    train = load_mnist("train")
+    if config["train_samples"]:
+        train = train.subset(config["train_samples"], seed=seed)
+    x, y = train.normalized().to(device), train.labels.to(device)
+
+    # Each rank measures its own device (a simulated slowdown divides its speed), and
+    # every rank derives the same split from the gathered numbers.
+    speed = throughput(make_model(config["model"], seed=seed), device,
+                       batch_size=max(1, global_batch // world), steps=5) / slowdown
+    speeds = [None] * world
+    dist.all_gather_object(speeds, speed)
+    sizes = split_batch(global_batch, config["ratio"] or speeds, world)
+    share = sizes[rank] / global_batch
+
+    model = make_model(config["model"], seed=seed).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=config["lr"])
+    compute_s = simulated_s = allreduce_s = 0.0
+    losses = []
+    t_start = time.perf_counter()
+    for step in range(config["steps"]):
+        idx = rank_indices(step, sizes, rank, len(y), seed).to(device)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
+        loss.backward()
+        synchronize(device)
+        t1 = time.perf_counter()
+        if slowdown > 1:
+            time.sleep((slowdown - 1) * (t1 - t0))
+        t2 = time.perf_counter()
+        # One flat CPU buffer: b_i/B × gradient, plus b_i/B × loss (the global loss for free).
+        buf = torch.cat([flat_grad(model), loss.detach().float().cpu().view(1)]) * share
+        dist.all_reduce(buf, op=dist.ReduceOp.SUM)
+        set_flat_grad(model, buf[:-1])
+        t3 = time.perf_counter()
+        opt.step()
+        synchronize(device)
+        losses.append(buf[-1].item())
+        compute_s += (t1 - t0) + (time.perf_counter() - t3)
+        simulated_s += t2 - t1
+        allreduce_s += t3 - t2
+        if config["progress"] and rank == 0 and (step + 1) % max(1, config["steps"] // 5) == 0:
+            print(f"[hetlab rank 0] step {step + 1}/{config['steps']} loss {losses[-1]:.3f}")
+    train_s = time.perf_counter() - t_start
+
+    label = f"{role} ({device.type}" + (f", simulated {slowdown:g}× slower)" if slowdown > 1 else ")")
+    mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), sizes[rank],
+                      speed, sizes[rank] * config["steps"], compute_s, simulated_s, allreduce_s,
+                      weights_digest(model)).__dict__
+    reports = [None] * world
+    dist.all_gather_object(reports, mine)
+    if rank != 0:
+        ray.train.report({"rank": rank})
+        return
+    test = load_mnist("test")
+    if config["test_samples"]:
+        test = test.subset(config["test_samples"], seed=seed)
+    metrics = {"ranks": reports, "accuracy": evaluate(model, test, device), "train_s": train_s,
+               "allreduce_bytes_per_step": 4 * buf.numel() * 2 * (world - 1) // world}
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(tmp, "model.pt"))
+        with open(os.path.join(tmp, "loss.json"), "w") as f:
+            json.dump(losses, f)
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
+
+
+def _per_rank(value, n: int, what: str) -> list:
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * n
+    if len(values) != n:
+        raise HetlabError(f"{what} {value!r} has {len(values)} entries for {n} ranks: give one per rank.")
+    return values
+
+
+def _check_roles_present(roles: Sequence[str]) -> None:
+    """Fail in a second, not after Train's start-up timeout, when no node carries a role."""
+    import ray
+
+    from hetlab.cluster import role_label
+
+    alive = [n.get("Labels", {}) for n in ray.nodes() if n.get("Alive")]
+    for role in roles:
+        want = role_label(role)
+        if not any(all(labels.get(k) == v for k, v in want.items()) for labels in alive):
+            raise HetlabError(f"no live node has role {role!r}: start the practice cluster "
+                              f"(hetlab.practice.PracticeCluster) or join that machine first.")
+
+
+def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence[float] = "auto",
+                roles: Sequence[str] | None = ("desktop", "mac"), devices="auto", slowdowns=1.0,
+                model: str = "small", lr: float = 1e-3, seed: int = 0,
+                train_samples: int | None = None, test_samples: int | None = None,
+                storage_path: str | None = None, progress: bool = True) -> RayTrainResult:
+    """Train on every role's machine with one TorchTrainer run; returns what each rank did.
+
+    ``ratio="auto"`` splits the global batch by the throughput each rank measures on
+    its own device; ``[3, 1]`` gives the split directly. ``slowdowns`` (per rank, ≥ 1)
+    makes a rank a *simulated* slower device. ``storage_path`` must be reachable by every
+    node on a real multi-node cluster (NFS, a bucket); default: a temp dir on this machine.
+    """
+    import ray
+    from ray.train import RunConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    from hetlab.balance import check_weights
+    from hetlab.cluster import role_label
+
+    n = len(roles) if roles else 2
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise HetlabError(f"steps must be a whole number ≥ 1, got {steps!r}.")
+    if not isinstance(global_batch, int) or global_batch < n:
+        raise HetlabError(f"global batch must be a whole number ≥ {n} (one sample per rank), got {global_batch!r}.")
+    if isinstance(ratio, str) and ratio != "auto":
+        raise HetlabError(f"ratio must be 'auto' or one number per rank like [3, 1], got {ratio!r}.")
+    ratio_list = None if isinstance(ratio, str) else check_weights(ratio, n)
+    slow = [float(s) for s in _per_rank(slowdowns, n, "slowdowns")]
+    if not all(1.0 <= s < float("inf") for s in slow):
+        raise HetlabError(f"slowdowns must be finite and ≥ 1 (1 = real speed), got {slowdowns!r}.")
+    for role in roles or ():
+        role_label(role)  # an unknown role fails here, before anything starts
+    if not ray.is_initialized():
+        raise HetlabError("Ray is not connected: call hetlab.cluster.connect() or start a PracticeCluster first.")
+    if roles:
+        _check_roles_present(roles)
+    config = {"steps": steps, "global_batch": global_batch, "ratio": ratio_list,
+              "roles": list(roles) if roles else None, "devices": _per_rank(devices, n, "devices"),
+              "slowdowns": slow, "model": model, "lr": lr, "seed": seed, "progress": progress,
+              "train_samples": train_samples, "test_samples": test_samples,
+              "label_key": next(iter(role_label(roles[0]))) if roles else None}
+    storage_path = storage_path or tempfile.mkdtemp(prefix="hetlab-raytrain-")
+    trainer = TorchTrainer(train_loop, train_loop_config=config,
+                           torch_config=TorchConfig(backend="gloo"),
+                           scaling_config=scaling_config(roles, n),
+                           run_config=RunConfig(storage_path=storage_path,
+                                                name=f"hetlab-{time.strftime('%Y%m%d-%H%M%S')}"))
+    t0 = time.perf_counter()
+    try:
+        result = trainer.fit()
+    except Exception as e:  # Train wraps worker errors; keep their one-line reason
+        reason = str(e).strip().splitlines()
+        hetlab_line = next((line for line in reason if "HetlabError" in line), None)
+        raise HetlabError(f"Ray Train run failed: {hetlab_line or (reason[0] if reason else type(e).__name__)}") from None
+    fit_s = time.perf_counter() - t0
+    m, path = result.metrics, result.checkpoint.path
+    with open(os.path.join(path, "loss.json")) as f:
+        loss = json.load(f)
+    return RayTrainResult(ranks=[RankReport(**r) for r in m["ranks"]], accuracy=m["accuracy"],
+                          loss=loss, fit_s=fit_s, train_s=m["train_s"],
+                          allreduce_bytes_per_step=m["allreduce_bytes_per_step"],
+                          checkpoint_path=path,
+                          steps=steps)

@@ -1,0 +1,126 @@
+"""Ray Train on a real two-node practice cluster: unequal batches, gloo on CPU, identical weights.
+
+No device is mocked: both practice nodes train on this CPU; the "mac" rank is a
+*simulated* slower device (it sleeps), and says so in its label.
+"""
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from hetlab import HetlabError
+from hetlab.data import load_mnist
+from hetlab.models import make_model
+from hetlab.raytrain import (flat_grad, rank_indices, scaling_config, set_flat_grad,
+                             train_mixed, weights_digest)
+from hetlab.train import evaluate
+
+STEPS, BATCH, RATIO = 120, 128, [3, 1]
+
+
+# --- pure parts, no Ray ----------------------------------------------------------------
+
+def _grads_of(model, x, y):
+    model.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    return flat_grad(model)
+
+
+def test_weighted_sum_of_rank_gradients_is_the_global_batch_gradient():
+    data = load_mnist("train").subset(100, seed=1)
+    x, y = data.normalized(), data.labels
+    model = make_model("small", seed=0)
+    full = _grads_of(model, x, y)
+    g_a, g_b = _grads_of(model, x[:80], y[:80]), _grads_of(model, x[80:], y[80:])
+    weighted = 0.8 * g_a + 0.2 * g_b
+    assert torch.allclose(weighted, full, atol=1e-6)
+    plain_mean = (g_a + g_b) / 2               # what an unweighted all-reduce would apply
+    assert not torch.allclose(plain_mean, full, atol=1e-4)
+
+
+def test_flat_grad_round_trip():
+    model = make_model("small", seed=0)
+    data = load_mnist("train").subset(8, seed=0)
+    flat = _grads_of(model, data.normalized(), data.labels)
+    assert flat.dtype == torch.float32 and flat.device.type == "cpu"
+    set_flat_grad(model, flat * 2)
+    assert torch.equal(flat_grad(model), flat * 2)
+
+
+def test_rank_indices_cover_each_global_batch_once():
+    sizes = [5, 2]
+    for step in (0, 1, 13):  # step 13 is in the second epoch of 100 samples
+        a = rank_indices(step, sizes, 0, 100, seed=3)
+        b = rank_indices(step, sizes, 1, 100, seed=3)
+        assert len(a) == 5 and len(b) == 2
+        assert not set(a.tolist()) & set(b.tolist())
+    first_epoch = torch.cat([rank_indices(s, sizes, r, 100, seed=3)
+                             for s in range(100 // 7) for r in (0, 1)])
+    assert len(set(first_epoch.tolist())) == len(first_epoch) == 98
+
+
+def test_scaling_config_avoids_the_gpu_and_nccl_traps():
+    cfg = scaling_config(("desktop", "mac"))
+    assert cfg.num_workers == 2 and not cfg.use_gpu
+    assert cfg.resources_per_worker == {"CPU": 1}          # no "GPU": Train would pick NCCL
+    assert cfg.label_selector == [{"hetlab-role": "desktop"}, {"hetlab-role": "mac"}]
+
+
+@pytest.mark.parametrize("kwargs", [dict(steps=0), dict(ratio=[1, 2, 3]), dict(ratio="fast"),
+                                    dict(ratio=[1, -1]), dict(slowdowns=[1, 0.5]),
+                                    dict(global_batch=1), dict(roles=("desktop", "laptop"))])
+def test_bad_input_is_one_line_and_fast(kwargs):
+    t0 = time.perf_counter()
+    with pytest.raises(HetlabError) as err:
+        train_mixed(**kwargs)
+    assert "\n" not in str(err.value) and time.perf_counter() - t0 < 5
+
+
+# --- one real TorchTrainer run on a two-node practice cluster --------------------------
+
+@pytest.fixture(scope="module")
+def practice():
+    from hetlab.practice import PracticeCluster
+
+    with PracticeCluster(roles=("desktop", "mac")) as pc:
+        yield pc
+
+
+@pytest.fixture(scope="module")
+def run(practice, tmp_path_factory):
+    return train_mixed(steps=STEPS, global_batch=BATCH, ratio=RATIO, slowdowns=[1, 2],
+                       train_samples=8000, test_samples=2000, progress=False,
+                       storage_path=str(tmp_path_factory.mktemp("raytrain")))
+
+
+def test_each_rank_ran_on_its_own_node_with_its_own_batch(run, practice):
+    desktop, mac = run.ranks
+    assert (desktop.role, mac.role) == ("desktop", "mac")
+    assert desktop.node_id == practice.node_id("desktop")
+    assert mac.node_id == practice.node_id("mac")
+    assert (desktop.batch_size, mac.batch_size) == (96, 32)
+    assert mac.samples == 32 * STEPS
+    assert "simulated" in mac.label and "simulated" not in desktop.label
+    assert mac.simulated_s > 0 and desktop.simulated_s == 0
+
+
+def test_both_ranks_end_with_identical_weights(run):
+    assert run.weights_identical
+    assert run.ranks[0].weights_sha256 == weights_digest(run.model())
+
+
+def test_it_learns_mnist(run):
+    assert run.accuracy > 0.9
+    assert sum(run.loss[-10:]) / 10 < sum(run.loss[:10]) / 10 / 3
+    # The checkpoint holds the trained weights: they score the same on the same test subset.
+    test = load_mnist("test").subset(2000, seed=0)
+    assert evaluate(run.model(), test, "cpu") == pytest.approx(run.accuracy)
+
+
+def test_missing_role_fails_fast(run, practice):
+    practice.remove_node("mac")
+    t0 = time.perf_counter()
+    with pytest.raises(HetlabError, match="no live node has role 'mac'"):
+        train_mixed(steps=1)
+    assert time.perf_counter() - t0 < 10
