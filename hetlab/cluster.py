@@ -40,9 +40,9 @@ def role_label(role: str) -> dict:
     return {ROLE_LABEL: _check_role(role)}
 
 
-def node_labels(role: str) -> dict:
-    """The labels a node of this role is started with (same as its selector)."""
-    return role_label(role)
+def node_labels(role: str, simulated: bool = False) -> dict:
+    """The labels a node of this role is started with; practice stand-ins say they are simulated."""
+    return {**role_label(role), **({SIMULATED_LABEL: "true"} if simulated else {})}
 
 
 def node_resources(role: str) -> dict:
@@ -128,6 +128,35 @@ def port_open(host: str, port: int, timeout: float = 3.0) -> str | None:
         return f"{exc.strerror or exc} (check the host name or IP)"
 
 
+def probe_gcs(host: str, port: int, timeout: float = 5.0) -> str | None:
+    """Ask the GCS at host:port for its cluster id, the first thing ``ray.init`` asks.
+
+    Sends the same token ``ray.init`` would send (none unless ``RAY_AUTH_MODE=token``).
+    Returns None when the head answers, else why not: ``ray.init`` itself would
+    retry a wrong token or a silent port for minutes; this tells in seconds.
+    """
+    import grpc
+    from ray._raylet import AuthenticationTokenLoader
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    loader = AuthenticationTokenLoader.instance()
+    metadata = tuple(loader.get_token_for_http_header().items()) if loader.has_token() else ()
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout, metadata=metadata)
+            return None
+        except grpc.RpcError as exc:
+            code = exc.code()
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return ("the head refused this client's token: set RAY_AUTH_MODE=token here and copy the "
+                "head's token (`ray get-auth-token` there) to ~/.ray/auth_token, chmod 600")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return (f"it accepts connections but did not answer like a Ray head within {timeout:.0f} s: "
+                f"check the port is the GCS port printed by `hetlab head` (default 6379)")
+    return f"it does not answer like a Ray head ({code.name}): check the address and port"
+
+
 def _requested_address(address: str | None) -> str | None:
     for value in (address, os.environ.get("HETLAB_ADDRESS"), os.environ.get("RAY_ADDRESS")):
         if value is not None and str(value).strip():
@@ -148,13 +177,21 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     if ray.is_initialized():
         ray.shutdown()
     if target is None or target == "local":
-        return ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
-                        logging_level=logging.WARNING)
+        try:
+            return ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
+                            logging_level=logging.WARNING)
+        except Exception as exc:  # Ray gives up after a fixed 30 s when the machine is overloaded
+            ray.shutdown()
+            raise HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — close "
+                              f"other Ray sessions or busy programs and run this again.") from None
     host, port, client = parse_address(target)
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}; "
                           f"run `hetlab doctor --head {host}:{port}` for the full check.")
+    problem = None if client else probe_gcs(host, port, timeout=min(5.0, timeout))
+    if problem:
+        raise HetlabError(f"cannot use the Ray head at {host}:{port}: {problem}.")
     return _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
 
 
@@ -168,6 +205,7 @@ def _init_with_deadline(address: str, timeout: float):
         except BaseException as exc:  # noqa: BLE001 - reported below as one line
             outcome["error"] = exc
 
+    logging.getLogger("ray._private.worker").addFilter(_not_main_thread_note)
     thread = threading.Thread(target=attempt, name="hetlab-connect", daemon=True)
     thread.start()
     thread.join(timeout)
@@ -180,6 +218,11 @@ def _init_with_deadline(address: str, timeout: float):
     return outcome["context"]
 
 
+def _not_main_thread_note(record) -> bool:
+    """Drop Ray's note that a connect thread cannot set a SIGTERM handler (expected here)."""
+    return "not the main thread" not in record.getMessage()
+
+
 def _explain(exc: BaseException, address: str) -> str:
     text = " ".join(str(exc).split())
     lowered = text.lower()
@@ -189,3 +232,77 @@ def _explain(exc: BaseException, address: str) -> str:
     if "version" in lowered:
         return f"version mismatch with the Ray head at {address}: {text[:200]} — run `hetlab doctor --head {address}`."
     return f"could not connect to the Ray head at {address}: {type(exc).__name__}: {text[:200]}"
+
+
+SIMULATED_LABEL = "hetlab-simulated"
+TABLE_COLUMNS = [("name", "node"), ("hostname", "host"), ("os", "OS"), ("ip", "IP"), ("cpus", "CPUs"),
+                 ("accelerator", "accelerator"), ("memory_gb", "memory GiB"), ("python", "Python"),
+                 ("ray", "Ray"), ("torch", "torch")]
+
+
+def node_name(labels: dict, fallback: str) -> str:
+    """Learner-facing node name: its role, marked "(simulated)" on a practice stand-in."""
+    role = labels.get(ROLE_LABEL)
+    if not role:
+        return fallback
+    return f"{role} (simulated)" if labels.get(SIMULATED_LABEL) == "true" else role
+
+
+def nodes(timeout: float = 60.0) -> list[dict]:
+    """Ask every live node what it runs (a tiny task pinned to each node) (notebooks 03, 04).
+
+    Each row: node_id, name, role, is_head, ip, ports, plus ``preflight.local_report()``
+    as measured on that node (hostname, os, cpus, accelerator, memory_gb, versions).
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from hetlab import preflight
+    if not ray.is_initialized():
+        raise HetlabError("not connected to Ray: call hetlab.cluster.connect() (or start a PracticeCluster) first.")
+    alive = sorted((n for n in ray.nodes() if n.get("Alive")),
+                   key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
+    probe = ray.remote(num_cpus=0)(preflight.local_report)
+    refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+            for n in alive]
+    try:
+        reports = ray.get(refs, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise HetlabError(f"a node did not answer within {timeout:.0f} s: check `ray status` on the head "
+                          f"and that hetlab is installed on every node.") from None
+    rows = []
+    for node, report in zip(alive, reports):
+        labels = node.get("Labels") or {}
+        rows.append({"node_id": node["NodeID"], "name": node_name(labels, report["hostname"]),
+                     "role": labels.get(ROLE_LABEL), "is_head": "node:__internal_head__" in node["Resources"],
+                     "ip": node["NodeManagerAddress"],
+                     "ports": {"node manager": node.get("NodeManagerPort"),
+                               "object manager": node.get("ObjectManagerPort"),
+                               "metrics export": node.get("MetricsExportPort")},
+                     "gpus_for_ray": node["Resources"].get("GPU", 0), **report})
+    return rows
+
+
+class NodeTable(list):
+    """Rows from ``nodes()``; a readable table in a notebook (HTML) and a terminal (text)."""
+
+    def _cells(self):
+        return [[str(row.get(key, "")) for key, _ in TABLE_COLUMNS] for row in self]
+
+    def __str__(self) -> str:
+        header = [title for _, title in TABLE_COLUMNS]
+        cells = self._cells()
+        widths = [max(len(x) for x in column) for column in zip(header, *cells)]
+        lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [header] + cells]
+        return "\n".join(lines[:1] + ["  ".join("-" * w for w in widths)] + lines[1:])
+
+    def _repr_html_(self) -> str:
+        import html
+        head = "".join(f"<th>{html.escape(title)}</th>" for _, title in TABLE_COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                       for row in self._cells())
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def node_table(timeout: float = 60.0) -> NodeTable:
+    """``nodes()`` as a NodeTable: display it in a notebook, ``print`` it in a terminal."""
+    return NodeTable(nodes(timeout))

@@ -60,8 +60,8 @@ class PracticeCluster:
 
     def _node_args(self, role: str) -> dict:
         return dict(num_cpus=self._cpus, num_gpus=0, object_store_memory=self._store,
-                    resources=_cluster.node_resources(role), labels=_cluster.node_labels(role),
-                    include_dashboard=False)
+                    resources=_cluster.node_resources(role), labels=_cluster.node_labels(role, simulated=role not in REAL_HERE),
+                    include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
 
     @property
     def address(self) -> str:

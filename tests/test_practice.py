@@ -3,6 +3,7 @@ import pytest
 import ray
 
 from hetlab import HetlabError
+from hetlab import cluster, preflight
 from hetlab.cluster import placement, role_label
 from hetlab.practice import PracticeCluster, display_name
 
@@ -47,6 +48,29 @@ def test_label_selector_pins_actor_to_role(practice):
     actor = WhereAmI.options(label_selector=role_label("mac")).remote()
     assert ray.get(actor.node.remote(), timeout=60) == practice.node_id("mac")
     ray.kill(actor)
+
+
+def test_node_table_says_simulated_and_versions_compare(practice):
+    rows = cluster.node_table()
+    assert [r["name"] for r in rows] == ["desktop", "mac (simulated)"]  # head first
+    assert "mac (simulated)" in str(rows) and "mac (simulated)" in rows._repr_html_()
+    mac = next(r for r in rows if r["role"] == "mac")
+    assert all(c.status == preflight.OK for c in preflight.compare_versions(preflight.local_report(), mac))
+    altered = {**mac, "ray": "2.59.0", "python": mac["python"].rsplit(".", 1)[0] + ".99"}
+    checks = {c.name: c for c in preflight.compare_versions(mac, altered)}
+    assert checks["Ray version"].status == preflight.FAIL and "ray[default,train]==2.59.0" in checks["Ray version"].fix
+    assert checks["Python version"].status == preflight.FAIL
+    relaxed = {c.name: c for c in preflight.compare_versions(mac, altered, python_match="minor")}
+    assert relaxed["Python version"].status == preflight.WARN
+
+
+def test_connect_by_address_and_reconnect(practice, monkeypatch):
+    for _ in range(2):  # a re-run notebook cell: the second call replaces the first connection
+        cluster.connect(practice.address, timeout=30)
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+    monkeypatch.setenv("HETLAB_ADDRESS", practice.address)
+    cluster.connect()  # the address from the environment, not a new local Ray
+    assert {n["NodeID"] for n in ray.nodes() if n["Alive"]} == set(practice.names())
 
 
 def test_bad_placement_is_one_line_error(practice):

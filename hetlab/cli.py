@@ -1,0 +1,252 @@
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join`` (notebook 04) and ``train`` (notebook 07).
+
+Each subcommand is one ``_add_<name>(subparsers)`` that registers its arguments
+and one ``_<name>(args) -> int`` that does the work; ``main`` turns a HetlabError
+into its one line on stderr and exit status 2. To add a subcommand, write the
+pair and list the ``_add_`` function in ``SUBCOMMANDS``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hetlab.errors import HetlabError
+
+
+def _add_doctor(sub) -> None:
+    p = sub.add_parser("doctor", help="check this machine (and the head) before joining a cluster")
+    p.add_argument("--head", metavar="ADDRESS", help="head's IP:PORT, e.g. 192.168.1.10:6379")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the head")
+    p.set_defaults(run=_doctor)
+
+
+def _doctor(args) -> int:
+    from hetlab import preflight
+    checks = preflight.doctor(head=args.head, timeout=args.timeout)
+    print(preflight.render(checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def _ports_args(p) -> None:
+    from hetlab.commands import Ports
+    defaults = Ports()
+    p.add_argument("--port", type=int, default=defaults.gcs, help="head's GCS port (default 6379)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
+    p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
+
+
+def _add_head(sub) -> None:
+    p = sub.add_parser("head", help="print the commands that start the head (the Linux desktop)")
+    p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I)")
+    p.add_argument("--role", default="desktop", help="hetlab role of this node (default desktop)")
+    _ports_args(p)
+    p.set_defaults(run=_head)
+
+
+def _head(args) -> int:
+    from hetlab import commands
+    ports = commands.Ports(gcs=args.port)
+    print(commands.render_head(args.ip, ports, role=args.role, cpus=args.num_cpus, gpus=args.num_gpus))
+    return 0
+
+
+def _add_join(sub) -> None:
+    p = sub.add_parser("join", help="print the commands that join a machine (the Mac) to the head")
+    p.add_argument("--head", required=True, help="the head's LAN IP")
+    p.add_argument("--ip", default=None, help="this machine's LAN IP (macOS: ipconfig getifaddr en0)")
+    p.add_argument("--role", default="mac", help="hetlab role of this node (default mac)")
+    p.add_argument("--linux", action="store_true", help="the joining machine is not a Mac")
+    _ports_args(p)
+    p.set_defaults(run=_join)
+
+
+def _join(args) -> int:
+    from hetlab import commands
+    print(commands.render_join(args.head, args.ip, commands.Ports(gcs=args.port), mac=not args.linux,
+                               role=args.role, cpus=args.num_cpus, gpus=args.num_gpus))
+    return 0
+
+
+# --- train (notebook 07/08): headless heterogeneous training through the parameter server ---
+
+TRAIN_EXAMPLES = """examples:
+  hetlab train --steps 200                       practice cluster here: desktop + simulated mac
+  hetlab train --ratio 3:1 --mode local-sgd --local-steps 8 --transfer fp16
+  hetlab train --checkpoint-dir ckpt --checkpoint-every 50
+  hetlab train --steps 400 --checkpoint-dir ckpt --resume ckpt    continue to step 400
+  hetlab train --address 192.168.1.10:6379      the real desktop + Mac cluster (notebook 04)"""
+
+
+def _add_train(sub) -> None:
+    from hetlab import is_quick
+    quick = is_quick()
+    p = sub.add_parser(
+        "train", help="train MNIST across the desktop and the Mac, headless",
+        description="Train the MNIST CNN with hetlab's parameter server, one worker per machine\n"
+                    "(desktop and mac), and print progress and the final test accuracy. Without\n"
+                    "--address a practice cluster starts on this machine, where the mac is a\n"
+                    "simulated slower device.",
+        epilog=TRAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = p.add_argument_group("where it runs")
+    where.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster "
+                       "(default: a practice cluster on this machine)")
+    where.add_argument("--slowdown", type=float, default=None, metavar="X",
+                       help="make the mac worker a simulated X× slower device (practice default 3; "
+                            "with --address default 1 = real speed)")
+    what = p.add_argument_group("what it trains")
+    what.add_argument("--steps", type=int, default=40 if quick else 200, metavar="N",
+                      help="train until server step N (local-sgd: N rounds of H local steps); "
+                           "default %(default)s")
+    what.add_argument("--global-batch", type=int, default=128, metavar="B",
+                      help="samples per step over both workers (default %(default)s)")
+    what.add_argument("--ratio", default="auto", metavar="auto|A:B",
+                      help="desktop:mac share of each batch, e.g. 3:1; auto = measure and tune "
+                           "(default auto)")
+    what.add_argument("--mode", default="sync", metavar="sync|async|local-sgd",
+                      help="synchronous steps, asynchronous updates, or local SGD (default sync)")
+    what.add_argument("--local-steps", type=int, default=8, metavar="H",
+                      help="local-sgd: local steps between exchanges (default %(default)s)")
+    what.add_argument("--transfer", default="fp32", metavar="fp32|fp16|bf16",
+                      help="number format of gradients/deltas on the wire (default fp32)")
+    what.add_argument("--train-samples", type=int, default=10000 if quick else 60000, metavar="N",
+                      help="use the first N of a fixed shuffle of MNIST's 60,000 (default %(default)s)")
+    what.add_argument("--model", default="small", metavar="small|classic", help="default small")
+    what.add_argument("--seed", type=int, default=0)
+    ckpt = p.add_argument_group("checkpoints")
+    ckpt.add_argument("--checkpoint-dir", metavar="DIR", help="save checkpoints here (this machine's disk)")
+    ckpt.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                      help="save every N steps (default 50 when --checkpoint-dir is given)")
+    ckpt.add_argument("--resume", metavar="FILE|DIR", help="continue from a checkpoint file, or the "
+                      "newest one in DIR; give the same --train-samples")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_train)
+
+
+def parse_ratio(text: str) -> str | list[float]:
+    """``"auto"`` or ``"A:B"`` (desktop:mac) → ``"auto"`` or ``[A, B]``; anything else → HetlabError."""
+    if text == "auto":
+        return text
+    parts = text.split(":")
+    try:
+        values = [float(x) for x in parts]
+    except ValueError:
+        values = []
+    if len(parts) != 2 or len(values) != 2 or not all(0 < v < float("inf") for v in values):
+        raise HetlabError(f"--ratio {text!r}: use auto or two positive numbers desktop:mac, e.g. 3:1.")
+    return values
+
+
+def _check_train_args(args) -> dict:
+    """Validate everything before any Ray starts; returns the parsed options."""
+    modes = {"sync": "sync", "async": "async", "local-sgd": "local_sgd", "local_sgd": "local_sgd"}
+    if args.mode not in modes:
+        raise HetlabError(f"--mode {args.mode!r}: use sync, async or local-sgd.")
+    from hetlab.models import MODELS
+    if args.model not in MODELS:
+        raise HetlabError(f"--model {args.model!r}: use one of {', '.join(MODELS)}.")
+    if args.transfer not in ("fp32", "fp16", "bf16"):
+        raise HetlabError(f"--transfer {args.transfer!r}: use fp32, fp16 or bf16.")
+    for flag, value, low in (("--steps", args.steps, 1), ("--global-batch", args.global_batch, 2),
+                             ("--local-steps", args.local_steps, 1),
+                             ("--train-samples", args.train_samples, args.global_batch)):
+        if value < low:
+            raise HetlabError(f"{flag} {value}: must be at least {low}.")
+    if args.train_samples > 60000:
+        raise HetlabError(f"--train-samples {args.train_samples}: MNIST has 60000 training samples.")
+    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):
+        raise HetlabError(f"--slowdown {args.slowdown}: must be ≥ 1 (1 = real speed).")
+    every = args.checkpoint_every
+    if every is not None and (every < 1 or not args.checkpoint_dir):
+        raise HetlabError("--checkpoint-every needs --checkpoint-dir and a value ≥ 1.")
+    resume = None
+    if args.resume:
+        from pathlib import Path
+        from hetlab.checkpoint import latest_checkpoint
+        resume = Path(args.resume)
+        if resume.is_dir():
+            resume = latest_checkpoint(resume)
+            if resume is None:
+                raise HetlabError(f"--resume {args.resume}: no step-*.pt checkpoint in that folder.")
+        elif not resume.is_file():
+            raise HetlabError(f"--resume {args.resume}: no such file or folder.")
+    return {"mode": modes[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume,
+            "every": every if every is not None else (50 if args.checkpoint_dir else 0)}
+
+
+def _train(args) -> int:
+    opts = _check_train_args(args)
+    from hetlab.balance import auto_tune, format_ratio, split_batch
+    from hetlab.data import load_mnist
+    from hetlab.ps import ParameterServerTraining, WorkerSpec
+
+    practice = None
+    if args.address:
+        from hetlab.cluster import connect
+        connect(args.address)
+        slowdown, device = args.slowdown or 1.0, "auto"
+    else:
+        from hetlab.practice import PracticeCluster
+        print("starting a practice cluster on this machine: desktop + mac (simulated)")
+        practice = PracticeCluster(("desktop", "mac"))
+        slowdown, device = args.slowdown or 3.0, "cpu"
+    try:
+        workers = [WorkerSpec("desktop", role="desktop", device=device),
+                   WorkerSpec("mac", role="mac", device=device, slowdown=slowdown)]
+        train = load_mnist("train")
+        if args.train_samples < len(train):
+            train = train.subset(args.train_samples, seed=args.seed)
+        common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=opts["every"],
+                      progress=not args.quiet)
+        if opts["resume"]:
+            run = ParameterServerTraining.resume(opts["resume"], workers, train, **common)
+        else:
+            run = ParameterServerTraining(workers, train, model=args.model, mode=opts["mode"],
+                                          local_steps=args.local_steps, transfer=args.transfer,
+                                          seed=args.seed, **common)
+        with run:
+            if opts["resume"]:
+                print(f"batch sizes from the checkpoint: {format_ratio(run.batch_sizes)}")
+            elif opts["ratio"] == "auto":
+                tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), args.global_batch, 2, rounds=3)
+                run.set_batch_sizes(tuned.batch_sizes)
+                print(f"ratio auto (measured over {run.step} training steps): {tuned}")
+            else:
+                run.set_batch_sizes(split_batch(args.global_batch, opts["ratio"]))
+            print(f"workers: {'; '.join(run.labels)}; batch {format_ratio(run.batch_sizes)}")
+            records = run.run(max(0, args.steps - run.step))
+            accuracy = run.evaluate(load_mnist("test"))
+            if args.checkpoint_dir:
+                print(f"checkpoint: {run.save_checkpoint()}")
+            print(f"{run.mode}: step {run.step}, {run.samples_seen} samples, "
+                  f"{run.samples_per_s(records):.0f} samples/s, {run.bytes_per_sample:.0f} bytes/sample")
+            print(f"final test accuracy: {accuracy:.4f}")
+    finally:
+        if practice is not None:
+            practice.shutdown()
+    return 0
+
+
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(prog="hetlab", description="Train one model across unlike machines.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hetlab`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except HetlabError as exc:
+        print(f"HetlabError: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

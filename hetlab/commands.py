@@ -1,0 +1,191 @@
+"""The exact ``ray start`` commands for a secure two-machine cluster (notebook 04, ``hetlab head/join``).
+
+Plain functions build argv lists (tests start real nodes from them); ``render_head``
+and ``render_join`` turn them into copy-paste shell text with the steps around them.
+What the commands make sure of (each flag checked against ``ray/scripts/scripts.py``
+of Ray 2.60):
+
+* every port is pinned, so a firewall can open exactly these, for the other machine only;
+* ``--node-ip-address`` is explicit (what the node advertises; on a Mac hostname lookup breaks);
+* the dashboard listens on 127.0.0.1 only (reach it through ``ssh -L 8265:127.0.0.1:8265``);
+* token authentication is on: ``RAY_AUTH_MODE=token`` everywhere, one shared token;
+* each node carries its hetlab role as a resource and a label (see ``hetlab.cluster``);
+* the Mac opts in with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` (Ray refuses it otherwise).
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import shlex
+from dataclasses import dataclass
+
+from hetlab import cluster
+from hetlab.errors import HetlabError
+
+TOKEN_PATH = "~/.ray/auth_token"
+AUTH_ENV = {"RAY_AUTH_MODE": "token"}
+MAC_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every port a node listens on. The defaults make two short firewall ranges."""
+
+    gcs: int = 6379                  # head only: where other nodes and drivers connect
+    node_manager: int = 6380         # raylet
+    object_manager: int = 6381       # object transfer between nodes
+    runtime_env_agent: int = 6382
+    dashboard_agent_grpc: int = 6383
+    dashboard_agent_http: int = 6384
+    metrics_export: int = 6385
+    dashboard: int = 8265            # head only, bound to 127.0.0.1
+    client_server: int = 10001       # head only: Ray Client (ray://)
+    min_worker: int = 10002          # one port per worker process
+    max_worker: int = 10063
+
+    def listening(self, head: bool) -> list[int]:
+        """Ports other machines may need to reach (the dashboard is local-only, so not listed)."""
+        own = [self.node_manager, self.object_manager, self.runtime_env_agent,
+               self.dashboard_agent_grpc, self.dashboard_agent_http, self.metrics_export]
+        shared = [self.gcs, self.client_server] if head else []
+        return sorted(shared + own + list(range(self.min_worker, self.max_worker + 1)))
+
+
+def firewall_ranges(ports: Ports, head: bool) -> list[str]:
+    """The ports of ``Ports.listening`` folded into ranges, e.g. ``["6379-6385", "10001-10063"]``."""
+    ranges, values = [], ports.listening(head)
+    start = prev = values[0]
+    for port in values[1:] + [None]:
+        if port is not None and port == prev + 1:
+            prev = port
+            continue
+        ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        if port is not None:
+            start = prev = port
+    return ranges
+
+
+def check_ip(ip: str, what: str = "IP") -> str:
+    """The IP as text if it is a literal IPv4/IPv6 address, else a one-line HetlabError."""
+    try:
+        return str(ipaddress.ip_address(str(ip).strip()))
+    except ValueError:
+        raise HetlabError(f"{what} {ip!r} is not an IP address: give this machine's LAN IP, "
+                          f"e.g. 192.168.1.10 (macOS: `ipconfig getifaddr en0`, Linux: "
+                          f"`hostname -I`).") from None
+
+
+def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> list[str]:
+    args = [f"--node-ip-address={ip}",
+            f"--node-manager-port={ports.node_manager}",
+            f"--object-manager-port={ports.object_manager}",
+            f"--runtime-env-agent-port={ports.runtime_env_agent}",
+            f"--dashboard-agent-grpc-port={ports.dashboard_agent_grpc}",
+            f"--dashboard-agent-listen-port={ports.dashboard_agent_http}",
+            f"--metrics-export-port={ports.metrics_export}",
+            f"--min-worker-port={ports.min_worker}",
+            f"--max-worker-port={ports.max_worker}",
+            f"--resources={json.dumps(cluster.node_resources(role), separators=(',', ':'))}",
+            f"--labels={cluster.ROLE_LABEL}={role}"]
+    if cpus is not None:
+        args.append(f"--num-cpus={int(cpus)}")
+    if gpus is not None:
+        args.append(f"--num-gpus={int(gpus)}")
+    if temp_dir:
+        args.append(f"--temp-dir={temp_dir}")
+    if block:
+        args.append("--block")
+    return args
+
+
+def head_command(ip: str, ports: Ports = Ports(), role: str = "desktop", cpus: int | None = None,
+                 gpus: int | None = None, dashboard_host: str = "127.0.0.1",
+                 block: bool = False, temp_dir: str | None = None) -> list[str]:
+    """argv of ``ray start --head`` for the desktop (the Linux machine is the head)."""
+    ip = check_ip(ip, "head IP")
+    return (["ray", "start", "--head", f"--port={ports.gcs}",
+             f"--ray-client-server-port={ports.client_server}",
+             f"--dashboard-host={check_ip(dashboard_host, 'dashboard host')}",
+             f"--dashboard-port={ports.dashboard}", "--disable-usage-stats"]
+            + _common(ip, role, ports, cpus, gpus, block, temp_dir))
+
+
+def join_command(head_ip: str, ip: str | None, ports: Ports = Ports(), role: str = "mac",
+                 head_port: int | None = None, cpus: int | None = None, gpus: int | None = None,
+                 block: bool = False, temp_dir: str | None = None) -> list[str]:
+    """argv of ``ray start --address=HEAD:PORT`` for the joining machine (the Mac).
+
+    ``ip=None`` leaves the placeholder ``MAC_IP`` for the learner to fill in.
+    """
+    head_ip = check_ip(head_ip, "head IP")
+    address = f"[{head_ip}]" if ":" in head_ip else head_ip
+    return (["ray", "start", f"--address={address}:{head_port or ports.gcs}"]
+            + _common("MAC_IP" if ip is None else check_ip(ip, "this machine's IP"), role, ports, cpus, gpus, block, temp_dir))
+
+
+def head_env(python_match: str = "patch") -> dict:
+    """Environment for every shell on the head (and any driver there)."""
+    return {**AUTH_ENV, **_match_env(python_match)}
+
+
+def join_env(mac: bool = True, python_match: str = "patch") -> dict:
+    """Environment for the joining machine; a Mac must opt in to multi-node clusters."""
+    return {**AUTH_ENV, **(MAC_ENV if mac else {}), **_match_env(python_match)}
+
+
+def _match_env(level: str) -> dict:
+    if level not in ("patch", "minor"):
+        raise HetlabError(f"python_match={level!r}: use 'patch' (Ray's default) or 'minor'.")
+    return {} if level == "patch" else {"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}
+
+
+def shell_line(argv: list[str], env: dict | None = None) -> str:
+    """One copy-paste line: ``VAR=value … ray start …`` with shell quoting."""
+    prefix = [f"{key}={shlex.quote(value)}" for key, value in (env or {}).items()]
+    return " ".join(prefix + [shlex.join(argv)])
+
+
+def render_head(ip: str, ports: Ports = Ports(), **options) -> str:
+    """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``)."""
+    argv = head_command(ip, ports, **options)
+    env = head_env()
+    ranges = " ".join(firewall_ranges(ports, head=True))
+    return "\n".join([
+        "# On the desktop (Linux, the head). 1) one token for the whole cluster, private to you:",
+        "ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH,
+        f"# 2) firewall: allow TCP {ranges} from the Mac's IP only, e.g. with ufw:",
+        f"#    for p in {ranges}; do sudo ufw allow proto tcp from MAC_IP to any port ${{p/-/:}}; done",
+        "# 3) start the head (dashboard on 127.0.0.1 only: use ssh -L 8265:127.0.0.1:8265 to see it):",
+        shell_line(argv, env),
+        f"# 4) copy the token to the Mac (it travels in clear text: use a VPN/SSH off your own LAN):",
+        f"#    scp {TOKEN_PATH} mac:.ray/auth_token && ssh mac chmod 600 {TOKEN_PATH}",
+        f"# 5) drivers (notebooks) on this machine: export {_exports(env)} "
+        f"HETLAB_ADDRESS={_host(argv)}:{ports.gcs}",
+        "# stop: ray stop (stops every Ray process of this user on this machine)",
+    ])
+
+
+def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True, **options) -> str:
+    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``)."""
+    argv = join_command(head_ip, ip, ports, **options)
+    env = join_env(mac=mac)
+    ranges = " ".join(firewall_ranges(ports, head=False))
+    where = "On the Mac (joins the desktop's head)" if mac else "On the joining machine"
+    return "\n".join([
+        f"# {where}. 1) the desktop's token, private to you (run `ray get-auth-token` there):",
+        f"mkdir -p ~/.ray && scp desktop:{TOKEN_PATH} {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
+        f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP"
+        + (" (System Settings > Network > Firewall: allow incoming for python)." if mac else "."),
+        "# 3) join:",
+        shell_line(argv, env),
+        f"# 4) check from here: hetlab doctor --head {argv[2].split('=', 1)[1]}",
+    ])
+
+
+def _exports(env: dict) -> str:
+    return " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+
+
+def _host(argv: list[str]) -> str:
+    ip = next(a.split("=", 1)[1] for a in argv if a.startswith("--node-ip-address="))
+    return f"[{ip}]" if ":" in ip else ip

@@ -1,0 +1,219 @@
+"""Preflight: what this machine runs, and whether it can join the head (``hetlab doctor``, notebook 04).
+
+Ray refuses a node or driver whose Ray differs from the head's, and by default
+whose Python differs down to the patch (``RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL``,
+default ``"patch"``, in ``ray/_private/utils.py``). A Mac must opt in to
+multi-node clusters (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1``). Each check here
+says what it found and, when it fails, how to fix it.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from dataclasses import dataclass
+
+from hetlab.errors import HetlabError
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+MATCH_LEVEL_ENV = "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"
+MAC_OPT_IN_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@dataclass
+class Check:
+    """One preflight finding; ``fix`` says what to do when ``status`` is not ok."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != FAIL
+
+    def __str__(self) -> str:
+        tail = f"  → {self.fix}" if self.fix and self.status != OK else ""
+        return f"[{self.status:>4}] {self.name}: {self.detail}{tail}"
+
+
+def accelerator() -> str:
+    """The accelerator torch can use here: CUDA card name, Apple chip (MPS), or "none"."""
+    import torch
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (CUDA)"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return f"{_apple_chip()} (MPS)"
+    return "none"
+
+
+def _apple_chip() -> str:
+    try:
+        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or "Apple GPU"
+    except (OSError, subprocess.SubprocessError):
+        return "Apple GPU"
+
+
+def local_report() -> dict:
+    """What this process's machine runs: host, OS, CPUs, accelerator, memory, versions.
+
+    ``hetlab.cluster.nodes()`` runs this on every node, so each row is what that
+    node really has, not what the driver assumes.
+    """
+    import psutil
+    import ray
+    import torch
+    system = platform.system()
+    os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
+    return {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
+            "cpus": os.cpu_count(), "accelerator": accelerator(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": platform.python_version(), "ray": ray.__version__,
+            "torch": torch.__version__}
+
+
+def _base(version: str) -> str:
+    return str(version).split("+", 1)[0]  # "2.13.0+cu128" and "2.13.0" are the same release
+
+
+def compare_versions(here: dict, head: dict, python_match: str | None = None) -> list[Check]:
+    """Ray must match exactly, Python to the match level, torch by release (same pickles)."""
+    level = python_match or os.environ.get(MATCH_LEVEL_ENV, "patch")
+    if level not in ("patch", "minor"):
+        raise HetlabError(f"{MATCH_LEVEL_ENV}={level!r}: use 'patch' (Ray's default) or 'minor'.")
+    checks = []
+    same = here["ray"] == head["ray"]
+    checks.append(Check("Ray version", OK if same else FAIL,
+                        f"here {here['ray']}, head {head['ray']}",
+                        f"install the head's Ray here: pip install 'ray[default,train]=={head['ray']}'"))
+    mine, theirs = here["python"].split("."), head["python"].split(".")
+    full = mine == theirs
+    minor = mine[:2] == theirs[:2]
+    status = OK if full else (WARN if minor and level == "minor" else FAIL)
+    checks.append(Check("Python version", status,
+                        f"here {here['python']}, head {head['python']} (match level {level})",
+                        f"use Python {head['python']} here (conda: python={head['python']})"
+                        + ("" if not minor else f", or set {MATCH_LEVEL_ENV}=minor on every node and driver")))
+    if "torch" in here and "torch" in head:
+        same = _base(here["torch"]) == _base(head["torch"])
+        checks.append(Check("torch version", OK if same else FAIL,
+                            f"here {here['torch']}, head {head['torch']}",
+                            f"install torch=={_base(head['torch'])} here (models and tensors are pickled "
+                            f"between nodes)"))
+    return checks
+
+
+def macos_checks(env: dict | None = None, system: str | None = None) -> list[Check]:
+    """The Mac's two traps: the multi-node opt-in and an explicit --node-ip-address."""
+    env = os.environ if env is None else env
+    if (system or platform.system()) != "Darwin":
+        return []
+    opted_in = env.get(MAC_OPT_IN_ENV) == "1"
+    return [
+        Check("macOS cluster opt-in", OK if opted_in else FAIL,
+              f"{MAC_OPT_IN_ENV}={env.get(MAC_OPT_IN_ENV, '(unset)')}",
+              f"export {MAC_OPT_IN_ENV}=1 in the shell that runs `ray start` (Ray refuses macOS "
+              f"nodes otherwise)"),
+        Check("node IP", WARN, "macOS host-name lookup often fails or gives the wrong address",
+              f"pass --node-ip-address explicitly (`hetlab join --head HEAD_IP --ip MAC_IP` "
+              f"prints it); LAN IPs here: {', '.join(lan_ips()) or 'none found'}"),
+    ]
+
+
+def lan_ips() -> list[str]:
+    """This machine's non-loopback IPv4 addresses (read from the interfaces, nothing is sent)."""
+    import psutil
+    found = []
+    for addrs in psutil.net_if_addrs().values():
+        for addr in addrs:
+            if addr.family == socket.AF_INET and not addr.address.startswith("127."):
+                found.append(addr.address)
+    return sorted(set(found))
+
+
+def local_checks() -> list[Check]:
+    """Versions and devices of this machine, plus the macOS traps when on a Mac."""
+    from hetlab import devices
+    report = local_report()
+    checks = [Check("this machine", OK, f"{report['hostname']}, {report['os']}, {report['cpus']} CPUs, "
+                                        f"{report['memory_gb']} GiB"),
+              Check("versions", OK, f"Python {report['python']}, Ray {report['ray']}, "
+                                    f"torch {report['torch']}"),
+              Check("devices", OK, f"{', '.join(devices.available())}; accelerator: "
+                                   f"{report['accelerator']}")]
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        checks.append(Check("token auth", WARN, "RAY_AUTH_MODE is not 'token' in this shell",
+                            "export RAY_AUTH_MODE=token (every node and every driver) and keep the "
+                            "head's token in ~/.ray/auth_token (chmod 600)"))
+    return checks + macos_checks()
+
+
+def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
+    """Reach the head, read what it runs, compare with here, and probe every node's ports."""
+    from hetlab import cluster
+    host, port, _ = cluster.parse_address(address)
+    problem = cluster.port_open(host, port, timeout=min(3.0, timeout))
+    if problem:
+        return [Check("head GCS port", FAIL, f"{host}:{port}: {problem}",
+                      f"start the head (`hetlab head --ip {host}` prints the command) and open TCP "
+                      f"{port} on its firewall for this machine's IP")]
+    checks = [Check("head GCS port", OK, f"{host}:{port} accepts connections")]
+    try:
+        cluster.connect(f"{host}:{port}", timeout=timeout)
+    except HetlabError as exc:
+        return checks + [Check("connect", FAIL, str(exc), _fix_for(str(exc), host))]
+    try:
+        rows = cluster.nodes()
+        head = next((r for r in rows if r.get("is_head")), rows[0])
+        checks.append(Check("connect", OK, f"{len(rows)} node(s): "
+                                           + ", ".join(r["name"] for r in rows)))
+        checks += compare_versions(local_report(), head)
+        checks += port_checks(rows, timeout=min(3.0, timeout))
+    finally:
+        import ray
+        ray.shutdown()
+    return checks
+
+
+def port_checks(rows: list[dict], timeout: float = 3.0) -> list[Check]:
+    """From here, try each node's Ray ports (as the node reports them)."""
+    from hetlab import cluster
+    checks = []
+    for row in rows:
+        closed = []
+        for name, port in row.get("ports", {}).items():
+            if port and cluster.port_open(row["ip"], int(port), timeout=timeout):
+                closed.append(f"{name} {port}")
+        checks.append(Check(f"ports of {row['name']}", FAIL if closed else OK,
+                            f"{row['ip']}: " + (", ".join(closed) + " unreachable" if closed
+                                                 else "all reachable from here"),
+                            f"open those TCP ports on {row['name']}'s firewall for this machine's IP"))
+    return checks
+
+
+def _fix_for(message: str, host: str) -> str:
+    if "token" in message:
+        return "export RAY_AUTH_MODE=token and copy the head's ~/.ray/auth_token here (chmod 600)"
+    if "version" in message:
+        return "install the head's exact Ray and Python versions here"
+    return f"check `hetlab head --ip {host}` was run there and the port is the GCS port"
+
+
+def doctor(head: str | None = None, timeout: float = 10.0) -> list[Check]:
+    """All preflight checks: this machine, and with ``head`` the cluster (``hetlab doctor``)."""
+    checks = local_checks()
+    if head:
+        checks += head_checks(head, timeout=timeout)
+    return checks
+
+
+def render(checks: list[Check]) -> str:
+    """Checks as text, one per line, with a verdict at the end."""
+    failed = [c for c in checks if not c.ok]
+    verdict = "all checks passed" if not failed else f"{len(failed)} check(s) failed: fix them top to bottom"
+    return "\n".join([str(c) for c in checks] + [verdict])

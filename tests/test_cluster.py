@@ -1,0 +1,97 @@
+"""hetlab.cluster: address checks, fast failures on loopback only, embedded Ray, node table."""
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import ray
+
+from hetlab import HetlabError
+from hetlab import cluster
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("192.168.1.10:6379", ("192.168.1.10", 6379, False)),
+    ("192.168.1.10", ("192.168.1.10", 6379, False)),
+    ("ray://10.0.0.2", ("10.0.0.2", 10001, True)),
+    ("[::1]:7000", ("::1", 7000, False)),
+])
+def test_parse_address(text, expected):
+    assert cluster.parse_address(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "auto", "host:port", "1.2.3.4:0", "1.2.3.4:70000",
+                                 "http://1.2.3.4:6379", "a b:1"])
+def test_malformed_address_is_one_line_error(bad):
+    with pytest.raises(HetlabError, match="malformed cluster address") as info:
+        cluster.parse_address(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_closed_port_fails_fast_with_one_line(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(HetlabError, match="connection refused"):
+        cluster.connect("127.0.0.1:1", timeout=10)
+    assert not ray.is_initialized()  # no silent local fallback
+
+
+def test_address_from_environment_never_falls_back(monkeypatch):
+    monkeypatch.setenv("HETLAB_ADDRESS", "not-an-address:x")
+    with pytest.raises(HetlabError, match="malformed"):
+        cluster.connect()
+    assert not ray.is_initialized()
+
+
+def test_listener_that_never_answers_is_not_a_hang():
+    # A loopback listener that accepts TCP but never speaks: ray.init would wait for minutes.
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        port = server.getsockname()[1]
+        assert "did not answer like a Ray head" in cluster.probe_gcs("127.0.0.1", port, timeout=1)
+        with pytest.raises(HetlabError, match="did not answer like a Ray head"):
+            cluster.connect(f"127.0.0.1:{port}", timeout=3)
+    assert not ray.is_initialized()
+
+
+def test_script_gets_one_line_and_nonzero_exit():
+    code = "import hetlab.cluster as c; c.connect('127.0.0.1:1', timeout=10)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith("HetlabError: cannot reach the Ray head at 127.0.0.1:1")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    context = cluster.connect(num_cpus=1)
+    yield context
+    ray.shutdown()
+
+
+def test_embedded_local_ray_and_node_table(local_ray):
+    gcs = local_ray.address_info["gcs_address"]
+    host, port, _ = cluster.parse_address(gcs)
+    assert cluster.probe_gcs(host, port) is None  # the real GCS answers (with this process's token)
+    table = cluster.node_table()
+    assert len(table) == 1
+    row = table[0]
+    import platform
+
+    import torch
+    assert (row["python"], row["ray"], row["torch"]) == (platform.python_version(), ray.__version__,
+                                                          torch.__version__)
+    assert row["accelerator"] == "none" and row["is_head"]  # this box has no GPU
+    assert row["hostname"] in str(table) and "<table>" in table._repr_html_()
+    with pytest.raises(HetlabError, match="no live node has role 'mac'"):
+        cluster.placement("mac")  # a plain local Ray has no hetlab roles
+
+
+def test_nodes_without_connection_is_one_line_error():
+    ray.shutdown()
+    with pytest.raises(HetlabError, match="not connected"):
+        cluster.nodes()

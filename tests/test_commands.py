@@ -1,0 +1,234 @@
+"""hetlab.commands: the printed ray start commands, checked as text and then run for real.
+
+The real test starts a head and a joining node on 127.0.0.1 with exactly the argv
+that hetlab prints (free ports chosen here, a private temp dir and HOME so the token
+is ours alone), then checks: two nodes with their roles, an actor pinned to the
+"mac" role lands there, clients without / with a wrong token are refused in seconds,
+every listening port is one hetlab listed, the dashboard listens on 127.0.0.1 only.
+It stops only its own processes (their process groups, then any leftover by PID).
+"""
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+import pytest
+
+from hetlab import HetlabError, commands
+from hetlab.commands import Ports
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.dirname(sys.executable)
+
+
+def test_head_command_pins_everything():
+    argv = commands.head_command("192.168.1.10")
+    text = commands.shell_line(argv, commands.head_env())
+    for part in ["RAY_AUTH_MODE=token", "--head", "--node-ip-address=192.168.1.10", "--port=6379",
+                 "--dashboard-host=127.0.0.1", "--node-manager-port=6380", "--object-manager-port=6381",
+                 "--runtime-env-agent-port=6382", "--dashboard-agent-grpc-port=6383",
+                 "--dashboard-agent-listen-port=6384", "--metrics-export-port=6385",
+                 "--ray-client-server-port=10001", "--min-worker-port=10002", "--max-worker-port=10063",
+                 "--labels=hetlab-role=desktop", '{"hetlab-role:desktop":1.0}']:
+        assert part in text
+    assert commands.firewall_ranges(Ports(), head=True) == ["6379-6385", "10001-10063"]
+    assert commands.firewall_ranges(Ports(), head=False) == ["6380-6385", "10002-10063"]
+
+
+def test_join_command_for_the_mac():
+    argv = commands.join_command("192.168.1.10", "192.168.1.20")
+    text = commands.shell_line(argv, commands.join_env(mac=True))
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in text and "RAY_AUTH_MODE=token" in text
+    assert "--address=192.168.1.10:6379" in argv and "--node-ip-address=192.168.1.20" in argv
+    assert "--labels=hetlab-role=mac" in argv and "--head" not in argv
+    assert "--node-ip-address=MAC_IP" in commands.join_command("192.168.1.10", None)
+    minor = commands.join_env(python_match="minor")
+    assert minor["RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"] == "minor"
+
+
+def test_rendered_steps_tell_how_the_token_travels():
+    head = commands.render_head("192.168.1.10")
+    assert "ray get-auth-token --generate" in head and "chmod 600 ~/.ray/auth_token" in head
+    join = commands.render_join("192.168.1.10", "192.168.1.20")
+    assert "scp desktop:~/.ray/auth_token ~/.ray/auth_token" in join and "chmod 600" in join
+
+
+@pytest.mark.parametrize("call", [
+    lambda: commands.head_command("192.168.1.x"),
+    lambda: commands.join_command("192.168.1.10", "my-mac.local"),
+    lambda: commands.head_command("192.168.1.10", role="laptop"),
+    lambda: commands.join_env(python_match="major"),
+])
+def test_bad_input_is_one_line(call):
+    with pytest.raises(HetlabError) as info:
+        call()
+    assert "\n" not in str(info.value)
+
+
+def _free_block(size: int) -> int:
+    """First port of ``size`` consecutive ports that are free on 127.0.0.1 right now."""
+    for _ in range(200):
+        base = random.randint(20000, 60000 - size)
+        try:
+            for port in range(base, base + size):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free port block")
+
+
+def _ports(base: int) -> Ports:
+    return Ports(gcs=base, node_manager=base + 1, object_manager=base + 2, runtime_env_agent=base + 3,
+                 dashboard_agent_grpc=base + 4, dashboard_agent_http=base + 5, metrics_export=base + 6,
+                 dashboard=base + 7, client_server=base + 8, min_worker=base + 9, max_worker=base + 24)
+
+
+def _wait_started(proc, log_path, deadline):
+    while time.time() < deadline:
+        with open(log_path, errors="replace") as log:
+            if "Ray runtime started" in log.read():
+                return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    with open(log_path, errors="replace") as log:
+        pytest.fail("ray start did not come up:\n" + log.read()[-3000:])
+
+
+def _ours(tag):
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(tag in arg for arg in proc.info["cmdline"] or []):
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+def _listening(procs):
+    ports = {}
+    for proc in procs:
+        try:
+            for conn in proc.net_connections("inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    ports.setdefault(conn.laddr.port, set()).add(conn.laddr.ip)
+        except psutil.Error:
+            pass
+    return ports
+
+
+CLIENT = """
+import json, sys, ray
+from hetlab import cluster
+cluster.connect(sys.argv[1], timeout=20)
+
+@ray.remote(num_cpus=0)
+class Where:
+    def node(self):
+        return ray.get_runtime_context().get_node_id()
+
+mac = Where.options(**cluster.placement("mac")).remote()
+rows = cluster.nodes()
+print(json.dumps({"roles": sorted(r["role"] for r in rows), "mac_actor_on": ray.get(mac.node.remote(), timeout=60),
+                  "ids": {r["role"]: r["node_id"] for r in rows}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def real_pair():
+    tag = tempfile.mkdtemp(prefix="hl", dir="/tmp")  # short: Ray's socket paths live under it
+    home = os.path.join(tag, "home")
+    os.makedirs(os.path.join(home, ".ray"))
+    token = os.path.join(home, ".ray", "auth_token")
+    with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(secrets.token_hex(32))  # what `ray get-auth-token --generate` writes
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RAY_AUTH", "RAY_ADDRESS", "HETLAB_ADDRESS"))}
+    env.update(HOME=home, PATH=f"{BIN}:{env.get('PATH', '')}", PYTHONPATH=ROOT, RAY_USAGE_STATS_ENABLED="0")
+    base = _free_block(60)
+    head_ports, mac_ports = _ports(base), _ports(base + 30)
+    head_argv = commands.head_command("127.0.0.1", head_ports, cpus=1, block=True, temp_dir=f"{tag}/ray")
+    mac_argv = commands.join_command("127.0.0.1", "127.0.0.1", mac_ports, head_port=head_ports.gcs,
+                                     cpus=1, block=True, temp_dir=f"{tag}/ray")
+    procs = []
+    try:
+        for argv, extra, name in [(head_argv, commands.head_env(), "head"),
+                                  (mac_argv, commands.join_env(mac=True), "mac")]:
+            log = os.path.join(tag, f"{name}.log")
+            proc = subprocess.Popen(argv, env={**env, **extra}, start_new_session=True,
+                                    stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=tag)
+            procs.append(proc)
+            _wait_started(proc, log, time.time() + 120)
+        yield dict(tag=tag, env=env, head=head_ports, mac=mac_ports, token=token)
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)  # `ray start --block` stops its children on SIGTERM, slowly
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        leftovers = _ours(tag)
+        for proc in leftovers:  # only processes whose command line names our private temp dir
+            proc.kill()
+        psutil.wait_procs(leftovers, timeout=10)
+        assert not _ours(tag), "processes of the test cluster survived"
+        shutil.rmtree(tag, ignore_errors=True)
+
+
+def _client(env, code_or_args, address, timeout=90):
+    args = ["-c", code_or_args, address] if isinstance(code_or_args, str) else code_or_args
+    return subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def test_printed_commands_make_an_authenticated_two_node_cluster(real_pair):
+    env, address = real_pair["env"], f"127.0.0.1:{real_pair['head'].gcs}"
+    no_token_home = os.path.join(real_pair["tag"], "stranger")
+    os.makedirs(no_token_home)
+    runs = {  # all at once: each is a fresh Python that imports Ray
+        "good": _client({**env, "RAY_AUTH_MODE": "token"}, CLIENT, address),
+        "doctor": _client({**env, "RAY_AUTH_MODE": "token"},
+                          ["-m", "hetlab.cli", "doctor", "--head", address], address),
+        "no_token": _client({**env, "HOME": no_token_home}, CLIENT, address),
+        "wrong_token": _client({**env, "HOME": no_token_home, "RAY_AUTH_MODE": "token",
+                                "RAY_AUTH_TOKEN": secrets.token_hex(32)}, CLIENT, address),
+    }
+    out = {name: (proc.communicate(timeout=120), proc.returncode) for name, proc in runs.items()}
+    (stdout, stderr), rc = out["good"]
+    assert rc == 0, stderr[-2000:]
+    seen = json.loads(stdout.strip().splitlines()[-1])
+    assert seen["roles"] == ["desktop", "mac"]
+    assert seen["mac_actor_on"] == seen["ids"]["mac"]
+    (stdout, stderr), rc = out["doctor"]
+    assert rc == 0, stdout + stderr[-2000:]
+    assert "2 node(s): desktop, mac" in stdout and "[  ok] Ray version" in stdout
+    assert "ports of mac" in stdout and "FAIL" not in stdout
+    for name in ("no_token", "wrong_token"):
+        (stdout, stderr), rc = out[name]
+        assert rc != 0
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith("HetlabError:") and "token" in last, stderr[-2000:]
+
+
+def test_only_listed_ports_listen_and_dashboard_is_local(real_pair):
+    head, mac = real_pair["head"], real_pair["mac"]
+    listening = _listening(_ours(real_pair["tag"]))
+    allowed = set(head.listening(head=True)) | set(mac.listening(head=False)) | {head.dashboard}
+    assert set(listening) <= allowed, sorted(set(listening) - allowed)
+    assert head.gcs in listening and mac.node_manager in listening
+    assert listening[head.dashboard] == {"127.0.0.1"}
