@@ -70,9 +70,9 @@ def check_ip(ip: str, what: str = "IP") -> str:
     try:
         return str(ipaddress.ip_address(str(ip).strip()))
     except ValueError:
-        raise HetlabError(f"{what} {ip!r} is not an IP address: give this machine's LAN IP, "
-                          f"e.g. 192.168.1.10 (macOS: `ipconfig getifaddr en0`, Linux: "
-                          f"`hostname -I`).") from None
+        raise HetlabError(f"{what} {ip!r} is not an IP address: give a LAN IP such as 192.168.1.10 "
+                          f"(find it with `ipconfig getifaddr en0` on macOS, `hostname -I` on "
+                          f"Linux).") from None
 
 
 def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> list[str]:

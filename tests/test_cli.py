@@ -1,0 +1,36 @@
+"""The hetlab console script: head/join print commands, doctor checks, bad input is one line (exit 2)."""
+from hetlab import cli
+
+
+def test_head_prints_secure_commands(capsys):
+    assert cli.main(["head", "--ip", "127.0.0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "--node-ip-address=127.0.0.1" in out and "RAY_AUTH_MODE=token" in out
+    assert "--dashboard-host=127.0.0.1" in out and "ray get-auth-token --generate" in out
+
+
+def test_join_prints_mac_commands(capsys):
+    assert cli.main(["join", "--head", "192.168.1.10", "--ip", "192.168.1.20"]) == 0
+    out = capsys.readouterr().out
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in out and "--address=192.168.1.10:6379" in out
+    assert cli.main(["join", "--head", "192.168.1.10"]) == 0
+    assert "--node-ip-address=MAC_IP" in capsys.readouterr().out
+
+
+def test_bad_input_is_one_line_and_exit_2(capsys):
+    assert cli.main(["join", "--head", "my-desktop"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("HetlabError: head IP 'my-desktop' is not an IP address") and err.count("\n") == 1
+    assert cli.main(["head", "--ip", "127.0.0.1", "--role", "laptop"]) == 2
+    assert "unknown role 'laptop'" in capsys.readouterr().err
+
+
+def test_doctor_exit_status(capsys):
+    assert cli.main(["doctor", "--head", "127.0.0.1:1", "--timeout", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] head GCS port" in out and "→" in out
+
+
+def test_parser_lists_subcommands():
+    names = set(cli.build_parser()._subparsers._group_actions[0].choices)
+    assert {"doctor", "head", "join"} <= names
