@@ -37,7 +37,7 @@ from hetlab.ps_math import (MODES, PRECISIONS, async_scale, check_batch_sizes, c
                             samples_per_s, staleness_allows)
 from hetlab.server import Server, flat_weights
 from hetlab.train import evaluate
-from hetlab.worker import WIRE_DTYPES, Worker
+from hetlab.worker import WIRE_DTYPES, Worker, load_flat
 
 
 @dataclass
@@ -81,7 +81,7 @@ def model_from_flat(name: str, flat: torch.Tensor) -> torch.nn.Module:
     model = make_model(name, seed=None)
     if flat.numel() != flat_weights(model).numel():
         raise HetlabError(f"{flat.numel()} weights do not fit model {name!r}.")
-    torch.nn.utils.vector_to_parameters(flat.float(), model.parameters())
+    load_flat(list(model.parameters()), flat.float())
     return model
 
 
@@ -135,6 +135,7 @@ class ParameterServerTraining:
         self._actors: list = []
         self.server = None
         _ensure_ray()
+        self._placements = [placement(s.role) if s.role is not None else {} for s in workers]
         try:
             self._start(train_data)
         except BaseException:
@@ -149,9 +150,8 @@ class ParameterServerTraining:
             num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
         self.server = server_cls.remote(self.model_name, self.seed, self.lr, self.mode,
                                         self.outer_lr, self.outer_momentum)
-        for spec, index in zip(self.workers, self.indices):
-            opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0}
-            opts.update(placement(spec.role) if spec.role is not None else {})
+        for spec, index, where in zip(self.workers, self.indices, self._placements):
+            opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **where}
             self._actors.append(ray.remote(Worker).options(**opts).remote(
                 spec.name, index, shards[index], self.model_name, spec.device, spec.slowdown,
                 spec.precision, self.transfer, self.seed, self.lr))
@@ -229,8 +229,8 @@ class ParameterServerTraining:
         actor, b = self._actors[i], self.batch_sizes[i]
         self.bytes_to_workers += self.n_params * 4
         if self.mode == "local_sgd":
-            return actor.local_round.options(num_returns=2).remote(self._weights, b, self.local_steps)
-        return actor.gradient.options(num_returns=2).remote(self._weights, b)
+            return actor.local_round.remote(self._weights, b, self.local_steps)
+        return actor.gradient.remote(self._weights, b)
 
     def _round(self) -> None:
         """One synchronous step (or one local-SGD round) over every live worker."""
@@ -326,7 +326,7 @@ class ParameterServerTraining:
     def _apply(self, owners: list[int], grads: list, lost: list, coefficients_for):
         """Server step with these gradients; one lost with its node drops its owner (→ ``lost``)."""
         while grads:
-            weights, meta = self.server.apply.options(num_returns=2).remote(coefficients_for(owners), *grads)
+            weights, meta = self.server.apply.remote(coefficients_for(owners), *grads)
             try:
                 info = ray.get(meta, timeout=self.worker_timeout_s)
             except ray.exceptions.ObjectLostError:
@@ -504,8 +504,11 @@ class _WorkerGone(Exception):
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300]
+    """The HetlabError line inside a Ray error if there is one, else its first 300 characters."""
+    text = str(exc)
+    if "HetlabError: " in text:
+        return text.rsplit("HetlabError: ", 1)[1].splitlines()[0].strip()
+    return " ".join(text.split())[:300]
 
 
 def _fetchable(ref) -> bool:

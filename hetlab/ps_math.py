@@ -15,6 +15,7 @@ from hetlab.errors import HetlabError
 MODES = ("sync", "async", "local_sgd")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRANSFERS = ("fp32", "fp16", "bf16")
+DEVICE_KINDS = ("cuda", "mps", "cpu")
 
 
 def combine_coefficients(samples: Sequence[int]) -> list[float]:
@@ -52,6 +53,10 @@ def check_spec(spec) -> None:
     if not isinstance(spec.slowdown, (int, float)) or not math.isfinite(spec.slowdown) \
             or spec.slowdown < 1:
         raise HetlabError(f"worker {spec.name!r}: slowdown must be a number ≥ 1, got {spec.slowdown!r}.")
+    device = str(spec.device)
+    if device != "auto" and device.split(":")[0] not in DEVICE_KINDS:
+        raise HetlabError(f"worker {spec.name!r}: unknown device {device!r}; use 'auto', "
+                          f"'cuda', 'cuda:N', 'mps' or 'cpu' (resolved on the worker's machine).")
     if spec.precision not in PRECISIONS:
         raise HetlabError(f"worker {spec.name!r}: unknown precision {spec.precision!r}; use one of {PRECISIONS}.")
 

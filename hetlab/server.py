@@ -9,6 +9,7 @@ bound) is in ``hetlab.ps_math``, plain functions that tests call without Ray.
 from __future__ import annotations
 
 import time
+import ray
 import torch
 from torch import nn
 
@@ -37,6 +38,7 @@ class Server:
     def weights(self) -> torch.Tensor:
         return self.w.detach().clone()
 
+    @ray.method(num_returns=2)
     def apply(self, coefficients: list[float], *grads: torch.Tensor):
         """Σ c_i · g_i as the gradient, one optimizer step; returns (new weights, meta)."""
         t0 = time.perf_counter()

@@ -14,6 +14,7 @@ import os
 import socket
 import time
 
+import ray
 import torch
 from torch import nn
 
@@ -84,7 +85,6 @@ class Worker:
     # --- set-up and state ---------------------------------------------------------------
     def info(self) -> dict:
         """Where this worker really runs: node, device, precision, threads."""
-        import ray
         amp = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
         return {"name": self.name, "node_id": ray.get_runtime_context().get_node_id(),
                 "device": str(self.device), "precision": amp, "pid": os.getpid(),
@@ -111,7 +111,7 @@ class Worker:
 
     # --- the work -----------------------------------------------------------------------
     def _load(self, flat: torch.Tensor) -> None:
-        torch.nn.utils.vector_to_parameters(flat.to(self.device), self.params)
+        load_flat(self.params, flat)
 
     def _next_batch(self, batch_size: int):
         idx, self.epoch, self.offset = next_indices(
@@ -141,6 +141,7 @@ class Worker:
             time.sleep(extra)
         return max(extra, 0.0)
 
+    @ray.method(num_returns=2)
     def gradient(self, weights: torch.Tensor, batch_size: int):
         """One batch's mean-loss gradient at ``weights``: (flat CPU buffer in wire dtype, meta)."""
         t0 = time.perf_counter()
@@ -158,6 +159,7 @@ class Worker:
         if self.local_opt is None:
             self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
+    @ray.method(num_returns=2)
     def local_round(self, weights: torch.Tensor, batch_size: int, steps: int):
         """Local SGD: ``steps`` Adam steps from ``weights``; returns (start − end, meta)."""
         t0 = time.perf_counter()
@@ -185,7 +187,7 @@ class Worker:
         the training state (weights, data position) is left untouched.
         """
         model = make_model(self.model_name, seed=None).to(self.device).train()
-        torch.nn.utils.vector_to_parameters(weights.to(self.device), model.parameters())
+        load_flat(list(model.parameters()), weights)
         opt = torch.optim.Adam(model.parameters(), lr=self.lr)
         g = torch.Generator().manual_seed(12345 + self.index)
         total = 0.0
@@ -201,6 +203,16 @@ class Worker:
             if i >= warmup:
                 total += compute_s + sim
         return batch_size * steps / total
+
+
+@torch.no_grad()
+def load_flat(params: list, flat: torch.Tensor) -> None:
+    """Copy a flat buffer into ``params`` (copies: the buffer may be Ray's read-only memory)."""
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.copy_(flat[offset: offset + n].view_as(p))
+        offset += n
 
 
 def _to_cpu(obj):

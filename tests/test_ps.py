@@ -1,0 +1,218 @@
+"""The parameter server on a real local Ray with real actors and real MNIST (notebooks 05, 08)."""
+import math
+
+import pytest
+import ray
+import torch
+from torch import nn
+
+from hetlab import HetlabError
+from hetlab.checkpoint import load_checkpoint
+from hetlab.data import load_mnist
+from hetlab.models import make_model
+from hetlab.ps import ParameterServerTraining, WorkerSpec
+from hetlab.ps_math import (async_scale, combine_coefficients, equal_shards, samples_per_s,
+                            staleness_allows)
+from hetlab.server import flat_weights
+from hetlab.train import evaluate
+from hetlab.worker import next_indices
+
+SEED = 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_mnist("train").subset(6000, seed=1), load_mnist("test").subset(2000, seed=2)
+
+
+def concatenated_batches(train, sizes, steps):
+    """The exact samples a sync run gives each worker, concatenated per step (the reference)."""
+    shards = train.shard(equal_shards(len(train), len(sizes)), seed=SEED)
+    xs, ys = [s.normalized() for s in shards], [s.labels for s in shards]
+    pos = [(0, 0)] * len(sizes)
+    for _ in range(steps):
+        parts = []
+        for i, b in enumerate(sizes):
+            idx, e, o = next_indices(len(ys[i]), SEED, i, *pos[i], b)
+            pos[i] = (e, o)
+            parts.append((xs[i][idx], ys[i][idx]))
+        yield torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]), parts
+
+
+def single_device_reference(train, sizes, steps):
+    """Plain single-device Adam on the concatenated batches."""
+    model = make_model("small", seed=SEED)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for xb, yb, _ in concatenated_batches(train, sizes, steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    return model
+
+
+def grad_of(xb, yb):
+    model = make_model("small", seed=SEED)
+    nn.functional.cross_entropy(model(xb), yb).backward()
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def test_combination_and_staleness_arithmetic():
+    assert combine_coefficients([48, 16]) == [0.75, 0.25]
+    assert async_scale(48, [48, 16]) == 1.5 and async_scale(32, [32, 32]) == 1.0
+    assert staleness_allows(5, [], 0)                 # alone: always
+    assert not staleness_allows(5, [5], 0)            # s=0: one at a time
+    assert staleness_allows(5, [4], 2) and not staleness_allows(5, [3], 2)
+    assert equal_shards(10, 3) == [4, 3, 3]
+
+
+def test_one_sync_step_equals_one_worker_on_the_concatenated_batch(data):
+    train, _ = data
+    sizes = [40, 8]  # very unequal: the plain mean would be far off
+    with ParameterServerTraining([WorkerSpec("a"), WorkerSpec("b")], train, batch_sizes=sizes,
+                                 seed=SEED, progress=False) as ps:
+        ps.run(1)
+        state = ray.get(ps.server.state.remote())
+        weights = flat_weights(ps.model())
+    xb, yb, parts = next(concatenated_batches(train, sizes, 1))
+    combined = state["optimizer"]["state"][0]["exp_avg"] / (1 - 0.9)  # Adam's m after 1 step = 0.1·g
+    g_concat = grad_of(xb, yb)
+    g_parts = [grad_of(x, y) for x, y in parts]
+    assert torch.allclose(combined, g_concat, rtol=1e-4, atol=1e-6)
+    assert not torch.allclose((g_parts[0] + g_parts[1]) / 2, g_concat, rtol=1e-2, atol=1e-4)  # plain mean
+    assert not torch.allclose(g_parts[0] + g_parts[1], g_concat, rtol=1e-2, atol=1e-4)        # sum
+    reference = flat_weights(single_device_reference(train, sizes, 1))
+    assert torch.allclose(weights, reference, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def sync_run(data):
+    """One epoch of the 6,000-sample subset, sync, a fast and a simulated 3× slower worker."""
+    train, test = data
+    sizes, steps = [40, 24], 6000 // 64
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=3)]
+    with ParameterServerTraining(specs, train, batch_sizes=sizes, seed=SEED, progress=False) as ps:
+        records = ps.run(steps)
+        return {"accuracy": ps.evaluate(test), "records": records, "labels": ps.labels,
+                "bytes_per_sample": ps.bytes_per_sample, "samples": ps.samples_seen,
+                "bytes_to_server": ps.bytes_to_server, "steps": steps, "sizes": sizes,
+                "n_params": ps.n_params, "samples_per_s": ps.samples_per_s()}
+
+
+def test_accuracy_parity_with_single_device_training(data, sync_run):
+    train, test = data
+    reference = evaluate(single_device_reference(train, sync_run["sizes"], sync_run["steps"]), test, "cpu")
+    assert sync_run["accuracy"] > 0.90
+    assert abs(sync_run["accuracy"] - reference) <= 0.003
+
+
+def test_records_time_split_and_simulated_label(sync_run):
+    recs, steps = sync_run["records"], sync_run["steps"]
+    assert len(recs) == 2 * steps and sync_run["samples"] == 64 * steps
+    assert sync_run["labels"][1].endswith("(simulated 3× slower)") and "simulated" not in sync_run["labels"][0]
+    slow = [r for r in recs if r.worker == "slow"]
+    fast = [r for r in recs if r.worker == "fast"]
+    assert all(r.simulated_s > 0 for r in slow) and all(r.simulated_s == 0 for r in fast)
+    assert all(math.isclose(r.simulated_s, 2 * r.compute_s, rel_tol=0.05, abs_tol=5e-3) for r in slow)
+    for r in recs:  # compute + simulated + comm + wait adds up to the worker's round, within the step
+        assert min(r.compute_s, r.wait_s, r.comm_s, r.server_s) >= 0
+        assert r.compute_s + r.simulated_s + r.comm_s + r.wait_s <= r.step_s + 1e-6
+    assert sync_run["samples_per_s"] == pytest.approx(samples_per_s(recs))
+    # both directions counted: fp32 weights down, fp32 gradients up, per worker per step
+    assert sync_run["bytes_per_sample"] == pytest.approx(2 * 2 * 4 * sync_run["n_params"] / 64)
+
+
+def test_async_bounded_staleness_and_fp16_transfer(data):
+    train, test = data
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=4)]
+    with ParameterServerTraining(specs, train, mode="async", max_staleness=1, transfer="fp16",
+                                 batch_sizes=[32, 32], seed=SEED, progress=False) as ps:
+        records = ps.run(60)
+        assert ps.step == 60 and len(records) == 60
+        assert max(r.staleness for r in records) <= 1          # the bound holds ...
+        assert any(r.staleness == 1 for r in records)          # ... and is reached
+        assert {r.worker for r in records} == {"fast", "slow"}  # the slow worker's work is used
+        assert ps.bytes_to_server == 60 * ps.n_params * 2       # fp16: 2 bytes per gradient entry
+        assert ps.evaluate(test) > 0.75
+
+
+def test_local_sgd_sends_4x_fewer_bytes_per_sample(data, sync_run):
+    train, test = data
+    H = 4
+    rounds = sync_run["samples"] // (64 * H)
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=3)]
+    with ParameterServerTraining(specs, train, mode="local_sgd", local_steps=H, outer_lr=1.0,
+                                 batch_sizes=sync_run["sizes"], seed=SEED, progress=False) as ps:
+        records = ps.run(rounds)
+        assert all(r.samples == H * r.batch_size for r in records)
+        assert ps.samples_seen == rounds * 64 * H
+        assert sync_run["bytes_per_sample"] / ps.bytes_per_sample >= 4 - 1e-9
+        assert ps.evaluate(test) >= sync_run["accuracy"] - 0.02
+
+
+def test_resume_from_checkpoint_is_bitwise_equal(data, tmp_path):
+    train, _ = data
+    specs = [WorkerSpec("a"), WorkerSpec("b", slowdown=2)]
+    k = 6
+    with ParameterServerTraining(specs, train, batch_sizes=[24, 40], seed=SEED, progress=False,
+                                 checkpoint_dir=tmp_path, checkpoint_every=k) as ps:
+        ps.run(2 * k)  # checkpoints at step k and 2k; the run itself is never interrupted
+        uninterrupted = flat_weights(ps.model())
+    path = tmp_path / f"step-{k:06d}.pt"
+    assert load_checkpoint(path)["step"] == k and sorted(p.name for p in tmp_path.iterdir()) == [
+        f"step-{k:06d}.pt", f"step-{2 * k:06d}.pt"]  # no temp files left behind
+    with ParameterServerTraining.resume(path, specs, train, progress=False) as resumed:
+        assert resumed.step == k and resumed.batch_sizes == [24, 40]
+        resumed.run(k)
+        assert resumed.step == 2 * k
+        assert torch.equal(flat_weights(resumed.model()), uninterrupted)
+    with pytest.raises(HetlabError, match="2 workers"):
+        ParameterServerTraining.resume(path, specs[:1], train, progress=False)
+    with pytest.raises(HetlabError, match="holds model 'small'"):
+        ParameterServerTraining.resume(path, specs, train, model="classic", progress=False)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(batch_sizes=[0, 32]), "whole number ≥ 1"),
+    (dict(batch_sizes=[32]), "1 batch sizes for 2 workers"),
+    (dict(mode="gossip"), "unknown mode"),
+    (dict(transfer="int8"), "unknown transfer"),
+    (dict(max_staleness=-1), "max_staleness"),
+    (dict(model="resnet"), "unknown model"),
+])
+def test_bad_options_fail_fast_with_one_line(data, kwargs, message):
+    with pytest.raises(HetlabError, match=message) as err:
+        ParameterServerTraining([WorkerSpec("a"), WorkerSpec("b")], data[0], progress=False, **kwargs)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("spec, message", [
+    (WorkerSpec("a", precision="fp8"), "unknown precision"),
+    (WorkerSpec("a", slowdown=0.5), "slowdown"),
+    (WorkerSpec("a", role="laptop"), "unknown role"),
+    (WorkerSpec("a", role="mac"), "no live node has role"),
+    (WorkerSpec("a", device="tpu"), "unknown device"),
+    (WorkerSpec("a", device="cuda"), "not available on this machine"),  # checked on the worker's node
+])
+def test_bad_worker_specs_fail_fast(data, spec, message):
+    with pytest.raises(HetlabError, match=message):
+        ParameterServerTraining([spec], data[0], progress=False)
+
+
+def test_bad_batch_sizes_on_a_running_training(data):
+    with ParameterServerTraining([WorkerSpec("solo")], data[0], progress=False) as ps:
+        with pytest.raises(HetlabError, match="whole number"):
+            ps.run(1, batch_sizes=[0])
+        with pytest.raises(HetlabError, match="1 workers"):
+            ps.set_batch_sizes([32, 32])
+        with pytest.raises(HetlabError, match="steps"):
+            ps.run(-1)
+        assert ps.step == 0
+    with pytest.raises(HetlabError, match="shut down"):
+        ps.run(1)
