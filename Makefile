@@ -1,0 +1,27 @@
+# hetlab: two commands, each sets itself up on a fresh machine.
+#   make lab    start the course (JupyterLab on notebooks/, at 00)
+#   make test   run every test: unit tests + every notebook through nbval (quick mode)
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.hetlab-installed
+
+.PHONY: lab test bench clean-venv
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hetlab needs Python 3.11 (Ray refuses nodes with another Python): set PYTHON=/path/to/python3.11")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	cd notebooks && ../$(BIN)/jupyter lab 00_setup_check.ipynb
+
+test: $(STAMP)
+	HETLAB_QUICK=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,45 @@
+"""The Mac and the desktop must run the same Python, Ray and torch: Ray refuses nodes
+whose versions differ. These pins are the contract; check they agree everywhere."""
+import re
+import sys
+from pathlib import Path
+
+import ray
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pins(env_file):
+    env = yaml.safe_load((ROOT / env_file).read_text())
+    deps = env["dependencies"]
+    python = next(d for d in deps if isinstance(d, str) and d.startswith("python="))
+    pip = next(d["pip"] for d in deps if isinstance(d, dict))
+    found = {"python": python.split("=", 1)[1]}
+    for line in pip:
+        m = re.match(r"(torch|ray)(\[[^\]]*\])?==([\w.]+)", line)
+        if m:
+            found[m.group(1)] = m.group(3)
+    return env, found
+
+
+def test_mac_and_cuda_environments_pin_the_same_versions():
+    mac_env, mac = pins("environment-mac.yml")
+    cuda_env, cuda = pins("environment-cuda.yml")
+    assert mac == cuda
+    assert set(mac) == {"python", "torch", "ray"}
+    assert re.fullmatch(r"3\.11\.\d+", mac["python"]), "pin Python to the patch: Ray checks it"
+    assert mac_env["variables"]["PYTORCH_ENABLE_MPS_FALLBACK"] == "1"
+    assert mac_env["variables"]["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "1"
+
+
+def test_pyproject_pins_agree_with_the_environments_and_this_install():
+    _, env = pins("environment-cuda.yml")
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'"torch=={env["torch"]}"' in text
+    assert f'"ray[default,train]=={env["ray"]}"' in text
+    assert 'requires-python = "==3.11.*"' in text
+    assert torch.__version__.split("+")[0] == env["torch"]
+    assert ray.__version__ == env["ray"]
+    assert sys.version_info[:2] == (3, 11)

@@ -1,0 +1,39 @@
+"""Single-device training on real MNIST (hetlab.models + hetlab.train)."""
+import pytest
+import torch
+
+from hetlab import HetlabError
+from hetlab.data import load_mnist
+from hetlab.models import count_params, make_model
+from hetlab.train import evaluate, train
+
+
+def test_models_are_reproducible_and_sized_as_documented():
+    a, b = make_model("small", seed=3), make_model("small", seed=3)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert count_params(a) == 29066
+    assert count_params(make_model("classic")) == 1199882
+    assert make_model("small")(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    with pytest.raises(HetlabError, match="unknown model"):
+        make_model("resnet")
+
+
+def test_quick_training_reaches_95_percent():
+    """The quick-mode recipe used by notebook 01 in CI."""
+    torch.set_num_threads(2)
+    train_set, test_set = load_mnist("train").subset(12000), load_mnist("test").subset(2000)
+    model = make_model("small")
+    before = evaluate(model, test_set)
+    hist = train(model, train_set, test_set, epochs=2, batch_size=64, progress=False)
+    assert before < 0.2, "an untrained model guesses"
+    assert hist.final_accuracy >= 0.95
+    assert hist.loss[-1] < hist.loss[0] and hist.samples == 24000
+    assert hist.samples_per_s > 0 and hist.seconds_compute > hist.seconds_batching
+
+
+def test_bad_training_arguments():
+    data = load_mnist("test").subset(100)
+    with pytest.raises(HetlabError, match="batch size"):
+        train(make_model(), data, batch_size=0, progress=False)
+    with pytest.raises(HetlabError, match="epochs"):
+        train(make_model(), data, epochs=0, progress=False)
