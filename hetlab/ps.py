@@ -145,20 +145,18 @@ class ParameterServerTraining:
     # --- start-up -------------------------------------------------------------------------
     def _start(self, train_data: Dataset) -> None:
         shards = train_data.shard(self.shard_sizes, seed=self.seed)
-        here = ray.get_runtime_context().get_node_id()
-        server_cls = ray.remote(Server).options(
-            num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
-        self.server = server_cls.remote(self.model_name, self.seed, self.lr, self.mode,
-                                        self.outer_lr, self.outer_momentum)
         for spec, index, where in zip(self.workers, self.indices, self._placements):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **where}
             self._actors.append(ray.remote(Worker).options(**opts).remote(
                 spec.name, index, shards[index], self.model_name, spec.device, spec.slowdown,
                 spec.precision, self.transfer, self.seed, self.lr))
+        here = ray.get_runtime_context().get_node_id()  # the server lives with the driver
+        self.server = ray.remote(Server).options(
+            num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
+        ).remote(self.model_name, self.seed, self.lr, self.mode, self.outer_lr, self.outer_momentum)
         refs = [a.info.remote() for a in self._actors]
-        ready, _ = ray.wait(refs + [self.server.weights.remote()], num_returns=len(refs) + 1,
-                            timeout=self.worker_timeout_s)
-        if len(ready) < len(refs) + 1:
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.worker_timeout_s)
+        if len(ready) < len(refs):
             late = [s.name for s, r in zip(self.workers, refs) if r not in ready]
             raise HetlabError(f"workers {late} did not start within {self.worker_timeout_s:.0f} s: "
                               f"check hetlab.cluster.node_table() shows their machines.")
@@ -171,6 +169,7 @@ class ParameterServerTraining:
             per_host[info["host"]] = per_host.get(info["host"], 0) + 1
         ray.get([a.set_threads.remote(per_host[i["host"]]) for a, i in zip(self._actors, self.worker_info)])
         self._weights = self.server.weights.remote()
+        ray.get(self._weights, timeout=self.worker_timeout_s)
         if self.progress:
             for label in self.labels:
                 print(f"worker {label}")

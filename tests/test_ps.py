@@ -29,7 +29,7 @@ def local_ray():
 
 @pytest.fixture(scope="module")
 def data():
-    return load_mnist("train").subset(6000, seed=1), load_mnist("test").subset(2000, seed=2)
+    return load_mnist("train").subset(4000, seed=1), load_mnist("test").subset(2000, seed=2)
 
 
 def concatenated_batches(train, sizes, steps):
@@ -72,54 +72,57 @@ def test_combination_and_staleness_arithmetic():
     assert equal_shards(10, 3) == [4, 3, 3]
 
 
-def test_one_sync_step_equals_one_worker_on_the_concatenated_batch(data):
-    train, _ = data
-    sizes = [40, 8]  # very unequal: the plain mean would be far off
-    with ParameterServerTraining([WorkerSpec("a"), WorkerSpec("b")], train, batch_sizes=sizes,
-                                 seed=SEED, progress=False) as ps:
-        ps.run(1)
-        state = ray.get(ps.server.state.remote())
-        weights = flat_weights(ps.model())
+@pytest.fixture(scope="module")
+def sync_run(data):
+    """One epoch of a 4,000-sample subset, sync, a fast and a simulated 2× slower worker.
+
+    The first step's server state is kept for the invariant test; the training stays
+    open for the tests that poke a running training.
+    """
+    train, test = data
+    sizes, steps = [40, 24], 4000 // 64
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
+    with ParameterServerTraining(specs, train, batch_sizes=sizes, seed=SEED, progress=False) as ps:
+        first = ps.run(1)
+        after_one = {"state": ray.get(ps.server.state.remote()), "weights": flat_weights(ps.model())}
+        records = first + ps.run(steps - 1)
+        yield {"ps": ps, "after_one": after_one, "accuracy": ps.evaluate(test), "records": records,
+               "labels": ps.labels, "bytes_per_sample": ps.bytes_per_sample,
+               "samples": ps.samples_seen, "steps": steps, "sizes": sizes,
+               "n_params": ps.n_params, "samples_per_s": ps.samples_per_s()}
+
+
+def test_one_sync_step_equals_one_worker_on_the_concatenated_batch(data, sync_run):
+    train, sizes = data[0], sync_run["sizes"]
+    state = sync_run["after_one"]["state"]
     xb, yb, parts = next(concatenated_batches(train, sizes, 1))
     combined = state["optimizer"]["state"][0]["exp_avg"] / (1 - 0.9)  # Adam's m after 1 step = 0.1·g
     g_concat = grad_of(xb, yb)
     g_parts = [grad_of(x, y) for x, y in parts]
     assert torch.allclose(combined, g_concat, rtol=1e-4, atol=1e-6)
-    assert not torch.allclose((g_parts[0] + g_parts[1]) / 2, g_concat, rtol=1e-2, atol=1e-4)  # plain mean
-    assert not torch.allclose(g_parts[0] + g_parts[1], g_concat, rtol=1e-2, atol=1e-4)        # sum
+    error = (combined - g_concat).abs().max()
+    plain_mean_error = ((g_parts[0] + g_parts[1]) / 2 - g_concat).abs().max()
+    sum_error = (g_parts[0] + g_parts[1] - g_concat).abs().max()
+    assert plain_mean_error > 100 * error and sum_error > 100 * error  # both would be wrong
     reference = flat_weights(single_device_reference(train, sizes, 1))
-    assert torch.allclose(weights, reference, atol=1e-6)
-
-
-@pytest.fixture(scope="module")
-def sync_run(data):
-    """One epoch of the 6,000-sample subset, sync, a fast and a simulated 3× slower worker."""
-    train, test = data
-    sizes, steps = [40, 24], 6000 // 64
-    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=3)]
-    with ParameterServerTraining(specs, train, batch_sizes=sizes, seed=SEED, progress=False) as ps:
-        records = ps.run(steps)
-        return {"accuracy": ps.evaluate(test), "records": records, "labels": ps.labels,
-                "bytes_per_sample": ps.bytes_per_sample, "samples": ps.samples_seen,
-                "bytes_to_server": ps.bytes_to_server, "steps": steps, "sizes": sizes,
-                "n_params": ps.n_params, "samples_per_s": ps.samples_per_s()}
+    assert torch.allclose(sync_run["after_one"]["weights"], reference, atol=1e-6)
 
 
 def test_accuracy_parity_with_single_device_training(data, sync_run):
     train, test = data
     reference = evaluate(single_device_reference(train, sync_run["sizes"], sync_run["steps"]), test, "cpu")
-    assert sync_run["accuracy"] > 0.90
+    assert sync_run["accuracy"] > 0.85
     assert abs(sync_run["accuracy"] - reference) <= 0.003
 
 
 def test_records_time_split_and_simulated_label(sync_run):
     recs, steps = sync_run["records"], sync_run["steps"]
     assert len(recs) == 2 * steps and sync_run["samples"] == 64 * steps
-    assert sync_run["labels"][1].endswith("(simulated 3× slower)") and "simulated" not in sync_run["labels"][0]
+    assert sync_run["labels"][1].endswith("(simulated 2× slower)") and "simulated" not in sync_run["labels"][0]
     slow = [r for r in recs if r.worker == "slow"]
     fast = [r for r in recs if r.worker == "fast"]
     assert all(r.simulated_s > 0 for r in slow) and all(r.simulated_s == 0 for r in fast)
-    assert all(math.isclose(r.simulated_s, 2 * r.compute_s, rel_tol=0.05, abs_tol=5e-3) for r in slow)
+    assert all(math.isclose(r.simulated_s, r.compute_s, rel_tol=0.05, abs_tol=5e-3) for r in slow)
     for r in recs:  # compute + simulated + comm + wait adds up to the worker's round, within the step
         assert min(r.compute_s, r.wait_s, r.comm_s, r.server_s) >= 0
         assert r.compute_s + r.simulated_s + r.comm_s + r.wait_s <= r.step_s + 1e-6
@@ -146,14 +149,14 @@ def test_local_sgd_sends_4x_fewer_bytes_per_sample(data, sync_run):
     train, test = data
     H = 4
     rounds = sync_run["samples"] // (64 * H)
-    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=3)]
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
     with ParameterServerTraining(specs, train, mode="local_sgd", local_steps=H, outer_lr=1.0,
                                  batch_sizes=sync_run["sizes"], seed=SEED, progress=False) as ps:
         records = ps.run(rounds)
         assert all(r.samples == H * r.batch_size for r in records)
         assert ps.samples_seen == rounds * 64 * H
         assert sync_run["bytes_per_sample"] / ps.bytes_per_sample >= 4 - 1e-9
-        assert ps.evaluate(test) >= sync_run["accuracy"] - 0.02
+        assert ps.evaluate(test) >= sync_run["accuracy"] - 0.03  # 4× fewer server updates, close
 
 
 def test_resume_from_checkpoint_is_bitwise_equal(data, tmp_path):
@@ -172,6 +175,8 @@ def test_resume_from_checkpoint_is_bitwise_equal(data, tmp_path):
         resumed.run(k)
         assert resumed.step == 2 * k
         assert torch.equal(flat_weights(resumed.model()), uninterrupted)
+    with pytest.raises(HetlabError, match="shut down"):
+        resumed.run(1)
     with pytest.raises(HetlabError, match="2 workers"):
         ParameterServerTraining.resume(path, specs[:1], train, progress=False)
     with pytest.raises(HetlabError, match="holds model 'small'"):
@@ -205,14 +210,13 @@ def test_bad_worker_specs_fail_fast(data, spec, message):
         ParameterServerTraining([spec], data[0], progress=False)
 
 
-def test_bad_batch_sizes_on_a_running_training(data):
-    with ParameterServerTraining([WorkerSpec("solo")], data[0], progress=False) as ps:
-        with pytest.raises(HetlabError, match="whole number"):
-            ps.run(1, batch_sizes=[0])
-        with pytest.raises(HetlabError, match="1 workers"):
-            ps.set_batch_sizes([32, 32])
-        with pytest.raises(HetlabError, match="steps"):
-            ps.run(-1)
-        assert ps.step == 0
-    with pytest.raises(HetlabError, match="shut down"):
-        ps.run(1)
+def test_bad_batch_sizes_on_a_running_training(sync_run):
+    ps = sync_run["ps"]
+    step, sizes = ps.step, list(ps.batch_sizes)
+    with pytest.raises(HetlabError, match="whole number"):
+        ps.run(1, batch_sizes=[0, 64])
+    with pytest.raises(HetlabError, match="3 batch sizes for 2 workers"):
+        ps.set_batch_sizes([32, 16, 16])
+    with pytest.raises(HetlabError, match="steps"):
+        ps.run(-1)
+    assert ps.step == step and ps.batch_sizes == sizes  # nothing changed
