@@ -1,0 +1,109 @@
+"""`hetlab train` as a user runs it: a subprocess, a real practice cluster, real MNIST.
+
+The first run starts its own practice cluster (the default) and saves checkpoints;
+the resume joins a practice cluster started by this module through --address, as
+a user would join the real desktop + Mac cluster.
+"""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hetlab.cli import main, parse_ratio
+from hetlab.errors import HetlabError
+
+REPO = Path(__file__).resolve().parents[1]
+COMMON = ["--train-samples", "3000", "--global-batch", "64", "--quiet", "--ratio", "3:1"]
+
+
+def hetlab_train(*args, timeout=240):
+    env = {**os.environ, "HETLAB_QUICK": "1", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "hetlab.cli", "train", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def final_accuracy(stdout: str) -> float:
+    match = re.search(r"final test accuracy: ([0-9.]+)", stdout)
+    assert match, stdout
+    return float(match.group(1))
+
+
+def test_parse_ratio():
+    assert parse_ratio("auto") == "auto"
+    assert parse_ratio("3:1") == [3.0, 1.0]
+    for bad in ("3", "3:-1", "0:1", "a:b", "1:2:3", "nan:1", "inf:1"):
+        with pytest.raises(HetlabError):
+            parse_ratio(bad)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--ratio", "3:-1"], "--ratio"),
+    (["--steps", "0"], "--steps"),
+    (["--mode", "fastest"], "--mode"),
+    (["--model", "huge"], "--model"),
+    (["--checkpoint-every", "5"], "--checkpoint-dir"),
+    (["--resume", "/nonexistent/ckpt"], "--resume"),
+])
+def test_bad_input_is_one_line_and_non_zero(args, words, capsys):
+    assert main(["train", *args]) == 2                    # checked before any Ray starts
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("HetlabError:") and words in lines[0], lines
+
+
+def test_unreachable_address_fails_fast_in_a_subprocess():
+    done = hetlab_train("--address", "127.0.0.1:1", "--steps", "1", timeout=90)  # a closed local port
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "127.0.0.1:1" in lines[0], done.stderr
+
+
+def test_help_reads_well(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["train", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--address", "--steps", "--ratio", "--mode", "--local-steps", "--transfer",
+                 "--slowdown", "--checkpoint-dir", "--checkpoint-every", "--resume", "simulated"):
+        assert flag in text
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """One real default run: its own practice cluster, 12 sync steps, checkpoints every 6."""
+    folder = tmp_path_factory.mktemp("ckpt")
+    done = hetlab_train("--steps", "12", "--checkpoint-dir", str(folder), "--checkpoint-every", "6",
+                        *COMMON)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return folder, done.stdout
+
+
+def test_a_short_run_trains_and_checkpoints(checkpoints):
+    folder, stdout = checkpoints
+    assert "mac (simulated 3× slower)" in stdout            # the practice mac says what it is
+    assert "batch 48:16" in stdout                          # 3:1 of 64
+    assert "sync: step 12, 768 samples" in stdout
+    assert final_accuracy(stdout) > 0.5                     # 768 samples: well above chance (0.1)
+    assert sorted(p.name for p in folder.glob("step-*.pt")) == ["step-000006.pt", "step-000012.pt"]
+
+
+def test_resume_through_address_continues_the_step_count(checkpoints):
+    from hetlab.practice import PracticeCluster
+
+    folder, _ = checkpoints
+    with PracticeCluster(("desktop", "mac"), connect=False) as practice:
+        done = hetlab_train("--address", practice.address, "--steps", "18", "--resume", str(folder),
+                            "--checkpoint-dir", str(folder), *COMMON)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "resumed from" in done.stdout and "at step 12" in done.stdout
+    assert "sync: step 18, 1152 samples" in done.stdout
+    assert final_accuracy(done.stdout) > 0.5
+    assert (folder / "step-000018.pt").exists()
+
+
+def test_cli_model_names_match_the_library():
+    from hetlab.cli import TRAIN_MODELS
+    from hetlab.models import MODELS
+    assert set(TRAIN_MODELS) == set(MODELS)
