@@ -12,7 +12,8 @@ sends back one flat buffer. Every step records, per worker, where the time went:
   worker's own compute_s + simulated_s: sending weights and gradient, serialising,
   Ray's scheduling;
 * ``wait_s``: sync — from this worker's result being ready to the step's last one
-  (idle behind the straggler); async — time held back by the staleness bound;
+  (idle behind the straggler); async — idle before this message started (held back
+  by the staleness bound, or waiting for the server's update of its last gradient);
 * ``server_s`` (same for a whole step): combining + the optimizer step on the server.
 """
 from __future__ import annotations
@@ -180,8 +181,8 @@ class ParameterServerTraining:
         out = []
         for spec, info in zip(self.workers, self.worker_info):
             prec = info["precision"]
-            if spec.precision != prec:
-                prec += f" ({spec.precision} not supported on {info['device'].split(':')[0]})"
+            if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
+                prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
             sim = f" (simulated {spec.slowdown:g}× slower)" if spec.slowdown > 1 else ""
             out.append(f"{spec.name} · {info['device']} {prec}{sim}")
         return out

@@ -15,12 +15,13 @@ from hetlab.ps_math import (async_scale, combine_coefficients, equal_shards, sam
                             staleness_allows)
 from hetlab.server import flat_weights
 from hetlab.train import evaluate
-from hetlab.worker import next_indices
+from hetlab import worker as worker_module
+from hetlab.worker import autocast_dtype, next_indices
 
 SEED = 0
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def local_ray():
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
     yield
@@ -28,7 +29,8 @@ def local_ray():
 
 
 @pytest.fixture(scope="module")
-def data():
+def data(local_ray):
+    """MNIST subsets; asking for them starts this module's Ray (pure tests need neither)."""
     return load_mnist("train").subset(4000, seed=1), load_mnist("test").subset(2000, seed=2)
 
 
@@ -72,6 +74,20 @@ def test_combination_and_staleness_arithmetic():
     assert equal_shards(10, 3) == [4, 3, 3]
 
 
+def test_autocast_choice_per_device(monkeypatch):
+    """Mixed precision: off on the CPU; on CUDA/MPS as the device supports it. No CUDA or MPS
+    device exists here, so (only) ``describe`` is replaced by what such devices report."""
+    assert autocast_dtype(torch.device("cpu"), "bf16") is None
+    assert autocast_dtype(torch.device("cpu"), "fp16") is None
+    cards = {"cuda": {"bf16": True, "fp16": True}, "mps": {"bf16": False, "fp16": True}}
+    monkeypatch.setattr(worker_module, "describe", lambda dev: cards[torch.device(dev).type])
+    assert autocast_dtype(torch.device("cuda"), "bf16") == torch.bfloat16
+    assert autocast_dtype(torch.device("cuda"), "fp16") == torch.float16
+    assert autocast_dtype(torch.device("mps"), "fp16") == torch.float16
+    assert autocast_dtype(torch.device("mps"), "bf16") is None  # an older macOS: fp32
+    assert autocast_dtype(torch.device("cuda"), "fp32") is None
+
+
 @pytest.fixture(scope="module")
 def sync_run(data):
     """One epoch of a 4,000-sample subset, sync, a fast and a simulated 2× slower worker.
@@ -81,7 +97,7 @@ def sync_run(data):
     """
     train, test = data
     sizes, steps = [40, 24], 4000 // 64
-    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
+    specs = [WorkerSpec("fast", precision="bf16"), WorkerSpec("slow", slowdown=2)]  # bf16: off on CPU
     with ParameterServerTraining(specs, train, batch_sizes=sizes, seed=SEED, progress=False) as ps:
         first = ps.run(1)
         after_one = {"state": ray.get(ps.server.state.remote()), "weights": flat_weights(ps.model())}
@@ -118,7 +134,7 @@ def test_accuracy_parity_with_single_device_training(data, sync_run):
 def test_records_time_split_and_simulated_label(sync_run):
     recs, steps = sync_run["records"], sync_run["steps"]
     assert len(recs) == 2 * steps and sync_run["samples"] == 64 * steps
-    assert sync_run["labels"][1].endswith("(simulated 2× slower)") and "simulated" not in sync_run["labels"][0]
+    assert sync_run["labels"] == ["fast · cpu fp32 (bf16 off on cpu)", "slow · cpu fp32 (simulated 2× slower)"]
     slow = [r for r in recs if r.worker == "slow"]
     fast = [r for r in recs if r.worker == "fast"]
     assert all(r.simulated_s > 0 for r in slow) and all(r.simulated_s == 0 for r in fast)
