@@ -13,6 +13,21 @@ from matplotlib.figure import Figure
 
 from hetlab.errors import HetlabError
 
+
+def _show_figures_in_notebooks() -> None:
+    """Let Jupyter draw a returned Figure as a picture (without pyplot it shows only text)."""
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import select_figure_formats
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "display_formatter"):
+        select_figure_formats(shell, {"png"})
+
+
+_show_figures_in_notebooks()
+
 # segment key, legend label, colour, hatch: in the order they are drawn within a step
 SEGMENTS = (
     ("compute_s", "compute", "tab:blue", None),
@@ -169,3 +184,13 @@ def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
         if isinstance(values, Mapping):
             ax.legend(fontsize=8)
     return fig
+
+
+def step_loss(records: Sequence) -> list[float]:
+    """Each step's training loss: the workers' losses weighted by their samples (notebook 05)."""
+    steps: dict[int, tuple[float, int]] = {}
+    for r in records:
+        n = getattr(r, "samples", 0) or r.batch_size
+        total, count = steps.get(r.step, (0.0, 0))
+        steps[r.step] = (total + r.loss * n, count + n)
+    return [total / count for _, (total, count) in sorted(steps.items())]
