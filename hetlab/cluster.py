@@ -202,6 +202,8 @@ def _init_with_deadline(address: str, timeout: float):
     def attempt():
         try:
             outcome["context"] = ray.init(address=address, logging_level=logging.WARNING)
+            if outcome.get("abandoned"):  # the caller already gave up: do not stay connected
+                ray.shutdown()
         except BaseException as exc:  # noqa: BLE001 - reported below as one line
             outcome["error"] = exc
 
@@ -210,6 +212,7 @@ def _init_with_deadline(address: str, timeout: float):
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
+        outcome["abandoned"] = True
         raise HetlabError(f"the Ray head at {address} accepted the connection but did not answer as "
                           f"Ray within {timeout:.0f} s: check the port is the GCS port from "
                           f"`hetlab head`, and that RAY_AUTH_MODE=token and the token are set here.")

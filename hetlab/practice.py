@@ -10,6 +10,8 @@ wherever a learner sees it, and no node claims a GPU it does not have.
 from __future__ import annotations
 
 import logging
+import socket
+import time
 
 import ray
 from ray.cluster_utils import Cluster
@@ -25,16 +27,65 @@ def display_name(role: str) -> str:
     return role if role in REAL_HERE else f"{role} (simulated)"
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports that are free on this machine right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _strays(nodes, since: float) -> list:
+    """Processes this process started since ``since`` that belong to no running node."""
+    import psutil
+    keep = {info.process.pid for node in nodes for infos in node.all_processes.values() for info in infos}
+    strays = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.create_time() >= since - 1 and not ({proc.pid} | {p.pid for p in proc.parents()}) & keep:
+                strays.append(proc)
+        except psutil.Error:
+            pass
+    return strays
+
+
+def _kill(processes) -> None:
+    import psutil
+    for proc in processes:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(processes, timeout=10)
+
+
+def _enable_token_auth() -> None:
+    """Token auth as Ray 2.60's own local ``ray.init()`` does it: unless ``RAY_AUTH_MODE`` is
+    set, turn it on for this process and its children, creating ``~/.ray/auth_token`` if missing."""
+    from ray._private.authentication.authentication_token_setup import (
+        enable_token_auth_by_default, ensure_token_if_auth_enabled)
+    enable_token_auth_by_default()
+    ensure_token_if_auth_enabled(None, create_token_if_missing=True)
+
+
 class PracticeCluster:
     """Context manager: one small Ray node per role on this machine, driver connected.
 
     The first role is the head node (the driver connects through it, so it cannot
     be removed); the others are worker nodes that can be removed and re-added to
     practise losing a machine. ``shutdown()`` is idempotent and also runs on errors.
+    With ``token_auth`` (the default, like Ray's own local default) only clients
+    holding this user's token (``~/.ray/auth_token``) can connect.
     """
 
     def __init__(self, roles=("desktop", "mac"), cpus_per_node: int = 1,
-                 object_store_mb: int = 100, connect: bool = True):
+                 object_store_mb: int = 100, connect: bool = True, token_auth: bool = True):
         roles = tuple(roles)
         if not roles or len(set(roles)) != len(roles):
             raise HetlabError(f"roles {roles!r} must be distinct and non-empty, e.g. ('desktop', 'mac').")
@@ -48,6 +99,8 @@ class PracticeCluster:
         self._nodes: dict = {}
         if ray.is_initialized():
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
+        if token_auth:
+            _enable_token_auth()
         self._cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
         try:
             for role in roles:
@@ -59,7 +112,11 @@ class PracticeCluster:
             raise
 
     def _node_args(self, role: str) -> dict:
-        return dict(num_cpus=self._cpus, num_gpus=0, object_store_memory=self._store,
+        # Fixed agent ports: with port 0 the raylet waits for each agent to write its port to
+        # a file and aborts after ~15 s, which a busy 2-core machine can exceed.
+        agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
+                           "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
+        return dict(num_cpus=self._cpus, num_gpus=0, object_store_memory=self._store, **agents,
                     resources=_cluster.node_resources(role), labels=_cluster.node_labels(role, simulated=role not in REAL_HERE),
                     include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
 
@@ -87,8 +144,19 @@ class PracticeCluster:
         _cluster.role_resource(role)
         if role in self._nodes:
             raise HetlabError(f"the {display_name(role)} node is already running.")
-        self._nodes[role] = self._cluster.add_node(**self._node_args(role))
-        return self._nodes[role].node_id
+        for attempt in (1, 2):
+            started = time.time()
+            try:
+                self._nodes[role] = self._cluster.add_node(**self._node_args(role))
+                return self._nodes[role].node_id
+            except Exception as exc:  # Ray gives a node fixed ~15-30 s windows to come up
+                if "timed out during startup" not in str(exc):
+                    raise
+                _kill(_strays(self._nodes.values(), since=started))
+                if attempt == 2:
+                    raise HetlabError(f"the {display_name(role)} practice node did not start in time "
+                                      f"(this machine is busy): close other Ray sessions and run this "
+                                      f"again.") from None
 
     def remove_node(self, role: str) -> None:
         """Stop the node for ``role`` (its actors die), as if that machine went away."""
