@@ -1,0 +1,86 @@
+"""hetlab.plots: figure structure (bars, legend labels), not pixels."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+from matplotlib.container import BarContainer  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from hetlab import plots  # noqa: E402
+from hetlab.errors import HetlabError  # noqa: E402
+from hetlab.ps import StepRecord  # noqa: E402  (StepRecord is plain data)
+
+
+def make_records(steps=3, simulated=True):
+    """Two workers, equal batches: the mac is 4× slower (3× its compute simulated)."""
+    out = []
+    for s in range(steps):
+        sim = 0.03 if simulated else 0.0
+        out.append(StepRecord(s, "desktop", 64, 0.01, 0.0, 0.03, 0.002, 2.0, step_s=0.045))
+        out.append(StepRecord(s, "mac", 64, 0.01, sim, 0.0, 0.002, 2.0, step_s=0.045))
+    return out
+
+
+def legend_texts(fig_or_ax):
+    legend = fig_or_ax.legends[0] if isinstance(fig_or_ax, Figure) else fig_or_ax.get_legend()
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def test_timeline_draws_one_bar_per_worker_step_and_segment():
+    fig = plots.timeline(make_records(), labels={"mac": "mac (simulated 4× slower)"})
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert len(bars) == 4 and all(len(c) == 2 * 3 for c in bars)  # 4 segments × (2 workers × 3 steps)
+    labels = legend_texts(fig)
+    assert any("simulated" in t for t in labels) and "waiting for the straggler" in labels
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["desktop", "mac (simulated 4× slower)"]
+    hatched = [c for c in bars if c.patches[0].get_hatch()]
+    assert len(hatched) == 1 and "simulated" in hatched[0].get_label()
+    # steps follow one another: the mac's first bar of step 1 starts where step 0 ended
+    mac_step1 = bars[0].patches[3]
+    assert mac_step1.get_x() == pytest.approx(0.045)
+
+
+def test_timeline_without_simulation_has_no_simulated_legend_entry():
+    fig = plots.timeline(make_records(simulated=False))
+    assert not any("simulated" in t for t in legend_texts(fig))
+
+
+def test_time_split_and_throughput_panels():
+    fig = plots.time_split(make_records(), samples_per_s=[2000.0, 3500.0], run_labels=["64:64", "102:26"])
+    ax, ax_rate = fig.axes
+    assert sum(len(c) for c in ax.containers) == 4 * 2
+    assert any("simulated" in t for t in legend_texts(fig))
+    assert list(ax_rate.lines[0].get_ydata()) == [2000.0, 3500.0]
+
+
+def test_throughput_vs_ratio_sorts_points_and_marks_choices():
+    fig = plots.throughput_vs_ratio([0.8, 0.5, [3, 1]], [4000, 2000, 3600], efficiency=[0.9, 0.45, 0.8],
+                                    marks={"equal": 0.5, "tuned": 0.8})
+    ax = fig.axes[0]
+    assert list(ax.lines[0].get_xdata()) == [0.5, 0.75, 0.8]
+    assert list(ax.lines[0].get_ydata()) == [2000, 3600, 4000]
+    texts = legend_texts(ax)
+    assert "efficiency (measured)" in texts and "tuned (80%)" in texts and "equal (50%)" in texts
+    with pytest.raises(HetlabError, match="one samples/s value per ratio"):
+        plots.throughput_vs_ratio([0.5, 0.6], [1.0])
+
+
+def test_curves_one_or_two_panels_and_comparisons():
+    fig = plots.curves(loss=[2.3, 1.0, 0.5], accuracy={"1 device": [0.9, 0.95], "PS": [0.91, 0.95]})
+    assert len(fig.axes) == 2
+    assert len(fig.axes[0].lines) == 1 and len(fig.axes[1].lines) == 2
+    assert legend_texts(fig.axes[1]) == ["1 device", "PS"]
+    assert len(plots.curves(accuracy=[0.9]).axes) == 1
+    with pytest.raises(HetlabError):
+        plots.curves()
+    with pytest.raises(HetlabError):
+        plots.timeline([])
+
+
+def test_step_loss_weights_each_worker_by_its_samples():
+    records = [StepRecord(1, "a", 48, 0, 0, 0, 0, 1.0, samples=48), StepRecord(1, "b", 16, 0, 0, 0, 0, 3.0, samples=16),
+               StepRecord(2, "a", 48, 0, 0, 0, 0, 0.5, samples=48), StepRecord(2, "b", 16, 0, 0, 0, 0, 0.5, samples=16)]
+    assert plots.step_loss(records) == [pytest.approx(1.5), pytest.approx(0.5)]

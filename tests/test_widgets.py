@@ -1,0 +1,69 @@
+"""hetlab.widgets.RatioTuner, headless: set the slider, click the buttons, against a REAL
+ParameterServerTraining on a real local Ray with real MNIST (one worker simulated 4× slower)."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+import ray  # noqa: E402
+
+from hetlab.data import load_mnist  # noqa: E402
+from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
+from hetlab.widgets import RatioTuner  # noqa: E402
+
+PNG = b"\x89PNG"
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def training(local_ray):
+    workers = [WorkerSpec("desktop", device="cpu"), WorkerSpec("mac", device="cpu", slowdown=4)]
+    run = ParameterServerTraining(workers, load_mnist("train").subset(3000, seed=0), progress=False)
+    yield run
+    run.shutdown()
+
+
+def test_slider_run_auto_and_errors_against_real_training(training):
+    tuner = RatioTuner(training, global_batch=64, steps=2, auto_rounds=2, auto_steps=2)
+    assert len(tuner.sliders) == 1 and "desktop" in tuner.sliders[0].description
+    assert tuner.batch_sizes() == [32, 32]  # starts from the training's current (equal) split
+    tuner.sliders[0].value = 0.8
+    assert tuner.batch_sizes() == [51, 13] and "<b>51</b>" in tuner.split_label.value
+
+    step_before = training.step
+    tuner.run_button.click()
+    assert tuner.error is None
+    assert training.step == step_before + 2
+    run = tuner.runs[-1]
+    assert [r.batch_size for r in run["records"]] == [51, 13, 51, 13]
+    assert run["samples_per_s"] > 0 and 0 < run["efficiency"] <= 1.05
+    assert "samples/s" in tuner.result_label.value and "recommended" in tuner.recommended_label.value
+    assert bytes(tuner.plot.value[:4]) == PNG
+    assert any("simulated" in t.get_text() for t in tuner.figure.legends[0].get_texts())
+    assert any("simulated" in t.get_text() for t in tuner.figure.axes[0].get_yticklabels())
+
+    tuner.auto_button.click()
+    assert tuner.error is None and tuner.tune_result is not None
+    result = tuner.tune_result
+    assert sum(result.batch_sizes) == 64 and result.history[0].batch_sizes == [32, 32]
+    assert tuner.batch_sizes() == result.batch_sizes or \
+        abs(tuner.sliders[0].value - result.batch_sizes[0] / 64) <= 0.01  # slider moved there
+    assert "auto-tuned" in tuner.recommended_label.value
+
+    tuner.run_button.click()  # a second run: the samples/s panel now has two points
+    assert len(tuner.runs) == 2
+    assert len(tuner.figure.axes[1].lines[0].get_ydata()) == 2
+    bundle = tuner._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+    # a mistake shows up in the widget as one line, not as a lost traceback
+    training.shutdown()
+    tuner.run_button.click()  # must not raise
+    assert "shut down" in tuner.error and "HetlabError" in tuner.result_label.value
+    assert not tuner.run_button.disabled
