@@ -87,6 +87,7 @@ def model_from_flat(name: str, flat: torch.Tensor) -> torch.nn.Module:
 
 
 __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining", "MODES", "PRECISIONS"]
+KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in checkpoint_dir (the newest ones)
 
 
 class ParameterServerTraining:
@@ -417,8 +418,11 @@ class ParameterServerTraining:
 
     # --- checkpoints (notebook 08) ---------------------------------------------------------
     def _maybe_checkpoint(self) -> None:
+        """Every ``checkpoint_every`` steps: save, and keep only the newest KEEP_CHECKPOINTS files."""
         if self.checkpoint_dir and self.checkpoint_every and self.step % self.checkpoint_every == 0:
             self.save_checkpoint()
+            for old in sorted(Path(self.checkpoint_dir).glob("step-*.pt"))[:-KEEP_CHECKPOINTS]:
+                old.unlink(missing_ok=True)
 
     def save_checkpoint(self, path=None) -> Path:
         """Weights, optimizer, step, data positions, … → ``path`` on the DRIVER's disk, atomically."""
