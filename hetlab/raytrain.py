@@ -191,8 +191,9 @@ def train_loop(config: dict) -> None:
         loss.backward()
         synchronize(device)
         t1 = time.perf_counter()
-        if slowdown > 1:
+        if slowdown > 1:  # a simulated slower device: sleep (slowdown − 1) × its compute time
             time.sleep((slowdown - 1) * (t1 - t0))
+            simulated_s += time.perf_counter() - t1
         t2 = time.perf_counter()
         # One flat CPU buffer: b_i/B × gradient, plus b_i/B × loss (the global loss for free).
         buf = torch.cat([flat_grad(model), loss.detach().float().cpu().view(1)]) * share
@@ -203,7 +204,6 @@ def train_loop(config: dict) -> None:
         synchronize(device)
         losses.append(buf[-1].item())
         compute_s += (t1 - t0) + (time.perf_counter() - t3)
-        simulated_s += t2 - t1
         allreduce_s += t3 - t2
         if config["progress"] and rank == 0 and (step + 1) % max(1, config["steps"] // 5) == 0:
             print(f"[hetlab rank 0] step {step + 1}/{config['steps']} loss {losses[-1]:.3f}")
