@@ -207,6 +207,8 @@ def _train(args) -> int:
                                           seed=args.seed, **common)
         with run:
             if opts["resume"]:
+                if args.quiet:  # (with progress on, the engine prints this line itself)
+                    print(f"resumed from {opts['resume']} at step {run.step}")
                 print(f"batch sizes from the checkpoint: {format_ratio(run.batch_sizes)}")
             elif opts["ratio"] == "auto":
                 tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), args.global_batch, 2, rounds=3)
