@@ -15,11 +15,12 @@ sends back one flat buffer. Every step records, per worker, where the time went:
   (idle behind the straggler); async — idle before this message started (held back
   by the staleness bound, or waiting for the server's update of its last gradient);
 * ``server_s`` (same for a whole step): combining + the optimizer step on the server.
+
+The step loops themselves are in ``hetlab.ps_loops``; plain data and arithmetic in
+``hetlab.ps_math``; the actors in ``hetlab.server`` and ``hetlab.worker``.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import ray
@@ -27,54 +28,18 @@ import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tqdm.auto import tqdm
 
-from hetlab.balance import split_batch
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
 from hetlab.cluster import connect, placement
 from hetlab.data import Dataset
 from hetlab.errors import HetlabError
 from hetlab.models import make_model
-from hetlab.ps_math import (MODES, PRECISIONS, async_scale, check_batch_sizes, check_options,
-                            check_spec, combine_coefficients, equal_shards, per_worker_samples_per_s,
-                            samples_per_s, staleness_allows)
+from hetlab.ps_loops import _one_line, run_async, sync_round
+from hetlab.ps_math import (MODES, PRECISIONS, StepRecord, WorkerSpec, check_batch_sizes,
+                            check_options, check_spec, equal_shards, per_worker_samples_per_s,
+                            samples_per_s)
 from hetlab.server import Server, flat_weights
 from hetlab.train import evaluate
-from hetlab.worker import WIRE_DTYPES, Worker, load_flat
-
-
-@dataclass
-class WorkerSpec:
-    """What one worker is: a name, where it runs, which device, how fast, which precision."""
-
-    name: str
-    role: str | None = None      # pins to a node via hetlab.cluster.placement(role)
-    device: str = "auto"         # resolved ON the worker's own node
-    slowdown: float = 1.0        # > 1: simulated slower device
-    precision: str = "fp32"      # "fp32" | "bf16" | "fp16" (autocast where supported)
-
-    @property
-    def label(self) -> str:
-        """The learner-facing name: always says "simulated" for a slowed-down worker."""
-        if self.slowdown > 1:
-            return f"{self.name} (simulated {self.slowdown:g}× slower)"
-        return self.name
-
-
-@dataclass
-class StepRecord:
-    """One worker's share of one step (see the module docstring for each time)."""
-
-    step: int
-    worker: str
-    batch_size: int
-    compute_s: float
-    simulated_s: float
-    wait_s: float
-    comm_s: float
-    loss: float
-    staleness: int = 0
-    server_s: float = 0.0        # server combine + optimizer step of this step
-    step_s: float = 0.0          # wall time of the whole step (async: since the previous update)
-    samples: int = 0             # samples behind this message (local SGD: H × batch_size)
+from hetlab.worker import Worker, load_flat
 
 
 def model_from_flat(name: str, flat: torch.Tensor) -> torch.nn.Module:
@@ -214,171 +179,16 @@ class ParameterServerTraining:
         bar = tqdm(total=steps, disable=not self.progress, desc=f"{self.mode}, {len(self.workers)} workers")
         try:
             if self.mode == "async":
-                self._run_async(steps, bar)
+                run_async(self, steps, bar)
             else:
                 for _ in range(steps):
-                    self._round()
+                    sync_round(self)
                     bar.update(1)
                     bar.set_postfix(loss=f"{self.records[-1].loss:.3f}")
                     self._maybe_checkpoint()
         finally:
             bar.close()
         return self.records[start:]
-
-    def _submit(self, i: int):
-        """Start worker i's next message; returns (gradient/delta ref, meta ref)."""
-        actor, b = self._actors[i], self.batch_sizes[i]
-        self.bytes_to_workers += self.n_params * 4
-        if self.mode == "local_sgd":
-            return actor.local_round.remote(self._weights, b, self.local_steps)
-        return actor.gradient.remote(self._weights, b)
-
-    def _round(self) -> None:
-        """One synchronous step (or one local-SGD round) over every live worker."""
-        t0 = time.perf_counter()
-        pending = {}
-        for i in range(len(self.workers)):
-            grad, meta = self._submit(i)
-            pending[meta] = (i, grad)
-        results, arrived, lost = {}, {}, []
-        deadline = t0 + self.worker_timeout_s
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1,
-                                timeout=max(0.0, deadline - time.perf_counter()))
-            if not ready:
-                lost += [(i, f"no answer within {self.worker_timeout_s:.0f} s") for i, _ in pending.values()]
-                break
-            now = time.perf_counter()
-            for ref in ready:
-                i, grad = pending.pop(ref)
-                try:
-                    results[i], arrived[i] = (self._get(ref, i), grad), now
-                except _WorkerGone as gone:
-                    lost.append((i, str(gone)))
-        survivors = sorted(results)
-        if not survivors:
-            self._lose(lost)  # raises: nobody left
-        server_meta, survivors = self._apply(
-            survivors, [results[i][1] for i in survivors], lost,
-            lambda owners: combine_coefficients([results[o][0]["samples"] for o in owners]))
-        if not survivors:
-            self._lose(lost)  # raises: nobody left
-        t_end, last = time.perf_counter(), max(arrived[i] for i in survivors)
-        for i in survivors:
-            self._record(i, results[i][0], arrived[i] - t0, last - arrived[i], 0,
-                         server_meta["server_s"], t_end - t0)
-        self.step += 1
-        if lost:
-            self._lose(lost)
-
-    def _run_async(self, steps: int, bar) -> None:
-        """Apply each gradient as it arrives; a worker waits while the staleness bound says so."""
-        idle = {s.name: time.perf_counter() for s in self.workers}  # name → idle since
-        in_flight: dict = {}  # meta ref → (name, grad ref, version read, t_submit, held_s)
-        applied, t_prev = 0, time.perf_counter()
-        while applied < steps:
-            for name in sorted(idle, key=idle.get):
-                reads = [v[2] for v in in_flight.values()]
-                if applied + len(in_flight) >= steps or not staleness_allows(self.step, reads, self.max_staleness):
-                    break
-                now = time.perf_counter()
-                grad, meta = self._submit(self._pos(name))
-                in_flight[meta] = (name, grad, self.step, now, now - idle.pop(name))
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.worker_timeout_s)
-            if not ready:
-                self._lose([(self._pos(v[0]), f"no answer within {self.worker_timeout_s:.0f} s")
-                            for v in in_flight.values()])
-                in_flight.clear()
-                continue
-            name, grad, read, t_sub, held = in_flight.pop(ready[0])
-            t_arr, i = time.perf_counter(), self._pos(name)
-            try:
-                meta = self._get(ready[0], i)
-            except _WorkerGone as gone:
-                self._lose([(i, str(gone))])
-                continue
-            scale = async_scale(self.batch_sizes[i], self.batch_sizes)
-            lost: list = []
-            server_meta, kept = self._apply([i], [grad], lost, lambda owners: [scale] * len(owners))
-            if not kept:
-                self._lose(lost)
-                continue
-            t_end = time.perf_counter()
-            self._record(i, meta, t_arr - t_sub, held, self.step - read, server_meta["server_s"], t_end - t_prev)
-            t_prev, applied = t_end, applied + 1
-            self.step += 1
-            idle[name] = t_end
-            bar.update(1)
-            bar.set_postfix(loss=f"{meta['loss']:.3f}", staleness=self.step - 1 - read)
-            self._maybe_checkpoint()
-
-    def _pos(self, name: str) -> int:
-        return [s.name for s in self.workers].index(name)
-
-    def _get(self, ref, i: int):
-        """ray.get of a worker's result; a dead worker becomes _WorkerGone, a bug a HetlabError."""
-        try:
-            return ray.get(ref)
-        except ray.exceptions.RayActorError as e:
-            raise _WorkerGone(f"{type(e).__name__}: its node or process went away") from None
-        except ray.exceptions.RayTaskError as e:
-            raise HetlabError(f"worker {self.workers[i].label} failed: {_one_line(e)}") from None
-
-    def _apply(self, owners: list[int], grads: list, lost: list, coefficients_for):
-        """Server step with these gradients; one lost with its node drops its owner (→ ``lost``)."""
-        while grads:
-            weights, meta = self.server.apply.remote(coefficients_for(owners), *grads)
-            try:
-                info = ray.get(meta, timeout=self.worker_timeout_s)
-            except ray.exceptions.ObjectLostError:
-                ok = [_fetchable(g) for g in grads]
-                lost += [(o, "its result was lost with its node") for o, k in zip(owners, ok) if not k]
-                owners = [o for o, k in zip(owners, ok) if k]
-                grads = [g for g, k in zip(grads, ok) if k]
-                continue
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
-                raise HetlabError(f"the parameter server failed: {_one_line(e)}; "
-                                  f"resume from the last checkpoint.") from None
-            self._weights = weights
-            self.bytes_to_server += len(grads) * self.n_params * WIRE_DTYPES[self.transfer].itemsize
-            return info, owners
-        return None, []
-
-    def _record(self, i, meta, round_trip, wait_s, staleness, server_s, step_s) -> None:
-        comm = max(0.0, round_trip - meta["compute_s"] - meta["simulated_s"])
-        self.records.append(StepRecord(
-            step=self.step + 1, worker=self.workers[i].name, batch_size=self.batch_sizes[i],
-            compute_s=meta["compute_s"], simulated_s=meta["simulated_s"], wait_s=wait_s,
-            comm_s=comm, loss=meta["loss"], staleness=staleness, server_s=server_s,
-            step_s=step_s, samples=meta["samples"]))
-        self.samples_seen += meta["samples"]
-
-    def _lose(self, lost: list) -> None:
-        """Drop lost workers, rebalance the global batch over the rest, tell the learner."""
-        gone = sorted({i for i, _ in lost})
-        keep = [i for i in range(len(self.workers)) if i not in gone]
-        global_batch = sum(self.batch_sizes)
-        why = {i: reason for i, reason in lost}
-        labels = self.labels
-        for i in gone:
-            try:
-                ray.kill(self._actors[i])
-            except Exception:  # noqa: BLE001 - already dead is fine
-                pass
-        if not keep:
-            self.events.append({"event": "all_workers_lost", "step": self.step})
-            raise HetlabError(f"every worker was lost at step {self.step} ({'; '.join(why.values())}): "
-                              f"reconnect the machines and resume from the last checkpoint.")
-        sizes = split_batch(max(global_batch, len(keep)), [self.batch_sizes[i] for i in keep])
-        for name in ("workers", "_actors", "worker_info", "indices"):
-            setattr(self, name, [getattr(self, name)[i] for i in keep])
-        self.batch_sizes = sizes
-        for i in gone:
-            self.events.append({"event": "worker_lost", "step": self.step, "worker": labels[i],
-                                "reason": why[i], "survivors": [s.name for s in self.workers],
-                                "batch_sizes": list(sizes)})
-            print(f"⚠ lost worker {labels[i]} at step {self.step} ({why[i]}); training goes on with "
-                  f"{', '.join(self.labels)}; batch sizes rebalanced to {sizes} (global batch {sum(sizes)}).")
 
     # --- measuring ------------------------------------------------------------------------
     def measure(self, batch_sizes: list[int], steps: int = 3) -> list[float]:
@@ -501,26 +311,6 @@ class ParameterServerTraining:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
-
-
-class _WorkerGone(Exception):
-    """A worker's actor or node went away (internal: becomes a 'worker lost' event)."""
-
-
-def _one_line(exc: BaseException) -> str:
-    """The HetlabError line inside a Ray error if there is one, else its first 300 characters."""
-    text = str(exc)
-    if "HetlabError: " in text:
-        return text.rsplit("HetlabError: ", 1)[1].splitlines()[0].strip()
-    return " ".join(text.split())[:300]
-
-
-def _fetchable(ref) -> bool:
-    try:
-        ray.get(ref, timeout=10)
-        return True
-    except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
-        return False
 
 
 def _ensure_ray() -> None:

@@ -1,12 +1,14 @@
-"""The parameter server's pure logic: checks, combination weights, staleness, throughput (notebook 05).
+"""The parameter server's plain data and pure logic (notebook 05).
 
-Plain functions with no Ray in them, so tests and notebooks can check the arithmetic
+``WorkerSpec`` (what a worker is) and ``StepRecord`` (where one step's time went), and
+functions with no Ray in them, so tests and notebooks can check the arithmetic
 directly: the weighted combination Σ (b_i / Σb) · g_i, the async scale, the bound on
-staleness, shard sizes and cluster samples/s.
+staleness, input checks, shard sizes and cluster samples/s.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 from hetlab.data import Dataset
@@ -16,6 +18,42 @@ MODES = ("sync", "async", "local_sgd")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRANSFERS = ("fp32", "fp16", "bf16")
 DEVICE_KINDS = ("cuda", "mps", "cpu")
+
+
+@dataclass
+class WorkerSpec:
+    """What one worker is: a name, where it runs, which device, how fast, which precision."""
+
+    name: str
+    role: str | None = None      # pins to a node via hetlab.cluster.placement(role)
+    device: str = "auto"         # resolved ON the worker's own node
+    slowdown: float = 1.0        # > 1: simulated slower device
+    precision: str = "fp32"      # "fp32" | "bf16" | "fp16" (autocast where supported)
+
+    @property
+    def label(self) -> str:
+        """The learner-facing name: always says "simulated" for a slowed-down worker."""
+        if self.slowdown > 1:
+            return f"{self.name} (simulated {self.slowdown:g}× slower)"
+        return self.name
+
+
+@dataclass
+class StepRecord:
+    """One worker's share of one step (see the module docstring for each time)."""
+
+    step: int
+    worker: str
+    batch_size: int
+    compute_s: float
+    simulated_s: float
+    wait_s: float
+    comm_s: float
+    loss: float
+    staleness: int = 0
+    server_s: float = 0.0        # server combine + optimizer step of this step
+    step_s: float = 0.0          # wall time of the whole step (async: since the previous update)
+    samples: int = 0             # samples behind this message (local SGD: H × batch_size)
 
 
 def combine_coefficients(samples: Sequence[int]) -> list[float]:
