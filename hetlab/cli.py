@@ -94,7 +94,7 @@ def _add_train(sub) -> None:
     where.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster "
                        "(default: a practice cluster on this machine)")
     where.add_argument("--slowdown", type=float, default=None, metavar="X",
-                       help="make the mac worker a simulated X× slower device (practice default 3; "
+                       help="make the mac worker a simulated X× slower device (practice default 4; "
                             "with --address default 1 = real speed)")
     what = p.add_argument_group("what it trains")
     what.add_argument("--steps", type=int, default=40 if quick else 200, metavar="N",
@@ -190,7 +190,7 @@ def _train(args) -> int:
         from hetlab.practice import PracticeCluster
         print("starting a practice cluster on this machine: desktop + mac (simulated)")
         practice = PracticeCluster(("desktop", "mac"))
-        slowdown, device = args.slowdown or 3.0, "cpu"
+        slowdown, device = args.slowdown or 4.0, "cpu"
     try:
         workers = [WorkerSpec("desktop", role="desktop", device=device),
                    WorkerSpec("mac", role="mac", device=device, slowdown=slowdown)]
