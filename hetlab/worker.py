@@ -119,19 +119,26 @@ class Worker:
         idx = idx.to(self.device)
         return self.x[idx], self.y[idx]
 
-    def _loss_backward(self, xb, yb) -> float:
-        """Forward + backward of one batch (autocast where chosen); grads in fp32."""
-        ctx = (torch.autocast(self.device.type, dtype=self.amp_dtype)
-               if self.amp_dtype is not None else contextlib.nullcontext())
+    def _loss_backward(self, xb, yb, amp_dtype="default") -> torch.Tensor:
+        """Forward + backward of one batch (autocast where chosen); grads in fp32.
+
+        fp16 uses a static loss scale; if a gradient overflows anyway, the batch is
+        redone in fp32 rather than sending inf to the server.
+        """
+        amp_dtype = self.amp_dtype if amp_dtype == "default" else amp_dtype
+        ctx = (torch.autocast(self.device.type, dtype=amp_dtype)
+               if amp_dtype is not None else contextlib.nullcontext())
         for p in self.params:
             p.grad = None
         with ctx:
             loss = nn.functional.cross_entropy(self.model(xb), yb)
-        scale = LOSS_SCALE if self.amp_dtype == torch.float16 else 1.0
+        scale = LOSS_SCALE if amp_dtype == torch.float16 else 1.0
         (loss * scale).backward()
         if scale != 1.0:
             for p in self.params:
                 p.grad.div_(scale)
+            if not all(bool(torch.isfinite(p.grad).all()) for p in self.params):
+                return self._loss_backward(xb, yb, amp_dtype=None)
         return loss.detach()
 
     def _simulate(self, compute_s: float) -> float:
