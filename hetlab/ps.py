@@ -2,9 +2,11 @@
 
 ``ParameterServerTraining`` starts one ``Server`` actor (weights + optimizer, on the
 driver's node) and one ``Worker`` actor per ``WorkerSpec`` (pinned to its machine,
-own device, own data shard, own batch size). Each step the new weights go into
-Ray's object store ONCE and every worker gets the same reference; each worker
-sends back one flat buffer. Every step records, per worker, where the time went:
+own device, own data shard (sent once, at start), own batch size). Each step the
+server's new weights (its return value) sit in Ray's object store ONCE and every
+worker gets the same reference; each worker sends back one flat CPU buffer (fp32,
+or fp16/bf16 with ``transfer=``). Weights always travel in fp32. ``bytes_sent``
+counts both directions. Every step records, per worker, where the time went:
 
 * ``compute_s``: measured by the worker around its forward/backward (device synced);
 * ``simulated_s``: the sleep of a *simulated* slower device ((N−1) × compute_s);
