@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo's hetlab
 
 from hetlab import is_quick  # noqa: E402
 from hetlab.balance import split_batch  # noqa: E402

@@ -95,8 +95,8 @@ def with_mac(throughputs: Sequence[float], params: int, link: Link, global_batch
              local_steps: int = 1, bytes_per_value: int = 4) -> Plan:
     """Desktop + Mac with the best integer split; ``local_steps`` > 1 is local SGD.
 
-    If the best split gives the Mac no sample, the plan says so (Mac batch 0, same
-    time as the desktop alone).
+    If the best whole-sample split gives the Mac nothing, or is no faster than the
+    desktop alone, the plan says so (Mac batch 0, the desktop's own time).
     """
     t_d, t_m = _check(throughputs, params, global_batch)
     if local_steps < 1:
@@ -106,11 +106,11 @@ def with_mac(throughputs: Sequence[float], params: int, link: Link, global_batch
     ideal_mac = t_m * (h * global_batch - t_d * e) / (h * (t_d + t_m))
     b_m = min(global_batch - 1, max(0, round(ideal_mac)))
     name = "sync per step" if h == 1 else f"local SGD H={h}"
-    if b_m == 0:
-        alone = desktop_alone(throughputs, global_batch)
-        return Plan(f"{name} (Mac left out)", alone.batch_sizes, h, h * alone.round_s, 0.0, 0.0)
     b_d = global_batch - b_m
     round_s = max(h * b_d / t_d, h * b_m / t_m + e)
+    if b_m == 0 or round_s >= h * global_batch / t_d:  # (rounding to whole samples can tip it)
+        alone = desktop_alone(throughputs, global_batch)
+        return Plan(f"{name} (Mac left out)", alone.batch_sizes, h, h * alone.round_s, 0.0, 0.0)
     wire = 2 * params * bytes_per_value
     return Plan(name, (b_d, b_m), h, round_s, e, wire / (h * global_batch))
 

@@ -45,6 +45,13 @@ def test_mac_left_out_when_exchange_costs_a_whole_desktop_step():
     assert "left out" in plan.name
 
 
+def test_mac_left_out_when_a_whole_sample_is_too_much():
+    # T_m = 100, H = 4, B = 8: ideal mac share 100 (32 - 8) / (4 · 1100) = 0.55 → 1 sample,
+    # but then a round takes 4/100 + 0.008 = 0.048 s > 32/1000: slower than the desktop alone.
+    plan = with_mac((1000.0, 100.0), 1000, SLOW, 8, local_steps=4)
+    assert plan.batch_sizes == (8, 0) and plan.samples_per_s == pytest.approx(1000)
+
+
 def test_local_sgd_by_hand():
     # H = 2: ideal mac share = 500 (16 - 8) / (2 · 1500) = 1.33 → 1; desktop 7.
     # round = max(2·7/1000, 2·1/500 + 0.008) = max(0.014, 0.012) = 0.014 s for 16 samples.
