@@ -1,0 +1,106 @@
+"""How much of two unlike workers does a parameter-server cluster use? (notebook 06)
+
+Two workers on the practice cluster (two real Ray nodes on this machine); the "mac"
+one is SIMULATED 4× slower (it sleeps 3× its real compute after each step).
+
+    efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
+
+Standalone speeds are measured in the same run (each worker alone, at the whole
+global batch). The equal split and the auto-tuned split are measured side by side,
+alternating, so that load from anything else on this machine hits both alike.
+PS overhead = (straggler's communication + server step) ÷ step time.
+
+    .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--repeats 3]
+
+The last line printed is one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+from hetlab import balance
+from hetlab.data import load_mnist
+from hetlab.practice import PracticeCluster
+from hetlab.ps import ParameterServerTraining, WorkerSpec
+
+
+def ps_overhead_fraction(records) -> float:
+    """Per step: the straggler's (least-waiting worker's) comm + server time over the step time."""
+    fractions = []
+    for step in sorted({r.step for r in records}):
+        mine = [r for r in records if r.step == step]
+        straggler = min(mine, key=lambda r: r.wait_s)
+        if straggler.step_s > 0:
+            fractions.append((straggler.comm_s + straggler.server_s) / straggler.step_s)
+    return statistics.mean(fractions)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--global-batch", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=8, help="measured steps per run")
+    parser.add_argument("--repeats", type=int, default=3, help="equal/tuned alternations")
+    parser.add_argument("--slowdown", type=float, default=4.0)
+    args = parser.parse_args()
+    g = args.global_batch
+
+    workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
+               WorkerSpec("mac", role="mac", device="cpu", slowdown=args.slowdown)]
+    with PracticeCluster(("desktop", "mac")), \
+            ParameterServerTraining(workers, load_mnist("train"), seed=0, progress=False,
+                                    batch_sizes=balance.split_batch(g, [1, 1])) as training:
+        labels = training.labels
+        training.run(3)  # warm-up
+        standalone = training.standalone_throughput(g, steps=args.steps)
+        tuned = balance.auto_tune(lambda sizes: training.measure(sizes, steps=args.steps), g, 2, rounds=6)
+        equal = balance.split_batch(g, [1, 1])
+        runs = {"equal": [], "tuned": []}
+        for _ in range(args.repeats):
+            for name, sizes in (("equal", equal), ("tuned", tuned.batch_sizes)):
+                runs[name].extend(training.run(args.steps, batch_sizes=sizes))
+        standalone_after = training.standalone_throughput(g, steps=args.steps)
+
+    alone = [(a + b) / 2 for a, b in zip(standalone, standalone_after)]
+    rate = {name: training.samples_per_s(recs) for name, recs in runs.items()}
+    eff = {name: balance.efficiency(r, alone) for name, r in rate.items()}
+    overhead = {name: ps_overhead_fraction(recs) for name, recs in runs.items()}
+
+    print(f"hetero_efficiency: global batch {g}, {args.steps} steps × {args.repeats} alternations per split")
+    for label, a, b in zip(labels, standalone, standalone_after):
+        print(f"  standalone {label:45s} {a:8,.0f} / {b:8,.0f} samples/s (before / after)")
+    print(f"  sum of standalone (mean of before/after): {sum(alone):,.0f} samples/s")
+    print("  auto-tune rounds:")
+    for r in tuned.history:
+        print(f"    {balance.format_ratio(r.batch_sizes):24s} measured "
+              f"{', '.join(f'{t:,.0f}' for t in r.throughputs)} samples/s")
+    print(f"  {'split':28s} {'samples/s':>10} {'efficiency':>11} {'PS overhead':>12}")
+    for name, sizes in (("equal", equal), ("tuned", tuned.batch_sizes)):
+        print(f"  {name + ' ' + balance.format_ratio(sizes):28s} {rate[name]:10,.0f} "
+              f"{eff[name]:11.1%} {overhead[name]:12.1%}")
+    print("  where a tuned step's time goes (mean per step):")
+    tuned_recs = runs["tuned"]
+    n_steps = len({r.step for r in tuned_recs})
+    step_s = sum({r.step: r.step_s for r in tuned_recs}.values()) / n_steps
+    server_s = sum({r.step: r.server_s for r in tuned_recs}.values()) / n_steps
+    for spec, label in zip(training.workers, labels):
+        mine = [r for r in tuned_recs if r.worker == spec.name]
+        mean = lambda field: sum(getattr(r, field) for r in mine) / len(mine)  # noqa: E731
+        print(f"    {label:45s} compute {mean('compute_s')*1e3:6.1f} ms  simulated {mean('simulated_s')*1e3:6.1f} ms"
+              f"  comm {mean('comm_s')*1e3:5.1f} ms  wait {mean('wait_s')*1e3:5.1f} ms")
+    print(f"    step {step_s*1e3:.1f} ms, of which server {server_s*1e3:.1f} ms")
+    predicted = balance.predicted_efficiency(tuned.batch_sizes, alone)
+    print(f"  predicted efficiency of the tuned split from standalone speeds alone: {predicted:.1%} "
+          f"(the gap to measured = workers slower together than alone + PS overhead)")
+    print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),
+                      "efficiency_tuned": round(eff["tuned"], 4),
+                      "tuned_ratio": [round(x, 4) for x in tuned.ratio],
+                      "tuned_batch_sizes": tuned.batch_sizes,
+                      "ps_overhead_fraction": round(overhead["tuned"], 4),
+                      "ps_overhead_fraction_equal": round(overhead["equal"], 4),
+                      "efficiency_tuned_predicted": round(predicted, 4), "global_batch": g, "simulated_slowdown": args.slowdown}))
+
+
+if __name__ == "__main__":
+    main()
