@@ -19,6 +19,7 @@ from hetlab.errors import HetlabError
 
 ROLES = ("desktop", "mac")
 ROLE_LABEL = "hetlab-role"
+SIMULATED_LABEL = "hetlab-simulated"  # set on practice stand-ins ("mac (simulated)")
 ROLE_SLIVER = 0.001  # an actor asks for this much of its node's role resource (node has 1)
 DEFAULT_GCS_PORT = 6379
 RAY_CLIENT_PORT = 10001
@@ -174,9 +175,12 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     check; never fall back to a local Ray. Calling it again replaces the connection.
     """
     target = _requested_address(address)
+    local = target is None or target == "local"
+    if not local:
+        host, port, client = parse_address(target)  # a typo fails before anything changes
     if ray.is_initialized():
         ray.shutdown()
-    if target is None or target == "local":
+    if local:
         try:
             return ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
                             logging_level=logging.WARNING)
@@ -184,7 +188,6 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
             ray.shutdown()
             raise HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — close "
                               f"other Ray sessions or busy programs and run this again.") from None
-    host, port, client = parse_address(target)
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}; "
@@ -237,7 +240,6 @@ def _explain(exc: BaseException, address: str) -> str:
     return f"could not connect to the Ray head at {address}: {type(exc).__name__}: {text[:200]}"
 
 
-SIMULATED_LABEL = "hetlab-simulated"
 TABLE_COLUMNS = [("name", "node"), ("hostname", "host"), ("os", "OS"), ("ip", "IP"), ("cpus", "CPUs"),
                  ("accelerator", "accelerator"), ("memory_gb", "memory GiB"), ("python", "Python"),
                  ("ray", "Ray"), ("torch", "torch")]

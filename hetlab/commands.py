@@ -42,9 +42,15 @@ class Ports:
     client_server: int = 10001       # head only: Ray Client (ray://)
     min_worker: int = 10002          # one port per worker process
     max_worker: int = 10063
+    autoscaler_metrics: int = 44217  # head only, Prometheus: set by env AUTOSCALER_METRIC_PORT
+    dashboard_metrics: int = 44227   # head only, Prometheus: set by env DASHBOARD_METRIC_PORT
+
+    def local_only(self, head: bool) -> list[int]:
+        """Ports the other machine never needs: keep them closed in the firewall."""
+        return [self.dashboard, self.autoscaler_metrics, self.dashboard_metrics] if head else []
 
     def listening(self, head: bool) -> list[int]:
-        """Ports other machines may need to reach (the dashboard is local-only, so not listed)."""
+        """Ports other machines may need to reach: what the firewall opens (see ``local_only``)."""
         own = [self.node_manager, self.object_manager, self.runtime_env_agent,
                self.dashboard_agent_grpc, self.dashboard_agent_http, self.metrics_export]
         shared = [self.gcs, self.client_server] if head else []
@@ -99,14 +105,17 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> li
 
 
 def head_command(ip: str, ports: Ports = Ports(), role: str = "desktop", cpus: int | None = None,
-                 gpus: int | None = None, dashboard_host: str = "127.0.0.1",
+                 gpus: int | None = None, dashboard: bool = True, dashboard_host: str = "127.0.0.1",
                  block: bool = False, temp_dir: str | None = None) -> list[str]:
-    """argv of ``ray start --head`` for the desktop (the Linux machine is the head)."""
+    """argv of ``ray start --head`` for the desktop (the Linux machine is the head).
+
+    ``dashboard=False`` starts no dashboard at all (one web server less to protect).
+    """
     ip = check_ip(ip, "head IP")
+    web = ([f"--dashboard-host={check_ip(dashboard_host, 'dashboard host')}",
+            f"--dashboard-port={ports.dashboard}"] if dashboard else ["--include-dashboard=false"])
     return (["ray", "start", "--head", f"--port={ports.gcs}",
-             f"--ray-client-server-port={ports.client_server}",
-             f"--dashboard-host={check_ip(dashboard_host, 'dashboard host')}",
-             f"--dashboard-port={ports.dashboard}", "--disable-usage-stats"]
+             f"--ray-client-server-port={ports.client_server}", *web, "--disable-usage-stats"]
             + _common(ip, role, ports, cpus, gpus, block, temp_dir))
 
 
@@ -123,9 +132,12 @@ def join_command(head_ip: str, ip: str | None, ports: Ports = Ports(), role: str
             + _common("MAC_IP" if ip is None else check_ip(ip, "this machine's IP"), role, ports, cpus, gpus, block, temp_dir))
 
 
-def head_env(python_match: str = "patch") -> dict:
-    """Environment for every shell on the head (and any driver there)."""
-    return {**AUTH_ENV, **_match_env(python_match)}
+def head_env(python_match: str = "patch", ports: Ports = Ports()) -> dict:
+    """Environment for ``ray start --head``: token auth, and the two metrics ports that
+    have no ``ray start`` flag (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``)."""
+    return {**AUTH_ENV, **_match_env(python_match),
+            "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
+            "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics)}
 
 
 def join_env(mac: bool = True, python_match: str = "patch") -> dict:
@@ -148,18 +160,20 @@ def shell_line(argv: list[str], env: dict | None = None) -> str:
 def render_head(ip: str, ports: Ports = Ports(), **options) -> str:
     """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``)."""
     argv = head_command(ip, ports, **options)
-    env = head_env()
+    env = head_env(ports=ports)
     ranges = " ".join(firewall_ranges(ports, head=True))
+    closed = ", ".join(str(p) for p in ports.local_only(head=True))
     return "\n".join([
         "# On the desktop (Linux, the head). 1) one token for the whole cluster, private to you:",
         "ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH,
         f"# 2) firewall: allow TCP {ranges} from the Mac's IP only, e.g. with ufw:",
         f"#    for p in {ranges}; do sudo ufw allow proto tcp from MAC_IP to any port ${{p/-/:}}; done",
+        f"#    keep {closed} closed (dashboard and metrics: local use only)",
         "# 3) start the head (dashboard on 127.0.0.1 only: use ssh -L 8265:127.0.0.1:8265 to see it):",
         shell_line(argv, env),
         f"# 4) copy the token to the Mac (it travels in clear text: use a VPN/SSH off your own LAN):",
         f"#    scp {TOKEN_PATH} mac:.ray/auth_token && ssh mac chmod 600 {TOKEN_PATH}",
-        f"# 5) drivers (notebooks) on this machine: export {_exports(env)} "
+        f"# 5) drivers (notebooks) on this machine: export {_exports(AUTH_ENV)} "
         f"HETLAB_ADDRESS={_host(argv)}:{ports.gcs}",
         "# stop: ray stop (stops every Ray process of this user on this machine)",
     ])

@@ -153,8 +153,18 @@ def local_checks() -> list[Check]:
     return checks + macos_checks()
 
 
+def head_versions(host: str, port: int) -> dict:
+    """The Ray and Python versions the head was started with, read from its GCS (no driver needed)."""
+    import json
+
+    from ray._raylet import GcsClient
+    gcs = GcsClient(address=f"{host}:{port}")
+    meta = json.loads(gcs.internal_kv_get(b"CLUSTER_METADATA", namespace=b"cluster").decode())
+    return {"ray": meta["ray_version"], "python": meta["python_version"]}
+
+
 def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
-    """Reach the head, read what it runs, compare with here, and probe every node's ports."""
+    """Reach the head, compare what it runs with here, then (as a driver) probe every node's ports."""
     from hetlab import cluster
     host, port, _ = cluster.parse_address(address)
     problem = cluster.port_open(host, port, timeout=min(3.0, timeout))
@@ -163,16 +173,26 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
                       f"start the head (`hetlab head --ip {host}` prints the command) and open TCP "
                       f"{port} on its firewall for this machine's IP")]
     checks = [Check("head GCS port", OK, f"{host}:{port} accepts connections")]
+    problem = cluster.probe_gcs(host, port, timeout=min(5.0, timeout))
+    if problem:
+        return checks + [Check("head answers", FAIL, problem, _fix_for(problem, host))]
+    checks.append(Check("head answers", OK, "Ray's GCS answered and accepted this machine's token"))
+    here = local_report()
+    checks += compare_versions(here, head_versions(host, port))
+    if not all(c.ok for c in checks):
+        return checks
     try:
         cluster.connect(f"{host}:{port}", timeout=timeout)
     except HetlabError as exc:
-        return checks + [Check("connect", FAIL, str(exc), _fix_for(str(exc), host))]
+        return checks + [Check("driver connection", WARN, str(exc),
+                               "a notebook connects from a machine that is a node: run the `ray start` "
+                               "command from `hetlab join` here first")]
     try:
         rows = cluster.nodes()
         head = next((r for r in rows if r.get("is_head")), rows[0])
-        checks.append(Check("connect", OK, f"{len(rows)} node(s): "
-                                           + ", ".join(r["name"] for r in rows)))
-        checks += compare_versions(local_report(), head)
+        checks.append(Check("driver connection", OK, f"{len(rows)} node(s): "
+                                                     + ", ".join(r["name"] for r in rows)))
+        checks += [c for c in compare_versions(here, head) if c.name == "torch version"]
         checks += port_checks(rows, timeout=min(3.0, timeout))
     finally:
         import ray

@@ -73,6 +73,17 @@ def test_connect_by_address_and_reconnect(practice, monkeypatch):
     assert {n["NodeID"] for n in ray.nodes() if n["Alive"]} == set(practice.names())
 
 
+def test_doctor_against_the_practice_head(practice):
+    host, port, _ = cluster.parse_address(practice.address)
+    assert preflight.head_versions(host, port) == {"ray": ray.__version__,
+                                                   "python": preflight.local_report()["python"]}
+    checks = preflight.head_checks(practice.address, timeout=30)  # connects, then disconnects
+    assert all(c.ok for c in checks), preflight.render(checks)
+    names = [c.name for c in checks]
+    assert "ports of mac (simulated)" in names and "torch version" in names
+    cluster.connect(practice.address, timeout=30)
+
+
 def test_bad_placement_is_one_line_error(practice):
     with pytest.raises(HetlabError, match="unknown role 'laptop'"):
         placement("laptop")
