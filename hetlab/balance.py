@@ -150,7 +150,9 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     ``training.measure(sizes, steps=3)``). Starts from an equal split; each round moves
     the sizes ``damping`` of the way toward the split ∝ throughput, halving ``damping``
     whenever a worker's size changes direction (a sign of noise or overshoot). Stops when
-    no size moves by more than ``tol`` × global batch, or after ``rounds`` measurements.
+    no size moves by more than ``tol`` × global batch (``converged``: the sizes returned are
+    the last ones measured), or after ``rounds`` measurements (the sizes returned are the
+    re-split of the last measurement).
     """
     if isinstance(n_workers, bool) or not isinstance(n_workers, Integral) or n_workers < 1:
         raise HetlabError(f"n_workers must be a positive whole number, got {n_workers!r}.")
