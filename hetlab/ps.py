@@ -136,7 +136,8 @@ class ParameterServerTraining:
         per_host: dict[str, int] = {}
         for info in self.worker_info:
             per_host[info["host"]] = per_host.get(info["host"], 0) + 1
-        ray.get([a.set_threads.remote(per_host[i["host"]]) for a, i in zip(self._actors, self.worker_info)])
+        ray.get([a.set_threads.remote(per_host[i["host"]]) for a, i in zip(self._actors, self.worker_info)],
+                timeout=self.worker_timeout_s)
         self._weights = self.server.weights.remote()
         ray.get(self._weights, timeout=self.worker_timeout_s)
         if self.progress:
@@ -242,10 +243,15 @@ class ParameterServerTraining:
             if not self.checkpoint_dir:
                 raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
             path = Path(self.checkpoint_dir) / f"step-{self.step:06d}.pt"
-        positions = ray.get([a.position.remote() for a in self._actors], timeout=self.worker_timeout_s)
+        try:
+            positions = ray.get([a.position.remote() for a in self._actors], timeout=self.worker_timeout_s)
+            server_state = ray.get(self.server.state.remote(), timeout=self.worker_timeout_s)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
+            raise HetlabError(f"could not read the training state to save it ({_one_line(e)}): "
+                              f"run one more step (a lost worker is handled there) and save again.") from None
         state = {
             "format": FORMAT, "model": self.model_name, "signature": param_signature(self.model_name),
-            "mode": self.mode, "step": self.step, "server": ray.get(self.server.state.remote()),
+            "mode": self.mode, "step": self.step, "server": server_state,
             "workers": [{"name": s.name, "index": ix, **pos}
                         for s, ix, pos in zip(self.workers, self.indices, positions)],
             "batch_sizes": list(self.batch_sizes), "shard_sizes": list(self.shard_sizes),
@@ -285,8 +291,9 @@ class ParameterServerTraining:
         layout = {"shard_sizes": ckpt["shard_sizes"], "indices": [w["index"] for w in saved]}
         run = cls(workers, train_data, model=ckpt["model"], _layout=layout, **kwargs)
         try:
-            ray.get(run.server.load_state.remote(ckpt["server"]))
-            ray.get([a.set_position.remote(w) for a, w in zip(run._actors, saved)])
+            ray.get(run.server.load_state.remote(ckpt["server"]), timeout=run.worker_timeout_s)
+            ray.get([a.set_position.remote(w) for a, w in zip(run._actors, saved)],
+                    timeout=run.worker_timeout_s)
             run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
             run._weights = run.server.weights.remote()
