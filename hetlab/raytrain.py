@@ -24,7 +24,9 @@ Unequal batches: rank *i* trains ``b_i`` samples of each global batch ``B`` (fro
 given ratio, or from throughput each rank measures on its own device) and scales
 its mean-loss gradient by ``b_i / B`` before a SUM all-reduce, so every rank applies
 ``Σ (b_i/B) g_i`` — exactly the gradient of the whole global batch — and the ranks'
-weights stay identical. Checkpoints: Train needs a ``storage_path`` that every node
+weights stay identical (bitwise on equal hardware; CUDA and MPS may round Adam's
+arithmetic differently in the last bit, so on the real pair they can drift apart
+very slowly). Checkpoints: Train needs a ``storage_path`` that every node
 can reach (NFS, a bucket) on a real multi-node cluster; tests use a local temp dir.
 """
 from __future__ import annotations
