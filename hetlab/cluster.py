@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+import time
 
 import ray
 
@@ -181,13 +182,18 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     if ray.is_initialized():
         ray.shutdown()
     if local:
-        try:
-            return ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
-                            logging_level=logging.WARNING)
-        except Exception as exc:  # Ray gives up after a fixed 30 s when the machine is overloaded
-            ray.shutdown()
-            raise HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — close "
-                              f"other Ray sessions or busy programs and run this again.") from None
+        for attempt in (1, 2):  # Ray's fixed startup windows (15 s, 30 s) can pass on a busy machine
+            started = time.time()
+            try:
+                return ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
+                                logging_level=logging.WARNING)
+            except Exception as exc:
+                ray.shutdown()
+                stop_children_since(started)
+                if attempt == 2 or "timed out during startup" not in str(exc):
+                    raise HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "
+                                      f"close other Ray sessions or busy programs and run this "
+                                      f"again.") from None
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}; "
@@ -196,6 +202,26 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     if problem:
         raise HetlabError(f"cannot use the Ray head at {host}:{port}: {problem}.")
     return _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
+
+
+def stop_children_since(since: float, keep=()) -> None:
+    """Kill this process's descendants started after ``since`` (a half-started Ray node),
+    except the processes in ``keep`` and their descendants."""
+    import psutil
+    doomed = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            family = {proc.pid} | {parent.pid for parent in proc.parents()}
+            if proc.create_time() >= since - 1 and not family & set(keep):
+                doomed.append(proc)
+        except psutil.Error:
+            pass
+    for proc in doomed:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(doomed, timeout=10)
 
 
 def _init_with_deadline(address: str, timeout: float):

@@ -41,30 +41,6 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def _strays(nodes, since: float) -> list:
-    """Processes this process started since ``since`` that belong to no running node."""
-    import psutil
-    keep = {info.process.pid for node in nodes for infos in node.all_processes.values() for info in infos}
-    strays = []
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if proc.create_time() >= since - 1 and not ({proc.pid} | {p.pid for p in proc.parents()}) & keep:
-                strays.append(proc)
-        except psutil.Error:
-            pass
-    return strays
-
-
-def _kill(processes) -> None:
-    import psutil
-    for proc in processes:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(processes, timeout=10)
-
-
 def _enable_token_auth() -> None:
     """Token auth as Ray 2.60's own local ``ray.init()`` does it: unless ``RAY_AUTH_MODE`` is
     set, turn it on for this process and its children, creating ``~/.ray/auth_token`` if missing."""
@@ -152,7 +128,9 @@ class PracticeCluster:
             except Exception as exc:  # Ray gives a node fixed ~15-30 s windows to come up
                 if "timed out during startup" not in str(exc):
                     raise
-                _kill(_strays(self._nodes.values(), since=started))
+                keep = {info.process.pid for node in self._nodes.values()
+                        for infos in node.all_processes.values() for info in infos}
+                _cluster.stop_children_since(started, keep=keep)
                 if attempt == 2:
                     raise HetlabError(f"the {display_name(role)} practice node did not start in time "
                                       f"(this machine is busy): close other Ray sessions and run this "
