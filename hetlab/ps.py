@@ -31,7 +31,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tqdm.auto import tqdm
 
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
-from hetlab.cluster import connect, placement
+from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset
 from hetlab.errors import HetlabError
 from hetlab.models import make_model
@@ -104,7 +104,7 @@ class ParameterServerTraining:
         self._actors: list = []
         self.server = None
         _ensure_ray()
-        self._placements = [placement(s.role) if s.role is not None else {} for s in workers]
+        self._placements = [_placement(s) for s in workers]
         try:
             self._start(train_data)
         except BaseException:
@@ -320,6 +320,21 @@ class ParameterServerTraining:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+
+def _placement(spec: WorkerSpec) -> dict:
+    """Actor options pinning a worker to its machine; a GPU worker asks Ray for the GPU.
+
+    ``device="cuda"``/``"mps"`` always asks for it (so Ray accounts for the card and
+    keeps other GPU work off it); ``"auto"`` asks when the worker's node has a GPU.
+    """
+    kind = str(spec.device).split(":")[0]
+    gpu = kind in ("cuda", "mps") or (kind == "auto" and spec.role is not None and any(
+        n["Resources"].get("GPU", 0) >= 1 and n["Resources"].get(role_resource(spec.role), 0) > 0
+        for n in ray.nodes() if n.get("Alive")))
+    if spec.role is None and not gpu:
+        return {}
+    return placement(spec.role, gpu=gpu)
 
 
 def _ensure_ray() -> None:

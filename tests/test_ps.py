@@ -11,6 +11,7 @@ from hetlab.checkpoint import load_checkpoint
 from hetlab.data import load_mnist
 from hetlab.models import make_model
 from hetlab.ps import ParameterServerTraining, WorkerSpec
+from hetlab.ps_loops import _one_line
 from hetlab.ps_math import (async_scale, combine_coefficients, equal_shards, samples_per_s,
                             staleness_allows)
 from hetlab.server import flat_weights
@@ -79,6 +80,17 @@ def test_combination_and_staleness_arithmetic():
     assert not staleness_allows(5, [5], 0)            # s=0: one at a time
     assert staleness_allows(5, [4], 2) and not staleness_allows(5, [3], 2)
     assert equal_shards(10, 3) == [4, 3, 3]
+
+
+def test_errors_from_inside_an_actor_become_one_line():
+    """A HetlabError raised on a worker's node (e.g. its device is missing there) reaches the
+    learner as its own line, not as Ray's multi-line wrapper."""
+    wrapped = RuntimeError("ActorDiedError: The actor died in its constructor.\nTraceback (most recent"
+                           " call last):\n  File ...\nhetlab.errors.HetlabError: device 'cuda' is not"
+                           " available on this machine (found ['cpu']): pick one of those or 'auto'.\n")
+    assert _one_line(wrapped) == ("device 'cuda' is not available on this machine (found ['cpu']): "
+                                  "pick one of those or 'auto'.")
+    assert "\n" not in _one_line(RuntimeError("a\nb"))
 
 
 def test_autocast_choice_per_device(monkeypatch):
@@ -235,7 +247,8 @@ def test_bad_options_fail_fast_with_one_line(data, kwargs, message):
     (WorkerSpec("a", role="laptop"), "unknown role"),
     (WorkerSpec("a", role="mac"), "no live node has role"),
     (WorkerSpec("a", device="tpu"), "unknown device"),
-    (WorkerSpec("a", device="cuda"), "not available on this machine"),  # checked on the worker's node
+    (WorkerSpec("a", device="cuda"), "no GPU for Ray to give"),  # a CUDA worker asks Ray for the GPU
+    (WorkerSpec("a", device="cpu:0", role="desktop"), "no live node has role"),
 ])
 def test_bad_worker_specs_fail_fast(data, spec, message):
     with pytest.raises(HetlabError, match=message):
