@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 
 import ray
 
 from hetlab.errors import HetlabError
+from hetlab.reach import parse_address, port_open, probe_gcs, stop_children_since  # noqa: F401
 
 ROLES = ("desktop", "mac")
 ROLE_LABEL = "hetlab-role"
 SIMULATED_LABEL = "hetlab-simulated"  # set on practice stand-ins ("mac (simulated)")
 ROLE_SLIVER = 0.001  # an actor asks for this much of its node's role resource (node has 1)
-DEFAULT_GCS_PORT = 6379
-RAY_CLIENT_PORT = 10001
 
 
 def _check_role(role: str) -> str:
@@ -96,69 +94,6 @@ def _check_placeable(role, node_id, gpu) -> None:
                           f"or start that node where `ray start` detects its GPU.")
 
 
-def parse_address(address: str) -> tuple[str, int, bool]:
-    """Split ``"host:port"`` / ``"host"`` / ``"ray://host:port"`` into (host, port, is_ray_client)."""
-    text = str(address).strip()
-    client = text.startswith("ray://")
-    rest = text[len("ray://"):] if client else text
-    if rest in ("", "auto", "local") or "/" in rest or " " in rest:
-        raise HetlabError(f"malformed cluster address {address!r}: give the head as IP:PORT, "
-                          f"e.g. 192.168.1.10:6379 (the GCS port printed by `hetlab head`).")
-    host, sep, port_text = rest.rpartition(":")
-    if not sep:
-        host, port_text = rest, str(RAY_CLIENT_PORT if client else DEFAULT_GCS_PORT)
-    try:
-        port = int(port_text)
-    except ValueError:
-        port = -1
-    if not host or not 0 < port < 65536 or host.startswith("[") != host.endswith("]"):
-        raise HetlabError(f"malformed cluster address {address!r}: give the head as IP:PORT "
-                          f"with a port between 1 and 65535, e.g. 192.168.1.10:6379.")
-    return host.strip("[]"), port, client
-
-
-def port_open(host: str, port: int, timeout: float = 3.0) -> str | None:
-    """None if a TCP connection to host:port opens within ``timeout``, else why not."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return None
-    except socket.timeout:
-        return "no answer (timed out: a firewall dropping packets, or the wrong IP)"
-    except ConnectionRefusedError:
-        return "connection refused (nothing listens there: is the head started, is the port right?)"
-    except OSError as exc:
-        return f"{exc.strerror or exc} (check the host name or IP)"
-
-
-def probe_gcs(host: str, port: int, timeout: float = 5.0) -> str | None:
-    """Ask the GCS at host:port for its cluster id, the first thing ``ray.init`` asks.
-
-    Sends the same token ``ray.init`` would send (none unless ``RAY_AUTH_MODE=token``).
-    Returns None when the head answers, else why not: ``ray.init`` itself would
-    retry a wrong token or a silent port for minutes; this tells in seconds.
-    """
-    import grpc
-    from ray._raylet import AuthenticationTokenLoader
-    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
-
-    loader = AuthenticationTokenLoader.instance()
-    metadata = tuple(loader.get_token_for_http_header().items()) if loader.has_token() else ()
-    with grpc.insecure_channel(f"{host}:{port}") as channel:
-        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
-        try:
-            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout, metadata=metadata)
-            return None
-        except grpc.RpcError as exc:
-            code = exc.code()
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        return ("the head refused this client's token: set RAY_AUTH_MODE=token here and copy the "
-                "head's token (`ray get-auth-token` there) to ~/.ray/auth_token, chmod 600")
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return (f"it accepts connections but did not answer like a Ray head within {timeout:.0f} s: "
-                f"check the port is the GCS port printed by `hetlab head` (default 6379)")
-    return f"it does not answer like a Ray head ({code.name}): check the address and port"
-
-
 def _requested_address(address: str | None) -> str | None:
     for value in (address, os.environ.get("HETLAB_ADDRESS"), os.environ.get("RAY_ADDRESS")):
         if value is not None and str(value).strip():
@@ -202,26 +137,6 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     if problem:
         raise HetlabError(f"cannot use the Ray head at {host}:{port}: {problem}.")
     return _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
-
-
-def stop_children_since(since: float, keep=()) -> None:
-    """Kill this process's descendants started after ``since`` (a half-started Ray node),
-    except the processes in ``keep`` and their descendants."""
-    import psutil
-    doomed = []
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            family = {proc.pid} | {parent.pid for parent in proc.parents()}
-            if proc.create_time() >= since - 1 and not family & set(keep):
-                doomed.append(proc)
-        except psutil.Error:
-            pass
-    for proc in doomed:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(doomed, timeout=10)
 
 
 def _init_with_deadline(address: str, timeout: float):
