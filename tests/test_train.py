@@ -37,3 +37,15 @@ def test_bad_training_arguments():
         train(make_model(), data, batch_size=0, progress=False)
     with pytest.raises(HetlabError, match="epochs"):
         train(make_model(), data, epochs=0, progress=False)
+    with pytest.raises(HetlabError, match="unknown schedule"):
+        train(make_model(), data, schedule="linear", progress=False)
+
+
+def test_cosine_schedule_decays_the_rate_to_zero():
+    """The schedule notebook 01 uses, on a real short run: from lr down to ~0, never up."""
+    data = load_mnist("train").subset(640)
+    cosine = train(make_model("small"), data, epochs=2, batch_size=64, schedule="cosine", progress=False)
+    assert len(cosine.lr) == 20 and cosine.lr[0] == 1e-3 and cosine.lr[-1] < 1e-4
+    assert all(a >= b for a, b in zip(cosine.lr, cosine.lr[1:]))
+    constant = train(make_model("small"), data, epochs=1, batch_size=64, progress=False)
+    assert constant.lr == [1e-3] * 10
