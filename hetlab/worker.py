@@ -10,6 +10,7 @@ time after computing: a *simulated* slower device, always labelled as such.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import time
@@ -26,8 +27,13 @@ WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloa
 LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
 
 
+@functools.lru_cache(maxsize=4)
 def epoch_order(n: int, seed: int, worker_index: int, epoch: int) -> torch.Tensor:
-    """The shuffled order of a worker's shard in one epoch: a pure function of its arguments."""
+    """The shuffled order of a worker's shard in one epoch: a pure function of its arguments.
+
+    Cached: every batch reads the current epoch's order, which is built once, not per batch.
+    Callers only slice it (never write into it).
+    """
     g = torch.Generator().manual_seed(seed * 1_000_003 + worker_index * 10_007 + epoch)
     return torch.randperm(n, generator=g)
 
