@@ -44,6 +44,7 @@ class Ports:
     max_worker: int = 10063
     autoscaler_metrics: int = 44217  # head only, Prometheus: set by env AUTOSCALER_METRIC_PORT
     dashboard_metrics: int = 44227   # head only, Prometheus: set by env DASHBOARD_METRIC_PORT
+    train_rendezvous: int = 6386     # Ray Train (notebook 07): rank 0's torch rendezvous, on the head
 
     def local_only(self, head: bool) -> list[int]:
         """Ports the other machine never needs: keep them closed in the firewall."""
@@ -69,6 +70,21 @@ def firewall_ranges(ports: Ports, head: bool) -> list[str]:
         if port is not None:
             start = prev = port
     return ranges
+
+
+EPHEMERAL_PORTS = {"linux": (32768, 60999), "macos": (49152, 65535)}  # each OS's default range
+
+
+def train_ranges(ports: Ports, system: str, head: bool) -> list[str]:
+    """TCP ports Ray Train's torch process group needs from the other machine (notebook 07).
+
+    Rank 0 (on the head) serves the rendezvous on ``ports.train_rendezvous``; gloo's pair
+    connections listen on ephemeral ports that torch cannot pin, so this machine's whole
+    ephemeral range must admit the other machine (and only it). The parameter server
+    (notebooks 05, 06, 08) needs none of these.
+    """
+    low, high = EPHEMERAL_PORTS[system]
+    return ([str(ports.train_rendezvous)] if head else []) + [f"{low}-{high}"]
 
 
 def check_ip(ip: str, what: str = "IP") -> str:
@@ -169,6 +185,8 @@ def render_head(ip: str, ports: Ports = Ports(), **options) -> str:
         f"# 2) firewall: allow TCP {ranges} from the Mac's IP only, e.g. with ufw:",
         f"#    for p in {ranges}; do sudo ufw allow proto tcp from MAC_IP to any port ${{p/-/:}}; done",
         f"#    keep {closed} closed (dashboard and metrics: local use only)",
+        f"#    Ray Train (notebook 07) only: also allow TCP {' '.join(train_ranges(ports, 'linux', head=True))} "
+        f"from the Mac's IP (its rendezvous, and gloo's connections on Linux's ephemeral ports)",
         "# 3) start the head (dashboard on 127.0.0.1 only: use ssh -L 8265:127.0.0.1:8265 to see it):",
         shell_line(argv, env),
         f"# 4) copy the token to the Mac (it travels in clear text: use a VPN/SSH off your own LAN):",
@@ -190,6 +208,9 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
         f"mkdir -p ~/.ray && scp desktop:{TOKEN_PATH} {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
         f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP"
         + (" (System Settings > Network > Firewall: allow incoming for python)." if mac else "."),
+        f"#    Ray Train (notebook 07) only: also allow TCP "
+        f"{' '.join(train_ranges(ports, 'macos' if mac else 'linux', head=False))} from the desktop's IP "
+        f"(gloo's connections on this machine's ephemeral ports)",
         "# 3) join:",
         shell_line(argv, env),
         f"# 4) check from here: hetlab doctor --head {argv[2].split('=', 1)[1]}",

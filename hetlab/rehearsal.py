@@ -1,0 +1,254 @@
+"""The real pair, rehearsed on one Linux box: two hosts, a capped link, two firewalls (``hetlab rehearse``).
+
+Each *host* is a network namespace with its own address on a private link (addresses
+that exist only inside these namespaces: nothing leaves this machine), its own
+hostname that resolves to 127.0.1.1 as on a default Ubuntu install, its own home
+and Ray temp folder, and an nftables firewall that admits from the peer exactly the
+ports that hetlab's printed instructions open and drops everything else. The link is
+capped with ``tc tbf``; this kernel has no ``netem``, so **latency is not emulated**.
+
+Ray is started in each host by running the very lines ``hetlab head`` / ``hetlab join``
+print, with one honest difference: ``--num-gpus 1``, because Ray reports a GPU on both
+real machines; torch in the rehearsal still sees only a CPU. The "mac" host is a Linux
+namespace, not a Mac: it only borrows macOS's ephemeral port range, so that the Mac's
+printed firewall rule is the one tested. Every label a learner sees says "rehearsal".
+
+Everything is stopped by namespace and PID (``ip netns pids``), never by ``ray stop``,
+which would stop every Ray on the machine. Needs root, ``ip``, ``tc``, ``nft``, ``unshare``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetlab import commands
+from hetlab.errors import HetlabError
+
+ROOT = Path("/tmp/hlr")            # short: Ray's socket paths live under it (108-byte limit)
+STATE = ROOT / "state.json"
+REHEARSAL_ENV = "HETLAB_REHEARSAL"  # set in every rehearsal process: its host's name
+TOOLS = ("ip", "tc", "nft", "unshare")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One rehearsal machine: its namespace, interface, address and hostname."""
+
+    role: str
+    ip: str
+    os: str  # whose ephemeral port range (and printed firewall rule) it plays
+
+    @property
+    def netns(self) -> str:
+        return f"hetlab-{self.role}"
+
+    @property
+    def ifname(self) -> str:
+        return f"hl-{self.role}"
+
+    @property
+    def hostname(self) -> str:
+        return f"{self.role}-rehearsal"
+
+    @property
+    def home(self) -> Path:
+        return ROOT / self.role / "home"
+
+    @property
+    def ray_tmp(self) -> Path:
+        return ROOT / self.role / "tmp"
+
+
+DESKTOP = Host("desktop", "10.77.0.1", "linux")
+MAC = Host("mac", "10.77.0.2", "macos")
+HOSTS = (DESKTOP, MAC)
+PROFILES = {"wifi": 200, "gigabit": 1000}  # Mbit/s of the tbf cap, each direction
+
+
+def missing() -> str | None:
+    """Why the rehearsal cannot run on this machine (one line), or None if it can."""
+    if sys.platform != "linux":
+        return "the rehearsal needs Linux network namespaces (run it on the Linux desktop)"
+    if os.geteuid() != 0:
+        return "the rehearsal needs root (network namespaces, tc, nftables): run it with sudo"
+    absent = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if absent:
+        return (f"the rehearsal needs {', '.join(absent)}: install iproute2, nftables and util-linux "
+                f"(e.g. apt-get install iproute2 nftables)")
+    return None
+
+
+def _run(argv: list[str], check: bool = True, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and done.returncode != 0:
+        raise HetlabError(f"rehearsal: `{shlex.join(argv)[:120]}` failed: "
+                          f"{(done.stderr or done.stdout).strip()[-300:]}")
+    return done
+
+
+def _in(host: Host, argv: list[str]) -> list[str]:
+    """argv run inside ``host``: its network namespace, its own hostname (a UTS namespace)."""
+    return ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--", "sh", "-c",
+            'hostname "$0" && exec "$@"', host.hostname, *argv]
+
+
+def host_env(host: Host, address: str | None = None) -> dict:
+    """The environment of a process on ``host``: its home, its Ray temp folder, token auth,
+    this Python's ``ray``/``hetlab`` on PATH; ``address`` adds ``HETLAB_ADDRESS`` (drivers)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "HETLAB_ADDRESS"))}
+    env.update(HOME=str(host.home), RAY_TMPDIR=str(host.ray_tmp), RAY_USAGE_STATS_ENABLED="0",
+               PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
+               **{REHEARSAL_ENV: host.role}, **commands.AUTH_ENV)
+    if address:
+        env["HETLAB_ADDRESS"] = address
+    return env
+
+
+def firewall(host: Host, peer: Host, ports: commands.Ports) -> str:
+    """The nftables ruleset of ``host``: from ``peer`` only the printed ports; nothing else."""
+    head = host is DESKTOP
+    allowed = commands.firewall_ranges(ports, head) + commands.train_ranges(ports, host.os, head)
+    dports = ", ".join(allowed)
+    return (f"table inet hetlab {{\n"
+            f"  chain input {{\n"
+            f"    type filter hook input priority 0; policy drop;\n"
+            f"    iif \"lo\" accept\n"
+            f"    ct state established,related accept\n"
+            f"    ip saddr {peer.ip} tcp dport {{ {dports} }} accept\n"
+            f"  }}\n"
+            f"}}\n")
+
+
+def _command_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _start_ray(host: Host, lines: list[str]) -> None:
+    """Run the printed lines on ``host``. Ray gives its agents fixed start-up windows that a busy
+    machine can miss: then clear the host (by namespace) and run the ``ray start`` line once more."""
+    for attempt in (1, 2):
+        script = "set -e\n" + "\n".join(lines)
+        done = subprocess.run(_in(host, ["bash", "-c", script]), env=host_env(host), capture_output=True,
+                              text=True, timeout=240)
+        if done.returncode == 0:
+            return
+        tail = " ".join((done.stderr or done.stdout).split())[-300:]
+        if attempt == 2 or "timed out during startup" not in tail:
+            raise HetlabError(f"rehearsal: Ray did not start on the {host.role} host: {tail}")
+        _kill_all(host.netns)
+        lines = [line for line in lines if "ray start" in line]
+
+
+def up(profile: str = "wifi", ports: commands.Ports = commands.Ports()) -> dict:
+    """Build both hosts, start Ray in each with the printed lines; returns the state (also saved)."""
+    if profile not in PROFILES:
+        raise HetlabError(f"link profile {profile!r}: use one of {', '.join(PROFILES)}.")
+    why = missing()
+    if why:
+        raise HetlabError(why)
+    down()  # a stale rehearsal (a crash, a killed test) goes first
+    started = time.perf_counter()
+    try:
+        _network(profile, ports)
+        for host in HOSTS:
+            (host.home / ".ray").mkdir(parents=True, exist_ok=True)
+            host.ray_tmp.mkdir(parents=True, exist_ok=True)
+        head_text = commands.render_head(DESKTOP.ip, ports, gpus=1)
+        _start_ray(DESKTOP, _command_lines(head_text))
+        # The learner carries the token to the Mac by hand; here the rehearsal copies the file.
+        token = DESKTOP.home / ".ray" / "auth_token"
+        shutil.copy(token, MAC.home / ".ray" / "auth_token")
+        os.chmod(MAC.home / ".ray" / "auth_token", 0o600)
+        join_text = commands.render_join(DESKTOP.ip, MAC.ip, ports, gpus=1)
+        _start_ray(MAC, [line for line in _command_lines(join_text) if "ray start" in line])
+    except BaseException:
+        down()
+        raise
+    state = {"address": f"{DESKTOP.ip}:{ports.gcs}", "profile": profile, "mbit": PROFILES[profile],
+             "hosts": {h.role: {"ip": h.ip, "netns": h.netns, "hostname": h.hostname} for h in HOSTS},
+             "up_s": round(time.perf_counter() - started, 1)}
+    STATE.write_text(json.dumps(state))
+    return state
+
+
+def _network(profile: str, ports: commands.Ports) -> None:
+    for host in HOSTS:
+        _run(["ip", "netns", "add", host.netns])
+        hosts_dir = Path("/etc/netns") / host.netns
+        hosts_dir.mkdir(parents=True, exist_ok=True)
+        (hosts_dir / "hosts").write_text(  # as on a default Ubuntu install: hostname → 127.0.1.1
+            f"127.0.0.1\tlocalhost\n127.0.1.1\t{host.hostname}\n"
+            f"::1\tlocalhost ip6-localhost ip6-loopback\n")
+    _run(["ip", "link", "add", DESKTOP.ifname, "netns", DESKTOP.netns, "type", "veth",
+          "peer", "name", MAC.ifname, "netns", MAC.netns])
+    rate = PROFILES[profile]
+    for host, peer in ((DESKTOP, MAC), (MAC, DESKTOP)):
+        ns = ["ip", "netns", "exec", host.netns]
+        _run(ns + ["ip", "addr", "add", f"{host.ip}/24", "dev", host.ifname])
+        _run(ns + ["ip", "link", "set", "lo", "up"])
+        _run(ns + ["ip", "link", "set", host.ifname, "up"])
+        _run(ns + ["tc", "qdisc", "add", "dev", host.ifname, "root", "tbf", "rate", f"{rate}mbit",
+                   "burst", f"{max(32, rate // 4)}kb", "latency", "50ms"])
+        low, high = commands.EPHEMERAL_PORTS[host.os]  # the "mac" uses macOS's range
+        _run(ns + ["sysctl", "-q", "-w", f"net.ipv4.ip_local_port_range={low} {high}"])
+        _run(ns + ["nft", "-f", "-"], input=firewall(host, peer, ports))
+
+
+def status() -> dict | None:
+    """The running rehearsal's state (address, hosts, link), or None when none is up."""
+    present = set(_run(["ip", "netns", "list"], check=False).stdout.split()) if shutil.which("ip") else set()
+    if not STATE.exists() or not all(h.netns in present for h in HOSTS):
+        return None
+    return json.loads(STATE.read_text())
+
+
+def down() -> list[str]:
+    """Stop every process of both hosts by PID, delete the namespaces and files; returns what went."""
+    gone = []
+    if shutil.which("ip") is None:
+        return gone
+    present = set(_run(["ip", "netns", "list"], check=False).stdout.split())
+    for host in HOSTS:
+        if host.netns in present:
+            _kill_all(host.netns)
+            _run(["ip", "netns", "del", host.netns], check=False)
+            gone.append(host.netns)
+        shutil.rmtree(Path("/etc/netns") / host.netns, ignore_errors=True)
+    shutil.rmtree(ROOT, ignore_errors=True)
+    return gone
+
+
+def _kill_all(netns: str) -> None:
+    """SIGTERM every process in ``netns``, then SIGKILL what is left after a few seconds."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        pids = [int(p) for p in _run(["ip", "netns", "pids", netns], check=False).stdout.split()]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + wait
+        while time.time() < deadline and _run(["ip", "netns", "pids", netns], check=False).stdout.split():
+            time.sleep(0.2)
+
+
+def run_on(role: str, argv: list[str], driver: bool = True, **kw) -> subprocess.CompletedProcess:
+    """Run ``argv`` on the rehearsal's ``role`` host; a driver gets ``HETLAB_ADDRESS`` like the learner."""
+    host = {h.role: h for h in HOSTS}.get(role)
+    if host is None:
+        raise HetlabError(f"no rehearsal host {role!r}: use desktop or mac.")
+    state = status()
+    if state is None:
+        raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
+    env = {**host_env(host, state["address"] if driver else None), **kw.pop("env", {})}
+    return subprocess.run(_in(host, argv), env=env, **kw)
