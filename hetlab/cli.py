@@ -1,4 +1,5 @@
-"""The ``hetlab`` console script: ``doctor``, ``head``, ``join`` (notebook 04) and ``train`` (notebook 07).
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join`` (notebook 04), ``train`` (notebook 07)
+and ``rehearse`` (the real pair rehearsed on one Linux box).
 
 Each subcommand is one ``_add_<name>(subparsers)`` that registers its arguments
 and one ``_<name>(args) -> int`` that does the work; ``main`` turns a HetlabError
@@ -230,7 +231,50 @@ def _train(args) -> int:
     return 0
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train]
+# --- rehearse: the real pair on one Linux box (two network namespaces) ---
+
+def _add_rehearse(sub) -> None:
+    p = sub.add_parser(
+        "rehearse", help="rehearse the real pair on this Linux box: two hosts, a capped link, firewalls",
+        description="Two network namespaces play the desktop and the Mac: private addresses, a link\n"
+                    "capped with tc (no latency emulated: this needs netem), nftables firewalls that\n"
+                    "admit only the printed ports, Ray started by the lines `hetlab head`/`join` print\n"
+                    "(+ --num-gpus 1: Ray reports a GPU on both real machines; torch here sees a CPU).\n"
+                    "Needs root, ip, tc and nft.",
+        epilog="examples:\n  sudo hetlab rehearse up --link gigabit\n"
+               "  sudo hetlab rehearse run -- hetlab train --steps 40\n"
+               "  sudo hetlab rehearse run -- make lab        (JupyterLab on the rehearsal desktop)\n"
+               "  sudo hetlab rehearse down",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("up", "down", "status", "run"))
+    p.add_argument("--link", default="wifi", metavar="wifi|gigabit", help="link cap (default wifi, 200 Mbit/s)")
+    p.add_argument("--host", default="desktop", metavar="desktop|mac", help="run: which host (default desktop)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="run: the command, after --")
+    p.set_defaults(run=_rehearse)
+
+
+def _rehearse(args) -> int:
+    from hetlab import rehearsal
+    if args.action == "up":
+        print("building the rehearsal: two hosts, firewalls, Ray by the printed lines (a minute or two)")
+        state = rehearsal.up(args.link)
+        print(rehearsal.describe(state))
+    elif args.action == "down":
+        gone = rehearsal.down()
+        print(f"rehearsal down: removed {', '.join(gone) if gone else 'nothing (none was up)'}")
+    elif args.action == "status":
+        state = rehearsal.status()
+        print(rehearsal.describe(state) if state else "no rehearsal is up (sudo hetlab rehearse up)")
+        return 0 if state else 1
+    else:
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not command:
+            raise HetlabError("rehearse run needs a command after --, e.g. hetlab rehearse run -- hetlab train")
+        return rehearsal.run_on(args.host, command).returncode
+    return 0
+
+
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train, _add_rehearse]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -136,7 +136,25 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     problem = None if client else probe_gcs(host, port, timeout=min(5.0, timeout))
     if problem:
         raise HetlabError(f"cannot use the Ray head at {host}:{port}: {problem}.")
-    return _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
+    context = _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
+    if not client:
+        notice = driver_notice()
+        if notice:
+            print(notice)
+    return context
+
+
+def driver_notice() -> str | None:
+    """One line when this driver is not on the head: the course runs its notebooks on the
+    desktop (the head), where the parameter server and Ray Train's controller then live."""
+    here = ray.get_runtime_context().get_node_id()
+    me = next((n for n in ray.nodes() if n["NodeID"] == here), None)
+    if me is None or "node:__internal_head__" in me["Resources"]:
+        return None
+    role = (me.get("Labels") or {}).get(ROLE_LABEL, "a worker")
+    return (f"note: this driver runs on the {role} node, not on the head: the course runs notebooks on "
+            f"the desktop (the head), where the parameter server and Ray Train's controller then live; "
+            f"start JupyterLab there.")
 
 
 def _init_with_deadline(address: str, timeout: float):
@@ -182,7 +200,8 @@ def _explain(exc: BaseException, address: str) -> str:
 
 
 TABLE_COLUMNS = [("name", "node"), ("hostname", "host"), ("os", "OS"), ("ip", "IP"), ("cpus", "CPUs"),
-                 ("accelerator", "accelerator"), ("memory_gb", "memory GiB"), ("python", "Python"),
+                 ("accelerator", "accelerator"), ("gpus_for_ray", "GPUs for Ray"),
+                 ("memory_gb", "memory GiB"), ("python", "Python"),
                  ("ray", "Ray"), ("torch", "torch")]
 
 
@@ -202,12 +221,11 @@ def nodes(timeout: float = 60.0) -> list[dict]:
     """
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from hetlab import preflight
     if not ray.is_initialized():
         raise HetlabError("not connected to Ray: call hetlab.cluster.connect() (or start a PracticeCluster) first.")
     alive = sorted((n for n in ray.nodes() if n.get("Alive")),
                    key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
-    probe = ray.remote(num_cpus=0)(preflight.local_report)
+    probe = ray.remote(num_cpus=0)(_node_report)
     refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
             for n in alive]
     try:
@@ -218,7 +236,9 @@ def nodes(timeout: float = 60.0) -> list[dict]:
     rows = []
     for node, report in zip(alive, reports):
         labels = node.get("Labels") or {}
-        rows.append({"node_id": node["NodeID"], "name": node_name(labels, report["hostname"]),
+        name = node_name(labels, report["hostname"])
+        rows.append({"node_id": node["NodeID"],
+                     "name": f"{name} (rehearsal)" if report.get("rehearsal") else name,
                      "role": labels.get(ROLE_LABEL), "is_head": "node:__internal_head__" in node["Resources"],
                      "ip": node["NodeManagerAddress"],
                      "ports": {"node manager": node.get("NodeManagerPort"),
@@ -226,6 +246,12 @@ def nodes(timeout: float = 60.0) -> list[dict]:
                                "metrics export": node.get("MetricsExportPort")},
                      "gpus_for_ray": node["Resources"].get("GPU", 0), **report})
     return rows
+
+
+def _node_report() -> dict:
+    """What a node says about itself (``preflight.local_report``), and whether it is a rehearsal host."""
+    from hetlab import preflight
+    return {**preflight.local_report(), "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
 
 
 class NodeTable(list):

@@ -7,8 +7,9 @@ memory and costs nothing):
 * the desktop computes ``b_d`` samples in ``b_d / T_d`` seconds,
 * the Mac computes ``b_m`` samples in ``b_m / T_m`` seconds, then *exchanges* with the
   server: its gradient goes up and the new weights come down. One exchange costs
-  ``e = rtt + 2 · P · w · 8 / bandwidth`` (P parameters, w bytes per value on the
-  wire; Wi-Fi is half duplex, so both directions share the link's rate),
+  ``e = rtt + P · (w_up + 4) · 8 / bandwidth`` (P parameters; the gradient or delta goes
+  up with ``w_up`` bytes per value — 4 in fp32, 2 in fp16/bf16 — and the weights always
+  come down in fp32, 4 bytes; the two transfers happen one after the other),
 * the step ends when the slower of the two is done: ``max(b_d/T_d, b_m/T_m + e)``.
 
 The best split gives the Mac ``b_m = T_m (B − T_d e) / (T_d + T_m)`` samples of the
@@ -78,11 +79,29 @@ def _check(throughputs: Sequence[float], params: int, global_batch: int) -> tupl
     return t_d, t_m
 
 
+WEIGHTS_DOWN_BYTES = 4  # the server always sends fp32 weights (hetlab.ps)
+
+
+def exchange_bytes(params: int, bytes_per_value: int = 4) -> int:
+    """Bytes of one exchange: the gradient/delta up (``bytes_per_value`` each), fp32 weights down."""
+    return params * (bytes_per_value + WEIGHTS_DOWN_BYTES)
+
+
 def exchange_seconds(params: int, link: Link, bytes_per_value: int = 4) -> float:
-    """One exchange: a round trip plus the gradient up and the weights down at the link's rate."""
+    """One exchange: a round trip plus the gradient up and the fp32 weights down at the link's rate."""
     if link.bandwidth_mbit_s <= 0 or link.rtt_ms < 0:
         raise HetlabError(f"link needs bandwidth > 0 and rtt ≥ 0, got {link}.")
-    return link.rtt_ms / 1e3 + 2 * params * bytes_per_value * 8 / (link.bandwidth_mbit_s * 1e6)
+    return link.rtt_ms / 1e3 + exchange_bytes(params, bytes_per_value) * 8 / (link.bandwidth_mbit_s * 1e6)
+
+
+def round_seconds(throughputs: Sequence[float], batch_sizes: Sequence[int], params: int, link: Link,
+                  local_steps: int = 1, bytes_per_value: int = 4) -> float:
+    """Seconds for H global steps at this split: ``max(H·b_d/T_d, H·b_m/T_m + e)``."""
+    t_d, t_m = _check(throughputs, params, sum(batch_sizes))
+    b_d, b_m = batch_sizes
+    if b_m == 0:
+        return local_steps * b_d / t_d
+    return max(local_steps * b_d / t_d, local_steps * b_m / t_m + exchange_seconds(params, link, bytes_per_value))
 
 
 def desktop_alone(throughputs: Sequence[float], global_batch: int) -> Plan:
@@ -107,12 +126,11 @@ def with_mac(throughputs: Sequence[float], params: int, link: Link, global_batch
     b_m = min(global_batch - 1, max(0, round(ideal_mac)))
     name = "sync per step" if h == 1 else f"local SGD H={h}"
     b_d = global_batch - b_m
-    round_s = max(h * b_d / t_d, h * b_m / t_m + e)
+    round_s = round_seconds(throughputs, (b_d, b_m), params, link, h, bytes_per_value)
     if b_m == 0 or round_s >= h * global_batch / t_d:  # (rounding to whole samples can tip it)
         alone = desktop_alone(throughputs, global_batch)
         return Plan(f"{name} (Mac left out)", alone.batch_sizes, h, h * alone.round_s, 0.0, 0.0)
-    wire = 2 * params * bytes_per_value
-    return Plan(name, (b_d, b_m), h, round_s, e, wire / (h * global_batch))
+    return Plan(name, (b_d, b_m), h, round_s, e, exchange_bytes(params, bytes_per_value) / (h * global_batch))
 
 
 def break_even_local_steps(throughputs: Sequence[float], params: int, link: Link,

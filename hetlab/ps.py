@@ -153,7 +153,8 @@ class ParameterServerTraining:
             if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
                 prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
             sim = f" (simulated {spec.slowdown:g}× slower)" if spec.slowdown > 1 else ""
-            out.append(f"{spec.name} · {info['device']} {prec}{sim}")
+            where = f" (rehearsal host {info['rehearsal']})" if info.get("rehearsal") else ""
+            out.append(f"{spec.name} · {info['device']} {prec}{sim}{where}")
         return out
 
     @property
@@ -304,6 +305,13 @@ class ParameterServerTraining:
         if run.progress:
             print(f"resumed from {path} at step {run.step}")
         return run
+
+    def kill_worker(self, name: str) -> None:
+        """Kill one worker's process, as if its machine went away (notebook 08 on the real pair)."""
+        names = [s.name for s in self.workers]
+        if name not in names:
+            raise HetlabError(f"no worker named {name!r} (workers: {names}).")
+        ray.kill(self._actors[names.index(name)])
 
     # --- lifetime -------------------------------------------------------------------------
     def shutdown(self) -> None:

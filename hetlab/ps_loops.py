@@ -176,7 +176,7 @@ def lose(t, lost: list) -> None:
         setattr(t, name, [getattr(t, name)[i] for i in keep])
     t.batch_sizes = sizes
     for i in gone:
-        t.events.append({"event": "worker_lost", "step": t.step, "worker": labels[i],
+        t.events.append({"event": "worker_lost", "step": t.step, "time": time.time(), "worker": labels[i],
                          "reason": why[i], "survivors": [s.name for s in t.workers],
                          "batch_sizes": list(sizes)})
         print(f"⚠ lost worker {labels[i]} at step {t.step} ({why[i]}); training goes on with "

@@ -44,6 +44,69 @@ from torch import nn
 
 from hetlab.errors import HetlabError
 
+RENDEZVOUS_TIMEOUT_S = 60  # torch's default is 30 min: a blocked port would look like a hang
+
+
+def _gloo_on_node_address() -> str:
+    """Make gloo use the interface holding this node's Ray address (``GLOO_SOCKET_IFNAME``).
+
+    Left alone, gloo binds the address its hostname resolves to, which is 127.0.1.1 on a
+    default Ubuntu install: the other machine would be told to connect to its own loopback.
+    Returns the interface name ("" where none holds the address: gloo's own choice stays).
+    """
+    import psutil
+    import ray
+
+    ip = ray.util.get_node_ip_address()
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.address == ip for a in addresses):
+            os.environ["GLOO_SOCKET_IFNAME"] = name
+            return name
+    return ""
+
+
+def _pair_backend():
+    """Ray Train's torch backend for a mixed pair: gloo on each node's own address, the
+    rendezvous on a pinned port (in the printed firewall rule), a short timeout."""
+    import ray
+    from ray._common.network_utils import build_address
+    from ray.train.torch.config import (_set_torch_distributed_env_vars, _setup_torch_process_group,
+                                        _TorchBackend)
+
+    class PairBackend(_TorchBackend):
+        def on_start(self, worker_group, backend_config):
+            worker_group.execute(_gloo_on_node_address)
+            master = worker_group.execute_single(0, ray.util.get_node_ip_address)
+            url = f"tcp://{build_address(master, backend_config.port)}"
+            worker_group.execute(_set_torch_distributed_env_vars)
+            ray.get([worker_group.execute_single_async(
+                i, _setup_torch_process_group, backend="gloo", world_rank=i,
+                world_size=len(worker_group), init_method=url, timeout_s=backend_config.timeout_s)
+                for i in range(len(worker_group))])
+
+    return PairBackend
+
+
+def torch_config(port: int | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S):
+    """``TorchConfig`` for the pair: gloo, rendezvous on ``port`` (default: hetlab's pinned
+    ``Ports.train_rendezvous``), process-group timeout ``timeout_s`` instead of 30 minutes."""
+    from dataclasses import dataclass as _dataclass
+
+    from ray.train.torch import TorchConfig
+
+    from hetlab.commands import Ports
+
+    @_dataclass
+    class PairTorchConfig(TorchConfig):
+        port: int = Ports().train_rendezvous
+
+        @property
+        def backend_cls(self):
+            return _pair_backend()
+
+    return PairTorchConfig(backend="gloo", timeout_s=timeout_s, port=port or Ports().train_rendezvous)
+
+
 def scaling_config(roles: Sequence[str] | None = ("desktop", "mac"), num_workers: int | None = None):
     """One CPU per rank, no GPU request (so gloo, not NCCL), rank *i* pinned to ``roles[i]``."""
     from ray.train import ScalingConfig
@@ -212,6 +275,8 @@ def train_loop(config: dict) -> None:
     train_s = time.perf_counter() - t_start
 
     label = f"{role} ({device.type}" + (f", simulated {slowdown:g}× slower)" if slowdown > 1 else ")")
+    if os.environ.get("HETLAB_REHEARSAL"):
+        label += " (rehearsal host)"
     mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), sizes[rank],
                       speed, sizes[rank] * config["steps"], compute_s, simulated_s, allreduce_s,
                       weights_digest(model)).__dict__
@@ -253,21 +318,62 @@ def _check_roles_present(roles: Sequence[str]) -> None:
                               f"(hetlab.practice.PracticeCluster) or join that machine first.")
 
 
+def _check_rank0_here(role: str) -> None:
+    """Rank 0 writes the checkpoint into ``storage_path``: a temp dir of this machine works only
+    when rank 0 runs here too."""
+    import ray
+
+    from hetlab.cluster import ROLE_LABEL
+
+    here = ray.get_runtime_context().get_node_id()
+    ours = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and (n.get("Labels") or {}).get(ROLE_LABEL) == role]
+    if here not in ours:
+        raise HetlabError(f"rank 0 runs on the {role!r} machine, not on this driver's, and Ray Train writes "
+                          f"its checkpoint there: give storage_path= a folder every node can reach (NFS, "
+                          f"SMB, a bucket), or run the driver on the {role!r} machine.")
+
+
+NETWORK_SIGNS = ("timed out", "connect timeout", "connection refused", "socket", "tcpstore",
+                 "rendezvous", "process group")
+
+
+def explain_failure(text: str, port: int | None, timeout_s: int) -> str:
+    """One line from the wall of text a failed ``TorchTrainer.fit()`` raises."""
+    from hetlab.commands import Ports
+
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    hetlab_line = next((line for line in lines if "HetlabError" in line), None)
+    if hetlab_line:
+        return f"Ray Train run failed: {hetlab_line}"
+    lowered = " ".join(lines).lower()
+    if any(sign in lowered for sign in NETWORK_SIGNS):
+        port = port or Ports().train_rendezvous
+        return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP {port} "
+                f"(the rendezvous, on rank 0's machine) and the ephemeral ports gloo uses to the other "
+                f"machine's IP: `hetlab head` / `hetlab join` print the rule (Ray Train only).")
+    return f"Ray Train run failed: {lines[0] if lines else 'no reason given'}"
+
+
 def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence[float] = "auto",
                 roles: Sequence[str] | None = ("desktop", "mac"), devices="auto", slowdowns=1.0,
                 model: str = "small", lr: float = 1e-3, seed: int = 0,
                 train_samples: int | None = None, test_samples: int | None = None,
-                storage_path: str | None = None, progress: bool = True) -> RayTrainResult:
+                storage_path: str | None = None, progress: bool = True,
+                rendezvous_port: int | None = None,
+                timeout_s: int = RENDEZVOUS_TIMEOUT_S) -> RayTrainResult:
     """Train on every role's machine with one TorchTrainer run; returns what each rank did.
 
     ``ratio="auto"`` splits the global batch by the throughput each rank measures on
     its own device; ``[3, 1]`` gives the split directly. ``slowdowns`` (per rank, ≥ 1)
     makes a rank a *simulated* slower device. ``storage_path`` must be reachable by every
-    node on a real multi-node cluster (NFS, a bucket); default: a temp dir on this machine.
+    node on a real multi-node cluster (NFS, a bucket); default: a temp dir on this machine,
+    allowed only when rank 0 (the one that writes the checkpoint) runs on this machine.
+    The ranks meet on ``rendezvous_port`` of rank 0's node (default ``Ports.train_rendezvous``,
+    in the printed firewall rule) and give up after ``timeout_s`` with a one-line reason.
     """
     import ray
     from ray.train import RunConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchTrainer
 
     from hetlab.balance import check_weights
     from hetlab.cluster import role_label
@@ -289,6 +395,8 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
         raise HetlabError("Ray is not connected: call hetlab.cluster.connect() or start a PracticeCluster first.")
     if roles:
         _check_roles_present(roles)
+        if storage_path is None:
+            _check_rank0_here(roles[0])
     config = {"steps": steps, "global_batch": global_batch, "ratio": ratio_list,
               "roles": list(roles) if roles else None, "devices": _per_rank(devices, n, "devices"),
               "slowdowns": slow, "model": model, "lr": lr, "seed": seed, "progress": progress,
@@ -296,7 +404,7 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
               "label_key": next(iter(role_label(roles[0]))) if roles else None}
     storage_path = storage_path or tempfile.mkdtemp(prefix="hetlab-raytrain-")
     trainer = TorchTrainer(train_loop, train_loop_config=config,
-                           torch_config=TorchConfig(backend="gloo"),
+                           torch_config=torch_config(rendezvous_port, timeout_s),
                            scaling_config=scaling_config(roles, n),
                            run_config=RunConfig(storage_path=storage_path,
                                                 name=f"hetlab-{time.strftime('%Y%m%d-%H%M%S')}"))
@@ -304,9 +412,7 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     try:
         result = trainer.fit()
     except Exception as e:  # Train wraps worker errors; keep their one-line reason
-        reason = str(e).strip().splitlines()
-        hetlab_line = next((line for line in reason if "HetlabError" in line), None)
-        raise HetlabError(f"Ray Train run failed: {hetlab_line or (reason[0] if reason else type(e).__name__)}") from None
+        raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s)) from None
     fit_s = time.perf_counter() - t0
     m, path = result.metrics, result.checkpoint.path
     with open(os.path.join(path, "loss.json")) as f:

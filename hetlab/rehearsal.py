@@ -189,17 +189,49 @@ def _network(profile: str, ports: commands.Ports) -> None:
             f"::1\tlocalhost ip6-localhost ip6-loopback\n")
     _run(["ip", "link", "add", DESKTOP.ifname, "netns", DESKTOP.netns, "type", "veth",
           "peer", "name", MAC.ifname, "netns", MAC.netns])
-    rate = PROFILES[profile]
     for host, peer in ((DESKTOP, MAC), (MAC, DESKTOP)):
         ns = ["ip", "netns", "exec", host.netns]
         _run(ns + ["ip", "addr", "add", f"{host.ip}/24", "dev", host.ifname])
         _run(ns + ["ip", "link", "set", "lo", "up"])
         _run(ns + ["ip", "link", "set", host.ifname, "up"])
-        _run(ns + ["tc", "qdisc", "add", "dev", host.ifname, "root", "tbf", "rate", f"{rate}mbit",
-                   "burst", f"{max(32, rate // 4)}kb", "latency", "50ms"])
+        _run(ns + _tbf("add", host, PROFILES[profile]))
         low, high = commands.EPHEMERAL_PORTS[host.os]  # the "mac" uses macOS's range
-        _run(ns + ["sysctl", "-q", "-w", f"net.ipv4.ip_local_port_range={low} {high}"])
+        _run(ns + ["sh", "-c", f"echo {low} {high} > /proc/sys/net/ipv4/ip_local_port_range"])
         _run(ns + ["nft", "-f", "-"], input=firewall(host, peer, ports))
+
+
+def _tbf(verb: str, host: Host, mbit: int) -> list[str]:
+    """``tc`` argv capping ``host``'s side of the link (its egress) at ``mbit`` Mbit/s."""
+    return ["tc", "qdisc", verb, "dev", host.ifname, "root", "tbf", "rate", f"{mbit}mbit",
+            "burst", f"{max(32, mbit // 4)}kb", "latency", "50ms"]
+
+
+def set_link(profile: str) -> dict:
+    """Change the running rehearsal's link cap (``wifi`` or ``gigabit``) in place."""
+    state = status()
+    if state is None:
+        raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
+    if profile not in PROFILES:
+        raise HetlabError(f"link profile {profile!r}: use one of {', '.join(PROFILES)}.")
+    for host in HOSTS:
+        _run(["ip", "netns", "exec", host.netns] + _tbf("change", host, PROFILES[profile]))
+    state.update(profile=profile, mbit=PROFILES[profile])
+    STATE.write_text(json.dumps(state))
+    return state
+
+
+def describe(state: dict) -> str:
+    """What a learner needs to know about a running rehearsal, a few lines."""
+    desktop, mac = state["hosts"]["desktop"], state["hosts"]["mac"]
+    return "\n".join([
+        f"rehearsal up ({state['up_s']:.0f} s): desktop {desktop['ip']} (head, netns {desktop['netns']}), "
+        f"mac {mac['ip']} (netns {mac['netns']}; a Linux namespace playing the Mac)",
+        f"link: {state['profile']}, capped at {state['mbit']} Mbit/s each way; no latency emulated "
+        f"(this kernel has no netem)",
+        "Ray reports GPU: 1 on both hosts (--num-gpus 1, as on the real pair); torch sees only a CPU",
+        f"drivers run on the desktop with HETLAB_ADDRESS={state['address']}: "
+        f"sudo hetlab rehearse run -- COMMAND",
+    ])
 
 
 def status() -> dict | None:
@@ -242,11 +274,30 @@ def _kill_all(netns: str) -> None:
             time.sleep(0.2)
 
 
-def run_on(role: str, argv: list[str], driver: bool = True, **kw) -> subprocess.CompletedProcess:
-    """Run ``argv`` on the rehearsal's ``role`` host; a driver gets ``HETLAB_ADDRESS`` like the learner."""
+def stop_host(role: str) -> None:
+    """The machine goes away: every process on that rehearsal host stops (its Ray node too)."""
+    _kill_all(_host(role).netns)
+
+
+def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports()) -> None:
+    """The machine is back: run its printed ``ray start --address`` line again."""
+    host = _host(role)
+    if host is DESKTOP:
+        raise HetlabError("the desktop is the head: stopping it ends the cluster; run `hetlab rehearse up`.")
+    join_text = commands.render_join(DESKTOP.ip, host.ip, ports, gpus=1)
+    _start_ray(host, [line for line in _command_lines(join_text) if "ray start" in line])
+
+
+def _host(role: str) -> Host:
     host = {h.role: h for h in HOSTS}.get(role)
     if host is None:
         raise HetlabError(f"no rehearsal host {role!r}: use desktop or mac.")
+    return host
+
+
+def run_on(role: str, argv: list[str], driver: bool = True, **kw) -> subprocess.CompletedProcess:
+    """Run ``argv`` on the rehearsal's ``role`` host; a driver gets ``HETLAB_ADDRESS`` like the learner."""
+    host = _host(role)
     state = status()
     if state is None:
         raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")

@@ -95,7 +95,7 @@ class Worker:
         return {"name": self.name, "node_id": ray.get_runtime_context().get_node_id(),
                 "device": str(self.device), "precision": amp, "pid": os.getpid(),
                 "threads": torch.get_num_threads(), "shard": len(self.y),
-                "host": socket.gethostname()}
+                "host": socket.gethostname(), "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
 
     def set_threads(self, sharing: int) -> int:
         """Use this machine's cores divided by the number of workers sharing it."""

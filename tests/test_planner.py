@@ -5,7 +5,7 @@ import pytest
 
 from hetlab import HetlabError
 from hetlab.planner import (GIGABIT, WIFI, Link, advise, break_even_local_steps,
-                            desktop_alone, exchange_seconds, table, with_mac)
+                            desktop_alone, exchange_seconds, round_seconds, table, with_mac)
 
 # 8 Mbit/s = 1e6 bytes/s, so 1000 fp32 parameters up + down = 8000 bytes = 8 ms.
 SLOW = Link(8.0, 0.0, "test link")
@@ -15,7 +15,7 @@ T = (1000.0, 500.0)  # desktop, mac samples/s
 def test_exchange_is_round_trip_plus_both_directions():
     assert exchange_seconds(1000, SLOW) == pytest.approx(0.008)
     assert exchange_seconds(1000, Link(8.0, 2.0)) == pytest.approx(0.010)
-    assert exchange_seconds(1000, SLOW, bytes_per_value=2) == pytest.approx(0.004)
+    assert exchange_seconds(1000, SLOW, bytes_per_value=2) == pytest.approx(0.006)  # fp16 up, fp32 down
 
 
 def test_desktop_alone():
@@ -63,10 +63,11 @@ def test_local_sgd_by_hand():
     assert plan.bytes_per_sample == pytest.approx(8000 / 16)
 
 
-def test_local_sgd_with_16_bit_halves_the_bytes():
+def test_local_sgd_with_16_bit_deltas_sends_three_quarters_of_the_bytes():
     fp32 = with_mac(T, 1000, SLOW, 100, local_steps=4, bytes_per_value=4)
     fp16 = with_mac(T, 1000, SLOW, 100, local_steps=4, bytes_per_value=2)
-    assert fp16.bytes_per_sample == pytest.approx(fp32.bytes_per_sample / 2)
+    # deltas up in 16 bits (2 bytes), weights down always in fp32 (4): 6 of 8 bytes per parameter
+    assert fp16.bytes_per_sample == pytest.approx(fp32.bytes_per_sample * 6 / 8)
     assert fp16.samples_per_s >= fp32.samples_per_s
 
 
@@ -112,3 +113,10 @@ def test_bad_inputs():
         with_mac(T, 0, SLOW, 100)
     with pytest.raises(HetlabError):
         exchange_seconds(1000, Link(0.0, 1.0))
+
+
+def test_round_seconds_at_a_given_split():
+    # mac: 50 samples at 500/s = 0.1 s, + one fp32 exchange 0.008 s; desktop 50 at 1000/s = 0.05 s
+    assert round_seconds(T, (50, 50), 1000, SLOW) == pytest.approx(0.108)
+    assert round_seconds(T, (50, 50), 1000, SLOW, local_steps=4, bytes_per_value=2) == pytest.approx(0.406)
+    assert round_seconds(T, (100, 0), 1000, SLOW) == pytest.approx(0.1)   # desktop alone: no exchange

@@ -1,0 +1,121 @@
+"""Per-step sync vs local SGD across the rehearsal's capped link, measured against the planner.
+
+Builds the two-host rehearsal (``hetlab rehearse``: two network namespaces on this box, the
+printed firewall, Ray started by the printed lines), then for each link cap — ``wifi``
+(200 Mbit/s) and ``gigabit`` (1000 Mbit/s), ``tc tbf``; **no latency is emulated** (this
+kernel has no netem) — a driver on the desktop host trains the small CNN through the
+parameter server with a desktop and a mac worker, 1:1 split of a 128 batch:
+
+* per-step sync, fp32 gradients up, fp32 weights down;
+* local SGD, H=8 local steps, fp16 deltas up, fp32 weights down.
+
+Measured per step: bytes that crossed the link (the kernel's counters of the desktop's
+interface: Ray's framing and TCP included), step time, samples/s. Predicted:
+``hetlab.planner.round_seconds`` from each worker's compute speed measured in the same run
+(samples ÷ compute seconds) and the cap. Both hosts share this box's CPU: the figures are
+about the link and the engine, not about a Mac. Prints a table, then as the last line one
+JSON object with ``measured_over_predicted`` per cap and mode (goal: within 0.75–1.25).
+
+Run as root: .venv/bin/python benchmarks/rehearsal_link.py [--steps 40]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+from hetlab import planner, rehearsal  # noqa: E402
+
+H = 8
+SPLIT = [64, 64]
+
+
+def link_bytes() -> int:
+    """Bytes both ways through the desktop host's end of the link (run inside the desktop host)."""
+    stats = f"/sys/class/net/{rehearsal.DESKTOP.ifname}/statistics"
+    return sum(int(open(f"{stats}/{kind}_bytes").read()) for kind in ("rx", "tx"))
+
+
+def drive(mbit: int, steps: int) -> dict:
+    """On the desktop host: train each mode, measure, predict (printed as one JSON line)."""
+    from hetlab.cluster import connect
+    from hetlab.data import load_mnist
+    from hetlab.ps import ParameterServerTraining, WorkerSpec
+
+    connect()
+    workers = [WorkerSpec("desktop", role="desktop", device="cpu"), WorkerSpec("mac", role="mac", device="cpu")]
+    train = load_mnist("train").subset(20_000, seed=0)
+    link = planner.Link(float(mbit), 0.0, f"rehearsal {mbit} Mbit/s")
+    out = {}
+    for mode, kwargs, rounds, width in (("sync", {"mode": "sync"}, steps, 4),
+                                        ("local_sgd", {"mode": "local_sgd", "local_steps": H,
+                                                       "transfer": "fp16"}, max(2, steps // H), 2)):
+        with ParameterServerTraining(workers, train, batch_sizes=SPLIT, seed=0, progress=False, **kwargs) as run:
+            run.run(2)                                   # warm-up: first steps pay start-up costs
+            before, t0 = link_bytes(), time.perf_counter()
+            records = run.run(rounds)
+            wall, moved = time.perf_counter() - t0, link_bytes() - before
+            h = H if mode == "local_sgd" else 1
+            speeds = []
+            for name in ("desktop", "mac"):
+                mine = [r for r in records if r.worker == name]
+                speeds.append(sum(r.samples or r.batch_size for r in mine) / sum(r.compute_s for r in mine))
+            predicted = planner.round_seconds(speeds, SPLIT, run.n_params, link, h, width) / h
+            measured = wall / (rounds * h)
+            out[mode] = {"step_ms": round(measured * 1e3, 2), "predicted_step_ms": round(predicted * 1e3, 2),
+                         "samples_per_s": round(rounds * h * sum(SPLIT) / wall, 1),
+                         "link_bytes_per_step": round(moved / (rounds * h)),
+                         "predicted_bytes_per_step": round(planner.exchange_bytes(run.n_params, width) / h),
+                         "speeds": [round(s) for s in speeds],
+                         "measured_over_predicted": round(measured / predicted, 3)}
+    return out
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40, help="per-step sync steps (local SGD: steps/H rounds)")
+    parser.add_argument("--driver", type=int, default=None, help=argparse.SUPPRESS)  # internal: cap in Mbit/s
+    args = parser.parse_args(argv)
+    if args.driver is not None:
+        print(json.dumps(drive(args.driver, args.steps)))
+        return {}
+    why = rehearsal.missing()
+    if why:
+        raise SystemExit(f"rehearsal_link: {why}")
+    started = time.perf_counter()
+    state = rehearsal.up("wifi")
+    results = {}
+    try:
+        for profile in ("wifi", "gigabit"):
+            rehearsal.set_link(profile)
+            done = rehearsal.run_on("desktop", [sys.executable, os.path.abspath(__file__), "--driver",
+                                                str(rehearsal.PROFILES[profile]), "--steps", str(args.steps)],
+                                    capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                raise SystemExit(f"rehearsal_link: the driver failed on {profile}: {done.stderr.strip()[-400:]}")
+            results[profile] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        rehearsal.down()
+    print(f"rehearsal up in {state['up_s']:.0f} s; link capped with tc tbf, no latency emulated (no netem)")
+    print(f"{'cap':8s} {'mode':10s} {'step ms':>8s} {'predicted':>9s} {'meas/pred':>9s} {'samples/s':>10s} "
+          f"{'link B/step':>12s} {'planner B/step':>14s}")
+    ratios = {}
+    for profile, modes in results.items():
+        for mode, r in modes.items():
+            ratios[f"{profile}/{mode}"] = r["measured_over_predicted"]
+            print(f"{profile:8s} {mode:10s} {r['step_ms']:8.1f} {r['predicted_step_ms']:9.1f} "
+                  f"{r['measured_over_predicted']:9.2f} {r['samples_per_s']:10.0f} "
+                  f"{r['link_bytes_per_step']:12,d} {r['predicted_bytes_per_step']:14,d}")
+    summary = {"bench": "rehearsal_link", **results, "measured_over_predicted": ratios,
+               "within_25_percent": all(0.75 <= v <= 1.25 for v in ratios.values()),
+               "seconds": round(time.perf_counter() - started, 1)}
+    print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
