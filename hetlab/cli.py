@@ -243,12 +243,13 @@ def _add_rehearse(sub) -> None:
                     "Needs root, ip, tc and nft.",
         epilog="examples:\n  sudo hetlab rehearse up --link gigabit\n"
                "  sudo hetlab rehearse run -- hetlab train --steps 40\n"
-               "  sudo hetlab rehearse run -- make lab        (JupyterLab on the rehearsal desktop)\n"
+               "  sudo hetlab rehearse lab                   (JupyterLab on the rehearsal desktop)\n"
                "  sudo hetlab rehearse down",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=("up", "down", "status", "run"))
+    p.add_argument("action", choices=("up", "down", "status", "run", "lab"))
     p.add_argument("--link", default="wifi", metavar="wifi|gigabit", help="link cap (default wifi, 200 Mbit/s)")
     p.add_argument("--host", default="desktop", metavar="desktop|mac", help="run: which host (default desktop)")
+    p.add_argument("--port", type=int, default=8888, help="lab: the port on this machine (default 8888)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="run: the command, after --")
     p.set_defaults(run=_rehearse)
 
@@ -266,6 +267,8 @@ def _rehearse(args) -> int:
         state = rehearsal.status()
         print(rehearsal.describe(state) if state else "no rehearsal is up (sudo hetlab rehearse up)")
         return 0 if state else 1
+    elif args.action == "lab":
+        return rehearsal.lab(args.port)
     else:
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not command:

@@ -95,9 +95,17 @@ def _run(argv: list[str], check: bool = True, timeout: float = 60, **kw) -> subp
 
 
 def _in(host: Host, argv: list[str]) -> list[str]:
-    """argv run inside ``host``: its network namespace, its own hostname (a UTS namespace)."""
-    return ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--", "sh", "-c",
-            'hostname "$0" && exec "$@"', host.hostname, *argv]
+    """argv run inside ``host``: its network namespace and its own hostname (a UTS namespace).
+
+    A joining node takes the head's Ray temp folder path from the head; on two real machines
+    that path is on two disks. Here the mac host mounts its own folder over it (a mount
+    namespace), so the two hosts' Ray logs and sockets stay apart as they would.
+    """
+    setup = 'hostname "$0"'
+    if host is not DESKTOP:
+        setup += f" && mount --bind {host.ray_tmp} {DESKTOP.ray_tmp}"
+    return ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--mount", "--", "sh", "-c",
+            f'{setup} && exec "$@"', host.hostname, *argv]
 
 
 def host_env(host: Host, address: str | None = None) -> dict:
@@ -230,7 +238,7 @@ def describe(state: dict) -> str:
         f"(this kernel has no netem)",
         "Ray reports GPU: 1 on both hosts (--num-gpus 1, as on the real pair); torch sees only a CPU",
         f"drivers run on the desktop with HETLAB_ADDRESS={state['address']}: "
-        f"sudo hetlab rehearse run -- COMMAND",
+        f"sudo hetlab rehearse run -- COMMAND, or JupyterLab there: sudo hetlab rehearse lab",
     ])
 
 
@@ -293,6 +301,62 @@ def _host(role: str) -> Host:
     if host is None:
         raise HetlabError(f"no rehearsal host {role!r}: use desktop or mac.")
     return host
+
+
+def lab(port: int = 8888, folder: str = "notebooks") -> int:
+    """JupyterLab on the rehearsal desktop, opened from this machine's browser.
+
+    The server and its kernels run in the desktop host (drivers there, ``HETLAB_ADDRESS``
+    set, as on the real desktop) and listen on a Unix socket; this process forwards
+    ``127.0.0.1:port`` here to it (network namespaces do not separate Unix sockets). Ctrl-C stops both.
+    """
+    import asyncio
+    import secrets
+
+    state = status()
+    if state is None:
+        raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
+    token, sock = secrets.token_hex(16), ROOT / "jupyter.sock"
+    jupyter = str(Path(sys.executable).parent / "jupyter")
+    server = subprocess.Popen(_in(DESKTOP, [jupyter, "lab", "--no-browser", "--allow-root", f"--ServerApp.sock={sock}",
+                                            f"--ServerApp.token={token}", f"--ServerApp.root_dir={folder}"]),
+                              env=host_env(DESKTOP, state["address"]))
+    print(f"JupyterLab on the rehearsal desktop: http://127.0.0.1:{port}/lab?token={token}  (Ctrl-C stops it)")
+    try:
+        asyncio.run(_forward(port, sock))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return 0
+
+
+async def _forward(port: int, sock: Path) -> None:
+    """Forward TCP connections on 127.0.0.1:port to the Unix socket ``sock``, both ways."""
+    import asyncio
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def handle(client_reader, client_writer):
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(sock))
+        except OSError:  # the server is still starting
+            client_writer.close()
+            return
+        await asyncio.gather(pipe(client_reader, writer), pipe(reader, client_writer))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
 
 
 def run_on(role: str, argv: list[str], driver: bool = True, **kw) -> subprocess.CompletedProcess:

@@ -12,8 +12,8 @@ from torch import nn
 from hetlab import HetlabError
 from hetlab.data import load_mnist
 from hetlab.models import make_model
-from hetlab.raytrain import (flat_grad, rank_indices, scaling_config, set_flat_grad,
-                             train_mixed, weights_digest)
+from hetlab.raytrain import (explain_failure, flat_grad, rank_indices, scaling_config,
+                             set_flat_grad, torch_config, train_mixed, weights_digest)
 from hetlab.train import evaluate
 
 STEPS, BATCH, RATIO = 120, 128, [3, 1]
@@ -67,6 +67,23 @@ def test_scaling_config_avoids_the_gpu_and_nccl_traps():
     assert cfg.label_selector == [{"hetlab-role": "desktop"}, {"hetlab-role": "mac"}]
 
 
+def test_torch_config_pins_the_rendezvous_and_a_short_timeout():
+    cfg = torch_config()
+    assert cfg.backend == "gloo" and cfg.port == 6386 and cfg.timeout_s == 60   # not a 30-min hang
+    assert torch_config(7000, 5).port == 7000
+
+
+def test_a_blocked_rendezvous_is_explained_in_one_line():
+    wall = ("ray.train.ControllerError: Training failed due to controller error:\n"
+            "  ray::execute._setup_torch_process_group() ...\n"
+            "torch.distributed.DistNetworkError: The client socket has timed out after 60000ms "
+            "while trying to connect to (10.77.0.1, 6386).")
+    line = explain_failure(wall, None, 60)
+    assert "\n" not in line and "6386" in line and "within 60 s" in line and "hetlab head" in line
+    assert explain_failure("ValueError: HetlabError: rank 1 landed on node role 'x'", None, 60).endswith(
+        "HetlabError: rank 1 landed on node role 'x'")
+
+
 @pytest.mark.parametrize("kwargs", [dict(steps=0), dict(ratio=[1, 2, 3]), dict(ratio="fast"),
                                     dict(ratio=[1, -1]), dict(slowdowns=[1, 0.5]),
                                     dict(global_batch=1), dict(roles=("desktop", "laptop"))])
@@ -116,6 +133,12 @@ def test_it_learns_mnist(run):
     # The checkpoint holds the trained weights: they score the same on the same test subset.
     test = load_mnist("test").subset(2000, seed=0)
     assert evaluate(run.model(), test, "cpu") == pytest.approx(run.accuracy)
+
+
+def test_rank0_elsewhere_needs_a_shared_storage_path(run, practice):
+    # The driver is on the desktop node; rank 0 on the mac would write its checkpoint there.
+    with pytest.raises(HetlabError, match="storage_path"):
+        train_mixed(steps=1, roles=("mac", "desktop"))
 
 
 def test_missing_role_fails_fast(run, practice):

@@ -188,3 +188,31 @@ def test_missing_tools_give_one_line(monkeypatch):
     monkeypatch.setattr(rehearsal.os, "geteuid", lambda: 0)
     why = rehearsal.missing()
     assert why is not None and "nft" in why and "\n" not in why
+
+
+def test_lab_forwarder_carries_tcp_to_a_unix_socket(tmp_path):
+    """`hetlab rehearse lab` reaches JupyterLab in the desktop host through a Unix socket."""
+    import asyncio
+
+    sock = tmp_path / "echo.sock"
+
+    async def scenario():
+        async def echo(reader, writer):
+            writer.write((await reader.read(100)).upper())
+            await writer.drain()
+            writer.close()
+
+        unix = await asyncio.start_unix_server(echo, str(sock))
+        from hetlab.practice import free_ports
+        port = free_ports(1)[0]
+        forward = asyncio.ensure_future(rehearsal._forward(port, sock))
+        await asyncio.sleep(0.2)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"hello")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(100), 5)
+        forward.cancel()
+        unix.close()
+        return answer
+
+    assert asyncio.run(scenario()) == b"HELLO"
