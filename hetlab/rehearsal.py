@@ -145,7 +145,7 @@ def _start_ray(host: Host, lines: list[str]) -> None:
     for attempt in (1, 2):
         script = "set -e\n" + "\n".join(lines)
         done = subprocess.run(_in(host, ["bash", "-c", script]), env=host_env(host), capture_output=True,
-                              text=True, timeout=240)
+                              text=True, timeout=240, start_new_session=True)  # Ray outlives its caller
         if done.returncode == 0:
             return
         tail = " ".join((done.stderr or done.stdout).split())[-300:]

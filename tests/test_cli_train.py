@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hetlab import rehearsal
 from hetlab.cli import main, parse_ratio
 from hetlab.errors import HetlabError
 
@@ -89,6 +90,8 @@ def test_a_short_run_trains_and_checkpoints(checkpoints):
     assert sorted(p.name for p in folder.glob("step-*.pt")) == ["step-000010.pt", "step-000020.pt"]
 
 
+@pytest.mark.skipif(rehearsal.missing() is None,
+                    reason="--address and --resume run across two hosts in tests/test_rehearsal.py")
 def test_resume_through_address_continues_the_step_count(checkpoints):
     from hetlab.practice import PracticeCluster
 
