@@ -9,6 +9,7 @@ machine and never where Ray happens to find room.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -121,6 +122,18 @@ def enable_local_token_auth() -> None:
     secure_token_files()
 
 
+def check_timeout(timeout) -> float:
+    """``timeout`` as seconds, or a one-line HetlabError unless it is a finite number > 0."""
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(timeout, bool) or not 0 < seconds < math.inf:
+        raise HetlabError(f"timeout={timeout!r}: give the seconds to wait for the head as a number "
+                          f"above 0, e.g. timeout=15.")
+    return seconds
+
+
 def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | None = None,
             dashboard: bool = False):
     """Connect this process to Ray and return Ray's context (notebooks 03, 04).
@@ -131,6 +144,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     check; never fall back to a local Ray. Calling it again replaces the connection.
     The token file (``~/.ray/auth_token`` or ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
     """
+    timeout = check_timeout(timeout)
     target = _requested_address(address)
     local = target is None or target == "local"
     if not local:

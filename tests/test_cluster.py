@@ -38,6 +38,15 @@ def test_closed_port_fails_fast_with_one_line(monkeypatch):
     assert not ray.is_initialized()  # no silent local fallback
 
 
+@pytest.mark.parametrize("bad", [0, -5, float("nan"), float("inf"), "soon", None, True])
+def test_bad_timeout_is_one_line_error_up_front(bad):
+    was_connected = ray.is_initialized()
+    with pytest.raises(HetlabError, match=r"timeout=.*number above 0") as err:
+        cluster.connect("127.0.0.1:1", timeout=bad)  # fails before any socket opens
+    assert "\n" not in str(err.value) and ray.is_initialized() == was_connected
+    assert cluster.check_timeout(2) == 2.0
+
+
 def test_address_from_environment_never_falls_back(monkeypatch):
     monkeypatch.setenv("HETLAB_ADDRESS", "not-an-address:x")
     with pytest.raises(HetlabError, match="malformed"):
