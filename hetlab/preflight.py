@@ -188,6 +188,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
     """Reach the head, compare what it runs with here, then (as a driver) probe every node's ports."""
     from hetlab import cluster
     host, port, _ = cluster.parse_address(address)
+    timeout = cluster.check_timeout(timeout)
     problem = cluster.port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         return [Check("head GCS port", FAIL, f"{host}:{port}: {problem}",

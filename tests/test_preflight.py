@@ -51,6 +51,8 @@ def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):
     assert "1 check(s) failed" in text and "Python" in text
     with pytest.raises(HetlabError, match="malformed"):
         preflight.doctor(head="127.0.0.1:port")
+    with pytest.raises(HetlabError, match="above 0"):
+        preflight.doctor(head="127.0.0.1:1", timeout=0)  # not "Operation now in progress"
 
 
 def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
