@@ -14,8 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
+# The project's own JupyterLab defaults (jupyter/settings/overrides.json): no "get notified
+# about Jupyter news?" pop-up. Your own JupyterLab settings still apply on top.
+LAB_SETTINGS := $(CURDIR)/jupyter/settings
+
 lab: $(STAMP)
-	cd notebooks && ../$(BIN)/jupyter lab 00_setup_check.ipynb
+	cd notebooks && ../$(BIN)/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
 
 test: $(STAMP)
 	HETLAB_QUICK=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
