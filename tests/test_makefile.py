@@ -1,4 +1,4 @@
-"""The Makefile's own settings: JupyterLab without the news pop-up.
+"""The Makefile's own settings: JupyterLab without the news pop-up, and the full-mode notebook run.
 Pure file checks against the installed JupyterLab's schema; nothing is started."""
 import json
 import re
@@ -28,3 +28,9 @@ def test_lab_settings_turn_the_news_prompt_off():
     assert "LAB_SETTINGS := $(CURDIR)/jupyter/settings" in text
     assert "--LabApp.app_settings_dir='$(LAB_SETTINGS)'" in recipe("lab")
 
+
+def test_test_full_runs_the_notebooks_in_full_mode_with_long_cell_timeouts():
+    full = recipe("test-full")
+    assert "HETLAB_QUICK=0" in full and "$(NOTEBOOKS)" in full and "--nbval-current-env" in full
+    assert "--nbval-cell-timeout=$(CELL_TIMEOUT)" in full and "--nbval-output-timeout=" in full
+    assert "test-full" not in recipe("test")
