@@ -1,12 +1,13 @@
 # hetlab: two commands, each sets itself up on a fresh machine.
 #   make lab    start the course (JupyterLab on notebooks/, at 00)
 #   make test   run every test: unit tests + every notebook through nbval (quick mode)
+#   make test-full   every notebook in full mode (HETLAB_QUICK=0): full training runs, slow
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hetlab-installed
 
-.PHONY: lab test bench clean-venv
+.PHONY: lab test test-full bench clean-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hetlab needs Python 3.11 (Ray refuses nodes with another Python): set PYTHON=/path/to/python3.11")'
@@ -14,11 +15,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
+# The project's own JupyterLab defaults (jupyter/settings/overrides.json): no "get notified
+# about Jupyter news?" pop-up. Your own JupyterLab settings still apply on top.
+LAB_SETTINGS := $(CURDIR)/jupyter/settings
+
 lab: $(STAMP)
-	cd notebooks && ../$(BIN)/jupyter lab 00_setup_check.ipynb
+	cd notebooks && ../$(BIN)/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
 
 test: $(STAMP)
 	HETLAB_QUICK=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Full mode: the notebooks' real training runs (minutes per notebook on a 2-core CPU). The kernel
+# is this venv's Python (--nbval-current-env); a long training cell may run CELL_TIMEOUT seconds;
+# --nbval-output-timeout (conftest.py) replaces nbval's fixed 5 s wait for a finished cell's output.
+NOTEBOOKS    ?= notebooks
+CELL_TIMEOUT ?= 1800
+test-full: $(STAMP)
+	HETLAB_QUICK=0 $(BIN)/python -m pytest -q $(NOTEBOOKS) --nbval-current-env \
+		--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-output-timeout=120 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

@@ -79,6 +79,7 @@ TRAIN_EXAMPLES = """examples:
 
 
 TRAIN_MODELS = ("small", "classic")  # hetlab.models.MODELS, named here so bad input fails before torch loads
+TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples default (quick mode / full)
 
 
 def _add_train(sub) -> None:
@@ -112,16 +113,19 @@ def _add_train(sub) -> None:
                       help="local-sgd: local steps between exchanges (default %(default)s)")
     what.add_argument("--transfer", default="fp32", metavar="fp32|fp16|bf16",
                       help="number format of gradients/deltas on the wire (default fp32)")
-    what.add_argument("--train-samples", type=int, default=10000 if quick else 60000, metavar="N",
-                      help="use the first N of a fixed shuffle of MNIST's 60,000 (default %(default)s)")
+    what.add_argument("--train-samples", type=int, default=None, metavar="N",
+                      help="use the first N of a fixed shuffle of MNIST's 60,000 (default "
+                           f"{TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}; with --resume: the "
+                           f"checkpoint's)")
     what.add_argument("--model", default="small", metavar="small|classic", help="default small")
-    what.add_argument("--seed", type=int, default=0)
+    what.add_argument("--seed", type=int, default=None,
+                      help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
     ckpt = p.add_argument_group("checkpoints")
     ckpt.add_argument("--checkpoint-dir", metavar="DIR", help="save checkpoints here (this machine's disk)")
     ckpt.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                       help="save every N steps (default 50 when --checkpoint-dir is given)")
     ckpt.add_argument("--resume", metavar="FILE|DIR", help="continue from a checkpoint file, or the "
-                      "newest one in DIR; give the same --train-samples")
+                      "newest one in DIR, until step --steps (beyond the checkpoint's step)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_train)
 
@@ -149,31 +153,61 @@ def _check_train_args(args) -> dict:
         raise HetlabError(f"--model {args.model!r}: use one of {', '.join(TRAIN_MODELS)}.")
     if args.transfer not in ("fp32", "fp16", "bf16"):
         raise HetlabError(f"--transfer {args.transfer!r}: use fp32, fp16 or bf16.")
+    resume, ckpt = _resume_target(args.resume)
+    seed, samples = _seed_and_samples(args, resume, ckpt)
     for flag, value, low in (("--steps", args.steps, 1), ("--global-batch", args.global_batch, 2),
                              ("--local-steps", args.local_steps, 1),
-                             ("--train-samples", args.train_samples, args.global_batch)):
+                             ("--train-samples", samples, args.global_batch)):
         if value < low:
             raise HetlabError(f"{flag} {value}: must be at least {low}.")
-    if args.train_samples > 60000:
-        raise HetlabError(f"--train-samples {args.train_samples}: MNIST has 60000 training samples.")
+    if samples > 60000:
+        raise HetlabError(f"--train-samples {samples}: MNIST has 60000 training samples.")
+    if ckpt is not None and args.steps <= ckpt["step"]:
+        raise HetlabError(f"--steps {args.steps}: the checkpoint {resume} is at step {ckpt['step']} and "
+                          f"--steps is the step to train until: give --steps greater than {ckpt['step']}.")
     if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):
         raise HetlabError(f"--slowdown {args.slowdown}: must be ≥ 1 (1 = real speed).")
     every = args.checkpoint_every
     if every is not None and (every < 1 or not args.checkpoint_dir):
         raise HetlabError("--checkpoint-every needs --checkpoint-dir and a value ≥ 1.")
-    resume = None
-    if args.resume:
-        from pathlib import Path
-        resume = Path(args.resume)
-        if resume.is_dir():
-            from hetlab.checkpoint import latest_checkpoint
-            resume = latest_checkpoint(resume)
-            if resume is None:
-                raise HetlabError(f"--resume {args.resume}: no step-*.pt checkpoint in that folder.")
-        elif not resume.is_file():
-            raise HetlabError(f"--resume {args.resume}: no such file or folder.")
     return {"mode": modes[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume,
+            "seed": seed, "train_samples": samples,
             "every": every if every is not None else (50 if args.checkpoint_dir else 0)}
+
+
+def _resume_target(text: str | None):
+    """``--resume FILE|DIR`` → (checkpoint path, its checked contents), read without Ray; (None, None) if not given."""
+    if not text:
+        return None, None
+    from pathlib import Path
+
+    from hetlab.checkpoint import latest_checkpoint, load_checkpoint
+    path = Path(text)
+    if path.is_dir():
+        path = latest_checkpoint(path)
+        if path is None:
+            raise HetlabError(f"--resume {text}: no step-*.pt checkpoint in that folder.")
+    elif not path.is_file():
+        raise HetlabError(f"--resume {text}: no such file or folder.")
+    return path, load_checkpoint(path)
+
+
+def _seed_and_samples(args, resume, ckpt) -> tuple[int, int]:
+    """--seed and --train-samples: given, or the defaults; a resumed run takes the checkpoint's
+    and refuses different ones (another seed or size is another data order: not a resume)."""
+    from hetlab import is_quick
+    seed, samples = args.seed, args.train_samples
+    if ckpt is None:
+        return (0 if seed is None else seed,
+                (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL) if samples is None else samples)
+    for flag, given, key in (("--seed", seed, "seed"), ("--train-samples", samples, "data_len")):
+        saved = ckpt.get(key)
+        if given is not None and saved is not None and given != saved:
+            raise HetlabError(f"{flag} {given}: the checkpoint {resume} was trained with {flag} {saved}; "
+                              f"give {flag} {saved} (or leave it out) to resume it, or start a fresh run "
+                              f"without --resume.")
+    return (ckpt.get("seed", 0) if seed is None else seed,
+            ckpt.get("data_len", TRAIN_SAMPLES_FULL) if samples is None else samples)
 
 
 def _train(args) -> int:
@@ -196,8 +230,8 @@ def _train(args) -> int:
         workers = [WorkerSpec("desktop", role="desktop", device=device),
                    WorkerSpec("mac", role="mac", device=device, slowdown=slowdown)]
         train = load_mnist("train")
-        if args.train_samples < len(train):
-            train = train.subset(args.train_samples, seed=args.seed)
+        if opts["train_samples"] < len(train):
+            train = train.subset(opts["train_samples"], seed=opts["seed"])
         common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=opts["every"],
                       progress=not args.quiet)
         if opts["resume"]:
@@ -205,7 +239,7 @@ def _train(args) -> int:
         else:
             run = ParameterServerTraining(workers, train, model=args.model, mode=opts["mode"],
                                           local_steps=args.local_steps, transfer=args.transfer,
-                                          seed=args.seed, **common)
+                                          seed=opts["seed"], **common)
         with run:
             if opts["resume"]:
                 if args.quiet:  # (with progress on, the engine prints this line itself)

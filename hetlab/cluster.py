@@ -9,12 +9,14 @@ machine and never where Ray happens to find room.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
 
 import ray
 
+from hetlab.authtoken import secure_token_files
 from hetlab.errors import HetlabError
 from hetlab.reach import parse_address, port_open, probe_gcs, stop_children_since  # noqa: F401
 
@@ -101,6 +103,37 @@ def _requested_address(address: str | None) -> str | None:
     return None
 
 
+def enable_local_token_auth() -> None:
+    """Token auth as Ray 2.60's own local ``ray.init()`` does it, with a private token file.
+
+    Unless ``RAY_AUTH_MODE`` is set, turn token auth on for this process and its children,
+    and create ``~/.ray/auth_token`` if no token exists — under umask 077, so the file is
+    0600 from the start (Ray alone leaves it 0644) — then chmod 600 any token file that
+    is still open to others (``hetlab.authtoken``).
+    """
+    from ray._private.authentication.authentication_token_setup import (
+        enable_token_auth_by_default, ensure_token_if_auth_enabled)
+    enable_token_auth_by_default()
+    previous = os.umask(0o077)
+    try:
+        ensure_token_if_auth_enabled(None, create_token_if_missing=True)
+    finally:
+        os.umask(previous)
+    secure_token_files()
+
+
+def check_timeout(timeout) -> float:
+    """``timeout`` as seconds, or a one-line HetlabError unless it is a finite number > 0."""
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(timeout, bool) or not 0 < seconds < math.inf:
+        raise HetlabError(f"timeout={timeout!r}: give the seconds to wait for the head as a number "
+                          f"above 0, e.g. timeout=15.")
+    return seconds
+
+
 def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | None = None,
             dashboard: bool = False):
     """Connect this process to Ray and return Ray's context (notebooks 03, 04).
@@ -109,7 +142,9 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     embedded local Ray, quiet, dashboard off unless asked. With an address, connect
     to that cluster or fail within ``timeout`` seconds with one line saying what to
     check; never fall back to a local Ray. Calling it again replaces the connection.
+    The token file (``~/.ray/auth_token`` or ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
     """
+    timeout = check_timeout(timeout)
     target = _requested_address(address)
     local = target is None or target == "local"
     if not local:
@@ -117,6 +152,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     if ray.is_initialized():
         ray.shutdown()
     if local:
+        enable_local_token_auth()  # what ray.init() would do, but the token file private
         for attempt in (1, 2):  # Ray's fixed startup windows (15 s, 30 s) can pass on a busy machine
             started = time.time()
             try:
@@ -129,6 +165,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
                     raise HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "
                                       f"close other Ray sessions or busy programs and run this "
                                       f"again.") from None
+    secure_token_files()  # the token this client sends must not be readable by others here
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}; "

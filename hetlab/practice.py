@@ -41,15 +41,6 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def _enable_token_auth() -> None:
-    """Token auth as Ray 2.60's own local ``ray.init()`` does it: unless ``RAY_AUTH_MODE`` is
-    set, turn it on for this process and its children, creating ``~/.ray/auth_token`` if missing."""
-    from ray._private.authentication.authentication_token_setup import (
-        enable_token_auth_by_default, ensure_token_if_auth_enabled)
-    enable_token_auth_by_default()
-    ensure_token_if_auth_enabled(None, create_token_if_missing=True)
-
-
 class PracticeCluster:
     """Context manager: one small Ray node per role on this machine, driver connected.
 
@@ -57,7 +48,7 @@ class PracticeCluster:
     be removed); the others are worker nodes that can be removed and re-added to
     practise losing a machine. ``shutdown()`` is idempotent and also runs on errors.
     With ``token_auth`` (the default, like Ray's own local default) only clients
-    holding this user's token (``~/.ray/auth_token``) can connect.
+    holding this user's token (``~/.ray/auth_token``, kept 0600) can connect.
     """
 
     def __init__(self, roles=("desktop", "mac"), cpus_per_node: int = 1,
@@ -76,7 +67,7 @@ class PracticeCluster:
         if ray.is_initialized():
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
         if token_auth:
-            _enable_token_auth()
+            _cluster.enable_local_token_auth()  # token file created / made 0600
         self._cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
         try:
             for role in roles:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import stat
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from hetlab.errors import HetlabError
 
@@ -136,6 +138,25 @@ def lan_ips() -> list[str]:
     return sorted(set(found))
 
 
+def token_file_checks(env: dict | None = None) -> list[Check]:
+    """FAIL while a token file Ray would read (``$RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``)
+    is open to group or others: anyone who can read it can run code on the cluster."""
+    from hetlab.authtoken import OPEN_BITS, token_files
+    checks = []
+    for path in token_files(env):
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            continue
+        shown = str(path).replace(str(Path.home()), "~", 1) if path.is_relative_to(Path.home()) else str(path)
+        exposed = bool(mode & OPEN_BITS)
+        checks.append(Check("token file", FAIL if exposed else OK,
+                            f"{shown} has mode {mode:04o}"
+                            + (" (others on this machine can read the token)" if exposed else ""),
+                            f"chmod 600 {shown}"))
+    return checks
+
+
 def local_checks() -> list[Check]:
     """Versions and devices of this machine, plus the macOS traps when on a Mac."""
     from hetlab import devices
@@ -150,7 +171,7 @@ def local_checks() -> list[Check]:
         checks.append(Check("token auth", WARN, "RAY_AUTH_MODE is not 'token' in this shell",
                             "export RAY_AUTH_MODE=token (every node and every driver) and keep the "
                             "head's token in ~/.ray/auth_token (chmod 600)"))
-    return checks + macos_checks()
+    return checks + token_file_checks() + macos_checks()
 
 
 def head_versions(host: str, port: int) -> dict:
@@ -167,6 +188,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
     """Reach the head, compare what it runs with here, then (as a driver) probe every node's ports."""
     from hetlab import cluster
     host, port, _ = cluster.parse_address(address)
+    timeout = cluster.check_timeout(timeout)
     problem = cluster.port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         return [Check("head GCS port", FAIL, f"{host}:{port}: {problem}",

@@ -54,6 +54,43 @@ def test_bad_input_is_one_line_and_non_zero(args, words, capsys):
     assert len(lines) == 1 and lines[0].startswith("HetlabError:") and words in lines[0], lines
 
 
+def saved_checkpoint(folder, step=30, seed=0, data_len=3000) -> Path:
+    """A real checkpoint file as a run at ``step`` writes it, built without Ray: a ``Server``
+    used as a plain Python object gives the state (as in test_checkpoint.py)."""
+    from hetlab.checkpoint import FORMAT, param_signature, save_checkpoint
+    from hetlab.server import Server
+    server = Server("small", seed=seed, lr=1e-3, mode="sync")
+    state = {"format": FORMAT, "model": "small", "signature": param_signature("small"), "mode": "sync",
+             "step": step, "server": server.state(), "batch_sizes": [48, 16], "shard_sizes": [1500, 1500],
+             "workers": [{"name": n, "index": i, "epoch": 0, "offset": 0} for i, n in enumerate(("desktop", "mac"))],
+             "data_len": data_len, "seed": seed, "samples_seen": 64 * step}
+    return save_checkpoint(state, Path(folder) / f"step-{step:06d}.pt")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--steps", "20"], "is at step 30 and --steps is the step to train until: give --steps greater than 30"),
+    (["--steps", "30"], "give --steps greater than 30"),
+    (["--steps", "40", "--seed", "1"], "trained with --seed 0; give --seed 0 (or leave it out)"),
+    (["--steps", "40", "--train-samples", "6000"], "trained with --train-samples 3000; give --train-samples 3000"),
+])
+def test_resume_that_cannot_continue_is_one_line(args, words, tmp_path, capsys):
+    ckpt = saved_checkpoint(tmp_path)
+    for where in (ckpt, tmp_path):                             # the file, or the newest one in the folder
+        assert main(["train", "--resume", str(where), "--quiet", *args]) == 2  # before any Ray starts
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("HetlabError:") and words in lines[0], lines
+        assert str(ckpt) in lines[0]
+
+
+def test_resume_takes_seed_and_samples_from_the_checkpoint(tmp_path):
+    from hetlab.cli import _check_train_args, build_parser
+    ckpt = saved_checkpoint(tmp_path, seed=7, data_len=6000)
+    opts = _check_train_args(build_parser().parse_args(["train", "--resume", str(ckpt), "--steps", "31"]))
+    assert (opts["resume"], opts["seed"], opts["train_samples"]) == (ckpt, 7, 6000)
+    fresh = _check_train_args(build_parser().parse_args(["train"]))  # HETLAB_QUICK=1 in tests
+    assert (fresh["resume"], fresh["seed"], fresh["train_samples"]) == (None, 0, 10000)
+
+
 def test_unreachable_address_fails_fast_in_a_subprocess():
     done = hetlab_train("--address", "127.0.0.1:1", "--steps", "1", timeout=90)  # a closed local port
     assert done.returncode == 2

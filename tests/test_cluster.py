@@ -8,7 +8,7 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab import cluster
+from hetlab import authtoken, cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,6 +36,15 @@ def test_closed_port_fails_fast_with_one_line(monkeypatch):
     with pytest.raises(HetlabError, match="connection refused"):
         cluster.connect("127.0.0.1:1", timeout=10)
     assert not ray.is_initialized()  # no silent local fallback
+
+
+@pytest.mark.parametrize("bad", [0, -5, float("nan"), float("inf"), "soon", None, True])
+def test_bad_timeout_is_one_line_error_up_front(bad):
+    was_connected = ray.is_initialized()
+    with pytest.raises(HetlabError, match=r"timeout=.*number above 0") as err:
+        cluster.connect("127.0.0.1:1", timeout=bad)  # fails before any socket opens
+    assert "\n" not in str(err.value) and ray.is_initialized() == was_connected
+    assert cluster.check_timeout(2) == 2.0
 
 
 def test_address_from_environment_never_falls_back(monkeypatch):
@@ -67,16 +76,30 @@ def test_script_gets_one_line_and_nonzero_exit():
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    context = cluster.connect(num_cpus=1)
-    yield context
-    ray.shutdown()
+def local_ray(tmp_path_factory):
+    # Ray 2.60's local ray.init() leaves its token file 0644. A copy of this user's token, made
+    # 0644 in a private temp folder and named by RAY_AUTH_TOKEN_PATH (same token, so Ray's cached
+    # one still fits), shows connect() securing the file Ray reads without loosening the real one.
+    default = authtoken.default_token_path()
+    with pytest.MonkeyPatch.context() as env:
+        copy = None
+        if default.is_file():
+            copy = tmp_path_factory.mktemp("token") / "auth_token"
+            copy.write_text(default.read_text())
+            copy.chmod(0o644)
+            env.setenv("RAY_AUTH_TOKEN_PATH", str(copy))
+        context = cluster.connect(num_cpus=1)
+        context.token_files = [p for p in (copy, default) if p is not None]
+        yield context
+        ray.shutdown()
 
 
 def test_embedded_local_ray_and_node_table(local_ray):
     gcs = local_ray.address_info["gcs_address"]
     host, port, _ = cluster.parse_address(gcs)
     assert cluster.probe_gcs(host, port) is None  # the real GCS answers (with this process's token)
+    for token in local_ray.token_files:           # the token files Ray uses here are private
+        assert token.stat().st_mode & 0o777 == 0o600, token
     table = cluster.node_table()
     assert len(table) == 1
     row = table[0]

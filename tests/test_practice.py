@@ -3,7 +3,7 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab import cluster, preflight
+from hetlab import authtoken, cluster, preflight
 from hetlab.cluster import placement, role_label
 from hetlab.practice import PracticeCluster, display_name
 
@@ -15,9 +15,20 @@ class WhereAmI:
 
 
 @pytest.fixture(scope="module")
-def practice():
-    with PracticeCluster(roles=("desktop", "mac")) as pc:
-        yield pc
+def practice(tmp_path_factory):
+    # As in test_cluster: a 0644 copy of this user's token (private temp folder) named by
+    # RAY_AUTH_TOKEN_PATH shows the practice cluster securing the file Ray reads.
+    default = authtoken.default_token_path()
+    with pytest.MonkeyPatch.context() as env:
+        tokens = [default]
+        if default.is_file():
+            tokens.insert(0, tmp_path_factory.mktemp("token") / "auth_token")
+            tokens[0].write_text(default.read_text())
+            tokens[0].chmod(0o644)
+            env.setenv("RAY_AUTH_TOKEN_PATH", str(tokens[0]))
+        with PracticeCluster(roles=("desktop", "mac")) as pc:
+            pc.token_files = tokens
+            yield pc
 
 
 def test_each_role_is_its_own_node(practice):
@@ -30,6 +41,8 @@ def test_each_role_is_its_own_node(practice):
     assert mac["Resources"].get("GPU", 0) == 0  # no GPU here: the simulated Mac claims none
     assert practice.names()[practice.node_id("mac")] == "mac (simulated)"
     assert display_name("desktop") == "desktop"
+    for token in practice.token_files:  # the token files Ray uses here are private
+        assert token.stat().st_mode & 0o777 == 0o600, token
 
 
 def test_placement_pins_actor_to_role(practice):

@@ -40,7 +40,9 @@ def test_macos_checks():
     assert opted_in[0].ok
 
 
-def test_doctor_with_unreachable_head_says_how_to_fix():
+def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no token file: this box's own token mode is not the point here
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
     checks = preflight.doctor(head="127.0.0.1:1", timeout=5)
     failed = [c for c in checks if not c.ok]
     assert len(failed) == 1 and failed[0].name == "head GCS port"
@@ -49,3 +51,35 @@ def test_doctor_with_unreachable_head_says_how_to_fix():
     assert "1 check(s) failed" in text and "Python" in text
     with pytest.raises(HetlabError, match="malformed"):
         preflight.doctor(head="127.0.0.1:port")
+    with pytest.raises(HetlabError, match="above 0"):
+        preflight.doctor(head="127.0.0.1:1", timeout=0)  # not "Operation now in progress"
+
+
+def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
+    # A temporary HOME: the real ~/.ray/auth_token is never touched. No Ray needed.
+    from hetlab import authtoken
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    assert preflight.token_file_checks() == []                       # no token file: nothing to fix
+    token = home / ".ray" / "auth_token"
+    token.parent.mkdir(parents=True)
+    token.write_text("0" * 64)
+    token.chmod(0o644)                                               # what Ray 2.60 leaves
+    [check] = preflight.token_file_checks()
+    assert check.status == preflight.FAIL and check.fix == "chmod 600 ~/.ray/auth_token"
+    assert "0644" in check.detail and any(c.name == "token file" and not c.ok
+                                          for c in preflight.doctor())
+    assert authtoken.secure_token_files() == [token]
+    assert token.stat().st_mode & 0o777 == 0o600 and preflight.token_file_checks()[0].ok
+    assert authtoken.secure_token_files() == []                      # already private: unchanged
+
+    named = tmp_path / "elsewhere" / "ray-token"                     # RAY_AUTH_TOKEN_PATH is respected
+    named.parent.mkdir()
+    named.write_text("1" * 64)
+    named.chmod(0o640)                                               # group-readable is open too
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(named))
+    checks = {c.detail.split()[0]: c for c in preflight.token_file_checks()}
+    assert not checks[str(named)].ok and checks[str(named)].fix == f"chmod 600 {named}"
+    assert checks["~/.ray/auth_token"].ok
+    assert authtoken.secure_token_files() == [named] and named.stat().st_mode & 0o777 == 0o600
