@@ -94,7 +94,8 @@ def _add_train(sub) -> None:
         epilog=TRAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     where = p.add_argument_group("where it runs")
     where.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster "
-                       "(default: a practice cluster on this machine)")
+                       "(default: HETLAB_ADDRESS or RAY_ADDRESS if set, else a practice cluster on "
+                       "this machine)")
     where.add_argument("--slowdown", type=float, default=None, metavar="X",
                        help="make the mac worker a simulated X× slower device (practice default 4; "
                             "with --address default 1 = real speed)")
@@ -217,9 +218,12 @@ def _train(args) -> int:
     from hetlab.ps import ParameterServerTraining, WorkerSpec
 
     practice = None
-    if args.address:
+    from hetlab.cluster import requested_address
+    address = requested_address(args.address)  # --address, else HETLAB_ADDRESS / RAY_ADDRESS
+    if address and address != "local":
         from hetlab.cluster import connect
-        connect(args.address)
+        print(f"training on the cluster at {address}")
+        connect(address)
         slowdown, device = args.slowdown or 1.0, "auto"
     else:
         from hetlab.practice import PracticeCluster

@@ -96,7 +96,8 @@ def _check_placeable(role, node_id, gpu) -> None:
                           f"or start that node where `ray start` detects its GPU.")
 
 
-def _requested_address(address: str | None) -> str | None:
+def requested_address(address: str | None = None) -> str | None:
+    """The cluster asked for: ``address``, else ``HETLAB_ADDRESS``, else ``RAY_ADDRESS`` (None: none)."""
     for value in (address, os.environ.get("HETLAB_ADDRESS"), os.environ.get("RAY_ADDRESS")):
         if value is not None and str(value).strip():
             return str(value).strip()
@@ -145,7 +146,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     The token file (``~/.ray/auth_token`` or ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
     """
     timeout = check_timeout(timeout)
-    target = _requested_address(address)
+    target = requested_address(address)
     local = target is None or target == "local"
     if not local:
         host, port, client = parse_address(target)  # a typo fails before anything changes

@@ -42,8 +42,11 @@ class Ports:
     client_server: int = 10001       # head only: Ray Client (ray://)
     min_worker: int = 10002          # one port per worker process
     max_worker: int = 10063
-    autoscaler_metrics: int = 44217  # head only, Prometheus: set by env AUTOSCALER_METRIC_PORT
-    dashboard_metrics: int = 44227   # head only, Prometheus: set by env DASHBOARD_METRIC_PORT
+    # head only, Prometheus, set by env (no flag). Ray's defaults, 44217 and 44227, sit inside
+    # Linux's ephemeral range, which Ray Train's firewall line opens: hetlab moves them beside
+    # the dashboard, outside every opened range.
+    autoscaler_metrics: int = 8266   # AUTOSCALER_METRIC_PORT
+    dashboard_metrics: int = 8267    # DASHBOARD_METRIC_PORT
     train_rendezvous: int = 6386     # Ray Train (notebook 07): rank 0's torch rendezvous, on the head
 
     def local_only(self, head: bool) -> list[int]:

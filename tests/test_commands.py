@@ -33,7 +33,7 @@ BIN = os.path.dirname(sys.executable)
 def test_head_command_pins_everything():
     argv = commands.head_command("192.168.1.10")
     text = commands.shell_line(argv, commands.head_env())
-    assert "AUTOSCALER_METRIC_PORT=44217" in text and "DASHBOARD_METRIC_PORT=44227" in text
+    assert "AUTOSCALER_METRIC_PORT=8266" in text and "DASHBOARD_METRIC_PORT=8267" in text
     for part in ["RAY_AUTH_MODE=token", "--head", "--node-ip-address=192.168.1.10", "--port=6379",
                  "--dashboard-host=127.0.0.1", "--node-manager-port=6380", "--object-manager-port=6381",
                  "--runtime-env-agent-port=6382", "--dashboard-agent-grpc-port=6383",

@@ -78,7 +78,7 @@ def test_two_hosts_two_addresses_gpus_for_ray_and_labels(pair):
 
 FIREWALL = """
 from hetlab.reach import port_open
-print(repr({port: port_open("%s", port, timeout=2) for port in (6379, 6386, 44217)}))
+print(repr({port: port_open("%s", port, timeout=2) for port in (6379, 6386, 8266)}))
 """
 
 
@@ -89,9 +89,9 @@ def test_firewall_admits_exactly_the_printed_ports(pair):
     seen = eval(from_mac.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr
     assert seen[6379] is None                              # the GCS: open to the Mac
     assert "refused" in seen[6386]                         # Ray Train's port: admitted, nobody listens yet
-    assert "timed out" in seen[44217]                      # a local-only metrics port: dropped
+    assert "timed out" in seen[8266]                       # a local-only metrics port: dropped
     on_desktop = python_on("desktop", FIREWALL % rehearsal.DESKTOP.ip)
-    assert eval(on_desktop.stdout.strip().splitlines()[-1])[44217] is None   # open locally
+    assert eval(on_desktop.stdout.strip().splitlines()[-1])[8266] is None    # open locally
 
 
 @needs_pair
@@ -172,7 +172,9 @@ def test_firewall_ruleset_is_the_printed_rule():
         assert rng in desktop and rng in commands.render_head(rehearsal.DESKTOP.ip, ports)
     for rng in commands.firewall_ranges(ports, head=False) + commands.train_ranges(ports, "macos", head=False):
         assert rng in mac and rng in commands.render_join(rehearsal.DESKTOP.ip, rehearsal.MAC.ip, ports)
-    assert "44217" not in desktop and "8265" not in desktop     # local-only ports stay closed
+    for port in ports.local_only(head=True):                    # local-only ports stay closed ...
+        assert not any(_in_range(port, rng) for rng in commands.firewall_ranges(ports, head=True)
+                       + commands.train_ranges(ports, "linux", head=True))   # ... even with Ray Train's range
 
 
 def test_rehearsal_runs_the_printed_lines_plus_one_gpu():
@@ -216,3 +218,8 @@ def test_lab_forwarder_carries_tcp_to_a_unix_socket(tmp_path):
         return answer
 
     assert asyncio.run(scenario()) == b"HELLO"
+
+
+def _in_range(port: int, text: str) -> bool:
+    low, _, high = text.partition("-")
+    return int(low) <= port <= int(high or low)
