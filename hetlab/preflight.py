@@ -3,7 +3,8 @@
 Ray refuses a node or driver whose Ray differs from the head's, and by default
 whose Python differs down to the patch (``RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL``,
 default ``"patch"``, in ``ray/_private/utils.py``). A Mac must opt in to
-multi-node clusters (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1``). Each check here
+multi-node clusters (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1``, on its ``ray start`` line
+only). Each check here
 says what it found and, when it fails, how to fix it.
 """
 from __future__ import annotations
@@ -109,16 +110,22 @@ def compare_versions(here: dict, head: dict, python_match: str | None = None) ->
 
 
 def macos_checks(env: dict | None = None, system: str | None = None) -> list[Check]:
-    """The Mac's two traps: the multi-node opt-in and an explicit --node-ip-address."""
+    """The Mac's traps: where the multi-node opt-in goes, and an explicit --node-ip-address.
+
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` belongs on the Mac's ``ray start`` line (the
+    one ``hetlab join`` prints): exported for every process, it moves even a local Ray off
+    127.0.0.1. So here it is a warning when set in the shell, not when missing.
+    """
     env = os.environ if env is None else env
     if (system or platform.system()) != "Darwin":
         return []
-    opted_in = env.get(MAC_OPT_IN_ENV) == "1"
+    exported = MAC_OPT_IN_ENV in env
     return [
-        Check("macOS cluster opt-in", OK if opted_in else FAIL,
-              f"{MAC_OPT_IN_ENV}={env.get(MAC_OPT_IN_ENV, '(unset)')}",
-              f"export {MAC_OPT_IN_ENV}=1 in the shell that runs `ray start` (Ray refuses macOS "
-              f"nodes otherwise)"),
+        Check("macOS cluster opt-in", WARN if exported else OK,
+              f"{MAC_OPT_IN_ENV}={env[MAC_OPT_IN_ENV]} for every process of this shell" if exported
+              else f"{MAC_OPT_IN_ENV} is not exported; the `ray start` line from `hetlab join` sets it",
+              f"unset {MAC_OPT_IN_ENV} (it moves even a local Ray off 127.0.0.1); keep it only on the "
+              f"`ray start` line that `hetlab join` prints"),
         Check("node IP", WARN, "macOS host-name lookup often fails or gives the wrong address",
               f"pass --node-ip-address explicitly (`hetlab join --head HEAD_IP --ip MAC_IP` "
               f"prints it); LAN IPs here: {', '.join(lan_ips()) or 'none found'}"),
@@ -218,7 +225,8 @@ def port_checks(rows: list[dict], timeout: float = 3.0) -> list[Check]:
 
 def _fix_for(message: str, host: str) -> str:
     if "token" in message:
-        return "export RAY_AUTH_MODE=token and copy the head's ~/.ray/auth_token here (chmod 600)"
+        return ("export RAY_AUTH_MODE=token and put the head's token (`ray get-auth-token` there) in "
+                "~/.ray/auth_token here, chmod 600 (`hetlab join` prints how)")
     if "version" in message:
         return "install the head's exact Ray and Python versions here"
     return f"check `hetlab head --ip {host}` was run there and the port is the GCS port"
