@@ -9,15 +9,18 @@ says what it found and, when it fails, how to fix it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from hetlab.errors import HetlabError
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
+PINNED_PYTHON = "3.11.7"  # environment-mac.yml and environment-cuda.yml (tests/test_envfiles.py checks)
 MATCH_LEVEL_ENV = "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"
 MAC_OPT_IN_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
@@ -60,22 +63,78 @@ def _apple_chip() -> str:
         return "Apple GPU"
 
 
+@functools.lru_cache(maxsize=1)
+def hetlab_commit() -> str | None:
+    """The git commit hetlab runs from (``git rev-parse --short HEAD`` in the package's parent
+    folder), or None when it is not a git checkout or git does not answer within 5 s."""
+    import hetlab
+    parent = Path(hetlab.__file__).resolve().parents[1]
+    if not (parent / ".git").exists():  # a folder, or a file in a git worktree
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(parent), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
 def local_report() -> dict:
-    """What this process's machine runs: host, OS, CPUs, accelerator, memory, versions.
+    """What this process's machine runs: host, OS, CPUs, accelerator, memory, versions,
+    hetlab's version and git commit, and the MNIST files' checksums.
 
     ``hetlab.cluster.nodes()`` runs this on every node, so each row is what that
-    node really has, not what the driver assumes.
+    node really has, not what the driver assumes; ``hetlab doctor --head`` compares
+    this machine's report with the head's (``compare_versions``).
     """
     import psutil
     import ray
     import torch
+
+    import hetlab
+    from hetlab import data
     system = platform.system()
     os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
+    mnist = data.checksums()
     return {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
             "cpus": os.cpu_count(), "accelerator": accelerator(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "python": platform.python_version(), "ray": ray.__version__,
-            "torch": torch.__version__}
+            "torch": torch.__version__, "hetlab": hetlab.__version__,
+            "hetlab_commit": hetlab_commit(), "mnist": data.checksum_status(mnist),
+            "mnist_sha256": mnist}
+
+
+def python_check(here: str | None = None, pinned: str = PINNED_PYTHON, level: str | None = None) -> Check:
+    """This Python against the pair's pin (3.11.7 in environment-*.yml).
+
+    Only the head's Python really matters (``compare_versions``), but two machines that
+    both match the pin always match each other: the venv route (``make lab``) and the conda
+    route can differ in the patch.
+    """
+    here = here or platform.python_version()
+    level = _level(level)
+    mine, pin = here.split("."), pinned.split(".")
+    if mine == pin:
+        return Check("Python for the pair", OK, f"{here} = the pin in environment-*.yml")
+    if mine[:2] != pin[:2]:
+        return Check("Python for the pair", FAIL, f"{here}; the pair pins {pinned}",
+                     f"use the course's environment: conda env create -f environment-mac.yml (or "
+                     f"-cuda.yml), which installs Python {pinned}")
+    fix = (f"install Python {pinned} on both machines (conda: python={pinned}), or set {MATCH_LEVEL_ENV}=minor "
+           f"on every node and driver (Ray then joins {'.'.join(pin[:2])}.x with a warning)")
+    if level == "minor":
+        return Check("Python for the pair", OK, f"{here}; the pair pins {pinned}; {MATCH_LEVEL_ENV}=minor lets "
+                                                f"another patch join (with a warning)", fix)
+    return Check("Python for the pair", WARN, f"{here}; the pair pins {pinned}: Ray refuses a node whose patch "
+                                              f"differs from the head's (match level patch)", fix)
+
+
+def _level(level: str | None) -> str:
+    level = level or os.environ.get(MATCH_LEVEL_ENV, "patch")
+    if level not in ("patch", "minor"):
+        raise HetlabError(f"{MATCH_LEVEL_ENV}={level!r}: use 'patch' (Ray's default) or 'minor'.")
+    return level
 
 
 def _base(version: str) -> str:
@@ -83,30 +142,71 @@ def _base(version: str) -> str:
 
 
 def compare_versions(here: dict, head: dict, python_match: str | None = None) -> list[Check]:
-    """Ray must match exactly, Python to the match level, torch by release (same pickles)."""
-    level = python_match or os.environ.get(MATCH_LEVEL_ENV, "patch")
-    if level not in ("patch", "minor"):
-        raise HetlabError(f"{MATCH_LEVEL_ENV}={level!r}: use 'patch' (Ray's default) or 'minor'.")
+    """This machine's facts against the head's: one Check per fact both sides report.
+
+    Ray must match exactly (FAIL), Python to the match level (``patch``: FAIL;
+    ``minor``: a different patch WARNs), torch by release (WARN: it usually works, but
+    models and tensors are pickled between nodes), hetlab's version (FAIL: both run
+    hetlab's code) and commit (WARN), and the MNIST files' checksums (FAIL). Pure: two
+    dicts in (``local_report()`` shapes, any subset of keys), checks out.
+    """
+    level = _level(python_match)
     checks = []
-    same = here["ray"] == head["ray"]
-    checks.append(Check("Ray version", OK if same else FAIL,
-                        f"here {here['ray']}, head {head['ray']}",
-                        f"install the head's Ray here: pip install 'ray[default,train]=={head['ray']}'"))
-    mine, theirs = here["python"].split("."), head["python"].split(".")
-    full = mine == theirs
-    minor = mine[:2] == theirs[:2]
-    status = OK if full else (WARN if minor and level == "minor" else FAIL)
-    checks.append(Check("Python version", status,
-                        f"here {here['python']}, head {head['python']} (match level {level})",
-                        f"use Python {head['python']} here (conda: python={head['python']})"
-                        + ("" if not minor else f", or set {MATCH_LEVEL_ENV}=minor on every node and driver")))
+    if "ray" in here and "ray" in head:
+        same = here["ray"] == head["ray"]
+        checks.append(Check("Ray version", OK if same else FAIL,
+                            f"here {here['ray']}, head {head['ray']}",
+                            f"install the head's Ray here: pip install 'ray[default,train]=={head['ray']}'"))
+    if "python" in here and "python" in head:
+        mine, theirs = here["python"].split("."), head["python"].split(".")
+        full = mine == theirs
+        minor = mine[:2] == theirs[:2]
+        status = OK if full else (WARN if minor and level == "minor" else FAIL)
+        checks.append(Check("Python version", status,
+                            f"here {here['python']}, head {head['python']} (match level {level})",
+                            f"use Python {head['python']} here (conda: python={head['python']})"
+                            + ("" if not minor else f", or set {MATCH_LEVEL_ENV}=minor on every node and driver")))
     if "torch" in here and "torch" in head:
         same = _base(here["torch"]) == _base(head["torch"])
-        checks.append(Check("torch version", OK if same else FAIL,
+        checks.append(Check("torch version", OK if same else WARN,
                             f"here {here['torch']}, head {head['torch']}",
                             f"install torch=={_base(head['torch'])} here (models and tensors are pickled "
-                            f"between nodes)"))
+                            f"between nodes; another release may not load them)"))
+    if "hetlab" in here and "hetlab" in head:
+        checks.append(_compare_hetlab(here, head))
+    if "mnist_sha256" in here and "mnist_sha256" in head:
+        checks.append(_compare_mnist(here["mnist_sha256"], head["mnist_sha256"]))
     return checks
+
+
+def _compare_hetlab(here: dict, head: dict) -> Check:
+    mine, theirs = here.get("hetlab_commit"), head.get("hetlab_commit")
+    detail = (f"here {here['hetlab']}" + (f" ({mine})" if mine else "")
+              + f", head {head['hetlab']}" + (f" ({theirs})" if theirs else ""))
+    if here["hetlab"] != head["hetlab"]:
+        return Check("hetlab version", FAIL, detail,
+                     f"install the same hetlab on both machines (workers run the hetlab of their own "
+                     f"machine): check out the head's commit{f' {theirs}' if theirs else ''} and "
+                     f"pip install -e . in both checkouts")
+    if mine and theirs and mine != theirs:
+        return Check("hetlab version", WARN, detail + ": different commits",
+                     f"run the same commit on both machines (git pull, or git checkout {theirs}, in "
+                     f"both checkouts)")
+    return Check("hetlab version", OK, detail)
+
+
+def _compare_mnist(mine: dict, theirs: dict) -> Check:
+    from hetlab.data import SHA256
+    names = sorted(set(mine) | set(theirs))
+    differ = [n for n in names if mine.get(n) != theirs.get(n) or mine.get(n) is None]
+    if not differ:
+        return Check("MNIST files", OK, f"the same {len(names)} files here and on the head (sha256)")
+    bad_here = [n for n in differ if mine.get(n) != SHA256.get(n)]
+    bad_head = [n for n in differ if theirs.get(n) != SHA256.get(n)]
+    where = " and ".join(w for w, bad in (("here", bad_here), ("on the head", bad_head)) if bad) or "somewhere"
+    return Check("MNIST files", FAIL, f"{', '.join(differ)} differ between here and the head",
+                 f"restore MNIST {where}: git checkout -- data/ (or hetlab.data.download_mnist()) in "
+                 f"that machine's hetlab folder")
 
 
 def macos_checks(env: dict | None = None, system: str | None = None) -> list[Check]:
@@ -150,7 +250,11 @@ def local_checks() -> list[Check]:
     checks = [Check("this machine", OK, f"{report['hostname']}, {report['os']}, {report['cpus']} CPUs, "
                                         f"{report['memory_gb']} GiB"),
               Check("versions", OK, f"Python {report['python']}, Ray {report['ray']}, "
-                                    f"torch {report['torch']}"),
+                                    f"torch {report['torch']}, hetlab {report['hetlab']}"
+                                    + (f" ({report['hetlab_commit']})" if report['hetlab_commit'] else "")),
+              python_check(report["python"]),
+              Check("MNIST files", OK if report["mnist"] == "verified" else FAIL, report["mnist"],
+                    "restore them: git checkout -- data/ (or hetlab.data.download_mnist())"),
               Check("devices", OK, f"{', '.join(devices.available())}; accelerator: "
                                    f"{report['accelerator']}")]
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
@@ -170,8 +274,17 @@ def head_versions(host: str, port: int) -> dict:
     return {"ray": meta["ray_version"], "python": meta["python_version"]}
 
 
+AFTER_CONNECT = ("torch version", "hetlab version", "MNIST files")
+
+
 def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
-    """Reach the head, compare what it runs with here, then (as a driver) probe every node's ports."""
+    """Reach the head, compare what it runs with here, then (as a driver) probe every node's ports.
+
+    Ray and Python are read from the head's GCS before connecting (a mismatch would make
+    the connection itself fail). torch, hetlab and the MNIST checksums exist only in
+    processes on the head, so they are compared after connecting, from the tiny task that
+    ``cluster.nodes()`` runs on each node.
+    """
     from hetlab import cluster
     host, port, _ = cluster.parse_address(address)
     problem = cluster.port_open(host, port, timeout=min(3.0, timeout))
@@ -199,7 +312,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
         head = next((r for r in rows if r.get("is_head")), rows[0])
         checks.append(Check("driver connection", OK, f"{len(rows)} node(s): "
                                                      + ", ".join(r["name"] for r in rows)))
-        checks += [c for c in compare_versions(here, head) if c.name == "torch version"]
+        checks += [c for c in compare_versions(here, head) if c.name in AFTER_CONNECT]
         checks += port_checks(rows, timeout=min(3.0, timeout))
     finally:
         import ray
