@@ -76,7 +76,8 @@ def hetlab_commit() -> str | None:
                              capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    commit = out.stdout.strip() if out.returncode == 0 else ""
+    return commit or None
 
 
 def local_report() -> dict:
