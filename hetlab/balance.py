@@ -147,7 +147,10 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     """Measure, split ∝ measured throughput, repeat until the sizes settle (notebook 06).
 
     ``measure(batch_sizes)`` returns each worker's samples/s at those sizes (e.g.
-    ``training.measure(sizes, steps=3)``). Starts from an equal split; each round moves
+    ``training.measure(sizes, steps=3)``). Every round tries new sizes, so ``measure``
+    must not time the first step at a new batch shape (MPS compiles per shape: the Mac
+    would look slower and get less work); ``training.measure`` warms each new size up
+    first (``hetlab.devices.warm_up``). Starts from an equal split; each round moves
     the sizes ``damping`` of the way toward the split ∝ throughput, halving ``damping``
     whenever a worker's size changes direction (a sign of noise or overshoot). Stops when
     no size moves by more than ``tol`` × global batch (``converged``: the sizes returned are

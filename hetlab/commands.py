@@ -10,7 +10,10 @@ of Ray 2.60):
 * the dashboard listens on 127.0.0.1 only (reach it through ``ssh -L 8265:127.0.0.1:8265``);
 * token authentication is on: ``RAY_AUTH_MODE=token`` everywhere, one shared token;
 * each node carries its hetlab role as a resource and a label (see ``hetlab.cluster``);
-* the Mac opts in with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` (Ray refuses it otherwise).
+* the Mac opts in with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` (Ray refuses it otherwise) on its
+  ``ray start`` line only: set for every process, it moves even a local Ray off loopback;
+* the token needs no SSH server (none runs by default on macOS or Ubuntu Desktop): it is
+  printed on the desktop and written on the Mac into ``~/.ray/auth_token`` with mode 600.
 """
 from __future__ import annotations
 
@@ -192,12 +195,77 @@ def render_head(ip: str, ports: Ports = Ports(), **options) -> str:
         f"from the Mac's IP (its rendezvous, and gloo's connections on Linux's ephemeral ports)",
         "# 3) start the head (dashboard on 127.0.0.1 only: use ssh -L 8265:127.0.0.1:8265 to see it):",
         shell_line(argv, env),
-        f"# 4) copy the token to the Mac (it travels in clear text: use a VPN/SSH off your own LAN):",
-        f"#    scp {TOKEN_PATH} mac:.ray/auth_token && ssh mac chmod 600 {TOKEN_PATH}",
+        *token_handover_head(),
         f"# 5) drivers (notebooks) on this machine: export {_exports(AUTH_ENV)} "
         f"HETLAB_ADDRESS={_host(argv)}:{ports.gcs}",
         "# stop: ray stop (stops every Ray process of this user on this machine)",
     ])
+
+
+def token_handover_head() -> list[str]:
+    """How the token leaves the desktop: printed, copied by hand; scp only as an option.
+
+    Neither machine runs an SSH server out of the box (macOS: Remote Login is off;
+    Ubuntu Desktop: no openssh-server), so the default route needs none.
+    """
+    return [
+        "# 4) give the Mac the token, no SSH needed: print it, copy it (the Mac's `hetlab join` says where it goes):",
+        "ray get-auth-token",
+        "#    it travels in clear text: only on your own LAN (elsewhere: a VPN or an SSH tunnel).",
+        "#    prefer scp? turn on Remote Login on the Mac (System Settings > General > Sharing > Remote Login), then:",
+        f"#    ssh USER@MAC_IP 'mkdir -p ~/.ray' && scp {TOKEN_PATH} USER@MAC_IP:.ray/auth_token "
+        f"&& ssh USER@MAC_IP 'chmod 600 {TOKEN_PATH}'",
+    ]
+
+
+_READ_TOKEN = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}) '
+               f'&& chmod 600 {TOKEN_PATH}')
+
+
+def token_setup_join(mac: bool = True) -> list[str]:
+    """How the joining machine writes the desktop's token to ``~/.ray/auth_token`` (mode 600).
+
+    ``~/.ray`` may not exist yet (a Mac's home is ``/Users/NAME``; Ray creates the folder
+    only when it starts), so it is made first; ``umask 077`` keeps the file private from
+    its first byte. No SSH server is needed on either machine.
+    """
+    write = (f"mkdir -p ~/.ray && (umask 077 && pbpaste > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"
+             if mac else _READ_TOKEN)
+    how = ("run `ray get-auth-token` on the desktop, copy the line it prints (Cmd-C), then here:" if mac
+           else "run `ray get-auth-token` on the desktop, then here paste it (nothing echoes) and press Enter:")
+    lines = [f"#    {how}",
+             write]
+    if mac:
+        lines.append(f'#    or paste it unseen (then Enter): {_READ_TOKEN}')
+    lines += [
+        "#    or no file at all: read -rs RAY_AUTH_TOKEN && export RAY_AUTH_TOKEN (in every shell that "
+        "runs ray start or a notebook here)",
+        "#    prefer scp? the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server), then:",
+        f"#    mkdir -p ~/.ray && scp USER@DESKTOP_IP:.ray/auth_token {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
+    ]
+    return lines
+
+
+MACOS_FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
+# The programs that accept connections on a Mac node: the conda env's Python (workers and
+# Ray's agents) and Ray's raylet (node and object manager); gcs_server only on a head.
+MACOS_APPS = ("import ray, os, sys; d = os.path.join(os.path.dirname(ray.__file__), 'core', 'src', 'ray'); "
+              "print(os.path.realpath(sys.executable)); print(os.path.join(d, 'raylet', 'raylet')); "
+              "print(os.path.join(d, 'gcs', 'gcs_server'))")
+
+
+def macos_firewall_steps(ranges: str) -> list[str]:
+    """The Mac's firewall: per application, not per port or address; and Local Network privacy."""
+    return [
+        f"# 2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here).",
+        "#    The macOS firewall is per APPLICATION, not per port or address: if it is on (System Settings >",
+        "#    Network > Firewall), allow incoming connections for the programs that accept them, with the",
+        "#    conda env active: its Python, and Ray's raylet and gcs_server:",
+        f'python -c "{MACOS_APPS}" | while read -r app; do sudo {MACOS_FIREWALL} --add "$app" '
+        f'&& sudo {MACOS_FIREWALL} --unblockapp "$app"; done',
+        "#    macOS 15+: when asked whether python (or raylet) may find devices on your local network, click",
+        "#    Allow (later: System Settings > Privacy & Security > Local Network), or Ray here cannot reach the desktop.",
+    ]
 
 
 def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True, **options) -> str:
@@ -206,15 +274,20 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
     env = join_env(mac=mac)
     ranges = " ".join(firewall_ranges(ports, head=False))
     where = "On the Mac (joins the desktop's head)" if mac else "On the joining machine"
+    gloo = " ".join(train_ranges(ports, "macos" if mac else "linux", head=False))
+    firewall = (macos_firewall_steps(ranges) + [
+                    f"#    Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral ports "
+                    f"({gloo}); the Python rule admits it."] if mac else
+                [f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP.",
+                 f"#    Ray Train (notebook 07) only: also allow TCP {gloo} from the desktop's IP "
+                 f"(gloo's connections on this machine's ephemeral ports)."])
+    opt_in = (f"# 3) join ({next(iter(MAC_ENV))}=1 on this line only: set for every process it moves even "
+              f"a local Ray off 127.0.0.1):" if mac else "# 3) join:")
     return "\n".join([
-        f"# {where}. 1) the desktop's token, private to you (run `ray get-auth-token` there):",
-        f"mkdir -p ~/.ray && scp desktop:{TOKEN_PATH} {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
-        f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP"
-        + (" (System Settings > Network > Firewall: allow incoming for python)." if mac else "."),
-        f"#    Ray Train (notebook 07) only: also allow TCP "
-        f"{' '.join(train_ranges(ports, 'macos' if mac else 'linux', head=False))} from the desktop's IP "
-        f"(gloo's connections on this machine's ephemeral ports)",
-        "# 3) join:",
+        f"# {where}. 1) the desktop's token in {TOKEN_PATH}, private to you:",
+        *token_setup_join(mac),
+        *firewall,
+        opt_in,
         shell_line(argv, env),
         f"# 4) check from here: hetlab doctor --head {argv[2].split('=', 1)[1]}",
     ])

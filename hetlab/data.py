@@ -155,6 +155,47 @@ def load_mnist(split: str = "train", root: str | os.PathLike | None = None,
     return _load(split, str(root))
 
 
+_CHECKSUMS: dict = {}  # (root, (name, size, mtime_ns) per file) -> checksums
+
+
+def checksums(root: str | os.PathLike | None = None) -> dict[str, str | None]:
+    """sha256 of each MNIST file's decompressed contents in ``root`` (None: missing or unreadable).
+
+    What ``hetlab doctor`` compares between the machines (``preflight.local_report``):
+    contents, not gzip bytes, so copies from different mirrors agree. Computed once per
+    process and folder, and again only when a file's size or modification time changes.
+    """
+    root = Path(root) if root is not None else default_root()
+    stats = []
+    for name in SHA256:
+        try:
+            st = (root / name).stat()
+            stats.append((name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            stats.append((name, None, None))
+    key = (str(root), tuple(stats))
+    if key not in _CHECKSUMS:
+        found = {}
+        for name in SHA256:
+            try:
+                with gzip.open(root / name, "rb") as f:
+                    found[name] = hashlib.sha256(f.read()).hexdigest()
+            except (OSError, EOFError):
+                found[name] = None
+        _CHECKSUMS[key] = found
+    return dict(_CHECKSUMS[key])
+
+
+def checksum_status(found: dict[str, str | None]) -> str:
+    """One word or phrase for ``checksums()``: ``"verified"`` when every file is the real MNIST."""
+    missing = [n for n, h in found.items() if h is None]
+    wrong = [n for n, h in found.items() if h is not None and h != SHA256.get(n)]
+    if not missing and not wrong:
+        return "verified"
+    return "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
+                                       f"corrupted {', '.join(wrong)}" if wrong else "") if part)
+
+
 def download_mnist(root: str | os.PathLike | None = None, mirrors: Sequence[str] = MIRRORS,
                    timeout: float = 30.0) -> Path:
     """Fetch any missing MNIST file into ``root``, verify its sha256, write it atomically."""

@@ -92,12 +92,44 @@ def synchronize(device: str | torch.device) -> None:
         torch.mps.synchronize()
 
 
+# Batch shapes (with whatever else decides the kernels) already run in this process.
+_WARM: set = set()
+
+
+def warm_up(key, step, device: str | torch.device, seen: set | None = None) -> bool:
+    """Run ``step()`` once, untimed, the first time ``key`` is seen; True if it ran.
+
+    ``key`` names a batch shape (and what else picks the kernels: device, model, path).
+    MPS compiles a graph per tensor shape, so the first step at a new batch size can take
+    many times longer than the next: timing it would make a Mac look slower than it is,
+    and the batch-ratio tuner would give it less work. CUDA also does first-time work per
+    shape (cuDNN picks kernels, the caching allocator grows). On the CPU the extra step is
+    cheap, so it runs on every device: one rule, one code path, tested on a CPU. Shapes
+    already seen cost nothing: kernel caches live as long as the process, and so does
+    ``seen`` (default: this module's set for the process).
+    """
+    seen = _WARM if seen is None else seen
+    if key in seen:
+        return False
+    step()
+    synchronize(device)
+    seen.add(key)
+    return True
+
+
+def shape_key(model: nn.Module, device: str | torch.device, batch_size: int, *extra) -> tuple:
+    """What makes a step's kernels new: device, the model's layers (not its weights), batch size."""
+    return (str(torch.device(device)), repr(model), int(batch_size), *extra)
+
+
 def throughput(model: nn.Module, device: str | torch.device | None = None,
-               batch_size: int = 128, steps: int = 10, warmup: int = 3) -> float:
+               batch_size: int = 128, steps: int = 10, warmup: int | None = None) -> float:
     """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data).
 
-    Times whole SGD steps (forward, backward, update) after ``warmup`` untimed steps,
-    synchronising the device around the timed region.
+    Times whole SGD steps (forward, backward, update), synchronising the device around
+    the timed region. Before timing, ``warmup=None`` runs one untimed step only when this
+    process has not yet run this model's layers at this batch size on this device
+    (``warm_up``: MPS compiles per shape); an int runs that many untimed steps every time.
     """
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
@@ -112,8 +144,14 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
-    for _ in range(warmup):
-        step()
+    key = shape_key(model, dev, batch_size, "sgd")
+    if warmup is None:
+        warm_up(key, step, dev)
+    else:
+        for _ in range(warmup):
+            step()
+        if warmup > 0:
+            _WARM.add(key)
     synchronize(dev)
     t0 = time.perf_counter()
     for _ in range(steps):

@@ -3,11 +3,13 @@
 Ray refuses a node or driver whose Ray differs from the head's, and by default
 whose Python differs down to the patch (``RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL``,
 default ``"patch"``, in ``ray/_private/utils.py``). A Mac must opt in to
-multi-node clusters (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1``). Each check here
+multi-node clusters (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1``, on its ``ray start`` line
+only). Each check here
 says what it found and, when it fails, how to fix it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -19,6 +21,7 @@ from pathlib import Path
 from hetlab.errors import HetlabError
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
+PINNED_PYTHON = "3.11.7"  # environment-mac.yml and environment-cuda.yml (tests/test_envfiles.py checks)
 MATCH_LEVEL_ENV = "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"
 MAC_OPT_IN_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
@@ -61,22 +64,79 @@ def _apple_chip() -> str:
         return "Apple GPU"
 
 
+@functools.lru_cache(maxsize=1)
+def hetlab_commit() -> str | None:
+    """The git commit hetlab runs from (``git rev-parse --short HEAD`` in the package's parent
+    folder), or None when it is not a git checkout or git does not answer within 5 s."""
+    import hetlab
+    parent = Path(hetlab.__file__).resolve().parents[1]
+    if not (parent / ".git").exists():  # a folder, or a file in a git worktree
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(parent), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip() if out.returncode == 0 else ""
+    return commit or None
+
+
 def local_report() -> dict:
-    """What this process's machine runs: host, OS, CPUs, accelerator, memory, versions.
+    """What this process's machine runs: host, OS, CPUs, accelerator, memory, versions,
+    hetlab's version and git commit, and the MNIST files' checksums.
 
     ``hetlab.cluster.nodes()`` runs this on every node, so each row is what that
-    node really has, not what the driver assumes.
+    node really has, not what the driver assumes; ``hetlab doctor --head`` compares
+    this machine's report with the head's (``compare_versions``).
     """
     import psutil
     import ray
     import torch
+
+    import hetlab
+    from hetlab import data
     system = platform.system()
     os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
+    mnist = data.checksums()
     return {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
             "cpus": os.cpu_count(), "accelerator": accelerator(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "python": platform.python_version(), "ray": ray.__version__,
-            "torch": torch.__version__}
+            "torch": torch.__version__, "hetlab": hetlab.__version__,
+            "hetlab_commit": hetlab_commit(), "mnist": data.checksum_status(mnist),
+            "mnist_sha256": mnist}
+
+
+def python_check(here: str | None = None, pinned: str = PINNED_PYTHON, level: str | None = None) -> Check:
+    """This Python against the pair's pin (3.11.7 in environment-*.yml).
+
+    Only the head's Python really matters (``compare_versions``), but two machines that
+    both match the pin always match each other: the venv route (``make lab``) and the conda
+    route can differ in the patch.
+    """
+    here = here or platform.python_version()
+    level = _level(level)
+    mine, pin = here.split("."), pinned.split(".")
+    if mine == pin:
+        return Check("Python for the pair", OK, f"{here} = the pin in environment-*.yml")
+    if mine[:2] != pin[:2]:
+        return Check("Python for the pair", FAIL, f"{here}; the pair pins {pinned}",
+                     f"use the course's environment: conda env create -f environment-mac.yml (or "
+                     f"-cuda.yml), which installs Python {pinned}")
+    fix = (f"install Python {pinned} on both machines (conda: python={pinned}), or set {MATCH_LEVEL_ENV}=minor "
+           f"on every node and driver (Ray then joins {'.'.join(pin[:2])}.x with a warning)")
+    if level == "minor":
+        return Check("Python for the pair", OK, f"{here}; the pair pins {pinned}; {MATCH_LEVEL_ENV}=minor lets "
+                                                f"another patch join (with a warning)", fix)
+    return Check("Python for the pair", WARN, f"{here}; the pair pins {pinned}: Ray refuses a node whose patch "
+                                              f"differs from the head's (match level patch)", fix)
+
+
+def _level(level: str | None) -> str:
+    level = level or os.environ.get(MATCH_LEVEL_ENV, "patch")
+    if level not in ("patch", "minor"):
+        raise HetlabError(f"{MATCH_LEVEL_ENV}={level!r}: use 'patch' (Ray's default) or 'minor'.")
+    return level
 
 
 def _base(version: str) -> str:
@@ -84,43 +144,90 @@ def _base(version: str) -> str:
 
 
 def compare_versions(here: dict, head: dict, python_match: str | None = None) -> list[Check]:
-    """Ray must match exactly, Python to the match level, torch by release (same pickles)."""
-    level = python_match or os.environ.get(MATCH_LEVEL_ENV, "patch")
-    if level not in ("patch", "minor"):
-        raise HetlabError(f"{MATCH_LEVEL_ENV}={level!r}: use 'patch' (Ray's default) or 'minor'.")
+    """This machine's facts against the head's: one Check per fact both sides report.
+
+    Ray must match exactly (FAIL), Python to the match level (``patch``: FAIL;
+    ``minor``: a different patch WARNs), torch by release (WARN: it usually works, but
+    models and tensors are pickled between nodes), hetlab's version (FAIL: both run
+    hetlab's code) and commit (WARN), and the MNIST files' checksums (FAIL). Pure: two
+    dicts in (``local_report()`` shapes, any subset of keys), checks out.
+    """
+    level = _level(python_match)
     checks = []
-    same = here["ray"] == head["ray"]
-    checks.append(Check("Ray version", OK if same else FAIL,
-                        f"here {here['ray']}, head {head['ray']}",
-                        f"install the head's Ray here: pip install 'ray[default,train]=={head['ray']}'"))
-    mine, theirs = here["python"].split("."), head["python"].split(".")
-    full = mine == theirs
-    minor = mine[:2] == theirs[:2]
-    status = OK if full else (WARN if minor and level == "minor" else FAIL)
-    checks.append(Check("Python version", status,
-                        f"here {here['python']}, head {head['python']} (match level {level})",
-                        f"use Python {head['python']} here (conda: python={head['python']})"
-                        + ("" if not minor else f", or set {MATCH_LEVEL_ENV}=minor on every node and driver")))
+    if "ray" in here and "ray" in head:
+        same = here["ray"] == head["ray"]
+        checks.append(Check("Ray version", OK if same else FAIL,
+                            f"here {here['ray']}, head {head['ray']}",
+                            f"install the head's Ray here: pip install 'ray[default,train]=={head['ray']}'"))
+    if "python" in here and "python" in head:
+        mine, theirs = here["python"].split("."), head["python"].split(".")
+        full = mine == theirs
+        minor = mine[:2] == theirs[:2]
+        status = OK if full else (WARN if minor and level == "minor" else FAIL)
+        checks.append(Check("Python version", status,
+                            f"here {here['python']}, head {head['python']} (match level {level})",
+                            f"use Python {head['python']} here (conda: python={head['python']})"
+                            + ("" if not minor else f", or set {MATCH_LEVEL_ENV}=minor on every node and driver")))
     if "torch" in here and "torch" in head:
         same = _base(here["torch"]) == _base(head["torch"])
-        checks.append(Check("torch version", OK if same else FAIL,
+        checks.append(Check("torch version", OK if same else WARN,
                             f"here {here['torch']}, head {head['torch']}",
                             f"install torch=={_base(head['torch'])} here (models and tensors are pickled "
-                            f"between nodes)"))
+                            f"between nodes; another release may not load them)"))
+    if "hetlab" in here and "hetlab" in head:
+        checks.append(_compare_hetlab(here, head))
+    if "mnist_sha256" in here and "mnist_sha256" in head:
+        checks.append(_compare_mnist(here["mnist_sha256"], head["mnist_sha256"]))
     return checks
 
 
+def _compare_hetlab(here: dict, head: dict) -> Check:
+    mine, theirs = here.get("hetlab_commit"), head.get("hetlab_commit")
+    detail = (f"here {here['hetlab']}" + (f" ({mine})" if mine else "")
+              + f", head {head['hetlab']}" + (f" ({theirs})" if theirs else ""))
+    if here["hetlab"] != head["hetlab"]:
+        return Check("hetlab version", FAIL, detail,
+                     f"install the same hetlab on both machines (workers run the hetlab of their own "
+                     f"machine): check out the head's commit{f' {theirs}' if theirs else ''} and "
+                     f"pip install -e . in both checkouts")
+    if mine and theirs and mine != theirs:
+        return Check("hetlab version", WARN, detail + ": different commits",
+                     f"run the same commit on both machines (git pull, or git checkout {theirs}, in "
+                     f"both checkouts)")
+    return Check("hetlab version", OK, detail)
+
+
+def _compare_mnist(mine: dict, theirs: dict) -> Check:
+    from hetlab.data import SHA256
+    names = sorted(set(mine) | set(theirs))
+    differ = [n for n in names if mine.get(n) != theirs.get(n) or mine.get(n) is None]
+    if not differ:
+        return Check("MNIST files", OK, f"the same {len(names)} files here and on the head (sha256)")
+    bad_here = [n for n in differ if mine.get(n) != SHA256.get(n)]
+    bad_head = [n for n in differ if theirs.get(n) != SHA256.get(n)]
+    where = " and ".join(w for w, bad in (("here", bad_here), ("on the head", bad_head)) if bad) or "somewhere"
+    return Check("MNIST files", FAIL, f"{', '.join(differ)} differ between here and the head",
+                 f"restore MNIST {where}: git checkout -- data/ (or hetlab.data.download_mnist()) in "
+                 f"that machine's hetlab folder")
+
+
 def macos_checks(env: dict | None = None, system: str | None = None) -> list[Check]:
-    """The Mac's two traps: the multi-node opt-in and an explicit --node-ip-address."""
+    """The Mac's traps: where the multi-node opt-in goes, and an explicit --node-ip-address.
+
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` belongs on the Mac's ``ray start`` line (the
+    one ``hetlab join`` prints): exported for every process, it moves even a local Ray off
+    127.0.0.1. So here it is a warning when set in the shell, not when missing.
+    """
     env = os.environ if env is None else env
     if (system or platform.system()) != "Darwin":
         return []
-    opted_in = env.get(MAC_OPT_IN_ENV) == "1"
+    exported = MAC_OPT_IN_ENV in env
     return [
-        Check("macOS cluster opt-in", OK if opted_in else FAIL,
-              f"{MAC_OPT_IN_ENV}={env.get(MAC_OPT_IN_ENV, '(unset)')}",
-              f"export {MAC_OPT_IN_ENV}=1 in the shell that runs `ray start` (Ray refuses macOS "
-              f"nodes otherwise)"),
+        Check("macOS cluster opt-in", WARN if exported else OK,
+              f"{MAC_OPT_IN_ENV}={env[MAC_OPT_IN_ENV]} for every process of this shell" if exported
+              else f"{MAC_OPT_IN_ENV} is not exported; the `ray start` line from `hetlab join` sets it",
+              f"unset {MAC_OPT_IN_ENV} (it moves even a local Ray off 127.0.0.1); keep it only on the "
+              f"`ray start` line that `hetlab join` prints"),
         Check("node IP", WARN, "macOS host-name lookup often fails or gives the wrong address",
               f"pass --node-ip-address explicitly (`hetlab join --head HEAD_IP --ip MAC_IP` "
               f"prints it); LAN IPs here: {', '.join(lan_ips()) or 'none found'}"),
@@ -164,7 +271,11 @@ def local_checks() -> list[Check]:
     checks = [Check("this machine", OK, f"{report['hostname']}, {report['os']}, {report['cpus']} CPUs, "
                                         f"{report['memory_gb']} GiB"),
               Check("versions", OK, f"Python {report['python']}, Ray {report['ray']}, "
-                                    f"torch {report['torch']}"),
+                                    f"torch {report['torch']}, hetlab {report['hetlab']}"
+                                    + (f" ({report['hetlab_commit']})" if report['hetlab_commit'] else "")),
+              python_check(report["python"]),
+              Check("MNIST files", OK if report["mnist"] == "verified" else FAIL, report["mnist"],
+                    "restore them: git checkout -- data/ (or hetlab.data.download_mnist())"),
               Check("devices", OK, f"{', '.join(devices.available())}; accelerator: "
                                    f"{report['accelerator']}")]
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
@@ -184,8 +295,17 @@ def head_versions(host: str, port: int) -> dict:
     return {"ray": meta["ray_version"], "python": meta["python_version"]}
 
 
+AFTER_CONNECT = ("torch version", "hetlab version", "MNIST files")
+
+
 def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
-    """Reach the head, compare what it runs with here, then (as a driver) probe every node's ports."""
+    """Reach the head, compare what it runs with here, then (as a driver) probe every node's ports.
+
+    Ray and Python are read from the head's GCS before connecting (a mismatch would make
+    the connection itself fail). torch, hetlab and the MNIST checksums exist only in
+    processes on the head, so they are compared after connecting, from the tiny task that
+    ``cluster.nodes()`` runs on each node.
+    """
     from hetlab import cluster
     host, port, _ = cluster.parse_address(address)
     timeout = cluster.check_timeout(timeout)
@@ -214,7 +334,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
         head = next((r for r in rows if r.get("is_head")), rows[0])
         checks.append(Check("driver connection", OK, f"{len(rows)} node(s): "
                                                      + ", ".join(r["name"] for r in rows)))
-        checks += [c for c in compare_versions(here, head) if c.name == "torch version"]
+        checks += [c for c in compare_versions(here, head) if c.name in AFTER_CONNECT]
         checks += port_checks(rows, timeout=min(3.0, timeout))
     finally:
         import ray
@@ -240,7 +360,8 @@ def port_checks(rows: list[dict], timeout: float = 3.0) -> list[Check]:
 
 def _fix_for(message: str, host: str) -> str:
     if "token" in message:
-        return "export RAY_AUTH_MODE=token and copy the head's ~/.ray/auth_token here (chmod 600)"
+        return ("export RAY_AUTH_MODE=token and put the head's token (`ray get-auth-token` there) in "
+                "~/.ray/auth_token here, chmod 600 (`hetlab join` prints how)")
     if "version" in message:
         return "install the head's exact Ray and Python versions here"
     return f"check `hetlab head --ip {host}` was run there and the port is the GCS port"

@@ -103,6 +103,8 @@ class ParameterServerTraining:
         self.shard_sizes, self.indices = layout["shard_sizes"], layout["indices"]
         self._actors: list = []
         self.server = None
+        self._warm_sizes: dict[str, set[int]] = {}  # worker name -> batch sizes it has warmed up
+        self.warmups = 0  # untimed warm-up steps the workers ran (one per worker and new batch size)
         _ensure_ray()
         self._placements = [_placement(s) for s in workers]
         try:
@@ -179,6 +181,8 @@ class ParameterServerTraining:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
         if batch_sizes is not None:
             self.set_batch_sizes(batch_sizes)
+        if steps:
+            self._warm_up()
         start = len(self.records)
         bar = tqdm(total=steps, disable=not self.progress, desc=f"{self.mode}, {len(self.workers)} workers")
         try:
@@ -194,11 +198,35 @@ class ParameterServerTraining:
             bar.close()
         return self.records[start:]
 
+    def _warm_up(self) -> None:
+        """Before steps at a batch size a worker has not run yet: one untimed forward + backward
+        there (``Worker.warm``), so no recorded step pays for compiling the new shape (MPS
+        compiles per shape; ``hetlab.devices.warm_up`` says why every device does it). Sizes
+        already warmed cost nothing, not even a message. A worker that fails here is left
+        to the step itself, which handles a lost worker."""
+        todo = [(spec.name, actor, b) for spec, actor, b in zip(self.workers, self._actors, self.batch_sizes)
+                if b not in self._warm_sizes.get(spec.name, set())]
+        refs = {actor.warm.remote(b): (name, b) for name, actor, b in todo}
+        if not refs:
+            return
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.worker_timeout_s)
+        for ref in ready:
+            try:
+                ran = ray.get(ref)
+            except ray.exceptions.RayError:
+                continue
+            name, b = refs[ref]
+            self._warm_sizes.setdefault(name, set()).add(b)
+            self.warmups += int(ran)
+
     # --- measuring ------------------------------------------------------------------------
     def measure(self, batch_sizes: list[int], steps: int = 3) -> list[float]:
         """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes.
 
-        The steps train the model for real; the batch sizes are put back afterwards.
+        The steps train the model for real; the batch sizes are put back afterwards. A
+        worker whose batch size is new to it first runs one untimed warm-up step (``run``
+        does, through ``_warm_up``): the first step at a new shape is slow on MPS and
+        would bias ``auto_tune`` against the Mac.
         """
         old, progress = list(self.batch_sizes), self.progress
         self.progress = False

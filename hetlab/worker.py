@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from hetlab.data import Dataset
-from hetlab.devices import describe, resolve, synchronize
+from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
 from hetlab.models import make_model
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -87,6 +87,7 @@ class Worker:
         self.y = shard.labels.to(self.device)
         self.epoch, self.offset = 0, 0
         self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam
+        self.warmups = 0  # untimed warm-up steps run so far (one per new batch shape and path)
 
     # --- set-up and state ---------------------------------------------------------------
     def info(self) -> dict:
@@ -154,6 +155,34 @@ class Worker:
             time.sleep(extra)
         return max(extra, 0.0)
 
+    def _random_batch(self, batch_size: int, g: torch.Generator):
+        idx = torch.randint(0, len(self.y), (batch_size,), generator=g).to(self.device)
+        return self.x[idx], self.y[idx]
+
+    def warm(self, batch_size: int) -> bool:
+        """One untimed forward + backward at ``batch_size`` if this worker has not run that shape yet.
+
+        The driver calls it before any step at a new size (``ParameterServerTraining.run``,
+        hence ``measure``), so the timed steps never pay for compiling the shape (MPS
+        compiles per shape; see ``hetlab.devices.warm_up``). The training state is left as
+        it was: random samples (not the data position), weights untouched, gradients
+        cleared, the random generators (dropout) restored. True if it ran.
+        """
+        def step():
+            with _fork_rng(self.device):
+                self._loss_backward(*self._random_batch(batch_size, torch.Generator().manual_seed(batch_size)))
+            for p in self.params:
+                p.grad = None
+
+        ran = warm_up(shape_key(self.model, self.device, batch_size, "train", self.amp_dtype),
+                      step, self.device)
+        self.warmups += ran
+        return ran
+
+    def warmups_run(self) -> int:
+        """How many warm-up steps this worker has run (tests count them)."""
+        return self.warmups
+
     @ray.method(num_returns=2)
     def gradient(self, weights: torch.Tensor, batch_size: int):
         """One batch's mean-loss gradient at ``weights``: (flat CPU buffer in wire dtype, meta)."""
@@ -193,29 +222,46 @@ class Worker:
                        "samples": batch_size * steps}
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
-                   warmup: int = 2) -> float:
+                   warmup: int | None = None) -> float:
         """Samples/s of this device training alone (simulated slowdown included).
 
         Full Adam steps on a scratch copy of the model and random positions of the shard:
-        the training state (weights, data position) is left untouched.
+        the training state (weights, data position) is left untouched. ``warmup=None``:
+        one untimed step first only if this worker has not yet timed alone at this batch
+        size (``hetlab.devices.warm_up``); an int: that many untimed steps every time.
         """
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(list(model.parameters()), weights)
         opt = torch.optim.Adam(model.parameters(), lr=self.lr)
         g = torch.Generator().manual_seed(12345 + self.index)
-        total = 0.0
-        for i in range(warmup + steps):
-            idx = torch.randint(0, len(self.y), (batch_size,), generator=g).to(self.device)
-            t0 = time.perf_counter()
+
+        def step():
+            xb, yb = self._random_batch(batch_size, g)
             opt.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(model(self.x[idx]), self.y[idx]).backward()
+            nn.functional.cross_entropy(model(xb), yb).backward()
             opt.step()
             synchronize(self.device)
+
+        if warmup is None:
+            self.warmups += warm_up(shape_key(model, self.device, batch_size, "alone"), step, self.device)
+        else:
+            for _ in range(warmup):
+                step()
+            self.warmups += warmup
+        total = 0.0
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
             compute_s = time.perf_counter() - t0
-            sim = self._simulate(compute_s)
-            if i >= warmup:
-                total += compute_s + sim
+            total += compute_s + self._simulate(compute_s)
         return batch_size * steps / total
+
+
+def _fork_rng(device: torch.device):
+    """Restore on exit the random generators a step may draw from (dropout): CPU and ``device``'s."""
+    if device.type == "cpu":
+        return torch.random.fork_rng(devices=[])
+    return torch.random.fork_rng(devices=[device.index or 0], device_type=device.type)
 
 
 @torch.no_grad()

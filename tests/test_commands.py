@@ -56,11 +56,60 @@ def test_join_command_for_the_mac():
     assert minor["RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"] == "minor"
 
 
+def _commands(text):
+    """The lines a learner runs (not the # comments around them)."""
+    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
 def test_rendered_steps_tell_how_the_token_travels():
     head = commands.render_head("192.168.1.10")
     assert "ray get-auth-token --generate" in head and "chmod 600 ~/.ray/auth_token" in head
-    join = commands.render_join("192.168.1.10", "192.168.1.20")
-    assert "scp desktop:~/.ray/auth_token ~/.ray/auth_token" in join and "chmod 600" in join
+    assert "ray get-auth-token" in _commands(head)  # printed on the desktop, copied by hand
+    mac = commands.render_join("192.168.1.10", "192.168.1.20")
+    linux = commands.render_join("192.168.1.10", "192.168.1.20", mac=False)
+    for text in (head, mac, linux):  # no SSH server runs by default on macOS or Ubuntu Desktop
+        assert not any("scp" in line or "ssh " in line for line in _commands(text)), text
+    assert "Remote Login" in head and "sudo apt install openssh-server" in mac
+    for text in (mac, linux):
+        write = next(line for line in _commands(text) if "auth_token" in line)
+        assert write.startswith("mkdir -p ~/.ray && ") and "umask 077" in write  # ~/.ray may not exist yet
+        assert write.endswith("chmod 600 ~/.ray/auth_token")
+        assert "RAY_AUTH_TOKEN" in text  # the no-file route
+    assert "pbpaste > ~/.ray/auth_token" in mac and "pbpaste" not in linux
+
+
+def test_the_linux_token_line_writes_a_private_file(tmp_path):
+    """Run the joining machine's token line for real, in bash with a private HOME."""
+    line = next(line for line in _commands(commands.render_join("192.168.1.10", None, mac=False))
+                if "auth_token" in line)
+    token = secrets.token_hex(32)
+    subprocess.run(["bash", "-c", line], input=token + "\n", text=True, check=True, timeout=30,
+                   env={"HOME": str(tmp_path), "PATH": os.environ["PATH"]})
+    path = tmp_path / ".ray" / "auth_token"
+    assert path.read_text() == token and (path.stat().st_mode & 0o777) == 0o600
+
+
+def test_firewall_and_opt_in_text_belong_to_the_mac_only():
+    head = commands.render_head("192.168.1.10")
+    mac = commands.render_join("192.168.1.10", "192.168.1.20")
+    linux = commands.render_join("192.168.1.10", "192.168.1.20", mac=False)
+    assert "per APPLICATION" in mac and "Local Network" in mac and "socketfilterfw --add" in mac
+    for text in (head, linux):
+        assert "socketfilterfw" not in text and "Local Network" not in text
+        assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in text
+    # the Mac's opt-in sits on its `ray start` line, nowhere else that runs
+    assert [line for line in _commands(mac) if "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in line] == \
+        [line for line in _commands(mac) if " ray start " in line]
+
+
+def test_the_mac_firewall_line_names_programs_that_exist():
+    """The Mac's line finds the programs from the active Python's Ray; run its finder here."""
+    line = next(line for line in _commands(commands.render_join("192.168.1.10", None)) if "socketfilterfw" in line)
+    finder = line.split(" | ", 1)[0].replace("python -c", f"{sys.executable} -c", 1)
+    out = subprocess.run(["bash", "-c", finder], capture_output=True, text=True, check=True, timeout=60)
+    apps = out.stdout.split()
+    assert [os.path.basename(a) for a in apps[1:]] == ["raylet", "gcs_server"]
+    assert all(os.access(a, os.X_OK) for a in apps), apps
 
 
 @pytest.mark.parametrize("call", [

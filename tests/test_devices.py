@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch import nn
 
 from hetlab import HetlabError, devices
 from hetlab.models import make_model
@@ -21,6 +22,36 @@ def test_cpu_is_always_there_and_real():
 def test_throughput_is_measured_for_real():
     sps = devices.throughput(make_model("small"), "cpu", batch_size=32, steps=2, warmup=1)
     assert math.isfinite(sps) and sps > 0
+
+
+def test_throughput_warms_up_once_per_new_batch_size():
+    """The first step at a new shape is untimed (MPS compiles per shape); a shape already run
+    in this process is timed straight away. Counted on the CPU, where the rule is the same."""
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 13))  # layers no other test times
+    calls = []
+    model.register_forward_hook(lambda *args: calls.append(1))
+
+    def steps_run(batch_size, **kw):
+        calls.clear()
+        devices.throughput(model, "cpu", batch_size=batch_size, steps=2, **kw)
+        return len(calls)
+
+    assert steps_run(23) == 3   # new shape: 1 warm-up + 2 timed
+    assert steps_run(23) == 2   # seen: no extra cost
+    assert steps_run(29) == 3   # another batch size is another shape
+    assert steps_run(23, warmup=2) == 4  # an explicit count is always run
+    assert steps_run(31, warmup=0) == 2 and steps_run(31) == 3  # warmup=0 warms nothing up
+
+
+def test_warm_up_runs_a_step_once_per_key():
+    seen, ran = set(), []
+    assert devices.warm_up(("cpu", 8), lambda: ran.append(8), "cpu", seen) is True
+    assert devices.warm_up(("cpu", 8), lambda: ran.append(8), "cpu", seen) is False
+    assert devices.warm_up(("cpu", 16), lambda: ran.append(16), "cpu", seen) is True
+    assert ran == [8, 16]
+    small = make_model("small")
+    assert devices.shape_key(small, "cpu", 8) == devices.shape_key(make_model("small", seed=3), "cpu", 8)
+    assert devices.shape_key(small, "cpu", 8) != devices.shape_key(make_model("classic"), "cpu", 8)
 
 
 @pytest.mark.parametrize("bad", ["tpu", "gpu0", "cuda:x", 3.5])

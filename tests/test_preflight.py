@@ -1,11 +1,19 @@
 """hetlab.preflight: local report, version comparison, macOS traps, doctor without and with a head."""
+import gzip
+import hashlib
+import os
 import platform
+import shutil
+import subprocess
 
 import pytest
 import ray
 import torch
 
-from hetlab import HetlabError, preflight
+import hetlab
+from hetlab import HetlabError, data, preflight
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_local_report_is_what_this_process_runs():
@@ -16,28 +24,99 @@ def test_local_report_is_what_this_process_runs():
     assert report["cpus"] >= 1 and report["memory_gb"] > 0
 
 
-def test_version_comparison_against_an_altered_copy():
-    here = preflight.local_report()
-    assert [c.status for c in preflight.compare_versions(here, dict(here))] == ["ok"] * 3
-    cuda_build = {**here, "torch": here["torch"].split("+")[0] + "+cu128"}
-    assert all(c.ok for c in preflight.compare_versions(here, cuda_build))  # same release, other build
-    other_major = {**here, "python": "3.12.1", "torch": "2.12.0"}
-    checks = {c.name: c for c in preflight.compare_versions(here, other_major, python_match="minor")}
-    assert checks["Python version"].status == preflight.FAIL  # minor level still needs 3.11
-    assert "python=3.12.1" in checks["Python version"].fix
-    assert checks["torch version"].status == preflight.FAIL and "torch==2.12.0" in checks["torch version"].fix
+def test_local_report_names_hetlab_and_the_mnist_files():
+    report = preflight.local_report()
+    assert report["hetlab"] == hetlab.__version__
+    # this test runs from a git checkout (a worktree's .git is a file): the commit is known
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, timeout=30).stdout.strip()
+    assert report["hetlab_commit"] == head
+    assert report["mnist_sha256"] == data.SHA256 and report["mnist"] == "verified"
+    assert preflight.local_report()["mnist_sha256"] is not report["mnist_sha256"]  # a copy each time
+
+
+def test_mnist_checksums_are_cached_and_see_changes(tmp_path):
+    for name in data.SHA256:
+        shutil.copy(os.path.join(ROOT, "data", name), tmp_path / name)
+    assert data.checksums(tmp_path) == data.SHA256
+    with gzip.open(tmp_path / "t10k-labels-idx1-ubyte.gz", "wb") as f:  # a changed file is hashed again
+        f.write(b"not mnist")
+    (tmp_path / "train-labels-idx1-ubyte.gz").unlink()
+    found = data.checksums(tmp_path)
+    assert found["train-labels-idx1-ubyte.gz"] is None
+    assert found["t10k-labels-idx1-ubyte.gz"] == hashlib.sha256(b"not mnist").hexdigest()
+    status = data.checksum_status(found)
+    assert status == "missing train-labels-idx1-ubyte.gz; corrupted t10k-labels-idx1-ubyte.gz"
+
+
+FACTS = {"ray": "2.60.0", "python": "3.11.7", "torch": "2.13.0+cpu", "hetlab": "0.1.0",
+         "hetlab_commit": "fefa2ea", "mnist_sha256": dict(data.SHA256)}
+
+
+def _by_name(here, head, **kw):
+    return {c.name: c for c in preflight.compare_versions(here, head, **kw)}
+
+
+def test_comparison_of_identical_facts():
+    checks = preflight.compare_versions(FACTS, dict(FACTS), python_match="patch")
+    assert [(c.name, c.status) for c in checks] == [
+        ("Ray version", "ok"), ("Python version", "ok"), ("torch version", "ok"),
+        ("hetlab version", "ok"), ("MNIST files", "ok")]
+    # what the head's GCS tells before connecting: only Ray and Python are compared
+    gcs = {"ray": "2.60.0", "python": "3.11.7"}
+    assert [c.name for c in preflight.compare_versions(FACTS, gcs)] == ["Ray version", "Python version"]
+
+
+def test_comparison_flags_each_mismatch_with_its_fix():
+    head = {**FACTS, "ray": "2.59.0", "torch": "2.12.0+cu128", "hetlab": "0.2.0", "hetlab_commit": "abc1234",
+            "mnist_sha256": {**FACTS["mnist_sha256"], "t10k-labels-idx1-ubyte.gz": "0" * 64}}
+    checks = _by_name(FACTS, head, python_match="patch")
+    assert checks["Ray version"].status == "FAIL" and "ray[default,train]==2.59.0" in checks["Ray version"].fix
+    assert checks["torch version"].status == "warn" and "torch==2.12.0" in checks["torch version"].fix
+    assert checks["hetlab version"].status == "FAIL" and "abc1234" in checks["hetlab version"].fix
+    mnist = checks["MNIST files"]
+    assert mnist.status == "FAIL" and "t10k-labels-idx1-ubyte.gz" in mnist.detail
+    assert "on the head" in mnist.fix and "here" not in mnist.fix.split(":")[0]
+    assert "git checkout -- data/" in mnist.fix
+    missing_here = {**FACTS, "mnist_sha256": {**FACTS["mnist_sha256"], "train-images-idx3-ubyte.gz": None}}
+    assert "restore MNIST here" in _by_name(missing_here, FACTS)["MNIST files"].fix
+    same_version = _by_name(FACTS, {**FACTS, "hetlab_commit": "abc1234"})["hetlab version"]
+    assert same_version.status == "warn" and "git checkout abc1234" in same_version.fix
+    pip_installed = _by_name(FACTS, {**FACTS, "hetlab_commit": None})["hetlab version"]
+    assert pip_installed.status == "ok"  # no commit to compare on one side
+    for c in checks.values():
+        assert "\n" not in c.fix and (c.status == "ok" or c.fix)
+
+
+def test_python_match_levels():
+    patch = _by_name(FACTS, {**FACTS, "python": "3.11.9"}, python_match="patch")["Python version"]
+    assert patch.status == "FAIL" and "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor" in patch.fix
+    minor = _by_name(FACTS, {**FACTS, "python": "3.11.9"}, python_match="minor")["Python version"]
+    assert minor.status == "warn"
+    other = _by_name(FACTS, {**FACTS, "python": "3.12.1"}, python_match="minor")["Python version"]
+    assert other.status == "FAIL" and "python=3.12.1" in other.fix  # minor level still needs 3.11
+    assert "minor" not in other.fix
     with pytest.raises(HetlabError, match="use 'patch'"):
-        preflight.compare_versions(here, here, python_match="major")
+        preflight.compare_versions(FACTS, FACTS, python_match="major")
+
+
+def test_python_against_the_pin():
+    assert preflight.python_check("3.11.7", level="patch").status == "ok"
+    patch = preflight.python_check("3.11.9", level="patch")
+    assert patch.status == "warn" and "python=3.11.7" in patch.fix and "=minor" in patch.fix
+    assert preflight.python_check("3.11.9", level="minor").status == "ok"
+    assert preflight.python_check("3.12.0", level="minor").status == "FAIL"
 
 
 def test_macos_checks():
     # macOS cannot exist here: the OS name is passed in, the environment is a plain dict.
     assert preflight.macos_checks({}, system="Linux") == []
-    missing = preflight.macos_checks({}, system="Darwin")
-    assert missing[0].status == preflight.FAIL and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in missing[0].fix
-    assert "--node-ip-address" in missing[1].fix
-    opted_in = preflight.macos_checks({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}, system="Darwin")
-    assert opted_in[0].ok
+    # the opt-in belongs to the `ray start` line (hetlab join prints it): unset in the shell is right
+    unset = preflight.macos_checks({}, system="Darwin")
+    assert unset[0].status == preflight.OK and "hetlab join" in unset[0].detail
+    assert "--node-ip-address" in unset[1].fix
+    exported = preflight.macos_checks({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}, system="Darwin")
+    assert exported[0].status == preflight.WARN and "unset RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in exported[0].fix
 
 
 def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):

@@ -107,6 +107,49 @@ def test_autocast_choice_per_device(monkeypatch):
     assert autocast_dtype(torch.device("cuda"), "fp32") is None
 
 
+def test_worker_warm_up_leaves_the_training_state_alone():
+    """A plain Worker object (no Ray needed): warming up a new batch size runs once, consumes no
+    data, leaves the weights and the random generators (dropout) as they were."""
+    threads = torch.get_num_threads()
+    try:
+        shard = load_mnist("train").subset(500, seed=3)
+        w = worker_module.Worker("w", 0, shard, "classic", "cpu", 1.0, "fp32", "fp32", SEED, 1e-3)
+    finally:
+        torch.set_num_threads(threads)  # Worker uses one thread; give the test process its own back
+    weights = flat_weights(w.model).clone()
+    rng = torch.get_rng_state()
+    assert w.warm(17) is True and w.warm(17) is False and w.warmups == 1
+    assert torch.equal(flat_weights(w.model), weights) and torch.equal(torch.get_rng_state(), rng)
+    assert w.position() == {"epoch": 0, "offset": 0} and all(p.grad is None for p in w.params)
+    # timing alone: one untimed step at a size new to that path, none after
+    w.standalone(weights, 19, steps=1)
+    assert w.warmups == 2
+    w.standalone(weights, 19, steps=1)
+    assert w.warmups == 2
+    w.standalone(weights, 19, steps=1, warmup=1)  # an explicit count always runs
+    assert w.warmups == 3
+
+
+def test_measure_warms_up_each_new_batch_size_once(data):
+    """``measure`` (and every ``run``) gives a worker one untimed step at a batch size new to it,
+    so no timed step pays for a new shape (MPS compiles per shape). Counted on CPU workers."""
+    train = data[0]
+    specs = [WorkerSpec("a"), WorkerSpec("b", slowdown=2)]
+    with ParameterServerTraining(specs, train, batch_sizes=[32, 32], seed=SEED, progress=False) as ps:
+        rates = ps.measure([40, 24], steps=2)
+        assert ps.warmups == 2 and len(ps.records) == 4 and all(r > 0 for r in rates)
+        positions = ray.get([a.position.remote() for a in ps._actors])
+        assert [p["offset"] for p in positions] == [80, 48]  # the warm-up took no training data
+        ps.measure([40, 24], steps=2)
+        assert ps.warmups == 2  # sizes already warmed: no extra step, not even a message
+        ps.measure([48, 16], steps=1)
+        assert ps.warmups == 4 and ps.batch_sizes == [32, 32]  # measure puts the sizes back
+        ps.run(1)  # 32 is new to both workers too
+        assert ps.warmups == 6 and ray.get([a.warmups_run.remote() for a in ps._actors]) == [3, 3]
+        ps.run(0, batch_sizes=[8, 8])  # no steps: nothing to warm up
+        assert ps.warmups == 6
+
+
 @pytest.fixture(scope="module")
 def sync_run(data, tmp_path_factory):
     """One epoch of a 4,000-sample subset, sync, a fast and a simulated 2× slower worker.
