@@ -30,6 +30,7 @@ import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tqdm.auto import tqdm
 
+from hetlab import gpus
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
 from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset
@@ -105,6 +106,7 @@ class ParameterServerTraining:
         self.server = None
         _ensure_ray()
         self._placements = [_placement(s) for s in workers]
+        gpus.check_free([(s.name, s.role) for s, p in zip(workers, self._placements) if p.get("num_gpus")])
         try:
             self._start(train_data)
         except BaseException:
@@ -153,7 +155,8 @@ class ParameterServerTraining:
             if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
                 prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
             sim = f" (simulated {spec.slowdown:g}× slower)" if spec.slowdown > 1 else ""
-            out.append(f"{spec.name} · {info['device']} {prec}{sim}")
+            note = f" ({info['device_note']})" if info.get("device_note") else ""  # cuda:N, see worker
+            out.append(f"{spec.name} · {info['device']}{note} {prec}{sim}")
         return out
 
     @property
