@@ -16,6 +16,7 @@ import time
 import ray
 
 from hetlab.errors import HetlabError
+from hetlab.raylog import explain_token_auth
 from hetlab.reach import parse_address, port_open, probe_gcs, stop_children_since  # noqa: F401
 
 ROLES = ("desktop", "mac")
@@ -117,6 +118,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     if ray.is_initialized():
         ray.shutdown()
     if local:
+        explain_token_auth()  # Ray's "Token authentication is enabled" warning → one hetlab line
         for attempt in (1, 2):  # Ray's fixed startup windows (15 s, 30 s) can pass on a busy machine
             started = time.time()
             try:

@@ -19,6 +19,7 @@ from ray.cluster_utils import Cluster
 
 from hetlab import cluster as _cluster
 from hetlab.errors import HetlabError
+from hetlab.raylog import explain_token_auth
 
 REAL_HERE = {"desktop"}  # roles this box can honestly stand in for (it is a Linux machine)
 
@@ -47,6 +48,7 @@ def _enable_token_auth() -> None:
     set, turn it on for this process and its children, creating ``~/.ray/auth_token`` if missing."""
     from ray._private.authentication.authentication_token_setup import (
         enable_token_auth_by_default, ensure_token_if_auth_enabled)
+    explain_token_auth()  # Ray's "Token authentication is enabled" warning → hetlab's one-line notice
     enable_token_auth_by_default()
     ensure_token_if_auth_enabled(None, create_token_if_missing=True)
 
