@@ -15,4 +15,14 @@ def is_quick() -> bool:
     return os.environ.get("HETLAB_QUICK", "0") not in ("", "0", "false", "False")
 
 
-__all__ = ["HetlabError", "is_quick", "__version__"]
+def is_test_run() -> bool:
+    """True when a test runner, not a person, runs this notebook: nbval under pytest (pytest sets
+    ``PYTEST_CURRENT_TEST`` and the kernel nbval starts inherits it) or CI (``CI`` set).
+
+    A notebook's last cell shuts its cluster down only then; in JupyterLab it leaves the widgets
+    working after "Run All" and says how to shut down (notebook 06).
+    """
+    return any(os.environ.get(v, "0") not in ("", "0", "false", "False") for v in ("PYTEST_CURRENT_TEST", "CI"))
+
+
+__all__ = ["HetlabError", "is_quick", "is_test_run", "__version__"]

@@ -18,6 +18,7 @@ import ray
 
 from hetlab.authtoken import secure_token_files
 from hetlab.errors import HetlabError
+from hetlab.raylog import explain_token_auth
 from hetlab.reach import parse_address, port_open, probe_gcs, stop_children_since  # noqa: F401
 
 ROLES = ("desktop", "mac")
@@ -114,6 +115,7 @@ def enable_local_token_auth() -> None:
     """
     from ray._private.authentication.authentication_token_setup import (
         enable_token_auth_by_default, ensure_token_if_auth_enabled)
+    explain_token_auth()  # Ray's "Token authentication is enabled" warning → one hetlab line
     enable_token_auth_by_default()
     previous = os.umask(0o077)
     try:

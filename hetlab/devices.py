@@ -48,6 +48,9 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
             f"device {dev.type!r} is not available on this machine (found {available()}): "
             f"pick one of those or 'auto'."
         )
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise HetlabError(f"device {str(dev)!r} is not visible here: this process sees "
+                          f"{torch.cuda.device_count()} CUDA device(s), cuda:0 first; use 'cuda' or 'auto'.")
     return dev
 
 

@@ -5,7 +5,8 @@ object store and resources) on this box. Each node gets one hetlab role, the
 same resource and label that ``hetlab head`` / ``hetlab join`` give the real
 machines, so ``hetlab.cluster.placement(role)`` behaves exactly as on the real
 pair. Nothing here is a GPU or a Mac: the "mac" node is named "mac (simulated)"
-wherever a learner sees it, and no node claims a GPU it does not have.
+wherever a learner sees it, and no node claims a GPU it does not have (unless a
+scheduling test asks for ``accounted_gpus``, which says so).
 """
 from __future__ import annotations
 
@@ -48,11 +49,14 @@ class PracticeCluster:
     be removed); the others are worker nodes that can be removed and re-added to
     practise losing a machine. ``shutdown()`` is idempotent and also runs on errors.
     With ``token_auth`` (the default, like Ray's own local default) only clients
-    holding this user's token (``~/.ray/auth_token``, kept 0600) can connect.
+    holding this user's token (``~/.ray/auth_token``, kept 0600) can connect. ``accounted_gpus``
+    (e.g. ``{"desktop": 1}``, for scheduling tests only) makes Ray *count* GPUs on a
+    role's node that this machine does not have; by default no node claims a GPU.
     """
 
     def __init__(self, roles=("desktop", "mac"), cpus_per_node: int = 1,
-                 object_store_mb: int = 100, connect: bool = True, token_auth: bool = True):
+                 object_store_mb: int = 100, connect: bool = True, token_auth: bool = True,
+                 accounted_gpus: dict | None = None):
         roles = tuple(roles)
         if not roles or len(set(roles)) != len(roles):
             raise HetlabError(f"roles {roles!r} must be distinct and non-empty, e.g. ('desktop', 'mac').")
@@ -64,6 +68,7 @@ class PracticeCluster:
         self._cpus = int(cpus_per_node)
         self._store = int(object_store_mb) * 2**20
         self._nodes: dict = {}
+        self._gpus = dict(accounted_gpus or {})  # role → GPUs Ray counts there; none is real
         if ray.is_initialized():
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
         if token_auth:
@@ -83,7 +88,7 @@ class PracticeCluster:
         # a file and aborts after ~15 s, which a busy 2-core machine can exceed.
         agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
                            "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
-        return dict(num_cpus=self._cpus, num_gpus=0, object_store_memory=self._store, **agents,
+        return dict(num_cpus=self._cpus, num_gpus=self._gpus.get(role, 0), object_store_memory=self._store, **agents,
                     resources=_cluster.node_resources(role), labels=_cluster.node_labels(role, simulated=role not in REAL_HERE),
                     include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
 

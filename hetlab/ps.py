@@ -30,6 +30,7 @@ import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tqdm.auto import tqdm
 
+from hetlab import gpus
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
 from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset
@@ -107,6 +108,7 @@ class ParameterServerTraining:
         self.warmups = 0  # untimed warm-up steps the workers ran (one per worker and new batch size)
         _ensure_ray()
         self._placements = [_placement(s) for s in workers]
+        gpus.check_free([(s.name, s.role) for s, p in zip(workers, self._placements) if p.get("num_gpus")])
         try:
             self._start(train_data)
         except BaseException:
@@ -156,7 +158,8 @@ class ParameterServerTraining:
                 prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
             sim = f" (simulated {spec.slowdown:g}× slower)" if spec.slowdown > 1 else ""
             where = f" (rehearsal host {info['rehearsal']})" if info.get("rehearsal") else ""
-            out.append(f"{spec.name} · {info['device']} {prec}{sim}{where}")
+            note = f" ({info['device_note']})" if info.get("device_note") else ""  # cuda:N, see worker
+            out.append(f"{spec.name} · {info['device']}{note} {prec}{sim}{where}")
         return out
 
     @property

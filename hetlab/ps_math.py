@@ -92,7 +92,8 @@ def check_spec(spec) -> None:
             or spec.slowdown < 1:
         raise HetlabError(f"worker {spec.name!r}: slowdown must be a number ≥ 1, got {spec.slowdown!r}.")
     device = str(spec.device)
-    if device != "auto" and device.split(":")[0] not in DEVICE_KINDS:
+    kind, colon, index = device.partition(":")
+    if device != "auto" and (kind not in DEVICE_KINDS or (colon and not index.isdigit())):
         raise HetlabError(f"worker {spec.name!r}: unknown device {device!r}; use 'auto', "
                           f"'cuda', 'cuda:N', 'mps' or 'cpu' (resolved on the worker's machine).")
     if spec.precision not in PRECISIONS:

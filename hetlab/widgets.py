@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 
 import ipywidgets as w
+import ray
 
 from hetlab import balance, plots
 from hetlab.errors import HetlabError
@@ -128,12 +129,23 @@ class RatioTuner:
         self.recommended_label.value = f"auto-tuned: <b>{result}</b>"
         return result
 
+    def shut_down_note(self) -> str | None:
+        """One line saying the training behind the tuner is gone and what to do; None if it is live."""
+        if getattr(self.training, "server", None) is not None and ray.is_initialized():
+            return None
+        return ("the training behind this tuner is shut down (training.shutdown(), the practice "
+                "cluster's shutdown, or a restarted kernel): re-run the notebook's set-up cell, then "
+                "the tuner's cell, and press Run again.")
+
     def _guarded(self, action) -> None:
         """Run a button's action; show a HetlabError in the widget instead of losing it."""
         self.error = None
         for b in (self.run_button, self.auto_button):
             b.disabled = True
         try:
+            note = self.shut_down_note()
+            if note:  # say so in the tuner, not as a raw error from deep inside a run
+                raise HetlabError(note)
             action()
         except HetlabError as e:
             self.error = str(e)

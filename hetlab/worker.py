@@ -57,6 +57,24 @@ def next_indices(n: int, seed: int, worker_index: int, epoch: int, offset: int,
     return torch.cat(parts), epoch, offset
 
 
+def cuda_in_worker(device: str, cuda_visible: str | None) -> tuple[str, str]:
+    """``"cuda:N"`` inside a Ray worker that asked for a GPU: (the torch device, a note or "").
+
+    Ray shows such a worker only the GPU(s) it assigned (``CUDA_VISIBLE_DEVICES``, e.g.
+    ``"1"``), renumbered from ``cuda:0``. ``cuda:N`` means GPU N of the machine: if Ray gave
+    this worker GPU N it is ``cuda:<its position>``; if Ray gave another one (Ray, not the
+    worker, picks which GPU a ``num_gpus=1`` actor gets), the worker uses that one and the note
+    says so. With every GPU visible (variable unset), ``cuda:N`` stays as it is.
+    """
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or not index or not cuda_visible:
+        return device, ""
+    visible = [v.strip() for v in cuda_visible.split(",") if v.strip()]
+    if index in visible:
+        return f"cuda:{visible.index(index)}", ""
+    return "cuda:0", f"Ray gave this worker GPU {visible[0]}, not {device}"
+
+
 def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
     """The autocast dtype a worker uses: None (fp32) on the CPU or where unsupported."""
     if precision == "fp32" or device.type == "cpu":
@@ -78,6 +96,7 @@ class Worker:
         self.name, self.index, self.seed, self.lr = name, index, seed, lr
         self.model_name = model
         self.slowdown = float(slowdown)
+        device, self.device_note = cuda_in_worker(str(device), os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.device = resolve(device)            # resolved here, on the worker's own node
         self.amp_dtype = autocast_dtype(self.device, precision)
         self.wire = WIRE_DTYPES[transfer]
@@ -96,7 +115,8 @@ class Worker:
         return {"name": self.name, "node_id": ray.get_runtime_context().get_node_id(),
                 "device": str(self.device), "precision": amp, "pid": os.getpid(),
                 "threads": torch.get_num_threads(), "shard": len(self.y),
-                "host": socket.gethostname(), "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
+                "host": socket.gethostname(), "device_note": self.device_note,
+                "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
 
     def set_threads(self, sharing: int) -> int:
         """Use this machine's cores divided by the number of workers sharing it."""

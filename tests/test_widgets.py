@@ -7,6 +7,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 import ray  # noqa: E402
 
+from hetlab.cluster import connect  # noqa: E402
 from hetlab.data import load_mnist  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
 from hetlab.widgets import RatioTuner  # noqa: E402
@@ -16,7 +17,7 @@ PNG = b"\x89PNG"
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    connect("local", num_cpus=2)  # a local Ray (retries Ray's fixed start-up window on a busy box)
     yield
     ray.shutdown()
 
@@ -63,7 +64,23 @@ def test_slider_run_auto_and_errors_against_real_training(training):
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
     # a mistake shows up in the widget as one line, not as a lost traceback
+    assert tuner.shut_down_note() is None
     training.shutdown()
     tuner.run_button.click()  # must not raise
     assert "shut down" in tuner.error and "HetlabError" in tuner.result_label.value
+    assert "re-run the notebook's set-up cell" in tuner.error and "\n" not in tuner.error
     assert not tuner.run_button.disabled
+    tuner.auto_button.click()  # Auto says the same, and does not start anything
+    assert "re-run the notebook's set-up cell" in tuner.error and tuner.tune_result is result
+
+
+def test_last_cell_shuts_down_only_in_a_test_run(monkeypatch):
+    # nbval runs notebooks under pytest, whose PYTEST_CURRENT_TEST the kernel inherits;
+    # in JupyterLab neither it nor CI is set, so notebook 06's tuner survives "Run All".
+    import hetlab
+    assert hetlab.is_test_run()
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    assert not hetlab.is_test_run()
+    monkeypatch.setenv("CI", "true")
+    assert hetlab.is_test_run()

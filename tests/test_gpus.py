@@ -1,0 +1,139 @@
+"""A GPU still held by another driver (an earlier notebook's kernel) fails at once, in one line.
+
+The practice "desktop" node is started with ``accounted_gpus={"desktop": 1}``: Ray COUNTS one
+GPU there although this CPU-only box has none. That is honest for a scheduling test — Ray
+accounts GPUs as numbers, and nothing here runs on a GPU (``device="auto"`` still resolves to
+the CPU inside the worker, since torch finds no CUDA). The holders are real Ray actors: one from
+another driver process (a stand-in for another notebook's kernel), one from this test's driver.
+"""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import ray
+
+from hetlab import HetlabError, gpus
+from hetlab.cluster import placement
+from hetlab.data import load_mnist
+from hetlab.practice import PracticeCluster
+from hetlab.ps import ParameterServerTraining, WorkerSpec
+from hetlab.ps_math import check_spec
+from hetlab.worker import cuda_in_worker
+
+# Another driver that takes the desktop's GPU and keeps it until its stdin closes.
+HOLDER = """
+import sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR")
+@ray.remote(num_cpus=0, num_gpus=1, resources={"hetlab-role:desktop": 0.001})
+class Holder:
+    def ping(self):
+        return "ok"
+h = Holder.remote()
+ray.get(h.ping.remote())
+print("holding", flush=True)
+sys.stdin.read()
+"""
+WORKERS = [WorkerSpec("desktop", role="desktop", device="auto")]
+
+
+@ray.remote(num_cpus=0)
+class Holder:
+    def ping(self):
+        return "ok"
+
+
+@pytest.fixture(scope="module")
+def practice():
+    with PracticeCluster(("desktop",), accounted_gpus={"desktop": 1}) as pc:
+        yield pc
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_mnist("train").subset(600, seed=0)
+
+
+def wait_for_free_gpus(expected, timeout=30):
+    nodes = gpus.gpu_nodes("desktop")
+    deadline = time.monotonic() + timeout
+    while gpus.gpus_available(nodes) != expected:  # Ray's GCS view lags the actor by ~100 ms
+        assert time.monotonic() < deadline, f"GPU availability never became {expected}"
+        time.sleep(0.1)
+
+
+def test_gpu_held_by_another_driver_fails_at_once_then_frees(practice, data):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, practice.address], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert proc.stdout.readline().strip() == "holding"
+        wait_for_free_gpus(0)
+        started = time.monotonic()
+        with pytest.raises(HetlabError) as info:
+            ParameterServerTraining(WORKERS, data, progress=False)
+        took = time.monotonic() - started
+        message = str(info.value)
+        assert took < 25, took  # RELEASE_WAIT_S (10 s) and a busy box; not worker_timeout_s (120 s)
+        assert message.startswith("worker 'desktop' needs the GPU on the desktop machine, but it is held by "
+                                  "another Ray program (job ")
+        assert f"pid {proc.pid} on " in message and "through its Holder actor" in message
+        assert "stop that program (or run training.shutdown() in it), then run this again" in message
+        assert "ray list actors --filter state=ALIVE" in message and "\n" not in message
+    finally:
+        proc.stdin.close()  # the other driver exits; Ray frees its actor's GPU
+        proc.wait(timeout=60)
+    # Freed a moment ago: the new training waits the few seconds Ray takes, then starts.
+    with ParameterServerTraining(WORKERS, data, progress=False) as run:
+        assert run.worker_info[0]["device"] == "cpu"  # Ray counted a GPU; torch has none here
+        assert len(run.run(1)) == 1
+
+
+def test_gpu_held_by_this_driver_and_too_few_gpus(practice, data):
+    holder = Holder.options(**placement("desktop", gpu=True)).remote()
+    ray.get(holder.ping.remote(), timeout=60)
+    wait_for_free_gpus(0)
+    with pytest.raises(HetlabError, match=r"held by this kernel's own earlier actors \(job \w+: Holder\): "
+                                          r"shut that training down \(training.shutdown\(\)\)"):
+        ParameterServerTraining(WORKERS, data, progress=False)
+    ray.kill(holder)  # asynchronous: Ray frees the GPU a moment later
+    killed = time.monotonic()
+    wait_for_free_gpus(1)
+    print(f"GPU free again {time.monotonic() - killed:.2f} s after ray.kill")
+    two = [WorkerSpec("a", role="desktop", device="cuda"), WorkerSpec("b", role="desktop", device="auto")]
+    started = time.monotonic()
+    with pytest.raises(HetlabError, match=r"workers \['a', 'b'\] each ask for a GPU on the desktop "
+                                          r"machine, which has 1: give all but 1 of them device='cpu'"):
+        ParameterServerTraining(two, data, progress=False)
+    assert time.monotonic() - started < 10
+
+
+def test_holder_description_names_a_notebook_kernel():
+    found = [{"class": "Worker", "job": "03000000", "pid": 11, "node": "n"},
+             {"class": "Worker", "job": "03000000", "pid": 12, "node": "n"}]
+    jobs = {"03000000": {"DriverPid": 4242, "DriverIPAddress": "192.168.1.10",
+                         "Entrypoint": "/x/python -m ipykernel_launcher -f /tmp/kernel-1.json"}}
+    who, fix = gpus.describe_holders(found, jobs, here="05000000")
+    assert who == ("another notebook's kernel (job 03000000, pid 4242 on 192.168.1.10) "
+                   "through its 2 Worker actors")
+    assert fix.startswith("restart or shut down that kernel (or run training.shutdown() there)")
+    who, _ = gpus.describe_holders([], {}, here="05000000")
+    assert "placement group" in who
+
+
+@pytest.mark.parametrize("device,visible,expected", [
+    ("cuda:1", "1", ("cuda:0", "")),              # Ray gave GPU 1: it is this worker's cuda:0
+    ("cuda:1", "0,1", ("cuda:1", "")),
+    ("cuda:1", "0", ("cuda:0", "Ray gave this worker GPU 0, not cuda:1")),
+    ("cuda:1", None, ("cuda:1", "")),             # every GPU visible: as asked (resolve() checks it)
+    ("cuda", "0", ("cuda", "")),
+    ("cpu", "0", ("cpu", "")),
+])
+def test_cuda_index_inside_a_ray_worker(device, visible, expected):
+    assert cuda_in_worker(device, visible) == expected
+
+
+def test_cuda_index_spec_check():
+    check_spec(WorkerSpec("w", device="cuda:1"))
+    with pytest.raises(HetlabError, match="unknown device 'cuda:x'"):
+        check_spec(WorkerSpec("w", device="cuda:x"))
