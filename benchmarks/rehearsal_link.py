@@ -12,7 +12,7 @@ parameter server with a desktop and a mac worker, 1:1 split of a 128 batch:
 Measured per step: bytes that crossed the link (the kernel's counters of the desktop's
 interface: Ray's framing and TCP included), step time, samples/s. Predicted:
 ``hetlab.planner.round_seconds`` from each worker's compute speed measured in the same run
-(samples ÷ compute seconds) and the cap. Both hosts share this box's CPU: the figures are
+(samples ÷ compute seconds), the server's measured update time, and the cap. Both hosts share this box's CPU: the figures are
 about the link and the engine, not about a Mac. Prints a table, then as the last line one
 JSON object with ``measured_over_predicted`` per cap and mode (goal: within 0.75–1.25).
 
@@ -64,13 +64,14 @@ def drive(mbit: int, steps: int) -> dict:
             for name in ("desktop", "mac"):
                 mine = [r for r in records if r.worker == name]
                 speeds.append(sum(r.samples or r.batch_size for r in mine) / sum(r.compute_s for r in mine))
-            predicted = planner.round_seconds(speeds, SPLIT, run.n_params, link, h, width) / h
+            server_s = sum(r.server_s for r in records if r.worker == "desktop") / rounds
+            predicted = planner.round_seconds(speeds, SPLIT, run.n_params, link, h, width, server_s) / h
             measured = wall / (rounds * h)
             out[mode] = {"step_ms": round(measured * 1e3, 2), "predicted_step_ms": round(predicted * 1e3, 2),
                          "samples_per_s": round(rounds * h * sum(SPLIT) / wall, 1),
                          "link_bytes_per_step": round(moved / (rounds * h)),
                          "predicted_bytes_per_step": round(planner.exchange_bytes(run.n_params, width) / h),
-                         "speeds": [round(s) for s in speeds],
+                         "speeds": [round(s) for s in speeds], "server_ms": round(server_s * 1e3, 2),
                          "measured_over_predicted": round(measured / predicted, 3)}
     return out
 

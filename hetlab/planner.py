@@ -95,13 +95,18 @@ def exchange_seconds(params: int, link: Link, bytes_per_value: int = 4) -> float
 
 
 def round_seconds(throughputs: Sequence[float], batch_sizes: Sequence[int], params: int, link: Link,
-                  local_steps: int = 1, bytes_per_value: int = 4) -> float:
-    """Seconds for H global steps at this split: ``max(H·b_d/T_d, H·b_m/T_m + e)``."""
+                  local_steps: int = 1, bytes_per_value: int = 4, server_s: float = 0.0) -> float:
+    """Seconds for H global steps at this split: ``max(H·b_d/T_d, H·b_m/T_m + e) + server_s``.
+
+    ``server_s`` is the server's own update per exchange (combine + optimizer step), which
+    starts only when the last gradient is in; 0 unless measured (``StepRecord.server_s``).
+    """
     t_d, t_m = _check(throughputs, params, sum(batch_sizes))
     b_d, b_m = batch_sizes
     if b_m == 0:
-        return local_steps * b_d / t_d
-    return max(local_steps * b_d / t_d, local_steps * b_m / t_m + exchange_seconds(params, link, bytes_per_value))
+        return local_steps * b_d / t_d + server_s
+    return max(local_steps * b_d / t_d,
+               local_steps * b_m / t_m + exchange_seconds(params, link, bytes_per_value)) + server_s
 
 
 def desktop_alone(throughputs: Sequence[float], global_batch: int) -> Plan:
