@@ -121,7 +121,12 @@ def host_env(host: Host, address: str | None = None) -> dict:
 
 
 def firewall(host: Host, peer: Host, ports: commands.Ports) -> str:
-    """The nftables ruleset of ``host``: from ``peer`` only the printed ports; nothing else."""
+    """The nftables ruleset of ``host``: from ``peer`` only the printed ports; nothing else.
+
+    The desktop's printed rule is ports (``firewall_ranges`` + Ray Train's ``train_ranges``).
+    The Mac's is per application (python, raylet: macOS has no port rules); here that becomes
+    the ports those programs listen on: Ray's pinned ports and macOS's ephemeral range.
+    """
     head = host is DESKTOP
     allowed = commands.firewall_ranges(ports, head) + commands.train_ranges(ports, host.os, head)
     dports = ", ".join(allowed)
