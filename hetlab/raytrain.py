@@ -90,13 +90,11 @@ def _pair_backend():
 def torch_config(port: int | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S):
     """``TorchConfig`` for the pair: gloo, rendezvous on ``port`` (default: hetlab's pinned
     ``Ports.train_rendezvous``), process-group timeout ``timeout_s`` instead of 30 minutes."""
-    from dataclasses import dataclass as _dataclass
-
     from ray.train.torch import TorchConfig
 
     from hetlab.commands import Ports
 
-    @_dataclass
+    @dataclass
     class PairTorchConfig(TorchConfig):
         port: int = Ports().train_rendezvous
 

@@ -180,8 +180,7 @@ def up(profile: str = "wifi", ports: commands.Ports = commands.Ports()) -> dict:
         token = DESKTOP.home / ".ray" / "auth_token"
         shutil.copy(token, MAC.home / ".ray" / "auth_token")
         os.chmod(MAC.home / ".ray" / "auth_token", 0o600)
-        join_text = commands.render_join(DESKTOP.ip, MAC.ip, ports, gpus=1)
-        _start_ray(MAC, [line for line in _command_lines(join_text) if "ray start" in line])
+        _start_ray(MAC, _join_lines(MAC, ports))
     except BaseException:
         down()
         raise
@@ -297,8 +296,13 @@ def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports()) -> None:
     host = _host(role)
     if host is DESKTOP:
         raise HetlabError("the desktop is the head: stopping it ends the cluster; run `hetlab rehearse up`.")
-    join_text = commands.render_join(DESKTOP.ip, host.ip, ports, gpus=1)
-    _start_ray(host, [line for line in _command_lines(join_text) if "ray start" in line])
+    _start_ray(host, _join_lines(host, ports))
+
+
+def _join_lines(host: Host, ports: commands.Ports) -> list[str]:
+    """The printed ``ray start --address`` line for ``host`` (+ --num-gpus 1); the token is copied apart."""
+    text = commands.render_join(DESKTOP.ip, host.ip, ports, gpus=1)
+    return [line for line in _command_lines(text) if "ray start" in line]
 
 
 def _host(role: str) -> Host:
