@@ -1,0 +1,237 @@
+"""docs/troubleshooting.md stays honest: every one-line error hetlab can show is on the page,
+and every teardown command undoes something hetlab prints or is a hetlab command.
+
+Messages are read from the library's source with ``ast`` (nothing is imported but the printed
+instructions and the CLI parser): the first argument of every ``HetlabError(...)``, the strings
+returned by the functions that explain a failure in one line, the doctor's checks that can
+warn or fail, and the token notice. Each message is rendered with ``…`` for its variable parts
+and its first ``PREFIX`` characters must appear on the page.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "troubleshooting.md"
+PREFIX = 60  # characters of each message that must be quoted on the page
+
+# functions whose returned strings are one-line explanations shown to the learner
+EXPLAINERS = {
+    "cluster.py": ("_explain", "driver_notice"),
+    "reach.py": ("port_open", "probe_gcs"),
+    "raytrain.py": ("explain_failure",),
+    "rehearsal.py": ("missing",),
+    "widgets.py": ("shut_down_note",),
+}
+NOTICES = {"raylog.py": ("NOTICE",)}  # module-level one-line notices
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level ``NAME = "text"``: an f-string naming one shows its text, not ``…``."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node.value.value
+    return found
+
+
+def render(node: ast.AST, constants: dict[str, str]) -> str | None:
+    """A message as the learner reads it: literal text, ``…`` for each variable part."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(value.value)
+            elif isinstance(value.value, ast.Name) and value.value.id in constants \
+                    and value.conversion == -1 and value.format_spec is None:
+                parts.append(constants[value.value.id])
+            else:
+                parts.append("…")
+        return "".join(parts)
+    return None
+
+
+def normalize(text: str) -> str:
+    """One line, single spaces, and any run of variable parts (``… …``, ``……``) as one ``…``."""
+    return re.sub(r"…(?:\s*…)+", "…", " ".join(text.split()))
+
+
+def prefix(message: str) -> str:
+    text = normalize(message)
+    if len(text) <= PREFIX:
+        return text
+    cut = text[:PREFIX]
+    return cut[:cut.rfind(" ")] if " " in cut else cut
+
+
+def library_messages(root: Path = ROOT) -> dict[str, str]:
+    """{where: message} for every one-line error or notice in ``hetlab/*.py``."""
+    found = {}
+    for path in sorted((root / "hetlab").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = _constants(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "HetlabError" and node.args:
+                text = render(node.args[0], constants)
+                if text is not None:
+                    found[f"{path.name}:{node.lineno}"] = text
+            if isinstance(node, ast.FunctionDef) and node.name in EXPLAINERS.get(path.name, ()):
+                for ret in ast.walk(node):
+                    if isinstance(ret, ast.Return) and ret.value is not None:
+                        text = render(ret.value, constants)
+                        if text is not None:
+                            found[f"{path.name}:{ret.lineno} ({node.name})"] = text
+        for name in NOTICES.get(path.name, ()):
+            found[f"{path.name}:{name}"] = constants[name]
+    return found
+
+
+def doctor_checks(root: Path = ROOT) -> dict[str, str]:
+    """{where: check name} for every preflight Check that can warn or fail (status not plain OK)."""
+    path = root / "hetlab" / "preflight.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check" and len(node.args) >= 2:
+            status = node.args[1]
+            if isinstance(status, ast.Name) and status.id == "OK":
+                continue
+            name = render(node.args[0], {})
+            if name is not None:
+                found[f"preflight.py:{node.lineno}"] = name
+    return found
+
+
+def missing_from(page: str, messages: dict[str, str]) -> list[str]:
+    text = normalize(page)
+    return [f"{where}: {prefix(message)!r}" for where, message in messages.items()
+            if prefix(message) not in text]
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return PAGE.read_text(encoding="utf-8")
+
+
+def test_every_library_message_is_on_the_page(page):
+    messages = library_messages()
+    assert len(messages) > 100  # the extraction itself still finds the library's messages
+    assert missing_from(page, messages) == []
+
+
+def test_every_doctor_check_that_can_fail_is_on_the_page(page):
+    checks = doctor_checks()
+    assert {"Ray version", "head GCS port", "token file", "ports of …"} <= set(checks.values())
+    text = normalize(page)
+    assert [f"{where}: {name}" for where, name in checks.items() if f"] {name}:" not in text] == []
+
+
+def test_the_check_fails_when_a_message_is_missing(page):
+    messages = library_messages()
+    where, message = next((w, m) for w, m in messages.items() if w.startswith("checkpoint.py"))
+    without = normalize(page).replace(prefix(message), "")
+    assert missing_from(without, messages) == [f"{where}: {prefix(message)!r}"]
+    assert missing_from(page, {"new.py:1": "a message nobody has written down yet"}) != []
+
+
+def test_rendering_marks_variable_parts_and_keeps_named_constants():
+    tree = ast.parse('ENV = "RAY_X"\nf"{ENV}={level!r}: use {a} {b} or {c}{d}."')
+    expr = tree.body[1].value
+    assert render(expr, _constants(tree)) == "RAY_X=…: use … … or ……."
+    assert normalize("use … … or …….") == "use … or …."
+
+
+# --- teardown: every command undoes a printed one, or is a hetlab / ray command that exists ---
+
+def _section(page: str, title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", page, flags=re.M | re.S)
+    assert match, f"no '## {title}' section"
+    return match.group(1)
+
+
+def teardown_commands(page: str) -> list[str]:
+    """Non-comment lines of the fenced shell blocks in the page's Teardown section."""
+    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", _section(page, "Teardown"), flags=re.S)
+    return [line.strip() for block in blocks for line in block.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+READ_ONLY = {"sudo ufw status numbered",  # list what is left, change nothing
+             "sudo /usr/libexec/ApplicationFirewall/socketfilterfw --listapps"}
+
+
+def _printed() -> tuple[str, str]:
+    from hetlab import commands
+    return (commands.render_head("192.168.1.10"),
+            commands.render_join("192.168.1.10", "192.168.1.20"))
+
+
+def check_teardown_line(line: str) -> str | None:
+    """None if ``line`` is a command the teardown may name, else why not."""
+    from hetlab import commands
+    from hetlab.cli import build_parser
+    head, join = _printed()
+    printed = head + "\n" + join
+    try:
+        argv = shlex.split(line)
+    except ValueError:
+        argv = []
+    if argv[:1] == ["sudo"]:
+        argv = argv[1:]
+    if argv and Path(argv[0]).name == "hetlab":
+        try:
+            build_parser().parse_args(argv[1:])
+        except SystemExit:
+            return "not a hetlab command line the CLI accepts"
+        return None
+    if line == "ray stop":
+        return None if "ray stop" in head else "the printed head steps no longer say `ray stop`"
+    if line in READ_ONLY:
+        return None
+    if "ufw delete allow" in line:  # the printed ufw loop, with `delete`
+        added = line.replace("ufw delete allow", "ufw allow")
+        loop = next((l for l in printed.splitlines() if "ufw allow" in l), "")
+        if not added.startswith("for p in ") or "; do " not in added \
+                or added.split("; do ", 1)[1] != loop.split("; do ", 1)[1]:
+            return "not the printed ufw rule with `delete`"
+        ports = added[len("for p in "):].split(";", 1)[0].split()
+        opened = set(commands.firewall_ranges(commands.Ports(), head=True)
+                     + commands.train_ranges(commands.Ports(), "linux", head=True))
+        return None if set(ports) <= opened else f"ports {sorted(set(ports) - opened)} were never opened"
+    if commands.MACOS_FIREWALL in line:  # the printed socketfilterfw loop, --remove instead of --add
+        loop = next((l for l in join.splitlines() if commands.MACOS_FIREWALL in l), "")
+        same_apps = line.split("| while")[0] == loop.split("| while")[0]
+        undoes = f'sudo {commands.MACOS_FIREWALL} --remove "$app"' in line
+        return None if same_apps and undoes else "not the printed socketfilterfw loop with --remove"
+    if commands.TOKEN_PATH in line:  # the token file the printed steps write
+        generate = "ray get-auth-token --generate >/dev/null && chmod 600 " + commands.TOKEN_PATH
+        if "get-auth-token" in line and generate not in head:
+            return "the printed head steps no longer generate the token this way"
+        if "get-auth-token" in line and not line.endswith(generate):
+            return "a new token must be made as the printed head steps make it"
+        return None
+    return "unknown command: undo something `hetlab head`/`hetlab join` print, or add it here"
+
+
+def test_every_teardown_command_matches_the_printed_steps_or_the_cli(page):
+    lines = teardown_commands(page)
+    assert any("ray stop" == l for l in lines) and any("rehearse down" in l for l in lines)
+    assert {line: check_teardown_line(line) for line in lines} == {line: None for line in lines}
+
+
+def test_teardown_check_refuses_a_command_nobody_printed():
+    assert check_teardown_line("sudo ufw delete allow proto tcp from MAC_IP to any port 22") is not None
+    assert check_teardown_line(
+        "for p in 22; do sudo ufw delete allow proto tcp from MAC_IP to any port ${p/-/:}; done") is not None
+    assert check_teardown_line("hetlab rehearse explode") is not None
+    assert check_teardown_line("rm -rf ~/.ray") is not None
