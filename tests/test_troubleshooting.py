@@ -10,6 +10,7 @@ and its first ``PREFIX`` characters must appear on the page.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import shlex
 from pathlib import Path
@@ -74,6 +75,7 @@ def prefix(message: str) -> str:
     return cut[:cut.rfind(" ")] if " " in cut else cut
 
 
+@functools.lru_cache(maxsize=None)  # parsed once per test session
 def library_messages(root: Path = ROOT) -> dict[str, str]:
     """{where: message} for every one-line error or notice in ``hetlab/*.py``."""
     found = {}
