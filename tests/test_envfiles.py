@@ -49,3 +49,12 @@ def test_pyproject_pins_agree_with_the_environments_and_this_install():
     assert torch.__version__.split("+")[0] == env["torch"]
     assert ray.__version__ == env["ray"]
     assert sys.version_info[:2] == (3, 11)
+
+
+def test_importing_ray_builds_no_uri_grammar():
+    """Every Ray worker and agent imports Ray; jsonschema 4.24+ then imports rfc3987-syntax, whose
+    Lark grammar costs ~1.9 s of CPU per process (pyproject pins jsonschema<4.24)."""
+    import subprocess
+    code = "import sys, ray; print('rfc3987_syntax' in sys.modules, 'lark' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", "False"], done.stdout + done.stderr
