@@ -28,10 +28,12 @@ def _doctor(args) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
+GCS_PORT = 6379  # hetlab.commands.Ports().gcs, named here: building the parser loads no Ray (a bad
+                 # argument, --help, or a command that needs no Ray answers at once)
+
+
 def _ports_args(p) -> None:
-    from hetlab.commands import Ports
-    defaults = Ports()
-    p.add_argument("--port", type=int, default=defaults.gcs, help="head's GCS port (default 6379)")
+    p.add_argument("--port", type=int, default=GCS_PORT, help=f"head's GCS port (default {GCS_PORT})")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
 
