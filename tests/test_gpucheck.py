@@ -1,13 +1,14 @@
 """``hetlab gpu-check`` on a CPU box: its pure parts (goals, table, JSON last line, record, --only,
-the pair's efficiency arithmetic and GPU requests), the one-line refusal without CUDA, and the
-checks' code run on the CPU (a test-only device override). The real run needs an NVIDIA GPU (docs/gpu-machine.md)."""
+the pair's efficiency arithmetic and GPU requests), the one-line refusal without CUDA, the
+carried Ray wheel's slimming (scripts/gpu_carry.py), and the checks' code run on the CPU (a
+test-only device override). The real run needs an NVIDIA GPU (docs/gpu-machine.md)."""
 import json
 import math
 import os
 import re
 import subprocess
 import sys
-import time
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -144,12 +145,57 @@ def test_record_files_say_what_ran_on_what(tmp_path, monkeypatch):
     assert "| pair_raytrain | - |  | error | HetlabError: x |" in md
 
 
+def _load_script(name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_slim_ray_wheel_drops_the_unused_parts_and_their_record_lines(tmp_path):
+    carry = _load_script("gpu_carry")
+    src, dest = tmp_path / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl", tmp_path / "slim.whl"
+    files = {"ray/__init__.py": b"version = 1\n", "ray/jars/ray_dist.jar": os.urandom(4000),
+             "ray/rllib/algo.py": b"x = 1\n", "ray/serve/api.py": b"y = 2\n",
+             "ray/dashboard/client/build/index.html": b"<html>", "ray/dashboard/modules/job/pydantic_models.py": b"z",
+             "ray-2.60.0.dist-info/METADATA": b"Name: ray\n"}
+    record = "".join(f"{name},sha256=x,{len(data)}\n" for name, data in files.items())
+    with zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("ray-2.60.0.dist-info/RECORD", record + "ray-2.60.0.dist-info/RECORD,,\n")
+    sizes = carry.slim_wheel(src, dest)
+    with zipfile.ZipFile(dest) as z:
+        names = set(z.namelist())
+        kept_record = z.read("ray-2.60.0.dist-info/RECORD").decode()
+        assert z.read("ray/__init__.py") == b"version = 1\n"
+    assert names == {"ray/__init__.py", "ray/dashboard/modules/job/pydantic_models.py",
+                     "ray-2.60.0.dist-info/METADATA", "ray-2.60.0.dist-info/RECORD"}
+    assert "jars" not in kept_record and "rllib" not in kept_record and "client/build" not in kept_record
+    assert "ray/dashboard/modules/job/pydantic_models.py,sha256=x,1" in kept_record
+    assert set(sizes["dropped_compressed_bytes"]) == {"ray/jars/", "ray/rllib/", "ray/serve/",
+                                                     "ray/dashboard/client/build/"}
+    assert sizes["slim_bytes"] < sizes["source_bytes"]
+
+
+def test_make_readme_and_gitignore_know_the_gpu_check():
+    make = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^gpu-check:.*\n((?:\t.*\n)+)", make, re.M)
+    assert recipe and "$(BIN)/python -m hetlab gpu-check $(GPU_CHECK_ARGS)" in recipe.group(1)
+    assert re.search(r"^\.PHONY:.*\bgpu-check\b", make, re.M)
+    readme = (ROOT / "README.md").read_text()
+    assert "## Check a real NVIDIA GPU" in readme and "make gpu-check" in readme
+    assert "/.gpu-carry/" in (ROOT / ".gitignore").read_text().splitlines()
+    assert os.access(ROOT / "scripts" / "gpu_run.sh", os.X_OK)
+
+
 TINY = replace(gpucheck.QUICK, bench_samples=1100, bench_repeats=1, sweep_batches=(1, 16), sweep_steps=2,
                train_samples=2000, test_samples=500, pair_batch=256, pair_steps=2, pair_rounds=2,
                pair_repeats=1, acc_batch=64, acc_epochs=1)
 
 
-def test_cheap_checks_run_their_library_code_on_the_cpu(capsys):
+def test_cheap_checks_run_their_library_code_on_the_cpu():
     """device_override="cpu" is a test-only hook (the CLI never sets it): it runs the benchmark
     import and notebook 02's sweep with tiny counts, so their calls cannot rot unseen."""
     result = gpucheck.run("single_device,sweep", sizes=TINY, device_override="cpu")
