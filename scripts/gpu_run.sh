@@ -4,7 +4,8 @@
 # then run `hetlab gpu-check` and leave its record and log in $OUT.
 #
 #   bash scripts/gpu_run.sh                  # gpu-check --quick
-#   bash scripts/gpu_run.sh --only pair_ps   # any gpu-check options instead
+#   bash scripts/gpu_run.sh --full           # gpu-check, every check in full
+#   bash scripts/gpu_run.sh --only pair_ps   # any gpu-check options instead (full unless --quick)
 #
 # Exit status: gpu-check's (0 all goals met, 1 some not, 2 refused), or 3 if Ray did not install.
 set -uo pipefail
@@ -29,7 +30,7 @@ export RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
 "$PY" -c "import platform, ray, torch; print(f'python {platform.python_version()}, ray {ray.__version__}, torch {torch.__version__}, CUDA {torch.version.cuda}, GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}')" || exit 3
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
-if [ $# -eq 0 ]; then set -- --quick; fi
+if [ "${1:-}" = "--full" ]; then shift; elif [ $# -eq 0 ]; then set -- --quick; fi
 "$PY" -m hetlab gpu-check --record "$OUT" "$@" 2>&1 | tee "$OUT/gpu-check.log"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -eq 1 ] && [ -d /tmp/ray/session_latest/logs ]; then   # what Ray said, for a check that failed
