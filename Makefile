@@ -2,12 +2,13 @@
 #   make lab    start the course (JupyterLab on notebooks/, at 00)
 #   make test   run every test: unit tests + every notebook through nbval (quick mode)
 #   make test-full   every notebook in full mode (HETLAB_QUICK=0): full training runs, slow
+#   make gpu-check   on a machine with an NVIDIA GPU: the course's CUDA claims, a table + JSON
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hetlab-installed
 
-.PHONY: lab test test-full bench clean-venv
+.PHONY: lab test test-full bench gpu-check clean-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hetlab needs Python 3.11 (Ray refuses nodes with another Python): set PYTHON=/path/to/python3.11")'
@@ -33,6 +34,12 @@ CELL_TIMEOUT ?= 1800
 test-full: $(STAMP)
 	HETLAB_QUICK=0 $(BIN)/python -m pytest -q $(NOTEBOOKS) --nbval-current-env \
 		--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-output-timeout=120 $(PYTEST_ARGS)
+
+# The course's CUDA claims on this machine's NVIDIA GPU (README "Check a real NVIDIA GPU"); refuses
+# in one line without CUDA. E.g. make gpu-check GPU_CHECK_ARGS="--quick --record docs/measured"
+GPU_CHECK_ARGS ?=
+gpu-check: $(STAMP)
+	$(BIN)/python -m hetlab gpu-check $(GPU_CHECK_ARGS)
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

@@ -1,5 +1,6 @@
-"""The ``hetlab`` console script: ``doctor``, ``head``, ``join`` (notebook 04), ``train`` (notebook 07)
-and ``rehearse`` (the real pair rehearsed on one Linux box).
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join`` (notebook 04), ``train`` (notebook 07),
+``rehearse`` (the real pair rehearsed on one Linux box) and ``gpu-check`` (the course's CUDA claims
+on a machine with an NVIDIA card).
 
 Each subcommand is one ``_add_<name>(subparsers)`` that registers its arguments
 and one ``_<name>(args) -> int`` that does the work; ``main`` turns a HetlabError
@@ -28,10 +29,12 @@ def _doctor(args) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
+GCS_PORT = 6379  # hetlab.commands.Ports().gcs, named here: building the parser loads no Ray (a bad
+                 # argument, --help, or a command that needs no Ray answers at once)
+
+
 def _ports_args(p) -> None:
-    from hetlab.commands import Ports
-    defaults = Ports()
-    p.add_argument("--port", type=int, default=defaults.gcs, help="head's GCS port (default 6379)")
+    p.add_argument("--port", type=int, default=GCS_PORT, help=f"head's GCS port (default {GCS_PORT})")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
 
@@ -315,7 +318,49 @@ def _rehearse(args) -> int:
     return 0
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train, _add_rehearse]
+# --- gpu-check: the course's CUDA claims on a machine with an NVIDIA card (hetlab.gpucheck) ---
+
+GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "pair_ps", "pair_raytrain", "autocast",
+                   "sweep")  # hetlab.gpucheck.CHECKS, named here for --help without loading torch
+
+
+def _add_gpu_check(sub) -> None:
+    p = sub.add_parser(
+        "gpu-check", help="on a machine with CUDA: check the course's GPU claims, a table + JSON",
+        description="Run on an NVIDIA GPU what the course claims about one, each with a goal:\n"
+                    "describe/synchronize, benchmarks/single_device.py, notebook 01's full run, the\n"
+                    "card + this CPU as a real unlike pair (parameter server with an auto-tuned split,\n"
+                    "and Ray Train), fp16/bf16 autocast and fp16 on the wire, notebook 02's sweep.\n"
+                    "Prints a table and, as its last line, one JSON object. Without CUDA it refuses.",
+        epilog="examples:\n  hetlab gpu-check --quick                 a few minutes\n"
+               "  hetlab gpu-check --only describe,sweep\n"
+               "  hetlab gpu-check --record docs/measured   writes DATE-GPU.json and .md there",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="fewer repeats, steps and epochs: a few minutes")
+    p.add_argument("--only", metavar="NAME[,NAME]",
+                   help=f"run only these checks: {', '.join(GPU_CHECK_NAMES)}")
+    p.add_argument("--record", metavar="DIR", help="write the dated record (DATE-GPU.json + .md) into DIR")
+    p.add_argument("--pair-batch", type=int, default=None, metavar="B",
+                   help="global batch of the pair's efficiency run (default 16384: a GPU step must be "
+                        "long next to the parameter server's round trip)")
+    p.set_defaults(run=_gpu_check)
+
+
+def _gpu_check(args) -> int:
+    from dataclasses import replace
+
+    from hetlab import gpucheck, is_quick
+    quick = args.quick or is_quick()
+    sizes = gpucheck.QUICK if quick else gpucheck.FULL
+    if args.pair_batch is not None:
+        if args.pair_batch < 2:
+            raise HetlabError(f"--pair-batch {args.pair_batch}: must be at least 2 (one sample per worker).")
+        sizes = replace(sizes, pair_batch=args.pair_batch)
+    result = gpucheck.run(args.only, quick=quick, record=args.record, sizes=sizes)
+    return 0 if result["passed"] else 1
+
+
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train, _add_rehearse, _add_gpu_check]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,9 @@
 """The hetlab console script: head/join print commands, doctor checks, bad input is one line (exit 2)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from hetlab import cli
 
 
@@ -34,3 +39,14 @@ def test_doctor_exit_status(capsys):
 def test_parser_lists_subcommands():
     names = set(cli.build_parser()._subparsers._group_actions[0].choices)
     assert {"doctor", "head", "join"} <= names
+
+
+def test_building_the_parser_loads_no_ray():
+    from hetlab.commands import Ports
+    assert cli.GCS_PORT == Ports().gcs           # --port's default, named in cli without loading Ray
+    code = "import sys; from hetlab import cli; cli.build_parser().parse_args(['head', '--ip', '1.2.3.4']); " \
+           "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(root)}).stdout
+    assert out.strip() == "[]"
