@@ -16,12 +16,21 @@ class HetlabError(Exception):
         return [f"HetlabError: {self}"]
 
 
-def _one_line_excepthook(exc_type, exc, tb, _previous=sys.excepthook):
-    """Uncaught HetlabError in a plain script: print its one line, not a traceback (added by issue 3)."""
-    if issubclass(exc_type, HetlabError):
-        print(f"HetlabError: {exc}", file=sys.stderr)
-    else:
-        _previous(exc_type, exc, tb)
+def one_line_errors() -> None:
+    """In a plain script, print an uncaught HetlabError as its one line, not a traceback.
 
+    Opt-in (importing hetlab changes no global hook): call it at the top of your script.
+    The ``hetlab`` CLI and notebooks need nothing (they show the one line already).
+    """
+    if getattr(sys.excepthook, "_hetlab", False):
+        return
+    previous = sys.excepthook
 
-sys.excepthook = _one_line_excepthook
+    def hook(exc_type, exc, tb):
+        if issubclass(exc_type, HetlabError):
+            print(f"HetlabError: {exc}", file=sys.stderr)
+        else:
+            previous(exc_type, exc, tb)
+
+    hook._hetlab = True
+    sys.excepthook = hook

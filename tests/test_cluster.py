@@ -66,8 +66,17 @@ def test_listener_that_never_answers_is_not_a_hang():
     assert not ray.is_initialized()
 
 
+def test_importing_hetlab_changes_no_global_hook():
+    # Ray's own import sets sys.excepthook (its custom_excepthook): take the hook after it
+    code = "import sys, ray; hook = sys.excepthook; import hetlab, hetlab.cluster, hetlab.ps; print(sys.excepthook is hook)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
+
+
 def test_script_gets_one_line_and_nonzero_exit():
-    code = "import hetlab.cluster as c; c.connect('127.0.0.1:1', timeout=10)"
+    code = ("from hetlab.errors import one_line_errors; one_line_errors(); one_line_errors()\n"
+            "import hetlab.cluster as c; c.connect('127.0.0.1:1', timeout=10)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert done.returncode != 0
