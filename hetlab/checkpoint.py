@@ -18,8 +18,8 @@ import torch
 from hetlab.errors import HetlabError
 from hetlab.models import make_model
 
-FORMAT = "hetlab-ps-checkpoint/1"
-REQUIRED = ("model", "signature", "mode", "step", "server", "workers", "batch_sizes")
+FORMAT = "hetlab-ps-checkpoint/2"  # /2: one data cursor for the training (/1: a shard per worker)
+REQUIRED = ("model", "signature", "mode", "step", "server", "workers", "batch_sizes", "stream")
 
 
 def param_signature(model_name: str) -> list[list]:
@@ -63,6 +63,10 @@ def load_checkpoint(path, model: str | None = None) -> dict:
     except Exception as e:  # noqa: BLE001 - truncated zip, garbage bytes, pickle errors …
         raise HetlabError(f"{path} is not a readable checkpoint (truncated or corrupted: "
                           f"{type(e).__name__}); use an earlier checkpoint.") from None
+    if isinstance(state, dict) and str(state.get("format", "")).startswith("hetlab-ps-checkpoint/") \
+            and state["format"] != FORMAT:
+        raise HetlabError(f"{path} was written by another version of hetlab ({state['format']}, this one "
+                          f"reads {FORMAT}): start a fresh run, or resume it with that version.")
     if not isinstance(state, dict) or state.get("format") != FORMAT or \
             any(k not in state for k in REQUIRED):
         raise HetlabError(f"{path} is not a hetlab parameter-server checkpoint: use a file "

@@ -2,7 +2,11 @@
 
 ``ParameterServerTraining`` starts one ``Server`` actor (weights + optimizer, on the
 driver's node) and one ``Worker`` actor per ``WorkerSpec`` (pinned to its machine,
-own device, own data shard (sent once, at start), own batch size). Each step the
+own device, own batch size; the training set goes into Ray's object store once and
+each worker keeps a copy on its device). The driver owns the one cursor into the
+shuffled data (``self.stream``, ``hetlab.data.Stream``) and tells each message which
+positions to train on, so every sample is drawn at the same rate whatever the split,
+and a lost worker's samples are trained by the others. Each step the
 server's new weights (its return value) sit in Ray's object store ONCE and every
 worker gets the same reference; each worker sends back one flat CPU buffer (fp32,
 or fp16/bf16 with ``transfer=``). Weights always travel in fp32. ``bytes_sent``
@@ -33,13 +37,12 @@ from tqdm.auto import tqdm
 from hetlab import gpus
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
 from hetlab.cluster import connect, placement, role_resource
-from hetlab.data import Dataset
+from hetlab.data import Dataset, Stream
 from hetlab.errors import HetlabError
 from hetlab.models import make_model
 from hetlab.ps_loops import _one_line, run_async, sync_round
 from hetlab.ps_math import (MODES, PRECISIONS, StepRecord, WorkerSpec, check_batch_sizes,
-                            check_options, check_spec, equal_shards, per_worker_samples_per_s,
-                            samples_per_s)
+                            check_options, check_spec, per_worker_samples_per_s, samples_per_s)
 from hetlab.server import Server, flat_weights
 from hetlab.train import evaluate
 from hetlab.worker import Worker, load_flat
@@ -76,8 +79,7 @@ class ParameterServerTraining:
                  local_steps: int = 8, outer_lr: float = 1.0, outer_momentum: float = 0.0,
                  transfer: str = "fp32", seed: int = 0, checkpoint_dir=None,
                  checkpoint_every: int = 0, progress: bool = True,
-                 batch_sizes: list[int] | None = None, worker_timeout_s: float = 120.0,
-                 _layout: dict | None = None):
+                 batch_sizes: list[int] | None = None, worker_timeout_s: float = 120.0):
         if isinstance(workers, WorkerSpec) or not isinstance(workers, (list, tuple)) or not workers:
             raise HetlabError("workers must be a non-empty list of WorkerSpec, e.g. [WorkerSpec('desktop')].")
         for spec in workers:
@@ -99,9 +101,7 @@ class ParameterServerTraining:
         self.step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = 0
         self.n_params = flat_weights(make_model(model, seed=None)).numel()
         self.data_len = len(train_data)
-        layout = _layout or {"shard_sizes": equal_shards(len(train_data), len(workers)),
-                             "indices": list(range(len(workers)))}
-        self.shard_sizes, self.indices = layout["shard_sizes"], layout["indices"]
+        self.stream = Stream()  # the one cursor into the shuffled data (hetlab.data.epoch_order)
         self._actors: list = []
         self.server = None
         self._warm_sizes: dict[str, set[int]] = {}  # worker name -> batch sizes it has warmed up
@@ -117,11 +117,11 @@ class ParameterServerTraining:
 
     # --- start-up -------------------------------------------------------------------------
     def _start(self, train_data: Dataset) -> None:
-        shards = train_data.shard(self.shard_sizes, seed=self.seed)
-        for spec, index, where in zip(self.workers, self.indices, self._placements):
+        data = ray.put(train_data)  # once; each worker's node fetches it once
+        for spec, where in zip(self.workers, self._placements):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **where}
             self._actors.append(ray.remote(Worker).options(**opts).remote(
-                spec.name, index, shards[index], self.model_name, spec.device, spec.slowdown,
+                spec.name, data, self.model_name, spec.device, spec.slowdown,
                 spec.precision, self.transfer, self.seed, self.lr))
         here = ray.get_runtime_context().get_node_id()  # the server lives with the driver
         self.server = ray.remote(Server).options(
@@ -196,7 +196,8 @@ class ParameterServerTraining:
                     sync_round(self)
                     bar.update(1)
                     bar.set_postfix(loss=f"{self.records[-1].loss:.3f}")
-                    self._maybe_checkpoint()
+                    if self.checkpoint_due():
+                        self.save_due_checkpoint()
         finally:
             bar.close()
         return self.records[start:]
@@ -262,21 +263,31 @@ class ParameterServerTraining:
         return evaluate(self.model(), test_data, "cpu")
 
     # --- checkpoints (notebook 08) ---------------------------------------------------------
-    def _maybe_checkpoint(self) -> None:
-        """Every ``checkpoint_every`` steps: save, and keep only the newest KEEP_CHECKPOINTS files."""
-        if self.checkpoint_dir and self.checkpoint_every and self.step % self.checkpoint_every == 0:
-            self.save_checkpoint()
-            for old in sorted(Path(self.checkpoint_dir).glob("step-*.pt"))[:-KEEP_CHECKPOINTS]:
-                old.unlink(missing_ok=True)
+    def checkpoint_due(self) -> bool:
+        """Has the step just reached a multiple of ``checkpoint_every`` (with a checkpoint_dir)?"""
+        return bool(self.checkpoint_dir and self.checkpoint_every and self.step % self.checkpoint_every == 0)
+
+    def save_due_checkpoint(self) -> None:
+        """The automatic checkpoint: save, and keep only the newest KEEP_CHECKPOINTS files.
+
+        The step loops call it when nothing is in flight (async waits for its messages)."""
+        self.save_checkpoint()
+        for old in sorted(Path(self.checkpoint_dir).glob("step-*.pt"))[:-KEEP_CHECKPOINTS]:
+            old.unlink(missing_ok=True)
 
     def save_checkpoint(self, path=None) -> Path:
-        """Weights, optimizer, step, data positions, … → ``path`` on the DRIVER's disk, atomically."""
+        """Weights, optimizer, step, the data cursor, … → ``path`` on the DRIVER's disk, atomically.
+
+        Call it between ``run`` calls (the automatic checkpoints are taken inside ``run``
+        when nothing is in flight): the cursor then counts exactly the samples of the
+        updates the server has applied.
+        """
         if path is None:
             if not self.checkpoint_dir:
                 raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
             path = Path(self.checkpoint_dir) / f"step-{self.step:06d}.pt"
         try:
-            positions = ray.get([a.position.remote() for a in self._actors], timeout=self.worker_timeout_s)
+            local = ray.get([a.local_state.remote() for a in self._actors], timeout=self.worker_timeout_s)
             server_state = ray.get(self.server.state.remote(), timeout=self.worker_timeout_s)
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
             raise HetlabError(f"could not read the training state to save it ({_one_line(e)}): "
@@ -284,9 +295,8 @@ class ParameterServerTraining:
         state = {
             "format": FORMAT, "model": self.model_name, "signature": param_signature(self.model_name),
             "mode": self.mode, "step": self.step, "server": server_state,
-            "workers": [{"name": s.name, "index": ix, **pos}
-                        for s, ix, pos in zip(self.workers, self.indices, positions)],
-            "batch_sizes": list(self.batch_sizes), "shard_sizes": list(self.shard_sizes),
+            "workers": [{"name": s.name, **state} for s, state in zip(self.workers, local)],
+            "batch_sizes": list(self.batch_sizes), "stream": self.stream.state(),
             "data_len": self.data_len, "seed": self.seed, "lr": self.lr, "transfer": self.transfer,
             "max_staleness": self.max_staleness, "local_steps": self.local_steps,
             "outer_lr": self.outer_lr, "outer_momentum": self.outer_momentum,
@@ -320,12 +330,12 @@ class ParameterServerTraining:
         if (kwargs["mode"] == "local_sgd") != (ckpt["mode"] == "local_sgd"):
             raise HetlabError(f"{path} is a {ckpt['mode']} checkpoint: local_sgd uses another optimizer, "
                               f"resume it in mode {ckpt['mode']!r}.")
-        layout = {"shard_sizes": ckpt["shard_sizes"], "indices": [w["index"] for w in saved]}
-        run = cls(workers, train_data, model=ckpt["model"], _layout=layout, **kwargs)
+        run = cls(workers, train_data, model=ckpt["model"], **kwargs)
         try:
             ray.get(run.server.load_state.remote(ckpt["server"]), timeout=run.worker_timeout_s)
-            ray.get([a.set_position.remote(w) for a, w in zip(run._actors, saved)],
+            ray.get([a.load_local_state.remote(w) for a, w in zip(run._actors, saved)],
                     timeout=run.worker_timeout_s)
+            run.stream = Stream.from_state(ckpt["stream"])
             run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
             run._weights = run.server.weights.remote()

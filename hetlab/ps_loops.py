@@ -5,6 +5,12 @@ worker actors, wait with ``ray.wait`` (never an unbounded ``ray.get``), apply re
 on its server, write its ``StepRecord``s and, when a worker's node disappears, drop
 that worker, rebalance the global batch over the rest with ``hetlab.balance.split_batch``
 and tell the learner (a printed line and an entry in ``t.events``).
+
+Which samples: every message carries its positions of the shuffled stream, taken from
+the training's one cursor ``t.stream`` (``hetlab.data.Stream``). A sync step takes the
+next B = Σb_i positions and gives worker i its consecutive b_i of them (one big batch,
+drawn uniformly); an async message takes the next b_i. Positions of a message that is
+never applied (its worker was lost) are given back, and the next message trains them.
 """
 from __future__ import annotations
 
@@ -13,26 +19,29 @@ import time
 import ray
 
 from hetlab.balance import split_batch
+from hetlab.data import split_spans
 from hetlab.errors import HetlabError
 from hetlab.ps_math import StepRecord, async_scale, combine_coefficients, staleness_allows
 from hetlab.worker import WIRE_DTYPES
 
 
-def submit(t, i: int):
-    """Start worker i's next message; returns (gradient/delta ref, meta ref)."""
-    actor, b = t._actors[i], t.batch_sizes[i]
+def submit(t, i: int, spans: list):
+    """Start worker i's next message on the positions ``spans``; returns (gradient/delta ref, meta ref)."""
+    actor = t._actors[i]
     t.bytes_to_workers += t.n_params * 4
     if t.mode == "local_sgd":
-        return actor.local_round.remote(t._weights, b, t.local_steps)
-    return actor.gradient.remote(t._weights, b)
+        return actor.local_round.remote(t._weights, spans, t.local_steps)
+    return actor.gradient.remote(t._weights, spans)
 
 
 def sync_round(t) -> None:
     """One synchronous step (or one local-SGD round) over every live worker."""
     t0 = time.perf_counter()
+    h = t.local_steps if t.mode == "local_sgd" else 1
+    shares = split_spans(t.stream.take(h * sum(t.batch_sizes)), [h * b for b in t.batch_sizes])
     pending = {}
     for i in range(len(t.workers)):
-        grad, meta = submit(t, i)
+        grad, meta = submit(t, i, shares[i])
         pending[meta] = (i, grad)
     results, arrived, lost = {}, {}, []
     deadline = t0 + t.worker_timeout_s
@@ -50,11 +59,11 @@ def sync_round(t) -> None:
             except _WorkerGone as gone:
                 lost.append((i, str(gone)))
     survivors = sorted(results)
-    if not survivors:
-        lose(t, lost)  # raises: nobody left
-    server_meta, survivors = apply_update(
-        t, survivors, [results[i][1] for i in survivors], lost,
-        lambda owners: combine_coefficients([results[o][0]["samples"] for o in owners]))
+    if survivors:
+        server_meta, survivors = apply_update(
+            t, survivors, [results[i][1] for i in survivors], lost,
+            lambda owners: combine_coefficients([results[o][0]["samples"] for o in owners]))
+    t.stream.give_back([span for i in {i for i, _ in lost} for span in shares[i]])
     if not survivors:
         lose(t, lost)  # raises: nobody left
     t_end, last = time.perf_counter(), max(arrived[i] for i in survivors)
@@ -67,35 +76,49 @@ def sync_round(t) -> None:
 
 
 def run_async(t, steps: int, bar) -> None:
-    """Apply each gradient as it arrives; a worker waits while the staleness bound says so."""
+    """Apply each gradient as it arrives; a worker waits while the staleness bound says so.
+
+    A checkpoint falls due after an update: new messages wait until those in flight are
+    applied, then it is saved. So nothing is ever in flight in a checkpoint: its server
+    state and its cursor (``t.stream``) describe the same updates, and resuming it
+    continues exactly (notebook 08).
+    """
     idle = {s.name: time.perf_counter() for s in t.workers}  # name → idle since
-    in_flight: dict = {}  # meta ref → (name, grad ref, version read, t_submit, held_s)
-    applied, t_prev = 0, time.perf_counter()
+    in_flight: dict = {}  # meta ref → (name, grad ref, version read, t_submit, held_s, spans)
+    applied, t_prev, due = 0, time.perf_counter(), False
     while applied < steps:
+        if due and not in_flight:
+            t.save_due_checkpoint()
+            due = False
         for name in sorted(idle, key=idle.get):
             reads = [v[2] for v in in_flight.values()]
-            if applied + len(in_flight) >= steps or not staleness_allows(t.step, reads, t.max_staleness):
+            if due or applied + len(in_flight) >= steps or not staleness_allows(t.step, reads, t.max_staleness):
                 break
-            now = time.perf_counter()
-            grad, meta = submit(t, position_of(t, name))
-            in_flight[meta] = (name, grad, t.step, now, now - idle.pop(name))
+            now, i = time.perf_counter(), position_of(t, name)
+            spans = t.stream.take(t.batch_sizes[i])
+            grad, meta = submit(t, i, spans)
+            in_flight[meta] = (name, grad, t.step, now, now - idle.pop(name), spans)
         ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=t.worker_timeout_s)
         if not ready:
+            for v in in_flight.values():
+                t.stream.give_back(v[5])
             lose(t, [(position_of(t, v[0]), f"no answer within {t.worker_timeout_s:.0f} s")
                      for v in in_flight.values()])
             in_flight.clear()
             continue
-        name, grad, read, t_sub, held = in_flight.pop(ready[0])
+        name, grad, read, t_sub, held, spans = in_flight.pop(ready[0])
         t_arr, i = time.perf_counter(), position_of(t, name)
         try:
             meta = get_result(t, ready[0], i)
         except _WorkerGone as gone:
+            t.stream.give_back(spans)
             lose(t, [(i, str(gone))])
             continue
         scale = async_scale(t.batch_sizes[i], t.batch_sizes)
         lost: list = []
         server_meta, kept = apply_update(t, [i], [grad], lost, lambda owners: [scale] * len(owners))
         if not kept:
+            t.stream.give_back(spans)
             lose(t, lost)
             continue
         t_end = time.perf_counter()
@@ -105,7 +128,9 @@ def run_async(t, steps: int, bar) -> None:
         idle[name] = t_end
         bar.update(1)
         bar.set_postfix(loss=f"{meta['loss']:.3f}", staleness=t.step - 1 - read)
-        t._maybe_checkpoint()
+        due = due or t.checkpoint_due()
+    if due:
+        t.save_due_checkpoint()
 
 
 def position_of(t, name: str) -> int:
@@ -172,7 +197,7 @@ def lose(t, lost: list) -> None:
         raise HetlabError(f"every worker was lost at step {t.step} ({'; '.join(why.values())}): "
                           f"reconnect the machines and resume from the last checkpoint.")
     sizes = split_batch(max(global_batch, len(keep)), [t.batch_sizes[i] for i in keep])
-    for name in ("workers", "_actors", "worker_info", "indices"):
+    for name in ("workers", "_actors", "worker_info"):
         setattr(t, name, [getattr(t, name)[i] for i in keep])
     t.batch_sizes = sizes
     for i in gone:

@@ -3,7 +3,7 @@
 ``WorkerSpec`` (what a worker is) and ``StepRecord`` (where one step's time went), and
 functions with no Ray in them, so tests and notebooks can check the arithmetic
 directly: the weighted combination Σ (b_i / Σb) · g_i, the async scale, the bound on
-staleness, input checks, shard sizes and cluster samples/s.
+staleness, input checks and cluster samples/s.
 """
 from __future__ import annotations
 
@@ -134,12 +134,6 @@ def check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_mo
         raise HetlabError("train_data must be a hetlab Dataset, e.g. hetlab.data.load_mnist('train').")
     if len(train_data) < n_workers:
         raise HetlabError(f"{len(train_data)} training samples cannot be split over {n_workers} workers.")
-
-
-def equal_shards(n_samples: int, n_workers: int) -> list[int]:
-    """Shard sizes that split ``n_samples`` as evenly as possible."""
-    base, extra = divmod(n_samples, n_workers)
-    return [base + (1 if i < extra else 0) for i in range(n_workers)]
 
 
 def samples_per_s(records) -> float:

@@ -136,17 +136,15 @@ def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: in
                  seed: int = 0) -> torch.Tensor:
     """Which samples rank ``rank`` trains at ``step``: its slice of the step's global batch.
 
-    Every rank draws the same shuffled order (one permutation per epoch), so together
-    the ranks cover each global batch exactly once, whatever the split.
+    Every rank reads the same shuffled stream (``hetlab.data.stream_indices``, one
+    permutation per epoch, as the parameter server does): step t is positions
+    [t·B, (t+1)·B) of it and rank r takes its consecutive b_r of them, so together the
+    ranks train each sample once per epoch, whatever the split.
     """
-    total = sum(batch_sizes)
-    per_epoch = n_samples // total
-    if per_epoch < 1:
-        raise HetlabError(f"global batch {total} is larger than the {n_samples} training samples.")
-    epoch, pos = divmod(step, per_epoch)
-    order = torch.randperm(n_samples, generator=torch.Generator().manual_seed(seed + epoch))
-    start = pos * total + sum(batch_sizes[:rank])
-    return order[start : start + batch_sizes[rank]]
+    from hetlab.data import stream_indices
+
+    start = step * sum(batch_sizes) + sum(batch_sizes[:rank])
+    return stream_indices(n_samples, seed, [(start, batch_sizes[rank])])
 
 
 def weights_digest(model: nn.Module) -> str:
@@ -185,6 +183,7 @@ class RayTrainResult:
     fit_s: float              # TorchTrainer.fit() wall time, start-up included
     train_s: float            # the training loop alone (rank 0)
     allreduce_bytes_per_step: int
+    model_name: str           # the network trained (train_mixed's model=)
     checkpoint_path: str | None = None
     steps: int = 0
     extra: dict = field(default_factory=dict)
@@ -197,12 +196,13 @@ class RayTrainResult:
     def samples_per_s(self) -> float:
         return sum(r.samples for r in self.ranks) / self.train_s
 
-    def model(self, name: str = "small") -> nn.Module:
-        """The trained weights from rank 0's checkpoint, on the CPU."""
+    def model(self) -> nn.Module:
+        """The trained weights from rank 0's checkpoint, in a fresh ``model_name`` network on the CPU."""
         from hetlab.models import make_model
 
-        model = make_model(name)
-        model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, "model.pt")))
+        model = make_model(self.model_name)
+        model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, "model.pt"),
+                                         map_location="cpu", weights_only=True))
         return model
 
 
@@ -418,5 +418,4 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     return RayTrainResult(ranks=[RankReport(**r) for r in m["ranks"]], accuracy=m["accuracy"],
                           loss=loss, fit_s=fit_s, train_s=m["train_s"],
                           allreduce_bytes_per_step=m["allreduce_bytes_per_step"],
-                          checkpoint_path=path,
-                          steps=steps)
+                          checkpoint_path=path, steps=steps, model_name=model)

@@ -1,16 +1,17 @@
-"""One parameter-server worker: a device, a data shard, a batch size (notebook 05).
+"""One parameter-server worker: a device, the training set, the samples it is told (notebook 05).
 
 A ``Worker`` actor lives on its own machine, picks its own device there
-(``hetlab.devices.resolve`` runs inside the actor, never on the driver), keeps its
-shard of MNIST on that device, and per message returns ONE flat CPU buffer: the
-gradient of its batch (sync / async) or the change of its weights after H local
-steps (local SGD). A worker told ``slowdown=N`` sleeps (N−1)× its measured compute
+(``hetlab.devices.resolve`` runs inside the actor, never on the driver), keeps the
+whole training set on that device (normalised fp32: about 188 MB for all of MNIST),
+and per message trains on the positions of the shuffled stream the driver sends with
+it (``hetlab.data.Stream``: spans, as many positions as its batch size). It returns ONE
+flat CPU buffer: the gradient of that batch (sync / async) or the change of its
+weights after H local steps (local SGD). A worker told ``slowdown=N`` sleeps (N−1)× its measured compute
 time after computing: a *simulated* slower device, always labelled as such.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import socket
 import time
@@ -19,42 +20,12 @@ import ray
 import torch
 from torch import nn
 
-from hetlab.data import Dataset
+from hetlab.data import Dataset, stream_indices
 from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
 from hetlab.models import make_model
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
-
-
-@functools.lru_cache(maxsize=4)
-def epoch_order(n: int, seed: int, worker_index: int, epoch: int) -> torch.Tensor:
-    """The shuffled order of a worker's shard in one epoch: a pure function of its arguments.
-
-    Cached: every batch reads the current epoch's order, which is built once, not per batch.
-    Callers only slice it (never write into it).
-    """
-    g = torch.Generator().manual_seed(seed * 1_000_003 + worker_index * 10_007 + epoch)
-    return torch.randperm(n, generator=g)
-
-
-def next_indices(n: int, seed: int, worker_index: int, epoch: int, offset: int,
-                 batch_size: int) -> tuple[torch.Tensor, int, int]:
-    """The next ``batch_size`` shard indices from position (epoch, offset), and the new position.
-
-    A batch that runs past the end of an epoch continues with the next epoch's order,
-    so any position can be saved and restored exactly (checkpoints, notebook 08).
-    """
-    parts, need = [], batch_size
-    while need > 0:
-        order = epoch_order(n, seed, worker_index, epoch)
-        take = order[offset: offset + need]
-        parts.append(take)
-        need -= len(take)
-        offset += len(take)
-        if offset >= n:
-            epoch, offset = epoch + 1, 0
-    return torch.cat(parts), epoch, offset
 
 
 def cuda_in_worker(device: str, cuda_visible: str | None) -> tuple[str, str]:
@@ -88,12 +59,16 @@ def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
 
 
 class Worker:
-    """A Ray actor computing gradients (or local-SGD deltas) on its own device and shard."""
+    """A Ray actor computing gradients (or local-SGD deltas) on its own device.
 
-    def __init__(self, name: str, index: int, shard: Dataset, model: str, device: str,
+    ``train`` is the whole training set (the driver puts it in Ray's object store once;
+    each machine fetches it once); which samples a message uses, the message says.
+    """
+
+    def __init__(self, name: str, train: Dataset, model: str, device: str,
                  slowdown: float, precision: str, transfer: str, seed: int, lr: float):
         torch.set_num_threads(1)
-        self.name, self.index, self.seed, self.lr = name, index, seed, lr
+        self.name, self.seed, self.lr = name, seed, lr
         self.model_name = model
         self.slowdown = float(slowdown)
         device, self.device_note = cuda_in_worker(str(device), os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -102,9 +77,8 @@ class Worker:
         self.wire = WIRE_DTYPES[transfer]
         self.model = make_model(model, seed=seed).to(self.device).train()
         self.params = list(self.model.parameters())
-        self.x = shard.normalized().to(self.device)
-        self.y = shard.labels.to(self.device)
-        self.epoch, self.offset = 0, 0
+        self.x = train.normalized().to(self.device)
+        self.y = train.labels.to(self.device)
         self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam
         self.warmups = 0  # untimed warm-up steps run so far (one per new batch shape and path)
 
@@ -114,7 +88,7 @@ class Worker:
         amp = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
         return {"name": self.name, "node_id": ray.get_runtime_context().get_node_id(),
                 "device": str(self.device), "precision": amp, "pid": os.getpid(),
-                "threads": torch.get_num_threads(), "shard": len(self.y),
+                "threads": torch.get_num_threads(), "samples": len(self.y),
                 "host": socket.gethostname(), "device_note": self.device_note,
                 "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
 
@@ -123,15 +97,11 @@ class Worker:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(sharing))))
         return torch.get_num_threads()
 
-    def position(self) -> dict:
-        """Data position and local optimizer state, for checkpoints."""
-        state = {"epoch": self.epoch, "offset": self.offset}
-        if self.local_opt is not None:
-            state["local_opt"] = _to_cpu(self.local_opt.state_dict())
-        return state
+    def local_state(self) -> dict:
+        """The local optimizer's state (local SGD), for checkpoints; {} in the other modes."""
+        return {} if self.local_opt is None else {"local_opt": _to_cpu(self.local_opt.state_dict())}
 
-    def set_position(self, state: dict) -> None:
-        self.epoch, self.offset = int(state["epoch"]), int(state["offset"])
+    def load_local_state(self, state: dict) -> None:
         if "local_opt" in state:
             self._ensure_local_opt()
             self.local_opt.load_state_dict(state["local_opt"])
@@ -140,11 +110,9 @@ class Worker:
     def _load(self, flat: torch.Tensor) -> None:
         load_flat(self.params, flat)
 
-    def _next_batch(self, batch_size: int):
-        idx, self.epoch, self.offset = next_indices(
-            len(self.y), self.seed, self.index, self.epoch, self.offset, batch_size)
-        idx = idx.to(self.device)
-        return self.x[idx], self.y[idx]
+    def _indices(self, spans) -> torch.Tensor:
+        """The samples at these positions of the shuffled stream, on this worker's device."""
+        return stream_indices(len(self.y), self.seed, spans).to(self.device)
 
     def _loss_backward(self, xb, yb, amp_dtype="default") -> torch.Tensor:
         """Forward + backward of one batch (autocast where chosen); grads in fp32.
@@ -204,34 +172,36 @@ class Worker:
         return self.warmups
 
     @ray.method(num_returns=2)
-    def gradient(self, weights: torch.Tensor, batch_size: int):
-        """One batch's mean-loss gradient at ``weights``: (flat CPU buffer in wire dtype, meta)."""
+    def gradient(self, weights: torch.Tensor, spans: list):
+        """The mean-loss gradient at ``weights`` of the batch at ``spans`` (positions of the
+        shuffled stream): (flat CPU buffer in wire dtype, meta)."""
         t0 = time.perf_counter()
         self._load(weights)
-        xb, yb = self._next_batch(batch_size)
-        loss = self._loss_backward(xb, yb)
+        idx = self._indices(spans)
+        loss = self._loss_backward(self.x[idx], self.y[idx])
         grad = torch.cat([p.grad.reshape(-1) for p in self.params]).to("cpu", self.wire)
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
         simulated_s = self._simulate(compute_s)
         return grad, {"loss": loss, "compute_s": compute_s, "simulated_s": simulated_s,
-                      "samples": batch_size}
+                      "samples": len(idx)}
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
             self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
     @ray.method(num_returns=2)
-    def local_round(self, weights: torch.Tensor, batch_size: int, steps: int):
-        """Local SGD: ``steps`` Adam steps from ``weights``; returns (start − end, meta)."""
+    def local_round(self, weights: torch.Tensor, spans: list, steps: int):
+        """Local SGD: ``steps`` Adam steps from ``weights``, one per consecutive equal part of
+        the positions at ``spans``; returns (start − end, meta)."""
         t0 = time.perf_counter()
         self._ensure_local_opt()
         start = weights.to(self.device, torch.float32)
         self._load(start)
+        idx = self._indices(spans)
         losses = []
-        for _ in range(steps):
-            xb, yb = self._next_batch(batch_size)
-            losses.append(self._loss_backward(xb, yb))
+        for batch in idx.view(steps, -1):
+            losses.append(self._loss_backward(self.x[batch], self.y[batch]))
             self.local_opt.step()
         end = torch.nn.utils.parameters_to_vector(self.params).detach()
         delta = (start - end).to("cpu", self.wire)
@@ -239,13 +209,13 @@ class Worker:
         compute_s = time.perf_counter() - t0
         simulated_s = self._simulate(compute_s)
         return delta, {"loss": loss, "compute_s": compute_s, "simulated_s": simulated_s,
-                       "samples": batch_size * steps}
+                       "samples": len(idx)}
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
                    warmup: int | None = None) -> float:
         """Samples/s of this device training alone (simulated slowdown included).
 
-        Full Adam steps on a scratch copy of the model and random positions of the shard:
+        Full Adam steps on a scratch copy of the model and random samples of the training set:
         the training state (weights, data position) is left untouched. ``warmup=None``:
         one untimed step first only if this worker has not yet timed alone at this batch
         size (``hetlab.devices.warm_up``); an int: that many untimed steps every time.
@@ -253,7 +223,7 @@ class Worker:
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(list(model.parameters()), weights)
         opt = torch.optim.Adam(model.parameters(), lr=self.lr)
-        g = torch.Generator().manual_seed(12345 + self.index)
+        g = torch.Generator().manual_seed(12345)
 
         def step():
             xb, yb = self._random_batch(batch_size, g)

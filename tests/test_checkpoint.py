@@ -23,9 +23,8 @@ def real_state(model="small"):
     nn.functional.cross_entropy(net(data.normalized()), data.labels).backward()
     server.apply([1.0], torch.cat([p.grad.reshape(-1) for p in net.parameters()]))
     return {"format": FORMAT, "model": model, "signature": param_signature(model), "mode": "sync",
-            "step": 1, "server": server.state(), "workers": [{"name": "a", "index": 0, "epoch": 0,
-                                                                "offset": 32}],
-            "batch_sizes": [32]}
+            "step": 1, "server": server.state(), "workers": [{"name": "a"}], "batch_sizes": [32],
+            "stream": {"cursor": 32, "pending": []}}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +39,7 @@ def test_roundtrip_is_exact_and_weights_only(state, tmp_path):
     assert torch.equal(back["server"]["weights"], state["server"]["weights"])
     assert torch.equal(back["server"]["optimizer"]["state"][0]["exp_avg_sq"],
                        state["server"]["optimizer"]["state"][0]["exp_avg_sq"])
-    assert back["workers"] == state["workers"] and back["step"] == 1
+    assert back["workers"] == state["workers"] and back["step"] == 1 and back["stream"] == state["stream"]
     torch.load(path, weights_only=True)
 
 
@@ -80,6 +79,17 @@ def test_garbage_and_foreign_files(tmp_path):
         load_checkpoint(foreign)
     with pytest.raises(HetlabError, match="no checkpoint at"):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_checkpoint_of_an_older_hetlab_is_refused_in_one_line(state, tmp_path):
+    """Format 1 kept a data shard and position per worker; this hetlab keeps one cursor."""
+    old = {k: v for k, v in state.items() if k != "stream"}
+    old.update(format="hetlab-ps-checkpoint/1", shard_sizes=[16, 16],
+               workers=[{"name": "a", "index": 0, "epoch": 0, "offset": 32}])
+    path = save_checkpoint(old, tmp_path / "old.pt")
+    with pytest.raises(HetlabError, match=r"another version of hetlab \(hetlab-ps-checkpoint/1") as err:
+        load_checkpoint(path)
+    assert "\n" not in str(err.value)
 
 
 def test_checkpoint_of_another_model_is_refused(state, tmp_path):

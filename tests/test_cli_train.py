@@ -61,8 +61,8 @@ def saved_checkpoint(folder, step=30, seed=0, data_len=3000) -> Path:
     from hetlab.server import Server
     server = Server("small", seed=seed, lr=1e-3, mode="sync")
     state = {"format": FORMAT, "model": "small", "signature": param_signature("small"), "mode": "sync",
-             "step": step, "server": server.state(), "batch_sizes": [48, 16], "shard_sizes": [1500, 1500],
-             "workers": [{"name": n, "index": i, "epoch": 0, "offset": 0} for i, n in enumerate(("desktop", "mac"))],
+             "step": step, "server": server.state(), "batch_sizes": [48, 16],
+             "stream": {"cursor": 64 * step, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
              "data_len": data_len, "seed": seed, "samples_seen": 64 * step}
     return save_checkpoint(state, Path(folder) / f"step-{step:06d}.pt")
 

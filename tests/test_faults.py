@@ -41,6 +41,8 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
         assert len(lost) == 1 and "mac" in lost[0]["worker"] and "simulated" in lost[0]["worker"]
         assert 10 <= lost[0]["step"] < 80
         assert [s.name for s in ps.workers] == ["desktop"] and ps.batch_sizes == [64]  # rebalanced
+        # the mac's batch of the step it was lost in went back to the stream and was trained next step
+        assert ps.stream.pending == [] and ps.stream.cursor == ps.samples_seen
         after = [r for r in ps.records if r.step > lost[0]["step"] + 1]
         assert after and all(r.worker == "desktop" and r.batch_size == 64 for r in after)
         assert "lost worker mac" in capsys.readouterr().out  # the learner is told

@@ -71,6 +71,14 @@ def test_local_sgd_with_16_bit_deltas_sends_three_quarters_of_the_bytes():
     assert fp16.samples_per_s >= fp32.samples_per_s
 
 
+def test_advice_counts_6_bytes_per_parameter_for_local_sgd():
+    """What advise compares (notebook 08): local SGD sends fp16 deltas up (2 bytes) and gets fp32
+    weights down (4), 6 bytes per parameter per exchange, not 4; per-step sync fp32 both ways, 8."""
+    sync, *local = advise(T, 1000, SLOW, 100, local_steps=(4, 8)).plans[1:]
+    assert sync.bytes_per_sample == pytest.approx(8 * 1000 / 100)
+    assert [p.bytes_per_sample for p in local] == pytest.approx([6 * 1000 / (h * 100) for h in (4, 8)])
+
+
 def test_speed_approaches_the_sum_of_both_devices_as_h_grows():
     speeds = [with_mac(T, 1000, SLOW, 100, local_steps=h).samples_per_s for h in (1, 4, 64)]
     assert speeds[0] < speeds[1] < speeds[2] <= sum(T)

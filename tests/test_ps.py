@@ -8,16 +8,15 @@ from torch import nn
 
 from hetlab import HetlabError
 from hetlab.checkpoint import load_checkpoint
-from hetlab.data import load_mnist
+from hetlab.data import load_mnist, stream_indices
 from hetlab.models import make_model
 from hetlab.ps import ParameterServerTraining, WorkerSpec
 from hetlab.ps_loops import _one_line
-from hetlab.ps_math import (async_scale, combine_coefficients, equal_shards, samples_per_s,
-                            staleness_allows)
+from hetlab.ps_math import async_scale, combine_coefficients, samples_per_s, staleness_allows
 from hetlab.server import flat_weights
 from hetlab.train import evaluate
 from hetlab import worker as worker_module
-from hetlab.worker import autocast_dtype, next_indices
+from hetlab.worker import autocast_dtype
 
 SEED = 0
 
@@ -43,17 +42,14 @@ def data(local_ray):
 
 
 def concatenated_batches(train, sizes, steps):
-    """The exact samples a sync run gives each worker, concatenated per step (the reference)."""
-    shards = train.shard(equal_shards(len(train), len(sizes)), seed=SEED)
-    xs, ys = [s.normalized() for s in shards], [s.labels for s in shards]
-    pos = [(0, 0)] * len(sizes)
-    for _ in range(steps):
-        parts = []
-        for i, b in enumerate(sizes):
-            idx, e, o = next_indices(len(ys[i]), SEED, i, *pos[i], b)
-            pos[i] = (e, o)
-            parts.append((xs[i][idx], ys[i][idx]))
-        yield torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]), parts
+    """The reference: step t is positions [t·B, (t+1)·B) of the shuffled stream, one big batch
+    drawn uniformly; worker i's part is its consecutive b_i of them."""
+    x, y, total = train.normalized(), train.labels, sum(sizes)
+    for t in range(steps):
+        idx = stream_indices(len(y), SEED, [(t * total, total)])
+        cuts = torch.tensor([0, *sizes]).cumsum(0).tolist()
+        parts = [(x[idx[a:b]], y[idx[a:b]]) for a, b in zip(cuts, cuts[1:])]
+        yield x[idx], y[idx], parts
 
 
 def single_device_reference(train, sizes, steps):
@@ -79,7 +75,6 @@ def test_combination_and_staleness_arithmetic():
     assert staleness_allows(5, [], 0)                 # alone: always
     assert not staleness_allows(5, [5], 0)            # s=0: one at a time
     assert staleness_allows(5, [4], 2) and not staleness_allows(5, [3], 2)
-    assert equal_shards(10, 3) == [4, 3, 3]
 
 
 def test_errors_from_inside_an_actor_become_one_line():
@@ -108,19 +103,19 @@ def test_autocast_choice_per_device(monkeypatch):
 
 
 def test_worker_warm_up_leaves_the_training_state_alone():
-    """A plain Worker object (no Ray needed): warming up a new batch size runs once, consumes no
-    data, leaves the weights and the random generators (dropout) as they were."""
+    """A plain Worker object (no Ray needed): warming up a new batch size runs once, leaves the
+    weights and the random generators (dropout) as they were (the data cursor is the driver's)."""
     threads = torch.get_num_threads()
     try:
-        shard = load_mnist("train").subset(500, seed=3)
-        w = worker_module.Worker("w", 0, shard, "classic", "cpu", 1.0, "fp32", "fp32", SEED, 1e-3)
+        train = load_mnist("train").subset(500, seed=3)
+        w = worker_module.Worker("w", train, "classic", "cpu", 1.0, "fp32", "fp32", SEED, 1e-3)
     finally:
         torch.set_num_threads(threads)  # Worker uses one thread; give the test process its own back
     weights = flat_weights(w.model).clone()
     rng = torch.get_rng_state()
     assert w.warm(17) is True and w.warm(17) is False and w.warmups == 1
     assert torch.equal(flat_weights(w.model), weights) and torch.equal(torch.get_rng_state(), rng)
-    assert w.position() == {"epoch": 0, "offset": 0} and all(p.grad is None for p in w.params)
+    assert w.local_state() == {} and all(p.grad is None for p in w.params)
     # timing alone: one untimed step at a size new to that path, none after
     w.standalone(weights, 19, steps=1)
     assert w.warmups == 2
@@ -138,8 +133,7 @@ def test_measure_warms_up_each_new_batch_size_once(data):
     with ParameterServerTraining(specs, train, batch_sizes=[32, 32], seed=SEED, progress=False) as ps:
         rates = ps.measure([40, 24], steps=2)
         assert ps.warmups == 2 and len(ps.records) == 4 and all(r > 0 for r in rates)
-        positions = ray.get([a.position.remote() for a in ps._actors])
-        assert [p["offset"] for p in positions] == [80, 48]  # the warm-up took no training data
+        assert ps.stream.cursor == ps.samples_seen == 2 * 64  # the warm-up took no training data
         ps.measure([40, 24], steps=2)
         assert ps.warmups == 2  # sizes already warmed: no extra step, not even a message
         ps.measure([48, 16], steps=1)
@@ -187,7 +181,11 @@ def test_one_sync_step_equals_one_worker_on_the_concatenated_batch(data, sync_ru
     sum_error = (g_parts[0] + g_parts[1] - g_concat).abs().max()
     assert plain_mean_error > 100 * error and sum_error > 100 * error  # both would be wrong
     reference = flat_weights(single_device_reference(train, sizes, 1))
-    assert torch.allclose(sync_run["after_one"]["weights"], reference, atol=1e-6)
+    # Adam's first step is lr·g/(|g| + eps): where 0 < |g| < eps (1e-8) it magnifies the float
+    # rounding of the combination (seen: one weight, g ≈ 2e-9); everywhere else the weights agree.
+    settled = (g_concat.abs() >= 1e-8) | (g_concat == 0)
+    assert settled.float().mean() > 0.999
+    assert torch.allclose(sync_run["after_one"]["weights"][settled], reference[settled], atol=1e-6)
 
 
 def test_accuracy_parity_with_single_device_training(data, sync_run):
@@ -213,18 +211,44 @@ def test_records_time_split_and_simulated_label(sync_run):
     assert sync_run["bytes_per_sample"] == pytest.approx(2 * 2 * 4 * sync_run["n_params"] / 64)
 
 
-def test_async_bounded_staleness_and_fp16_transfer(data):
+def test_async_bounded_staleness_and_fp16_transfer(data, tmp_path):
     train, test = data
     specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=3)]
     with ParameterServerTraining(specs, train, mode="async", max_staleness=1, transfer="fp16",
-                                 batch_sizes=[32, 32], seed=SEED, progress=False) as ps:
+                                 batch_sizes=[32, 32], seed=SEED, progress=False,
+                                 checkpoint_dir=tmp_path, checkpoint_every=15) as ps:
         records = ps.run(40)
         assert ps.step == 40 and len(records) == 40
         assert max(r.staleness for r in records) <= 1          # the bound holds ...
         assert any(r.staleness == 1 for r in records)          # ... and is reached
         assert {r.worker for r in records} == {"fast", "slow"}  # the slow worker's work is used
         assert ps.bytes_to_server == 40 * ps.n_params * 2       # fp16: 2 bytes per gradient entry
+        assert ps.stream.cursor == ps.samples_seen == 40 * 32   # every sample handed out was applied
         assert ps.evaluate(test) > 0.6
+    # With s = 1 two messages go out together and are applied one after the other, so at step 15
+    # one is still in flight: the checkpoint waits for it and is taken at step 16, its cursor
+    # counting exactly the applied updates (data positions never run ahead of the weights).
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000016.pt", "step-000030.pt"]
+    for path in tmp_path.iterdir():
+        ckpt = load_checkpoint(path)
+        assert ckpt["stream"] == {"cursor": ckpt["samples_seen"], "pending": []} == {
+            "cursor": 32 * ckpt["step"], "pending": []}
+
+
+def test_async_resume_is_bitwise_equal(data, tmp_path):
+    """Async with s = 0 (one message at a time, so the order of arrivals is fixed): 2k updates
+    uninterrupted vs resume at k + k more, unequal batches, the same weights bit for bit."""
+    train, k = data[0], 10
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
+    with ParameterServerTraining(specs, train, mode="async", max_staleness=0, batch_sizes=[40, 24],
+                                 seed=SEED, progress=False, checkpoint_dir=tmp_path, checkpoint_every=k) as ps:
+        ps.run(2 * k)
+        final, order = flat_weights(ps.model()), [r.worker for r in ps.records]
+    with ParameterServerTraining.resume(tmp_path / f"step-{k:06d}.pt", specs, train, progress=False) as resumed:
+        assert (resumed.mode, resumed.stream.cursor) == ("async", k // 2 * 64)
+        resumed.run(k)
+        assert [r.worker for r in resumed.records] == order[k:]
+        assert torch.equal(flat_weights(resumed.model()), final)
 
 
 def test_local_sgd_sends_4x_fewer_bytes_per_sample_and_resumes_bitwise(data, sync_run, tmp_path):

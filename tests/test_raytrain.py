@@ -12,7 +12,7 @@ from torch import nn
 from hetlab import HetlabError
 from hetlab.data import load_mnist
 from hetlab.models import make_model
-from hetlab.raytrain import (explain_failure, flat_grad, rank_indices, scaling_config,
+from hetlab.raytrain import (RayTrainResult, explain_failure, flat_grad, rank_indices, scaling_config,
                              set_flat_grad, torch_config, train_mixed, weights_digest)
 from hetlab.train import evaluate
 
@@ -50,7 +50,7 @@ def test_flat_grad_round_trip():
 
 def test_rank_indices_cover_each_global_batch_once():
     sizes = [5, 2]
-    for step in (0, 1, 13):  # step 13 is in the second epoch of 100 samples
+    for step in (0, 1, 13, 15):  # steps 15 and on are in the second epoch of 100 samples
         a = rank_indices(step, sizes, 0, 100, seed=3)
         b = rank_indices(step, sizes, 1, 100, seed=3)
         assert len(a) == 5 and len(b) == 2
@@ -58,6 +58,16 @@ def test_rank_indices_cover_each_global_batch_once():
     first_epoch = torch.cat([rank_indices(s, sizes, r, 100, seed=3)
                              for s in range(100 // 7) for r in (0, 1)])
     assert len(set(first_epoch.tolist())) == len(first_epoch) == 98
+
+
+def test_result_model_is_the_network_that_was_trained(tmp_path):
+    """``model()`` rebuilds the network the run trained: model="classic" came back as 'small'
+    (load_state_dict failed on every key)."""
+    classic = make_model("classic", seed=5)
+    torch.save({k: v.cpu() for k, v in classic.state_dict().items()}, tmp_path / "model.pt")  # as rank 0 does
+    result = RayTrainResult(ranks=[], accuracy=0.0, loss=[], fit_s=0.0, train_s=0.0, allreduce_bytes_per_step=0,
+                            model_name="classic", checkpoint_path=str(tmp_path))
+    assert weights_digest(result.model()) == weights_digest(classic)
 
 
 def test_scaling_config_avoids_the_gpu_and_nccl_traps():
@@ -123,7 +133,7 @@ def test_each_rank_ran_on_its_own_node_with_its_own_batch(run, practice):
 
 
 def test_both_ranks_end_with_identical_weights(run):
-    assert run.weights_identical
+    assert run.weights_identical and run.model_name == "small"
     assert run.ranks[0].weights_sha256 == weights_digest(run.model())
 
 
