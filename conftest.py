@@ -13,9 +13,15 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 # output" although it ran fine. The cell's own run time stays bounded by --nbval-cell-timeout.
 OUTPUT_TIMEOUT_S = 60
 
-# Notebook 04 run through the two-host rehearsal (tests/test_rehearsal.py) does everything its
-# practice-only run does, plus the real-pair cells: where the rehearsal runs, it runs there only.
-COVERED_BY_REHEARSAL = ("04_build_your_cluster.ipynb",)
+# Where the two-host rehearsal runs (tests/test_rehearsal.py: root, ip, tc, nft), these notebooks
+# run there only, to keep `make test` short: their practice-cluster branch is a few set-up lines
+# whose library calls the unit tests run on a practice cluster (04: the rehearsal run does all its
+# practice cells too; 03: a local Ray, tests/test_cluster.py; 07: the same train_mixed on a practice
+# cluster, tests/test_raytrain.py; 08: losing and re-adding the simulated mac, tests/test_practice.py
+# and tests/test_faults.py). Notebooks 05 and 06 run in both: their practice run is the one where
+# the two machines are clearly unlike (the rehearsal's hosts share one CPU).
+COVERED_BY_REHEARSAL = ("03_ray_fundamentals.ipynb", "04_build_your_cluster.ipynb",
+                        "07_ray_train_mixed_devices.ipynb", "08_the_real_world.ipynb")
 
 
 def pytest_addoption(parser):
