@@ -25,4 +25,16 @@ def is_test_run() -> bool:
     return any(os.environ.get(v, "0") not in ("", "0", "false", "False") for v in ("PYTEST_CURRENT_TEST", "CI"))
 
 
-__all__ = ["HetlabError", "is_quick", "is_test_run", "__version__"]
+# A progress bar redraws at most every 2 s. In a notebook each redraw is a few messages on the
+# kernel's output channel, which holds about 1,000 unread ones: a test runner that reads them only
+# after a cell ends (nbval) lost the end of an 8-minute training cell drawn 10 times a second.
+PROGRESS_EVERY_S = 2.0
+
+
+def progress_bar(total: int, desc: str, enabled: bool = True):
+    """The progress bar of every training loop (notebooks 01, 05): tqdm, redrawn every 2 s at most."""
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, disable=not enabled, mininterval=PROGRESS_EVERY_S)
+
+
+__all__ = ["HetlabError", "is_quick", "is_test_run", "progress_bar", "__version__"]

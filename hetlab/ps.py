@@ -32,9 +32,8 @@ from pathlib import Path
 import ray
 import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-from tqdm.auto import tqdm
 
-from hetlab import gpus
+from hetlab import gpus, progress_bar
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
 from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset, Stream
@@ -187,7 +186,7 @@ class ParameterServerTraining:
         if steps:
             self._warm_up()
         start = len(self.records)
-        bar = tqdm(total=steps, disable=not self.progress, desc=f"{self.mode}, {len(self.workers)} workers")
+        bar = progress_bar(steps, f"{self.mode}, {len(self.workers)} workers", self.progress)
         try:
             if self.mode == "async":
                 run_async(self, steps, bar)

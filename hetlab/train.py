@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
+from hetlab import progress_bar
 from hetlab.data import Dataset, batches
 from hetlab.devices import resolve, synchronize
 from hetlab.errors import HetlabError
@@ -81,7 +81,7 @@ def train(model: nn.Module, train_data: Dataset, test_data: Dataset | None = Non
     steps_per_epoch = -(-len(y) // batch_size)
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
              if schedule == "cosine" else None)
-    bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, desc=f"train on {dev}")
+    bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
     for epoch in range(epochs):
         t = time.perf_counter()
         for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed + epoch):
