@@ -125,20 +125,29 @@ def shape_key(model: nn.Module, device: str | torch.device, batch_size: int, *ex
     return (str(torch.device(device)), repr(model), int(batch_size), *extra)
 
 
+# Optimizers throughput can time, by name. hetlab trains with Adam (train.py, the parameter
+# server's workers and server, Ray Train), so Adam is what notebook 02 measures.
+OPTIMIZERS = {"adam": "Adam", "sgd": "SGD"}
+TRAINING_OPTIMIZER = "adam"
+
+
 def throughput(model: nn.Module, device: str | torch.device | None = None,
-               batch_size: int = 128, steps: int = 10, warmup: int | None = None) -> float:
+               batch_size: int = 128, steps: int = 10, warmup: int | None = None,
+               optimizer: str = TRAINING_OPTIMIZER) -> float:
     """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data).
 
-    Times whole SGD steps (forward, backward, update), synchronising the device around
-    the timed region. Before timing, ``warmup=None`` runs one untimed step only when this
+    Times whole training steps (forward, backward, ``optimizer`` update: Adam, as hetlab
+    trains, unless told otherwise), synchronising the device around the timed region. Before timing, ``warmup=None`` runs one untimed step only when this
     process has not yet run this model's layers at this batch size on this device
     (``warm_up``: MPS compiles per shape); an int runs that many untimed steps every time.
     """
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
+    if optimizer not in OPTIMIZERS:
+        raise HetlabError(f"unknown optimizer {optimizer!r}: use one of {sorted(OPTIMIZERS)}.")
     dev = resolve(device)
     model = model.to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    opt = getattr(torch.optim, OPTIMIZERS[optimizer])(model.parameters(), lr=1e-3)
     x = torch.randn(batch_size, 1, 28, 28, device=dev)
     y = torch.randint(0, 10, (batch_size,), device=dev)
 
@@ -147,7 +156,7 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
-    key = shape_key(model, dev, batch_size, "sgd")
+    key = shape_key(model, dev, batch_size, optimizer)
     if warmup is None:
         warm_up(key, step, dev)
     else:

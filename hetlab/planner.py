@@ -17,8 +17,9 @@ global batch B, and the step then takes ``(B + T_m e) / (T_d + T_m)``. Adding th
 helps exactly when ``e < B / T_d``: **one exchange over the link must take less time
 than the desktop needs for the whole batch on its own.** Local SGD with H local steps
 exchanges once per H steps, which replaces B by H·B in every formula above.
-Communication does not overlap compute here (a simple PS); measured throughputs
-(notebook 02) go in, predictions come out — the accuracy cost of local SGD is not
+Communication does not overlap compute here (a simple PS); throughputs go in —
+``speeds()`` reads the ones notebook 02 measured and saved on each machine (``hetlab.measured``),
+else the assumed figures, each labelled — and predictions come out — the accuracy cost of local SGD is not
 modelled, it is measured (benchmarks/local_sgd.py).
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from hetlab import measured
 from hetlab.errors import HetlabError
 
 BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -45,6 +47,17 @@ class Link:
 # gigabit Ethernet. Replace them with your own `iperf3` / `ping` numbers.
 WIFI = Link(300.0, 5.0, "Wi-Fi (assumed ~300 Mbit/s, ~5 ms)")
 GIGABIT = Link(1000.0, 0.5, "gigabit Ethernet (assumed ~1000 Mbit/s, ~0.5 ms)")
+
+
+def speeds(model: str = "small", batch_size: int = 128, where=None) -> tuple[measured.Speed, measured.Speed]:
+    """(desktop, mac) samples/s for ``model`` at ``batch_size``: notebook 02's saved figures
+    where they exist, else the assumed ones; each is a number whose ``.source`` says which."""
+    return (measured.speed("desktop", model, batch_size, where), measured.speed("mac", model, batch_size, where))
+
+
+def assumed_speeds(model: str = "small") -> tuple[measured.Speed, measured.Speed]:
+    """(desktop, mac) assumed samples/s (an RTX 4070 Ti, an M2 GPU; batch 128), labelled "assumed"."""
+    return (measured.assumed("desktop", model), measured.assumed("mac", model))
 
 
 @dataclass(frozen=True)

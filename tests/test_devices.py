@@ -63,6 +63,20 @@ def test_unknown_device_names_are_one_line_errors(bad):
 def test_bad_throughput_arguments():
     with pytest.raises(HetlabError, match="at least 1"):
         devices.throughput(make_model("small"), "cpu", batch_size=0)
+    with pytest.raises(HetlabError, match="unknown optimizer"):
+        devices.throughput(make_model("small"), "cpu", optimizer="lamb")
+
+
+def test_throughput_times_the_optimizer_training_uses(monkeypatch):
+    """hetlab trains with Adam (train.py, the parameter server), so that is what is timed by
+    default; SGD on request. The optimizers are real, only counted on their way in."""
+    made = []
+    for name in ("Adam", "SGD"):
+        real = getattr(torch.optim, name)
+        monkeypatch.setattr(torch.optim, name, lambda params, _real=real, **kw: made.append(_real) or _real(params, **kw))
+    devices.throughput(make_model("small"), "cpu", batch_size=8, steps=1, warmup=0)
+    devices.throughput(make_model("small"), "cpu", batch_size=8, steps=1, warmup=0, optimizer="sgd")
+    assert [opt.__name__ for opt in made] == ["Adam", "SGD"]
 
 
 @pytest.fixture

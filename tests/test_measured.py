@@ -1,0 +1,79 @@
+"""hetlab.measured: notebook 02 saves each machine's speeds, 06 and 08 (and the planner) read them.
+Pure: files in a temporary folder, no torch, no Ray."""
+import json
+import math
+
+import pytest
+
+from hetlab import HetlabError, measured, planner
+
+DEVICE = {"device": "cuda", "name": "NVIDIA GeForce RTX 4070 Ti"}
+SIZES = [1, 16, 256]
+FIGURES = {"small": [1_000.0, 16_000.0, 64_000.0], "classic": [500.0, 4_000.0, 8_000.0]}
+
+
+def test_save_and_load_round_trip(tmp_path):
+    p = measured.save("desktop", DEVICE, SIZES, FIGURES, where=tmp_path)
+    assert p == tmp_path / "desktop.json"
+    data = measured.load("desktop", tmp_path)
+    assert data["batch_sizes"] == SIZES and data["samples_per_s"] == FIGURES
+    assert data["role"] == "desktop" and data["device"] == "cuda" and data["optimizer"] == "adam"
+    assert data["accelerator"] == DEVICE["name"] and data["host"] and data["date"]
+    assert measured.load("mac", tmp_path) is None
+    assert not list(tmp_path.glob("*.tmp"))   # written atomically, nothing left behind
+
+
+def test_speed_interpolates_on_batch_size(tmp_path):
+    measured.save("desktop", DEVICE, SIZES, FIGURES, where=tmp_path)
+    at = lambda b, model="small": float(measured.speed("desktop", model, b, tmp_path))
+    assert at(16) == pytest.approx(16_000)
+    assert at(4) == pytest.approx(4_000)      # halfway on log axes between (1, 1k) and (16, 16k)
+    assert at(64) == pytest.approx(32_000)    # halfway between (16, 16k) and (256, 64k)
+    assert at(1) == at(0.5) == pytest.approx(1_000) and at(4096) == pytest.approx(64_000)  # clamped
+    assert at(256, "classic") == pytest.approx(8_000)
+    s = measured.speed("desktop", "small", 128, tmp_path)
+    assert s.measured and s.source.startswith("measured on ") and "cuda" in s.source
+
+
+def test_without_a_file_the_figure_is_assumed_and_says_so(tmp_path):
+    s = measured.speed("mac", "small", 128, tmp_path)
+    assert float(s) == measured.ASSUMED["small"]["mac"]
+    assert not s.measured and s.source.startswith("assumed") and "M2" in s.source
+    measured.save("mac", {"device": "mps"}, SIZES, {"small": FIGURES["small"]}, where=tmp_path)
+    assert not measured.speed("mac", "classic", 128, tmp_path).measured   # a model not measured
+    with pytest.raises(HetlabError, match="no assumed speed"):
+        measured.speed("laptop", "small", 128, tmp_path)
+
+
+def test_planner_speeds_mix_measured_and_assumed(tmp_path):
+    measured.save("desktop", DEVICE, SIZES, FIGURES, where=tmp_path)
+    desktop, mac = planner.speeds("small", 256, tmp_path)
+    assert (float(desktop), desktop.measured) == (64_000, True)
+    assert (float(mac), mac.measured) == (measured.ASSUMED["small"]["mac"], False)
+    assert planner.advise((desktop, mac), 30_000, planner.GIGABIT, 256).speedup >= 1
+    assert [s.measured for s in planner.assumed_speeds("classic")] == [False, False]
+
+
+@pytest.mark.parametrize("text", ["{not json", json.dumps({"format": 1}), json.dumps(
+    {"format": 1, "batch_sizes": [1, 2], "samples_per_s": {"small": [5.0]}}), json.dumps(
+    {"format": 1, "batch_sizes": [1], "samples_per_s": {"small": [-5.0]}})])
+def test_a_bad_file_is_a_one_line_error(tmp_path, text):
+    (tmp_path / "mac.json").write_text(text)
+    with pytest.raises(HetlabError, match="not a measurement file") as err:
+        measured.speed("mac", "small", 128, tmp_path)
+    assert "\n" not in str(err.value) and "notebook 02" in str(err.value)
+
+
+def test_refusals(tmp_path):
+    with pytest.raises(HetlabError, match="simple name"):
+        measured.path("../mac", tmp_path)
+    with pytest.raises(HetlabError, match="one positive samples/s per batch size"):
+        measured.save("mac", DEVICE, SIZES, {"small": [1.0, math.nan, 2.0]}, where=tmp_path)
+
+
+def test_folder_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(measured.FOLDER_ENV, str(tmp_path))
+    assert measured.folder() == tmp_path
+    monkeypatch.delenv(measured.FOLDER_ENV)
+    assert measured.folder().name == "measured"
+    assert measured.guess_role() in ("desktop", "mac")
