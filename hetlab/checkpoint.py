@@ -5,7 +5,9 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, saved with
 It is written to a temporary file in the same folder, flushed to disk (fsync) and
 renamed over the target (``os.replace``): a crash mid-write leaves the old file, never
 half a new one. It carries the model name and a signature of the parameter shapes,
-so a checkpoint of another model is refused with one clear line.
+so a checkpoint of another model is refused with one clear line. A model of your own
+(a factory) is saved under its qualified name; resuming it needs the same factory
+again (``model=``), and its parameter shapes must match the signature.
 """
 from __future__ import annotations
 
@@ -16,15 +18,16 @@ from pathlib import Path
 import torch
 
 from hetlab.errors import HetlabError
-from hetlab.models import make_model
+from hetlab.models import MODELS, make_model
 
 FORMAT = "hetlab-ps-checkpoint/2"  # /2: one data cursor for the training (/1: a shard per worker)
 REQUIRED = ("model", "signature", "mode", "step", "server", "workers", "batch_sizes", "stream")
 
 
-def param_signature(model_name: str) -> list[list]:
-    """``[[parameter name, [shape…]], …]`` of a model: what a checkpoint must fit."""
-    return [[name, list(p.shape)] for name, p in make_model(model_name, seed=None).named_parameters()]
+def param_signature(model) -> list[list]:
+    """``[[parameter name, [shape…]], …]`` of a model (a built-in name or a factory): what a
+    checkpoint must fit."""
+    return [[name, list(p.shape)] for name, p in make_model(model, seed=None).named_parameters()]
 
 
 def save_checkpoint(state: dict, path) -> Path:
@@ -53,8 +56,9 @@ def save_checkpoint(state: dict, path) -> Path:
     return path
 
 
-def load_checkpoint(path, model: str | None = None) -> dict:
-    """Read and check a checkpoint; ``model`` (if given) must match the one it was saved from."""
+def load_checkpoint(path, model=None) -> dict:
+    """Read and check a checkpoint; ``model`` (if given: a built-in name or a factory) must
+    match the one it was saved from. A checkpoint of your own model needs its factory."""
     path = Path(path)
     if not path.is_file():
         raise HetlabError(f"no checkpoint at {path}: check the path (see latest_checkpoint(dir)).")
@@ -72,10 +76,13 @@ def load_checkpoint(path, model: str | None = None) -> dict:
         raise HetlabError(f"{path} is not a hetlab parameter-server checkpoint: use a file "
                           f"written by ParameterServerTraining.save_checkpoint.")
     saved = state["model"]
-    if model is not None and model != saved:
+    if isinstance(model, str) and model != saved:
         raise HetlabError(f"{path} holds model {saved!r}, not {model!r}: resume with model={saved!r}.")
+    if model is None and saved not in MODELS:
+        raise HetlabError(f"{path} holds your own model {saved!r}: resume with model= the same "
+                          f"factory that trained it.")
     try:
-        expected = param_signature(saved)
+        expected = param_signature(model if model is not None else saved)
     except HetlabError:
         raise HetlabError(f"{path} holds an unknown model {saved!r}: it was written by another "
                           f"version of hetlab.") from None

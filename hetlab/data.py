@@ -98,6 +98,66 @@ def batches(
         yield x[i : i + batch_size], y[i : i + batch_size]
 
 
+def as_tensors(data) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training data in any of three forms → ``(x, y)``: float32 inputs, int64 labels, on the CPU.
+
+    * a hetlab ``Dataset`` (MNIST): its normalised images and labels;
+    * a tuple ``(x, y)`` of tensors or arrays with the same first dimension;
+    * any map-style ``torch.utils.data.Dataset`` whose items are ``(input, label)``:
+      every item is read once and stacked (fine for data that fits in memory).
+    """
+    if isinstance(data, Dataset):
+        return data.normalized(), data.labels
+    if isinstance(data, (tuple, list)) and len(data) == 2 and not isinstance(data, torch.utils.data.Dataset):
+        try:
+            x, y = torch.as_tensor(data[0]), torch.as_tensor(data[1])
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise HetlabError(f"data=(x, y) must be two tensors or arrays ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0][:100]}).") from None
+        return _checked(x, y)
+    if isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__len__") and hasattr(data, "__getitem__"):
+        if len(data) == 0:
+            raise HetlabError("the dataset is empty: it needs at least one (input, label) item.")
+        xs, ys = [], []
+        for i in range(len(data)):
+            item = data[i]
+            if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                raise HetlabError(f"dataset item {i} is a {type(item).__name__}, not (input, label): "
+                                  f"make __getitem__ return (tensor, int label).")
+            xs.append(torch.as_tensor(item[0]))
+            ys.append(torch.as_tensor(item[1]))
+        try:
+            x, y = torch.stack(xs), torch.stack(ys)
+        except RuntimeError as e:
+            raise HetlabError(f"dataset items do not stack into one tensor ({' '.join(str(e).split())[:120]}): "
+                              f"every input must have the same shape.") from None
+        return _checked(x, y)
+    raise HetlabError(f"data must be a hetlab Dataset, a tuple (x, y) of tensors, or a map-style "
+                      f"torch.utils.data.Dataset, got {type(data).__name__}.")
+
+
+def _checked(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if x.ndim < 1 or y.ndim != 1 or len(x) != len(y) or len(y) == 0:
+        raise HetlabError(f"data must be inputs x (N×…) and labels y (N), got x {list(x.shape)} and y "
+                          f"{list(y.shape)}.")
+    if y.is_floating_point() or y.is_complex():
+        raise HetlabError(f"labels must be whole numbers (class indices), got {y.dtype}.")
+    return x.float().contiguous(), y.long().contiguous()
+
+
+def n_samples(data) -> int:
+    """How many samples ``data`` holds (any form ``as_tensors`` takes), without converting it."""
+    if isinstance(data, (tuple, list)) and len(data) == 2 and not isinstance(data, torch.utils.data.Dataset):
+        return len(data[1])
+    return len(data)
+
+
+def compact(data):
+    """What the parameter server puts in Ray's object store: a hetlab Dataset as it is (uint8
+    images, a quarter of the normalised bytes; each worker normalises), anything else as ``(x, y)``."""
+    return data if isinstance(data, Dataset) else as_tensors(data)
+
+
 @lru_cache(maxsize=4)
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     """The shuffled order of ``n`` samples in epoch ``epoch``: a pure function of its arguments

@@ -3,9 +3,17 @@
 ``small`` (~29k parameters, no dropout or batch norm, so a step is deterministic
 and all its state lives in its parameters: what a parameter server needs) is the
 course default. ``classic`` is PyTorch's examples/mnist network (~1.2M parameters),
-for seeing what a bigger model does to compute and communication.
+for seeing what a bigger model does to compute and communication. ``ray_example`` is
+the tiny ConvNet of Ray's parameter-server example (1,960 parameters).
+
+Your own model: everything that trains takes ``model=`` as a built-in name or a
+*factory*, a picklable zero-argument callable returning an ``nn.Module`` (a function,
+a class, ``functools.partial(MyNet, width=32)``, a lambda). ``as_factory`` checks one
+and ``make_model`` builds it with reproducible weights.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 from torch import nn
@@ -32,18 +40,132 @@ def classic_cnn() -> nn.Module:
     )
 
 
-MODELS = {"small": small_cnn, "classic": classic_cnn}
+def ray_example_cnn() -> nn.Module:
+    """The ConvNet of Ray's parameter-server example: Conv2d(1, 3, 3) → ReLU → MaxPool 3 →
+    Linear(192, 10), for 1×28×28 inputs: 30 + 1,930 = 1,960 parameters."""
+    return nn.Sequential(
+        nn.Conv2d(1, 3, 3), nn.ReLU(), nn.MaxPool2d(3),  # 3×26×26 → 3×8×8
+        nn.Flatten(), nn.Linear(192, 10),
+    )
 
 
-def make_model(name: str = "small", seed: int | None = 0) -> nn.Module:
-    """Build a model by name with reproducible initial weights (same seed, same weights)."""
-    if name not in MODELS:
-        raise HetlabError(f"unknown model {name!r}: choose one of {sorted(MODELS)}.")
-    if seed is not None:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return MODELS[name]()
-    return MODELS[name]()
+MODELS = {"small": small_cnn, "classic": classic_cnn, "ray_example": ray_example_cnn}
+
+
+def as_factory(model) -> Callable[[], nn.Module]:
+    """A built-in name or a factory → a picklable zero-argument callable returning an ``nn.Module``.
+
+    Checked here, on the driver, in well under a second: a name must be in ``MODELS``; a
+    factory must be callable, picklable (Ray sends it to every worker) and return an
+    ``nn.Module`` with parameters when called. A built model is refused: give what builds it.
+    """
+    if isinstance(model, str):
+        if model not in MODELS:
+            raise HetlabError(f"unknown model {model!r}: choose one of {sorted(MODELS)}, "
+                              f"or give a function that returns an nn.Module.")
+        return MODELS[model]
+    if isinstance(model, nn.Module):
+        raise HetlabError(f"model= got a built {type(model).__name__}: give a function that builds it, "
+                          f"e.g. model=lambda: {type(model).__name__}(), or a built-in name.")
+    if not callable(model):
+        raise HetlabError(f"model= must be a built-in name {sorted(MODELS)} or a function returning "
+                          f"an nn.Module, got {type(model).__name__}.")
+    try:
+        from ray import cloudpickle
+        _send_by_value(model)
+        cloudpickle.dumps(model)
+    except Exception as e:  # noqa: BLE001 - whatever cloudpickle refuses (locks, sockets, …)
+        raise HetlabError(f"model factory {model_label(model)} cannot be pickled for Ray "
+                          f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}): define "
+                          f"it at the top level of a module or notebook, without open files or locks.") from None
+    built = _build(model, seed=0)
+    if not isinstance(built, nn.Module) or not any(True for _ in built.parameters()):
+        raise HetlabError(f"model factory {model_label(model)} returned {type(built).__name__}, not an "
+                          f"nn.Module with parameters: it must return the network, e.g. `return MyNet()`.")
+    return model
+
+
+def _send_by_value(fn) -> None:
+    """Have Ray send ``fn``'s own module by value when it is the learner's code (a ``mynets.py``
+    next to the notebook): the other machine, and Ray's worker processes, cannot import it.
+    Installed packages, the standard library and hetlab itself are sent by name as usual."""
+    import sys
+    import sysconfig
+
+    name = getattr(fn, "__module__", None) or ""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if module is None or name == "__main__" or not path or name.split(".")[0] in ("hetlab", "torch"):
+        return
+    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    if any(str(path).startswith(str(p)) for p in installed):
+        return
+    from ray import cloudpickle
+    cloudpickle.register_pickle_by_value(module)
+
+
+def model_label(model) -> str:
+    """What a checkpoint or a result calls a model: its built-in name, else the factory's
+    qualified name ``module.name`` (``"custom"`` when it has none, e.g. a partial)."""
+    if isinstance(model, str):
+        return model
+    for name, factory in MODELS.items():
+        if model is factory:
+            return name
+    qual = getattr(model, "__qualname__", None)
+    return f"{getattr(model, '__module__', '?')}.{qual}" if qual else "custom"
+
+
+def _build(factory, seed: int | None):
+    if seed is None:
+        return factory()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return factory()
+
+
+def make_model(model="small", seed: int | None = 0) -> nn.Module:
+    """Build a model (a built-in name or a factory) with reproducible initial weights
+    (same seed, same weights)."""
+    if isinstance(model, str):
+        return _build(as_factory(model), seed)
+    built = _build(model, seed)
+    if not isinstance(built, nn.Module):
+        raise HetlabError(f"model factory {model_label(model)} returned {type(built).__name__}, not an nn.Module.")
+    return built
+
+
+def as_loss(loss=None) -> Callable:
+    """``loss(outputs, labels)`` → a 0-d tensor; None → cross-entropy (classification).
+    It must be picklable: Ray sends it to every worker."""
+    if loss is None:
+        return nn.functional.cross_entropy
+    if not callable(loss):
+        raise HetlabError(f"loss= must be a function loss(outputs, labels), e.g. "
+                          f"torch.nn.functional.cross_entropy, got {type(loss).__name__}.")
+    try:
+        from ray import cloudpickle
+        _send_by_value(loss)
+        cloudpickle.dumps(loss)
+    except Exception as e:  # noqa: BLE001
+        raise HetlabError(f"loss {model_label(loss)} cannot be pickled for Ray ({type(e).__name__}): "
+                          f"define it at the top level of a module or notebook.") from None
+    return loss
+
+
+def check_model_and_loss(model, loss, x: torch.Tensor, y: torch.Tensor) -> None:
+    """One forward pass and loss on two samples, on the CPU: shapes that do not fit fail here,
+    in one line, before any worker starts."""
+    net = make_model(model, seed=0)
+    try:
+        value = loss(net(x[:2].float()), y[:2])
+    except Exception as e:  # noqa: BLE001 - the learner's model or loss, any error
+        raise HetlabError(f"model {model_label(model)!r} and loss do not fit the data (inputs "
+                          f"{list(x.shape[1:])}, labels {y.dtype}): {type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:160]}.") from None
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise HetlabError(f"loss must return one number (a 0-d tensor) for a batch, got "
+                          f"{type(value).__name__} {list(getattr(value, 'shape', []))}.")
 
 
 def count_params(model: nn.Module) -> int:

@@ -36,9 +36,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from hetlab import gpus, progress_bar
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
 from hetlab.cluster import connect, placement, role_resource
-from hetlab.data import Dataset, Stream
+from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
-from hetlab.models import make_model
+from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps_loops import _one_line, run_async, sync_round
 from hetlab.ps_math import (MODES, PRECISIONS, StepRecord, WorkerSpec, check_batch_sizes,
                             check_options, check_spec, per_worker_samples_per_s, samples_per_s)
@@ -47,11 +47,11 @@ from hetlab.train import evaluate
 from hetlab.worker import Worker, load_flat
 
 
-def model_from_flat(name: str, flat: torch.Tensor) -> torch.nn.Module:
-    """A fresh ``name`` model holding the weights in ``flat`` (CPU)."""
+def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
+    """A fresh ``name`` model (a built-in name or a factory) holding the weights in ``flat`` (CPU)."""
     model = make_model(name, seed=None)
     if flat.numel() != flat_weights(model).numel():
-        raise HetlabError(f"{flat.numel()} weights do not fit model {name!r}.")
+        raise HetlabError(f"{flat.numel()} weights do not fit model {model_label(name)!r}.")
     load_flat(list(model.parameters()), flat.float())
     return model
 
@@ -71,26 +71,37 @@ class ParameterServerTraining:
     (weighted by samples) and applies them with outer SGD (Nesterov when
     ``outer_momentum`` > 0, as in DiLoCo); one step = one such round.
     Use as a context manager, or call ``shutdown()``.
+
+    Your own model and data: ``model=`` a built-in name or a factory (a picklable function
+    returning an ``nn.Module``), ``train_data`` a hetlab Dataset, ``(x, y)`` tensors or a
+    map-style torch Dataset, ``loss=`` any ``loss(outputs, labels)`` (default cross-entropy).
     """
 
-    def __init__(self, workers: list[WorkerSpec], train_data: Dataset, model: str = "small",
+    def __init__(self, workers: list[WorkerSpec], train_data, model="small",
                  lr: float = 1e-3, mode: str = "sync", max_staleness: int = 2,
                  local_steps: int = 8, outer_lr: float = 1.0, outer_momentum: float = 0.0,
                  transfer: str = "fp32", seed: int = 0, checkpoint_dir=None,
                  checkpoint_every: int = 0, progress: bool = True,
-                 batch_sizes: list[int] | None = None, worker_timeout_s: float = 120.0):
+                 batch_sizes: list[int] | None = None, worker_timeout_s: float = 120.0,
+                 loss=None):
         if isinstance(workers, WorkerSpec) or not isinstance(workers, (list, tuple)) or not workers:
             raise HetlabError("workers must be a non-empty list of WorkerSpec, e.g. [WorkerSpec('desktop')].")
         for spec in workers:
             check_spec(spec)
         if len({s.name for s in workers}) != len(workers):
             raise HetlabError(f"worker names {[s.name for s in workers]} must be distinct.")
+        payload = compact(train_data)  # what goes into Ray's object store (checks the data's form)
         check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_momentum,
-                      lr, checkpoint_every, train_data, len(workers))
-        make_model(model)  # unknown model name → HetlabError now
+                      lr, checkpoint_every, payload, len(workers))
+        factory, loss = as_factory(model), as_loss(loss)  # a bad name or factory → HetlabError now
+        probe = (Dataset(payload.images[:2], payload.labels[:2]) if isinstance(payload, Dataset)
+                 else (payload[0][:2], payload[1][:2]))
+        check_model_and_loss(factory, loss, *as_tensors(probe))  # shapes that don't fit → now
         self.workers = list(workers)
         self.batch_sizes = check_batch_sizes(batch_sizes or [64] * len(workers), len(workers))
-        self.model_name, self.lr, self.mode, self.seed = model, lr, mode, seed
+        self.factory, self.loss = factory, loss
+        self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
+        self.lr, self.mode, self.seed = lr, mode, seed
         self.max_staleness, self.local_steps = max_staleness, local_steps
         self.outer_lr, self.outer_momentum, self.transfer = outer_lr, outer_momentum, transfer
         self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
@@ -98,8 +109,8 @@ class ParameterServerTraining:
         self.records: list[StepRecord] = []
         self.events: list[dict] = []
         self.step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = 0
-        self.n_params = flat_weights(make_model(model, seed=None)).numel()
-        self.data_len = len(train_data)
+        self.n_params = flat_weights(make_model(factory, seed=None)).numel()
+        self.data_len = n_samples(payload)
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.data.epoch_order)
         self._actors: list = []
         self.server = None
@@ -109,23 +120,23 @@ class ParameterServerTraining:
         self._placements = [_placement(s) for s in workers]
         gpus.check_free([(s.name, s.role) for s, p in zip(workers, self._placements) if p.get("num_gpus")])
         try:
-            self._start(train_data)
+            self._start(payload)
         except BaseException:
             self.shutdown()
             raise
 
     # --- start-up -------------------------------------------------------------------------
-    def _start(self, train_data: Dataset) -> None:
+    def _start(self, train_data) -> None:
         data = ray.put(train_data)  # once; each worker's node fetches it once
         for spec, where in zip(self.workers, self._placements):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **where}
             self._actors.append(ray.remote(Worker).options(**opts).remote(
-                spec.name, data, self.model_name, spec.device, spec.slowdown,
-                spec.precision, self.transfer, self.seed, self.lr))
+                spec.name, data, self.factory, spec.device, spec.slowdown,
+                spec.precision, self.transfer, self.seed, self.lr, self.loss))
         here = ray.get_runtime_context().get_node_id()  # the server lives with the driver
         self.server = ray.remote(Server).options(
             num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
-        ).remote(self.model_name, self.seed, self.lr, self.mode, self.outer_lr, self.outer_momentum)
+        ).remote(self.factory, self.seed, self.lr, self.mode, self.outer_lr, self.outer_momentum)
         refs = [a.info.remote() for a in self._actors]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.worker_timeout_s)
         if len(ready) < len(refs):
@@ -255,9 +266,9 @@ class ParameterServerTraining:
 
     def model(self) -> torch.nn.Module:
         """The current weights in a fresh model, on the CPU."""
-        return model_from_flat(self.model_name, ray.get(self._weights, timeout=self.worker_timeout_s))
+        return model_from_flat(self.factory, ray.get(self._weights, timeout=self.worker_timeout_s))
 
-    def evaluate(self, test_data: Dataset) -> float:
+    def evaluate(self, test_data) -> float:
         """Test accuracy of the current weights (on the driver's CPU)."""
         return evaluate(self.model(), test_data, "cpu")
 
@@ -292,7 +303,7 @@ class ParameterServerTraining:
             raise HetlabError(f"could not read the training state to save it ({_one_line(e)}): "
                               f"run one more step (a lost worker is handled there) and save again.") from None
         state = {
-            "format": FORMAT, "model": self.model_name, "signature": param_signature(self.model_name),
+            "format": FORMAT, "model": self.model_name, "signature": param_signature(self.factory),
             "mode": self.mode, "step": self.step, "server": server_state,
             "workers": [{"name": s.name, **state} for s, state in zip(self.workers, local)],
             "batch_sizes": list(self.batch_sizes), "stream": self.stream.state(),
@@ -307,12 +318,13 @@ class ParameterServerTraining:
         return path
 
     @classmethod
-    def resume(cls, path, workers: list[WorkerSpec], train_data: Dataset,
+    def resume(cls, path, workers: list[WorkerSpec], train_data,
                **overrides) -> "ParameterServerTraining":
         """A new training continuing exactly where the checkpoint at ``path`` stopped.
 
         Mode, model, batch sizes, seed … come from the checkpoint; ``overrides`` may
         change e.g. ``progress`` or ``checkpoint_dir``. Give one WorkerSpec per saved worker.
+        A run of your own model needs ``model=`` its factory again (and ``loss=`` if not the default).
         """
         model = overrides.pop("model", None)
         ckpt = load_checkpoint(path, model=model)
@@ -320,8 +332,8 @@ class ParameterServerTraining:
         if not isinstance(workers, (list, tuple)) or len(workers) != len(saved):
             raise HetlabError(f"{path} was saved with {len(saved)} workers ({[w['name'] for w in saved]}): "
                               f"give one WorkerSpec per saved worker.")
-        if len(train_data) != ckpt["data_len"]:
-            raise HetlabError(f"{path} was trained on {ckpt['data_len']} samples, not {len(train_data)}: "
+        if n_samples(train_data) != ckpt["data_len"]:
+            raise HetlabError(f"{path} was trained on {ckpt['data_len']} samples, not {n_samples(train_data)}: "
                               f"resume with the same training data.")
         kwargs = {k: ckpt[k] for k in ("mode", "lr", "seed", "transfer", "max_staleness",
                                        "local_steps", "outer_lr", "outer_momentum", "batch_sizes")}
@@ -329,7 +341,7 @@ class ParameterServerTraining:
         if (kwargs["mode"] == "local_sgd") != (ckpt["mode"] == "local_sgd"):
             raise HetlabError(f"{path} is a {ckpt['mode']} checkpoint: local_sgd uses another optimizer, "
                               f"resume it in mode {ckpt['mode']!r}.")
-        run = cls(workers, train_data, model=ckpt["model"], **kwargs)
+        run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
         try:
             ray.get(run.server.load_state.remote(ckpt["server"]), timeout=run.worker_timeout_s)
             ray.get([a.load_local_state.remote(w) for a, w in zip(run._actors, saved)],

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from hetlab.data import Dataset
+from hetlab.data import n_samples
 from hetlab.errors import HetlabError
 
 MODES = ("sync", "async", "local_sgd")
@@ -130,10 +130,9 @@ def check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_mo
             raise HetlabError(f"{name} must be a positive number, got {v!r}.")
     if not isinstance(outer_momentum, (int, float)) or not 0 <= outer_momentum < 1:
         raise HetlabError(f"outer_momentum must be in [0, 1), got {outer_momentum!r}.")
-    if not isinstance(train_data, Dataset):
-        raise HetlabError("train_data must be a hetlab Dataset, e.g. hetlab.data.load_mnist('train').")
-    if len(train_data) < n_workers:
-        raise HetlabError(f"{len(train_data)} training samples cannot be split over {n_workers} workers.")
+    n = n_samples(train_data)  # its form is checked by hetlab.data.as_tensors
+    if n < n_workers:
+        raise HetlabError(f"{n} training samples cannot be split over {n_workers} workers.")
 
 
 def samples_per_s(records) -> float:

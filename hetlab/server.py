@@ -24,7 +24,7 @@ def flat_weights(model: nn.Module) -> torch.Tensor:
 class Server:
     """A Ray actor owning the weights and the optimizer (Adam; outer SGD in local-SGD mode)."""
 
-    def __init__(self, model: str, seed: int, lr: float, mode: str,
+    def __init__(self, model, seed: int, lr: float, mode: str,
                  outer_lr: float = 1.0, outer_momentum: float = 0.0):
         torch.set_num_threads(1)
         self.w = nn.Parameter(flat_weights(make_model(model, seed=seed)))

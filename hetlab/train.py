@@ -14,9 +14,10 @@ import torch
 from torch import nn
 
 from hetlab import progress_bar
-from hetlab.data import Dataset, batches
+from hetlab.data import as_tensors, batches
 from hetlab.devices import resolve, synchronize
 from hetlab.errors import HetlabError
+from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model
 
 
 @dataclass
@@ -31,6 +32,7 @@ class History:
     seconds_batching: float = 0.0
     seconds_compute: float = 0.0
     seconds_eval: float = 0.0
+    model: nn.Module | None = field(default=None, repr=False)  # the trained network
 
     @property
     def samples_per_s(self) -> float:
@@ -44,12 +46,13 @@ class History:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data: Dataset, device=None, batch_size: int = 2000) -> float:
-    """Fraction of ``data`` that ``model`` classifies correctly."""
+def evaluate(model: nn.Module, data, device=None, batch_size: int = 2000) -> float:
+    """Fraction of ``data`` (a hetlab Dataset, ``(x, y)`` tensors or a map-style torch
+    Dataset) that ``model`` classifies correctly."""
     dev = resolve(device)
     was_training = model.training
     model.eval()
-    x, y = data.normalized(), data.labels
+    x, y = as_tensors(data)
     correct = 0
     for i in range(0, len(y), batch_size):
         out = model(x[i : i + batch_size].to(dev))
@@ -58,10 +61,15 @@ def evaluate(model: nn.Module, data: Dataset, device=None, batch_size: int = 200
     return correct / len(y)
 
 
-def train(model: nn.Module, train_data: Dataset, test_data: Dataset | None = None,
+def train(model, train_data, test_data=None,
           epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
-          seed: int = 0, progress: bool = True, schedule: str = "constant") -> History:
+          seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None) -> History:
     """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
+
+    ``model``: a built ``nn.Module`` (trained in place), or a built-in name / factory
+    (built here with ``seed``; the trained network is ``History.model``). Data: a hetlab
+    Dataset, ``(x, y)`` tensors or a map-style torch Dataset (``hetlab.data.as_tensors``).
+    ``loss(outputs, labels)``: default cross-entropy.
 
     ``schedule="cosine"`` decays the learning rate to zero over the run (per step): the
     last epochs then settle instead of oscillating, which a full run needs for ≥ 99 %.
@@ -70,14 +78,20 @@ def train(model: nn.Module, train_data: Dataset, test_data: Dataset | None = Non
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
         raise HetlabError(f"unknown schedule {schedule!r}: use 'constant' or 'cosine'.")
-    if not 1 <= batch_size <= len(train_data):
-        raise HetlabError(f"batch size must be in 1..{len(train_data)}, got {batch_size}.")
+    x, y = as_tensors(train_data)
+    if not 1 <= batch_size <= len(y):
+        raise HetlabError(f"batch size must be in 1..{len(y)}, got {batch_size}.")
+    loss_fn = as_loss(loss)
+    if not isinstance(model, nn.Module):
+        factory = as_factory(model)
+        check_model_and_loss(factory, loss_fn, x, y)
+        model = make_model(factory, seed=seed)
     dev = resolve(device)
     torch.manual_seed(seed)
     model.to(dev).train()
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    x, y = train_data.normalized().to(dev), train_data.labels.to(dev)
-    hist = History(device=str(dev))
+    x, y = x.to(dev), y.to(dev)
+    hist = History(device=str(dev), model=model)
     steps_per_epoch = -(-len(y) // batch_size)
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
              if schedule == "cosine" else None)
@@ -87,7 +101,7 @@ def train(model: nn.Module, train_data: Dataset, test_data: Dataset | None = Non
         for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed + epoch):
             t_batch = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss = loss_fn(model(xb), yb)
             loss.backward()
             opt.step()
             hist.lr.append(opt.param_groups[0]["lr"])

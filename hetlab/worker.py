@@ -20,7 +20,7 @@ import ray
 import torch
 from torch import nn
 
-from hetlab.data import Dataset, stream_indices
+from hetlab.data import as_tensors, stream_indices
 from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
 from hetlab.models import make_model
 
@@ -65,11 +65,13 @@ class Worker:
     each machine fetches it once); which samples a message uses, the message says.
     """
 
-    def __init__(self, name: str, train: Dataset, model: str, device: str,
-                 slowdown: float, precision: str, transfer: str, seed: int, lr: float):
+    def __init__(self, name: str, train, model, device: str,
+                 slowdown: float, precision: str, transfer: str, seed: int, lr: float,
+                 loss=None):
         torch.set_num_threads(1)
         self.name, self.seed, self.lr = name, seed, lr
-        self.model_name = model
+        self.model_name = model  # a built-in name or a factory
+        self.loss = loss or nn.functional.cross_entropy
         self.slowdown = float(slowdown)
         device, self.device_note = cuda_in_worker(str(device), os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.device = resolve(device)            # resolved here, on the worker's own node
@@ -77,8 +79,8 @@ class Worker:
         self.wire = WIRE_DTYPES[transfer]
         self.model = make_model(model, seed=seed).to(self.device).train()
         self.params = list(self.model.parameters())
-        self.x = train.normalized().to(self.device)
-        self.y = train.labels.to(self.device)
+        x, y = as_tensors(train)  # a hetlab Dataset (normalised here) or (x, y)
+        self.x, self.y = x.to(self.device), y.to(self.device)
         self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam
         self.warmups = 0  # untimed warm-up steps run so far (one per new batch shape and path)
 
@@ -126,7 +128,7 @@ class Worker:
         for p in self.params:
             p.grad = None
         with ctx:
-            loss = nn.functional.cross_entropy(self.model(xb), yb)
+            loss = self.loss(self.model(xb), yb)
         scale = LOSS_SCALE if amp_dtype == torch.float16 else 1.0
         (loss * scale).backward()
         if scale != 1.0:
@@ -228,7 +230,7 @@ class Worker:
         def step():
             xb, yb = self._random_batch(batch_size, g)
             opt.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(model(xb), yb).backward()
+            self.loss(model(xb), yb).backward()
             opt.step()
             synchronize(self.device)
 
