@@ -133,13 +133,15 @@ TRAINING_OPTIMIZER = "adam"
 
 def throughput(model: nn.Module, device: str | torch.device | None = None,
                batch_size: int = 128, steps: int = 10, warmup: int | None = None,
-               optimizer: str = TRAINING_OPTIMIZER) -> float:
+               optimizer: str = TRAINING_OPTIMIZER, data=None, loss=None) -> float:
     """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data).
 
     Times whole training steps (forward, backward, ``optimizer`` update: Adam, as hetlab
     trains, unless told otherwise), synchronising the device around the timed region. Before timing, ``warmup=None`` runs one untimed step only when this
     process has not yet run this model's layers at this batch size on this device
     (``warm_up``: MPS compiles per shape); an int runs that many untimed steps every time.
+    Your own model: ``data=(x, y)`` to take the batch from (default: random MNIST-shaped
+    inputs, 10 classes) and ``loss`` (default cross-entropy).
     """
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
@@ -148,12 +150,17 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
     dev = resolve(device)
     model = model.to(dev)
     opt = getattr(torch.optim, OPTIMIZERS[optimizer])(model.parameters(), lr=1e-3)
-    x = torch.randn(batch_size, 1, 28, 28, device=dev)
-    y = torch.randint(0, 10, (batch_size,), device=dev)
+    if data is None:
+        x = torch.randn(batch_size, 1, 28, 28, device=dev)
+        y = torch.randint(0, 10, (batch_size,), device=dev)
+    else:
+        idx = torch.arange(batch_size) % len(data[1])
+        x, y = data[0][idx.to(data[0].device)].to(dev), data[1][idx.to(data[1].device)].to(dev)
+    loss = loss or nn.functional.cross_entropy
 
     def step():
         opt.zero_grad(set_to_none=True)
-        nn.functional.cross_entropy(model(x), y).backward()
+        loss(model(x), y).backward()
         opt.step()
 
     key = shape_key(model, dev, batch_size, optimizer)

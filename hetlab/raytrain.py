@@ -183,10 +183,11 @@ class RayTrainResult:
     fit_s: float              # TorchTrainer.fit() wall time, start-up included
     train_s: float            # the training loop alone (rank 0)
     allreduce_bytes_per_step: int
-    model_name: str           # the network trained (train_mixed's model=)
+    model_name: str           # the network trained: a built-in name, or the factory's qualified name
     checkpoint_path: str | None = None
     steps: int = 0
     extra: dict = field(default_factory=dict)
+    factory: object = field(default=None, repr=False)  # train_mixed's model= when it was a factory
 
     @property
     def weights_identical(self) -> bool:
@@ -197,10 +198,11 @@ class RayTrainResult:
         return sum(r.samples for r in self.ranks) / self.train_s
 
     def model(self) -> nn.Module:
-        """The trained weights from rank 0's checkpoint, in a fresh ``model_name`` network on the CPU."""
+        """The trained weights from rank 0's checkpoint, in a fresh network (``factory`` when the
+        run trained your own model, else the built-in ``model_name``) on the CPU."""
         from hetlab.models import make_model
 
-        model = make_model(self.model_name)
+        model = make_model(self.factory if self.factory is not None else self.model_name)
         model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, "model.pt"),
                                          map_location="cpu", weights_only=True))
         return model
@@ -227,15 +229,19 @@ def train_loop(config: dict) -> None:
     device = resolve(config["devices"][rank])  # resolved here, on the rank's own machine
     slowdown = float(config["slowdowns"][rank])
     seed, global_batch = config["seed"], config["global_batch"]
-    train = load_mnist("train")
-    if config["train_samples"]:
-        train = train.subset(config["train_samples"], seed=seed)
-    x, y = train.normalized().to(device), train.labels.to(device)
+    loss_fn = config["loss"] or nn.functional.cross_entropy
+    if config["train_ref"] is not None:  # your own data: (x, y) put once in Ray's object store
+        x, y = (t.to(device) for t in ray.get(config["train_ref"]))
+    else:
+        train = load_mnist("train")
+        if config["train_samples"]:
+            train = train.subset(config["train_samples"], seed=seed)
+        x, y = train.normalized().to(device), train.labels.to(device)
 
     # Each rank measures its own device (a simulated slowdown divides its speed), and
     # every rank derives the same split from the gathered numbers.
     speed = throughput(make_model(config["model"], seed=seed), device,
-                       batch_size=max(1, global_batch // world), steps=5) / slowdown
+                       batch_size=max(1, global_batch // world), steps=5, data=(x, y), loss=loss_fn) / slowdown
     speeds = [None] * world
     dist.all_gather_object(speeds, speed)
     sizes = split_batch(global_batch, config["ratio"] or speeds, world)
@@ -250,7 +256,7 @@ def train_loop(config: dict) -> None:
         idx = rank_indices(step, sizes, rank, len(y), seed).to(device)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
-        loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
+        loss = loss_fn(model(x[idx]), y[idx])
         loss.backward()
         synchronize(device)
         t1 = time.perf_counter()
@@ -283,10 +289,16 @@ def train_loop(config: dict) -> None:
     if rank != 0:
         ray.train.report({"rank": rank})
         return
-    test = load_mnist("test")
-    if config["test_samples"]:
-        test = test.subset(config["test_samples"], seed=seed)
-    metrics = {"ranks": reports, "accuracy": evaluate(model, test, device), "train_s": train_s,
+    if config["test_ref"] is not None:
+        accuracy = evaluate(model, ray.get(config["test_ref"]), device)
+    elif config["train_ref"] is not None:
+        accuracy = float("nan")  # your own training data, no test_data given
+    else:
+        test = load_mnist("test")
+        if config["test_samples"]:
+            test = test.subset(config["test_samples"], seed=seed)
+        accuracy = evaluate(model, test, device)
+    metrics = {"ranks": reports, "accuracy": accuracy, "train_s": train_s,
                "allreduce_bytes_per_step": 4 * buf.numel() * 2 * (world - 1) // world}
     with tempfile.TemporaryDirectory() as tmp:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(tmp, "model.pt"))
@@ -354,11 +366,12 @@ def explain_failure(text: str, port: int | None, timeout_s: int) -> str:
 
 def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence[float] = "auto",
                 roles: Sequence[str] | None = ("desktop", "mac"), devices="auto", slowdowns=1.0,
-                model: str = "small", lr: float = 1e-3, seed: int = 0,
+                model="small", lr: float = 1e-3, seed: int = 0,
                 train_samples: int | None = None, test_samples: int | None = None,
                 storage_path: str | None = None, progress: bool = True,
                 rendezvous_port: int | None = None,
-                timeout_s: int = RENDEZVOUS_TIMEOUT_S) -> RayTrainResult:
+                timeout_s: int = RENDEZVOUS_TIMEOUT_S, loss=None, train_data=None,
+                test_data=None) -> RayTrainResult:
     """Train on every role's machine with one TorchTrainer run; returns what each rank did.
 
     ``ratio="auto"`` splits the global batch by the throughput each rank measures on
@@ -368,6 +381,9 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     allowed only when rank 0 (the one that writes the checkpoint) runs on this machine.
     The ranks meet on ``rendezvous_port`` of rank 0's node (default ``Ports.train_rendezvous``,
     in the printed firewall rule) and give up after ``timeout_s`` with a one-line reason.
+    Your own model and data: ``model=`` a factory, ``loss=``, ``train_data=`` / ``test_data=``
+    as tensors ``(x, y)`` or any map-style torch Dataset (default: MNIST, ``train_samples`` …);
+    without ``test_data`` the result's accuracy is NaN.
     """
     import ray
     from ray.train import RunConfig
@@ -389,6 +405,19 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
         raise HetlabError(f"slowdowns must be finite and ≥ 1 (1 = real speed), got {slowdowns!r}.")
     for role in roles or ():
         role_label(role)  # an unknown role fails here, before anything starts
+    from hetlab.data import as_tensors
+    from hetlab.models import as_factory, as_loss, check_model_and_loss, model_label
+    factory, loss = as_factory(model), as_loss(loss)  # a bad model or loss fails here too
+    if train_data is None and test_data is not None:
+        raise HetlabError("test_data= needs train_data= too (without it the ranks train and test on MNIST).")
+    if train_data is not None and (train_samples or test_samples):
+        raise HetlabError("train_samples / test_samples pick a part of MNIST: with train_data= give "
+                          "the samples you want instead.")
+    own = [as_tensors(d) if d is not None else None for d in (train_data, test_data)]
+    if own[0] is not None:
+        if len(own[0][1]) < global_batch:
+            raise HetlabError(f"{len(own[0][1])} training samples are fewer than one global batch of {global_batch}.")
+        check_model_and_loss(factory, loss, *own[0])
     if not ray.is_initialized():
         raise HetlabError("Ray is not connected: call hetlab.cluster.connect() or start a PracticeCluster first.")
     if roles:
@@ -397,7 +426,10 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
             _check_rank0_here(roles[0])
     config = {"steps": steps, "global_batch": global_batch, "ratio": ratio_list,
               "roles": list(roles) if roles else None, "devices": _per_rank(devices, n, "devices"),
-              "slowdowns": slow, "model": model, "lr": lr, "seed": seed, "progress": progress,
+              "slowdowns": slow, "model": factory, "lr": lr, "seed": seed, "progress": progress,
+              "loss": loss if loss is not nn.functional.cross_entropy else None,
+              "train_ref": ray.put(own[0]) if own[0] is not None else None,
+              "test_ref": ray.put(own[1]) if own[1] is not None else None,
               "train_samples": train_samples, "test_samples": test_samples,
               "label_key": next(iter(role_label(roles[0]))) if roles else None}
     storage_path = storage_path or tempfile.mkdtemp(prefix="hetlab-raytrain-")
@@ -418,4 +450,5 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     return RayTrainResult(ranks=[RankReport(**r) for r in m["ranks"]], accuracy=m["accuracy"],
                           loss=loss, fit_s=fit_s, train_s=m["train_s"],
                           allreduce_bytes_per_step=m["allreduce_bytes_per_step"],
-                          checkpoint_path=path, steps=steps, model_name=model)
+                          checkpoint_path=path, steps=steps, model_name=model_label(model),
+                          factory=None if isinstance(model, str) else factory)

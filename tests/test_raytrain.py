@@ -157,3 +157,17 @@ def test_missing_role_fails_fast(run, practice):
     with pytest.raises(HetlabError, match="no live node has role 'mac'"):
         train_mixed(steps=1)
     assert time.perf_counter() - t0 < 10
+
+
+def test_own_model_and_data_through_ray_train(practice, tmp_path):
+    """A custom factory, loss and a synthetic non-MNIST Dataset (tests/test_own_model_and_data.py)
+    through TorchTrainer: the ranks get the function by value, train, and agree bitwise."""
+    from test_own_model_and_data import Strokes, smoothed, stroke_net
+
+    result = train_mixed(steps=60, global_batch=64, ratio=[3, 1], model=stroke_net, loss=smoothed, lr=1e-2,
+                         train_data=Strokes(1200, seed=1), test_data=Strokes(400, seed=2), progress=False,
+                         storage_path=str(tmp_path))
+    assert result.accuracy > 0.8 and result.weights_identical     # chance is 0.25
+    assert [r.batch_size for r in result.ranks] == [48, 16]
+    assert result.model_name.endswith("stroke_net")
+    assert evaluate(result.model(), Strokes(400, seed=2)) == result.accuracy
