@@ -81,7 +81,7 @@ TRAIN_EXAMPLES = """examples:
   hetlab train --address 192.168.1.10:6379      the real desktop + Mac cluster (notebook 04)"""
 
 
-TRAIN_MODELS = ("small", "classic")  # hetlab.models.MODELS, named here so bad input fails before torch loads
+TRAIN_MODELS = ("small", "classic", "ray_example")  # hetlab.models.MODELS, named here so bad input fails before torch loads
 TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples default (quick mode / full)
 
 
@@ -121,7 +121,10 @@ def _add_train(sub) -> None:
                       help="use the first N of a fixed shuffle of MNIST's 60,000 (default "
                            f"{TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}; with --resume: the "
                            f"checkpoint's)")
-    what.add_argument("--model", default="small", metavar="small|classic", help="default small")
+    what.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION",
+                      help="a built-in network (small, classic, ray_example) or your own: "
+                           "MODULE:FUNCTION, a function returning an nn.Module for 1×28×28 "
+                           "inputs and 10 classes, in MODULE.py of this folder (default small)")
     what.add_argument("--seed", type=int, default=None,
                       help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
     ckpt = p.add_argument_group("checkpoints")
@@ -153,11 +156,10 @@ def _check_train_args(args) -> dict:
     modes = {"sync": "sync", "async": "async", "local-sgd": "local_sgd", "local_sgd": "local_sgd"}
     if args.mode not in modes:
         raise HetlabError(f"--mode {args.mode!r}: use sync, async or local-sgd.")
-    if args.model not in TRAIN_MODELS:
-        raise HetlabError(f"--model {args.model!r}: use one of {', '.join(TRAIN_MODELS)}.")
+    model = model_arg(args.model)
     if args.transfer not in ("fp32", "fp16", "bf16"):
         raise HetlabError(f"--transfer {args.transfer!r}: use fp32, fp16 or bf16.")
-    resume, ckpt = _resume_target(args.resume)
+    resume, ckpt = _resume_target(args.resume, None if isinstance(model, str) else model)
     seed, samples = _seed_and_samples(args, resume, ckpt)
     for flag, value, low in (("--steps", args.steps, 1), ("--global-batch", args.global_batch, 2),
                              ("--local-steps", args.local_steps, 1),
@@ -174,12 +176,37 @@ def _check_train_args(args) -> dict:
     every = args.checkpoint_every
     if every is not None and (every < 1 or not args.checkpoint_dir):
         raise HetlabError("--checkpoint-every needs --checkpoint-dir and a value ≥ 1.")
-    return {"mode": modes[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume,
+    return {"mode": modes[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume, "model": model,
             "seed": seed, "train_samples": samples,
             "every": every if every is not None else (50 if args.checkpoint_dir else 0)}
 
 
-def _resume_target(text: str | None):
+def model_arg(text: str):
+    """``--model``: a built-in name (kept as the name), or ``module:function`` → that function,
+    imported from this folder or the Python path and checked (``hetlab.models.as_factory``)."""
+    if text in TRAIN_MODELS:
+        return text
+    module_name, _, function = text.partition(":")
+    if not module_name or not function.isidentifier():
+        raise HetlabError(f"--model {text!r}: use one of {', '.join(TRAIN_MODELS)}, or your own "
+                          f"network as MODULE:FUNCTION (a function returning an nn.Module).")
+    import importlib
+    import os
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001 - the learner's module: any import error
+        raise HetlabError(f"--model {text!r}: cannot import {module_name!r} ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:120]}): run hetlab train in the folder holding "
+                          f"{module_name.replace('.', '/')}.py.") from None
+    if not hasattr(module, function):
+        raise HetlabError(f"--model {text!r}: {module_name!r} has no {function!r}.")
+    from hetlab.models import as_factory
+    return as_factory(getattr(module, function))
+
+
+def _resume_target(text: str | None, model=None):
     """``--resume FILE|DIR`` → (checkpoint path, its checked contents), read without Ray; (None, None) if not given."""
     if not text:
         return None, None
@@ -193,7 +220,7 @@ def _resume_target(text: str | None):
             raise HetlabError(f"--resume {text}: no step-*.pt checkpoint in that folder.")
     elif not path.is_file():
         raise HetlabError(f"--resume {text}: no such file or folder.")
-    return path, load_checkpoint(path)
+    return path, load_checkpoint(path, model=model)
 
 
 def _seed_and_samples(args, resume, ckpt) -> tuple[int, int]:
@@ -242,9 +269,10 @@ def _train(args) -> int:
         common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=opts["every"],
                       progress=not args.quiet)
         if opts["resume"]:
-            run = ParameterServerTraining.resume(opts["resume"], workers, train, **common)
+            own = {} if isinstance(opts["model"], str) else {"model": opts["model"]}
+            run = ParameterServerTraining.resume(opts["resume"], workers, train, **own, **common)
         else:
-            run = ParameterServerTraining(workers, train, model=args.model, mode=opts["mode"],
+            run = ParameterServerTraining(workers, train, model=opts["model"], mode=opts["mode"],
                                           local_steps=args.local_steps, transfer=args.transfer,
                                           seed=opts["seed"], **common)
         with run:
