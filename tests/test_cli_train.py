@@ -162,16 +162,24 @@ def not_a_network():
 '''
 
 
+@pytest.fixture
+def mynet_here(tmp_path, monkeypatch):
+    """This test's own mynet.py in the current folder, imported afresh."""
+    (tmp_path / "mynet.py").write_text(MYNET)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    sys.modules.pop("mynet", None)
+    yield tmp_path
+    sys.modules.pop("mynet", None)
+
+
 @pytest.mark.parametrize("model, words", [
     ("nosuchmodule:tiny", "cannot import 'nosuchmodule'"),
     ("mynet:nothing", "'mynet' has no 'nothing'"),
     ("mynet:not_a_network", "returned str, not an nn.Module"),
     ("mynet", "MODULE:FUNCTION"),
 ])
-def test_own_model_from_a_module_bad_input_is_one_line(model, words, tmp_path, monkeypatch, capsys):
-    (tmp_path / "mynet.py").write_text(MYNET)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
+def test_own_model_from_a_module_bad_input_is_one_line(model, words, mynet_here, capsys):
     assert main(["train", "--model", model]) == 2         # checked before any Ray starts
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], lines
@@ -188,3 +196,31 @@ def test_own_model_from_a_module_trains(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "sync: step 15, 960 samples" in done.stdout
     assert final_accuracy(done.stdout) > 0.3  # 960 samples: well above chance (0.1)
+
+
+def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
+    """A checkpoint of `--model mynet:tiny` resumes only with `--model mynet:tiny` again, and
+    a function building another network is refused by the parameter-shape signature."""
+    from hetlab.checkpoint import FORMAT, param_signature, save_checkpoint
+    from hetlab.cli import _check_train_args, build_parser
+    from hetlab.models import model_label
+    from hetlab.server import Server
+    tmp_path = mynet_here
+    (tmp_path / "mynet.py").write_text(MYNET + "\n\ndef other():\n    from hetlab.models import make_model\n"
+                                       "    return make_model('small')\n")
+    import importlib
+    sys.path.insert(0, str(tmp_path))                       # (a copy, put back after the test)
+    tiny = importlib.import_module("mynet").tiny
+    state = {"format": FORMAT, "model": model_label(tiny), "signature": param_signature(tiny), "mode": "sync",
+             "step": 5, "server": Server(tiny, seed=0, lr=1e-3, mode="sync").state(), "batch_sizes": [48, 16],
+             "stream": {"cursor": 320, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
+             "data_len": 3000, "seed": 0, "samples_seen": 320}
+    ckpt = save_checkpoint(state, tmp_path / "ckpt" / "step-000005.pt")
+    for model, words in ((None, "holds your own model 'mynet.tiny': resume with model="),
+                         ("mynet:other", "parameter shapes that do not fit")):
+        assert main(["train", "--resume", str(ckpt), "--steps", "10", *(["--model", model] if model else [])]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], lines
+    opts = _check_train_args(build_parser().parse_args(["train", "--resume", str(ckpt), "--steps", "10",
+                                                        "--model", "mynet:tiny"]))
+    assert opts["resume"] == ckpt and opts["model"] is tiny
