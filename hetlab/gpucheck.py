@@ -432,6 +432,9 @@ def check_pair_raytrain(ctx: Context) -> list[Row]:
                                "train_s": result.train_s, "reference": ctx.reference()})]
 
 
+FIRST_BATCH = [(0, 256)]  # positions 0-255 of the shuffled stream: the first batch
+
+
 def _worker_gradient(ctx: Context, precision: str, scale: float):
     """The gradient a parameter-server Worker (in this process, no Ray) sends for its first
     batch at the initial weights × ``scale``; same batch for every call."""
@@ -440,9 +443,9 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
     from hetlab.worker import Worker
     threads = torch.get_num_threads()
     try:  # Worker sets its process's threads to 1: this is the driver's process
-        w = Worker("desktop", 0, ctx.train_data().subset(1024, seed=1), "small", ctx.device, 1.0,
+        w = Worker("desktop", ctx.train_data().subset(1024, seed=1), "small", ctx.device, 1.0,
                    precision, "fp32", 0, 1e-3)
-        grad, _ = w.gradient(flat_weights(make_model("small", seed=0)) * scale, 256)
+        grad, _ = w.gradient(flat_weights(make_model("small", seed=0)) * scale, FIRST_BATCH)
         return grad, w
     finally:
         torch.set_num_threads(threads)
@@ -452,11 +455,11 @@ def _fp16_overflows(worker, scale: float) -> bool:
     """Would this batch's fp16 gradient, loss-scaled as the worker does, overflow?"""
     from hetlab.models import make_model
     from hetlab.server import flat_weights
-    from hetlab.worker import LOSS_SCALE, load_flat, next_indices
+    from hetlab.worker import LOSS_SCALE, load_flat
     model = make_model("small", seed=None).to(worker.device)
     load_flat(list(model.parameters()), (flat_weights(make_model("small", seed=0)) * scale).to(worker.device))
-    idx, _, _ = next_indices(len(worker.y), worker.seed, worker.index, 0, 0, 256)  # its first batch
-    xb, yb = worker.x[idx.to(worker.device)], worker.y[idx.to(worker.device)]
+    idx = worker._indices(FIRST_BATCH)  # the batch _worker_gradient used
+    xb, yb = worker.x[idx], worker.y[idx]
     with torch.autocast(worker.device.type, dtype=torch.float16):
         loss = torch.nn.functional.cross_entropy(model(xb), yb)
     (loss * LOSS_SCALE).backward()

@@ -246,3 +246,15 @@ def test_pair_check_runs_end_to_end_on_the_cpu(one_node_ray):
     assert acc.status in ("pass", "FAIL") and 0.3 < acc.figure <= 1.0
     assert acc.details["samples"] == TINY.acc_epochs * (TINY.train_samples // TINY.acc_batch) * TINY.acc_batch
     assert acc.goal.value == pytest.approx(acc.details["reference"] - gpucheck.ACCURACY_TOLERANCE)
+
+
+def test_autocast_checks_worker_code_runs_on_the_cpu():
+    """The autocast check drives a parameter-server Worker in this process (CUDA only in real
+    use); run its helpers on the CPU so a change of Worker's API breaks this test, not the GPU run."""
+    from hetlab.models import count_params, make_model
+    ctx = gpucheck.Context("cpu", TINY)
+    grad, worker = gpucheck._worker_gradient(ctx, "fp32", 1.0)
+    assert grad.shape == (count_params(make_model("small")),) and bool(torch.isfinite(grad).all())
+    again, _ = gpucheck._worker_gradient(ctx, "fp32", 1.0)
+    assert torch.equal(grad, again)                      # the same first batch every call
+    assert gpucheck._fp16_overflows(worker, 1.0) in (True, False)   # the code path runs (CPU autocast)
