@@ -205,7 +205,7 @@ class ParameterServerTraining:
                 for _ in range(steps):
                     sync_round(self)
                     bar.update(1)
-                    bar.set_postfix(loss=f"{self.records[-1].loss:.3f}")
+                    bar.set_postfix(loss=f"{self.records[-1].loss:.3f}", refresh=False)
                     if self.checkpoint_due():
                         self.save_due_checkpoint()
         finally:

@@ -127,7 +127,7 @@ def run_async(t, steps: int, bar) -> None:
         t.step += 1
         idle[name] = t_end
         bar.update(1)
-        bar.set_postfix(loss=f"{meta['loss']:.3f}", staleness=t.step - 1 - read)
+        bar.set_postfix(loss=f"{meta['loss']:.3f}", staleness=t.step - 1 - read, refresh=False)
         due = due or t.checkpoint_due()
     if due:
         t.save_due_checkpoint()

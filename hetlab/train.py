@@ -114,7 +114,7 @@ def train(model, train_data, test_data=None,
             hist.samples += len(yb)
             t = t_done
             bar.update(1)
-            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}")
+            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)
         if test_data is not None:
             synchronize(dev)
             t0 = time.perf_counter()

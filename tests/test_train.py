@@ -49,3 +49,17 @@ def test_cosine_schedule_decays_the_rate_to_zero():
     assert all(a >= b for a, b in zip(cosine.lr, cosine.lr[1:]))
     constant = train(make_model("small"), data, epochs=1, batch_size=64, progress=False)
     assert constant.lr == [1e-3] * 10
+
+
+def test_progress_bar_redraws_at_most_every_2_s(monkeypatch):
+    """One redraw per step (tqdm's set_postfix refreshes by default) sent notebook 01's full run
+    ~11,000 widget messages; nbval reads them only after the cell ends and lost the end."""
+    import io
+    from tqdm import tqdm
+    import hetlab.train
+    out = io.StringIO()
+    monkeypatch.setattr(hetlab.train, "progress_bar", lambda total, desc, enabled: tqdm(
+        total=total, desc=desc, file=out, mininterval=hetlab.PROGRESS_EVERY_S))
+    data = load_mnist("train").subset(1280)
+    train(make_model("small", seed=0), data, data.subset(64), epochs=2, batch_size=32, device="cpu")
+    assert out.getvalue().count("\r") <= 8    # a few redraws (start, epoch ends, close), not 80
