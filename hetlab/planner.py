@@ -108,18 +108,24 @@ def exchange_seconds(params: int, link: Link, bytes_per_value: int = 4) -> float
 
 
 def round_seconds(throughputs: Sequence[float], batch_sizes: Sequence[int], params: int, link: Link,
-                  local_steps: int = 1, bytes_per_value: int = 4, server_s: float = 0.0) -> float:
-    """Seconds for H global steps at this split: ``max(H·b_d/T_d, H·b_m/T_m + e) + server_s``.
+                  local_steps: int = 1, bytes_per_value: int = 4, server_s: float = 0.0,
+                  overhead_s: float = 0.0) -> float:
+    """Seconds for H global steps at this split: ``max(H·b_d/T_d, H·b_m/T_m + e) + server_s + overhead_s``.
 
     ``server_s`` is the server's own update per exchange (combine + optimizer step), which
-    starts only when the last gradient is in; 0 unless measured (``StepRecord.server_s``).
+    starts only when the last gradient is in; ``overhead_s`` is the engine's fixed cost per
+    exchange whatever the batch (sending the message, (de)serialising, loading the weights:
+    Ray's round trip). Both are paid once per round, so local SGD divides them by H; both 0
+    unless measured (``StepRecord.server_s``; ``benchmarks/rehearsal_link.py`` measures the overhead).
     """
     t_d, t_m = _check(throughputs, params, sum(batch_sizes))
+    if server_s < 0 or overhead_s < 0:
+        raise HetlabError(f"server_s and overhead_s are seconds ≥ 0, got {server_s} and {overhead_s}.")
     b_d, b_m = batch_sizes
     if b_m == 0:
         return local_steps * b_d / t_d + server_s
     return max(local_steps * b_d / t_d,
-               local_steps * b_m / t_m + exchange_seconds(params, link, bytes_per_value)) + server_s
+               local_steps * b_m / t_m + exchange_seconds(params, link, bytes_per_value)) + server_s + overhead_s
 
 
 def desktop_alone(throughputs: Sequence[float], global_batch: int) -> Plan:

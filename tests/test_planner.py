@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from hetlab import HetlabError
+from hetlab import HetlabError, planner
 from hetlab.planner import (GIGABIT, WIFI, Link, advise, break_even_local_steps,
                             desktop_alone, exchange_seconds, round_seconds, table, with_mac)
 
@@ -128,3 +128,15 @@ def test_round_seconds_at_a_given_split():
     assert round_seconds(T, (50, 50), 1000, SLOW) == pytest.approx(0.108)
     assert round_seconds(T, (50, 50), 1000, SLOW, local_steps=4, bytes_per_value=2) == pytest.approx(0.406)
     assert round_seconds(T, (100, 0), 1000, SLOW) == pytest.approx(0.1)   # desktop alone: no exchange
+
+
+def test_fixed_costs_are_paid_once_per_round():
+    link = planner.Link(200.0, 0.0, "test")
+    base = planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8)
+    more = planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8,
+                                 server_s=0.001, overhead_s=0.03)
+    assert more == pytest.approx(base + 0.031)        # once per round of H=8 steps, not 8 times
+    alone = planner.round_seconds([1000.0, 500.0], [128, 0], 100_000, link, overhead_s=0.03)
+    assert alone == pytest.approx(0.128)             # nothing exchanged: no engine overhead
+    with pytest.raises(HetlabError, match="overhead_s"):
+        planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, overhead_s=-1)
