@@ -151,14 +151,6 @@ def test_rank0_elsewhere_needs_a_shared_storage_path(run, practice):
         train_mixed(steps=1, roles=("mac", "desktop"))
 
 
-def test_missing_role_fails_fast(run, practice):
-    practice.remove_node("mac")
-    t0 = time.perf_counter()
-    with pytest.raises(HetlabError, match="no live node has role 'mac'"):
-        train_mixed(steps=1)
-    assert time.perf_counter() - t0 < 10
-
-
 def test_own_model_and_data_through_ray_train(practice, tmp_path):
     """A custom factory, loss and a synthetic non-MNIST Dataset (tests/test_own_model_and_data.py)
     through TorchTrainer: the ranks get the function by value, train, and agree bitwise."""
@@ -171,3 +163,12 @@ def test_own_model_and_data_through_ray_train(practice, tmp_path):
     assert [r.batch_size for r in result.ranks] == [48, 16]
     assert result.model_name.endswith("stroke_net")
     assert evaluate(result.model(), Strokes(400, seed=2)) == result.accuracy
+
+
+def test_missing_role_fails_fast(run, practice):
+    """Last in this module: it takes the mac node away."""
+    practice.remove_node("mac")
+    t0 = time.perf_counter()
+    with pytest.raises(HetlabError, match="no live node has role 'mac'"):
+        train_mixed(steps=1)
+    assert time.perf_counter() - t0 < 10
