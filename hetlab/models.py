@@ -70,11 +70,8 @@ def as_factory(model) -> Callable[[], nn.Module]:
     if not callable(model):
         raise HetlabError(f"model= must be a built-in name {sorted(MODELS)} or a function returning "
                           f"an nn.Module, got {type(model).__name__}.")
-    try:
-        from ray import cloudpickle
-        _send_by_value(model)
-        cloudpickle.dumps(model)
-    except Exception as e:  # noqa: BLE001 - whatever cloudpickle refuses (locks, sockets, …)
+    e = _unpicklable(model)
+    if e is not None:
         raise HetlabError(f"model factory {model_label(model)} cannot be pickled for Ray "
                           f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}): define "
                           f"it at the top level of a module or notebook, without open files or locks.") from None
@@ -102,6 +99,18 @@ def _send_by_value(fn) -> None:
         return
     from ray import cloudpickle
     cloudpickle.register_pickle_by_value(module)
+
+
+def _unpicklable(fn) -> Exception | None:
+    """Why Ray cannot send ``fn`` (a factory or a loss) to its workers, or None if it can;
+    the learner's own module goes by value (``_send_by_value``)."""
+    try:
+        from ray import cloudpickle
+        _send_by_value(fn)
+        cloudpickle.dumps(fn)
+    except Exception as e:  # noqa: BLE001 - whatever cloudpickle refuses (locks, sockets, …)
+        return e
+    return None
 
 
 def model_label(model) -> str:
@@ -143,11 +152,8 @@ def as_loss(loss=None) -> Callable:
     if not callable(loss):
         raise HetlabError(f"loss= must be a function loss(outputs, labels), e.g. "
                           f"torch.nn.functional.cross_entropy, got {type(loss).__name__}.")
-    try:
-        from ray import cloudpickle
-        _send_by_value(loss)
-        cloudpickle.dumps(loss)
-    except Exception as e:  # noqa: BLE001
+    e = _unpicklable(loss)
+    if e is not None:
         raise HetlabError(f"loss {model_label(loss)} cannot be pickled for Ray ({type(e).__name__}): "
                           f"define it at the top level of a module or notebook.") from None
     return loss
