@@ -218,15 +218,8 @@ class OneNodeContext(gpucheck.Context):
 @pytest.fixture
 def one_node_ray():
     import ray
-    for attempt in (1, 2):  # a loaded box can miss Ray's fixed node start-up window once
-        try:
-            ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR",
-                     resources={"hetlab-role:desktop": 1, "hetlab-role:mac": 1})
-            break
-        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception here
-            ray.shutdown()
-            if attempt == 2 or "timed out during startup" not in str(e):
-                raise
+    from local_ray import start
+    start(**{"hetlab-role:desktop": 1, "hetlab-role:mac": 1})
     yield
     ray.shutdown()
 

@@ -11,6 +11,7 @@ from hetlab.checkpoint import load_checkpoint
 from hetlab.data import load_mnist, stream_indices
 from hetlab.models import make_model
 from hetlab.ps import ParameterServerTraining, WorkerSpec
+from local_ray import start as local_ray_start
 from hetlab.ps_loops import _one_line
 from hetlab.ps_math import async_scale, combine_coefficients, samples_per_s, staleness_allows
 from hetlab.server import flat_weights
@@ -23,14 +24,7 @@ SEED = 0
 
 @pytest.fixture(scope="module")
 def local_ray():
-    for attempt in (1, 2):  # a heavily loaded box can miss Ray's fixed 30 s node start-up window once
-        try:
-            ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
-            break
-        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception here
-            ray.shutdown()
-            if attempt == 2 or "timed out during startup" not in str(e):
-                raise
+    local_ray_start()
     yield
     ray.shutdown()
 
