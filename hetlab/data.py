@@ -77,22 +77,23 @@ class Dataset:
         """A deterministic random subset of ``n`` samples (the same for the same seed)."""
         if not 0 < n <= len(self):
             raise HetlabError(f"subset size {n} is out of range: choose 1..{len(self)}.")
-        idx = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[:n]
+        idx = epoch_order(len(self), seed, 0)[:n]
         return Dataset(self.images[idx], self.labels[idx])
 
 
 def batches(
-    x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True, seed: int = 0
+    x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True, seed: int = 0, epoch: int = 0
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield (x, y) mini-batches for one epoch; the last batch may be short.
 
+    The order is ``epoch_order(len(y), seed, epoch)``, the one shuffle every engine uses.
     Shuffling gathers the whole epoch once (one large copy, fast on any device), then
     every batch is a zero-copy slice: far cheaper than a gather per batch.
     """
     if batch_size < 1:
         raise HetlabError(f"batch size must be at least 1, got {batch_size}.")
     if shuffle:
-        order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed)).to(x.device)
+        order = epoch_order(len(y), seed, epoch).to(x.device)
         x, y = x[order], y[order]
     for i in range(0, len(y), batch_size):
         yield x[i : i + batch_size], y[i : i + batch_size]
@@ -160,8 +161,10 @@ def compact(data):
 
 @lru_cache(maxsize=4)
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
-    """The shuffled order of ``n`` samples in epoch ``epoch``: a pure function of its arguments
-    (notebook 05). Cached, since every batch of an epoch reads it; callers only slice it."""
+    """The shuffled order of ``n`` samples in epoch ``epoch``: a pure function of its arguments,
+    and hetlab's one shuffle (``batches``, ``Dataset.subset``, the parameter server's stream,
+    Ray Train's ranks; notebooks 01 and 05). Cached, since every batch of an epoch reads it;
+    callers only slice it."""
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
 
 

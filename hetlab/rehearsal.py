@@ -260,30 +260,35 @@ def down() -> list[str]:
     if shutil.which("ip") is None:
         return gone
     present = set(_run(["ip", "netns", "list"], check=False).stdout.split())
+    running = [host.netns for host in HOSTS if host.netns in present]
+    _kill_all(*running)
+    for netns in running:
+        _run(["ip", "netns", "del", netns], check=False)
+        gone.append(netns)
     for host in HOSTS:
-        if host.netns in present:
-            _kill_all(host.netns)
-            _run(["ip", "netns", "del", host.netns], check=False)
-            gone.append(host.netns)
         shutil.rmtree(Path("/etc/netns") / host.netns, ignore_errors=True)
     shutil.rmtree(ROOT, ignore_errors=True)
     return gone
 
 
-def _kill_all(netns: str) -> None:
-    """SIGTERM every process in ``netns``, then SIGKILL what is left after a few seconds."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        pids = [int(p) for p in _run(["ip", "netns", "pids", netns], check=False).stdout.split()]
-        if not pids:
-            return
-        for pid in pids:
+def _kill_all(*netns: str) -> None:
+    """SIGTERM every process in these namespaces, SIGKILL what is left after a second.
+
+    Ray's raylet and GCS take over 5 s to act on SIGTERM; a rehearsal host has nothing to save
+    (and a machine that goes away does not wait either), so the second signal comes soon.
+    """
+    def pids() -> list[int]:
+        return [int(p) for ns in netns for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids():
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        deadline = time.time() + wait
-        while time.time() < deadline and _run(["ip", "netns", "pids", netns], check=False).stdout.split():
-            time.sleep(0.2)
+        deadline = time.time() + (1.0 if sig == signal.SIGTERM else 10.0)
+        while time.time() < deadline and pids():
+            time.sleep(0.1)
 
 
 def stop_host(role: str) -> None:

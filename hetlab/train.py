@@ -98,7 +98,7 @@ def train(model, train_data, test_data=None,
     bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
     for epoch in range(epochs):
         t = time.perf_counter()
-        for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed + epoch):
+        for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
             t_batch = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(xb), yb)
