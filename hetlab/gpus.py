@@ -108,16 +108,17 @@ def describe_holders(found: list[dict], job_rows: dict, here: str | None) -> tup
     return " and ".join(parts), f"{stop}, then run this again; {SEE_HOLDERS}"
 
 
-def check_free(wanted: list[tuple[str, str | None]], wait_s: float = RELEASE_WAIT_S) -> None:
+def check_free(wanted: list[tuple[str, str | None]], wait_s: float | None = None) -> None:
     """Fail now, in one line, if a GPU these workers ask for is missing or held by someone else.
 
     ``wanted``: (worker name, role) of each worker that asks Ray for a GPU. Waits up to
-    ``wait_s`` for a GPU released a moment ago (Ray frees an actor's GPU asynchronously).
+    ``wait_s`` (default ``RELEASE_WAIT_S``) for a GPU released a moment ago (Ray frees an
+    actor's GPU asynchronously).
     """
     demand: dict[str | None, list[str]] = {}
     for name, role in wanted:
         demand.setdefault(role, []).append(name)
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + (RELEASE_WAIT_S if wait_s is None else wait_s)
     for role, names in demand.items():
         nodes = gpu_nodes(role)
         if not nodes:
