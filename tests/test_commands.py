@@ -177,7 +177,7 @@ def _start(argv, env, log_path, cwd):
 def _stop_group(proc):
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=5)  # `ray start --block` stops its children on SIGTERM, slowly
+        proc.wait(timeout=1)  # `ray start --block` stops its children on SIGTERM, slowly (over 5 s)
     except ProcessLookupError:
         return
     except subprocess.TimeoutExpired:

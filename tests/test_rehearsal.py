@@ -158,7 +158,7 @@ cluster.connect(timeout=30)
 t0 = time.perf_counter()
 try:
     train_mixed(steps=2, global_batch=64, ratio=[1, 1], train_samples=1000, test_samples=100,
-                progress=False, rendezvous_port=6390, timeout_s=10)
+                progress=False, rendezvous_port=6390, timeout_s=4)
 except HetlabError as e:
     print(f"{time.perf_counter() - t0:.0f} s:", e)
 """
@@ -169,7 +169,7 @@ def test_ray_train_through_a_closed_port_fails_in_one_line(pair):
     done = python_on("desktop", RAYTRAIN_BLOCKED)         # 6390 is not in the printed rule
     assert done.returncode == 0, tail(done)
     last = done.stdout.strip().splitlines()[-1]
-    assert "could not connect to each other within 10 s" in last and "6390" in last, last
+    assert "could not connect to each other within 4 s" in last and "6390" in last, last
 
 
 @needs_pair
