@@ -1,4 +1,5 @@
-"""Ray Train on a real two-node practice cluster: unequal batches, gloo on CPU, identical weights.
+"""Ray Train on a real two-node practice cluster: unequal batches, gloo on CPU, identical weights,
+a learner's own model and data.
 
 No device is mocked: both practice nodes train on this CPU; the "mac" rank is a
 *simulated* slower device (it sleeps), and says so in its label.
@@ -16,7 +17,7 @@ from hetlab.raytrain import (RayTrainResult, explain_failure, flat_grad, rank_in
                              set_flat_grad, torch_config, train_mixed, weights_digest)
 from hetlab.train import evaluate
 
-STEPS, BATCH, RATIO = 120, 128, [3, 1]
+STEPS, BATCH, RATIO = 60, 64, [3, 1]
 
 
 # --- pure parts, no Ray ----------------------------------------------------------------
@@ -116,9 +117,15 @@ def practice():
 
 @pytest.fixture(scope="module")
 def run(practice, tmp_path_factory):
-    return train_mixed(steps=STEPS, global_batch=BATCH, ratio=RATIO, slowdowns=[1, 2],
-                       train_samples=8000, test_samples=2000, progress=False,
-                       storage_path=str(tmp_path_factory.mktemp("raytrain")))
+    """One TorchTrainer fit, with a learner's own model, loss and data (a factory, a loss and a
+    synthetic non-MNIST Dataset from tests/test_own_model_and_data.py): the ranks get the
+    functions by value. MNIST through Ray Train: notebook 07, on the practice cluster or the
+    rehearsal."""
+    from test_own_model_and_data import Strokes, smoothed, stroke_net
+
+    return train_mixed(steps=STEPS, global_batch=BATCH, ratio=RATIO, slowdowns=[1, 2], model=stroke_net,
+                       loss=smoothed, lr=1e-2, train_data=Strokes(1200, seed=1), test_data=Strokes(400, seed=2),
+                       progress=False, storage_path=str(tmp_path_factory.mktemp("raytrain")))
 
 
 def test_each_rank_ran_on_its_own_node_with_its_own_batch(run, practice):
@@ -126,43 +133,30 @@ def test_each_rank_ran_on_its_own_node_with_its_own_batch(run, practice):
     assert (desktop.role, mac.role) == ("desktop", "mac")
     assert desktop.node_id == practice.node_id("desktop")
     assert mac.node_id == practice.node_id("mac")
-    assert (desktop.batch_size, mac.batch_size) == (96, 32)
-    assert mac.samples == 32 * STEPS
+    assert (desktop.batch_size, mac.batch_size) == (48, 16)
+    assert mac.samples == 16 * STEPS
     assert "simulated" in mac.label and "simulated" not in desktop.label
     assert mac.simulated_s > 0 and desktop.simulated_s == 0
 
 
 def test_both_ranks_end_with_identical_weights(run):
-    assert run.weights_identical and run.model_name == "small"
+    assert run.weights_identical and run.model_name.endswith("stroke_net")
     assert run.ranks[0].weights_sha256 == weights_digest(run.model())
 
 
-def test_it_learns_mnist(run):
-    assert run.accuracy > 0.9
-    assert sum(run.loss[-10:]) / 10 < sum(run.loss[:10]) / 10 / 3
-    # The checkpoint holds the trained weights: they score the same on the same test subset.
-    test = load_mnist("test").subset(2000, seed=0)
-    assert evaluate(run.model(), test, "cpu") == pytest.approx(run.accuracy)
+def test_it_learns_the_own_data(run):
+    from test_own_model_and_data import Strokes
+
+    assert run.accuracy > 0.8                               # chance is 0.25
+    assert sum(run.loss[-10:]) < 0.7 * sum(run.loss[:10])     # from ln 4 = 1.39 (smoothed labels: > 0 at best)
+    # The checkpoint holds the trained weights: they score the same on the same test set.
+    assert evaluate(run.model(), Strokes(400, seed=2)) == pytest.approx(run.accuracy)
 
 
 def test_rank0_elsewhere_needs_a_shared_storage_path(run, practice):
     # The driver is on the desktop node; rank 0 on the mac would write its checkpoint there.
     with pytest.raises(HetlabError, match="storage_path"):
         train_mixed(steps=1, roles=("mac", "desktop"))
-
-
-def test_own_model_and_data_through_ray_train(practice, tmp_path):
-    """A custom factory, loss and a synthetic non-MNIST Dataset (tests/test_own_model_and_data.py)
-    through TorchTrainer: the ranks get the function by value, train, and agree bitwise."""
-    from test_own_model_and_data import Strokes, smoothed, stroke_net
-
-    result = train_mixed(steps=60, global_batch=64, ratio=[3, 1], model=stroke_net, loss=smoothed, lr=1e-2,
-                         train_data=Strokes(1200, seed=1), test_data=Strokes(400, seed=2), progress=False,
-                         storage_path=str(tmp_path))
-    assert result.accuracy > 0.8 and result.weights_identical     # chance is 0.25
-    assert [r.batch_size for r in result.ranks] == [48, 16]
-    assert result.model_name.endswith("stroke_net")
-    assert evaluate(result.model(), Strokes(400, seed=2)) == result.accuracy
 
 
 def test_missing_role_fails_fast(run, practice):
