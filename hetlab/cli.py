@@ -245,6 +245,7 @@ def _train(args) -> int:
     opts = _check_train_args(args)
     from hetlab.balance import auto_tune, format_ratio, split_batch
     from hetlab.data import load_mnist
+    from hetlab.models import count_params
     from hetlab.ps import ParameterServerTraining, WorkerSpec
 
     practice = None
@@ -286,7 +287,8 @@ def _train(args) -> int:
                 print(f"ratio auto (measured over {run.step} training steps): {tuned}")
             else:
                 run.set_batch_sizes(split_batch(args.global_batch, opts["ratio"]))
-            print(f"workers: {'; '.join(run.labels)}; batch {format_ratio(run.batch_sizes)}")
+            print(f"model {run.model_name} ({count_params(run.factory()):,} parameters); "
+                  f"workers: {'; '.join(run.labels)}; batch {format_ratio(run.batch_sizes)}")
             records = run.run(max(0, args.steps - run.step))
             accuracy = run.evaluate(load_mnist("test"))
             if args.checkpoint_dir:

@@ -1,6 +1,7 @@
 """`hetlab train` as a user runs it: a subprocess, a real practice cluster, real MNIST.
 
-The first run starts its own practice cluster (the default) and saves checkpoints;
+The first run (a learner's own network, `--model mynet:tiny`) starts its own practice cluster
+(the default) and saves checkpoints;
 the resume joins a practice cluster started by this module through --address, as
 a user would join the real desktop + Mac cluster.
 """
@@ -20,9 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 COMMON = ["--train-samples", "3000", "--global-batch", "64", "--quiet", "--ratio", "3:1"]
 
 
-def hetlab_train(*args, timeout=240):
+def hetlab_train(*args, cwd=REPO, timeout=240):
     env = {**os.environ, "HETLAB_QUICK": "1", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "hetlab.cli", "train", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "hetlab.cli", "train", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -110,10 +111,16 @@ def test_help_reads_well(capsys):
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    """One real default run: its own practice cluster, 20 sync steps, checkpoints every 10."""
-    folder = tmp_path_factory.mktemp("ckpt")
-    done = hetlab_train("--steps", "20", "--checkpoint-dir", str(folder), "--checkpoint-every", "10",
-                        *COMMON)
+    """One real run as a learner with their own network would start it: `hetlab train --model
+    mynet:tiny` in the folder holding mynet.py (the workers, other processes and on the real pair
+    another machine, get the function by value), its own practice cluster, 20 sync steps,
+    checkpoints every 10. The built-in model runs through `hetlab train` in tests/test_rehearsal.py
+    and on the practice cluster in the notebooks."""
+    here = tmp_path_factory.mktemp("mine")
+    (here / "mynet.py").write_text(MYNET)
+    folder = here / "ckpt"
+    done = hetlab_train("--model", "mynet:tiny", "--steps", "20", "--checkpoint-dir", str(folder),
+                        "--checkpoint-every", "10", *COMMON, cwd=here)
     assert done.returncode == 0, done.stderr[-2000:]
     return folder, done.stdout
 
@@ -122,7 +129,7 @@ def test_a_short_run_trains_and_checkpoints(checkpoints):
     folder, stdout = checkpoints
     assert "mac · cpu fp32 (simulated 4× slower)" in stdout            # the practice mac says what it is
     assert "batch 48:16" in stdout                          # 3:1 of 64
-    assert "sync: step 20, 1280 samples" in stdout
+    assert "model mynet.tiny (5,874 parameters)" in stdout and "sync: step 20, 1280 samples" in stdout
     assert final_accuracy(stdout) > 0.4                     # 1280 samples: far above chance (0.1)
     assert sorted(p.name for p in folder.glob("step-*.pt")) == ["step-000010.pt", "step-000020.pt"]
 
@@ -134,8 +141,8 @@ def test_resume_through_address_continues_the_step_count(checkpoints):
 
     folder, _ = checkpoints
     with PracticeCluster(("desktop", "mac"), connect=False) as practice:
-        done = hetlab_train("--address", practice.address, "--steps", "30", "--resume", str(folder),
-                            "--checkpoint-dir", str(folder), *COMMON)
+        done = hetlab_train("--address", practice.address, "--model", "mynet:tiny", "--steps", "30",
+                            "--resume", str(folder), "--checkpoint-dir", str(folder), *COMMON, cwd=folder.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "resumed from" in done.stdout and "at step 20" in done.stdout
     assert "sync: step 30, 1920 samples" in done.stdout
@@ -183,19 +190,6 @@ def test_own_model_from_a_module_bad_input_is_one_line(model, words, mynet_here,
     assert main(["train", "--model", model]) == 2         # checked before any Ray starts
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], lines
-
-
-def test_own_model_from_a_module_trains(tmp_path):
-    """`hetlab train --model mynet:tiny` in the folder holding mynet.py: the workers (other
-    processes; on the real pair another machine) get the function by value."""
-    (tmp_path / "mynet.py").write_text(MYNET)
-    env = {**os.environ, "HETLAB_QUICK": "1", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "hetlab.cli", "train", "--model", "mynet:tiny",
-                           "--steps", "15", *COMMON], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "sync: step 15, 960 samples" in done.stdout
-    assert final_accuracy(done.stdout) > 0.3  # 960 samples: well above chance (0.1)
 
 
 def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
