@@ -103,34 +103,13 @@ def test_a_driver_on_the_mac_is_told_in_one_line(pair):
     assert len(notes) == 1 and "mac node, not on the head" in notes[0]
 
 
-ON_PAIR = sorted(p.name for p in (REPO / "notebooks").glob("0[3-8]_*.ipynb"))
-
-
-@pytest.fixture(scope="module")
-def notebooks_on_pair(pair, tmp_path_factory):
-    """Notebooks 03-08 run by one nbval process on the desktop host (one start-up, not six);
-    returns each notebook's cell results from its JUnit report."""
-    report = tmp_path_factory.mktemp("nbval") / "report.xml"
-    done = on("desktop", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-              *(f"notebooks/{name}" for name in ON_PAIR), timeout=1800)
-    if not report.exists():
-        pytest.fail(f"nbval wrote no report\n{tail(done)}")
-    import xml.etree.ElementTree as ET
-    cells = {name: [] for name in ON_PAIR}
-    for case in ET.parse(report).iter("testcase"):          # classname "notebooks.05_….ipynb"
-        name = case.get("classname", "").removeprefix("notebooks.")
-        problems = [child for child in case if child.tag in ("failure", "error")]
-        cells.setdefault(name, []).append((case.get("name"), problems[0].text if problems else None))
-    return cells
-
-
 @needs_pair
-@pytest.mark.parametrize("notebook", ON_PAIR)
-def test_notebook_runs_on_the_rehearsed_pair(notebooks_on_pair, notebook):
-    cells = notebooks_on_pair[notebook]
-    assert cells, f"no cell of {notebook} ran"
-    failed = [(cell, text) for cell, text in cells if text is not None]
-    assert not failed, f"{notebook}: {failed[0][0]} failed\n{(failed[0][1] or '')[-4000:]}"
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (REPO / "notebooks").glob("0[3-8]_*.ipynb")))
+def test_notebook_runs_on_the_rehearsed_pair(pair, notebook):
+    # one nbval process per notebook: all six in one process measured 250-266 s against 201 s
+    done = on("desktop", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+              f"notebooks/{notebook}", timeout=900)
+    assert done.returncode == 0, tail(done)
 
 
 @needs_pair
