@@ -123,8 +123,14 @@ def _add_train(sub) -> None:
                            f"checkpoint's)")
     what.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION",
                       help="a built-in network (small, classic, ray_example) or your own: "
-                           "MODULE:FUNCTION, a function returning an nn.Module for 1×28×28 "
-                           "inputs and 10 classes, in MODULE.py of this folder (default small)")
+                           "MODULE:FUNCTION, a function returning an nn.Module (for MNIST: 1×28×28 "
+                           "inputs, 10 classes), in MODULE.py of this folder (default small)")
+    what.add_argument("--data", default=None, metavar="MODULE:FUNCTION",
+                      help="your own data instead of MNIST: a function in MODULE.py of this folder "
+                           "returning (train, test), each (x, y) tensors or a map-style torch Dataset "
+                           "of (input, label) items")
+    what.add_argument("--loss", default=None, metavar="MODULE:FUNCTION",
+                      help="your own loss(outputs, labels) (default: cross-entropy)")
     what.add_argument("--seed", type=int, default=None,
                       help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
     ckpt = p.add_argument_group("checkpoints")
@@ -157,16 +163,27 @@ def _check_train_args(args) -> dict:
     if args.mode not in modes:
         raise HetlabError(f"--mode {args.mode!r}: use sync, async or local-sgd.")
     model = model_arg(args.model)
+    loss = function_arg("--loss", args.loss) if args.loss else None
+    if loss is not None:
+        from hetlab.models import as_loss
+        loss = as_loss(loss)
+    data = None
+    if args.data:
+        if args.train_samples is not None:
+            raise HetlabError("--train-samples picks from MNIST: with --data, give your function the size you want.")
+        data = data_arg(args.data, function_arg("--data", args.data))
     if args.transfer not in ("fp32", "fp16", "bf16"):
         raise HetlabError(f"--transfer {args.transfer!r}: use fp32, fp16 or bf16.")
     resume, ckpt = _resume_target(args.resume, None if isinstance(model, str) else model)
     seed, samples = _seed_and_samples(args, resume, ckpt)
+    if data is not None:
+        samples = len(data[0][1])
     for flag, value, low in (("--steps", args.steps, 1), ("--global-batch", args.global_batch, 2),
                              ("--local-steps", args.local_steps, 1),
                              ("--train-samples", samples, args.global_batch)):
         if value < low:
             raise HetlabError(f"{flag} {value}: must be at least {low}.")
-    if samples > 60000:
+    if data is None and samples > 60000:
         raise HetlabError(f"--train-samples {samples}: MNIST has 60000 training samples.")
     if ckpt is not None and args.steps <= ckpt["step"]:
         raise HetlabError(f"--steps {args.steps}: the checkpoint {resume} is at step {ckpt['step']} and "
@@ -177,6 +194,7 @@ def _check_train_args(args) -> dict:
     if every is not None and (every < 1 or not args.checkpoint_dir):
         raise HetlabError("--checkpoint-every needs --checkpoint-dir and a value ≥ 1.")
     return {"mode": modes[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume, "model": model,
+            "loss": loss, "data": data,
             "seed": seed, "train_samples": samples,
             "every": every if every is not None else (50 if args.checkpoint_dir else 0)}
 
@@ -190,6 +208,15 @@ def model_arg(text: str):
     if not module_name or not function.isidentifier():
         raise HetlabError(f"--model {text!r}: use one of {', '.join(TRAIN_MODELS)}, or your own "
                           f"network as MODULE:FUNCTION (a function returning an nn.Module).")
+    from hetlab.models import as_factory
+    return as_factory(function_arg("--model", text))
+
+
+def function_arg(flag: str, text: str):
+    """``MODULE:FUNCTION`` → that function, imported from this folder or the Python path."""
+    module_name, _, function = text.partition(":")
+    if not module_name or not function.isidentifier():
+        raise HetlabError(f"{flag} {text!r}: use MODULE:FUNCTION, a function in MODULE.py of this folder.")
     import importlib
     import os
     if os.getcwd() not in sys.path:
@@ -197,13 +224,25 @@ def model_arg(text: str):
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # noqa: BLE001 - the learner's module: any import error
-        raise HetlabError(f"--model {text!r}: cannot import {module_name!r} ({type(e).__name__}: "
+        raise HetlabError(f"{flag} {text!r}: cannot import {module_name!r} ({type(e).__name__}: "
                           f"{' '.join(str(e).split())[:120]}): run hetlab train in the folder holding "
                           f"{module_name.replace('.', '/')}.py.") from None
-    if not hasattr(module, function):
-        raise HetlabError(f"--model {text!r}: {module_name!r} has no {function!r}.")
-    from hetlab.models import as_factory
-    return as_factory(getattr(module, function))
+    if not hasattr(module, function) or not callable(getattr(module, function)):
+        raise HetlabError(f"{flag} {text!r}: {module_name!r} has no {function!r}.")
+    return getattr(module, function)
+
+
+def data_arg(flag_text: str, function) -> tuple:
+    """Call the ``--data`` function: it must return (train, test), each in a form ``as_tensors`` takes."""
+    from hetlab.data import as_tensors
+    try:
+        got = function()
+    except Exception as e:  # noqa: BLE001 - the learner's function: any error
+        raise HetlabError(f"--data {flag_text!r} raised {type(e).__name__}: {' '.join(str(e).split())[:120]}.") from None
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        raise HetlabError(f"--data {flag_text!r} returned {type(got).__name__}: return (train, test), each "
+                          f"(x, y) tensors or a map-style torch Dataset.")
+    return tuple(as_tensors(part) for part in got)
 
 
 def _resume_target(text: str | None, model=None):
@@ -264,16 +303,20 @@ def _train(args) -> int:
     try:
         workers = [WorkerSpec("desktop", role="desktop", device=device),
                    WorkerSpec("mac", role="mac", device=device, slowdown=slowdown)]
-        train = load_mnist("train")
-        if opts["train_samples"] < len(train):
-            train = train.subset(opts["train_samples"], seed=opts["seed"])
+        if opts["data"] is not None:
+            train, test = opts["data"]
+        else:
+            train, test = load_mnist("train"), load_mnist("test")
+            if opts["train_samples"] < len(train):
+                train = train.subset(opts["train_samples"], seed=opts["seed"])
         common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=opts["every"],
                       progress=not args.quiet)
         if opts["resume"]:
             own = {} if isinstance(opts["model"], str) else {"model": opts["model"]}
+            own.update({"loss": opts["loss"]} if opts["loss"] is not None else {})
             run = ParameterServerTraining.resume(opts["resume"], workers, train, **own, **common)
         else:
-            run = ParameterServerTraining(workers, train, model=opts["model"], mode=opts["mode"],
+            run = ParameterServerTraining(workers, train, model=opts["model"], loss=opts["loss"], mode=opts["mode"],
                                           local_steps=args.local_steps, transfer=args.transfer,
                                           seed=opts["seed"], **common)
         with run:
@@ -290,7 +333,7 @@ def _train(args) -> int:
             print(f"model {run.model_name} ({count_params(run.factory()):,} parameters); "
                   f"workers: {'; '.join(run.labels)}; batch {format_ratio(run.batch_sizes)}")
             records = run.run(max(0, args.steps - run.step))
-            accuracy = run.evaluate(load_mnist("test"))
+            accuracy = run.evaluate(test)
             if args.checkpoint_dir:
                 print(f"checkpoint: {run.save_checkpoint()}")
             print(f"{run.mode}: step {run.step}, {run.samples_seen} samples, "

@@ -19,7 +19,7 @@ import ray
 from hetlab.authtoken import secure_token_files
 from hetlab.errors import HetlabError
 from hetlab.raylog import explain_token_auth
-from hetlab.reach import parse_address, port_open, probe_gcs, stop_children_since  # noqa: F401
+from hetlab.reach import parse_address, port_open, probe_gcs, start_with_retry, stop_children_since
 
 ROLES = ("desktop", "mac")
 ROLE_LABEL = "hetlab-role"
@@ -156,18 +156,16 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
         ray.shutdown()
     if local:
         enable_local_token_auth()  # what ray.init() would do, but the token file private
-        for attempt in (1, 2):  # Ray's fixed startup windows (15 s, 30 s) can pass on a busy machine
-            started = time.time()
-            try:
-                return ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
-                                logging_level=logging.WARNING)
-            except Exception as exc:
-                ray.shutdown()
-                stop_children_since(started)
-                if attempt == 2 or "timed out during startup" not in str(exc):
-                    raise HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "
-                                      f"close other Ray sessions or busy programs and run this "
-                                      f"again.") from None
+        def clean_up(started: float) -> None:
+            ray.shutdown()
+            stop_children_since(started)
+
+        return start_with_retry(
+            lambda: ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
+                             logging_level=logging.WARNING),
+            clean_up,
+            lambda exc, _: HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "
+                                       f"close other Ray sessions or busy programs and run this again."))
     secure_token_files()  # the token this client sends must not be readable by others here
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:

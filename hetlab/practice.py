@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 
 import ray
 from ray.cluster_utils import Cluster
 
 from hetlab import cluster as _cluster
 from hetlab.errors import HetlabError
+from hetlab.reach import start_with_retry, stop_children_since
 
 REAL_HERE = {"desktop"}  # roles this box can honestly stand in for (it is a Linux machine)
 
@@ -116,21 +116,18 @@ class PracticeCluster:
         _cluster.role_resource(role)
         if role in self._nodes:
             raise HetlabError(f"the {display_name(role)} node is already running.")
-        for attempt in (1, 2):
-            started = time.time()
-            try:
-                self._nodes[role] = self._cluster.add_node(**self._node_args(role))
-                return self._nodes[role].node_id
-            except Exception as exc:  # Ray gives a node fixed ~15-30 s windows to come up
-                if "timed out during startup" not in str(exc):
-                    raise
-                keep = {info.process.pid for node in self._nodes.values()
-                        for infos in node.all_processes.values() for info in infos}
-                _cluster.stop_children_since(started, keep=keep)
-                if attempt == 2:
-                    raise HetlabError(f"the {display_name(role)} practice node did not start in time "
-                                      f"(this machine is busy): close other Ray sessions and run this "
-                                      f"again.") from None
+        def start() -> str:
+            self._nodes[role] = self._cluster.add_node(**self._node_args(role))
+            return self._nodes[role].node_id
+
+        def clean_up(started: float) -> None:  # a half-started node; the running ones stay
+            keep = {info.process.pid for node in self._nodes.values()
+                    for infos in node.all_processes.values() for info in infos}
+            stop_children_since(started, keep=keep)
+
+        return start_with_retry(start, clean_up, lambda exc, timed_out: HetlabError(
+            f"the {display_name(role)} practice node did not start in time (this machine is busy): "
+            f"close other Ray sessions and run this again.") if timed_out else None)
 
     def remove_node(self, role: str) -> None:
         """Stop the node for ``role`` (its actors die), as if that machine went away."""

@@ -2,14 +2,20 @@
 
 ``ray.init(address=...)`` has no timeout: against a wrong address it retries for
 minutes. These checks run first, each bounded, each with a reason a learner can act
-on. They send nothing anywhere but the address they are given. Also here: cleaning
-up after a Ray node that did not come up in time (``stop_children_since``).
+on. They send nothing anywhere but the address they are given. Also here: starting a
+Ray node once more when it did not come up in time (``start_with_retry``), and cleaning up
+after it (``stop_children_since``).
 """
 from __future__ import annotations
 
 import socket
 
+from typing import Callable, TypeVar
+
 from hetlab.errors import HetlabError
+
+T = TypeVar("T")
+STARTUP_TIMED_OUT = "timed out during startup"  # Ray's words when a node misses its start-up window
 
 DEFAULT_GCS_PORT = 6379
 RAY_CLIENT_PORT = 10001
@@ -96,3 +102,29 @@ def stop_children_since(since: float, keep=()) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(doomed, timeout=10)
+
+
+def start_with_retry(start: Callable[[], T], clean_up: Callable[[float], None],
+                     give_up: Callable[[Exception, bool], Exception | None]) -> T:
+    """``start()``; if Ray says a node "timed out during startup" (its fixed 15-30 s windows can
+    pass on a busy machine), ``clean_up(started)`` and ``start()`` once more (notebook 03).
+
+    Any other failure, or a second time-out, is cleaned up too and raises ``give_up(exc,
+    timed_out)`` (or ``exc`` itself where that returns None). Used by ``cluster.connect``,
+    ``PracticeCluster.add_node``, the rehearsal and the tests' local Ray.
+    """
+    import time
+
+    for attempt in (1, 2):
+        started = time.time()
+        try:
+            return start()
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception here
+            timed_out = STARTUP_TIMED_OUT in str(exc)
+            clean_up(started)
+            if attempt == 2 or not timed_out:
+                error = give_up(exc, timed_out)
+                if error is None:
+                    raise
+                raise error from None
+    raise AssertionError("unreachable")

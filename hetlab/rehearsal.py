@@ -31,6 +31,7 @@ from pathlib import Path
 
 from hetlab import commands
 from hetlab.errors import HetlabError
+from hetlab.reach import start_with_retry
 
 ROOT = Path("/tmp/hlr")            # short: Ray's socket paths live under it (108-byte limit)
 STATE = ROOT / "state.json"
@@ -147,17 +148,19 @@ def _command_lines(text: str) -> list[str]:
 def _start_ray(host: Host, lines: list[str]) -> None:
     """Run the printed lines on ``host``. Ray gives its agents fixed start-up windows that a busy
     machine can miss: then clear the host (by namespace) and run the ``ray start`` line once more."""
-    for attempt in (1, 2):
+    def start() -> None:
         script = "set -e\n" + "\n".join(lines)
         done = subprocess.run(_in(host, ["bash", "-c", script]), env=host_env(host), capture_output=True,
                               text=True, timeout=240, start_new_session=True)  # Ray outlives its caller
-        if done.returncode == 0:
-            return
-        tail = " ".join((done.stderr or done.stdout).split())[-300:]
-        if attempt == 2 or "timed out during startup" not in tail:
-            raise HetlabError(f"rehearsal: Ray did not start on the {host.role} host: {tail}")
+        if done.returncode != 0:
+            raise RuntimeError(" ".join((done.stderr or done.stdout).split())[-300:])
+
+    def clean_up(started: float) -> None:
         _kill_all(host.netns)
-        lines = [line for line in lines if "ray start" in line]
+        lines[:] = [line for line in lines if "ray start" in line]   # the token is there already
+
+    start_with_retry(start, clean_up, lambda exc, _: HetlabError(
+        f"rehearsal: Ray did not start on the {host.role} host: {exc}"))
 
 
 def up(profile: str = "wifi", ports: commands.Ports = commands.Ports()) -> dict:

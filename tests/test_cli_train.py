@@ -19,6 +19,7 @@ from hetlab.errors import HetlabError
 
 REPO = Path(__file__).resolve().parents[1]
 COMMON = ["--train-samples", "3000", "--global-batch", "64", "--quiet", "--ratio", "3:1"]
+OWN_EVERYTHING = ["--model", "mynet:mlp", "--data", "mynet:blobs", "--loss", "mynet:smoothed"]  # in MYNET
 
 
 def hetlab_train(*args, cwd=REPO, timeout=240):
@@ -150,6 +151,17 @@ def test_resume_through_address_continues_the_step_count(checkpoints):
     assert (folder / "step-000030.pt").exists()
 
 
+@pytest.mark.skipif(rehearsal.missing() is None,
+                    reason="own model, data and loss run across two hosts in tests/test_rehearsal.py")
+def test_own_model_data_and_loss_train(tmp_path):
+    (tmp_path / "mynet.py").write_text(MYNET)
+    done = hetlab_train(*OWN_EVERYTHING, "--steps", "15", "--global-batch", "64", "--quiet", "--ratio", "3:1",
+                        cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "model mynet.mlp (116 parameters)" in done.stdout and "sync: step 15, 960 samples" in done.stdout
+    assert final_accuracy(done.stdout) > 0.7                 # chance: 0.25
+
+
 def test_cli_model_names_match_the_library():
     from hetlab.cli import TRAIN_MODELS
     from hetlab.models import MODELS
@@ -166,6 +178,30 @@ def tiny():
 
 def not_a_network():
     return "tiny"
+
+
+def blobs():
+    """Own data, not images: 2-D points around 4 centres, 4 classes (train 2,000, test 500)."""
+    import torch
+    g = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[2.0, 2.0], [-2.0, 2.0], [-2.0, -2.0], [2.0, -2.0]])
+
+    def make(n):
+        y = torch.randint(0, 4, (n,), generator=g)
+        return centres[y] + torch.randn(n, 2, generator=g), y
+    return make(2000), make(500)
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def smoothed(outputs, labels):
+    return nn.functional.cross_entropy(outputs, labels, label_smoothing=0.1)
+
+
+def no_pair():
+    return [1, 2, 3]
 '''
 
 
@@ -188,6 +224,18 @@ def mynet_here(tmp_path, monkeypatch):
 ])
 def test_own_model_from_a_module_bad_input_is_one_line(model, words, mynet_here, capsys):
     assert main(["train", "--model", model]) == 2         # checked before any Ray starts
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], lines
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--data", "mynet:no_pair"], "returned list: return (train, test)"),
+    (["--data", "mynet:nothing"], "'mynet' has no 'nothing'"),
+    (["--data", "mynet:blobs", "--train-samples", "500"], "--train-samples picks from MNIST"),
+    (["--loss", "mynet"], "--loss 'mynet': use MODULE:FUNCTION"),
+])
+def test_own_data_and_loss_bad_input_is_one_line(args, words, mynet_here, capsys):
+    assert main(["train", *args]) == 2                    # checked before any Ray starts
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], lines
 

@@ -127,3 +127,33 @@ def test_nodes_without_connection_is_one_line_error():
     ray.shutdown()
     with pytest.raises(HetlabError, match="not connected"):
         cluster.nodes()
+
+
+def test_a_node_that_missed_its_start_up_window_is_started_once_more():
+    """reach.start_with_retry, the one retry behind connect(), PracticeCluster.add_node, the
+    rehearsal and the tests' local Ray (a real time-out needs a machine busier than CI's)."""
+    from hetlab.reach import start_with_retry
+
+    def starts(*outcomes):
+        tries, cleaned = [], []
+
+        def start():
+            tries.append(1)
+            outcome = outcomes[len(tries) - 1]
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+        return start, tries, cleaned
+
+    late = Exception("The current node timed out during startup. This could happen because ...")
+    start, tries, cleaned = starts(late, "node-1")
+    assert start_with_retry(start, cleaned.append, lambda exc, t: HetlabError("no")) == "node-1"
+    assert len(tries) == 2 and len(cleaned) == 1                         # cleaned up, then once more
+    start, tries, cleaned = starts(late, late)
+    with pytest.raises(HetlabError, match="busy"):
+        start_with_retry(start, cleaned.append, lambda exc, t: HetlabError("busy") if t else None)
+    assert len(tries) == 2 and len(cleaned) == 2                         # twice late: give up
+    start, tries, cleaned = starts(ValueError("bad port"))
+    with pytest.raises(ValueError, match="bad port"):                    # another failure: no retry
+        start_with_retry(start, cleaned.append, lambda exc, t: None)
+    assert len(tries) == 1 and len(cleaned) == 1

@@ -31,10 +31,10 @@ def pair():
     rehearsal.down()
 
 
-def on(role, *argv, timeout=600, driver=True):
-    """Run a command on a rehearsal host from the repo (quick mode), capture its output."""
-    return rehearsal.run_on(role, [str(a) for a in argv], driver=driver, cwd=REPO, capture_output=True,
-                            text=True, timeout=timeout, env={"HETLAB_QUICK": "1"})
+def on(role, *argv, timeout=600, driver=True, cwd=REPO):
+    """Run a command on a rehearsal host (quick mode, hetlab from this repo), capture its output."""
+    return rehearsal.run_on(role, [str(a) for a in argv], driver=driver, cwd=cwd, capture_output=True,
+                            text=True, timeout=timeout, env={"HETLAB_QUICK": "1", "PYTHONPATH": str(REPO)})
 
 
 def python_on(role, code, **kw):
@@ -113,7 +113,7 @@ def test_notebook_runs_on_the_rehearsed_pair(pair, notebook):
 
 
 @needs_pair
-def test_hetlab_train_sync_local_sgd_and_resume(pair, tmp_path):
+def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     ckpt = tmp_path / "ckpt"
     common = ["--train-samples", "3000", "--global-batch", "64", "--quiet", "--ratio", "1:1"]
     hetlab = [sys.executable, "-m", "hetlab.cli", "train"]
@@ -123,9 +123,15 @@ def test_hetlab_train_sync_local_sgd_and_resume(pair, tmp_path):
     resumed = on("desktop", *hetlab, "--steps", "30", "--resume", ckpt, *common)
     assert resumed.returncode == 0, tail(resumed)
     assert "step 30" in resumed.stdout
-    local = on("desktop", *hetlab, "--steps", "4", "--mode", "local-sgd", "--local-steps", "4", *common)
+    # local SGD with a learner's own network, data (not images) and loss, from mynet.py in the
+    # folder it runs in: the mac host's worker gets the functions by value
+    from test_cli_train import MYNET, OWN_EVERYTHING
+    (tmp_path / "mynet.py").write_text(MYNET)
+    local = on("desktop", *hetlab, "--steps", "4", "--mode", "local-sgd", "--local-steps", "4", *OWN_EVERYTHING,
+               "--global-batch", "64", "--quiet", "--ratio", "1:1", cwd=tmp_path)
     assert local.returncode == 0, tail(local)
-    assert "local_sgd: step 4" in local.stdout
+    assert "model mynet.mlp (116 parameters)" in local.stdout and "local_sgd: step 4" in local.stdout
+    assert float(local.stdout.split("final test accuracy: ")[1].split()[0]) > 0.7     # chance: 0.25
 
 
 RAYTRAIN_BLOCKED = """
