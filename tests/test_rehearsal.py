@@ -127,10 +127,10 @@ def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     # folder it runs in: the mac host's worker gets the functions by value
     from test_cli_train import MYNET, OWN_EVERYTHING
     (tmp_path / "mynet.py").write_text(MYNET)
-    local = on("desktop", *hetlab, "--steps", "4", "--mode", "local-sgd", "--local-steps", "4", *OWN_EVERYTHING,
+    local = on("desktop", *hetlab, "--steps", "10", "--mode", "local-sgd", "--local-steps", "10", *OWN_EVERYTHING,
                "--global-batch", "64", "--quiet", "--ratio", "1:1", cwd=tmp_path)
     assert local.returncode == 0, tail(local)
-    assert "model mynet.mlp (116 parameters)" in local.stdout and "local_sgd: step 4" in local.stdout
+    assert "model mynet.mlp (116 parameters)" in local.stdout and "local_sgd: step 10" in local.stdout
     assert float(local.stdout.split("final test accuracy: ")[1].split()[0]) > 0.7     # chance: 0.25
 
 
