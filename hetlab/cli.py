@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from hetlab.errors import HetlabError
+from hetlab.vocab import CLI_MODES, MODEL_NAMES, TRANSFERS
 
 
 def _add_doctor(sub) -> None:
@@ -81,7 +82,6 @@ TRAIN_EXAMPLES = """examples:
   hetlab train --address 192.168.1.10:6379      the real desktop + Mac cluster (notebook 04)"""
 
 
-TRAIN_MODELS = ("small", "classic", "ray_example")  # hetlab.models.MODELS, named here so bad input fails before torch loads
 TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples default (quick mode / full)
 
 
@@ -159,8 +159,7 @@ def parse_ratio(text: str) -> str | list[float]:
 
 def _check_train_args(args) -> dict:
     """Validate everything before any Ray starts; returns the parsed options."""
-    modes = {"sync": "sync", "async": "async", "local-sgd": "local_sgd", "local_sgd": "local_sgd"}
-    if args.mode not in modes:
+    if args.mode not in CLI_MODES:
         raise HetlabError(f"--mode {args.mode!r}: use sync, async or local-sgd.")
     model = model_arg(args.model)
     loss = function_arg("--loss", args.loss) if args.loss else None
@@ -172,7 +171,7 @@ def _check_train_args(args) -> dict:
         if args.train_samples is not None:
             raise HetlabError("--train-samples picks from MNIST: with --data, give your function the size you want.")
         data = data_arg(args.data, function_arg("--data", args.data))
-    if args.transfer not in ("fp32", "fp16", "bf16"):
+    if args.transfer not in TRANSFERS:
         raise HetlabError(f"--transfer {args.transfer!r}: use fp32, fp16 or bf16.")
     resume, ckpt = _resume_target(args.resume, None if isinstance(model, str) else model)
     seed, samples = _seed_and_samples(args, resume, ckpt)
@@ -193,7 +192,7 @@ def _check_train_args(args) -> dict:
     every = args.checkpoint_every
     if every is not None and (every < 1 or not args.checkpoint_dir):
         raise HetlabError("--checkpoint-every needs --checkpoint-dir and a value ≥ 1.")
-    return {"mode": modes[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume, "model": model,
+    return {"mode": CLI_MODES[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume, "model": model,
             "loss": loss, "data": data,
             "seed": seed, "train_samples": samples,
             "every": every if every is not None else (50 if args.checkpoint_dir else 0)}
@@ -202,11 +201,11 @@ def _check_train_args(args) -> dict:
 def model_arg(text: str):
     """``--model``: a built-in name (kept as the name), or ``module:function`` → that function,
     imported from this folder or the Python path and checked (``hetlab.models.as_factory``)."""
-    if text in TRAIN_MODELS:
+    if text in MODEL_NAMES:
         return text
     module_name, _, function = text.partition(":")
     if not module_name or not function.isidentifier():
-        raise HetlabError(f"--model {text!r}: use one of {', '.join(TRAIN_MODELS)}, or your own "
+        raise HetlabError(f"--model {text!r}: use one of {', '.join(MODEL_NAMES)}, or your own "
                           f"network as MODULE:FUNCTION (a function returning an nn.Module).")
     from hetlab.models import as_factory
     return as_factory(function_arg("--model", text))

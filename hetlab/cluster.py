@@ -18,10 +18,10 @@ import ray
 
 from hetlab.authtoken import secure_token_files
 from hetlab.errors import HetlabError
+from hetlab.vocab import ROLES
 from hetlab.raylog import explain_token_auth
 from hetlab.reach import parse_address, port_open, probe_gcs, start_with_retry, stop_children_since
 
-ROLES = ("desktop", "mac")
 ROLE_LABEL = "hetlab-role"
 SIMULATED_LABEL = "hetlab-simulated"  # set on practice stand-ins ("mac (simulated)")
 ROLE_SLIVER = 0.001  # an actor asks for this much of its node's role resource (node has 1)

@@ -30,8 +30,8 @@ from typing import Sequence
 
 from hetlab import measured
 from hetlab.errors import HetlabError
+from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
 
-BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def _check(throughputs: Sequence[float], params: int, global_batch: int) -> tupl
     return t_d, t_m
 
 
-WEIGHTS_DOWN_BYTES = 4  # the server always sends fp32 weights (hetlab.ps)
+WEIGHTS_DOWN_BYTES = BYTES_PER_VALUE[WEIGHTS_DOWN]  # the server always sends fp32 weights (hetlab.ps)
 
 
 def exchange_bytes(params: int, bytes_per_value: int = 4) -> int:

@@ -40,7 +40,7 @@ from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
 from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps_loops import _one_line, run_async, sync_round
-from hetlab.ps_math import (MODES, PRECISIONS, StepRecord, WorkerSpec, check_batch_sizes,
+from hetlab.ps_math import (StepRecord, WorkerSpec, check_batch_sizes,
                             check_options, check_spec, per_worker_samples_per_s, samples_per_s)
 from hetlab.server import Server, flat_weights
 from hetlab.train import evaluate
@@ -56,7 +56,7 @@ def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
     return model
 
 
-__all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining", "MODES", "PRECISIONS"]
+__all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
 KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in checkpoint_dir (the newest ones)
 
 

@@ -13,11 +13,8 @@ from typing import Sequence
 
 from hetlab.data import n_samples
 from hetlab.errors import HetlabError
+from hetlab.vocab import DEVICE_KINDS, MODES, PRECISIONS, TRANSFERS
 
-MODES = ("sync", "async", "local_sgd")
-PRECISIONS = ("fp32", "bf16", "fp16")
-TRANSFERS = ("fp32", "fp16", "bf16")
-DEVICE_KINDS = ("cuda", "mps", "cpu")
 
 
 @dataclass
