@@ -254,7 +254,7 @@ def node_name(labels: dict, fallback: str) -> str:
 def nodes(timeout: float = 60.0) -> list[dict]:
     """Ask every live node what it runs (a tiny task pinned to each node) (notebooks 03, 04).
 
-    Each row: node_id, name, role, is_head, ip, ports, plus ``preflight.local_report()``
+    Each row: node_id, name, role, is_head, ip, ports, plus ``machine.local_report()``
     as measured on that node (hostname, os, cpus, accelerator, memory_gb, versions).
     """
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -287,9 +287,9 @@ def nodes(timeout: float = 60.0) -> list[dict]:
 
 
 def _node_report() -> dict:
-    """What a node says about itself (``preflight.local_report``), and whether it is a rehearsal host."""
-    from hetlab import preflight
-    return {**preflight.local_report(), "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
+    """What a node says about itself (``machine.local_report``), and whether it is a rehearsal host."""
+    from hetlab.machine import local_report
+    return {**local_report(), "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
 
 
 class NodeTable(list):

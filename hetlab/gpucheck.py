@@ -582,7 +582,7 @@ def versions(device: str) -> dict:
     ``HETLAB_COMMIT`` names the commit where the checkout has no .git (a copy sent to a GPU
     machine; scripts/gpu_carry.py writes it); ``HETLAB_RAY_WHEEL`` says how Ray got there."""
     import hetlab
-    from hetlab.preflight import hetlab_commit
+    from hetlab.machine import hetlab_commit
     cuda = torch.device(device).type == "cuda"
     return {"gpu": torch.cuda.get_device_name(0) if cuda else None,
             "driver": _nvidia_driver() if cuda else None,

@@ -1,4 +1,4 @@
-"""Preflight: what this machine runs, and whether it can join the head (``hetlab doctor``, notebook 04).
+"""Preflight: whether this machine can join the head (``hetlab doctor``, notebook 04).
 
 Ray refuses a node or driver whose Ray differs from the head's, and by default
 whose Python differs down to the patch (``RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL``,
@@ -9,16 +9,15 @@ says what it found and, when it fails, how to fix it.
 """
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import socket
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from hetlab.errors import HetlabError
+from hetlab.machine import local_report
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 PINNED_PYTHON = "3.11.7"  # environment-mac.yml and environment-cuda.yml (tests/test_envfiles.py checks)
@@ -42,69 +41,6 @@ class Check:
     def __str__(self) -> str:
         tail = f"  → {self.fix}" if self.fix and self.status != OK else ""
         return f"[{self.status:>4}] {self.name}: {self.detail}{tail}"
-
-
-def accelerator() -> str:
-    """The accelerator torch can use here: CUDA card name, Apple chip (MPS), or "none"."""
-    import torch
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} (CUDA)"
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return f"{_apple_chip()} (MPS)"
-    return "none"
-
-
-def _apple_chip() -> str:
-    try:
-        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                             text=True, timeout=5)
-        return out.stdout.strip() or "Apple GPU"
-    except (OSError, subprocess.SubprocessError):
-        return "Apple GPU"
-
-
-@functools.lru_cache(maxsize=1)
-def hetlab_commit() -> str | None:
-    """The git commit hetlab runs from (``git rev-parse --short HEAD`` in the package's parent
-    folder), or None when it is not a git checkout or git does not answer within 5 s."""
-    import hetlab
-    parent = Path(hetlab.__file__).resolve().parents[1]
-    if not (parent / ".git").exists():  # a folder, or a file in a git worktree
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(parent), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip() if out.returncode == 0 else ""
-    return commit or None
-
-
-def local_report() -> dict:
-    """What this process's machine runs: host, OS, CPUs, accelerator, memory, versions,
-    hetlab's version and git commit, and the MNIST files' checksums.
-
-    ``hetlab.cluster.nodes()`` runs this on every node, so each row is what that
-    node really has, not what the driver assumes; ``hetlab doctor --head`` compares
-    this machine's report with the head's (``compare_versions``).
-    """
-    import psutil
-    import ray
-    import torch
-
-    import hetlab
-    from hetlab import data
-    system = platform.system()
-    os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
-    mnist = data.checksums()
-    return {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
-            "cpus": os.cpu_count(), "accelerator": accelerator(),
-            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "python": platform.python_version(), "ray": ray.__version__,
-            "torch": torch.__version__, "hetlab": hetlab.__version__,
-            "hetlab_commit": hetlab_commit(), "mnist": data.checksum_status(mnist),
-            "mnist_sha256": mnist}
 
 
 def python_check(here: str | None = None, pinned: str = PINNED_PYTHON, level: str | None = None) -> Check:

@@ -3,7 +3,7 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab import authtoken, cluster, preflight
+from hetlab import authtoken, cluster, machine, preflight
 from hetlab.cluster import placement, role_label
 from hetlab.practice import PracticeCluster, display_name
 
@@ -68,7 +68,7 @@ def test_node_table_says_simulated_and_versions_compare(practice):
     assert [r["name"] for r in rows] == ["desktop", "mac (simulated)"]  # head first
     assert "mac (simulated)" in str(rows) and "mac (simulated)" in rows._repr_html_()
     mac = next(r for r in rows if r["role"] == "mac")
-    assert all(c.status == preflight.OK for c in preflight.compare_versions(preflight.local_report(), mac))
+    assert all(c.status == preflight.OK for c in preflight.compare_versions(machine.local_report(), mac))
     altered = {**mac, "ray": "2.59.0", "python": mac["python"].rsplit(".", 1)[0] + ".99"}
     checks = {c.name: c for c in preflight.compare_versions(mac, altered)}
     assert checks["Ray version"].status == preflight.FAIL and "ray[default,train]==2.59.0" in checks["Ray version"].fix
@@ -89,7 +89,7 @@ def test_connect_by_address_and_reconnect(practice, monkeypatch):
 def test_doctor_against_the_practice_head(practice):
     host, port, _ = cluster.parse_address(practice.address)
     assert preflight.head_versions(host, port) == {"ray": ray.__version__,
-                                                   "python": preflight.local_report()["python"]}
+                                                   "python": machine.local_report()["python"]}
     checks = preflight.head_checks(practice.address, timeout=30)  # connects, then disconnects
     assert all(c.ok for c in checks), preflight.render(checks)
     names = [c.name for c in checks]

@@ -11,13 +11,13 @@ import ray
 import torch
 
 import hetlab
-from hetlab import HetlabError, data, preflight
+from hetlab import HetlabError, data, machine, preflight
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_local_report_is_what_this_process_runs():
-    report = preflight.local_report()
+    report = machine.local_report()
     assert report["python"] == platform.python_version()
     assert report["ray"] == ray.__version__ and report["torch"] == torch.__version__
     assert report["accelerator"] == "none"  # no CUDA or MPS on this box
@@ -25,14 +25,14 @@ def test_local_report_is_what_this_process_runs():
 
 
 def test_local_report_names_hetlab_and_the_mnist_files():
-    report = preflight.local_report()
+    report = machine.local_report()
     assert report["hetlab"] == hetlab.__version__
     # this test runs from a git checkout (a worktree's .git is a file): the commit is known
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, timeout=30).stdout.strip()
     assert report["hetlab_commit"] == head
     assert report["mnist_sha256"] == data.SHA256 and report["mnist"] == "verified"
-    assert preflight.local_report()["mnist_sha256"] is not report["mnist_sha256"]  # a copy each time
+    assert machine.local_report()["mnist_sha256"] is not report["mnist_sha256"]  # a copy each time
 
 
 def test_mnist_checksums_are_cached_and_see_changes(tmp_path):
