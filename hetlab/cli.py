@@ -74,8 +74,7 @@ def _join(args) -> int:
 
 # --- train (notebook 07/08): headless heterogeneous training through the parameter server ---
 
-TRAIN_EXAMPLES = """examples:
-  hetlab train --steps 200                       practice cluster here: desktop + simulated mac
+TRAIN_EXAMPLES = """  hetlab train --steps 200                       practice cluster here: desktop + simulated mac
   hetlab train --ratio 3:1 --mode local-sgd --local-steps 8 --transfer fp16
   hetlab train --checkpoint-dir ckpt --checkpoint-every 50
   hetlab train --steps 400 --checkpoint-dir ckpt --resume ckpt    continue to step 400
@@ -85,16 +84,21 @@ TRAIN_EXAMPLES = """examples:
 TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples default (quick mode / full)
 
 
+def _subcommand(sub, name: str, help: str, description: str, examples: str):
+    """A subcommand whose --help shows its description and examples as written."""
+    return sub.add_parser(name, help=help, description=description, epilog="examples:\n" + examples,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def _add_train(sub) -> None:
     from hetlab import is_quick
     quick = is_quick()
-    p = sub.add_parser(
-        "train", help="train MNIST across the desktop and the Mac, headless",
-        description="Train the MNIST CNN with hetlab's parameter server, one worker per machine\n"
-                    "(desktop and mac), and print progress and the final test accuracy. Without\n"
-                    "--address a practice cluster starts on this machine, where the mac is a\n"
-                    "simulated slower device.",
-        epilog=TRAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _subcommand(
+        sub, "train", "train MNIST across the desktop and the Mac, headless",
+        "Train the MNIST CNN with hetlab's parameter server, one worker per machine\n"
+        "(desktop and mac), and print progress and the final test accuracy. Without\n"
+        "--address a practice cluster starts on this machine, where the mac is a\n"
+        "simulated slower device.", TRAIN_EXAMPLES)
     where = p.add_argument_group("where it runs")
     where.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster "
                        "(default: HETLAB_ADDRESS or RAY_ADDRESS if set, else a practice cluster on "
@@ -347,18 +351,17 @@ def _train(args) -> int:
 # --- rehearse: the real pair on one Linux box (two network namespaces) ---
 
 def _add_rehearse(sub) -> None:
-    p = sub.add_parser(
-        "rehearse", help="rehearse the real pair on this Linux box: two hosts, a capped link, firewalls",
-        description="Two network namespaces play the desktop and the Mac: private addresses, a link\n"
-                    "capped with tc (no latency emulated: this needs netem), nftables firewalls that\n"
-                    "admit only the printed ports, Ray started by the lines `hetlab head`/`join` print\n"
-                    "(+ --num-gpus 1: Ray reports a GPU on both real machines; torch here sees a CPU).\n"
-                    "Needs root, ip, tc and nft.",
-        epilog="examples:\n  sudo hetlab rehearse up --link gigabit\n"
-               "  sudo hetlab rehearse run -- hetlab train --steps 40\n"
-               "  sudo hetlab rehearse lab                   (JupyterLab on the rehearsal desktop)\n"
-               "  sudo hetlab rehearse down",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _subcommand(
+        sub, "rehearse", "rehearse the real pair on this Linux box: two hosts, a capped link, firewalls",
+        "Two network namespaces play the desktop and the Mac: private addresses, a link\n"
+        "capped with tc (no latency emulated: this needs netem), nftables firewalls that\n"
+        "admit only the printed ports, Ray started by the lines `hetlab head`/`join` print\n"
+        "(+ --num-gpus 1: Ray reports a GPU on both real machines; torch here sees a CPU).\n"
+        "Needs root, ip, tc and nft.",
+        "  sudo hetlab rehearse up --link gigabit\n"
+        "  sudo hetlab rehearse run -- hetlab train --steps 40\n"
+        "  sudo hetlab rehearse lab                   (JupyterLab on the rehearsal desktop)\n"
+        "  sudo hetlab rehearse down")
     p.add_argument("action", choices=("up", "down", "status", "run", "lab"))
     p.add_argument("--link", default="wifi", metavar="wifi|gigabit", help="link cap (default wifi, 200 Mbit/s)")
     p.add_argument("--host", default="desktop", metavar="desktop|mac", help="run: which host (default desktop)")
@@ -397,17 +400,16 @@ GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "pair_ps", "pair_r
 
 
 def _add_gpu_check(sub) -> None:
-    p = sub.add_parser(
-        "gpu-check", help="on a machine with CUDA: check the course's GPU claims, a table + JSON",
-        description="Run on an NVIDIA GPU what the course claims about one, each with a goal:\n"
-                    "describe/synchronize, benchmarks/single_device.py, notebook 01's full run, the\n"
-                    "card + this CPU as a real unlike pair (parameter server with an auto-tuned split,\n"
-                    "and Ray Train), fp16/bf16 autocast and fp16 on the wire, notebook 02's sweep.\n"
-                    "Prints a table and, as its last line, one JSON object. Without CUDA it refuses.",
-        epilog="examples:\n  hetlab gpu-check --quick                 a few minutes\n"
-               "  hetlab gpu-check --only describe,sweep\n"
-               "  hetlab gpu-check --record docs/measured   writes DATE-GPU.json and .md there",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _subcommand(
+        sub, "gpu-check", "on a machine with CUDA: check the course's GPU claims, a table + JSON",
+        "Run on an NVIDIA GPU what the course claims about one, each with a goal:\n"
+        "describe/synchronize, benchmarks/single_device.py, notebook 01's full run, the\n"
+        "card + this CPU as a real unlike pair (parameter server with an auto-tuned split,\n"
+        "and Ray Train), fp16/bf16 autocast and fp16 on the wire, notebook 02's sweep.\n"
+        "Prints a table and, as its last line, one JSON object. Without CUDA it refuses.",
+        "  hetlab gpu-check --quick                 a few minutes\n"
+        "  hetlab gpu-check --only describe,sweep\n"
+        "  hetlab gpu-check --record docs/measured   writes DATE-GPU.json and .md there")
     p.add_argument("--quick", action="store_true", help="fewer repeats, steps and epochs: a few minutes")
     p.add_argument("--only", metavar="NAME[,NAME]",
                    help=f"run only these checks: {', '.join(GPU_CHECK_NAMES)}")

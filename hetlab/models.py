@@ -70,11 +70,7 @@ def as_factory(model) -> Callable[[], nn.Module]:
     if not callable(model):
         raise HetlabError(f"model= must be a built-in name {sorted(MODELS)} or a function returning "
                           f"an nn.Module, got {type(model).__name__}.")
-    e = _unpicklable(model)
-    if e is not None:
-        raise HetlabError(f"model factory {model_label(model)} cannot be pickled for Ray "
-                          f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}): define "
-                          f"it at the top level of a module or notebook, without open files or locks.") from None
+    _check_picklable(model, "model factory")
     built = _build(model, seed=0)
     if not isinstance(built, nn.Module) or not any(True for _ in built.parameters()):
         raise HetlabError(f"model factory {model_label(model)} returned {type(built).__name__}, not an "
@@ -101,16 +97,17 @@ def _send_by_value(fn) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def _unpicklable(fn) -> Exception | None:
-    """Why Ray cannot send ``fn`` (a factory or a loss) to its workers, or None if it can;
-    the learner's own module goes by value (``_send_by_value``)."""
+def _check_picklable(fn, what: str) -> None:
+    """One line if Ray cannot send ``fn`` (a factory or a loss) to its workers; the learner's
+    own module goes by value (``_send_by_value``)."""
     try:
         from ray import cloudpickle
         _send_by_value(fn)
         cloudpickle.dumps(fn)
     except Exception as e:  # noqa: BLE001 - whatever cloudpickle refuses (locks, sockets, …)
-        return e
-    return None
+        detail = str(e).splitlines()[0][:120] if str(e) else ""
+        raise HetlabError(f"{what} {model_label(fn)} cannot be pickled for Ray ({type(e).__name__}: {detail}): "
+                          f"define it at the top level of a module or notebook, without open files or locks.") from None
 
 
 def model_label(model) -> str:
@@ -152,10 +149,7 @@ def as_loss(loss=None) -> Callable:
     if not callable(loss):
         raise HetlabError(f"loss= must be a function loss(outputs, labels), e.g. "
                           f"torch.nn.functional.cross_entropy, got {type(loss).__name__}.")
-    e = _unpicklable(loss)
-    if e is not None:
-        raise HetlabError(f"loss {model_label(loss)} cannot be pickled for Ray ({type(e).__name__}): "
-                          f"define it at the top level of a module or notebook.") from None
+    _check_picklable(loss, "loss")
     return loss
 
 
