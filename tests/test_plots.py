@@ -84,3 +84,73 @@ def test_step_loss_weights_each_worker_by_its_samples():
     records = [StepRecord(1, "a", 48, 0, 0, 0, 0, 1.0, samples=48), StepRecord(1, "b", 16, 0, 0, 0, 0, 3.0, samples=16),
                StepRecord(2, "a", 48, 0, 0, 0, 0, 0.5, samples=48), StepRecord(2, "b", 16, 0, 0, 0, 0, 0.5, samples=16)]
     assert plots.step_loss(records) == [pytest.approx(1.5), pytest.approx(0.5)]
+
+
+# hetlab.diagrams: the pictures of notebooks 05, 07, 08 show the numbers they are computed from
+
+from hetlab import diagrams, planner  # noqa: E402
+
+SMALL_CNN = 29_066  # hetlab.models.count_params(make_model("small"))
+
+
+def all_text(fig):
+    """Every string drawn on the figure: axes texts, tick labels, titles."""
+    return "\n".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")) if t.get_text())
+
+
+def test_ps_round_trip_numbers_its_steps_and_shows_the_weights_and_bytes():
+    fig = diagrams.ps_round_trip([48, 16], params=SMALL_CNN)
+    assert isinstance(fig, Figure)
+    text = all_text(fig)
+    for step in ("1 · weights w ↓", "2 · gradient g_desktop ↑", "2 · gradient g_mac ↑", "3 · combine",
+                 "4 · optimizer step"):
+        assert step in text
+    assert "(48/64)·g_desktop + (16/64)·g_mac" in text and "b_mac = 16 samples" in text
+    assert f"{SMALL_CNN * 4:,} B" in text                     # 116,264 B each way in fp32
+    with pytest.raises(HetlabError, match="one batch size"):
+        diagrams.ps_round_trip([48], names=("desktop", "mac"))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_allreduce_sends_2_n_minus_1_over_n_p_values_per_worker(n):
+    assert diagrams.allreduce_bytes_per_worker(SMALL_CNN, n) == pytest.approx(2 * (n - 1) / n * SMALL_CNN * 4)
+    fig = diagrams.allreduce_vs_ps(n_workers=n, params=SMALL_CNN)
+    assert isinstance(fig, Figure)
+    text = all_text(fig)
+    ring = round(2 * (n - 1) / n * SMALL_CNN * 4)
+    assert f"2(n−1)/n·P values = {ring:,} B" in text           # the ring, per worker
+    assert f"2·P values = {2 * SMALL_CNN * 4:,} B" in text      # the parameter server: gradient up + weights down
+    assert f"{n * 2 * SMALL_CNN * 4:,} B" in text               # ... all of it through the server
+    boxes = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    assert all(boxes.count(f"w{i}") == 2 for i in range(1, n + 1))   # each worker in both panels
+
+
+def test_allreduce_vs_ps_names_workers_and_refuses_what_it_cannot_draw():
+    text = all_text(diagrams.allreduce_vs_ps(2, 1_000, names=("desktop", "mac")))
+    assert "2(n−1)/n·P values = 4,000 B" in text and "desktop" in text and "mac" in text
+    with pytest.raises(HetlabError):
+        diagrams.allreduce_vs_ps(1, 1_000)
+    with pytest.raises(HetlabError, match="one name per worker"):
+        diagrams.allreduce_vs_ps(3, 1_000, names=("a", "b"))
+
+
+def test_bandwidth_arithmetic_draws_the_planners_numbers():
+    speeds = planner.assumed_speeds("small")
+    fig = diagrams.bandwidth_arithmetic(SMALL_CNN, (planner.WIFI, planner.GIGABIT), speeds, 128, local_steps=8)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    bars = [p.get_width() for c in ax.containers for p in c]
+    wifi, gigabit = (planner.exchange_seconds(SMALL_CNN, link) for link in (planner.WIFI, planner.GIGABIT))
+    wifi16 = planner.exchange_seconds(SMALL_CNN, planner.WIFI, 2)
+    assert bars[:3] == pytest.approx([128 / speeds[0] * 1e3, 128 / speeds[1] * 1e3, wifi * 1e3])
+    assert bars[3] == pytest.approx(wifi16 / 8 * 1e3)          # local SGD: the exchange divided by H
+    assert bars[4] == pytest.approx(gigabit * 1e3)
+    assert ax.lines[0].get_xdata()[0] == pytest.approx(128 / speeds[0] * 1e3)   # the line e < B/T_d
+    text = all_text(fig)
+    for value_bytes in (4, 2):                                  # per-step sync fp32, local SGD fp16
+        assert f"{planner.exchange_bytes(SMALL_CNN, value_bytes):,} B" in text
+    assert f"{wifi * 1e3:,.2f} ms" in text and "the Mac is left out" in text and "assumed" in text
+    one = diagrams.bandwidth_arithmetic(1_000, planner.GIGABIT, (1_000.0, 500.0))
+    assert len([p for c in one.axes[0].containers for p in c]) == 4
+    with pytest.raises(HetlabError):
+        diagrams.bandwidth_arithmetic(1_000, [], (1.0, 1.0))
