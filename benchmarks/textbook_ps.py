@@ -84,7 +84,8 @@ class DataWorker:
         self.data, self.batch_size, self.seed, self.per_sample = data, batch_size, seed, per_sample
         if not per_sample:  # the tensors variant slices batches from these
             self.x, self.y = data.normalized(), data.labels
-        self.epoch, self.data_iterator = 0, self._epoch()
+        self.epoch = 0
+        self.data_iterator = self._epoch()
 
     def _epoch(self):
         seed = self.seed * 1000 + self.epoch
