@@ -8,7 +8,10 @@ one is SIMULATED 4× slower (it sleeps 3× its real compute after each step).
 Standalone speeds are measured in the same run (each worker alone, at the whole
 global batch). The equal split and the auto-tuned split are measured side by side,
 alternating, so that load from anything else on this machine hits both alike.
-PS overhead = (straggler's communication + server step) ÷ step time.
+PS overhead = (straggler's communication + server step) ÷ step time. Then where each
+millisecond of a tuned step goes: along the straggler's path (compute, simulated,
+communication, the server's update, the rest until the driver sees the update) and the
+driver's own CPU time per step (its Python and Ray's threads in the driver process).
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--repeats 3]
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 
 from hetlab import balance
 from hetlab.data import load_mnist
@@ -35,6 +39,21 @@ def ps_overhead_fraction(records) -> float:
         if straggler.step_s > 0:
             fractions.append((straggler.comm_s + straggler.server_s) / straggler.step_s)
     return statistics.mean(fractions)
+
+
+def critical_path_ms(records) -> dict:
+    """Mean ms per step along the straggler's path: compute, simulated, comm, the server's
+    update, and the rest of the step (the update's way back to the driver, the driver itself)."""
+    parts = {"compute": [], "simulated": [], "comm": [], "server": [], "rest": [], "step": []}
+    for step in sorted({r.step for r in records}):
+        last = min((r for r in records if r.step == step), key=lambda r: r.wait_s)
+        path = {"compute": last.compute_s, "simulated": last.simulated_s, "comm": last.comm_s,
+                "server": last.server_s}
+        path["rest"] = last.step_s - sum(path.values()) - last.wait_s
+        path["step"] = last.step_s
+        for k, v in path.items():
+            parts[k].append(1e3 * v)
+    return {k: statistics.mean(v) for k, v in parts.items()}
 
 
 def main() -> None:
@@ -57,9 +76,12 @@ def main() -> None:
         tuned = balance.auto_tune(lambda sizes: training.measure(sizes, steps=args.steps), g, 2, rounds=6)
         equal = balance.split_batch(g, [1, 1])
         runs = {"equal": [], "tuned": []}
+        driver_cpu = {"equal": 0.0, "tuned": 0.0}
         for _ in range(args.repeats):
             for name, sizes in (("equal", equal), ("tuned", tuned.batch_sizes)):
+                cpu = time.process_time()
                 runs[name].extend(training.run(args.steps, batch_sizes=sizes))
+                driver_cpu[name] += time.process_time() - cpu
         standalone_after = training.standalone_throughput(g, steps=args.steps)
 
     alone = [(a + b) / 2 for a, b in zip(standalone, standalone_after)]
@@ -90,6 +112,13 @@ def main() -> None:
         print(f"    {label:45s} compute {mean('compute_s')*1e3:6.1f} ms  simulated {mean('simulated_s')*1e3:6.1f} ms"
               f"  comm {mean('comm_s')*1e3:5.1f} ms  wait {mean('wait_s')*1e3:5.1f} ms")
     print(f"    step {step_s*1e3:.1f} ms, of which server {server_s*1e3:.1f} ms")
+    path = critical_path_ms(tuned_recs)
+    driver_ms = 1e3 * driver_cpu["tuned"] / n_steps
+    print("  where each ms of a tuned step goes, along the straggler's path (mean ms per step):")
+    print("    " + "  ".join(f"{k} {v:.1f}" for k, v in path.items() if k != "step")
+          + f"  = step {path['step']:.1f} ms")
+    print(f"    driver CPU {driver_ms:.1f} ms per step (its Python + Ray's threads in the driver; "
+          f"while a step runs, it takes CPU from the workers)")
     predicted = balance.predicted_efficiency(tuned.batch_sizes, alone)
     print(f"  predicted efficiency of the tuned split from standalone speeds alone: {predicted:.1%} "
           f"(the gap to measured = workers slower together than alone + PS overhead)")
@@ -99,7 +128,10 @@ def main() -> None:
                       "tuned_batch_sizes": tuned.batch_sizes,
                       "ps_overhead_fraction": round(overhead["tuned"], 4),
                       "ps_overhead_fraction_equal": round(overhead["equal"], 4),
-                      "efficiency_tuned_predicted": round(predicted, 4), "global_batch": g, "simulated_slowdown": args.slowdown}))
+                      "efficiency_tuned_predicted": round(predicted, 4),
+                      "tuned_step_ms": {k: round(v, 2) for k, v in path.items()},
+                      "driver_cpu_ms_per_step": round(driver_ms, 2),
+                      "global_batch": g, "simulated_slowdown": args.slowdown}))
 
 
 if __name__ == "__main__":

@@ -69,7 +69,8 @@ class ParameterServerTraining:
     a fast worker WAIT (never by discarding work). ``"local_sgd"``: each worker takes
     ``local_steps`` Adam steps of its own, the server averages the weight deltas
     (weighted by samples) and applies them with outer SGD (Nesterov when
-    ``outer_momentum`` > 0, as in DiLoCo); one step = one such round.
+    ``outer_momentum`` > 0, as in DiLoCo); one step = one such round. The server's
+    optimizer in sync and async modes is Adam, or plain SGD with ``optimizer="sgd"``.
     Use as a context manager, or call ``shutdown()``.
 
     Your own model and data: ``model=`` a built-in name or a factory (a picklable function
@@ -83,7 +84,7 @@ class ParameterServerTraining:
                  transfer: str = "fp32", seed: int = 0, checkpoint_dir=None,
                  checkpoint_every: int = 0, progress: bool = True,
                  batch_sizes: list[int] | None = None, worker_timeout_s: float = 120.0,
-                 loss=None):
+                 loss=None, optimizer: str = "adam"):
         if isinstance(workers, WorkerSpec) or not isinstance(workers, (list, tuple)) or not workers:
             raise HetlabError("workers must be a non-empty list of WorkerSpec, e.g. [WorkerSpec('desktop')].")
         for spec in workers:
@@ -92,7 +93,7 @@ class ParameterServerTraining:
             raise HetlabError(f"worker names {[s.name for s in workers]} must be distinct.")
         payload = compact(train_data)  # what goes into Ray's object store (checks the data's form)
         check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_momentum,
-                      lr, checkpoint_every, payload, len(workers))
+                      lr, checkpoint_every, payload, len(workers), optimizer)
         factory, loss = as_factory(model), as_loss(loss)  # a bad name or factory → HetlabError now
         probe = (Dataset(payload.images[:2], payload.labels[:2]) if isinstance(payload, Dataset)
                  else (payload[0][:2], payload[1][:2]))
@@ -101,7 +102,7 @@ class ParameterServerTraining:
         self.batch_sizes = check_batch_sizes(batch_sizes or [64] * len(workers), len(workers))
         self.factory, self.loss = factory, loss
         self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
-        self.lr, self.mode, self.seed = lr, mode, seed
+        self.lr, self.mode, self.seed, self.optimizer = lr, mode, seed, optimizer
         self.max_staleness, self.local_steps = max_staleness, local_steps
         self.outer_lr, self.outer_momentum, self.transfer = outer_lr, outer_momentum, transfer
         self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
@@ -136,7 +137,8 @@ class ParameterServerTraining:
         here = ray.get_runtime_context().get_node_id()  # the server lives with the driver
         self.server = ray.remote(Server).options(
             num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
-        ).remote(self.factory, self.seed, self.lr, self.mode, self.outer_lr, self.outer_momentum)
+        ).remote(self.factory, self.seed, self.lr, self.mode, self.outer_lr, self.outer_momentum,
+                 self.optimizer)
         refs = [a.info.remote() for a in self._actors]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.worker_timeout_s)
         if len(ready) < len(refs):
@@ -307,7 +309,8 @@ class ParameterServerTraining:
             "mode": self.mode, "step": self.step, "server": server_state,
             "workers": [{"name": s.name, **state} for s, state in zip(self.workers, local)],
             "batch_sizes": list(self.batch_sizes), "stream": self.stream.state(),
-            "data_len": self.data_len, "seed": self.seed, "lr": self.lr, "transfer": self.transfer,
+            "data_len": self.data_len, "seed": self.seed, "lr": self.lr, "optimizer": self.optimizer,
+            "transfer": self.transfer,
             "max_staleness": self.max_staleness, "local_steps": self.local_steps,
             "outer_lr": self.outer_lr, "outer_momentum": self.outer_momentum,
             "samples_seen": self.samples_seen, "bytes_to_workers": self.bytes_to_workers,
@@ -337,6 +340,7 @@ class ParameterServerTraining:
                               f"resume with the same training data.")
         kwargs = {k: ckpt[k] for k in ("mode", "lr", "seed", "transfer", "max_staleness",
                                        "local_steps", "outer_lr", "outer_momentum", "batch_sizes")}
+        kwargs["optimizer"] = ckpt.get("optimizer", "adam")  # checkpoints before it was a choice: Adam
         kwargs.update(overrides)
         if (kwargs["mode"] == "local_sgd") != (ckpt["mode"] == "local_sgd"):
             raise HetlabError(f"{path} is a {ckpt['mode']} checkpoint: local_sgd uses another optimizer, "

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from hetlab.data import n_samples
 from hetlab.errors import HetlabError
-from hetlab.vocab import DEVICE_KINDS, MODES, PRECISIONS, TRANSFERS
+from hetlab.vocab import DEVICE_KINDS, MODES, OPTIMIZERS, PRECISIONS, TRANSFERS
 
 
 
@@ -112,10 +112,12 @@ def check_batch_sizes(sizes, n: int) -> list[int]:
 
 
 def check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_momentum,
-                  lr, checkpoint_every, train_data, n_workers) -> None:
+                  lr, checkpoint_every, train_data, n_workers, optimizer="adam") -> None:
     """Validate the training options (one line per mistake)."""
     if mode not in MODES:
         raise HetlabError(f"unknown mode {mode!r}: use one of {MODES}.")
+    if optimizer not in OPTIMIZERS:
+        raise HetlabError(f"unknown optimizer {optimizer!r}: use one of {OPTIMIZERS}.")
     if transfer not in TRANSFERS:
         raise HetlabError(f"unknown transfer dtype {transfer!r}: use one of {TRANSFERS}.")
     for name, v, lo in (("max_staleness", max_staleness, 0), ("local_steps", local_steps, 1),

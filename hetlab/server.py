@@ -22,17 +22,18 @@ def flat_weights(model: nn.Module) -> torch.Tensor:
 
 
 class Server:
-    """A Ray actor owning the weights and the optimizer (Adam; outer SGD in local-SGD mode)."""
+    """A Ray actor owning the weights and the optimizer (Adam, or plain SGD with
+    ``optimizer="sgd"``; outer SGD in local-SGD mode)."""
 
     def __init__(self, model, seed: int, lr: float, mode: str,
-                 outer_lr: float = 1.0, outer_momentum: float = 0.0):
+                 outer_lr: float = 1.0, outer_momentum: float = 0.0, optimizer: str = "adam"):
         torch.set_num_threads(1)
         self.w = nn.Parameter(flat_weights(make_model(model, seed=seed)))
         if mode == "local_sgd":  # DiLoCo's outer step: SGD (Nesterov when momentum > 0)
             self.opt = torch.optim.SGD([self.w], lr=outer_lr, momentum=outer_momentum,
                                        nesterov=outer_momentum > 0)
         else:
-            self.opt = torch.optim.Adam([self.w], lr=lr)
+            self.opt = (torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam)([self.w], lr=lr)
         self.version = 0
 
     def weights(self) -> torch.Tensor:
