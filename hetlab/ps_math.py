@@ -16,7 +16,6 @@ from hetlab.errors import HetlabError
 from hetlab.vocab import DEVICE_KINDS, MODES, OPTIMIZERS, PRECISIONS, TRANSFERS
 
 
-
 @dataclass
 class WorkerSpec:
     """What one worker is: a name, where it runs, which device, how fast, which precision."""
