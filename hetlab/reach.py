@@ -67,7 +67,13 @@ def probe_gcs(host: str, port: int, timeout: float = 5.0) -> str | None:
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     loader = AuthenticationTokenLoader.instance()
-    metadata = tuple(loader.get_token_for_http_header().items()) if loader.has_token() else ()
+    try:
+        metadata = tuple(loader.get_token_for_http_header().items()) if loader.has_token() else ()
+    except Exception as exc:  # noqa: BLE001 - ray.exceptions.AuthenticationError: token mode, no token
+        if "token" not in str(exc).lower():
+            raise
+        return ("RAY_AUTH_MODE=token is set here but this machine has no Ray token: copy the head's "
+                "token (`ray get-auth-token` there) to ~/.ray/auth_token, chmod 600")
     with grpc.insecure_channel(f"{host}:{port}") as channel:
         stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
         try:

@@ -5,7 +5,8 @@ that hetlab prints (free ports chosen here, a private temp dir and HOME so the t
 is ours alone), then checks: two nodes with their roles, an actor pinned to the
 "mac" role lands there, clients without / with a wrong token are refused in seconds,
 every listening port is one hetlab listed, the dashboard listens on 127.0.0.1 only.
-It stops only its own processes (their process groups, then any leftover by PID).
+It stops only its own processes (their process groups, then any leftover by PID). Where the
+two-host rehearsal runs (root, as in CI), tests/test_rehearsal.py checks the same across its hosts.
 """
 import glob
 import json
@@ -23,7 +24,7 @@ import time
 import psutil
 import pytest
 
-from hetlab import HetlabError, commands
+from hetlab import HetlabError, commands, rehearsal
 from hetlab.commands import Ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -270,6 +271,12 @@ def _client(env, code_or_args, address, timeout=90):
                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
+ON_THE_REHEARSAL = pytest.mark.skipif(
+    rehearsal.missing() is None, reason="checked across two hosts in tests/test_rehearsal.py (doctor, tokens, "
+                                        "listening ports; the printed lines start its Ray)")
+
+
+@ON_THE_REHEARSAL
 def test_printed_commands_make_an_authenticated_two_node_cluster(real_pair):
     env, address = real_pair["env"], f"127.0.0.1:{real_pair['head'].gcs}"
     no_token_home = os.path.join(real_pair["tag"], "stranger")
@@ -300,6 +307,7 @@ def test_printed_commands_make_an_authenticated_two_node_cluster(real_pair):
         assert last.startswith("HetlabError:") and "token" in last, stderr[-2000:]
 
 
+@ON_THE_REHEARSAL
 def test_only_listed_ports_listen_and_dashboard_is_local(real_pair):
     head, mac = real_pair["head"], real_pair["mac"]
     listening = _listening(_ours(real_pair["tag"]))

@@ -31,10 +31,11 @@ def pair():
     rehearsal.down()
 
 
-def on(role, *argv, timeout=600, driver=True, cwd=REPO):
+def on(role, *argv, timeout=600, driver=True, cwd=REPO, env=None):
     """Run a command on a rehearsal host (quick mode, hetlab from this repo), capture its output."""
     return rehearsal.run_on(role, [str(a) for a in argv], driver=driver, cwd=cwd, capture_output=True,
-                            text=True, timeout=timeout, env={"HETLAB_QUICK": "1", "PYTHONPATH": str(REPO)})
+                            text=True, timeout=timeout,
+                            env={"HETLAB_QUICK": "1", "PYTHONPATH": str(REPO), **(env or {})})
 
 
 def python_on(role, code, **kw):
@@ -92,6 +93,43 @@ def test_firewall_admits_exactly_the_printed_ports(pair):
     assert "timed out" in seen[8266]                       # a local-only metrics port: dropped
     on_desktop = python_on("desktop", FIREWALL % rehearsal.DESKTOP.ip)
     assert eval(on_desktop.stdout.strip().splitlines()[-1])[8266] is None    # open locally
+
+
+@needs_pair
+def test_doctor_passes_and_a_missing_or_wrong_token_is_one_line(pair, tmp_path):
+    """Across the two hosts, what tests/test_commands.py checks on loopback when there is no
+    rehearsal: `hetlab doctor --head` from the Mac finds both nodes and nothing failing, and a
+    client without the token, or with a wrong one, is refused in one line."""
+    import secrets
+    from test_commands import CLIENT
+    doctor = on("mac", sys.executable, "-m", "hetlab.cli", "doctor", "--head", pair["address"], driver=False)
+    assert doctor.returncode == 0 and "2 node(s)" in doctor.stdout and "FAIL" not in doctor.stdout, tail(doctor)
+    assert "[  ok] Ray version" in doctor.stdout and "ports of mac (rehearsal)" in doctor.stdout, doctor.stdout
+    for token in ({}, {"RAY_AUTH_TOKEN": secrets.token_hex(32)}):
+        refused = on("mac", sys.executable, "-c", CLIENT, pair["address"], driver=False,
+                     env={"HOME": str(tmp_path), **token}, timeout=120)   # a home without the token file
+        last = refused.stderr.strip().splitlines()[-1] if refused.stderr.strip() else ""
+        assert refused.returncode != 0 and last.startswith("HetlabError:") and "token" in last, tail(refused)
+
+
+@needs_pair
+def test_only_the_printed_ports_listen(pair):
+    """Every TCP port that Ray listens on in either host is one the printed rule lists, or a
+    local-only one of the head (which the firewall drops); the dashboard binds 127.0.0.1."""
+    from hetlab import commands
+    ports = commands.Ports()
+    for host, head in ((rehearsal.DESKTOP, True), (rehearsal.MAC, False)):
+        out = subprocess.run(["ip", "netns", "exec", host.netns, "ss", "-ltnH"], capture_output=True,
+                             text=True, check=True).stdout
+        seen = {}
+        for line in out.splitlines():
+            addr, _, port = line.split()[3].rpartition(":")
+            seen.setdefault(int(port), set()).add(addr)
+        allowed = set(ports.listening(head)) | set(ports.local_only(head))
+        assert set(seen) <= allowed, (host.role, sorted(set(seen) - allowed))
+        if head:
+            seen_on_desktop = seen
+    assert seen_on_desktop[ports.dashboard] == {"127.0.0.1"}      # the firewall drops the other local-only ones
 
 
 @needs_pair
