@@ -287,7 +287,6 @@ def _train(args) -> int:
     opts = _check_train_args(args)
     from hetlab.balance import auto_tune, format_ratio, split_batch
     from hetlab.data import load_mnist
-    from hetlab.models import count_params
     from hetlab.ps import ParameterServerTraining, WorkerSpec
 
     practice = None
@@ -316,7 +315,8 @@ def _train(args) -> int:
                       progress=not args.quiet)
         if opts["resume"]:
             own = {} if isinstance(opts["model"], str) else {"model": opts["model"]}
-            own.update({"loss": opts["loss"]} if opts["loss"] is not None else {})
+            if opts["loss"] is not None:
+                own["loss"] = opts["loss"]
             run = ParameterServerTraining.resume(opts["resume"], workers, train, **own, **common)
         else:
             run = ParameterServerTraining(workers, train, model=opts["model"], loss=opts["loss"], mode=opts["mode"],
@@ -333,7 +333,7 @@ def _train(args) -> int:
                 print(f"ratio auto (measured over {run.step} training steps): {tuned}")
             else:
                 run.set_batch_sizes(split_batch(args.global_batch, opts["ratio"]))
-            print(f"model {run.model_name} ({count_params(run.factory()):,} parameters); "
+            print(f"model {run.model_name} ({run.n_params:,} parameters); "
                   f"workers: {'; '.join(run.labels)}; batch {format_ratio(run.batch_sizes)}")
             records = run.run(max(0, args.steps - run.step))
             accuracy = run.evaluate(test)
