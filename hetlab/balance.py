@@ -86,10 +86,13 @@ def format_ratio(sizes: Sequence[float]) -> str:
 
 # --- efficiency arithmetic (notebook 06) -------------------------------------------------
 
-def predicted_step_time(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
-    """Seconds per synchronous step: every worker waits for the slowest, max(b_i / t_i)."""
+def predicted_step_time(batch_sizes: Sequence[int], throughputs: Sequence[float],
+                        overheads: Sequence[float] | None = None) -> float:
+    """Seconds per synchronous step: every worker waits for the slowest, max(c_i + b_i / t_i)
+    (``overheads`` c_i: each worker's fixed cost per step, 0 if not given)."""
     t = check_weights(throughputs, len(batch_sizes))
-    return max(b / ti for b, ti in zip(batch_sizes, t))
+    c = overheads or [0.0] * len(t)
+    return max(ci + b / ti for b, ti, ci in zip(batch_sizes, t, c))
 
 
 def predicted_samples_per_s(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
@@ -188,3 +191,34 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
         last_move = [n - s for n, s in zip(new, sizes)]
         sizes = new
     return TuneResult(list(sizes), ratio_of(sizes), history, converged=False)
+
+
+# --- following the machines during training (notebooks 06, 08) ------------------------------
+
+def follow_split(batch_sizes: Sequence[int], throughputs: Sequence[float],
+                 overheads: Sequence[float] | None = None, min_gain: float = 0.05) -> list[int]:
+    """The split to use next, given the speeds just measured (notebook 06, "the split that follows").
+
+    Worker i needs ``overheads[i] + b_i / throughputs[i]`` seconds per step (its messages'
+    fixed cost, then its device's time), so all finish together at T = (B + Σ c_i·t_i) / Σ t_i
+    with b_i = t_i·(T − c_i). That split is returned when it makes the step more than
+    ``min_gain`` faster; otherwise ``batch_sizes`` stay, so noise does not move the split.
+    """
+    if not (isinstance(min_gain, Real) and 0 <= min_gain < 1):
+        raise HetlabError(f"min_gain must be a fraction in [0, 1), got {min_gain!r}.")
+    t = check_weights(throughputs, len(batch_sizes))
+    c = [0.0] * len(t) if overheads is None else [max(0.0, float(x)) for x in overheads]
+    finish = (sum(batch_sizes) + sum(ci * ti for ci, ti in zip(c, t))) / sum(t)
+    target = split_batch(sum(batch_sizes), [max(ti * (finish - ci), 1e-9) for ti, ci in zip(t, c)])
+    now, then = (predicted_step_time(sizes, t, c) for sizes in (batch_sizes, target))
+    return target if now > (1 + min_gain) * then else list(batch_sizes)
+
+
+def scale_local_steps(local_steps: int, throughputs: Sequence[float]) -> list[int]:
+    """Speed-scaled local SGD (notebook 08): the fastest worker takes ``local_steps`` steps
+    per round, every other one ∝ its speed (at least 1), so with equal batches all finish
+    a round together. ``scale_local_steps(8, [2000, 1000]) == [8, 4]``."""
+    if isinstance(local_steps, bool) or not isinstance(local_steps, Integral) or local_steps < 1:
+        raise HetlabError(f"local_steps must be a whole number ≥ 1, got {local_steps!r}.")
+    t = check_weights(throughputs)
+    return [max(1, round(local_steps * ti / max(t))) for ti in t]

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dataclasses
+
 import ray
 import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hetlab import gpus, progress_bar
+from hetlab.balance import follow_split
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
 from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
@@ -41,7 +44,8 @@ from hetlab.errors import HetlabError
 from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps_loops import _one_line, run_async, sync_round
 from hetlab.ps_math import (StepRecord, WorkerSpec, check_batch_sizes,
-                            check_options, check_spec, per_worker_samples_per_s, samples_per_s)
+                            check_local_steps, check_options, check_spec, per_worker_samples_per_s,
+                            samples_per_s)
 from hetlab.server import Server, flat_weights
 from hetlab.train import evaluate
 from hetlab.worker import Worker, load_flat
@@ -67,9 +71,9 @@ class ParameterServerTraining:
     combines Σ (b_i/Σb)·g_i and steps. ``"async"``: each gradient is applied as it
     arrives (scaled b_i/mean b), with staleness ≤ ``max_staleness`` guaranteed by making
     a fast worker WAIT (never by discarding work). ``"local_sgd"``: each worker takes
-    ``local_steps`` Adam steps of its own, the server averages the weight deltas
-    (weighted by samples) and applies them with outer SGD (Nesterov when
-    ``outer_momentum`` > 0, as in DiLoCo); one step = one such round. The server's
+    ``local_steps`` Adam steps of its own (or one H per worker: speed-scaled, notebook 08),
+    the server averages the weight deltas (weighted by samples) and applies them with outer
+    SGD (Nesterov when ``outer_momentum`` > 0, as in DiLoCo); one step = one such round. The server's
     optimizer in sync and async modes is Adam, or plain SGD with ``optimizer="sgd"``.
     Use as a context manager, or call ``shutdown()``.
 
@@ -103,7 +107,8 @@ class ParameterServerTraining:
         self.factory, self.loss = factory, loss
         self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
         self.lr, self.mode, self.seed, self.optimizer = lr, mode, seed, optimizer
-        self.max_staleness, self.local_steps = max_staleness, local_steps
+        self.max_staleness = max_staleness
+        self.local_steps = list(local_steps) if isinstance(local_steps, (list, tuple)) else local_steps
         self.outer_lr, self.outer_momentum, self.transfer = outer_lr, outer_momentum, transfer
         self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
         self.progress, self.worker_timeout_s = progress, worker_timeout_s
@@ -187,11 +192,44 @@ class ParameterServerTraining:
         """Give each worker its batch size (one whole number ≥ 1 per worker)."""
         self.batch_sizes = check_batch_sizes(sizes, len(self.workers))
 
+    @property
+    def steps_per_round(self) -> list[int]:
+        """Per worker, the steps behind one message: H (local SGD, maybe one per worker), else 1."""
+        if self.mode != "local_sgd":
+            return [1] * len(self.workers)
+        return check_local_steps(self.local_steps, len(self.workers))
+
+    def set_local_steps(self, local_steps) -> None:
+        """Local SGD's H from the next round on: one for all, or one per worker (notebook 08)."""
+        check_local_steps(local_steps, len(self.workers))
+        self.local_steps = list(local_steps) if isinstance(local_steps, (list, tuple)) else local_steps
+
+    def set_slowdown(self, name: str, slowdown: float) -> None:
+        """Make worker ``name`` a *simulated* ``slowdown``× slower device from the next step on
+        (notebook 06: a laptop that throttles as it heats). 1 = its own speed; labels say it."""
+        i = self._index(name)
+        spec = dataclasses.replace(self.workers[i], slowdown=slowdown)
+        check_spec(spec)
+        ray.get(self._actors[i].set_slowdown.remote(spec.slowdown), timeout=self.worker_timeout_s)
+        self.workers[i] = spec
+        self.events.append({"event": "slowdown", "step": self.step, "worker": self.labels[i]})
+
     # --- training -------------------------------------------------------------------------
-    def run(self, steps: int, batch_sizes: list[int] | None = None) -> list[StepRecord]:
-        """Train ``steps`` server updates (local SGD: rounds of H local steps); returns their records."""
+    def run(self, steps: int, batch_sizes: list[int] | None = None,
+            retune_every: int = 0) -> list[StepRecord]:
+        """Train ``steps`` server updates (local SGD: rounds of H local steps); returns their records.
+
+        ``retune_every=N`` (sync and local SGD): every N steps, measure each worker's
+        samples/s over those N steps and re-split the global batch ∝ them when that gains
+        more than 5 % of predicted efficiency (``balance.follow_split``; notebook 06).
+        """
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise HetlabError(f"steps must be a whole number ≥ 0, got {steps!r}.")
+        if isinstance(retune_every, bool) or not isinstance(retune_every, int) or retune_every < 0:
+            raise HetlabError(f"retune_every must be a whole number of steps ≥ 0, got {retune_every!r}.")
+        if retune_every and self.mode == "async":
+            raise HetlabError("retune_every is for mode 'sync' or 'local_sgd': in async mode nobody "
+                              "waits for a straggler, so there is no split to follow.")
         if self.server is None:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
         if batch_sizes is not None:
@@ -204,8 +242,12 @@ class ParameterServerTraining:
             if self.mode == "async":
                 run_async(self, steps, bar)
             else:
-                for _ in range(steps):
+                window = len(self.records)  # the records since the last look at the speeds
+                for k in range(1, steps + 1):
                     sync_round(self)
+                    if retune_every and k % retune_every == 0:
+                        self._follow_speeds(self.records[window:])
+                        window = len(self.records)
                     bar.update(1)
                     bar.set_postfix(loss=f"{self.records[-1].loss:.3f}", refresh=False)
                     if self.checkpoint_due():
@@ -213,6 +255,22 @@ class ParameterServerTraining:
         finally:
             bar.close()
         return self.records[start:]
+
+    def _follow_speeds(self, records: list[StepRecord]) -> None:
+        """Re-split the global batch for the speeds in ``records`` if that gains enough:
+        each worker's device samples/s (compute + simulated) and its fixed cost per message
+        (comm), as ``balance.follow_split`` models a step."""
+        mine = [[r for r in records if r.worker == s.name] for s in self.workers]
+        if not all(mine):
+            return  # a worker has no record here (one was just lost): look again next time
+        speeds = [sum(r.samples for r in rs) / sum(r.compute_s + r.simulated_s for r in rs) for rs in mine]
+        overheads = [sum(r.comm_s for r in rs) / len(rs) for rs in mine]
+        sizes = follow_split(self.batch_sizes, speeds, overheads)
+        if sizes != self.batch_sizes:
+            self.events.append({"event": "split_retuned", "step": self.step, "from": list(self.batch_sizes),
+                                "to": sizes, "samples_per_s": speeds, "overhead_s": overheads})
+            self.batch_sizes = sizes
+            self._warm_up()  # the new sizes' first step is not timed (MPS compiles per shape)
 
     def _warm_up(self) -> None:
         """Before steps at a batch size a worker has not run yet: one untimed forward + backward
@@ -364,10 +422,13 @@ class ParameterServerTraining:
 
     def kill_worker(self, name: str) -> None:
         """Kill one worker's process, as if its machine went away (notebook 08 on the real pair)."""
+        ray.kill(self._actors[self._index(name)])
+
+    def _index(self, name: str) -> int:
         names = [s.name for s in self.workers]
         if name not in names:
             raise HetlabError(f"no worker named {name!r} (workers: {names}).")
-        ray.kill(self._actors[names.index(name)])
+        return names.index(name)
 
     # --- lifetime -------------------------------------------------------------------------
     def shutdown(self) -> None:

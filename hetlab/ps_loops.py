@@ -30,15 +30,15 @@ def submit(t, i: int, spans: list):
     actor = t._actors[i]
     t.bytes_to_workers += t.n_params * 4
     if t.mode == "local_sgd":
-        return actor.local_round.remote(t._weights, spans, t.local_steps)
+        return actor.local_round.remote(t._weights, spans, t.steps_per_round[i])
     return actor.gradient.remote(t._weights, spans)
 
 
 def sync_round(t) -> None:
     """One synchronous step (or one local-SGD round) over every live worker."""
     t0 = time.perf_counter()
-    h = t.local_steps if t.mode == "local_sgd" else 1
-    shares = split_spans(t.stream.take(h * sum(t.batch_sizes)), [h * b for b in t.batch_sizes])
+    sizes = [h * b for h, b in zip(t.steps_per_round, t.batch_sizes)]
+    shares = split_spans(t.stream.take(sum(sizes)), sizes)
     pending = {}
     for i in range(len(t.workers)):
         grad, meta = submit(t, i, shares[i])
@@ -199,6 +199,8 @@ def lose(t, lost: list) -> None:
     sizes = split_batch(max(global_batch, len(keep)), [t.batch_sizes[i] for i in keep])
     for name in ("workers", "_actors", "worker_info"):
         setattr(t, name, [getattr(t, name)[i] for i in keep])
+    if isinstance(t.local_steps, list):  # speed-scaled local SGD: the survivors keep their H
+        t.local_steps = [t.local_steps[i] for i in keep]
     t.batch_sizes = sizes
     for i in gone:
         t.events.append({"event": "worker_lost", "step": t.step, "time": time.time(), "worker": labels[i],

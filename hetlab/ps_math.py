@@ -119,8 +119,8 @@ def check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_mo
         raise HetlabError(f"unknown optimizer {optimizer!r}: use one of {OPTIMIZERS}.")
     if transfer not in TRANSFERS:
         raise HetlabError(f"unknown transfer dtype {transfer!r}: use one of {TRANSFERS}.")
-    for name, v, lo in (("max_staleness", max_staleness, 0), ("local_steps", local_steps, 1),
-                        ("checkpoint_every", checkpoint_every, 0)):
+    check_local_steps(local_steps, n_workers)
+    for name, v, lo in (("max_staleness", max_staleness, 0), ("checkpoint_every", checkpoint_every, 0)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise HetlabError(f"{name} must be a whole number ≥ {lo}, got {v!r}.")
     for name, v in (("lr", lr), ("outer_lr", outer_lr)):
@@ -131,6 +131,19 @@ def check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_mo
     n = n_samples(train_data)  # its form is checked by hetlab.data.as_tensors
     if n < n_workers:
         raise HetlabError(f"{n} training samples cannot be split over {n_workers} workers.")
+
+
+def check_local_steps(local_steps, n_workers: int) -> list[int]:
+    """Local SGD's H: one whole number ≥ 1 for every worker, or one per worker (speed-scaled,
+    notebook 08); returns the per-worker list."""
+    many = isinstance(local_steps, (list, tuple))
+    values = list(local_steps) if many else [local_steps] * n_workers
+    if many and len(values) != n_workers:
+        raise HetlabError(f"got {len(values)} local_steps for {n_workers} workers: give one per worker, or one H for all.")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise HetlabError(f"local_steps must be a whole number ≥ 1 (or one per worker), got {local_steps!r}.")
+    return values
 
 
 def samples_per_s(records) -> float:

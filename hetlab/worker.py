@@ -99,6 +99,10 @@ class Worker:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(sharing))))
         return torch.get_num_threads()
 
+    def set_slowdown(self, slowdown: float) -> None:
+        """From now on, simulate a device ``slowdown``× slower than this one (notebook 06)."""
+        self.slowdown = float(slowdown)
+
     def local_state(self) -> dict:
         """The local optimizer's state (local SGD), for checkpoints; {} in the other modes."""
         return {} if self.local_opt is None else {"local_opt": _to_cpu(self.local_opt.state_dict())}

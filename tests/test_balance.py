@@ -6,9 +6,9 @@ import time
 import pytest
 import torch
 
-from hetlab.balance import (auto_tune, check_weights, efficiency, format_ratio, idle_fractions,
-                            predicted_efficiency, predicted_samples_per_s, predicted_step_time,
-                            ratio_of, split_batch)
+from hetlab.balance import (auto_tune, check_weights, efficiency, follow_split, format_ratio,
+                            idle_fractions, predicted_efficiency, predicted_samples_per_s, predicted_step_time,
+                            ratio_of, scale_local_steps, split_batch)
 from hetlab.data import load_mnist
 from hetlab.models import make_model
 from hetlab.errors import HetlabError
@@ -174,3 +174,22 @@ def test_auto_tune_with_real_training_steps_and_a_simulated_slow_worker():
     assert result.history[0].batch_sizes == [80, 80]
     # the fast worker must end up with clearly more of the batch (4:1 ideally; the box is noisy)
     assert result.batch_sizes[0] > 2 * result.batch_sizes[1]
+
+
+def test_follow_split_equalises_finish_times_and_ignores_small_gains():
+    # worker 1 became 2× slower: the split ∝ speeds; then a measurement within noise moves nothing
+    assert follow_split([64, 64], [1000, 500]) == [85, 43]
+    assert follow_split([85, 43], [1000, 480]) == [85, 43]
+    # a fixed cost per message (e.g. the Mac's Wi-Fi round trip) takes from its share:
+    # 0.02 + b/500 = b'/1000 with b + b' = 128  →  b = 36, and both finish at once
+    sizes = follow_split([64, 64], [1000, 500], overheads=[0.0, 0.02])
+    assert sizes == [92, 36] and abs(predicted_step_time(sizes, [1000, 500], [0.0, 0.02]) - 0.092) < 1e-9
+    with pytest.raises(HetlabError, match="min_gain"):
+        follow_split([64, 64], [1, 1], min_gain=2)
+
+
+def test_scale_local_steps_gives_each_worker_steps_in_proportion_to_its_speed():
+    assert scale_local_steps(8, [2000, 1000]) == [8, 4]
+    assert scale_local_steps(8, [100, 2000, 1]) == [1, 8, 1]  # at least one step each
+    with pytest.raises(HetlabError, match="local_steps"):
+        scale_local_steps(0, [1, 1])

@@ -267,6 +267,35 @@ def test_local_sgd_sends_4x_fewer_bytes_per_sample_and_resumes_bitwise(data, syn
         assert torch.equal(flat_weights(resumed.model()), final)
 
 
+def test_speed_scaled_local_sgd_gives_the_slow_worker_fewer_steps_and_every_sample_once(data):
+    """Equal batches, H ∝ speed (notebook 08): the slow worker's message holds 2 steps, the fast one's 4."""
+    train = data[0]
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
+    with ParameterServerTraining(specs, train, mode="local_sgd", local_steps=[4, 2], batch_sizes=[32, 32],
+                                 seed=SEED, progress=False) as ps:
+        records = ps.run(3)
+        assert [(r.worker, r.samples) for r in records[:2]] == [("fast", 128), ("slow", 64)]
+        uses = torch.bincount(stream_indices(len(train), SEED, [(0, ps.stream.cursor)]), minlength=len(train))
+        assert ps.stream.cursor == 3 * 192 and uses.max() == 1  # one shuffled order: no sample twice
+
+
+def test_a_simulated_throttle_mid_run_is_followed_by_the_split(data):
+    """The slow worker becomes 3× slower still (simulated throttling, notebook 06): with
+    ``retune_every`` the engine measures it and gives it a smaller share of the same global batch."""
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
+    with ParameterServerTraining(specs, data[0], batch_sizes=[40, 24], seed=SEED, progress=False) as ps:
+        ps.run(2)
+        ps.set_slowdown("slow", 6)
+        assert ps.labels[1].endswith("(simulated 6× slower)") and ps.workers[1].label == "slow (simulated 6× slower)"
+        with pytest.raises(HetlabError, match="no worker named 'mac'"):
+            ps.set_slowdown("mac", 2)
+        ps.run(4, retune_every=2)
+        retuned = [e for e in ps.events if e["event"] == "split_retuned"]
+        assert retuned and retuned[0]["from"] == [40, 24] and retuned[0]["step"] == 4
+        assert ps.batch_sizes[1] < 24 and sum(ps.batch_sizes) == 64
+        assert specs[1].slowdown == 2  # the learner's own WorkerSpec is left as it was
+
+
 def test_resume_from_checkpoint_is_bitwise_equal(data, sync_run):
     """Run 2k steps uninterrupted (checkpoint at k) vs resume at k in a new training + k steps."""
     train, k = data[0], sync_run["steps"] // 2
@@ -295,6 +324,8 @@ def test_resume_from_checkpoint_is_bitwise_equal(data, sync_run):
     (dict(transfer="int8"), "unknown transfer"),
     (dict(max_staleness=-1), "max_staleness"),
     (dict(model="resnet"), "unknown model"),
+    (dict(mode="local_sgd", local_steps=[4]), "1 local_steps for 2 workers"),
+    (dict(mode="local_sgd", local_steps=[4, 0]), "local_steps must be"),
 ])
 def test_bad_options_fail_fast_with_one_line(data, kwargs, message):
     with pytest.raises(HetlabError, match=message) as err:
