@@ -1,7 +1,8 @@
 """How much of two unlike workers does a parameter-server cluster use? (notebook 06)
 
 Two workers on the practice cluster (two real Ray nodes on this machine); the "mac"
-one is SIMULATED 4× slower (it sleeps 3× its real compute after each step).
+one is SIMULATED 4× slower (it sleeps 3× its real compute after each step). With
+HETLAB_ADDRESS set, your own pair instead (``hetlab.pair.the_pair``).
 
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 
@@ -26,8 +27,8 @@ import time
 
 from hetlab import balance
 from hetlab.data import load_mnist
-from hetlab.practice import PracticeCluster
-from hetlab.ps import ParameterServerTraining, WorkerSpec
+from hetlab.pair import the_pair
+from hetlab.ps import ParameterServerTraining
 
 
 def ps_overhead_fraction(records) -> float:
@@ -61,14 +62,12 @@ def main() -> None:
     parser.add_argument("--global-batch", type=int, default=512)
     parser.add_argument("--steps", type=int, default=8, help="measured steps per run")
     parser.add_argument("--repeats", type=int, default=3, help="equal/tuned alternations")
-    parser.add_argument("--slowdown", type=float, default=4.0)
+    parser.add_argument("--slowdown", type=float, default=4.0, help="the practice mac's simulated slowdown")
     args = parser.parse_args()
     g = args.global_batch
 
-    workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
-               WorkerSpec("mac", role="mac", device="cpu", slowdown=args.slowdown)]
-    with PracticeCluster(("desktop", "mac")), \
-            ParameterServerTraining(workers, load_mnist("train"), seed=0, progress=False,
+    with the_pair(practice_slowdown=args.slowdown) as pair, \
+            ParameterServerTraining(pair.workers, load_mnist("train"), seed=0, progress=False,
                                     batch_sizes=balance.split_batch(g, [1, 1])) as training:
         labels = training.labels
         training.run(3)  # warm-up

@@ -24,8 +24,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from hetlab import is_quick  # noqa: E402
 from hetlab.balance import scale_local_steps, split_batch  # noqa: E402
 from hetlab.data import load_mnist  # noqa: E402
-from hetlab.practice import PracticeCluster  # noqa: E402
-from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
+from hetlab.pair import the_pair  # noqa: E402
+from hetlab.ps import ParameterServerTraining  # noqa: E402
 
 
 def run_one(workers, train, test, mode, steps, batch_sizes, local_steps, transfer, seed):
@@ -48,7 +48,7 @@ def main(argv=None) -> dict:
                         help="per-step sync steps; local SGD runs steps/H rounds of H steps")
     parser.add_argument("--local-steps", type=int, default=8, help="H (≥ 4)")
     parser.add_argument("--global-batch", type=int, default=128)
-    parser.add_argument("--slowdown", type=float, default=2.0, help="the simulated mac's slowdown")
+    parser.add_argument("--slowdown", type=float, default=2.0, help="the practice mac's simulated slowdown")
     parser.add_argument("--train-samples", type=int, default=12000 if is_quick() else 60000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -57,14 +57,18 @@ def main(argv=None) -> dict:
     steps = rounds * h  # same samples in both runs
     train = load_mnist("train").subset(args.train_samples, seed=args.seed)
     test = load_mnist("test")
-    sizes = split_batch(args.global_batch, [args.slowdown, 1.0])  # ∝ speed: the mac is slower
-    workers = [WorkerSpec("desktop", role="desktop"),
-               WorkerSpec("mac", role="mac", slowdown=args.slowdown)]
-    with PracticeCluster(roles=("desktop", "mac")):
+    with the_pair(practice_slowdown=args.slowdown) as pair:  # HETLAB_ADDRESS: your own pair
+        workers = pair.workers
+        if pair.real:  # each worker alone, a few steps
+            with ParameterServerTraining(workers, train, progress=False) as probe:
+                speeds = probe.standalone_throughput(args.global_batch // 2, steps=5)
+        else:  # the simulated slowdown is exact
+            speeds = [args.slowdown, 1.0]
+        sizes = split_batch(args.global_batch, speeds)  # ∝ speed: the mac is slower
         sync = run_one(workers, train, test, "sync", steps, sizes, h, "fp32", args.seed)
         local = run_one(workers, train, test, "local_sgd", rounds, sizes, h, "fp16", args.seed)
         equal = split_batch(args.global_batch, [1.0, 1.0])
-        scaled_h = scale_local_steps(h, [args.slowdown, 1.0])  # the simulated speeds: exact
+        scaled_h = scale_local_steps(h, speeds)
         scaled_rounds = max(1, round(steps * args.global_batch / sum(a * b for a, b in zip(scaled_h, equal))))
         scaled = run_one(workers, train, test, "local_sgd", scaled_rounds, equal, scaled_h, "fp16", args.seed)
     local["H"], scaled["H"], scaled["batch_sizes"] = h, scaled_h, equal

@@ -287,24 +287,16 @@ def _train(args) -> int:
     opts = _check_train_args(args)
     from hetlab.balance import auto_tune, format_ratio, split_batch
     from hetlab.data import load_mnist
-    from hetlab.ps import ParameterServerTraining, WorkerSpec
-
-    practice = None
     from hetlab.cluster import requested_address
+    from hetlab.pair import the_pair
+    from hetlab.ps import ParameterServerTraining
     address = requested_address(args.address)  # --address, else HETLAB_ADDRESS / RAY_ADDRESS
     if address and address != "local":
-        from hetlab.cluster import connect
         print(f"training on the cluster at {address}")
-        connect(address)
-        slowdown, device = args.slowdown or 1.0, "auto"
     else:
-        from hetlab.practice import PracticeCluster
         print("starting a practice cluster on this machine: desktop + mac (simulated)")
-        practice = PracticeCluster(("desktop", "mac"))
-        slowdown, device = args.slowdown or 4.0, "cpu"
-    try:
-        workers = [WorkerSpec("desktop", role="desktop", device=device),
-                   WorkerSpec("mac", role="mac", device=device, slowdown=slowdown)]
+    with the_pair(practice_slowdown=4.0, slowdown=args.slowdown, address=args.address) as pair:
+        workers = pair.workers
         if opts["data"] is not None:
             train, test = opts["data"]
         else:
@@ -342,9 +334,6 @@ def _train(args) -> int:
             print(f"{run.mode}: step {run.step}, {run.samples_seen} samples, "
                   f"{run.samples_per_s(records):.0f} samples/s, {run.bytes_per_sample:.0f} bytes/sample")
             print(f"final test accuracy: {accuracy:.4f}")
-    finally:
-        if practice is not None:
-            practice.shutdown()
     return 0
 
 

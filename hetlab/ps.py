@@ -280,7 +280,8 @@ class ParameterServerTraining:
         to the step itself, which handles a lost worker."""
         todo = [(spec.name, actor, b) for spec, actor, b in zip(self.workers, self._actors, self.batch_sizes)
                 if b not in self._warm_sizes.get(spec.name, set())]
-        refs = {actor.warm.remote(b): (name, b) for name, actor, b in todo}
+        local = self.mode == "local_sgd"
+        refs = {actor.warm.remote(b, local): (name, b) for name, actor, b in todo}
         if not refs:
             return
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.worker_timeout_s)

@@ -153,8 +153,10 @@ class Worker:
         idx = torch.randint(0, len(self.y), (batch_size,), generator=g).to(self.device)
         return self.x[idx], self.y[idx]
 
-    def warm(self, batch_size: int) -> bool:
+    def warm(self, batch_size: int, local_sgd: bool = False) -> bool:
         """One untimed forward + backward at ``batch_size`` if this worker has not run that shape yet.
+        With ``local_sgd``, also make the inner Adam now (its first construction imports parts
+        of torch for a second or more, which the first timed round would otherwise pay).
 
         The driver calls it before any step at a new size (``ParameterServerTraining.run``,
         hence ``measure``), so the timed steps never pay for compiling the shape (MPS
@@ -168,6 +170,8 @@ class Worker:
             for p in self.params:
                 p.grad = None
 
+        if local_sgd:
+            self._ensure_local_opt()
         ran = warm_up(shape_key(self.model, self.device, batch_size, "train", self.amp_dtype),
                       step, self.device)
         self.warmups += ran

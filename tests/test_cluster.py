@@ -157,3 +157,18 @@ def test_a_node_that_missed_its_start_up_window_is_started_once_more():
     with pytest.raises(ValueError, match="bad port"):                    # another failure: no retry
         start_with_retry(start, cleaned.append, lambda exc, t: None)
     assert len(tries) == 1 and len(cleaned) == 1
+
+
+def test_the_pair_from_the_environment_fails_in_one_line_and_starts_no_practice_cluster(monkeypatch):
+    """``hetlab.pair.the_pair``: an address set but no head there is an error, never a quiet
+    practice cluster instead (the practice path runs in notebooks 05–08 and `hetlab train`)."""
+    from hetlab.pair import Pair, the_pair
+    from hetlab.ps import WorkerSpec
+    monkeypatch.setenv("HETLAB_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(HetlabError, match="connection refused") as err:
+        the_pair()
+    assert "\n" not in str(err.value) and not ray.is_initialized()
+    pair = Pair([WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac", slowdown=2)], "10.0.0.2:6379")
+    assert pair.real and pair.slowdowns == [1.0, 2] and pair.device == "auto"
+    assert str(pair) == "the cluster at 10.0.0.2:6379; workers: desktop, mac (simulated 2× slower)"
+    pair.shutdown()  # a real cluster is left running: nothing to stop here

@@ -1,0 +1,75 @@
+"""The two machines to train on, in one call: your real pair, or the practice cluster here
+(notebooks 05–08, ``hetlab train``, the benchmarks).
+
+``the_pair()`` connects to the cluster at ``HETLAB_ADDRESS`` (or ``RAY_ADDRESS``) when one
+is set: your desktop and Mac, each worker pinned to its machine by role, on its own best
+device. Otherwise it starts the practice cluster on this machine (two real Ray nodes),
+both workers on the CPU, and the "mac" a *simulated* slower device, so labelled. Either
+way the workers come back as ``WorkerSpec``s ready for ``ParameterServerTraining``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetlab.cluster import connect, requested_address
+from hetlab.ps_math import WorkerSpec
+
+
+@dataclass
+class Pair:
+    """Where training runs: the workers, and the practice cluster if that is what started."""
+
+    workers: list[WorkerSpec]
+    address: str | None = None   # the real cluster's address; None on the practice cluster
+    practice: object = None      # the PracticeCluster started here, or None
+
+    @property
+    def real(self) -> bool:
+        """True on a cluster you started (the real pair, or the rehearsal), False on the practice one."""
+        return self.practice is None
+
+    @property
+    def slowdowns(self) -> list[float]:
+        return [w.slowdown for w in self.workers]
+
+    @property
+    def device(self) -> str:
+        """The device every worker asks for: ``auto`` on the real pair, ``cpu`` in practice."""
+        return self.workers[0].device
+
+    def shutdown(self) -> None:
+        """Stop the practice cluster if this call started one (a real cluster is left running)."""
+        if self.practice is not None:
+            self.practice.shutdown()
+
+    def __enter__(self) -> "Pair":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def __str__(self) -> str:
+        where = (f"the cluster at {self.address}" if self.real
+                 else "the practice cluster on this machine (two Ray nodes)")
+        return f"{where}; workers: {', '.join(w.label for w in self.workers)}"
+
+
+def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
+             address: str | None = None) -> Pair:
+    """Connect to your pair (``address``, else ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``), or start
+    the practice cluster, and return it with a desktop and a mac ``WorkerSpec``.
+
+    The practice mac is a simulated ``practice_slowdown``× slower device; ``slowdown``
+    (e.g. ``hetlab train --slowdown``) slows the mac down, simulated, on either.
+    """
+    target = requested_address(address)
+    if target is not None and target != "local":
+        connect(target)  # fails within seconds, in one line, if the head is not there
+        practice, device, mac_slowdown = None, "auto", slowdown or 1.0
+    else:
+        from hetlab.practice import PracticeCluster  # Ray's cluster_utils: only when practising
+        practice, device, mac_slowdown = PracticeCluster(("desktop", "mac")), "cpu", slowdown or practice_slowdown
+        target = None
+    workers = [WorkerSpec("desktop", role="desktop", device=device),
+               WorkerSpec("mac", role="mac", device=device, slowdown=mac_slowdown)]
+    return Pair(workers, target, practice)
