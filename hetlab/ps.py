@@ -122,6 +122,7 @@ class ParameterServerTraining:
         self.server = None
         self._warm_sizes: dict[str, set[int]] = {}  # worker name -> batch sizes it has warmed up
         self.warmups = 0  # untimed warm-up steps the workers ran (one per worker and new batch size)
+        self._looks: dict[str, tuple[float, float]] = {}  # retune_every: name -> (samples, busy s) last looked at
         _ensure_ray()
         self._placements = [_placement(s) for s in workers]
         gpus.check_free([(s.name, s.role) for s, p in zip(workers, self._placements) if p.get("num_gpus")])
@@ -257,18 +258,35 @@ class ParameterServerTraining:
         return self.records[start:]
 
     def _follow_speeds(self, records: list[StepRecord]) -> None:
-        """Re-split the global batch for the speeds in ``records`` if that gains enough:
-        each worker's device samples/s (compute + simulated) and its fixed cost per message
-        (comm), as ``balance.follow_split`` models a step."""
-        mine = [[r for r in records if r.worker == s.name] for s in self.workers]
-        if not all(mine):
-            return  # a worker has no record here (one was just lost): look again next time
-        speeds = [sum(r.samples for r in rs) / sum(r.compute_s + r.simulated_s for r in rs) for rs in mine]
-        overheads = [sum(r.comm_s for r in rs) / len(rs) for rs in mine]
+        """Re-split the global batch for the speeds in ``records`` if that gains enough.
+
+        Each worker's step takes about fixed + batch / speed seconds on its device
+        (compute + simulated), plus its communication. The last two looks at different
+        sizes give both terms (a line through two points); with one size only, fixed = 0.
+        The fixed part matters: a smaller share does not shrink a step's fixed cost, and
+        ignoring it would move the split further at every look. ``balance.follow_split``
+        then finds the split where every worker finishes together.
+        """
+        speeds, overheads = [], []
+        for spec in self.workers:
+            mine = [r for r in records if r.worker == spec.name]
+            if not mine:
+                return  # a worker has no record here (one was just lost): look again next time
+            n = sum(r.batch_size for r in mine) / len(mine)  # per step (local SGD: per inner step)
+            busy = sum((r.compute_s + r.simulated_s) * r.batch_size / r.samples for r in mine) / len(mine)
+            per_sample, fixed = busy / n, 0.0
+            before = self._looks.get(spec.name)
+            if before is not None and before[0] != n:
+                slope = (busy - before[1]) / (n - before[0])
+                if 0 < slope and busy - slope * n >= 0:
+                    per_sample, fixed = slope, busy - slope * n
+            self._looks[spec.name] = (n, busy)
+            speeds.append(1 / per_sample)
+            overheads.append(fixed + sum(r.comm_s for r in mine) / len(mine))
         sizes = follow_split(self.batch_sizes, speeds, overheads)
         if sizes != self.batch_sizes:
             self.events.append({"event": "split_retuned", "step": self.step, "from": list(self.batch_sizes),
-                                "to": sizes, "samples_per_s": speeds, "overhead_s": overheads})
+                                "to": sizes, "samples_per_s": speeds, "fixed_s": overheads})
             self.batch_sizes = sizes
             self._warm_up()  # the new sizes' first step is not timed (MPS compiles per shape)
 
