@@ -439,7 +439,7 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
     """The gradient a parameter-server Worker (in this process, no Ray) sends for its first
     batch at the initial weights × ``scale``; same batch for every call."""
     from hetlab.models import make_model
-    from hetlab.server import flat_weights
+    from hetlab.flat import flat_weights
     from hetlab.worker import Worker
     threads = torch.get_num_threads()
     try:  # Worker sets its process's threads to 1: this is the driver's process
@@ -454,8 +454,8 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
 def _fp16_overflows(worker, scale: float) -> bool:
     """Would this batch's fp16 gradient, loss-scaled as the worker does, overflow?"""
     from hetlab.models import make_model
-    from hetlab.server import flat_weights
-    from hetlab.worker import LOSS_SCALE, load_flat
+    from hetlab.flat import flat_weights, load_flat
+    from hetlab.worker import LOSS_SCALE
     model = make_model("small", seed=None).to(worker.device)
     load_flat(list(model.parameters()), (flat_weights(make_model("small", seed=0)) * scale).to(worker.device))
     idx = worker._indices(FIRST_BATCH)  # the batch _worker_gradient used

@@ -41,14 +41,16 @@ from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_che
 from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
+from hetlab.flat import flat_weights, load_flat
 from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps_loops import _one_line, run_async, sync_round
+from hetlab.simulate import label as simulated_label
 from hetlab.ps_math import (StepRecord, WorkerSpec, check_batch_sizes,
                             check_local_steps, check_options, check_spec, per_worker_samples_per_s,
                             samples_per_s)
-from hetlab.server import Server, flat_weights
+from hetlab.server import Server
 from hetlab.train import evaluate
-from hetlab.worker import Worker, load_flat
+from hetlab.worker import Worker
 
 
 def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
@@ -56,7 +58,7 @@ def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
     model = make_model(name, seed=None)
     if flat.numel() != flat_weights(model).numel():
         raise HetlabError(f"{flat.numel()} weights do not fit model {model_label(name)!r}.")
-    load_flat(list(model.parameters()), flat.float())
+    load_flat(model, flat.float())
     return model
 
 
@@ -174,7 +176,7 @@ class ParameterServerTraining:
             prec = info["precision"]
             if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
                 prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
-            sim = f" (simulated {spec.slowdown:g}× slower)" if spec.slowdown > 1 else ""
+            sim = f" ({simulated_label(spec.slowdown)})" if spec.slowdown > 1 else ""
             where = f" (rehearsal host {info['rehearsal']})" if info.get("rehearsal") else ""
             note = f" ({info['device_note']})" if info.get("device_note") else ""  # cuda:N, see worker
             out.append(f"{spec.name} · {info['device']}{note} {prec}{sim}{where}")

@@ -43,6 +43,8 @@ import torch
 from torch import nn
 
 from hetlab.errors import HetlabError
+from hetlab.flat import flat_grad, set_flat_grad
+from hetlab.simulate import label as simulated_label, slow_down
 
 RENDEZVOUS_TIMEOUT_S = 60  # torch's default is 30 min: a blocked port would look like a hang
 
@@ -116,20 +118,6 @@ def scaling_config(roles: Sequence[str] | None = ("desktop", "mac"), num_workers
 
     return ScalingConfig(num_workers=len(roles), use_gpu=False, resources_per_worker={"CPU": 1},
                          label_selector=[role_label(r) for r in roles])
-
-
-def flat_grad(model: nn.Module) -> torch.Tensor:
-    """All gradients as one float32 CPU vector (what gloo can all-reduce in one call)."""
-    return torch.cat([p.grad.detach().reshape(-1).float().cpu() for p in model.parameters()])
-
-
-def set_flat_grad(model: nn.Module, flat: torch.Tensor) -> None:
-    """Copy a flat CPU vector back into each parameter's ``.grad``, on the parameter's device."""
-    start = 0
-    for p in model.parameters():
-        n = p.numel()
-        p.grad.copy_(flat[start : start + n].view_as(p).to(p.device, p.dtype))
-        start += n
 
 
 def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
@@ -260,9 +248,7 @@ def train_loop(config: dict) -> None:
         loss.backward()
         synchronize(device)
         t1 = time.perf_counter()
-        if slowdown > 1:  # a simulated slower device: sleep (slowdown − 1) × its compute time
-            time.sleep((slowdown - 1) * (t1 - t0))
-            simulated_s += time.perf_counter() - t1
+        simulated_s += slow_down(slowdown, t1 - t0)  # a simulated slower device sleeps
         t2 = time.perf_counter()
         # One flat CPU buffer: b_i/B × gradient, plus b_i/B × loss (the global loss for free).
         buf = torch.cat([flat_grad(model), loss.detach().float().cpu().view(1)]) * share
@@ -278,7 +264,7 @@ def train_loop(config: dict) -> None:
             print(f"[hetlab rank 0] step {step + 1}/{config['steps']} loss {losses[-1]:.3f}")
     train_s = time.perf_counter() - t_start
 
-    label = f"{role} ({device.type}" + (f", simulated {slowdown:g}× slower)" if slowdown > 1 else ")")
+    label = f"{role} ({', '.join(filter(None, (device.type, simulated_label(slowdown))))})"
     if os.environ.get("HETLAB_REHEARSAL"):
         label += " (rehearsal host)"
     mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), sizes[rank],

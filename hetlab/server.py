@@ -13,12 +13,8 @@ import ray
 import torch
 from torch import nn
 
+from hetlab.flat import flat_weights
 from hetlab.models import make_model
-
-
-def flat_weights(model: nn.Module) -> torch.Tensor:
-    """All parameters of ``model`` as one flat fp32 CPU tensor."""
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().float().cpu().clone()
 
 
 class Server:

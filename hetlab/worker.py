@@ -22,7 +22,9 @@ from torch import nn
 
 from hetlab.data import as_tensors, stream_indices
 from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
+from hetlab.flat import flat_grad, load_flat
 from hetlab.models import make_model
+from hetlab.simulate import slow_down
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
@@ -144,10 +146,7 @@ class Worker:
 
     def _simulate(self, compute_s: float) -> float:
         """Sleep (slowdown − 1) × compute time: the simulated slower device."""
-        extra = (self.slowdown - 1.0) * compute_s
-        if extra > 0:
-            time.sleep(extra)
-        return max(extra, 0.0)
+        return slow_down(self.slowdown, compute_s)
 
     def _random_batch(self, batch_size: int, g: torch.Generator):
         idx = torch.randint(0, len(self.y), (batch_size,), generator=g).to(self.device)
@@ -189,7 +188,7 @@ class Worker:
         self._load(weights)
         idx = self._indices(spans)
         loss = self._loss_backward(self.x[idx], self.y[idx])
-        grad = torch.cat([p.grad.reshape(-1) for p in self.params]).to("cpu", self.wire)
+        grad = flat_grad(self.params, self.wire)
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
         simulated_s = self._simulate(compute_s)
@@ -231,7 +230,7 @@ class Worker:
         size (``hetlab.devices.warm_up``); an int: that many untimed steps every time.
         """
         model = make_model(self.model_name, seed=None).to(self.device).train()
-        load_flat(list(model.parameters()), weights)
+        load_flat(model, weights)
         opt = torch.optim.Adam(model.parameters(), lr=self.lr)
         g = torch.Generator().manual_seed(12345)
 
@@ -262,16 +261,6 @@ def _fork_rng(device: torch.device):
     if device.type == "cpu":
         return torch.random.fork_rng(devices=[])
     return torch.random.fork_rng(devices=[device.index or 0], device_type=device.type)
-
-
-@torch.no_grad()
-def load_flat(params: list, flat: torch.Tensor) -> None:
-    """Copy a flat buffer into ``params`` (copies: the buffer may be Ray's read-only memory)."""
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.copy_(flat[offset: offset + n].view_as(p))
-        offset += n
 
 
 def _to_cpu(obj):

@@ -14,7 +14,7 @@ from hetlab.ps import ParameterServerTraining, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps_loops import _one_line
 from hetlab.ps_math import async_scale, combine_coefficients, samples_per_s, staleness_allows
-from hetlab.server import flat_weights
+from hetlab.flat import flat_weights
 from hetlab.train import evaluate
 from hetlab import worker as worker_module
 from hetlab.worker import autocast_dtype

@@ -13,8 +13,9 @@ from torch import nn
 from hetlab import HetlabError
 from hetlab.data import load_mnist
 from hetlab.models import make_model
-from hetlab.raytrain import (RayTrainResult, explain_failure, flat_grad, rank_indices, scaling_config,
-                             set_flat_grad, torch_config, train_mixed, weights_digest)
+from hetlab.flat import flat_grad, set_flat_grad
+from hetlab.raytrain import (RayTrainResult, explain_failure, rank_indices, scaling_config, torch_config,
+                             train_mixed, weights_digest)
 from hetlab.train import evaluate
 
 STEPS, BATCH, RATIO = 60, 64, [3, 1]
