@@ -215,6 +215,7 @@ class ParameterServerTraining:
         check_spec(spec)
         ray.get(self._actors[i].set_slowdown.remote(spec.slowdown), timeout=self.worker_timeout_s)
         self.workers[i] = spec
+        self._looks.pop(name, None)  # its speed changed: what retune_every saw of it is out of date
         self.events.append({"event": "slowdown", "step": self.step, "worker": self.labels[i]})
 
     # --- training -------------------------------------------------------------------------
