@@ -22,6 +22,11 @@ counts both directions. Every step records, per worker, where the time went:
   by the staleness bound, or waiting for the server's update of its last gradient);
 * ``server_s`` (same for a whole step): combining + the optimizer step on the server.
 
+Machines whose speed changes: ``run(steps, retune_every=N)`` re-splits the global batch
+every N steps when the measured speeds call for it (notebook 06), and ``set_slowdown``
+makes a worker a simulated slower device mid-run. Local SGD takes one H for all, or one
+per worker (``balance.scale_local_steps``: speed-scaled, notebook 08).
+
 The step loops themselves are in ``hetlab.ps_loops``; plain data and arithmetic in
 ``hetlab.ps_math``; the actors in ``hetlab.server`` and ``hetlab.worker``.
 """
