@@ -156,6 +156,16 @@ def samples_per_s(records) -> float:
     return total / wall if wall > 0 else 0.0
 
 
+def idle_share(records, name: str) -> float:
+    """Share of the run's wall time worker ``name`` sat idle, waiting (notebooks 05, 06).
+
+    Sync: waiting for the straggler. Async: held back by the staleness bound.
+    """
+    steps = {r.step: r.step_s for r in records}
+    wall = sum(steps.values())
+    return sum(r.wait_s for r in records if r.worker == name) / wall if wall > 0 else 0.0
+
+
 def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
     """Each worker's own rate when it is not waiting: samples ÷ (compute + simulated + comm)."""
     out = []

@@ -13,7 +13,7 @@ from hetlab.models import make_model
 from hetlab.ps import ParameterServerTraining, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps_loops import _one_line
-from hetlab.ps_math import async_scale, combine_coefficients, samples_per_s, staleness_allows
+from hetlab.ps_math import StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s, staleness_allows
 from hetlab.flat import flat_weights
 from hetlab.train import evaluate
 from hetlab import worker as worker_module
@@ -69,6 +69,16 @@ def test_combination_and_staleness_arithmetic():
     assert staleness_allows(5, [], 0)                 # alone: always
     assert not staleness_allows(5, [5], 0)            # s=0: one at a time
     assert staleness_allows(5, [4], 2) and not staleness_allows(5, [3], 2)
+
+
+def test_idle_share_is_waiting_over_the_run_wall_time():
+    def rec(step, worker, wait_s, step_s):
+        return StepRecord(step, worker, 32, compute_s=0.1, simulated_s=0.0, wait_s=wait_s,
+                          comm_s=0.0, loss=1.0, step_s=step_s)
+    sync = [rec(1, "fast", 0.3, 0.4), rec(1, "slow", 0.0, 0.4),     # one wall time per step
+            rec(2, "fast", 0.1, 0.2), rec(2, "slow", 0.0, 0.2)]
+    assert idle_share(sync, "fast") == pytest.approx(0.4 / 0.6) and idle_share(sync, "slow") == 0
+    assert idle_share([], "fast") == 0.0
 
 
 def test_errors_from_inside_an_actor_become_one_line():
@@ -201,6 +211,7 @@ def test_records_time_split_and_simulated_label(sync_run):
         assert min(r.compute_s, r.wait_s, r.comm_s, r.server_s) >= 0
         assert r.compute_s + r.simulated_s + r.comm_s + r.wait_s <= r.step_s + 1e-6
     assert sync_run["samples_per_s"] == pytest.approx(samples_per_s(recs))
+    assert idle_share(recs, "slow") < 0.1 < idle_share(recs, "fast")   # only the fast one waits
     # both directions counted: fp32 weights down, fp32 gradients up, per worker per step
     assert sync_run["bytes_per_sample"] == pytest.approx(2 * 2 * 4 * sync_run["n_params"] / 64)
 
