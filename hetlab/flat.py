@@ -1,7 +1,7 @@
 """A model's weights or gradients as one flat vector, and back (notebooks 05, 07).
 
 What travels between machines is one buffer, not a tensor per layer: the parameter server
-sends flat weights and gets flat gradients (``hetlab.server``, ``hetlab.worker``), and Ray
+sends flat weights and gets flat gradients (``hetlab.ps.server``, ``hetlab.ps.worker``), and Ray
 Train's gloo all-reduces one flat gradient (``hetlab.raytrain``). Flattening follows
 ``model.parameters()`` order on both sides, so the same offsets mean the same weights.
 """

@@ -152,16 +152,16 @@ def pair_efficiency(together: float, alone_before: list[float], alone_after: lis
 
 def pair_workers(device: str = "cuda", precision: str = "fp32") -> list:
     """The unlike pair in one box: "desktop" on ``device`` (the card), "mac" on the CPU."""
-    from hetlab.ps_math import WorkerSpec
+    from hetlab.ps.specs import WorkerSpec
     return [WorkerSpec("desktop", role="desktop", device=device, precision=precision),
             WorkerSpec("mac", role="mac", device="cpu")]
 
 
 def pair_placements(workers: list) -> dict[str, dict]:
-    """Per worker, the Ray actor options the parameter server gives it (``hetlab.ps._placement``):
+    """Per worker, the Ray actor options the parameter server gives it (``ps.training.actor_options``):
     the worker on the card asks for ``num_gpus=1``, the CPU worker asks for none."""
-    from hetlab.ps import _placement
-    return {w.name: _placement(w) for w in workers}
+    from hetlab.ps.training import actor_options
+    return {w.name: actor_options(w) for w in workers}
 
 
 # --- sizes ------------------------------------------------------------------------------------
@@ -440,7 +440,7 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
     batch at the initial weights × ``scale``; same batch for every call."""
     from hetlab.models import make_model
     from hetlab.flat import flat_weights
-    from hetlab.worker import Worker
+    from hetlab.ps.worker import Worker
     threads = torch.get_num_threads()
     try:  # Worker sets its process's threads to 1: this is the driver's process
         w = Worker("desktop", ctx.train_data().subset(1024, seed=1), "small", ctx.device, 1.0,
@@ -455,7 +455,7 @@ def _fp16_overflows(worker, scale: float) -> bool:
     """Would this batch's fp16 gradient, loss-scaled as the worker does, overflow?"""
     from hetlab.models import make_model
     from hetlab.flat import flat_weights, load_flat
-    from hetlab.worker import LOSS_SCALE
+    from hetlab.ps.worker import LOSS_SCALE
     model = make_model("small", seed=None).to(worker.device)
     load_flat(list(model.parameters()), (flat_weights(make_model("small", seed=0)) * scale).to(worker.device))
     idx = worker._indices(FIRST_BATCH)  # the batch _worker_gradient used

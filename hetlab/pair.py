@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetlab.cluster import connect, requested_address
-from hetlab.ps_math import WorkerSpec
+from hetlab.ps.specs import WorkerSpec
 
 
 @dataclass

@@ -14,7 +14,7 @@ import ray
 
 from hetlab import balance, plots
 from hetlab.errors import HetlabError
-from hetlab.ps_math import per_worker_samples_per_s
+from hetlab.ps.specs import per_worker_samples_per_s
 
 
 def figure_png(fig) -> bytes:

@@ -13,7 +13,7 @@ from hetlab.checkpoint import (FORMAT, latest_checkpoint, load_checkpoint, param
                                save_checkpoint)
 from hetlab.data import load_mnist
 from hetlab.models import make_model
-from hetlab.server import Server
+from hetlab.ps.server import Server
 
 
 def real_state(model="small"):

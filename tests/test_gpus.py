@@ -19,8 +19,8 @@ from hetlab.cluster import placement
 from hetlab.data import load_mnist
 from hetlab.practice import PracticeCluster
 from hetlab.ps import ParameterServerTraining, WorkerSpec
-from hetlab.ps_math import check_spec
-from hetlab.worker import cuda_in_worker
+from hetlab.ps.specs import check_spec
+from hetlab.ps.worker import cuda_in_worker
 
 # Another driver that takes the desktop's GPU and keeps it until its stdin closes.
 HOLDER = """

@@ -12,12 +12,12 @@ from hetlab.data import load_mnist, stream_indices
 from hetlab.models import make_model
 from hetlab.ps import ParameterServerTraining, WorkerSpec
 from local_ray import start as local_ray_start
-from hetlab.ps_loops import _one_line
-from hetlab.ps_math import StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s, staleness_allows
+from hetlab.ps.engine import _one_line
+from hetlab.ps.specs import StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s, staleness_allows
 from hetlab.flat import flat_weights
 from hetlab.train import evaluate
-from hetlab import worker as worker_module
-from hetlab.worker import autocast_dtype
+from hetlab.ps import worker as worker_module
+from hetlab.ps.worker import autocast_dtype
 
 SEED = 0
 
@@ -143,7 +143,7 @@ def test_measure_warms_up_each_new_batch_size_once(data):
         ps.measure([48, 16], steps=1)
         assert ps.warmups == 4 and ps.batch_sizes == [32, 32]  # measure puts the sizes back
         ps.run(1)  # 32 is new to both workers too
-        assert ps.warmups == 6 and ray.get([a.warmups_run.remote() for a in ps._actors]) == [3, 3]
+        assert ps.warmups == 6 and ray.get([a.warmups_run.remote() for a in [m.actor for m in ps.members]]) == [3, 3]
         ps.run(0, batch_sizes=[8, 8])  # no steps: nothing to warm up
         assert ps.warmups == 6
 

@@ -21,26 +21,26 @@ import ray
 from hetlab.balance import split_batch
 from hetlab.data import split_spans
 from hetlab.errors import HetlabError
-from hetlab.ps_math import StepRecord, async_scale, combine_coefficients, staleness_allows
-from hetlab.worker import WIRE_DTYPES
+from hetlab.ps.specs import StepRecord, async_scale, combine_coefficients, staleness_allows
+from hetlab.ps.worker import WIRE_DTYPES
 
 
 def submit(t, i: int, spans: list):
     """Start worker i's next message on the positions ``spans``; returns (gradient/delta ref, meta ref)."""
-    actor = t._actors[i]
+    actor = t.members[i].actor
     t.bytes_to_workers += t.n_params * 4
     if t.mode == "local_sgd":
-        return actor.local_round.remote(t._weights, spans, t.steps_per_round[i])
+        return actor.local_round.remote(t._weights, spans, t.steps_per_message(i))
     return actor.gradient.remote(t._weights, spans)
 
 
 def sync_round(t) -> None:
     """One synchronous step (or one local-SGD round) over every live worker."""
     t0 = time.perf_counter()
-    sizes = [h * b for h, b in zip(t.steps_per_round, t.batch_sizes)]
+    sizes = [t.steps_per_message(i) * m.batch_size for i, m in enumerate(t.members)]
     shares = split_spans(t.stream.take(sum(sizes)), sizes)
     pending = {}
-    for i in range(len(t.workers)):
+    for i in range(len(t.members)):
         grad, meta = submit(t, i, shares[i])
         pending[meta] = (i, grad)
     results, arrived, lost = {}, {}, []
@@ -83,7 +83,7 @@ def run_async(t, steps: int, bar) -> None:
     state and its cursor (``t.stream``) describe the same updates, and resuming it
     continues exactly (notebook 08).
     """
-    idle = {s.name: time.perf_counter() for s in t.workers}  # name → idle since
+    idle = {m.spec.name: time.perf_counter() for m in t.members}  # name → idle since
     in_flight: dict = {}  # meta ref → (name, grad ref, version read, t_submit, held_s, spans)
     applied, t_prev, due = 0, time.perf_counter(), False
     while applied < steps:
@@ -94,27 +94,27 @@ def run_async(t, steps: int, bar) -> None:
             reads = [v[2] for v in in_flight.values()]
             if due or applied + len(in_flight) >= steps or not staleness_allows(t.step, reads, t.max_staleness):
                 break
-            now, i = time.perf_counter(), position_of(t, name)
-            spans = t.stream.take(t.batch_sizes[i])
+            now, i = time.perf_counter(), t.index_of(name)
+            spans = t.stream.take(t.members[i].batch_size)
             grad, meta = submit(t, i, spans)
             in_flight[meta] = (name, grad, t.step, now, now - idle.pop(name), spans)
         ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=t.worker_timeout_s)
         if not ready:
             for v in in_flight.values():
                 t.stream.give_back(v[5])
-            lose(t, [(position_of(t, v[0]), f"no answer within {t.worker_timeout_s:.0f} s")
+            lose(t, [(t.index_of(v[0]), f"no answer within {t.worker_timeout_s:.0f} s")
                      for v in in_flight.values()])
             in_flight.clear()
             continue
         name, grad, read, t_sub, held, spans = in_flight.pop(ready[0])
-        t_arr, i = time.perf_counter(), position_of(t, name)
+        t_arr, i = time.perf_counter(), t.index_of(name)
         try:
             meta = get_result(t, ready[0], i)
         except _WorkerGone as gone:
             t.stream.give_back(spans)
             lose(t, [(i, str(gone))])
             continue
-        scale = async_scale(t.batch_sizes[i], t.batch_sizes)
+        scale = async_scale(t.members[i].batch_size, t.batch_sizes)
         lost: list = []
         server_meta, kept = apply_update(t, [i], [grad], lost, lambda owners: [scale] * len(owners))
         if not kept:
@@ -133,11 +133,6 @@ def run_async(t, steps: int, bar) -> None:
         t.save_due_checkpoint()
 
 
-def position_of(t, name: str) -> int:
-    """Index of the live worker called ``name`` (positions shift when a worker is lost)."""
-    return [s.name for s in t.workers].index(name)
-
-
 def get_result(t, ref, i: int):
     """ray.get of a worker's result; a dead worker becomes _WorkerGone, a bug a HetlabError."""
     try:
@@ -145,7 +140,7 @@ def get_result(t, ref, i: int):
     except ray.exceptions.RayActorError as e:
         raise _WorkerGone(f"{type(e).__name__}: its node or process went away") from None
     except ray.exceptions.RayTaskError as e:
-        raise HetlabError(f"worker {t.workers[i].label} failed: {_one_line(e)}") from None
+        raise HetlabError(f"worker {t.members[i].spec.label} failed: {_one_line(e)}") from None
 
 
 def apply_update(t, owners: list[int], grads: list, lost: list, coefficients_for):
@@ -173,7 +168,7 @@ def record(t, i, meta, round_trip, wait_s, staleness, server_s, step_s) -> None:
     """One StepRecord; comm = driver-measured round trip − the worker's compute + simulated."""
     comm = max(0.0, round_trip - meta["compute_s"] - meta["simulated_s"])
     t.records.append(StepRecord(
-        step=t.step + 1, worker=t.workers[i].name, batch_size=t.batch_sizes[i],
+        step=t.step + 1, worker=t.members[i].spec.name, batch_size=t.members[i].batch_size,
         compute_s=meta["compute_s"], simulated_s=meta["simulated_s"], wait_s=wait_s,
         comm_s=comm, loss=meta["loss"], staleness=staleness, server_s=server_s,
         step_s=step_s, samples=meta["samples"]))
@@ -183,24 +178,21 @@ def record(t, i, meta, round_trip, wait_s, staleness, server_s, step_s) -> None:
 def lose(t, lost: list) -> None:
     """Drop lost workers, rebalance the global batch over the rest, tell the learner."""
     gone = sorted({i for i, _ in lost})
-    keep = [i for i in range(len(t.workers)) if i not in gone]
+    keep = [i for i in range(len(t.members)) if i not in gone]
     global_batch = sum(t.batch_sizes)
     why = {i: reason for i, reason in lost}
     labels = t.labels
     for i in gone:
         try:
-            ray.kill(t._actors[i])
+            ray.kill(t.members[i].actor)
         except Exception:  # noqa: BLE001 - already dead is fine
             pass
     if not keep:
         t.events.append({"event": "all_workers_lost", "step": t.step})
         raise HetlabError(f"every worker was lost at step {t.step} ({'; '.join(why.values())}): "
                           f"reconnect the machines and resume from the last checkpoint.")
-    sizes = split_batch(max(global_batch, len(keep)), [t.batch_sizes[i] for i in keep])
-    for name in ("workers", "_actors", "worker_info"):
-        setattr(t, name, [getattr(t, name)[i] for i in keep])
-    if isinstance(t.local_steps, list):  # speed-scaled local SGD: the survivors keep their H
-        t.local_steps = [t.local_steps[i] for i in keep]
+    sizes = split_batch(max(global_batch, len(keep)), [t.members[i].batch_size for i in keep])
+    t.members = [t.members[i] for i in keep]  # each survivor keeps its actor, H, warm sizes ...
     t.batch_sizes = sizes
     for i in gone:
         t.events.append({"event": "worker_lost", "step": t.step, "time": time.time(), "worker": labels[i],

@@ -4,7 +4,7 @@ Workers send gradients (or local-SGD deltas); the server combines them weighted 
 how many samples each one stands for — Σ (b_i / Σb) · g_i, not the plain mean (which
 over-weights a small batch) nor the sum (which scales with the number of workers) —
 and takes one optimizer step. The arithmetic (coefficients, async scale, staleness
-bound) is in ``hetlab.ps_math``, plain functions that tests call without Ray.
+bound) is in ``hetlab.ps.specs``, plain functions that tests call without Ray.
 """
 from __future__ import annotations
 

@@ -27,14 +27,13 @@ every N steps when the measured speeds call for it (notebook 06), and ``set_slow
 makes a worker a simulated slower device mid-run. Local SGD takes one H for all, or one
 per worker (``balance.scale_local_steps``: speed-scaled, notebook 08).
 
-The step loops themselves are in ``hetlab.ps_loops``; plain data and arithmetic in
-``hetlab.ps_math``; the actors in ``hetlab.server`` and ``hetlab.worker``.
+The step loops themselves are in ``hetlab.ps.engine``; plain data and arithmetic in
+``hetlab.ps.specs``; the actors in ``hetlab.ps.server`` and ``hetlab.ps.worker``.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import dataclasses
+from pathlib import Path
 
 import ray
 import torch
@@ -48,14 +47,14 @@ from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
 from hetlab.flat import flat_weights, load_flat
 from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
-from hetlab.ps_loops import _one_line, run_async, sync_round
+from hetlab.ps.engine import _one_line, run_async, sync_round
+from hetlab.ps.server import Server
+from hetlab.ps.specs import (StepRecord, WorkerSpec, check_batch_sizes,
+                             check_local_steps, check_options, check_spec, per_worker_samples_per_s,
+                             samples_per_s)
+from hetlab.ps.worker import Worker
 from hetlab.simulate import label as simulated_label
-from hetlab.ps_math import (StepRecord, WorkerSpec, check_batch_sizes,
-                            check_local_steps, check_options, check_spec, per_worker_samples_per_s,
-                            samples_per_s)
-from hetlab.server import Server
 from hetlab.train import evaluate
-from hetlab.worker import Worker
 
 
 def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
@@ -69,6 +68,20 @@ def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
 
 __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
 KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in checkpoint_dir (the newest ones)
+
+
+@dataclasses.dataclass
+class Member:
+    """One worker of a running training, all in one place: what it is, its share of the work,
+    its actor, what it reported when it started, and what the driver remembers of it."""
+
+    spec: WorkerSpec
+    batch_size: int
+    local_steps: int                 # H: local SGD's steps per round (other modes: unused)
+    actor: object = None             # its Worker actor, once started
+    info: dict = dataclasses.field(default_factory=dict)       # Worker.info(): host, device, ...
+    warm_sizes: set = dataclasses.field(default_factory=set)   # batch sizes it has warmed up
+    look: tuple | None = None        # retune_every: (samples per step, busy s) at the last look
 
 
 class ParameterServerTraining:
@@ -109,13 +122,13 @@ class ParameterServerTraining:
         probe = (Dataset(payload.images[:2], payload.labels[:2]) if isinstance(payload, Dataset)
                  else (payload[0][:2], payload[1][:2]))
         check_model_and_loss(factory, loss, *as_tensors(probe))  # shapes that don't fit → now
-        self.workers = list(workers)
-        self.batch_sizes = check_batch_sizes(batch_sizes or [64] * len(workers), len(workers))
+        sizes = check_batch_sizes(batch_sizes or [64] * len(workers), len(workers))
+        self.members = [Member(spec, b, h) for spec, b, h in
+                        zip(workers, sizes, check_local_steps(local_steps, len(workers)))]
         self.factory, self.loss = factory, loss
         self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
         self.lr, self.mode, self.seed, self.optimizer = lr, mode, seed, optimizer
         self.max_staleness = max_staleness
-        self.local_steps = list(local_steps) if isinstance(local_steps, (list, tuple)) else local_steps
         self.outer_lr, self.outer_momentum, self.transfer = outer_lr, outer_momentum, transfer
         self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
         self.progress, self.worker_timeout_s = progress, worker_timeout_s
@@ -125,47 +138,46 @@ class ParameterServerTraining:
         self.n_params = flat_weights(make_model(factory, seed=None)).numel()
         self.data_len = n_samples(payload)
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.data.epoch_order)
-        self._actors: list = []
         self.server = None
-        self._warm_sizes: dict[str, set[int]] = {}  # worker name -> batch sizes it has warmed up
         self.warmups = 0  # untimed warm-up steps the workers ran (one per worker and new batch size)
-        self._looks: dict[str, tuple[float, float]] = {}  # retune_every: name -> (samples, busy s) last looked at
         _ensure_ray()
-        self._placements = [_placement(s) for s in workers]
-        gpus.check_free([(s.name, s.role) for s, p in zip(workers, self._placements) if p.get("num_gpus")])
+        where = [actor_options(s) for s in workers]
+        gpus.check_free([(s.name, s.role) for s, p in zip(workers, where) if p.get("num_gpus")])
         try:
-            self._start(payload)
+            self._start(payload, where)
         except BaseException:
             self.shutdown()
             raise
 
     # --- start-up -------------------------------------------------------------------------
-    def _start(self, train_data) -> None:
+    def _start(self, train_data, where: list[dict]) -> None:
         data = ray.put(train_data)  # once; each worker's node fetches it once
-        for spec, where in zip(self.workers, self._placements):
-            opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **where}
-            self._actors.append(ray.remote(Worker).options(**opts).remote(
+        for m, options in zip(self.members, where):
+            opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **options}
+            spec = m.spec
+            m.actor = ray.remote(Worker).options(**opts).remote(
                 spec.name, data, self.factory, spec.device, spec.slowdown,
-                spec.precision, self.transfer, self.seed, self.lr, self.loss))
+                spec.precision, self.transfer, self.seed, self.lr, self.loss)
         here = ray.get_runtime_context().get_node_id()  # the server lives with the driver
         self.server = ray.remote(Server).options(
             num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         ).remote(self.factory, self.seed, self.lr, self.mode, self.outer_lr, self.outer_momentum,
                  self.optimizer)
-        refs = [a.info.remote() for a in self._actors]
+        refs = [m.actor.info.remote() for m in self.members]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.worker_timeout_s)
         if len(ready) < len(refs):
             late = [s.name for s, r in zip(self.workers, refs) if r not in ready]
             raise HetlabError(f"workers {late} did not start within {self.worker_timeout_s:.0f} s: "
                               f"check hetlab.cluster.node_table() shows their machines.")
         try:
-            self.worker_info = ray.get(refs)
+            for m, info in zip(self.members, ray.get(refs)):
+                m.info = info
         except ray.exceptions.RayError as e:
             raise HetlabError(f"a worker failed to start: {_one_line(e)}") from None
         per_host: dict[str, int] = {}
-        for info in self.worker_info:
-            per_host[info["host"]] = per_host.get(info["host"], 0) + 1
-        ray.get([a.set_threads.remote(per_host[i["host"]]) for a, i in zip(self._actors, self.worker_info)],
+        for m in self.members:
+            per_host[m.info["host"]] = per_host.get(m.info["host"], 0) + 1
+        ray.get([m.actor.set_threads.remote(per_host[m.info["host"]]) for m in self.members],
                 timeout=self.worker_timeout_s)
         self._weights = self.server.weights.remote()
         ray.get(self._weights, timeout=self.worker_timeout_s)
@@ -173,11 +185,43 @@ class ParameterServerTraining:
             for label in self.labels:
                 print(f"worker {label}")
 
+    # --- the workers, one Member each -------------------------------------------------------
+    @property
+    def workers(self) -> list[WorkerSpec]:
+        """The live workers' specs, in order (a lost worker is dropped)."""
+        return [m.spec for m in self.members]
+
+    @property
+    def worker_info(self) -> list[dict]:
+        """What each live worker reported when it started: host, node, device, precision."""
+        return [m.info for m in self.members]
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return [m.batch_size for m in self.members]
+
+    @batch_sizes.setter
+    def batch_sizes(self, sizes: list[int]) -> None:
+        for m, b in zip(self.members, check_batch_sizes(sizes, len(self.members))):
+            m.batch_size = b
+
+    @property
+    def local_steps(self) -> list[int]:
+        """Local SGD's H per live worker (one list, even when one H was given for all)."""
+        return [m.local_steps for m in self.members]
+
+    def index_of(self, name: str) -> int:
+        """Position of the live worker called ``name`` (positions shift when a worker is lost)."""
+        for i, m in enumerate(self.members):
+            if m.spec.name == name:
+                return i
+        raise HetlabError(f"no worker named {name!r} (workers: {[s.name for s in self.workers]}).")
+
     @property
     def labels(self) -> list[str]:
         """Learner-facing worker labels: name · device precision (simulated …× slower)."""
         out = []
-        for spec, info in zip(self.workers, self.worker_info):
+        for spec, info in ((m.spec, m.info) for m in self.members):
             prec = info["precision"]
             if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
                 prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
@@ -198,29 +242,27 @@ class ParameterServerTraining:
 
     def set_batch_sizes(self, sizes: list[int]) -> None:
         """Give each worker its batch size (one whole number ≥ 1 per worker)."""
-        self.batch_sizes = check_batch_sizes(sizes, len(self.workers))
+        self.batch_sizes = sizes
 
-    @property
-    def steps_per_round(self) -> list[int]:
-        """Per worker, the steps behind one message: H (local SGD, maybe one per worker), else 1."""
-        if self.mode != "local_sgd":
-            return [1] * len(self.workers)
-        return check_local_steps(self.local_steps, len(self.workers))
+    def steps_per_message(self, i: int) -> int:
+        """The steps behind worker i's one message: H in local SGD, else 1."""
+        return self.members[i].local_steps if self.mode == "local_sgd" else 1
 
     def set_local_steps(self, local_steps) -> None:
         """Local SGD's H from the next round on: one for all, or one per worker (notebook 08)."""
-        check_local_steps(local_steps, len(self.workers))
-        self.local_steps = list(local_steps) if isinstance(local_steps, (list, tuple)) else local_steps
+        for m, h in zip(self.members, check_local_steps(local_steps, len(self.members))):
+            m.local_steps = h
 
     def set_slowdown(self, name: str, slowdown: float) -> None:
         """Make worker ``name`` a *simulated* ``slowdown``× slower device from the next step on
         (notebook 06: a laptop that throttles as it heats). 1 = its own speed; labels say it."""
-        i = self._index(name)
-        spec = dataclasses.replace(self.workers[i], slowdown=slowdown)
+        i = self.index_of(name)
+        m = self.members[i]
+        spec = dataclasses.replace(m.spec, slowdown=slowdown)
         check_spec(spec)
-        ray.get(self._actors[i].set_slowdown.remote(spec.slowdown), timeout=self.worker_timeout_s)
-        self.workers[i] = spec
-        self._looks.pop(name, None)  # its speed changed: what retune_every saw of it is out of date
+        ray.get(m.actor.set_slowdown.remote(spec.slowdown), timeout=self.worker_timeout_s)
+        m.spec = spec
+        m.look = None  # its speed changed: what retune_every saw of it is out of date
         self.events.append({"event": "slowdown", "step": self.step, "worker": self.labels[i]})
 
     # --- training -------------------------------------------------------------------------
@@ -276,19 +318,19 @@ class ParameterServerTraining:
         then finds the split where every worker finishes together.
         """
         speeds, overheads = [], []
-        for spec in self.workers:
-            mine = [r for r in records if r.worker == spec.name]
+        for m in self.members:
+            mine = [r for r in records if r.worker == m.spec.name]
             if not mine:
                 return  # a worker has no record here (one was just lost): look again next time
             n = sum(r.batch_size for r in mine) / len(mine)  # per step (local SGD: per inner step)
             busy = sum((r.compute_s + r.simulated_s) * r.batch_size / r.samples for r in mine) / len(mine)
             per_sample, fixed = busy / n, 0.0
-            before = self._looks.get(spec.name)
+            before = m.look
             if before is not None and before[0] != n:
                 slope = (busy - before[1]) / (n - before[0])
                 if 0 < slope and busy - slope * n >= 0:
                     per_sample, fixed = slope, busy - slope * n
-            self._looks[spec.name] = (n, busy)
+            m.look = (n, busy)
             speeds.append(1 / per_sample)
             overheads.append(fixed + sum(r.comm_s for r in mine) / len(mine))
         sizes = follow_split(self.batch_sizes, speeds, overheads)
@@ -304,10 +346,9 @@ class ParameterServerTraining:
         compiles per shape; ``hetlab.devices.warm_up`` says why every device does it). Sizes
         already warmed cost nothing, not even a message. A worker that fails here is left
         to the step itself, which handles a lost worker."""
-        todo = [(spec.name, actor, b) for spec, actor, b in zip(self.workers, self._actors, self.batch_sizes)
-                if b not in self._warm_sizes.get(spec.name, set())]
         local = self.mode == "local_sgd"
-        refs = {actor.warm.remote(b, local): (name, b) for name, actor, b in todo}
+        refs = {m.actor.warm.remote(m.batch_size, local): (m, m.batch_size)
+                for m in self.members if m.batch_size not in m.warm_sizes}
         if not refs:
             return
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.worker_timeout_s)
@@ -316,8 +357,8 @@ class ParameterServerTraining:
                 ran = ray.get(ref)
             except ray.exceptions.RayError:
                 continue
-            name, b = refs[ref]
-            self._warm_sizes.setdefault(name, set()).add(b)
+            m, b = refs[ref]
+            m.warm_sizes.add(b)
             self.warmups += int(ran)
 
     # --- measuring ------------------------------------------------------------------------
@@ -344,8 +385,8 @@ class ParameterServerTraining:
         of full training steps on its device, simulated slowdown included."""
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
-        return [ray.get(a.standalone.remote(self._weights, b, steps), timeout=self.worker_timeout_s)
-                for a, b in zip(self._actors, sizes)]
+        return [ray.get(m.actor.standalone.remote(self._weights, b, steps), timeout=self.worker_timeout_s)
+                for m, b in zip(self.members, sizes)]
 
     def samples_per_s(self, records: list[StepRecord] | None = None) -> float:
         """Cluster samples/s over ``records`` (default: all so far)."""
@@ -384,7 +425,7 @@ class ParameterServerTraining:
                 raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
             path = Path(self.checkpoint_dir) / f"step-{self.step:06d}.pt"
         try:
-            local = ray.get([a.local_state.remote() for a in self._actors], timeout=self.worker_timeout_s)
+            local = ray.get([m.actor.local_state.remote() for m in self.members], timeout=self.worker_timeout_s)
             server_state = ray.get(self.server.state.remote(), timeout=self.worker_timeout_s)
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
             raise HetlabError(f"could not read the training state to save it ({_one_line(e)}): "
@@ -433,7 +474,7 @@ class ParameterServerTraining:
         run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
         try:
             ray.get(run.server.load_state.remote(ckpt["server"]), timeout=run.worker_timeout_s)
-            ray.get([a.load_local_state.remote(w) for a, w in zip(run._actors, saved)],
+            ray.get([m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)],
                     timeout=run.worker_timeout_s)
             run.stream = Stream.from_state(ckpt["stream"])
             run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
@@ -449,23 +490,21 @@ class ParameterServerTraining:
 
     def kill_worker(self, name: str) -> None:
         """Kill one worker's process, as if its machine went away (notebook 08 on the real pair)."""
-        ray.kill(self._actors[self._index(name)])
-
-    def _index(self, name: str) -> int:
-        names = [s.name for s in self.workers]
-        if name not in names:
-            raise HetlabError(f"no worker named {name!r} (workers: {names}).")
-        return names.index(name)
+        ray.kill(self.members[self.index_of(name)].actor)
 
     # --- lifetime -------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop this training's actors (not Ray itself); safe to call twice."""
-        for actor in self._actors + ([self.server] if self.server is not None else []):
+        for actor in [m.actor for m in self.members] + [self.server]:
+            if actor is None:
+                continue
             try:
                 ray.kill(actor)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        self._actors, self.server = [], None
+        for m in self.members:
+            m.actor = None
+        self.server = None
 
     def __enter__(self) -> "ParameterServerTraining":
         return self
@@ -474,7 +513,7 @@ class ParameterServerTraining:
         self.shutdown()
 
 
-def _placement(spec: WorkerSpec) -> dict:
+def actor_options(spec: WorkerSpec) -> dict:
     """Actor options pinning a worker to its machine; a GPU worker asks Ray for the GPU.
 
     ``device="cuda"``/``"mps"`` always asks for it (so Ray accounts for the card and
