@@ -71,7 +71,8 @@ class Dataset:
 
     def normalized(self) -> torch.Tensor:
         """Float32 N×1×28×28, scaled to [0, 1] then standardised with MEAN and STD."""
-        return ((self.images.float() / 255.0 - MEAN) / STD).unsqueeze(1)
+        x = self.images.float()  # one new buffer, then in place: the same values, no temporaries
+        return x.div_(255.0).sub_(MEAN).div_(STD).unsqueeze(1)
 
     def subset(self, n: int, seed: int = 0) -> "Dataset":
         """A deterministic random subset of ``n`` samples (the same for the same seed)."""
