@@ -20,6 +20,7 @@ from torch import nn
 from hetlab.data import batches, load_mnist
 from hetlab.devices import resolve, synchronize
 from hetlab.models import make_model
+from hetlab.step import train_step
 from hetlab.textbook import textbook_loader
 
 
@@ -55,9 +56,7 @@ def time_training(make_batches, data, batch_size, dev) -> float:
     t0 = time.perf_counter()
     n = 0
     for xb, yb in make_batches(data, batch_size, dev, seed=0):
-        opt.zero_grad(set_to_none=True)
-        nn.functional.cross_entropy(model(xb), yb).backward()
-        opt.step()
+        train_step(model, opt, nn.functional.cross_entropy, xb, yb)
         n += len(yb)
     synchronize(dev)
     return n / (time.perf_counter() - t0)

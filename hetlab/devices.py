@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from hetlab.errors import HetlabError
+from hetlab.step import train_step
 
 KINDS = ("cuda", "mps", "cpu")
 
@@ -159,9 +160,7 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
     loss = loss or nn.functional.cross_entropy
 
     def step():
-        opt.zero_grad(set_to_none=True)
-        loss(model(x), y).backward()
-        opt.step()
+        train_step(model, opt, loss, x, y)
 
     key = shape_key(model, dev, batch_size, optimizer)
     if warmup is None:

@@ -18,6 +18,7 @@ from hetlab.data import as_tensors, batches
 from hetlab.devices import resolve, synchronize
 from hetlab.errors import HetlabError
 from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model
+from hetlab.step import train_step
 
 
 @dataclass
@@ -100,10 +101,7 @@ def train(model, train_data, test_data=None,
         t = time.perf_counter()
         for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
             t_batch = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
+            loss = train_step(model, opt, loss_fn, xb, yb)
             hist.lr.append(opt.param_groups[0]["lr"])
             if sched is not None:
                 sched.step()

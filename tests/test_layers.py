@@ -17,7 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "flat", "simulate", "raylog", "machine", "authtoken",
-               "data", "models", "devices", "measured", "checkpoint", "balance", "planner",
+               "step", "data", "models", "devices", "measured", "checkpoint", "balance", "planner",
                "textbook", "train"],
     "cluster": ["reach", "cluster", "commands", "gpus", "practice", "rehearsal", "preflight"],
     "engines": ["ps", "ps.specs", "ps.worker", "ps.server", "ps.engine", "ps.training", "raytrain",

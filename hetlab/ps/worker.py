@@ -25,6 +25,7 @@ from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
 from hetlab.flat import flat_grad, load_flat
 from hetlab.models import make_model
 from hetlab.simulate import slow_down
+from hetlab.step import train_step
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
@@ -235,10 +236,7 @@ class Worker:
         g = torch.Generator().manual_seed(12345)
 
         def step():
-            xb, yb = self._random_batch(batch_size, g)
-            opt.zero_grad(set_to_none=True)
-            self.loss(model(xb), yb).backward()
-            opt.step()
+            train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
             synchronize(self.device)
 
         if warmup is None:
