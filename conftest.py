@@ -49,3 +49,19 @@ def _leave_to_the_rehearsal(config, items):
     if covered:
         config.hook.pytest_deselected(items=covered)
         items[:] = [item for item in items if item not in covered]
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After a run with notebooks: minutes per notebook (the README's table takes full mode's from
+    ``make test-full``), summed over its cells' set-up, run and tear-down."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            where = str(getattr(report, "nodeid", "")).split("::")[0]
+            if where.endswith(".ipynb") and hasattr(report, "duration"):
+                seconds[where] = seconds.get(where, 0.0) + report.duration
+    if seconds:
+        mode = "quick" if os.environ.get("HETLAB_QUICK") != "0" else "full"
+        terminalreporter.write_sep("-", f"minutes per notebook ({mode} mode)")
+        for where, s in sorted(seconds.items()):
+            terminalreporter.write_line(f"{where:<50s} {s / 60:5.1f}")
