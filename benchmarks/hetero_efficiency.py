@@ -29,6 +29,7 @@ from hetlab import balance
 from hetlab.data import load_mnist
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
+from hetlab.ps.specs import wall_s
 
 
 def ps_overhead_fraction(records) -> float:
@@ -103,7 +104,7 @@ def main() -> None:
     print("  where a tuned step's time goes (mean per step):")
     tuned_recs = runs["tuned"]
     n_steps = len({r.step for r in tuned_recs})
-    step_s = sum({r.step: r.step_s for r in tuned_recs}.values()) / n_steps
+    step_s = wall_s(tuned_recs) / n_steps
     server_s = sum({r.step: r.server_s for r in tuned_recs}.values()) / n_steps
     for spec, label in zip(training.workers, labels):
         mine = [r for r in tuned_recs if r.worker == spec.name]

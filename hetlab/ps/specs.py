@@ -145,15 +145,16 @@ def check_local_steps(local_steps, n_workers: int) -> list[int]:
     return values
 
 
+def wall_s(records) -> float:
+    """The wall time of the steps behind ``records`` (a sync step has one record per worker,
+    all with the same ``step_s``: it counts once)."""
+    return sum({r.step: r.step_s for r in records}.values())
+
+
 def samples_per_s(records) -> float:
     """Cluster throughput: samples of all records ÷ the wall time of their steps."""
-    steps: dict[int, float] = {}
-    total = 0
-    for r in records:
-        steps[r.step] = r.step_s
-        total += r.samples or r.batch_size
-    wall = sum(steps.values())
-    return total / wall if wall > 0 else 0.0
+    wall = wall_s(records)
+    return sum(r.samples or r.batch_size for r in records) / wall if wall > 0 else 0.0
 
 
 def idle_share(records, name: str) -> float:
@@ -161,8 +162,7 @@ def idle_share(records, name: str) -> float:
 
     Sync: waiting for the straggler. Async: held back by the staleness bound.
     """
-    steps = {r.step: r.step_s for r in records}
-    wall = sum(steps.values())
+    wall = wall_s(records)
     return sum(r.wait_s for r in records if r.worker == name) / wall if wall > 0 else 0.0
 
 
@@ -174,5 +174,3 @@ def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
         busy = sum(r.compute_s + r.simulated_s + r.comm_s for r in mine)
         out.append(sum(r.samples or r.batch_size for r in mine) / busy if busy > 0 else 0.0)
     return out
-
-

@@ -221,7 +221,8 @@ class ParameterServerTraining:
     def labels(self) -> list[str]:
         """Learner-facing worker labels: name · device precision (simulated …× slower)."""
         out = []
-        for spec, info in ((m.spec, m.info) for m in self.members):
+        for m in self.members:
+            spec, info = m.spec, m.info
             prec = info["precision"]
             if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
                 prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
