@@ -7,8 +7,10 @@ HETLAB_ADDRESS set, your own pair instead (``hetlab.pair.the_pair``).
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 
 Standalone speeds are measured in the same run (each worker alone, at the whole
-global batch). The equal split and the auto-tuned split are measured side by side,
-alternating, so that load from anything else on this machine hits both alike.
+global batch), once per alternation, right before the equal split and the auto-tuned
+split run side by side: each efficiency divides by the standalone speeds measured
+moments before it, so that load from anything else on this machine hits both alike. The
+efficiency printed is the median over the alternations; each one is shown too.
 PS overhead = (straggler's communication + server step) ÷ step time. Then where each
 millisecond of a tuned step goes: along the straggler's path (compute, simulated,
 communication, the server's update, the rest until the driver sees the update) and the
@@ -72,35 +74,37 @@ def main() -> None:
                                     batch_sizes=balance.split_batch(g, [1, 1])) as training:
         labels = training.labels
         training.run(3)  # warm-up
-        standalone = training.standalone_throughput(g, steps=args.steps)
         tuned = balance.auto_tune(lambda sizes: training.measure(sizes, steps=args.steps), g, 2, rounds=6)
         equal = balance.split_batch(g, [1, 1])
         runs = {"equal": [], "tuned": []}
         driver_cpu = {"equal": 0.0, "tuned": 0.0}
-        for _ in range(args.repeats):
+        alone_each, eff_each = [], {"equal": [], "tuned": []}
+        for _ in range(args.repeats):  # each alternation: both alone, then both splits
+            alone_each.append(training.standalone_throughput(g, steps=args.steps))
             for name, sizes in (("equal", equal), ("tuned", tuned.batch_sizes)):
                 cpu = time.process_time()
-                runs[name].extend(training.run(args.steps, batch_sizes=sizes))
+                recs = training.run(args.steps, batch_sizes=sizes)
                 driver_cpu[name] += time.process_time() - cpu
-        standalone_after = training.standalone_throughput(g, steps=args.steps)
+                runs[name].extend(recs)
+                eff_each[name].append(balance.efficiency(training.samples_per_s(recs), alone_each[-1]))
 
-    alone = [(a + b) / 2 for a, b in zip(standalone, standalone_after)]
+    alone = [statistics.mean(a) for a in zip(*alone_each)]
     rate = {name: training.samples_per_s(recs) for name, recs in runs.items()}
-    eff = {name: balance.efficiency(r, alone) for name, r in rate.items()}
+    eff = {name: statistics.median(e) for name, e in eff_each.items()}
     overhead = {name: ps_overhead_fraction(recs) for name, recs in runs.items()}
 
     print(f"hetero_efficiency: global batch {g}, {args.steps} steps × {args.repeats} alternations per split")
-    for label, a, b in zip(labels, standalone, standalone_after):
-        print(f"  standalone {label:45s} {a:8,.0f} / {b:8,.0f} samples/s (before / after)")
-    print(f"  sum of standalone (mean of before/after): {sum(alone):,.0f} samples/s")
+    for label, each in zip(labels, zip(*alone_each)):
+        print(f"  standalone {label:45s} {' / '.join(f'{a:,.0f}' for a in each)} samples/s (each alternation)")
+    print(f"  sum of standalone (mean): {sum(alone):,.0f} samples/s")
     print("  auto-tune rounds:")
     for r in tuned.history:
         print(f"    {balance.format_ratio(r.batch_sizes):24s} measured "
               f"{', '.join(f'{t:,.0f}' for t in r.throughputs)} samples/s")
-    print(f"  {'split':28s} {'samples/s':>10} {'efficiency':>11} {'PS overhead':>12}")
+    print(f"  {'split':28s} {'samples/s':>10} {'efficiency':>11} {'PS overhead':>12}   efficiency per alternation")
     for name, sizes in (("equal", equal), ("tuned", tuned.batch_sizes)):
         print(f"  {name + ' ' + balance.format_ratio(sizes):28s} {rate[name]:10,.0f} "
-              f"{eff[name]:11.1%} {overhead[name]:12.1%}")
+              f"{eff[name]:11.1%} {overhead[name]:12.1%}   {', '.join(f'{e:.1%}' for e in eff_each[name])}")
     print("  where a tuned step's time goes (mean per step):")
     tuned_recs = runs["tuned"]
     n_steps = len({r.step for r in tuned_recs})
@@ -124,6 +128,7 @@ def main() -> None:
           f"(the gap to measured = workers slower together than alone + PS overhead)")
     print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),
                       "efficiency_tuned": round(eff["tuned"], 4),
+                      "efficiency_tuned_each": [round(e, 4) for e in eff_each["tuned"]],
                       "tuned_ratio": [round(x, 4) for x in tuned.ratio],
                       "tuned_batch_sizes": tuned.batch_sizes,
                       "ps_overhead_fraction": round(overhead["tuned"], 4),

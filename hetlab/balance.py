@@ -4,7 +4,9 @@ In synchronous data parallelism every step waits for the slowest worker. If work
 *i* processes ``t_i`` samples per second, giving it a batch ``b_i ∝ t_i`` makes every
 worker take the same ``b_i / t_i`` seconds, so nobody waits. ``split_batch`` turns
 a ratio (or measured throughputs) into integer batch sizes that add up exactly to
-the global batch; ``auto_tune`` measures, re-splits, and repeats until it settles.
+the global batch; ``auto_tune`` measures, re-splits, and repeats until it settles,
+modelling each worker's step as a fixed cost plus its batch ÷ its speed, because a
+smaller share does not shrink the fixed part.
 """
 from __future__ import annotations
 
@@ -147,25 +149,29 @@ class TuneResult:
 def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int,
               n_workers: int, rounds: int = 6, tol: float = 0.02,
               damping: float = 1.0) -> TuneResult:
-    """Measure, split ∝ measured throughput, repeat until the sizes settle (notebook 06).
+    """Measure, fit each worker's step time, re-split so all finish together; repeat (notebook 06).
 
     ``measure(batch_sizes)`` returns each worker's samples/s at those sizes (e.g.
     ``training.measure(sizes, steps=3)``). Every round tries new sizes, so ``measure``
     must not time the first step at a new batch shape (MPS compiles per shape: the Mac
     would look slower and get less work); ``training.measure`` warms each new size up
-    first (``hetlab.devices.warm_up``). Starts from an equal split; each round moves
-    the sizes ``damping`` of the way toward the split ∝ throughput, halving ``damping``
-    whenever a worker's size changes direction (a sign of noise or overshoot). Stops when
-    no size moves by more than ``tol`` × global batch (``converged``: the sizes returned are
-    the last ones measured), or after ``rounds`` measurements (the sizes returned are the
-    re-split of the last measurement).
+    first (``hetlab.devices.warm_up``).
+
+    Starts from an equal split. After each round every worker's step is modelled as
+    fixed + b / speed (``fit_step_time`` over all its rounds so far: a smaller share does
+    not shrink the fixed part, so a split ∝ samples/s alone would still leave the fast
+    worker waiting), and the sizes move ``damping`` of the way toward the split where all
+    finish together (``equal_finish_split``), halving ``damping`` whenever a worker's size
+    changes direction (noise or overshoot). Stops when that move would make the step less
+    than ``tol`` faster (``converged``: the sizes returned are the last ones measured), or
+    after ``rounds`` measurements (the sizes returned are the re-split of the last one).
     """
     if isinstance(n_workers, bool) or not isinstance(n_workers, Integral) or n_workers < 1:
         raise HetlabError(f"n_workers must be a positive whole number, got {n_workers!r}.")
     if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 1:
         raise HetlabError(f"rounds must be at least 1, got {rounds!r}.")
     if not (isinstance(tol, Real) and 0 <= tol < 1):
-        raise HetlabError(f"tol must be a fraction of the global batch in [0, 1), got {tol!r}.")
+        raise HetlabError(f"tol must be a fraction of the step time in [0, 1), got {tol!r}.")
     if not (isinstance(damping, Real) and 0 < damping <= 1):
         raise HetlabError(f"damping must be in (0, 1], got {damping!r}.")
     sizes = split_batch(global_batch, [1.0] * n_workers)
@@ -178,12 +184,15 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
         except HetlabError as e:
             raise HetlabError(f"measure({sizes}) returned {measured!r}, not one positive samples/s per worker ({e})") from None
         history.append(TuneRound(list(sizes), throughputs))
-        target = split_batch(global_batch, throughputs)
+        speeds, fixed = zip(*(fit_step_time([r.batch_sizes[i] for r in history],
+                                            [r.batch_sizes[i] / r.throughputs[i] for r in history])
+                              for i in range(n_workers)))
+        target = equal_finish_split(global_batch, speeds, fixed)
+        if predicted_step_time(sizes, speeds, fixed) <= (1 + tol) * predicted_step_time(target, speeds, fixed):
+            return TuneResult(list(sizes), ratio_of(sizes), history, converged=True)
         move = [t - s for t, s in zip(target, sizes)]
         if any(m * lm < 0 for m, lm in zip(move, last_move)):
             damping /= 2
-        if max(abs(m) for m in move) <= tol * global_batch:
-            return TuneResult(list(sizes), ratio_of(sizes), history, converged=True)
         blended = [s + damping * m for s, m in zip(sizes, move)]
         new = split_batch(global_batch, [max(b, 1e-9) for b in blended])
         if new == sizes:  # the damped step rounds to no change: settled as far as integers go
@@ -193,6 +202,38 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     return TuneResult(list(sizes), ratio_of(sizes), history, converged=False)
 
 
+def fit_step_time(sizes: Sequence[float], seconds: Sequence[float],
+                  min_spread: float = 0.1) -> tuple[float, float]:
+    """One worker's step as ``fixed + size / speed``, fitted to its measurements: (speed, fixed).
+
+    A least-squares line through the (batch size, seconds per step) points. With sizes
+    closer together than ``min_spread`` of the largest, or a line that makes no physical
+    sense (no positive per-sample time, a negative fixed time, or a fixed time longer than
+    the quickest step measured), noise decides the line: then the last point alone,
+    fixed = 0 (notebook 06: ``auto_tune`` and the
+    split that follows, ``ParameterServerTraining.run(retune_every=N)``).
+    """
+    n = len(sizes)
+    mean_b, mean_s = sum(sizes) / n, sum(seconds) / n
+    spread = sum((b - mean_b) ** 2 for b in sizes)
+    if spread > 0 and max(sizes) - min(sizes) >= min_spread * max(sizes):
+        slope = sum((b - mean_b) * (s - mean_s) for b, s in zip(sizes, seconds)) / spread
+        fixed = mean_s - slope * mean_b
+        if slope > 0 and 0 <= fixed <= min(seconds):
+            return 1 / slope, fixed
+    return sizes[-1] / seconds[-1], 0.0
+
+
+def equal_finish_split(global_batch: int, speeds: Sequence[float],
+                       fixed: Sequence[float] | None = None) -> list[int]:
+    """Sizes with which every worker finishes together: b_i = t_i·(T − c_i), where worker i
+    needs c_i + b_i / t_i seconds and T = (B + Σ c_i·t_i) / Σ t_i (notebook 06)."""
+    t = check_weights(speeds)
+    c = [0.0] * len(t) if fixed is None else [max(0.0, float(x)) for x in fixed]
+    finish = (global_batch + sum(ci * ti for ci, ti in zip(c, t))) / sum(t)
+    return split_batch(global_batch, [max(ti * (finish - ci), 1e-9) for ti, ci in zip(t, c)])
+
+
 # --- following the machines during training (notebooks 06, 08) ------------------------------
 
 def follow_split(batch_sizes: Sequence[int], throughputs: Sequence[float],
@@ -200,16 +241,15 @@ def follow_split(batch_sizes: Sequence[int], throughputs: Sequence[float],
     """The split to use next, given the speeds just measured (notebook 06, "the split that follows").
 
     Worker i needs ``overheads[i] + b_i / throughputs[i]`` seconds per step (its messages'
-    fixed cost, then its device's time), so all finish together at T = (B + Σ c_i·t_i) / Σ t_i
-    with b_i = t_i·(T − c_i). That split is returned when it makes the step more than
+    fixed cost, then its device's time); ``equal_finish_split`` gives the sizes with which
+    all finish together. That split is returned when it makes the step more than
     ``min_gain`` faster; otherwise ``batch_sizes`` stay, so noise does not move the split.
     """
     if not (isinstance(min_gain, Real) and 0 <= min_gain < 1):
         raise HetlabError(f"min_gain must be a fraction in [0, 1), got {min_gain!r}.")
     t = check_weights(throughputs, len(batch_sizes))
     c = [0.0] * len(t) if overheads is None else [max(0.0, float(x)) for x in overheads]
-    finish = (sum(batch_sizes) + sum(ci * ti for ci, ti in zip(c, t))) / sum(t)
-    target = split_batch(sum(batch_sizes), [max(ti * (finish - ci), 1e-9) for ti, ci in zip(t, c)])
+    target = equal_finish_split(sum(batch_sizes), t, c)
     now, then = (predicted_step_time(sizes, t, c) for sizes in (batch_sizes, target))
     return target if now > (1 + min_gain) * then else list(batch_sizes)
 

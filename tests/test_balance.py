@@ -6,7 +6,8 @@ import time
 import pytest
 import torch
 
-from hetlab.balance import (auto_tune, check_weights, efficiency, follow_split, format_ratio,
+from hetlab.balance import (auto_tune, check_weights, efficiency, equal_finish_split, fit_step_time,
+                            follow_split, format_ratio,
                             idle_fractions, predicted_efficiency, predicted_samples_per_s, predicted_step_time,
                             ratio_of, scale_local_steps, split_batch)
 from hetlab.data import load_mnist
@@ -113,6 +114,29 @@ def test_auto_tune_settles_near_the_throughput_ratio():
     assert result.ratio == pytest.approx(ratio_of(result.batch_sizes))
     assert result.history[-1].predicted_efficiency > 0.9 > 0.5 > result.history[0].predicted_efficiency
     assert "settled" in str(result)
+
+
+def test_auto_tune_gives_the_fixed_cost_its_due():
+    """The slow worker's step has a large fixed part (its messages, its per-step overhead):
+    a split ∝ samples/s leaves the fast one waiting; the fitted model finds equal finish times."""
+    speeds, fixed = [4000.0, 1000.0], [0.005, 0.040]
+    measure = lambda sizes: [b / (c + b / t) for b, t, c in zip(sizes, speeds, fixed)]
+    result = auto_tune(measure, 512, 2)
+    assert result.converged and len(result.history) <= 4
+    assert result.batch_sizes == equal_finish_split(512, speeds, fixed) == [438, 74]
+    proportional = split_batch(512, measure([256, 256]))    # ∝ the samples/s at the equal split
+    assert proportional == result.history[1].batch_sizes == [415, 97]
+    step = lambda sizes: predicted_step_time(sizes, speeds, fixed)
+    assert step(proportional) > 1.15 * step(result.batch_sizes)
+
+
+def test_fit_step_time_separates_the_fixed_part_and_falls_back_on_noise():
+    assert fit_step_time([100, 200, 400], [0.03, 0.05, 0.09]) == pytest.approx((5000.0, 0.01))
+    assert fit_step_time([100], [0.05]) == (2000.0, 0.0)              # one size: no fixed part
+    assert fit_step_time([100, 105], [0.05, 0.08]) == (105 / 0.08, 0.0)  # too close to tell
+    assert fit_step_time([100, 200], [0.08, 0.05]) == (4000.0, 0.0)   # slower with fewer: noise
+    # a line whose fixed part (55 ms) is longer than the quickest step measured (32 ms): noise
+    assert fit_step_time([64, 31, 14], [0.120, 0.160, 0.032]) == (14 / 0.032, 0.0)
 
 
 def test_auto_tune_three_workers():
