@@ -44,7 +44,7 @@ from torch import nn
 
 from hetlab.errors import HetlabError
 from hetlab.flat import flat_grad, set_flat_grad
-from hetlab.simulate import label as simulated_label, slow_down
+from hetlab.simulate import slow_down, labelled
 
 RENDEZVOUS_TIMEOUT_S = 60  # torch's default is 30 min: a blocked port would look like a hang
 
@@ -264,7 +264,7 @@ def train_loop(config: dict) -> None:
             print(f"[hetlab rank 0] step {step + 1}/{config['steps']} loss {losses[-1]:.3f}")
     train_s = time.perf_counter() - t_start
 
-    label = f"{role} ({', '.join(filter(None, (device.type, simulated_label(slowdown))))})"
+    label = labelled(f"{role} · {device.type}", slowdown)  # the parameter server's label format
     if os.environ.get("HETLAB_REHEARSAL"):
         label += " (rehearsal host)"
     mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), sizes[rank],

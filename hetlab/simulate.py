@@ -18,6 +18,7 @@ def slow_down(slowdown: float, compute_s: float) -> float:
     return extra
 
 
-def label(slowdown: float) -> str:
-    """``"simulated 4× slower"`` for a simulated device, ``""`` for a real one."""
-    return f"simulated {slowdown:g}× slower" if slowdown > 1 else ""
+def labelled(text: str, slowdown: float) -> str:
+    """``text`` as a learner sees it: ``"mac (simulated 4× slower)"`` for a simulated device,
+    ``text`` alone for a real one (``slowdown`` 1). The one label format of every worker."""
+    return f"{text} (simulated {slowdown:g}× slower)" if slowdown > 1 else text

@@ -3,7 +3,8 @@
 * ``specs``: plain data and arithmetic, no Ray: ``WorkerSpec``, ``StepRecord``, the weighting
   Σ (b_i/Σb)·g_i, the async scale, the staleness bound, input checks, samples/s;
 * ``worker`` and ``server``: the two Ray actors (a device with the data; the weights and the optimizer);
-* ``engine``: how one step is driven (sync round, async updates, a lost worker);
+* ``engine``: ``Engine``, the base class whose methods drive a step (sync round, async
+  updates, a lost worker);
 * ``training``: ``ParameterServerTraining``, the object a learner holds: start, run, measure,
   checkpoint, resume, shut down; one ``Member`` per worker.
 

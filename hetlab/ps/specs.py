@@ -13,7 +13,7 @@ from typing import Sequence
 
 from hetlab.data import n_samples
 from hetlab.errors import HetlabError
-from hetlab.simulate import label as simulated_label
+from hetlab.simulate import labelled
 from hetlab.vocab import DEVICE_KINDS, MODES, OPTIMIZERS, PRECISIONS, TRANSFERS
 
 
@@ -30,7 +30,7 @@ class WorkerSpec:
     @property
     def label(self) -> str:
         """The learner-facing name: always says "simulated" for a slowed-down worker."""
-        return f"{self.name} ({simulated_label(self.slowdown)})" if self.slowdown > 1 else self.name
+        return labelled(self.name, self.slowdown)
 
 
 @dataclass

@@ -27,7 +27,7 @@ every N steps when the measured speeds call for it (notebook 06), and ``set_slow
 makes a worker a simulated slower device mid-run. Local SGD takes one H for all, or one
 per worker (``balance.scale_local_steps``: speed-scaled, notebook 08).
 
-The step loops themselves are in ``hetlab.ps.engine``; plain data and arithmetic in
+The steps themselves are methods of its base class, ``hetlab.ps.engine.Engine``; plain data and arithmetic in
 ``hetlab.ps.specs``; the actors in ``hetlab.ps.server`` and ``hetlab.ps.worker``.
 """
 from __future__ import annotations
@@ -40,20 +40,20 @@ import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hetlab import gpus, progress_bar
-from hetlab.balance import follow_split
+from hetlab.balance import fit_step_time, follow_split
 from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
 from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
 from hetlab.flat import flat_weights, load_flat
 from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
-from hetlab.ps.engine import _one_line, run_async, sync_round
+from hetlab.ps.engine import Engine, _one_line
 from hetlab.ps.server import Server
 from hetlab.ps.specs import (StepRecord, WorkerSpec, check_batch_sizes,
                              check_local_steps, check_options, check_spec, per_worker_samples_per_s,
                              samples_per_s)
 from hetlab.ps.worker import Worker
-from hetlab.simulate import label as simulated_label
+from hetlab.simulate import labelled
 from hetlab.train import evaluate
 
 
@@ -84,7 +84,7 @@ class Member:
     look: tuple | None = None        # retune_every: (samples per step, busy s) at the last look
 
 
-class ParameterServerTraining:
+class ParameterServerTraining(Engine):
     """Train one model on unlike workers through a parameter server (notebooks 05, 06, 08).
 
     ``mode="sync"``: every step all workers compute on the same weights, the server
@@ -226,10 +226,9 @@ class ParameterServerTraining:
             prec = info["precision"]
             if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
                 prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
-            sim = f" ({simulated_label(spec.slowdown)})" if spec.slowdown > 1 else ""
             where = f" (rehearsal host {info['rehearsal']})" if info.get("rehearsal") else ""
             note = f" ({info['device_note']})" if info.get("device_note") else ""  # cuda:N, see worker
-            out.append(f"{spec.name} · {info['device']}{note} {prec}{sim}{where}")
+            out.append(labelled(f"{spec.name} · {info['device']}{note} {prec}", spec.slowdown) + where)
         return out
 
     @property
@@ -292,11 +291,11 @@ class ParameterServerTraining:
         bar = progress_bar(steps, f"{self.mode}, {len(self.workers)} workers", self.progress)
         try:
             if self.mode == "async":
-                run_async(self, steps, bar)
+                self._async_updates(steps, bar)
             else:
                 window = len(self.records)  # the records since the last look at the speeds
                 for k in range(1, steps + 1):
-                    sync_round(self)
+                    self._sync_round()
                     if retune_every and k % retune_every == 0:
                         self._follow_speeds(self.records[window:])
                         window = len(self.records)
@@ -313,7 +312,8 @@ class ParameterServerTraining:
 
         Each worker's step takes about fixed + batch / speed seconds on its device
         (compute + simulated), plus its communication. The last two looks at different
-        sizes give both terms (a line through two points); with one size only, fixed = 0.
+        sizes give both terms (``balance.fit_step_time``: a line through two points); with
+        one size only, fixed = 0.
         The fixed part matters: a smaller share does not shrink a step's fixed cost, and
         ignoring it would move the split further at every look. ``balance.follow_split``
         then finds the split where every worker finishes together.
@@ -325,14 +325,10 @@ class ParameterServerTraining:
                 return  # a worker has no record here (one was just lost): look again next time
             n = sum(r.batch_size for r in mine) / len(mine)  # per step (local SGD: per inner step)
             busy = sum((r.compute_s + r.simulated_s) * r.batch_size / r.samples for r in mine) / len(mine)
-            per_sample, fixed = busy / n, 0.0
-            before = m.look
-            if before is not None and before[0] != n:
-                slope = (busy - before[1]) / (n - before[0])
-                if 0 < slope and busy - slope * n >= 0:
-                    per_sample, fixed = slope, busy - slope * n
+            looks = [m.look, (n, busy)] if m.look else [(n, busy)]
+            speed, fixed = fit_step_time(*zip(*looks), min_spread=0.0)
             m.look = (n, busy)
-            speeds.append(1 / per_sample)
+            speeds.append(speed)
             overheads.append(fixed + sum(r.comm_s for r in mine) / len(mine))
         sizes = follow_split(self.batch_sizes, speeds, overheads)
         if sizes != self.batch_sizes:
