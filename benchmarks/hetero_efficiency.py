@@ -13,8 +13,9 @@ moments before it, so that load from anything else on this machine hits both ali
 efficiency printed is the median over the alternations; each one is shown too.
 PS overhead = (straggler's communication + server step) ÷ step time. Then where each
 millisecond of a tuned step goes: along the straggler's path (compute, simulated,
-communication, the server's update, the rest until the driver sees the update) and the
-driver's own CPU time per step (its Python and Ray's threads in the driver process).
+communication, the server's own update, the update's trip (the rest of the driver's wait
+for it: gradients to the server, its answer back), the rest) and the driver's own CPU time
+per step (its Python and Ray's threads in the driver process).
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--repeats 3]
 
@@ -47,12 +48,14 @@ def ps_overhead_fraction(records) -> float:
 
 def critical_path_ms(records) -> dict:
     """Mean ms per step along the straggler's path: compute, simulated, comm, the server's
-    update, and the rest of the step (the update's way back to the driver, the driver itself)."""
-    parts = {"compute": [], "simulated": [], "comm": [], "server": [], "rest": [], "step": []}
+    update (its own arithmetic, then the rest of the driver's wait for it: the gradients' way
+    to the server and the answer's way back), and the rest of the step (the driver itself)."""
+    parts = {"compute": [], "simulated": [], "comm": [], "server": [], "update trip": [], "rest": [],
+             "step": []}
     for step in sorted({r.step for r in records}):
         last = min((r for r in records if r.step == step), key=lambda r: r.wait_s)
         path = {"compute": last.compute_s, "simulated": last.simulated_s, "comm": last.comm_s,
-                "server": last.server_s}
+                "server": last.server_s, "update trip": last.update_s - last.server_s}
         path["rest"] = last.step_s - sum(path.values()) - last.wait_s
         path["step"] = last.step_s
         for k, v in path.items():
@@ -110,12 +113,14 @@ def main() -> None:
     n_steps = len({r.step for r in tuned_recs})
     step_s = wall_s(tuned_recs) / n_steps
     server_s = sum({r.step: r.server_s for r in tuned_recs}.values()) / n_steps
+    update_s = sum({r.step: r.update_s for r in tuned_recs}.values()) / n_steps
     for spec, label in zip(training.workers, labels):
         mine = [r for r in tuned_recs if r.worker == spec.name]
         mean = lambda field: sum(getattr(r, field) for r in mine) / len(mine)  # noqa: E731
         print(f"    {label:45s} compute {mean('compute_s')*1e3:6.1f} ms  simulated {mean('simulated_s')*1e3:6.1f} ms"
               f"  comm {mean('comm_s')*1e3:5.1f} ms  wait {mean('wait_s')*1e3:5.1f} ms")
-    print(f"    step {step_s*1e3:.1f} ms, of which server {server_s*1e3:.1f} ms")
+    print(f"    step {step_s*1e3:.1f} ms, of which the update {update_s*1e3:.1f} ms (the server's own "
+          f"arithmetic {server_s*1e3:.1f} ms; the rest is Ray moving gradients there and weights back)")
     path = critical_path_ms(tuned_recs)
     driver_ms = 1e3 * driver_cpu["tuned"] / n_steps
     print("  where each ms of a tuned step goes, along the straggler's path (mean ms per step):")

@@ -210,6 +210,8 @@ def test_records_time_split_and_simulated_label(sync_run):
     for r in recs:  # compute + simulated + comm + wait adds up to the worker's round, within the step
         assert min(r.compute_s, r.wait_s, r.comm_s, r.server_s) >= 0
         assert r.compute_s + r.simulated_s + r.comm_s + r.wait_s <= r.step_s + 1e-6
+        # the driver's wait for the update holds the server's own step, and fits in the step after the round
+        assert r.server_s <= r.update_s <= r.step_s - (r.compute_s + r.simulated_s + r.comm_s + r.wait_s) + 1e-6
     assert sync_run["samples_per_s"] == pytest.approx(samples_per_s(recs))
     assert idle_share(recs, "slow") < 0.1 < idle_share(recs, "fast")   # only the fast one waits
     # both directions counted: fp32 weights down, fp32 gradients up, per worker per step

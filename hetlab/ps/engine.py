@@ -50,7 +50,7 @@ class Engine:
             self._lose(lost)  # raises: nobody left
         t_end, last = time.perf_counter(), max(arrived[i] for i in survivors)
         for i in survivors:
-            self._record(i, metas[i], arrived[i] - t0, last - arrived[i], 0, server_meta["server_s"], t_end - t0)
+            self._record(i, metas[i], arrived[i] - t0, last - arrived[i], 0, server_meta, t_end - t0)
         self.step += 1
         if lost:
             self._lose(lost)
@@ -131,7 +131,7 @@ class Engine:
                 self._lose(lost)
                 continue
             t_end = time.perf_counter()
-            self._record(i, meta, t_arr - t_sub, held, self.step - read, server_meta["server_s"], t_end - t_prev)
+            self._record(i, meta, t_arr - t_sub, held, self.step - read, server_meta, t_end - t_prev)
             t_prev, applied = t_end, applied + 1
             self.step += 1
             idle[name] = t_end
@@ -151,8 +151,10 @@ class Engine:
             raise HetlabError(f"worker {self.members[i].spec.label} failed: {_one_line(e)}") from None
 
     def _apply_update(self, owners: list[int], grads: list, lost: list, coefficients_for):
-        """Server step with these gradients; one lost with its node drops its owner (→ ``lost``)."""
+        """Server step with these gradients; one lost with its node drops its owner (→ ``lost``).
+        Returns (the server's meta plus ``update_s``, the driver's wait for it; the owners kept)."""
         while grads:
+            t0 = time.perf_counter()
             weights, meta = self.server.apply.remote(coefficients_for(owners), *grads)
             try:
                 info = ray.get(meta, timeout=self.worker_timeout_s)
@@ -166,18 +168,19 @@ class Engine:
                 raise HetlabError(f"the parameter server failed: {_one_line(e)}; "
                                   f"resume from the last checkpoint.") from None
             self._weights = weights
+            info["update_s"] = time.perf_counter() - t0
             self.bytes_to_server += len(grads) * self.n_params * WIRE_DTYPES[self.transfer].itemsize
             return info, owners
         return None, []
 
-    def _record(self, i, meta, round_trip, wait_s, staleness, server_s, step_s) -> None:
+    def _record(self, i, meta, round_trip, wait_s, staleness, server_meta, step_s) -> None:
         """One StepRecord; comm = driver-measured round trip − the worker's compute + simulated."""
         comm = max(0.0, round_trip - meta["compute_s"] - meta["simulated_s"])
         self.records.append(StepRecord(
             step=self.step + 1, worker=self.members[i].spec.name, batch_size=self.members[i].batch_size,
             compute_s=meta["compute_s"], simulated_s=meta["simulated_s"], wait_s=wait_s,
-            comm_s=comm, loss=meta["loss"], staleness=staleness, server_s=server_s,
-            step_s=step_s, samples=meta["samples"]))
+            comm_s=comm, loss=meta["loss"], staleness=staleness, server_s=server_meta["server_s"],
+            update_s=server_meta["update_s"], step_s=step_s, samples=meta["samples"]))
         self.samples_seen += meta["samples"]
 
     def _lose(self, lost: list) -> None:

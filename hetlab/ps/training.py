@@ -20,7 +20,10 @@ counts both directions. Every step records, per worker, where the time went:
 * ``wait_s``: sync — from this worker's result being ready to the step's last one
   (idle behind the straggler); async — idle before this message started (held back
   by the staleness bound, or waiting for the server's update of its last gradient);
-* ``server_s`` (same for a whole step): combining + the optimizer step on the server.
+* ``server_s`` (same for a whole step): combining + the optimizer step on the server;
+* ``update_s`` (same for a whole step): the driver's wait for that update, from asking the
+  server to hearing back: the gradients' way to the server, ``server_s``, the answer's way
+  back. On a small model most of it is Ray moving objects, not the server's arithmetic.
 
 Machines whose speed changes: ``run(steps, retune_every=N)`` re-splits the global batch
 every N steps when the measured speeds call for it (notebook 06), and ``set_slowdown``
