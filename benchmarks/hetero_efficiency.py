@@ -17,7 +17,7 @@ communication, the server's own update, the update's trip (the rest of the drive
 for it: gradients to the server, its answer back), the rest) and the driver's own CPU time
 per step (its Python and Ray's threads in the driver process).
 
-    .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--repeats 3]
+    .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--repeats 5]
 
 The last line printed is one JSON object.
 """
@@ -67,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--global-batch", type=int, default=512)
     parser.add_argument("--steps", type=int, default=8, help="measured steps per run")
-    parser.add_argument("--repeats", type=int, default=3, help="equal/tuned alternations")
+    parser.add_argument("--repeats", type=int, default=5, help="alternations (standalone, equal, tuned)")
     parser.add_argument("--slowdown", type=float, default=4.0, help="the practice mac's simulated slowdown")
     args = parser.parse_args()
     g = args.global_batch

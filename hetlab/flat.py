@@ -4,6 +4,11 @@ What travels between machines is one buffer, not a tensor per layer: the paramet
 sends flat weights and gets flat gradients (``hetlab.ps.server``, ``hetlab.ps.worker``), and Ray
 Train's gloo all-reduces one flat gradient (``hetlab.raytrain``). Flattening follows
 ``model.parameters()`` order on both sides, so the same offsets mean the same weights.
+
+A small buffer travels in pieces that Ray hands inside the call (``pieces_for``): Ray
+passes an object of up to 100 KiB with the message itself, and puts a bigger one in its
+object store, from where another machine must pull it (a few ms more per buffer:
+``benchmarks/ray_round_trips.py``).
 """
 from __future__ import annotations
 
@@ -11,6 +16,29 @@ from typing import Iterable
 
 import torch
 from torch import nn
+
+
+INLINE_BYTES = 100 * 1024   # Ray's max_direct_call_object_size: objects up to this go inside the call
+PIECE_BYTES = 96 * 1024     # a piece's data, leaving room for what pickling adds
+MOST_PIECES = 16            # past this a buffer goes as one object, through the object store
+
+
+def pieces_for(nbytes: int) -> int:
+    """In how many pieces a ``nbytes`` buffer travels between the driver, workers and server
+    (notebook 05): each small enough to go inside Ray's call, or 1 (one object in Ray's object
+    store, which big buffers are better off in) when that would take more than MOST_PIECES."""
+    k = max(1, -(-nbytes // PIECE_BYTES))
+    return k if k <= MOST_PIECES else 1
+
+
+def split_pieces(flat: torch.Tensor, pieces: int) -> tuple:
+    """``flat`` as ``pieces`` consecutive copies (a view would carry the whole buffer with it)."""
+    return tuple(p.clone() for p in flat.tensor_split(pieces)) if pieces > 1 else (flat,)
+
+
+def join_pieces(pieces) -> torch.Tensor:
+    """The flat buffer back from its pieces (one piece: itself)."""
+    return pieces[0] if len(pieces) == 1 else torch.cat(list(pieces))
 
 
 def _params(model_or_params) -> list:

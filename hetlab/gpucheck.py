@@ -445,7 +445,7 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
     try:  # Worker sets its process's threads to 1: this is the driver's process
         w = Worker("desktop", ctx.train_data().subset(1024, seed=1), "small", ctx.device, 1.0,
                    precision, "fp32", 0, 1e-3)
-        grad, _ = w.gradient(flat_weights(make_model("small", seed=0)) * scale, FIRST_BATCH)
+        grad, _ = w.gradient(FIRST_BATCH, flat_weights(make_model("small", seed=0)) * scale)
         return grad, w
     finally:
         torch.set_num_threads(threads)

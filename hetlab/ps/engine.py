@@ -6,7 +6,9 @@ on the server, write ``StepRecord``s and, when a worker's node disappears, drop 
 worker, rebalance the global batch over the rest with ``hetlab.balance.split_batch`` and
 tell the learner (a printed line and an entry in ``events``). A sync round is Ray's own
 parameter-server loop, ``grads = [w.gradient.remote(weights) ...]`` then
-``weights = server.apply.remote(*grads)``, plus timings and faults.
+``weights = server.apply.remote(*grads)``, plus timings and faults. Weights and gradients
+travel as lists of refs: one object, or for a small model a few pieces that Ray hands
+inside the calls (``hetlab.flat.pieces_for``; ``benchmarks/ray_round_trips.py`` says why).
 
 Which samples: every message carries its positions of the shuffled stream, taken from
 the training's one cursor ``stream`` (``hetlab.data.Stream``). A sync step takes the
@@ -30,7 +32,7 @@ from hetlab.ps.worker import WIRE_DTYPES
 class Engine:
     """The steps of a ``ParameterServerTraining`` (its base class): sync rounds, async updates,
     a lost worker. They use the training's workers (``members``), its ``server``, its
-    data cursor (``stream``), the current weights' reference (``_weights``) and its
+    data cursor (``stream``), the current weights' references (``_weights``, its pieces) and its
     ``records``; ``ParameterServerTraining`` sets them up and calls ``run``."""
 
     def _sync_round(self) -> None:
@@ -56,12 +58,17 @@ class Engine:
             self._lose(lost)
 
     def _submit(self, i: int, spans: list):
-        """Start worker i's next message on the positions ``spans``; returns (gradient/delta ref, meta ref)."""
+        """Start worker i's next message on the positions ``spans``; returns (the refs of its
+        gradient's or delta's pieces, its meta's ref). The weights go as their pieces' refs."""
         actor = self.members[i].actor
         self.bytes_to_workers += self.n_params * 4
+        k = self.pieces["gradient"]
         if self.mode == "local_sgd":
-            return actor.local_round.remote(self._weights, spans, self.steps_per_message(i))
-        return actor.gradient.remote(self._weights, spans)
+            refs = actor.local_round.options(num_returns=k + 1).remote(
+                spans, self.steps_per_message(i), *self._weights, pieces=k)
+        else:
+            refs = actor.gradient.options(num_returns=k + 1).remote(spans, *self._weights, pieces=k)
+        return refs[:-1], refs[-1]
 
     def _gather(self, metas: list, t0: float):
         """Wait for worker i's ``metas[i]`` until ``worker_timeout_s`` after ``t0``:
@@ -154,8 +161,9 @@ class Engine:
         """Server step with these gradients; one lost with its node drops its owner (→ ``lost``).
         Returns (the server's meta plus ``update_s``, the driver's wait for it; the owners kept)."""
         while grads:
-            t0 = time.perf_counter()
-            weights, meta = self.server.apply.remote(coefficients_for(owners), *grads)
+            t0, k = time.perf_counter(), self.pieces["weights"]
+            *weights, meta = self.server.apply.options(num_returns=k + 1).remote(
+                coefficients_for(owners), *[piece for grad in grads for piece in grad], pieces=k)
             try:
                 info = ray.get(meta, timeout=self.worker_timeout_s)
             except ray.exceptions.ObjectLostError:

@@ -13,7 +13,7 @@ import ray
 import torch
 from torch import nn
 
-from hetlab.flat import flat_weights
+from hetlab.flat import flat_weights, join_pieces, split_pieces
 from hetlab.models import make_model
 
 
@@ -32,22 +32,26 @@ class Server:
             self.opt = (torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam)([self.w], lr=lr)
         self.version = 0
 
-    def weights(self) -> torch.Tensor:
-        return self.w.detach().clone()
+    def weights(self, pieces: int = 1):
+        """The weights, in ``pieces`` pieces (``hetlab.flat.pieces_for``; one: the tensor)."""
+        out = split_pieces(self.w.detach().clone(), pieces)
+        return out if pieces > 1 else out[0]
 
     @ray.method(num_returns=2)
-    def apply(self, coefficients: list[float], *grads: torch.Tensor):
-        """Σ c_i · g_i as the gradient, one optimizer step; returns (new weights, meta)."""
+    def apply(self, coefficients: list[float], *grads: torch.Tensor, pieces: int = 1):
+        """Σ c_i · g_i as the gradient, one optimizer step; returns (new weights in ``pieces``
+        pieces, meta). ``grads``: each gradient's pieces in turn, as many for each."""
         t0 = time.perf_counter()
         combined = torch.zeros_like(self.w)
-        for c, g in zip(coefficients, grads):
-            combined.add_(g.float(), alpha=c)
+        per = len(grads) // len(coefficients)
+        for i, c in enumerate(coefficients):
+            combined.add_(join_pieces(grads[i * per:(i + 1) * per]).float(), alpha=c)
         self.w.grad = combined
         self.opt.step()
         self.w.grad = None
         self.version += 1
-        return self.w.detach().clone(), {"version": self.version,
-                                         "server_s": time.perf_counter() - t0}
+        return (*split_pieces(self.w.detach().clone(), pieces),
+                {"version": self.version, "server_s": time.perf_counter() - t0})
 
     def state(self) -> dict:
         """Weights, optimizer state and version, for a checkpoint on the driver."""

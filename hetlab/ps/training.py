@@ -7,9 +7,10 @@ each worker keeps a copy on its device). The driver owns the one cursor into the
 shuffled data (``self.stream``, ``hetlab.data.Stream``) and tells each message which
 positions to train on, so every sample is drawn at the same rate whatever the split,
 and a lost worker's samples are trained by the others. Each step the
-server's new weights (its return value) sit in Ray's object store ONCE and every
-worker gets the same reference; each worker sends back one flat CPU buffer (fp32,
-or fp16/bf16 with ``transfer=``). Weights always travel in fp32. ``bytes_sent``
+server's new weights (its return value) exist ONCE and every worker gets the same
+references; each worker sends back one flat CPU buffer (fp32, or fp16/bf16 with
+``transfer=``). A small model's buffers travel in pieces that Ray hands inside the calls
+instead of through its object store (``hetlab.flat.pieces_for``). Weights always travel in fp32. ``bytes_sent``
 counts both directions. Every step records, per worker, where the time went:
 
 * ``compute_s``: measured by the worker around its forward/backward (device synced);
@@ -48,14 +49,14 @@ from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_che
 from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
-from hetlab.flat import flat_weights, load_flat
+from hetlab.flat import flat_weights, join_pieces, load_flat, pieces_for
 from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps.engine import Engine, _one_line
 from hetlab.ps.server import Server
 from hetlab.ps.specs import (StepRecord, WorkerSpec, check_batch_sizes,
                              check_local_steps, check_options, check_spec, per_worker_samples_per_s,
                              samples_per_s)
-from hetlab.ps.worker import Worker
+from hetlab.ps.worker import WIRE_DTYPES, Worker
 from hetlab.simulate import labelled
 from hetlab.train import evaluate
 
@@ -139,6 +140,8 @@ class ParameterServerTraining(Engine):
         self.events: list[dict] = []
         self.step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = 0
         self.n_params = flat_weights(make_model(factory, seed=None)).numel()
+        self.pieces = {"weights": pieces_for(4 * self.n_params),  # hetlab.flat: small buffers go inside calls
+                       "gradient": pieces_for(WIRE_DTYPES[self.transfer].itemsize * self.n_params)}
         self.data_len = n_samples(payload)
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.data.epoch_order)
         self.server = None
@@ -182,7 +185,7 @@ class ParameterServerTraining(Engine):
             per_host[m.info["host"]] = per_host.get(m.info["host"], 0) + 1
         ray.get([m.actor.set_threads.remote(per_host[m.info["host"]]) for m in self.members],
                 timeout=self.worker_timeout_s)
-        self._weights = self.server.weights.remote()
+        self._weights = self._server_weights()
         ray.get(self._weights, timeout=self.worker_timeout_s)
         if self.progress:
             for label in self.labels:
@@ -385,7 +388,8 @@ class ParameterServerTraining(Engine):
         of full training steps on its device, simulated slowdown included."""
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
-        return [ray.get(m.actor.standalone.remote(self._weights, b, steps), timeout=self.worker_timeout_s)
+        weights = self._flat_weights()
+        return [ray.get(m.actor.standalone.remote(weights, b, steps), timeout=self.worker_timeout_s)
                 for m, b in zip(self.members, sizes)]
 
     def samples_per_s(self, records: list[StepRecord] | None = None) -> float:
@@ -394,7 +398,17 @@ class ParameterServerTraining(Engine):
 
     def model(self) -> torch.nn.Module:
         """The current weights in a fresh model, on the CPU."""
-        return model_from_flat(self.factory, ray.get(self._weights, timeout=self.worker_timeout_s))
+        return model_from_flat(self.factory, self._flat_weights())
+
+    def _flat_weights(self) -> torch.Tensor:
+        """The current weights as one flat CPU tensor (joined from their pieces)."""
+        return join_pieces(ray.get(self._weights, timeout=self.worker_timeout_s))
+
+    def _server_weights(self) -> list:
+        """The server's weights as a list of refs to their pieces (``hetlab.flat.pieces_for``)."""
+        k = self.pieces["weights"]
+        refs = self.server.weights.options(num_returns=k).remote(k)
+        return refs if k > 1 else [refs]
 
     def evaluate(self, test_data) -> float:
         """Test accuracy of the current weights (on the driver's CPU)."""
@@ -479,7 +493,7 @@ class ParameterServerTraining(Engine):
             run.stream = Stream.from_state(ckpt["stream"])
             run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
-            run._weights = run.server.weights.remote()
+            run._weights = run._server_weights()
         except BaseException:
             run.shutdown()
             raise

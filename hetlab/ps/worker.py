@@ -22,7 +22,7 @@ from torch import nn
 
 from hetlab.data import as_tensors, stream_indices
 from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
-from hetlab.flat import flat_grad, load_flat
+from hetlab.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.models import make_model
 from hetlab.simulate import slow_down
 from hetlab.step import train_step
@@ -182,31 +182,33 @@ class Worker:
         return self.warmups
 
     @ray.method(num_returns=2)
-    def gradient(self, weights: torch.Tensor, spans: list):
-        """The mean-loss gradient at ``weights`` of the batch at ``spans`` (positions of the
-        shuffled stream): (flat CPU buffer in wire dtype, meta)."""
+    def gradient(self, spans: list, *weights: torch.Tensor, pieces: int = 1):
+        """The mean-loss gradient at ``weights`` (the flat buffer, in its pieces) of the batch at
+        ``spans`` (positions of the shuffled stream): (flat CPU buffer in wire dtype, in
+        ``pieces`` pieces (``hetlab.flat.pieces_for``), then meta)."""
         t0 = time.perf_counter()
-        self._load(weights)
+        self._load(join_pieces(weights))
         idx = self._indices(spans)
         loss = self._loss_backward(self.x[idx], self.y[idx])
         grad = flat_grad(self.params, self.wire)
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
         simulated_s = self._simulate(compute_s)
-        return grad, {"loss": loss, "compute_s": compute_s, "simulated_s": simulated_s,
-                      "samples": len(idx)}
+        return (*split_pieces(grad, pieces), {"loss": loss, "compute_s": compute_s,
+                                              "simulated_s": simulated_s, "samples": len(idx)})
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
             self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
     @ray.method(num_returns=2)
-    def local_round(self, weights: torch.Tensor, spans: list, steps: int):
-        """Local SGD: ``steps`` Adam steps from ``weights``, one per consecutive equal part of
-        the positions at ``spans``; returns (start − end, meta)."""
+    def local_round(self, spans: list, steps: int, *weights: torch.Tensor, pieces: int = 1):
+        """Local SGD: ``steps`` Adam steps from ``weights`` (in pieces, as for ``gradient``), one
+        per consecutive equal part of the positions at ``spans``; returns (start − end in
+        ``pieces`` pieces, meta)."""
         t0 = time.perf_counter()
         self._ensure_local_opt()
-        start = weights.to(self.device, torch.float32)
+        start = join_pieces(weights).to(self.device, torch.float32)
         self._load(start)
         idx = self._indices(spans)
         losses = []
@@ -218,8 +220,8 @@ class Worker:
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self._simulate(compute_s)
-        return delta, {"loss": loss, "compute_s": compute_s, "simulated_s": simulated_s,
-                       "samples": len(idx)}
+        return (*split_pieces(delta, pieces), {"loss": loss, "compute_s": compute_s,
+                                               "simulated_s": simulated_s, "samples": len(idx)})
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
                    warmup: int | None = None) -> float:
