@@ -1,0 +1,41 @@
+"""Flat buffers and the pieces they travel in (hetlab.flat; the actors run here as plain objects, no Ray)."""
+import torch
+
+from hetlab.data import load_mnist
+from hetlab.flat import INLINE_BYTES, MOST_PIECES, PIECE_BYTES, join_pieces, pieces_for, split_pieces
+from hetlab.ps.server import Server
+from hetlab.ps.worker import Worker
+
+
+def test_pieces_fit_inside_a_ray_call_and_big_buffers_go_whole():
+    assert PIECE_BYTES < INLINE_BYTES
+    assert pieces_for(4 * 1_960) == 1                 # Ray's example ConvNet: already small
+    assert pieces_for(4 * 29_066) == 2                # the course's model, fp32: 116 KB
+    assert pieces_for(2 * 29_066) == 1                # ... fp16: 58 KB
+    assert pieces_for(MOST_PIECES * PIECE_BYTES) == MOST_PIECES
+    assert pieces_for(MOST_PIECES * PIECE_BYTES + 1) == 1   # big: one object, through the store
+
+
+def test_split_and_join_give_back_the_same_bits_in_small_copies():
+    flat = torch.randn(29_066)
+    pieces = split_pieces(flat, 3)
+    assert len(pieces) == 3 and all(p.untyped_storage().nbytes() < INLINE_BYTES for p in pieces)
+    assert torch.equal(join_pieces(pieces), flat)
+    assert split_pieces(flat, 1)[0] is flat and join_pieces((flat,)) is flat
+
+
+def test_a_step_in_pieces_equals_the_step_in_one_buffer():
+    threads = torch.get_num_threads()
+    try:
+        worker = Worker("w", load_mnist("train").subset(256, seed=0), "small", "cpu", 1.0, "fp32", "fp32", 0, 1e-3)
+        servers = [Server("small", seed=0, lr=1e-3, mode="sync") for _ in range(2)]
+    finally:
+        torch.set_num_threads(threads)  # the actors set one thread; give the test process its own back
+    weights = servers[0].weights()
+    grad, meta = worker.gradient([(0, 64)], weights)
+    *grad_pieces, meta2 = worker.gradient([(0, 64)], *split_pieces(weights, 2), pieces=2)
+    assert len(grad_pieces) == 2 and torch.equal(join_pieces(grad_pieces), grad) and meta2["loss"] == meta["loss"]
+    whole, _ = servers[0].apply([0.25, 0.75], grad, grad * 2)
+    *parts, _ = servers[1].apply([0.25, 0.75], *grad_pieces, *(p * 2 for p in grad_pieces), pieces=3)
+    assert len(parts) == 3 and torch.equal(join_pieces(parts), whole)
+    assert torch.equal(join_pieces(servers[1].weights(pieces=2)), whole)
