@@ -10,7 +10,10 @@ the course's model (``--model``, fp32 and fp16), side by side, alternating:
 * the server (on the driver's node, as in ``ParameterServerTraining``) taking a gradient made
   by an actor on its own node, then on the other node;
 * a worker call carrying the server's new weights (as ``Server.apply`` returns them), to an
-  actor on the server's node, then on the other node.
+  actor on the server's node, then on the other node;
+* then real training steps (``ParameterServerTraining``, sync, the split ∝ each worker's speed
+  alone), alternating the model's buffers as one object and in pieces (``hetlab.flat.pieces_for``):
+  the server's update as the driver waits for it, and each worker's communication, per step.
 
 On the practice cluster "the other node" is the simulated mac's node of this same machine;
 with ``HETLAB_ADDRESS`` set it is your Mac. Ray hands objects up to 100 KB inside the call
@@ -18,7 +21,7 @@ with ``HETLAB_ADDRESS`` set it is your Mac. Ray hands objects up to 100 KB insid
 pulls them. ``benchmarks/hetero_efficiency.py`` shows where these costs land in a training
 step ("comm" and "update trip").
 
-    .venv/bin/python benchmarks/ray_round_trips.py [--model small] [--repeats 30]
+    .venv/bin/python benchmarks/ray_round_trips.py [--model small] [--repeats 30] [--rounds 4]
 
 The last line printed is one JSON object.
 """
@@ -32,10 +35,13 @@ import time
 import ray
 import torch
 
+from hetlab.balance import split_batch
 from hetlab.cluster import placement
+from hetlab.data import load_mnist
 from hetlab.flat import flat_weights
 from hetlab.models import make_model
 from hetlab.pair import the_pair
+from hetlab.ps import ParameterServerTraining
 
 
 @ray.remote(num_cpus=0)
@@ -61,14 +67,39 @@ def median_ms(samples: list[float]) -> float:
     return round(1e3 * statistics.median(samples), 2)
 
 
+def training_steps(pair, model: str, global_batch: int, steps: int, rounds: int):
+    """Sync steps of a real training, the buffers as one object or in pieces, alternating:
+    (batch sizes, the pieces, {what: (one object ms, pieces ms)})."""
+    with ParameterServerTraining(pair.workers, load_mnist("train"), model=model, seed=0,
+                                 progress=False) as training:
+        sizes = split_batch(global_batch, training.standalone_throughput(global_batch // 2, steps=3))
+        training.run(3, batch_sizes=sizes)  # warm-up
+        ways = {"one object": {"weights": 1, "gradient": 1}, "pieces": dict(training.pieces)}
+        records: dict[str, list] = {way: [] for way in ways}
+        for _ in range(rounds):
+            for way, pieces in ways.items():
+                training.pieces = pieces
+                records[way] += training.run(steps)
+        rows = {"server's update (driver waits)": [median_ms([r.update_s for r in records[way]]) for way in ways]}
+        for spec in training.workers:
+            rows[f"{spec.name}'s communication"] = [
+                median_ms([r.comm_s for r in records[way] if r.worker == spec.name]) for way in ways]
+        rows["whole step"] = [median_ms([r.step_s for r in records[way]]) for way in ways]
+        return sizes, ways["pieces"], rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="small", help="a built-in model name: its size sets the buffers")
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=30, help="timings of each call")
+    parser.add_argument("--global-batch", type=int, default=512, help="of the training steps")
+    parser.add_argument("--steps", type=int, default=10, help="training steps per run")
+    parser.add_argument("--rounds", type=int, default=4, help="alternations of the training runs")
     args = parser.parse_args()
     n = flat_weights(make_model(args.model, seed=0)).numel()
 
     with the_pair() as pair:
+        steps_table = training_steps(pair, args.model, args.global_batch, args.steps, args.rounds)
         here = ray.get_runtime_context().get_node_id()
         server = Probe.options(**placement(node_id=here)).remote(n)
         near = Probe.options(**placement(node_id=here)).remote(n)       # a worker beside the server
@@ -105,6 +136,14 @@ def main() -> None:
                                                            "far_over_near": round(far_ms / near_ms, 3)}
     take32, take16 = (result[f"server_takes_a_{d}_gradient"]["far_ms"] for d in ("float32", "float16"))
     result["fp32_over_fp16_far_take"] = round(take32 / take16, 3)
+    sizes, pieces, rows = steps_table
+    print(f"  training steps at {sizes} (median ms per step; {args.rounds} × {args.steps} steps each way, "
+          f"alternating; pieces here: {pieces})")
+    print(f"  {'':28s} {'one object':>12s} {'in pieces':>12s} {'ratio':>8s}")
+    result["steps"] = {}
+    for what, (one, many) in rows.items():
+        print(f"  {what:28s} {one:9.2f} ms {many:9.2f} ms {many / one:7.2f}×")
+        result["steps"][what] = {"one_object_ms": one, "pieces_ms": many, "ratio": round(many / one, 3)}
     print(json.dumps(result))
 
 
