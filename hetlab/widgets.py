@@ -43,7 +43,7 @@ class RatioTuner:
         current = balance.split_batch(global_batch, training.batch_sizes or [1] * n, n=n)
         if n == 2:
             share = current[0] / global_batch
-            self.sliders = [w.FloatSlider(value=round(share, 2), min=0.05, max=0.95, step=0.01,
+            self.sliders = [w.FloatSlider(value=round(share, 2), min=0.01, max=0.99, step=0.01,
                                           description=f"share on {self.labels[self.names[0]]}",
                                           readout_format=".0%", continuous_update=False,
                                           style={"description_width": "initial"},

@@ -40,7 +40,7 @@ class Engine:
         t0 = time.perf_counter()
         sizes = [self.steps_per_message(i) * m.batch_size for i, m in enumerate(self.members)]
         shares = split_spans(self.stream.take(sum(sizes)), sizes)
-        sent = [self._submit(i, spans) for i, spans in enumerate(shares)]   # (gradient, meta) refs
+        sent = [self._submit(i, spans) for i, spans in enumerate(shares)]   # ([gradient pieces], meta) refs
         metas, arrived, lost = self._gather([meta for _, meta in sent], t0)
         survivors = sorted(metas)
         if survivors:
@@ -168,9 +168,9 @@ class Engine:
                 info = ray.get(meta, timeout=self.worker_timeout_s)
             except ray.exceptions.ObjectLostError:
                 ok = [_fetchable(g) for g in grads]
-                lost += [(o, "its result was lost with its node") for o, k in zip(owners, ok) if not k]
-                owners = [o for o, k in zip(owners, ok) if k]
-                grads = [g for g, k in zip(grads, ok) if k]
+                lost += [(o, "its result was lost with its node") for o, fine in zip(owners, ok) if not fine]
+                owners = [o for o, fine in zip(owners, ok) if fine]
+                grads = [g for g, fine in zip(grads, ok) if fine]
                 continue
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 raise HetlabError(f"the parameter server failed: {_one_line(e)}; "
@@ -230,9 +230,10 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())[:300]
 
 
-def _fetchable(ref) -> bool:
+def _fetchable(refs: list) -> bool:
+    """Can a gradient's pieces still be fetched (or were they lost with their node)?"""
     try:
-        ray.get(ref, timeout=10)
+        ray.get(refs, timeout=10)
         return True
     except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
         return False
