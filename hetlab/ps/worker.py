@@ -6,8 +6,10 @@ whole training set on that device (normalised fp32: about 188 MB for all of MNIS
 and per message trains on the positions of the shuffled stream the driver sends with
 it (``hetlab.data.Stream``: spans, as many positions as its batch size). It returns ONE
 flat CPU buffer: the gradient of that batch (sync / async) or the change of its
-weights after H local steps (local SGD). A worker told ``slowdown=N`` sleeps (N−1)× its measured compute
-time after computing: a *simulated* slower device, always labelled as such.
+weights after H local steps (local SGD); a small model's buffer goes in a few pieces that
+Ray hands inside the call (``hetlab.flat.pieces_for``). A worker told ``slowdown=N`` sleeps
+(N−1)× its measured compute time after computing: a *simulated* slower device, always
+labelled as such.
 """
 from __future__ import annotations
 
