@@ -62,8 +62,10 @@ class RatioTuner:
         self.runs: list[dict] = []          # one per Run: sizes, records, samples/s, efficiency
         self.tune_result: balance.TuneResult | None = None
         self.error: str | None = None
+        # (slider value, sizes): the exact split behind the slider's value, until it moves
+        self._exact = (self.sliders[0].value, current) if n == 2 else None
         for slider in self.sliders:
-            slider.observe(lambda change: self._show_split(), names="value")
+            slider.observe(self._slider_moved, names="value")
         self.run_button.on_click(lambda _: self._guarded(self.run))
         self.auto_button.on_click(lambda _: self._guarded(self.auto))
         self._show_split()
@@ -75,19 +77,30 @@ class RatioTuner:
 
     # --- the state the sliders describe ---------------------------------------------------
     def batch_sizes(self) -> list[int]:
-        """The integer split that the sliders describe now."""
+        """The integer split that the sliders describe now (after ``set_batch_sizes``, exactly
+        those sizes until the slider moves: its 1 % steps cannot show every split)."""
         if len(self.sliders) == 1:
             share = self.sliders[0].value
+            if self._exact is not None and self._exact[0] == share:
+                return list(self._exact[1])
             return balance.split_batch(self.global_batch, [share, 1 - share])
         return balance.split_batch(self.global_batch, [s.value for s in self.sliders])
 
     def set_batch_sizes(self, sizes: list[int]) -> None:
         """Move the sliders to ``sizes``."""
         if len(self.sliders) == 1:
-            self.sliders[0].value = round(sizes[0] / sum(sizes), 2)
+            slider = self.sliders[0]
+            share = min(max(round(sizes[0] / sum(sizes), 2), slider.min), slider.max)
+            self._exact = (share, list(sizes))
+            slider.value = share
         else:
             for slider, b in zip(self.sliders, sizes):
                 slider.value = float(b)
+
+    def _slider_moved(self, change) -> None:
+        if self._exact is not None and change["new"] != self._exact[0]:
+            self._exact = None  # the learner moved it: the slider's own split from now on
+        self._show_split()
 
     def _show_split(self) -> None:
         try:

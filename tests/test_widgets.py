@@ -7,6 +7,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 import ray  # noqa: E402
 
+from hetlab.balance import split_batch  # noqa: E402
 from hetlab.cluster import connect  # noqa: E402
 from hetlab.data import load_mnist  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
@@ -53,8 +54,13 @@ def test_slider_run_auto_and_errors_against_real_training(training):
     assert tuner.error is None and tuner.tune_result is not None
     result = tuner.tune_result
     assert sum(result.batch_sizes) == 64 and result.history[0].batch_sizes == [32, 32]
-    assert tuner.batch_sizes() == result.batch_sizes or \
-        abs(tuner.sliders[0].value - result.batch_sizes[0] / 64) <= 0.01  # slider moved there
+    assert tuner.batch_sizes() == result.batch_sizes  # exactly, though the slider shows whole per cents
+    assert abs(tuner.sliders[0].value - result.batch_sizes[0] / 64) <= 0.005  # slider moved there
+    auto_value = tuner.sliders[0].value
+    tuner.sliders[0].value = 0.5                       # the learner moves it: its own split again
+    tuner.sliders[0].value = auto_value
+    assert tuner.batch_sizes() == split_batch(64, [auto_value, 1 - auto_value])
+    tuner.set_batch_sizes(result.batch_sizes)
     assert "auto-tuned" in tuner.recommended_label.value
 
     tuner.run_button.click()  # a second run: the samples/s panel now has two points
