@@ -210,8 +210,8 @@ def fit_step_time(sizes: Sequence[float], seconds: Sequence[float],
     closer together than ``min_spread`` of the largest, or a line that makes no physical
     sense (no positive per-sample time, a negative fixed time, or a fixed time longer than
     the quickest step measured), noise decides the line: then the last point alone,
-    fixed = 0 (notebook 06: ``auto_tune`` and the
-    split that follows, ``ParameterServerTraining.run(retune_every=N)``).
+    fixed = 0 (notebook 06: ``auto_tune``, and the split that follows,
+    ``ParameterServerTraining.run(retune_every=N)``).
     """
     n = len(sizes)
     mean_b, mean_s = sum(sizes) / n, sum(seconds) / n

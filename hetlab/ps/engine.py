@@ -26,7 +26,6 @@ from hetlab.balance import split_batch
 from hetlab.data import split_spans
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import StepRecord, async_scale, combine_coefficients, staleness_allows
-from hetlab.ps.worker import WIRE_DTYPES
 
 
 class Engine:
@@ -61,7 +60,7 @@ class Engine:
         """Start worker i's next message on the positions ``spans``; returns (the refs of its
         gradient's or delta's pieces, its meta's ref). The weights go as their pieces' refs."""
         actor = self.members[i].actor
-        self.bytes_to_workers += self.n_params * 4
+        self.bytes_to_workers += self.weights_bytes
         k = self.pieces["gradient"]
         if self.mode == "local_sgd":
             refs = actor.local_round.options(num_returns=k + 1).remote(
@@ -177,7 +176,7 @@ class Engine:
                                   f"resume from the last checkpoint.") from None
             self._weights = weights
             info["update_s"] = time.perf_counter() - t0
-            self.bytes_to_server += len(grads) * self.n_params * WIRE_DTYPES[self.transfer].itemsize
+            self.bytes_to_server += len(grads) * self.gradient_bytes
             return info, owners
         return None, []
 

@@ -9,9 +9,9 @@ positions to train on, so every sample is drawn at the same rate whatever the sp
 and a lost worker's samples are trained by the others. Each step the
 server's new weights (its return value) exist ONCE and every worker gets the same
 references; each worker sends back one flat CPU buffer (fp32, or fp16/bf16 with
-``transfer=``). A small model's buffers travel in pieces that Ray hands inside the calls
-instead of through its object store (``hetlab.flat.pieces_for``). Weights always travel in fp32. ``bytes_sent``
-counts both directions. Every step records, per worker, where the time went:
+``transfer=``). Weights always travel in fp32. A small model's buffers travel in pieces
+that Ray hands inside the calls instead of through its object store
+(``hetlab.flat.pieces_for``). ``bytes_sent`` counts both directions. Every step records, per worker, where the time went:
 
 * ``compute_s``: measured by the worker around its forward/backward (device synced);
 * ``simulated_s``: the sleep of a *simulated* slower device ((N−1) × compute_s);
@@ -31,8 +31,9 @@ every N steps when the measured speeds call for it (notebook 06), and ``set_slow
 makes a worker a simulated slower device mid-run. Local SGD takes one H for all, or one
 per worker (``balance.scale_local_steps``: speed-scaled, notebook 08).
 
-The steps themselves are methods of its base class, ``hetlab.ps.engine.Engine``; plain data and arithmetic in
-``hetlab.ps.specs``; the actors in ``hetlab.ps.server`` and ``hetlab.ps.worker``.
+The steps themselves are methods of its base class, ``hetlab.ps.engine.Engine``; plain
+data and arithmetic in ``hetlab.ps.specs``; the actors in ``hetlab.ps.server`` and
+``hetlab.ps.worker``.
 """
 from __future__ import annotations
 
@@ -56,9 +57,10 @@ from hetlab.ps.server import Server
 from hetlab.ps.specs import (StepRecord, WorkerSpec, check_batch_sizes,
                              check_local_steps, check_options, check_spec, per_worker_samples_per_s,
                              samples_per_s)
-from hetlab.ps.worker import WIRE_DTYPES, Worker
+from hetlab.ps.worker import Worker
 from hetlab.simulate import labelled
 from hetlab.train import evaluate
+from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
 
 
 def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
@@ -140,8 +142,10 @@ class ParameterServerTraining(Engine):
         self.events: list[dict] = []
         self.step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = 0
         self.n_params = flat_weights(make_model(factory, seed=None)).numel()
-        self.pieces = {"weights": pieces_for(4 * self.n_params),  # hetlab.flat: small buffers go inside calls
-                       "gradient": pieces_for(WIRE_DTYPES[self.transfer].itemsize * self.n_params)}
+        self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * self.n_params        # one message down
+        self.gradient_bytes = BYTES_PER_VALUE[self.transfer] * self.n_params      # one message up
+        self.pieces = {"weights": pieces_for(self.weights_bytes),  # hetlab.flat: small buffers go inside calls
+                       "gradient": pieces_for(self.gradient_bytes)}
         self.data_len = n_samples(payload)
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.data.epoch_order)
         self.server = None
