@@ -1,8 +1,9 @@
 """How much of two unlike workers does a parameter-server cluster use? (notebook 06)
 
 Two workers on the practice cluster (two real Ray nodes on this machine); the "mac"
-one is SIMULATED 4× slower (it sleeps 3× its real compute after each step). With
-HETLAB_ADDRESS set, your own pair instead (``hetlab.pair.the_pair``).
+one is SIMULATED 4× slower (after each step it sleeps 3× that step's typical compute
+time, ``hetlab.simulate``). With HETLAB_ADDRESS set, your own pair instead
+(``hetlab.pair.the_pair``).
 
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 

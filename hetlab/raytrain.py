@@ -44,7 +44,7 @@ from torch import nn
 
 from hetlab.errors import HetlabError
 from hetlab.flat import flat_grad, set_flat_grad
-from hetlab.simulate import slow_down, labelled
+from hetlab.simulate import SlowDevice, labelled
 
 RENDEZVOUS_TIMEOUT_S = 60  # torch's default is 30 min: a blocked port would look like a hang
 
@@ -238,7 +238,7 @@ def train_loop(config: dict) -> None:
     model = make_model(config["model"], seed=seed).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=config["lr"])
     compute_s = simulated_s = allreduce_s = 0.0
-    losses = []
+    slow, losses = SlowDevice(slowdown), []
     t_start = time.perf_counter()
     for step in range(config["steps"]):
         idx = rank_indices(step, sizes, rank, len(y), seed).to(device)
@@ -248,7 +248,7 @@ def train_loop(config: dict) -> None:
         loss.backward()
         synchronize(device)
         t1 = time.perf_counter()
-        simulated_s += slow_down(slowdown, t1 - t0)  # a simulated slower device sleeps
+        simulated_s += slow.after(sizes[rank], t1 - t0)  # a simulated slower device sleeps
         t2 = time.perf_counter()
         # One flat CPU buffer: b_i/B × gradient, plus b_i/B × loss (the global loss for free).
         buf = torch.cat([flat_grad(model), loss.detach().float().cpu().view(1)]) * share

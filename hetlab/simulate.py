@@ -1,21 +1,43 @@
 """A *simulated* slower device, and how it is labelled wherever a learner sees it (notebooks 05–08).
 
 The practice cluster's "mac" is this machine's CPU made N× slower: after each real
-computation the worker sleeps (N − 1) × the time it took, so its samples/s is exactly
-1/N of what it would be. The same sleep stands for a throttling laptop (notebook 06).
-Every label of such a worker says "simulated N× slower".
+computation the worker sleeps (N − 1) × the time that work typically takes here (the
+median of its last few timings of the same work), so its samples/s is 1/N of what it
+would be. Why the median and not this one timing: a hiccup of this machine (another
+process taking the core for 20 ms) would otherwise be slept again N − 1 times over and
+cost the simulated device N × 20 ms, where a real slower device loses the 20 ms once.
+The same sleep stands for a throttling laptop (notebook 06). Every label of such a
+worker says "simulated N× slower".
 """
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
+
+RECENT = 5  # timings of the same work that make "typical": a hiccup is one of them, not the median
 
 
-def slow_down(slowdown: float, compute_s: float) -> float:
-    """Sleep (slowdown − 1) × ``compute_s``; returns the seconds slept (0 at slowdown 1)."""
-    extra = max(0.0, (slowdown - 1.0) * compute_s)
-    if extra > 0:
-        time.sleep(extra)
-    return extra
+class SlowDevice:
+    """This machine's device made ``slowdown``× slower (``slowdown`` 1: as it is).
+
+    ``after(work, compute_s)`` follows every real computation: ``work`` names what was
+    computed (e.g. its batch size), ``compute_s`` is how long it took. It sleeps
+    (slowdown − 1) × the median of the last ``RECENT`` timings of that work and returns
+    the seconds slept.
+    """
+
+    def __init__(self, slowdown: float = 1.0):
+        self.slowdown = float(slowdown)
+        self._recent: dict = {}  # work → its last RECENT timings
+
+    def after(self, work, compute_s: float) -> float:
+        times = self._recent.setdefault(work, deque(maxlen=RECENT))
+        times.append(compute_s)
+        extra = max(0.0, (self.slowdown - 1.0) * statistics.median(times))
+        if extra > 0:
+            time.sleep(extra)
+        return extra
 
 
 def labelled(text: str, slowdown: float) -> str:

@@ -2,6 +2,7 @@
 on this machine, so the cuda and mps branches are tested by faking ONLY torch's
 availability and property answers (monkeypatch); everything else is real."""
 import math
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -121,3 +122,20 @@ def test_mps_branch(fake_mps):
     assert fake_mps == ["mps"]
     with pytest.raises(HetlabError, match="not available"):
         devices.resolve("cuda")
+
+
+def test_a_simulated_slow_device_sleeps_the_typical_time_not_a_hiccup_again():
+    """hetlab.simulate.SlowDevice (real sleeps, short ones): 3× slower sleeps 2 × the median
+    of the last timings of the same work, so a one-off 40 ms hiccup is not slept again."""
+    from hetlab.simulate import RECENT, SlowDevice
+
+    slow = SlowDevice(3)
+    slept = [slow.after(64, t) for t in (0.010, 0.010, 0.050, 0.010)]
+    assert slept == pytest.approx([0.020, 0.020, 0.020, 0.020])
+    t0 = time.perf_counter()
+    assert slow.after(8, 0.002) == pytest.approx(0.004)  # other work, its own timings
+    assert time.perf_counter() - t0 >= 0.004
+    for _ in range(RECENT):  # the device really got slower: the median follows within RECENT
+        last = slow.after(64, 0.030)
+    assert last == pytest.approx(0.060)
+    assert SlowDevice(1).after(64, 0.5) == 0.0  # 1× is the device as it is: no sleep

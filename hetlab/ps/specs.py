@@ -8,6 +8,7 @@ staleness, input checks and cluster samples/s.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -168,10 +169,13 @@ def idle_share(records, name: str) -> float:
 
 
 def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
-    """Each worker's own rate when it is not waiting: samples ÷ (compute + simulated + comm)."""
+    """Each worker's own rate when it is not waiting: samples ÷ (compute + simulated + comm),
+    the median over its steps (a step that something else on the machine slowed down is one
+    of them, not a share of the average: ``auto_tune`` splits the batch by these)."""
     out = []
     for name in names:
-        mine = [r for r in records if r.worker == name]
-        busy = sum(r.compute_s + r.simulated_s + r.comm_s for r in mine)
-        out.append(sum(r.samples or r.batch_size for r in mine) / busy if busy > 0 else 0.0)
+        busy = [(r.samples or r.batch_size, r.compute_s + r.simulated_s + r.comm_s)
+                for r in records if r.worker == name]
+        rates = [samples / seconds for samples, seconds in busy if seconds > 0]
+        out.append(statistics.median(rates) if rates else 0.0)
     return out

@@ -14,7 +14,7 @@ that Ray hands inside the calls instead of through its object store
 (``hetlab.flat.pieces_for``). ``bytes_sent`` counts both directions. Every step records, per worker, where the time went:
 
 * ``compute_s``: measured by the worker around its forward/backward (device synced);
-* ``simulated_s``: the sleep of a *simulated* slower device ((N−1) × compute_s);
+* ``simulated_s``: the sleep of a *simulated* slower device ((N−1) × that work's typical compute_s, ``hetlab.simulate``);
 * ``comm_s``: the round trip the driver measured (submit → result ready) minus the
   worker's own compute_s + simulated_s: sending weights and gradient, serialising,
   Ray's scheduling;

@@ -8,8 +8,8 @@ it (``hetlab.data.Stream``: spans, as many positions as its batch size). It retu
 flat CPU buffer: the gradient of that batch (sync / async) or the change of its
 weights after H local steps (local SGD); a small model's buffer goes in a few pieces that
 Ray hands inside the call (``hetlab.flat.pieces_for``). A worker told ``slowdown=N`` sleeps
-(N−1)× its measured compute time after computing: a *simulated* slower device, always
-labelled as such.
+(N−1)× that work's typical compute time after computing (``hetlab.simulate.SlowDevice``): a
+*simulated* slower device, always labelled as such.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from hetlab.data import as_tensors, stream_indices
 from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
 from hetlab.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.models import make_model
-from hetlab.simulate import slow_down
+from hetlab.simulate import SlowDevice
 from hetlab.step import train_step
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -77,7 +77,7 @@ class Worker:
         self.name, self.seed, self.lr = name, seed, lr
         self.model_name = model  # a built-in name or a factory
         self.loss = loss or nn.functional.cross_entropy
-        self.slowdown = float(slowdown)
+        self.slow = SlowDevice(slowdown)
         device, self.device_note = cuda_in_worker(str(device), os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.device = resolve(device)            # resolved here, on the worker's own node
         self.amp_dtype = autocast_dtype(self.device, precision)
@@ -106,7 +106,7 @@ class Worker:
 
     def set_slowdown(self, slowdown: float) -> None:
         """From now on, simulate a device ``slowdown``× slower than this one (notebook 06)."""
-        self.slowdown = float(slowdown)
+        self.slow.slowdown = float(slowdown)  # its timings of real work stay valid
 
     def local_state(self) -> dict:
         """The local optimizer's state (local SGD), for checkpoints; {} in the other modes."""
@@ -147,9 +147,9 @@ class Worker:
                 return self._loss_backward(xb, yb, amp_dtype=None)
         return loss.detach()
 
-    def _simulate(self, compute_s: float) -> float:
-        """Sleep (slowdown − 1) × compute time: the simulated slower device."""
-        return slow_down(self.slowdown, compute_s)
+    def _simulate(self, work, compute_s: float) -> float:
+        """Sleep (slowdown − 1) × the typical time of this ``work``: the simulated slower device."""
+        return self.slow.after(work, compute_s)
 
     def _random_batch(self, batch_size: int, g: torch.Generator):
         idx = torch.randint(0, len(self.y), (batch_size,), generator=g).to(self.device)
@@ -195,7 +195,7 @@ class Worker:
         grad = flat_grad(self.params, self.wire)
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
-        simulated_s = self._simulate(compute_s)
+        simulated_s = self._simulate(("gradient", len(idx)), compute_s)
         return (*split_pieces(grad, pieces), {"loss": loss, "compute_s": compute_s,
                                               "simulated_s": simulated_s, "samples": len(idx)})
 
@@ -221,7 +221,7 @@ class Worker:
         delta = (start - end).to("cpu", self.wire)
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
-        simulated_s = self._simulate(compute_s)
+        simulated_s = self._simulate(("local_round", len(idx), steps), compute_s)
         return (*split_pieces(delta, pieces), {"loss": loss, "compute_s": compute_s,
                                                "simulated_s": simulated_s, "samples": len(idx)})
 
@@ -254,7 +254,7 @@ class Worker:
             t0 = time.perf_counter()
             step()
             compute_s = time.perf_counter() - t0
-            total += compute_s + self._simulate(compute_s)
+            total += compute_s + self._simulate(("alone", batch_size), compute_s)
         return batch_size * steps / total
 
 
