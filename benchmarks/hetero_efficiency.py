@@ -8,10 +8,11 @@ time, ``hetlab.simulate``). With HETLAB_ADDRESS set, your own pair instead
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 
 Standalone speeds are measured in the same run (each worker alone, at the whole
-global batch), once per alternation, right before the equal split and the auto-tuned
-split run side by side: each efficiency divides by the standalone speeds measured
-moments before it, so that load from anything else on this machine hits both alike. The
-efficiency printed is the median over the alternations; each one is shown too.
+global batch) before and after every alternation, in which the equal split and the
+auto-tuned split run side by side: each alternation's efficiency divides by the mean of
+the standalone speeds measured just before and just after it, so that a machine whose
+speed drifts (this shared box: ±10 % within a minute) hits numerator and denominator
+alike. The efficiency printed is the median over the alternations; each one is shown too.
 PS overhead = (straggler's communication + server step) ÷ step time. Then where each
 millisecond of a tuned step goes: along the straggler's path (compute, simulated,
 communication, the server's own update, the update's trip (the rest of the driver's wait
@@ -68,7 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--global-batch", type=int, default=512)
     parser.add_argument("--steps", type=int, default=8, help="measured steps per run")
-    parser.add_argument("--repeats", type=int, default=5, help="alternations (standalone, equal, tuned)")
+    parser.add_argument("--repeats", type=int, default=5, help="alternations (equal, tuned, standalone)")
     parser.add_argument("--slowdown", type=float, default=4.0, help="the practice mac's simulated slowdown")
     args = parser.parse_args()
     g = args.global_batch
@@ -83,14 +84,19 @@ def main() -> None:
         runs = {"equal": [], "tuned": []}
         driver_cpu = {"equal": 0.0, "tuned": 0.0}
         alone_each, eff_each = [], {"equal": [], "tuned": []}
-        for _ in range(args.repeats):  # each alternation: both alone, then both splits
-            alone_each.append(training.standalone_throughput(g, steps=args.steps))
+        alone_each.append(training.standalone_throughput(g, steps=args.steps))
+        for _ in range(args.repeats):  # each alternation: both splits, then both alone again
+            rates = {}
             for name, sizes in (("equal", equal), ("tuned", tuned.batch_sizes)):
                 cpu = time.process_time()
                 recs = training.run(args.steps, batch_sizes=sizes)
                 driver_cpu[name] += time.process_time() - cpu
                 runs[name].extend(recs)
-                eff_each[name].append(balance.efficiency(training.samples_per_s(recs), alone_each[-1]))
+                rates[name] = training.samples_per_s(recs)
+            alone_each.append(training.standalone_throughput(g, steps=args.steps))
+            bracket = [statistics.mean(pair) for pair in zip(*alone_each[-2:])]  # before and after
+            for name, rate in rates.items():
+                eff_each[name].append(balance.efficiency(rate, bracket))
 
     alone = [statistics.mean(a) for a in zip(*alone_each)]
     rate = {name: training.samples_per_s(recs) for name, recs in runs.items()}
@@ -99,7 +105,7 @@ def main() -> None:
 
     print(f"hetero_efficiency: global batch {g}, {args.steps} steps × {args.repeats} alternations per split")
     for label, each in zip(labels, zip(*alone_each)):
-        print(f"  standalone {label:45s} {' / '.join(f'{a:,.0f}' for a in each)} samples/s (each alternation)")
+        print(f"  standalone {label:45s} {' / '.join(f'{a:,.0f}' for a in each)} samples/s (before and after each alternation)")
     print(f"  sum of standalone (mean): {sum(alone):,.0f} samples/s")
     print("  auto-tune rounds:")
     for r in tuned.history:
