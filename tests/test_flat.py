@@ -1,4 +1,5 @@
 """Flat buffers and the pieces they travel in (hetlab.flat; the actors run here as plain objects, no Ray)."""
+import numpy as np
 import torch
 
 from hetlab.data import load_mnist
@@ -18,10 +19,20 @@ def test_pieces_fit_inside_a_ray_call_and_big_buffers_go_whole():
 
 def test_split_and_join_give_back_the_same_bits_in_small_copies():
     flat = torch.randn(29_066)
-    pieces = split_pieces(flat, 3)
-    assert len(pieces) == 3 and all(p.untyped_storage().nbytes() < INLINE_BYTES for p in pieces)
+    pieces = split_pieces(flat, 3)  # inside the call: numpy arrays, which Ray moves as raw bytes
+    assert len(pieces) == 3 and all(isinstance(p, np.ndarray) and p.nbytes < INLINE_BYTES for p in pieces)
     assert torch.equal(join_pieces(pieces), flat)
-    assert split_pieces(flat, 1)[0] is flat and join_pieces((flat,)) is flat
+    read_only = [p.copy() for p in pieces]
+    for p in read_only:
+        p.flags.writeable = False  # as Ray hands them over
+    joined = join_pieces(read_only)
+    joined += 1  # a new tensor: writing to it leaves the pieces alone
+    assert torch.equal(torch.from_numpy(np.concatenate(read_only)), flat)
+    big = torch.randn(PIECE_BYTES // 4 + 1)  # one piece too big for the call: the tensor itself
+    assert split_pieces(big, 1)[0] is big and join_pieces((big,)) is big
+    half = flat.to(torch.bfloat16)  # numpy has no bfloat16: torch tensors on the wire
+    assert all(isinstance(p, torch.Tensor) for p in split_pieces(half, 2))
+    assert torch.equal(join_pieces(split_pieces(half, 2)), half)
 
 
 def test_a_step_in_pieces_equals_the_step_in_one_buffer():
