@@ -11,6 +11,8 @@ the course's model (``--model``, fp32 and fp16), side by side, alternating:
   by an actor on its own node, then on the other node;
 * a worker call carrying the server's new weights (as ``Server.apply`` returns them), to an
   actor on the server's node, then on the other node;
+* a call carrying half the model's fp32 buffer (one of its pieces) there and back, as a torch
+  tensor and as a numpy array (the pieces go as numpy arrays: ``hetlab.flat.split_pieces``);
 * then real training steps (``ParameterServerTraining``, sync, the split ∝ each worker's speed
   alone), alternating the model's buffers as one object and in pieces (``hetlab.flat.pieces_for``):
   the server's update as the driver waits for it, and each worker's communication, per step.
@@ -62,6 +64,9 @@ class Probe:
     def take(self, *grads) -> int:
         return len(grads)
 
+    def echo(self, piece):
+        return piece
+
 
 def median_ms(samples: list[float]) -> float:
     return round(1e3 * statistics.median(samples), 2)
@@ -105,6 +110,8 @@ def main() -> None:
         near = Probe.options(**placement(node_id=here)).remote(n)       # a worker beside the server
         far = Probe.options(**placement(pair.workers[1].role)).remote(n)  # the mac's node
         ray.get([p.empty.remote() for p in (server, near, far)])
+        piece = {"torch tensor": torch.ones(n // 2)}  # one of the fp32 buffer's two pieces
+        piece["numpy array"] = piece["torch tensor"].numpy()
         times: dict[str, list[float]] = {}
 
         def timed(name: str, call) -> None:
@@ -123,6 +130,9 @@ def main() -> None:
                     ray.wait([new_weights], fetch_local=False)
                     timed(f"worker call with {dtype} weights, {where}",
                           lambda: ray.get(actor.gradient.remote(new_weights, "float16")))
+                for kind, buffer in piece.items():
+                    timed(f"half the weights there and back, {kind}, {where}",
+                          lambda: ray.get(actor.echo.remote(buffer)))
 
     where_name = {"near": "driver's node", "far": f"{pair.workers[1].name}'s node"}
     print(f"ray_round_trips: {pair}; model {args.model!r}, {n:,} parameters "
