@@ -55,7 +55,7 @@ def test_slider_run_auto_and_errors_against_real_training(training):
     result = tuner.tune_result
     assert sum(result.batch_sizes) == 64 and result.history[0].batch_sizes == [32, 32]
     assert tuner.batch_sizes() == result.batch_sizes  # exactly, though the slider shows whole per cents
-    assert abs(tuner.sliders[0].value - result.batch_sizes[0] / 64) <= 0.005  # slider moved there
+    assert abs(tuner.sliders[0].value - result.batch_sizes[0] / 64) <= 0.005 + 1e-9  # slider moved there (56/64: 0.88)
     auto_value = tuner.sliders[0].value
     tuner.sliders[0].value = 0.5                       # the learner moves it: its own split again
     tuner.sliders[0].value = auto_value
