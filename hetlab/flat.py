@@ -35,9 +35,9 @@ def pieces_for(nbytes: int) -> int:
 
 
 def split_pieces(flat: torch.Tensor, pieces: int) -> tuple:
-    """``flat`` as ``pieces`` consecutive copies for the wire: numpy arrays when they go inside
-    Ray's call (a view would carry the whole buffer with it); a buffer too big for that, or in
-    bfloat16 (which numpy lacks), stays one torch tensor, through the object store."""
+    """``flat`` as ``pieces`` consecutive copies for the wire (a view would carry the whole
+    buffer with it): numpy arrays when they go inside Ray's call; otherwise (a buffer too big
+    for that, or bfloat16, which numpy lacks) torch tensors, and one piece is ``flat`` itself."""
     inline = flat.numel() * flat.element_size() <= pieces * PIECE_BYTES and flat.dtype != torch.bfloat16
     if not inline:
         return tuple(p.clone() for p in flat.tensor_split(pieces)) if pieces > 1 else (flat,)
