@@ -11,10 +11,12 @@ server's new weights (its return value) exist ONCE and every worker gets the sam
 references; each worker sends back one flat CPU buffer (fp32, or fp16/bf16 with
 ``transfer=``). Weights always travel in fp32. A small model's buffers travel in pieces
 that Ray hands inside the calls instead of through its object store
-(``hetlab.flat.pieces_for``). ``bytes_sent`` counts both directions. Every step records, per worker, where the time went:
+(``hetlab.flat.pieces_for``). ``bytes_sent`` counts both directions. Every step records,
+per worker, where the time went:
 
 * ``compute_s``: measured by the worker around its forward/backward (device synced);
-* ``simulated_s``: the sleep of a *simulated* slower device ((N−1) × that work's typical compute_s, ``hetlab.simulate``);
+* ``simulated_s``: the sleep of a *simulated* slower device ((N−1) × that work's typical
+  compute_s, ``hetlab.simulate``);
 * ``comm_s``: the round trip the driver measured (submit → result ready) minus the
   worker's own compute_s + simulated_s: sending weights and gradient, serialising,
   Ray's scheduling;
