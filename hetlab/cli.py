@@ -320,7 +320,7 @@ def _train(args) -> int:
                     print(f"resumed from {opts['resume']} at step {run.step}")
                 print(f"batch sizes from the checkpoint: {format_ratio(run.batch_sizes)}")
             elif opts["ratio"] == "auto":
-                tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), args.global_batch, 2, rounds=3)
+                tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), args.global_batch, 2, rounds=4)
                 run.set_batch_sizes(tuned.batch_sizes)
                 print(f"ratio auto (measured over {run.step} training steps): {tuned}")
             else:

@@ -191,7 +191,7 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = replace(FULL, bench_repeats=2, pair_steps=4, pair_rounds=4, pair_repeats=2, acc_epochs=1,
+QUICK = replace(FULL, bench_repeats=2, pair_steps=4, pair_rounds=5, pair_repeats=2, acc_epochs=1,
                 sweep_batches=(1, 8, 64, 256), sweep_steps=3)
 
 

@@ -32,7 +32,7 @@ class RatioTuner:
     more get one weight slider each. Display it by leaving it as a cell's last value.
     """
 
-    def __init__(self, training, global_batch: int, steps: int = 5, auto_rounds: int = 4,
+    def __init__(self, training, global_batch: int, steps: int = 5, auto_rounds: int = 5,
                  auto_steps: int = 3):
         self.training = training
         self.global_batch = global_batch
