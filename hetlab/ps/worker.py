@@ -147,10 +147,6 @@ class Worker:
                 return self._loss_backward(xb, yb, amp_dtype=None)
         return loss.detach()
 
-    def _simulate(self, work, compute_s: float) -> float:
-        """Sleep (slowdown − 1) × the typical time of this ``work``: the simulated slower device."""
-        return self.slow.after(work, compute_s)
-
     def _random_batch(self, batch_size: int, g: torch.Generator):
         idx = torch.randint(0, len(self.y), (batch_size,), generator=g).to(self.device)
         return self.x[idx], self.y[idx]
@@ -195,7 +191,7 @@ class Worker:
         grad = flat_grad(self.params, self.wire)
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
-        simulated_s = self._simulate(("gradient", len(idx)), compute_s)
+        simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
         return (*split_pieces(grad, pieces), {"loss": loss, "compute_s": compute_s,
                                               "simulated_s": simulated_s, "samples": len(idx)})
 
@@ -221,7 +217,7 @@ class Worker:
         delta = (start - end).to("cpu", self.wire)
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
-        simulated_s = self._simulate(("local_round", len(idx), steps), compute_s)
+        simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
         return (*split_pieces(delta, pieces), {"loss": loss, "compute_s": compute_s,
                                                "simulated_s": simulated_s, "samples": len(idx)})
 
@@ -254,7 +250,7 @@ class Worker:
             t0 = time.perf_counter()
             step()
             compute_s = time.perf_counter() - t0
-            total += compute_s + self._simulate(("alone", batch_size), compute_s)
+            total += compute_s + self.slow.after(("alone", batch_size), compute_s)
         return batch_size * steps / total
 
 
