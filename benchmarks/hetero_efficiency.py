@@ -21,7 +21,11 @@ PS overhead = (straggler's communication + server step) ÷ step time. Then where
 millisecond of a tuned step goes: along the straggler's path (compute, simulated,
 communication, the server's own update, the update's trip (the rest of the driver's wait
 for it: gradients to the server, its answer back), the rest) and the driver's own CPU time
-per step (its Python and Ray's threads in the driver process).
+per step (its Python and Ray's threads in the driver process). Last, why the tuned step is
+longer than its ideal (the batch ÷ the devices' own speeds in those steps), in three parts
+that sum to the step: the split (off for the speeds the steps ran at: balanced in hindsight
+it would be another one), step-to-step noise (whoever is slower in a step sets it), and Ray
+and the server.
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
 
@@ -71,6 +75,24 @@ def critical_path_ms(records) -> dict:
         for k, v in path.items():
             parts[k].append(1e3 * v)
     return {k: statistics.mean(v) for k, v in parts.items()}
+
+
+def step_budget_ms(records, speeds) -> dict:
+    """Mean ms per step: the ideal (the global batch ÷ Σ the devices' own speeds in these steps:
+    every device busy all the time, nothing else) and what the measured step adds to it.
+    "split": the slower device's mean time per step above the ideal (the split is off for the
+    speeds these steps ran at: the host drifted since tuning, or tuning missed); "noise": the
+    straggler's device time above that (step by step, the slower worker is slower than its
+    mean); then Ray and the server along the straggler's path. The parts sum to the step."""
+    steps = len({r.step for r in records})
+    mean_s = max(sum(r.samples for r in records if r.worker == name) / steps / speed
+                 for name, speed in speeds.items())
+    ideal = sum(r.samples for r in records) / steps / sum(speeds.values())
+    path = critical_path_ms(records)
+    busy = path["compute"] + path["simulated"]
+    return {"ideal": 1e3 * ideal, "split": 1e3 * (mean_s - ideal), "noise": busy - 1e3 * mean_s,
+            "comm": path["comm"], "server": path["server"], "update trip": path["update trip"],
+            "rest": path["rest"], "step": path["step"]}
 
 
 def main() -> None:
@@ -155,6 +177,16 @@ def main() -> None:
     print(f"  the devices' own speeds in the tuned steps (compute + simulated): "
           f"{' + '.join(f'{d:,.0f}' for d in devices)} = {sum(devices):,.0f} samples/s; the cluster "
           f"kept {kept:.1%} of that (the rest: communication, the update, waiting)")
+    budget = step_budget_ms(tuned_recs, {spec.name: d for spec, d in zip(training.workers, devices)})
+    hindsight = balance.equal_finish_split(g, devices)
+    lost = lambda *keys: sum(budget[k] for k in keys) / budget["step"]  # noqa: E731
+    print(f"  the tuned step against its ideal at those speeds (mean ms per step): ideal {budget['ideal']:.1f}"
+          f"  + split {budget['split']:.1f} (balanced for these speeds: {balance.format_ratio(hindsight)})"
+          f"  + noise {budget['noise']:.1f}  + Ray and the server "
+          f"{budget['comm'] + budget['server'] + budget['update trip'] + budget['rest']:.1f}"
+          f"  = step {budget['step']:.1f} ms")
+    print(f"    of the step: the split off {lost('split'):.1%}, step-to-step noise {lost('noise'):.1%}, "
+          f"Ray and the server {lost('comm', 'server', 'update trip', 'rest'):.1%}")
     print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),
                       "efficiency_tuned": round(eff["tuned"], 4),
                       "efficiency_tuned_each": [round(e, 4) for e in eff_each["tuned"]],
@@ -165,6 +197,8 @@ def main() -> None:
                       "efficiency_tuned_predicted": round(predicted, 4),
                       "tuned_vs_devices_in_cluster": round(kept, 4),
                       "tuned_step_ms": {k: round(v, 2) for k, v in path.items()},
+                      "tuned_step_budget_ms": {k: round(v, 2) for k, v in budget.items()},
+                      "tuned_split_in_hindsight": hindsight,
                       "driver_cpu_ms_per_step": round(driver_ms, 2),
                       "global_batch": g, "run_steps": args.run_steps, "simulated_slowdown": args.slowdown}))
 
