@@ -22,10 +22,10 @@ millisecond of a tuned step goes: along the straggler's path (compute, simulated
 communication, the server's own update, the update's trip (the rest of the driver's wait
 for it: gradients to the server, its answer back), the rest) and the driver's own CPU time
 per step (its Python and Ray's threads in the driver process). Last, why the tuned step is
-longer than its ideal (the batch ÷ the devices' own speeds in those steps), in three parts
-that sum to the step: the split (off for the speeds the steps ran at: balanced in hindsight
-it would be another one), step-to-step noise (whoever is slower in a step sets it), and Ray
-and the server.
+longer than its ideal (the batch ÷ the devices' own speeds in those steps), in parts that sum
+to the step (``hetlab.ps.specs.step_budget``): the split (off for the speeds the steps ran at:
+balanced in hindsight it would be another one), step-to-step noise (whoever is slower in a step
+sets it), and the parameter server's own cost (Ray's messages, the update, the driver).
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
 
@@ -46,7 +46,7 @@ from hetlab import balance
 from hetlab.data import load_mnist
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
-from hetlab.ps.specs import wall_s
+from hetlab.ps.specs import step_budget, wall_s
 
 
 def ps_overhead_fraction(records) -> float:
@@ -75,24 +75,6 @@ def critical_path_ms(records) -> dict:
         for k, v in path.items():
             parts[k].append(1e3 * v)
     return {k: statistics.mean(v) for k, v in parts.items()}
-
-
-def step_budget_ms(records, speeds) -> dict:
-    """Mean ms per step: the ideal (the global batch ÷ Σ the devices' own speeds in these steps:
-    every device busy all the time, nothing else) and what the measured step adds to it.
-    "split": the slower device's mean time per step above the ideal (the split is off for the
-    speeds these steps ran at: the host drifted since tuning, or tuning missed); "noise": the
-    straggler's device time above that (step by step, the slower worker is slower than its
-    mean); then Ray and the server along the straggler's path. The parts sum to the step."""
-    steps = len({r.step for r in records})
-    mean_s = max(sum(r.samples for r in records if r.worker == name) / steps / speed
-                 for name, speed in speeds.items())
-    ideal = sum(r.samples for r in records) / steps / sum(speeds.values())
-    path = critical_path_ms(records)
-    busy = path["compute"] + path["simulated"]
-    return {"ideal": 1e3 * ideal, "split": 1e3 * (mean_s - ideal), "noise": busy - 1e3 * mean_s,
-            "comm": path["comm"], "server": path["server"], "update trip": path["update trip"],
-            "rest": path["rest"], "step": path["step"]}
 
 
 def main() -> None:
@@ -170,23 +152,16 @@ def main() -> None:
     predicted = balance.predicted_efficiency(tuned.batch_sizes, alone)
     print(f"  predicted efficiency of the tuned split from standalone speeds alone: {predicted:.1%} "
           f"(the gap to measured = workers slower together than alone + PS overhead)")
-    devices = [sum(r.samples for r in tuned_recs if r.worker == spec.name)
-               / sum(r.compute_s + r.simulated_s for r in tuned_recs if r.worker == spec.name)
-               for spec in training.workers]
+    budget = step_budget(tuned_recs)
+    devices = [budget.speeds[spec.name] for spec in training.workers]
     kept = rate["tuned"] / sum(devices)
     print(f"  the devices' own speeds in the tuned steps (compute + simulated): "
           f"{' + '.join(f'{d:,.0f}' for d in devices)} = {sum(devices):,.0f} samples/s; the cluster "
           f"kept {kept:.1%} of that (the rest: communication, the update, waiting)")
-    budget = step_budget_ms(tuned_recs, {spec.name: d for spec, d in zip(training.workers, devices)})
     hindsight = balance.equal_finish_split(g, devices)
-    lost = lambda *keys: sum(budget[k] for k in keys) / budget["step"]  # noqa: E731
-    print(f"  the tuned step against its ideal at those speeds (mean ms per step): ideal {budget['ideal']:.1f}"
-          f"  + split {budget['split']:.1f} (balanced for these speeds: {balance.format_ratio(hindsight)})"
-          f"  + noise {budget['noise']:.1f}  + Ray and the server "
-          f"{budget['comm'] + budget['server'] + budget['update trip'] + budget['rest']:.1f}"
-          f"  = step {budget['step']:.1f} ms")
-    print(f"    of the step: the split off {lost('split'):.1%}, step-to-step noise {lost('noise'):.1%}, "
-          f"Ray and the server {lost('comm', 'server', 'update trip', 'rest'):.1%}")
+    print(f"  why the tuned step is longer than its ideal (the batch ÷ those speeds), mean per step:\n    {budget}"
+          f"\n    (the split balanced for those speeds: {balance.format_ratio(hindsight)}; "
+          f"tuned {balance.format_ratio(tuned.batch_sizes)})")
     print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),
                       "efficiency_tuned": round(eff["tuned"], 4),
                       "efficiency_tuned_each": [round(e, 4) for e in eff_each["tuned"]],
@@ -197,7 +172,8 @@ def main() -> None:
                       "efficiency_tuned_predicted": round(predicted, 4),
                       "tuned_vs_devices_in_cluster": round(kept, 4),
                       "tuned_step_ms": {k: round(v, 2) for k, v in path.items()},
-                      "tuned_step_budget_ms": {k: round(v, 2) for k, v in budget.items()},
+                      "tuned_step_budget_ms": {k: round(1e3 * getattr(budget, k), 2)
+                                               for k in ("ideal", "split", "noise", "overhead", "step")},
                       "tuned_split_in_hindsight": hindsight,
                       "driver_cpu_ms_per_step": round(driver_ms, 2),
                       "global_batch": g, "run_steps": args.run_steps, "simulated_slowdown": args.slowdown}))

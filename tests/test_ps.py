@@ -14,7 +14,8 @@ from hetlab.models import make_model
 from hetlab.ps import ParameterServerTraining, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps.engine import _one_line
-from hetlab.ps.specs import StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s, staleness_allows
+from hetlab.ps.specs import (StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s,
+                             staleness_allows, step_budget)
 from hetlab.flat import flat_weights
 from hetlab.train import evaluate
 from hetlab.ps import worker as worker_module
@@ -81,6 +82,24 @@ def test_idle_share_is_waiting_over_the_run_wall_time():
             rec(2, "fast", 0.1, 0.2), rec(2, "slow", 0.0, 0.2)]
     assert idle_share(sync, "fast") == pytest.approx(0.4 / 0.6) and idle_share(sync, "slow") == 0
     assert idle_share([], "fast") == 0.0
+
+
+def test_step_budget_splits_the_step_into_ideal_split_noise_and_overhead():
+    def rec(step, worker, samples, busy_s, wait_s, step_s):
+        return StepRecord(step, worker, samples, compute_s=busy_s, simulated_s=0.0, wait_s=wait_s,
+                          comm_s=0.003, loss=1.0, step_s=step_s, samples=samples)
+    # balanced on average (each device 0.12 s per step), but in step 2 the fast one has a hiccup
+    steps = [rec(1, "fast", 300, 0.10, 0.02, 0.13), rec(1, "slow", 100, 0.12, 0.0, 0.13),
+             rec(2, "fast", 300, 0.14, 0.0, 0.15), rec(2, "slow", 100, 0.12, 0.02, 0.15)]
+    b = step_budget(steps)
+    assert b.speeds == pytest.approx({"fast": 2500, "slow": 2500 / 3})
+    assert (b.ideal, b.split, b.noise, b.overhead, b.step) == pytest.approx((0.12, 0.0, 0.01, 0.01, 0.14))
+    # the first step alone: the slow device's 0.12 s above the ideal 400 / (3000 + 833) s is the split
+    one, ideal = step_budget(steps[:2]), 400 / (3000 + 2500 / 3)
+    assert (one.ideal, one.split, one.noise, one.overhead) == pytest.approx((ideal, 0.12 - ideal, 0.0, 0.01))
+    assert "split off 15.7 ms (12%)" in str(one)
+    with pytest.raises(HetlabError, match="at least one step"):
+        step_budget([])
 
 
 def test_errors_from_inside_an_actor_become_one_line():
@@ -218,6 +237,10 @@ def test_records_time_split_and_simulated_label(sync_run):
         assert r.server_s <= r.update_s <= r.step_s - (r.compute_s + r.simulated_s + r.comm_s + r.wait_s) + 1e-6
     assert sync_run["samples_per_s"] == pytest.approx(samples_per_s(recs))
     assert idle_share(recs, "slow") < 0.1 < idle_share(recs, "fast")   # only the fast one waits
+    budget = step_budget(recs)   # ideal + split + noise + overhead = step; ideal ÷ step = what was kept
+    assert budget.ideal + budget.split + budget.noise + budget.overhead == pytest.approx(budget.step)
+    assert budget.ideal / budget.step == pytest.approx(samples_per_s(recs) / sum(budget.speeds.values()))
+    assert budget.speeds["fast"] > budget.speeds["slow"] and budget.split > 0 and budget.overhead > 0
     # both directions counted: fp32 weights down, fp32 gradients up, per worker per step
     assert sync_run["bytes_per_sample"] == pytest.approx(2 * 2 * 4 * sync_run["n_params"] / 64)
 

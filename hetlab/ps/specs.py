@@ -3,13 +3,13 @@
 ``WorkerSpec`` (what a worker is) and ``StepRecord`` (where one step's time went), and
 functions with no Ray in them, so tests and notebooks can check the arithmetic
 directly: the weighted combination Σ (b_i / Σb) · g_i, the async scale, the bound on
-staleness, input checks and cluster samples/s.
+staleness, input checks, cluster samples/s and where a step's time went (``step_budget``).
 """
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from hetlab.data import n_samples
@@ -179,3 +179,46 @@ def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
         rates = [samples / seconds for samples, seconds in busy if seconds > 0]
         out.append(statistics.median(rates) if rates else 0.0)
     return out
+
+
+@dataclass
+class StepBudget:
+    """Why synchronous steps took longer than ideal, in mean seconds per step (notebook 06).
+    ``ideal + split + noise + overhead == step``; ``speeds``: each worker's device, samples/s."""
+
+    ideal: float       # the batch ÷ Σ speeds: every device busy all the time, nothing else
+    split: float       # the slower device's mean time above that: the split is off for these speeds
+    noise: float       # each step's longest device time above that mean: step by step, whoever is slower sets it
+    overhead: float    # the rest of the step: Ray's messages, the server's update, the driver
+    step: float
+    speeds: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        part = lambda x: f"{1e3 * x:.1f} ms ({x / self.step:.0%})"  # noqa: E731
+        return (f"ideal {1e3 * self.ideal:.1f} ms + split off {part(self.split)} + noise {part(self.noise)}"
+                f" + the parameter server's own cost {part(self.overhead)} = step {1e3 * self.step:.1f} ms")
+
+
+def step_budget(records) -> StepBudget:
+    """Where the time of these synchronous steps went, beyond the ideal (notebook 06).
+
+    Each worker's device speed is its samples ÷ its compute + simulated time in these steps;
+    the ideal step is the batch ÷ the sum of those speeds. "noise" is the mean of each step's
+    longest device time above the slower device's mean (never negative); "overhead" is the
+    rest of the step beyond that longest device time.
+    """
+    by_step: dict = {}
+    for r in records:
+        by_step.setdefault(r.step, []).append(r)
+    if not by_step:
+        raise HetlabError("step_budget needs the records of at least one step, e.g. training.run(8).")
+    n, names = len(by_step), list(dict.fromkeys(r.worker for rs in by_step.values() for r in rs))
+    mine = {w: [r for rs in by_step.values() for r in rs if r.worker == w] for w in names}
+    samples = {w: sum(r.samples or r.batch_size for r in rs) for w, rs in mine.items()}
+    busy = {w: sum(r.compute_s + r.simulated_s for r in rs) for w, rs in mine.items()}
+    speeds = {w: samples[w] / busy[w] for w in names}
+    ideal = sum(samples.values()) / n / sum(speeds.values())
+    slower = max(busy.values()) / n
+    longest = sum(max(r.compute_s + r.simulated_s for r in rs) for rs in by_step.values()) / n
+    step = sum(rs[0].step_s for rs in by_step.values()) / n
+    return StepBudget(ideal, slower - ideal, longest - slower, step - longest, step, speeds)
