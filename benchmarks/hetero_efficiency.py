@@ -8,11 +8,15 @@ time, ``hetlab.simulate``). With HETLAB_ADDRESS set, your own pair instead
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 
 Standalone speeds are measured in the same run (each worker alone, at the whole
-global batch) before and after every alternation, in which the equal split and the
-auto-tuned split run side by side: each alternation's efficiency divides by the mean of
-the standalone speeds measured just before and just after it, so that a machine whose
-speed drifts (this shared box: ±10 % within a minute) hits numerator and denominator
-alike. The efficiency printed is the median over the alternations; each one is shown too.
+global batch) before and after every alternation, in which three splits run side by side:
+the equal split, the auto-tuned split, and the split that follows (it starts at the tuned
+one and ``run(retune_every=8)`` re-splits it when the speeds it measures say so, notebook 06
+§5; it carries its split from one alternation to the next). Each alternation's efficiency
+divides by the mean of the standalone speeds measured just before and just after it, so
+that a machine whose speed drifts (this shared box: ±10 % within a minute) hits numerator
+and denominator alike; a run's samples/s is over its whole wall time, so a followed run
+pays for its warm-up steps at new sizes. The efficiency printed is the median over the
+alternations; each one is shown too.
 It can pass 100 %: standalone runs the whole global batch, and on this CPU a 512-sample step
 costs about 15 % more per sample than a 420-sample one (caches), so the desktop computes
 its share faster in the cluster than alone. Hence a second figure, free of that: what the
@@ -82,7 +86,8 @@ def main() -> None:
     parser.add_argument("--global-batch", type=int, default=512)
     parser.add_argument("--steps", type=int, default=8, help="measured steps per standalone run and tuning round")
     parser.add_argument("--run-steps", type=int, default=24, help="measured steps per split in each alternation")
-    parser.add_argument("--repeats", type=int, default=5, help="alternations (equal, tuned, standalone)")
+    parser.add_argument("--repeats", type=int, default=5, help="alternations (equal, tuned, followed, standalone)")
+    parser.add_argument("--follow-every", type=int, default=8, help="the followed split's retune_every")
     parser.add_argument("--slowdown", type=float, default=4.0, help="the practice mac's simulated slowdown")
     args = parser.parse_args()
     g = args.global_batch
@@ -94,22 +99,28 @@ def main() -> None:
         training.run(3)  # warm-up
         tuned = balance.auto_tune(lambda sizes: training.measure(sizes, steps=args.steps), g, 2, rounds=6)
         equal = balance.split_batch(g, [1, 1])
-        runs = {"equal": [], "tuned": []}
-        driver_cpu = {"equal": 0.0, "tuned": 0.0}
-        alone_each, eff_each = [], {"equal": [], "tuned": []}
+        splits = {"equal": equal, "tuned": tuned.batch_sizes, "followed": list(tuned.batch_sizes)}
+        followed_at = []  # the followed split at the end of each alternation
+        runs = {name: [] for name in splits}
+        driver_cpu = dict.fromkeys(splits, 0.0)
+        alone_each, eff_each = [], {name: [] for name in splits}
         alone_each.append(training.standalone_throughput(g, steps=args.steps))
-        for _ in range(args.repeats):  # each alternation: both splits, then both alone again
+        for _ in range(args.repeats):  # each alternation: the three splits, then both alone again
             rates = {}
-            for name, sizes in (("equal", equal), ("tuned", tuned.batch_sizes)):
-                cpu = time.process_time()
-                recs = training.run(args.run_steps, batch_sizes=sizes)
+            for name, sizes in splits.items():
+                cpu, start = time.process_time(), time.perf_counter()
+                recs = training.run(args.run_steps, batch_sizes=sizes,
+                                    retune_every=args.follow_every if name == "followed" else 0)
+                rates[name] = sum(r.samples for r in recs) / (time.perf_counter() - start)  # warm-ups included
                 driver_cpu[name] += time.process_time() - cpu
                 runs[name].extend(recs)
-                rates[name] = training.samples_per_s(recs)
+            splits["followed"] = list(training.batch_sizes)
+            followed_at.append(splits["followed"])
             alone_each.append(training.standalone_throughput(g, steps=args.steps))
             bracket = [statistics.mean(pair) for pair in zip(*alone_each[-2:])]  # before and after
             for name, rate in rates.items():
                 eff_each[name].append(balance.efficiency(rate, bracket))
+        moves = [e for e in training.events if e["event"] == "split_retuned"]
 
     alone = [statistics.mean(a) for a in zip(*alone_each)]
     rate = {name: training.samples_per_s(recs) for name, recs in runs.items()}
@@ -126,7 +137,7 @@ def main() -> None:
         print(f"    {balance.format_ratio(r.batch_sizes):24s} measured "
               f"{', '.join(f'{t:,.0f}' for t in r.throughputs)} samples/s")
     print(f"  {'split':28s} {'samples/s':>10} {'efficiency':>11} {'PS overhead':>12}   efficiency per alternation")
-    for name, sizes in (("equal", equal), ("tuned", tuned.batch_sizes)):
+    for name, sizes in splits.items():
         print(f"  {name + ' ' + balance.format_ratio(sizes):28s} {rate[name]:10,.0f} "
               f"{eff[name]:11.1%} {overhead[name]:12.1%}   {', '.join(f'{e:.1%}' for e in eff_each[name])}")
     print("  where a tuned step's time goes (mean per step):")
@@ -162,6 +173,10 @@ def main() -> None:
     print(f"  why the tuned step is longer than its ideal (the batch ÷ those speeds), mean per step:\n    {budget}"
           f"\n    (the split balanced for those speeds: {balance.format_ratio(hindsight)}; "
           f"tuned {balance.format_ratio(tuned.batch_sizes)})")
+    followed = step_budget(runs["followed"])
+    print(f"  the followed split (retune_every={args.follow_every}, from the tuned one): moved {len(moves)}× "
+          f"({' → '.join(balance.format_ratio(m['to']).split(' ')[0] for m in moves) or 'never'}); its steps:"
+          f"\n    {followed}")
     print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),
                       "efficiency_tuned": round(eff["tuned"], 4),
                       "efficiency_tuned_each": [round(e, 4) for e in eff_each["tuned"]],
@@ -175,6 +190,11 @@ def main() -> None:
                       "tuned_step_budget_ms": {k: round(1e3 * getattr(budget, k), 2)
                                                for k in ("ideal", "split", "noise", "overhead", "step")},
                       "tuned_split_in_hindsight": hindsight,
+                      "efficiency_followed": round(eff["followed"], 4),
+                      "efficiency_followed_each": [round(e, 4) for e in eff_each["followed"]],
+                      "followed_batch_sizes": followed_at, "followed_moves": len(moves),
+                      "followed_step_budget_ms": {k: round(1e3 * getattr(followed, k), 2)
+                                                  for k in ("ideal", "split", "noise", "overhead", "step")},
                       "driver_cpu_ms_per_step": round(driver_ms, 2),
                       "global_batch": g, "run_steps": args.run_steps, "simulated_slowdown": args.slowdown}))
 
