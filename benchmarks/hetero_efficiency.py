@@ -27,9 +27,10 @@ communication, the server's own update, the update's trip (the rest of the drive
 for it: gradients to the server, its answer back), the rest) and the driver's own CPU time
 per step (its Python and Ray's threads in the driver process). Last, why the tuned step is
 longer than its ideal (the batch ÷ the devices' own speeds in those steps), in parts that sum
-to the step (``hetlab.ps.specs.step_budget``): the split (off for the speeds the steps ran at:
-balanced in hindsight it would be another one), step-to-step noise (whoever is slower in a step
-sets it), and the parameter server's own cost (Ray's messages, the update, the driver).
+to the step (``hetlab.ps.specs.step_budget``): the split (off for the speeds and messages the
+steps ran at: balanced in hindsight it would be another one), step-to-step noise (whoever is
+slower in a step sets it), and the parameter server's own cost (Ray's messages, the update,
+the driver).
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
 
@@ -169,9 +170,9 @@ def main() -> None:
     print(f"  the devices' own speeds in the tuned steps (compute + simulated): "
           f"{' + '.join(f'{d:,.0f}' for d in devices)} = {sum(devices):,.0f} samples/s; the cluster "
           f"kept {kept:.1%} of that (the rest: communication, the update, waiting)")
-    hindsight = balance.equal_finish_split(g, devices)
+    hindsight = balance.equal_finish_split(g, devices, [budget.comm[spec.name] for spec in training.workers])
     print(f"  why the tuned step is longer than its ideal (the batch ÷ those speeds), mean per step:\n    {budget}"
-          f"\n    (the split balanced for those speeds: {balance.format_ratio(hindsight)}; "
+          f"\n    (the split balanced for those speeds and messages: {balance.format_ratio(hindsight)}; "
           f"tuned {balance.format_ratio(tuned.batch_sizes)})")
     followed = step_budget(runs["followed"])
     print(f"  the followed split (retune_every={args.follow_every}, from the tuned one): moved {len(moves)}× "

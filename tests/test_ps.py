@@ -85,9 +85,9 @@ def test_idle_share_is_waiting_over_the_run_wall_time():
 
 
 def test_step_budget_splits_the_step_into_ideal_split_noise_and_overhead():
-    def rec(step, worker, samples, busy_s, wait_s, step_s):
+    def rec(step, worker, samples, busy_s, wait_s, step_s, comm_s=0.003):
         return StepRecord(step, worker, samples, compute_s=busy_s, simulated_s=0.0, wait_s=wait_s,
-                          comm_s=0.003, loss=1.0, step_s=step_s, samples=samples)
+                          comm_s=comm_s, loss=1.0, step_s=step_s, samples=samples)
     # balanced on average (each device 0.12 s per step), but in step 2 the fast one has a hiccup
     steps = [rec(1, "fast", 300, 0.10, 0.02, 0.13), rec(1, "slow", 100, 0.12, 0.0, 0.13),
              rec(2, "fast", 300, 0.14, 0.0, 0.15), rec(2, "slow", 100, 0.12, 0.02, 0.15)]
@@ -98,6 +98,13 @@ def test_step_budget_splits_the_step_into_ideal_split_noise_and_overhead():
     one, ideal = step_budget(steps[:2]), 400 / (3000 + 2500 / 3)
     assert (one.ideal, one.split, one.noise, one.overhead) == pytest.approx((ideal, 0.12 - ideal, 0.0, 0.01))
     assert "split off 15.7 ms (12%)" in str(one)
+    # a worker whose messages take longer (across a network) should get less: balanced, both take
+    # T = ideal + Σ s_i·c_i / Σ s_i; the messages are the parameter server's cost, not the split's
+    far = step_budget([rec(1, "fast", 300, 0.10, 0.028, 0.135, comm_s=0.002),
+                       rec(1, "slow", 100, 0.12, 0.0, 0.135, comm_s=0.010)])
+    balanced = ideal + (3000 * 0.002 + 2500 / 3 * 0.010) / (3000 + 2500 / 3)
+    assert far.comm == pytest.approx({"fast": 0.002, "slow": 0.010})
+    assert (far.split, far.noise, far.overhead) == pytest.approx((0.13 - balanced, 0.0, balanced - ideal + 0.005))
     with pytest.raises(HetlabError, match="at least one step"):
         step_budget([])
 

@@ -184,14 +184,16 @@ def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
 @dataclass
 class StepBudget:
     """Why synchronous steps took longer than ideal, in mean seconds per step (notebook 06).
-    ``ideal + split + noise + overhead == step``; ``speeds``: each worker's device, samples/s."""
+    ``ideal + split + noise + overhead == step``. ``speeds``: each worker's device, samples/s;
+    ``comm``: each worker's messages, mean seconds per step."""
 
     ideal: float       # the batch ÷ Σ speeds: every device busy all the time, nothing else
-    split: float       # the slower device's mean time above that: the split is off for these speeds
-    noise: float       # each step's longest device time above that mean: step by step, whoever is slower sets it
-    overhead: float    # the rest of the step: Ray's messages, the server's update, the driver
+    split: float       # the slower worker's mean time above a split balanced for these speeds and messages
+    noise: float       # each step's slowest worker above that mean: step by step, whoever is slower sets it
+    overhead: float    # the parameter server's own cost: messages (even when balanced), the update, the driver
     step: float
     speeds: dict = field(default_factory=dict)
+    comm: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
         part = lambda x: f"{1e3 * x:.1f} ms ({x / self.step:.0%})"  # noqa: E731
@@ -202,10 +204,12 @@ class StepBudget:
 def step_budget(records) -> StepBudget:
     """Where the time of these synchronous steps went, beyond the ideal (notebook 06).
 
-    Each worker's device speed is its samples ÷ its compute + simulated time in these steps;
-    the ideal step is the batch ÷ the sum of those speeds. "noise" is the mean of each step's
-    longest device time above the slower device's mean (never negative); "overhead" is the
-    rest of the step beyond that longest device time.
+    Worker i's device runs at s_i = its samples ÷ its compute + simulated time; its messages
+    take c_i per step (comm). The ideal step is B ÷ Σ s_i. Balanced, every worker would take
+    T = (B + Σ s_i·c_i) ÷ Σ s_i per step (``balance.equal_finish_split``): "split" is the
+    slower worker's mean time above T, "noise" each step's slowest worker above that mean,
+    "overhead" T − ideal (the messages) plus the rest of the step (the update, the driver).
+    All four are ≥ 0 and add up to the mean step.
     """
     by_step: dict = {}
     for r in records:
@@ -215,10 +219,13 @@ def step_budget(records) -> StepBudget:
     n, names = len(by_step), list(dict.fromkeys(r.worker for rs in by_step.values() for r in rs))
     mine = {w: [r for rs in by_step.values() for r in rs if r.worker == w] for w in names}
     samples = {w: sum(r.samples or r.batch_size for r in rs) for w, rs in mine.items()}
-    busy = {w: sum(r.compute_s + r.simulated_s for r in rs) for w, rs in mine.items()}
-    speeds = {w: samples[w] / busy[w] for w in names}
-    ideal = sum(samples.values()) / n / sum(speeds.values())
-    slower = max(busy.values()) / n
-    longest = sum(max(r.compute_s + r.simulated_s for r in rs) for rs in by_step.values()) / n
+    speeds = {w: samples[w] / sum(r.compute_s + r.simulated_s for r in rs) for w, rs in mine.items()}
+    comm = {w: sum(r.comm_s for r in rs) / n for w, rs in mine.items()}
+    total = sum(speeds.values())
+    ideal = sum(samples.values()) / n / total
+    balanced = ideal + sum(speeds[w] * comm[w] for w in names) / total
+    slower = max(samples[w] / n / speeds[w] + comm[w] for w in names)
+    longest = sum(max(r.compute_s + r.simulated_s + r.comm_s for r in rs) for rs in by_step.values()) / n
     step = sum(rs[0].step_s for rs in by_step.values()) / n
-    return StepBudget(ideal, slower - ideal, longest - slower, step - longest, step, speeds)
+    return StepBudget(ideal, slower - balanced, longest - slower, balanced - ideal + step - longest, step,
+                      speeds, comm)
