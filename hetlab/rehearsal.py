@@ -299,12 +299,43 @@ def stop_host(role: str) -> None:
     _kill_all(_host(role).netns)
 
 
-def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports()) -> None:
-    """The machine is back: run its printed ``ray start --address`` line again."""
+def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports(), timeout: float = 60.0) -> None:
+    """The machine is back: run its printed ``ray start --address`` line again (notebook 08).
+
+    From a driver connected to the rehearsal, first wait until the head has counted the old
+    node dead: a node started at the same address while the head still counts the old one
+    alive may never join (a real Mac wakes up long after that). Then wait until the new node
+    is alive, and start it once more if it is not within ``timeout`` seconds.
+    """
     host = _host(role)
     if host is DESKTOP:
         raise HetlabError("the desktop is the head: stopping it ends the cluster; run `hetlab rehearse up`.")
-    _start_ray(host, _join_lines(host, ports))
+    if not _node_at(host.ip, alive=False, timeout=timeout):
+        raise HetlabError(f"rehearsal: the head still counts the {role} host's old node alive after "
+                          f"{timeout:.0f} s; run `hetlab rehearse down` and `up`.")
+    for _ in range(2):
+        _start_ray(host, _join_lines(host, ports))
+        if _node_at(host.ip, alive=True, timeout=timeout):
+            return
+        _kill_all(host.netns)
+    raise HetlabError(f"rehearsal: the {role} host's Ray started twice but never joined within "
+                      f"{timeout:.0f} s; run `hetlab rehearse down` and `up`.")
+
+
+def _node_at(ip: str, alive: bool, timeout: float) -> bool:
+    """Wait until a live node at ``ip`` exists (``alive``) or none does; True when it happened.
+    True at once when this process is not connected to Ray: there is nobody to ask."""
+    import ray
+
+    deadline = time.time() + timeout
+    while ray.is_initialized():
+        here = any(n.get("Alive") and n.get("NodeManagerAddress") == ip for n in ray.nodes())
+        if here == alive:
+            return True
+        if time.time() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 def _join_lines(host: Host, ports: commands.Ports) -> list[str]:

@@ -3,6 +3,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import ray
@@ -121,6 +122,16 @@ def test_embedded_local_ray_and_node_table(local_ray):
     assert row["hostname"] in str(table) and "<table>" in table._repr_html_()
     with pytest.raises(HetlabError, match="no live node has role 'mac'"):
         cluster.placement("mac")  # a plain local Ray has no hetlab roles
+
+
+def test_the_rehearsals_rejoin_waits_for_the_old_node_to_go_and_the_new_one_to_come(local_ray):
+    from hetlab import rehearsal
+    here = ray.nodes()[0]["NodeManagerAddress"]
+    assert rehearsal._node_at(here, alive=True, timeout=0)           # alive now: no wait
+    started = time.perf_counter()
+    assert not rehearsal._node_at(here, alive=False, timeout=0.5)    # never goes: False after the timeout
+    assert 0.5 <= time.perf_counter() - started < 5
+    assert rehearsal._node_at(rehearsal.MAC.ip, alive=False, timeout=0)   # no node there (ray.nodes() only)
 
 
 def test_nodes_without_connection_is_one_line_error():
