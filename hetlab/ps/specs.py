@@ -212,12 +212,13 @@ def step_budget(records) -> StepBudget:
     All four are ≥ 0 and add up to the mean step.
     """
     by_step: dict = {}
+    mine: dict = {}   # worker → its records, in the order the workers first appear
     for r in records:
         by_step.setdefault(r.step, []).append(r)
+        mine.setdefault(r.worker, []).append(r)
     if not by_step:
         raise HetlabError("step_budget needs the records of at least one step, e.g. training.run(8).")
-    n, names = len(by_step), list(dict.fromkeys(r.worker for rs in by_step.values() for r in rs))
-    mine = {w: [r for rs in by_step.values() for r in rs if r.worker == w] for w in names}
+    n, names = len(by_step), list(mine)
     samples = {w: sum(r.samples or r.batch_size for r in rs) for w, rs in mine.items()}
     speeds = {w: samples[w] / sum(r.compute_s + r.simulated_s for r in rs) for w, rs in mine.items()}
     comm = {w: sum(r.comm_s for r in rs) / n for w, rs in mine.items()}
