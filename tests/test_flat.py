@@ -46,7 +46,7 @@ def test_a_step_in_pieces_equals_the_step_in_one_buffer():
     grad, meta = worker.gradient([(0, 64)], weights)
     *grad_pieces, meta2 = worker.gradient([(0, 64)], *split_pieces(weights, 2), pieces=2)
     assert len(grad_pieces) == 2 and torch.equal(join_pieces(grad_pieces), grad) and meta2["loss"] == meta["loss"]
-    whole, _ = servers[0].apply([0.25, 0.75], grad, grad * 2)
-    *parts, _ = servers[1].apply([0.25, 0.75], *grad_pieces, *(p * 2 for p in grad_pieces), pieces=3)
-    assert len(parts) == 3 and torch.equal(join_pieces(parts), whole)
-    assert torch.equal(join_pieces(servers[1].weights(pieces=2)), whole)
+    whole, _ = servers[0].apply([0.25, 0.75], [grad, grad * 2])
+    joined, _ = servers[1].apply([0.25, 0.75], [join_pieces(grad_pieces), join_pieces([p * 2 for p in grad_pieces])])
+    assert torch.equal(joined, whole) and torch.equal(join_pieces(split_pieces(whole, 3)), whole)
+    assert torch.equal(servers[1].weights(), whole)

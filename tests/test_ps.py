@@ -191,7 +191,7 @@ def sync_run(data, tmp_path_factory):
     with ParameterServerTraining(specs, train, batch_sizes=sizes, seed=SEED, progress=False,
                                  checkpoint_dir=ckpt_dir, checkpoint_every=steps // 2) as ps:
         first = ps.run(1)
-        after_one = {"state": ray.get(ps.server.state.remote()), "weights": flat_weights(ps.model())}
+        after_one = {"state": ps.server.state(), "weights": flat_weights(ps.model())}
         records = first + ps.run(steps - 1)  # never interrupted: checkpoints only read state
         yield {"ps": ps, "after_one": after_one, "accuracy": ps.evaluate(test), "records": records,
                "labels": ps.labels, "bytes_per_sample": ps.bytes_per_sample,

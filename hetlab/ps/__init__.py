@@ -2,7 +2,7 @@
 
 * ``specs``: plain data and arithmetic, no Ray: ``WorkerSpec``, ``StepRecord``, the weighting
   Σ (b_i/Σb)·g_i, the async scale, the staleness bound, input checks, samples/s;
-* ``worker`` and ``server``: the two Ray actors (a device with the data; the weights and the optimizer);
+* ``worker`` and ``server``: the Ray actor of a device with the data; the weights and the optimizer (in the driver);
 * ``engine``: ``Engine``, the base class whose methods drive a step (sync round, async
   updates, a lost worker);
 * ``training``: ``ParameterServerTraining``, the object a learner holds: start, run, measure,

@@ -2,13 +2,13 @@
 
 ``Engine`` is the base class of ``ParameterServerTraining``: its methods submit work to
 the worker actors, wait with ``ray.wait`` (never an unbounded ``ray.get``), apply results
-on the server, write ``StepRecord``s and, when a worker's node disappears, drop that
+on the server (an object in the driver's process, ``hetlab.ps.server``), write ``StepRecord``s and, when a worker's node disappears, drop that
 worker, rebalance the global batch over the rest with ``hetlab.balance.split_batch`` and
 tell the learner (a printed line and an entry in ``events``). A sync round is Ray's own
 parameter-server loop, ``grads = [w.gradient.remote(weights) ...]`` then
-``weights = server.apply.remote(*grads)``, plus timings and faults. Weights and gradients
-travel as lists of refs: one object, or for a small model a few pieces that Ray hands
-inside the calls (``hetlab.flat.pieces_for``; ``benchmarks/ray_round_trips.py`` says why).
+``weights = server.apply(*ray.get(grads))``, plus timings and faults: one round trip per step.
+Weights and gradients travel as one object, or for a small model as a few pieces that Ray
+hands inside the calls (``hetlab.flat.pieces_for``; ``benchmarks/ray_round_trips.py`` says why).
 
 Which samples: every message carries its positions of the shuffled stream, taken from
 the training's one cursor ``stream`` (``hetlab.data.Stream``). A sync step takes the
@@ -21,17 +21,19 @@ from __future__ import annotations
 import time
 
 import ray
+import torch
 
 from hetlab.balance import split_batch
 from hetlab.data import split_spans
 from hetlab.errors import HetlabError
+from hetlab.flat import join_pieces, split_pieces
 from hetlab.ps.specs import StepRecord, async_scale, combine_coefficients, staleness_allows
 
 
 class Engine:
     """The steps of a ``ParameterServerTraining`` (its base class): sync rounds, async updates,
     a lost worker. They use the training's workers (``members``), its ``server``, its
-    data cursor (``stream``), the current weights' references (``_weights``, its pieces) and its
+    data cursor (``stream``), the current weights as the calls take them (``_weights``, its pieces) and its
     ``records``; ``ParameterServerTraining`` sets them up and calls ``run``."""
 
     def _sync_round(self) -> None:
@@ -58,7 +60,7 @@ class Engine:
 
     def _submit(self, i: int, spans: list):
         """Start worker i's next message on the positions ``spans``; returns (the refs of its
-        gradient's or delta's pieces, its meta's ref). The weights go as their pieces' refs."""
+        gradient's or delta's pieces, its meta's ref). The weights go as ``_publish`` made them."""
         actor = self.members[i].actor
         self.bytes_to_workers += self.weights_bytes
         k = self.pieces["gradient"]
@@ -157,28 +159,37 @@ class Engine:
             raise HetlabError(f"worker {self.members[i].spec.label} failed: {_one_line(e)}") from None
 
     def _apply_update(self, owners: list[int], grads: list, lost: list, coefficients_for):
-        """Server step with these gradients; one lost with its node drops its owner (→ ``lost``).
-        Returns (the server's meta plus ``update_s``, the driver's wait for it; the owners kept)."""
+        """The server's step with these gradients (their pieces' refs); one lost with its node
+        drops its owner (→ ``lost``). Returns (the server's meta plus ``update_s``: fetching the
+        gradients, the step, the new weights ready to send; the owners kept)."""
+        t0 = time.perf_counter()
         while grads:
-            t0, k = time.perf_counter(), self.pieces["weights"]
-            *weights, meta = self.server.apply.options(num_returns=k + 1).remote(
-                coefficients_for(owners), *[piece for grad in grads for piece in grad], pieces=k)
             try:
-                info = ray.get(meta, timeout=self.worker_timeout_s)
-            except ray.exceptions.ObjectLostError:
+                got = ray.get([piece for grad in grads for piece in grad], timeout=self.worker_timeout_s)
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 ok = [_fetchable(g) for g in grads]
+                if all(ok):
+                    raise HetlabError(f"could not fetch the workers' gradients ({_one_line(e)}): "
+                                      f"resume from the last checkpoint.") from None
                 lost += [(o, "its result was lost with its node") for o, fine in zip(owners, ok) if not fine]
                 owners = [o for o, fine in zip(owners, ok) if fine]
                 grads = [g for g, fine in zip(grads, ok) if fine]
                 continue
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
-                raise HetlabError(f"the parameter server failed: {_one_line(e)}; "
-                                  f"resume from the last checkpoint.") from None
-            self._weights = weights
+            per = len(got) // len(grads)
+            flats = [join_pieces(got[j:j + per]) for j in range(0, len(got), per)]
+            weights, info = self.server.apply(coefficients_for(owners), flats)
+            self._weights = self._publish(weights)
             info["update_s"] = time.perf_counter() - t0
             self.bytes_to_server += len(grads) * self.gradient_bytes
             return info, owners
         return None, []
+
+    def _publish(self, weights: torch.Tensor) -> list:
+        """The flat weights as the workers' calls take them: a small model's in pieces that Ray
+        copies into each call, a big one put once into Ray's object store (each worker's node
+        pulls it from there)."""
+        pieces = split_pieces(weights, self.pieces["weights"])
+        return [ray.put(p) if isinstance(p, torch.Tensor) else p for p in pieces]
 
     def _record(self, i, meta, round_trip, wait_s, staleness, server_meta, step_s) -> None:
         """One StepRecord; comm = driver-measured round trip − the worker's compute + simulated."""

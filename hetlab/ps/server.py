@@ -5,25 +5,31 @@ how many samples each one stands for — Σ (b_i / Σb) · g_i, not the plain me
 over-weights a small batch) nor the sum (which scales with the number of workers) —
 and takes one optimizer step. The arithmetic (coefficients, async scale, staleness
 bound) is in ``hetlab.ps.specs``, plain functions that tests call without Ray.
+
+It lives in the driver's process, not in an actor of its own: every gradient reaches the
+driver anyway (the driver waits for each one), so an actor would add a second trip per step
+(gradients on to it, weights back) for nothing. In ``benchmarks/server_trip.py`` that trip
+was 2 ms of the 7 ms a step spent outside the workers' compute.
 """
 from __future__ import annotations
 
+import copy
 import time
-import ray
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
-from hetlab.flat import flat_weights, join_pieces, split_pieces
+from hetlab.flat import flat_weights
 from hetlab.models import make_model
 
 
 class Server:
-    """A Ray actor owning the weights and the optimizer (Adam, or plain SGD with
-    ``optimizer="sgd"``; outer SGD in local-SGD mode)."""
+    """The weights and the optimizer (Adam, or plain SGD with ``optimizer="sgd"``; outer SGD
+    in local-SGD mode), in the driver's process."""
 
     def __init__(self, model, seed: int, lr: float, mode: str,
                  outer_lr: float = 1.0, outer_momentum: float = 0.0, optimizer: str = "adam"):
-        torch.set_num_threads(1)
         self.w = nn.Parameter(flat_weights(make_model(model, seed=seed)))
         if mode == "local_sgd":  # DiLoCo's outer step: SGD (Nesterov when momentum > 0)
             self.opt = torch.optim.SGD([self.w], lr=outer_lr, momentum=outer_momentum,
@@ -32,30 +38,28 @@ class Server:
             self.opt = (torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam)([self.w], lr=lr)
         self.version = 0
 
-    def weights(self, pieces: int = 1):
-        """The weights, in ``pieces`` pieces (``hetlab.flat.pieces_for``; one: the tensor)."""
-        out = split_pieces(self.w.detach().clone(), pieces)
-        return out if pieces > 1 else out[0]
+    def weights(self) -> torch.Tensor:
+        """A copy of the weights: one flat fp32 CPU tensor."""
+        return self.w.detach().clone()
 
-    @ray.method(num_returns=2)
-    def apply(self, coefficients: list[float], *grads: torch.Tensor, pieces: int = 1):
-        """Σ c_i · g_i as the gradient, one optimizer step; returns (new weights in ``pieces``
-        pieces, meta). ``grads``: each gradient's pieces in turn, as many for each."""
+    def apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> tuple[torch.Tensor, dict]:
+        """Σ c_i · g_i as the gradient, one optimizer step; returns (a copy of the new weights,
+        meta). ``grads``: flat buffers in any float dtype (the wire's)."""
         t0 = time.perf_counter()
-        combined = torch.zeros_like(self.w)
-        per = len(grads) // len(coefficients)
-        for i, c in enumerate(coefficients):
-            combined.add_(join_pieces(grads[i * per:(i + 1) * per]).float(), alpha=c)
-        self.w.grad = combined
-        self.opt.step()
-        self.w.grad = None
-        self.version += 1
-        return (*split_pieces(self.w.detach().clone(), pieces),
-                {"version": self.version, "server_s": time.perf_counter() - t0})
+        with _one_thread():
+            combined = torch.zeros_like(self.w)
+            for c, g in zip(coefficients, grads):
+                combined.add_(g.float(), alpha=c)
+            self.w.grad = combined
+            self.opt.step()
+            self.w.grad = None
+            self.version += 1
+            new = self.w.detach().clone()
+        return new, {"version": self.version, "server_s": time.perf_counter() - t0}
 
     def state(self) -> dict:
-        """Weights, optimizer state and version, for a checkpoint on the driver."""
-        return {"weights": self.w.detach().clone(), "optimizer": self.opt.state_dict(),
+        """A copy of the weights, the optimizer's state and the version, for a checkpoint."""
+        return {"weights": self.w.detach().clone(), "optimizer": copy.deepcopy(self.opt.state_dict()),
                 "version": self.version}
 
     def load_state(self, state: dict) -> int:
@@ -64,3 +68,15 @@ class Server:
         self.opt.load_state_dict(state["optimizer"])
         self.version = int(state["version"])
         return self.version
+
+
+@contextmanager
+def _one_thread():
+    """torch on one thread for the update, then as many as before: the driver shares its
+    machine with a worker, which a second thread would slow (``benchmarks/server_trip.py``)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -1,14 +1,14 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
-``ParameterServerTraining`` starts one ``Server`` actor (weights + optimizer, on the
-driver's node) and one ``Worker`` actor per ``WorkerSpec`` (pinned to its machine,
+``ParameterServerTraining`` keeps one ``Server`` in the driver's process (weights +
+optimizer; ``hetlab.ps.server`` says why not an actor) and starts one ``Worker`` actor per ``WorkerSpec`` (pinned to its machine,
 own device, own batch size; the training set goes into Ray's object store once and
 each worker keeps a copy on its device). The driver owns the one cursor into the
 shuffled data (``self.stream``, ``hetlab.data.Stream``) and tells each message which
 positions to train on, so every sample is drawn at the same rate whatever the split,
 and a lost worker's samples are trained by the others. Each step the
-server's new weights (its return value) exist ONCE and every worker gets the same
-references; each worker sends back one flat CPU buffer (fp32, or fp16/bf16 with
+server's new weights exist ONCE and every worker gets the same ones (a big model's put
+once into Ray's object store); each worker sends back one flat CPU buffer (fp32, or fp16/bf16 with
 ``transfer=``). Weights always travel in fp32. A small model's buffers travel in pieces
 that Ray hands inside the calls instead of through its object store
 (``hetlab.flat.pieces_for``). ``bytes_sent`` counts both directions. Every step records,
@@ -24,9 +24,9 @@ per worker, where the time went:
   (idle behind the straggler); async — idle before this message started (held back
   by the staleness bound, or waiting for the server's update of its last gradient);
 * ``server_s`` (same for a whole step): combining + the optimizer step on the server;
-* ``update_s`` (same for a whole step): the driver's wait for that update, from asking the
-  server to hearing back: the gradients' way to the server, ``server_s``, the answer's way
-  back. On a small model most of it is Ray moving objects, not the server's arithmetic.
+* ``update_s`` (same for a whole step): the driver's time for that update: fetching the
+  gradients (a small model's came with the workers' answers), ``server_s``, and making the
+  new weights ready to send (a big model's put into Ray's object store).
 
 Machines whose speed changes: ``run(steps, retune_every=N)`` re-splits the global batch
 every N steps when the measured speeds call for it (notebook 06), and ``set_slowdown``
@@ -34,8 +34,8 @@ makes a worker a simulated slower device mid-run. Local SGD takes one H for all,
 per worker (``balance.scale_local_steps``: speed-scaled, notebook 08).
 
 The steps themselves are methods of its base class, ``hetlab.ps.engine.Engine``; plain
-data and arithmetic in ``hetlab.ps.specs``; the actors in ``hetlab.ps.server`` and
-``hetlab.ps.worker``.
+data and arithmetic in ``hetlab.ps.specs``; the server in ``hetlab.ps.server``, the worker
+actor in ``hetlab.ps.worker``.
 """
 from __future__ import annotations
 
@@ -44,7 +44,6 @@ from pathlib import Path
 
 import ray
 import torch
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hetlab import gpus, progress_bar
 from hetlab.balance import fit_step_time, follow_split
@@ -52,7 +51,7 @@ from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_che
 from hetlab.cluster import connect, placement, role_resource
 from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
-from hetlab.flat import flat_weights, join_pieces, load_flat, pieces_for
+from hetlab.flat import flat_weights, load_flat, pieces_for
 from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps.engine import Engine, _one_line
 from hetlab.ps.server import Server
@@ -170,11 +169,8 @@ class ParameterServerTraining(Engine):
             m.actor = ray.remote(Worker).options(**opts).remote(
                 spec.name, data, self.factory, spec.device, spec.slowdown,
                 spec.precision, self.transfer, self.seed, self.lr, self.loss)
-        here = ray.get_runtime_context().get_node_id()  # the server lives with the driver
-        self.server = ray.remote(Server).options(
-            num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
-        ).remote(self.factory, self.seed, self.lr, self.mode, self.outer_lr, self.outer_momentum,
-                 self.optimizer)
+        self.server = Server(self.factory, self.seed, self.lr, self.mode, self.outer_lr,
+                             self.outer_momentum, self.optimizer)
         refs = [m.actor.info.remote() for m in self.members]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.worker_timeout_s)
         if len(ready) < len(refs):
@@ -191,8 +187,7 @@ class ParameterServerTraining(Engine):
             per_host[m.info["host"]] = per_host.get(m.info["host"], 0) + 1
         ray.get([m.actor.set_threads.remote(per_host[m.info["host"]]) for m in self.members],
                 timeout=self.worker_timeout_s)
-        self._weights = self._server_weights()
-        ray.get(self._weights, timeout=self.worker_timeout_s)
+        self._weights = self._publish(self.server.weights())
         if self.progress:
             for label in self.labels:
                 print(f"worker {label}")
@@ -407,14 +402,8 @@ class ParameterServerTraining(Engine):
         return model_from_flat(self.factory, self._flat_weights())
 
     def _flat_weights(self) -> torch.Tensor:
-        """The current weights as one flat CPU tensor (joined from their pieces)."""
-        return join_pieces(ray.get(self._weights, timeout=self.worker_timeout_s))
-
-    def _server_weights(self) -> list:
-        """The server's weights as a list of refs to their pieces (``hetlab.flat.pieces_for``)."""
-        k = self.pieces["weights"]
-        refs = self.server.weights.options(num_returns=k).remote(k)
-        return refs if k > 1 else [refs]
+        """The current weights as one flat CPU tensor (a copy)."""
+        return self.server.weights()
 
     def evaluate(self, test_data) -> float:
         """Test accuracy of the current weights (on the driver's CPU)."""
@@ -446,7 +435,7 @@ class ParameterServerTraining(Engine):
             path = Path(self.checkpoint_dir) / f"step-{self.step:06d}.pt"
         try:
             local = ray.get([m.actor.local_state.remote() for m in self.members], timeout=self.worker_timeout_s)
-            server_state = ray.get(self.server.state.remote(), timeout=self.worker_timeout_s)
+            server_state = self.server.state()
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
             raise HetlabError(f"could not read the training state to save it ({_one_line(e)}): "
                               f"run one more step (a lost worker is handled there) and save again.") from None
@@ -493,13 +482,13 @@ class ParameterServerTraining(Engine):
                               f"resume it in mode {ckpt['mode']!r}.")
         run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
         try:
-            ray.get(run.server.load_state.remote(ckpt["server"]), timeout=run.worker_timeout_s)
+            run.server.load_state(ckpt["server"])
             ray.get([m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)],
                     timeout=run.worker_timeout_s)
             run.stream = Stream.from_state(ckpt["stream"])
             run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
-            run._weights = run._server_weights()
+            run._weights = run._publish(run.server.weights())
         except BaseException:
             run.shutdown()
             raise
@@ -515,7 +504,7 @@ class ParameterServerTraining(Engine):
     # --- lifetime -------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop this training's actors (not Ray itself); safe to call twice."""
-        for actor in [m.actor for m in self.members] + [self.server]:
+        for actor in [m.actor for m in self.members]:
             if actor is None:
                 continue
             try:
