@@ -23,14 +23,14 @@ its share faster in the cluster than alone. Hence a second figure, free of that:
 cluster kept of its devices' own speeds during the tuned steps (compute + simulated only).
 PS overhead = (straggler's communication + server step) ÷ step time. Then where each
 millisecond of a tuned step goes: along the straggler's path (compute, simulated,
-communication, the server's own update, the update's trip (the rest of the driver's wait
-for it: gradients to the server, its answer back), the rest) and the driver's own CPU time
-per step (its Python and Ray's threads in the driver process). Last, why the tuned step is
-longer than its ideal (the batch ÷ the devices' own speeds in those steps), in parts that sum
-to the step (``hetlab.ps.specs.step_budget``): the split (off for the speeds and messages the
-steps ran at: balanced in hindsight it would be another one), step-to-step noise (whoever is
-slower in a step sets it), and the parameter server's own cost (Ray's messages, the update,
-the driver).
+communication, the server's own update, its handover (the rest of the driver's time for the
+update: taking the gradients' pieces, handing the new weights' pieces to the calls), the
+rest) and the driver's own CPU time per step (its Python and Ray's threads in the driver
+process). Last, why the tuned step is longer than its ideal (the batch ÷ the devices' own
+speeds in those steps), in parts that sum to the step (``hetlab.ps.specs.step_budget``): the
+split (off for the speeds and messages the steps ran at: balanced in hindsight it would be
+another one), step-to-step noise (whoever is slower in a step sets it), and the parameter
+server's own cost (Ray's messages, the update, the driver).
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
 
@@ -67,14 +67,14 @@ def ps_overhead_fraction(records) -> float:
 
 def critical_path_ms(records) -> dict:
     """Mean ms per step along the straggler's path: compute, simulated, comm, the server's
-    update (its own arithmetic, then the rest of the driver's wait for it: the gradients' way
-    to the server and the answer's way back), and the rest of the step (the driver itself)."""
-    parts = {"compute": [], "simulated": [], "comm": [], "server": [], "update trip": [], "rest": [],
+    update (its own arithmetic, then the rest of the driver's time for it: taking the gradients'
+    pieces, handing the new weights' pieces to the calls), and the rest of the step (the driver)."""
+    parts = {"compute": [], "simulated": [], "comm": [], "server": [], "handover": [], "rest": [],
              "step": []}
     for step in sorted({r.step for r in records}):
         last = min((r for r in records if r.step == step), key=lambda r: r.wait_s)
         path = {"compute": last.compute_s, "simulated": last.simulated_s, "comm": last.comm_s,
-                "server": last.server_s, "update trip": last.update_s - last.server_s}
+                "server": last.server_s, "handover": last.update_s - last.server_s}
         path["rest"] = last.step_s - sum(path.values()) - last.wait_s
         path["step"] = last.step_s
         for k, v in path.items():
@@ -158,7 +158,8 @@ def main() -> None:
         print(f"    {label:45s} compute {mean('compute_s')*1e3:6.1f} ms  simulated {mean('simulated_s')*1e3:6.1f} ms"
               f"  comm {mean('comm_s')*1e3:5.1f} ms  wait {mean('wait_s')*1e3:5.1f} ms")
     print(f"    step {step_s*1e3:.1f} ms, of which the update {update_s*1e3:.1f} ms (the server's own "
-          f"arithmetic {server_s*1e3:.1f} ms; the rest is Ray moving gradients there and weights back)")
+          f"arithmetic {server_s*1e3:.1f} ms, in the driver; the rest is taking the gradients and "
+          f"handing out the weights)")
     path = critical_path_ms(tuned_recs)
     driver_ms = 1e3 * driver_cpu["tuned"] / n_steps
     print("  where each ms of a tuned step goes, along the straggler's path (mean ms per step):")

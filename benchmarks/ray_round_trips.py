@@ -1,27 +1,28 @@
 """What Ray charges a parameter-server step before any compute (notebooks 05, 08).
 
-A synchronous step makes two round trips: the driver sends each worker the weights' reference
-and gets its gradient's (``Worker.gradient``), then sends the server the gradients' references
-and gets the new weights' (``Server.apply``). Each trip costs a call, and an object that must
-move to the node that reads it. This times the pieces on your cluster, with buffers the size of
-the course's model (``--model``, fp32 and fp16), side by side, alternating:
+A synchronous step makes one round trip: the driver sends each worker the weights and gets
+its gradient (``Worker.gradient``); the server's update runs in the driver
+(``hetlab.ps.server``; ``benchmarks/server_trip.py`` times the second trip a server actor of
+its own would add). A trip costs a call, and an object that must move to the node that reads
+it. This times the pieces on your cluster, with buffers the size of the course's model
+(``--model``, fp32 and fp16), side by side, alternating:
 
 * an empty call to an actor on the driver's node and on the other node;
-* the server (on the driver's node, as in ``ParameterServerTraining``) taking a gradient made
+* an actor on the driver's node (where a server actor would live) taking a gradient made
   by an actor on its own node, then on the other node;
-* a worker call carrying the server's new weights (as ``Server.apply`` returns them), to an
-  actor on the server's node, then on the other node;
+* a worker call carrying new weights made on the driver's node (where the server's are), to an
+  actor on that node, then on the other node;
 * a call carrying half the model's fp32 buffer (one of its pieces) there and back, as a torch
   tensor and as a numpy array (the pieces go as numpy arrays: ``hetlab.flat.split_pieces``);
 * then real training steps (``ParameterServerTraining``, sync, the split ∝ each worker's speed
   alone), alternating the model's buffers as one object and in pieces (``hetlab.flat.pieces_for``):
-  the server's update as the driver waits for it, and each worker's communication, per step.
+  the server's update (in the driver), and each worker's communication, per step.
 
 On the practice cluster "the other node" is the simulated mac's node of this same machine;
 with ``HETLAB_ADDRESS`` set it is your Mac. Ray hands objects up to 100 KB inside the call
 (``max_direct_call_object_size``); bigger ones go through its object store, and another node
 pulls them. ``benchmarks/hetero_efficiency.py`` shows where these costs land in a training
-step ("comm" and "update trip").
+step ("comm" and "handover").
 
     .venv/bin/python benchmarks/ray_round_trips.py [--model small] [--repeats 30] [--rounds 4]
 
@@ -85,7 +86,7 @@ def training_steps(pair, model: str, global_batch: int, steps: int, rounds: int)
             for way, pieces in ways.items():
                 training.pieces = pieces
                 records[way] += training.run(steps)
-        rows = {"server's update (driver waits)": [median_ms([r.update_s for r in records[way]]) for way in ways]}
+        rows = {"server's update (in the driver)": [median_ms([r.update_s for r in records[way]]) for way in ways]}
         for spec in training.workers:
             rows[f"{spec.name}'s communication"] = [
                 median_ms([r.comm_s for r in records[way] if r.worker == spec.name]) for way in ways]

@@ -69,7 +69,7 @@ def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = No
     _canvas(ax, width, height, equal=False)
     terms = " + ".join(f"({b}/{total})·g_{n}" for b, n in zip(sizes, names))
     _box(ax, width / 2, 6.2, 8.4, 1.8,
-         "parameter server (one Ray actor, on the driver's machine)\nholds the weights w and Adam's state\n"
+         "parameter server (in the driver's process: your notebook)\nholds the weights w and Adam's state\n"
          f"3 · combine: g = Σ (b_i/B)·g_i = {terms}\n"
          "4 · optimizer step: w ← Adam(w, g), the next round's weights",
          "#dbe9f6", fontsize=10)

@@ -1,14 +1,15 @@
 """How one parameter-server step is driven: sync rounds, async updates, lost workers (notebooks 05, 08).
 
-``Engine`` is the base class of ``ParameterServerTraining``: its methods submit work to
-the worker actors, wait with ``ray.wait`` (never an unbounded ``ray.get``), apply results
-on the server (an object in the driver's process, ``hetlab.ps.server``), write ``StepRecord``s and, when a worker's node disappears, drop that
-worker, rebalance the global batch over the rest with ``hetlab.balance.split_batch`` and
-tell the learner (a printed line and an entry in ``events``). A sync round is Ray's own
-parameter-server loop, ``grads = [w.gradient.remote(weights) ...]`` then
-``weights = server.apply(*ray.get(grads))``, plus timings and faults: one round trip per step.
-Weights and gradients travel as one object, or for a small model as a few pieces that Ray
-hands inside the calls (``hetlab.flat.pieces_for``; ``benchmarks/ray_round_trips.py`` says why).
+``Engine`` is the base class of ``ParameterServerTraining``: its methods submit work to the
+worker actors, wait with ``ray.wait`` (never an unbounded ``ray.get``), apply results on the
+server (an object in the driver's process, ``hetlab.ps.server``), write ``StepRecord``s and,
+when a worker's node disappears, drop that worker, rebalance the global batch over the rest
+with ``hetlab.balance.split_batch`` and tell the learner (a printed line and an entry in
+``events``). A sync round is Ray's own parameter-server loop,
+``grads = [w.gradient.remote(weights) ...]`` then ``weights = server.apply(*ray.get(grads))``, plus
+timings and faults: one round trip per step. Weights and gradients travel as one object, or
+for a small model as a few pieces that Ray hands inside the calls
+(``hetlab.flat.pieces_for``; ``benchmarks/ray_round_trips.py`` says why).
 
 Which samples: every message carries its positions of the shuffled stream, taken from
 the training's one cursor ``stream`` (``hetlab.data.Stream``). A sync step takes the

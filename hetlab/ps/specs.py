@@ -48,7 +48,7 @@ class StepRecord:
     loss: float
     staleness: int = 0
     server_s: float = 0.0        # server combine + optimizer step of this step
-    update_s: float = 0.0        # the driver's wait for that update: gradients to the server, server_s, answer back
+    update_s: float = 0.0        # the driver's time for the update: gradients in, server_s, weights out
     step_s: float = 0.0          # wall time of the whole step (async: since the previous update)
     samples: int = 0             # samples behind this message (local SGD: H × batch_size)
 

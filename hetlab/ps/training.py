@@ -1,18 +1,17 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
 ``ParameterServerTraining`` keeps one ``Server`` in the driver's process (weights +
-optimizer; ``hetlab.ps.server`` says why not an actor) and starts one ``Worker`` actor per ``WorkerSpec`` (pinned to its machine,
-own device, own batch size; the training set goes into Ray's object store once and
-each worker keeps a copy on its device). The driver owns the one cursor into the
-shuffled data (``self.stream``, ``hetlab.data.Stream``) and tells each message which
-positions to train on, so every sample is drawn at the same rate whatever the split,
-and a lost worker's samples are trained by the others. Each step the
-server's new weights exist ONCE and every worker gets the same ones (a big model's put
-once into Ray's object store); each worker sends back one flat CPU buffer (fp32, or fp16/bf16 with
-``transfer=``). Weights always travel in fp32. A small model's buffers travel in pieces
-that Ray hands inside the calls instead of through its object store
-(``hetlab.flat.pieces_for``). ``bytes_sent`` counts both directions. Every step records,
-per worker, where the time went:
+optimizer; ``hetlab.ps.server`` says why not an actor) and starts one ``Worker`` actor per
+``WorkerSpec`` (pinned to its machine, own device, own batch size; the training set goes
+into Ray's object store once and each worker keeps a copy on its device). The driver owns
+the one cursor into the shuffled data (``self.stream``, ``hetlab.data.Stream``) and tells
+each message which positions to train on, so every sample is drawn at the same rate whatever
+the split, and a lost worker's samples are trained by the others. Each step the server's new
+weights exist ONCE and every worker gets the same ones (a big model's put once into Ray's
+object store); each worker sends back one flat CPU buffer (fp32, or fp16/bf16 with
+``transfer=``). Weights always travel in fp32. A small model's buffers travel in pieces that
+Ray hands inside the calls instead of through its object store (``hetlab.flat.pieces_for``).
+``bytes_sent`` counts both directions. Every step records, per worker, where the time went:
 
 * ``compute_s``: measured by the worker around its forward/backward (device synced);
 * ``simulated_s``: the sleep of a *simulated* slower device ((N−1) × that work's typical
