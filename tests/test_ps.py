@@ -2,6 +2,7 @@
 import math
 import statistics
 
+import numpy as np
 import pytest
 import ray
 import torch
@@ -218,6 +219,24 @@ def test_one_sync_step_equals_one_worker_on_the_concatenated_batch(data, sync_ru
     settled = (g_concat.abs() >= 1e-8) | (g_concat == 0)
     assert settled.float().mean() > 0.999
     assert torch.allclose(sync_run["after_one"]["weights"][settled], reference[settled], atol=1e-6)
+
+
+def test_a_big_models_weights_go_once_through_the_object_store_and_train_the_same(data):
+    """A model too big for pieces inside the calls travels as one object: each step the server's
+    new weights are put ONCE into Ray's object store (each worker's node pulls them from there)
+    and the gradients are fetched from it. Forced here on the small model: the same steps end on
+    the same weights, bit for bit, as in pieces."""
+    specs, weights = [WorkerSpec("fast"), WorkerSpec("slow")], {}
+    for way in ("pieces", "one object"):
+        with ParameterServerTraining(specs, data[0], batch_sizes=[40, 24], seed=SEED, progress=False) as ps:
+            if way == "one object":
+                ps.pieces = {"weights": 1, "gradient": 1}
+                ps._weights = ps._publish(ps.server.weights())
+            ps.run(3)
+            expected = ray.ObjectRef if way == "one object" else np.ndarray
+            assert {type(w) for w in ps._weights} == {expected} and len(ps._weights) == ps.pieces["weights"]
+            weights[way] = flat_weights(ps.model())
+    assert torch.equal(weights["pieces"], weights["one object"])
 
 
 def test_accuracy_parity_with_single_device_training(data, sync_run):
