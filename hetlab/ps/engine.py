@@ -6,9 +6,9 @@ server (an object in the driver's process, ``hetlab.ps.server``), write ``StepRe
 when a worker's node disappears, drop that worker, rebalance the global batch over the rest
 with ``hetlab.balance.split_batch`` and tell the learner (a printed line and an entry in
 ``events``). A sync round is Ray's own parameter-server loop,
-``grads = [w.gradient.remote(weights) ...]`` then ``weights = server.apply(*ray.get(grads))``, plus
-timings and faults: one round trip per step. Weights and gradients travel as one object, or
-for a small model as a few pieces that Ray hands inside the calls
+``grads = [w.gradient.remote(weights) ...]`` then ``weights = server.apply(ray.get(grads))``
+(in the driver), plus timings and faults: one round trip per step. Weights and gradients
+travel as one object, or for a small model as a few pieces that Ray hands inside the calls
 (``hetlab.flat.pieces_for``; ``benchmarks/ray_round_trips.py`` says why).
 
 Which samples: every message carries its positions of the shuffled stream, taken from
@@ -33,9 +33,9 @@ from hetlab.ps.specs import StepRecord, async_scale, combine_coefficients, stale
 
 class Engine:
     """The steps of a ``ParameterServerTraining`` (its base class): sync rounds, async updates,
-    a lost worker. They use the training's workers (``members``), its ``server``, its
-    data cursor (``stream``), the current weights as the calls take them (``_weights``, its pieces) and its
-    ``records``; ``ParameterServerTraining`` sets them up and calls ``run``."""
+    a lost worker. They use the training's workers (``members``), its ``server``, its data
+    cursor (``stream``), the current weights as the calls take them (``_weights``, in pieces)
+    and its ``records``; ``ParameterServerTraining`` sets them up and calls ``run``."""
 
     def _sync_round(self) -> None:
         """One synchronous step (or one local-SGD round) over every live worker."""
@@ -166,7 +166,7 @@ class Engine:
         t0 = time.perf_counter()
         while grads:
             try:
-                got = ray.get([piece for grad in grads for piece in grad], timeout=self.worker_timeout_s)
+                flats = [join_pieces(ray.get(grad, timeout=self.worker_timeout_s)) for grad in grads]
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 ok = [_fetchable(g) for g in grads]
                 if all(ok):
@@ -176,8 +176,6 @@ class Engine:
                 owners = [o for o, fine in zip(owners, ok) if fine]
                 grads = [g for g, fine in zip(grads, ok) if fine]
                 continue
-            per = len(got) // len(grads)
-            flats = [join_pieces(got[j:j + per]) for j in range(0, len(got), per)]
             weights, info = self.server.apply(coefficients_for(owners), flats)
             self._weights = self._publish(weights)
             info["update_s"] = time.perf_counter() - t0
