@@ -144,7 +144,7 @@ class RatioTuner:
 
     def shut_down_note(self) -> str | None:
         """One line saying the training behind the tuner is gone and what to do; None if it is live."""
-        if getattr(self.training, "server", None) is not None and ray.is_initialized():
+        if not getattr(self.training, "is_shut_down", True) and ray.is_initialized():
             return None
         return ("the training behind this tuner is shut down (training.shutdown(), the practice "
                 "cluster's shutdown, or a restarted kernel): re-run the notebook's set-up cell, then "

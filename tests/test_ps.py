@@ -239,6 +239,21 @@ def test_a_big_models_weights_go_once_through_the_object_store_and_train_the_sam
     assert torch.equal(weights["pieces"], weights["one object"])
 
 
+def test_after_shutdown_the_weights_stay_readable_and_training_refuses_in_one_line(data):
+    """The server lives in the driver, so the trained model outlives the workers (the end of a
+    ``with`` block); another step says the training is shut down, in one line."""
+    train, test = data
+    with ParameterServerTraining([WorkerSpec("a"), WorkerSpec("b")], train, batch_sizes=[32, 32], seed=SEED,
+                                 progress=False) as ps:
+        ps.run(2)
+        assert not ps.is_shut_down
+        before = flat_weights(ps.model())
+    assert ps.is_shut_down and torch.equal(flat_weights(ps.model()), before)
+    assert 0 <= ps.evaluate(test) <= 1
+    with pytest.raises(HetlabError, match="this training is shut down"):
+        ps.run(1)
+
+
 def test_accuracy_parity_with_single_device_training(data, sync_run):
     train, test = data
     reference = evaluate(single_device_reference(train, sync_run["sizes"], sync_run["steps"]), test, "cpu")

@@ -287,7 +287,7 @@ class ParameterServerTraining(Engine):
         if retune_every and self.mode == "async":
             raise HetlabError("retune_every is for mode 'sync' or 'local_sgd': in async mode nobody "
                               "waits for a straggler, so there is no split to follow.")
-        if self.server is None:
+        if self.is_shut_down:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
         if batch_sizes is not None:
             self.set_batch_sizes(batch_sizes)
@@ -388,7 +388,7 @@ class ParameterServerTraining(Engine):
         of full training steps on its device, simulated slowdown included."""
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
-        weights = self._flat_weights()
+        weights = self.server.weights()
         return [ray.get(m.actor.standalone.remote(weights, b, steps), timeout=self.worker_timeout_s)
                 for m, b in zip(self.members, sizes)]
 
@@ -398,11 +398,7 @@ class ParameterServerTraining(Engine):
 
     def model(self) -> torch.nn.Module:
         """The current weights in a fresh model, on the CPU."""
-        return model_from_flat(self.factory, self._flat_weights())
-
-    def _flat_weights(self) -> torch.Tensor:
-        """The current weights as one flat CPU tensor (a copy)."""
-        return self.server.weights()
+        return model_from_flat(self.factory, self.server.weights())
 
     def evaluate(self, test_data) -> float:
         """Test accuracy of the current weights (on the driver's CPU)."""
@@ -502,17 +498,20 @@ class ParameterServerTraining(Engine):
 
     # --- lifetime -------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop this training's actors (not Ray itself); safe to call twice."""
-        for actor in [m.actor for m in self.members]:
-            if actor is None:
-                continue
-            try:
-                ray.kill(actor)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+        """Stop this training's actors (not Ray itself); safe to call twice. The server, in the
+        driver, stays: ``model()`` and ``evaluate()`` still read its weights."""
         for m in self.members:
+            if m.actor is not None:
+                try:
+                    ray.kill(m.actor)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
             m.actor = None
-        self.server = None
+
+    @property
+    def is_shut_down(self) -> bool:
+        """True once ``shutdown`` stopped the workers (the notebook 06 tuner checks it)."""
+        return all(m.actor is None for m in self.members)
 
     def __enter__(self) -> "ParameterServerTraining":
         return self
