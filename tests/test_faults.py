@@ -47,3 +47,38 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
         assert after and all(r.worker == "desktop" and r.batch_size == 64 for r in after)
         assert "lost worker mac" in capsys.readouterr().out  # the learner is told
         assert ps.evaluate(test) >= 0.85  # and the run still reaches its target
+
+
+def test_a_gradient_lost_with_its_node_after_its_worker_answered_drops_that_worker(cluster, capsys):
+    """A big model's gradient waits in its worker's node's object store until the driver fetches
+    it. The mac's node goes away between its answer and that fetch: the step goes on with the
+    desktop's gradient alone, the mac is dropped, and its samples are trained again."""
+    try:
+        cluster.node_id("mac")
+    except HetlabError:  # the test above removed it
+        cluster.add_node("mac")
+    train = load_mnist("train").subset(4000, seed=3)
+    specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac")]
+    with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60) as ps:
+        ps.pieces = {"weights": 1, "gradient": 1}  # as a model too big for pieces inside the calls
+        ps._weights = ps._publish(ps.server.weights())
+        ps.run(2)
+        gather = ps._gather
+
+        def answered_then_gone(*args):
+            answers = gather(*args)
+            cluster.remove_node("mac")  # both answered; the mac's gradient is still on its node
+            return answers
+
+        ps._gather = answered_then_gone
+        ps.run(1)
+        ps._gather = gather
+        ps.run(2)
+
+        lost = [e for e in ps.events if e["event"] == "worker_lost"]
+        assert len(lost) == 1 and lost[0]["worker"].startswith("mac") and "lost with its node" in lost[0]["reason"]
+        step3 = [r for r in ps.records if r.step == 3]
+        assert [r.worker for r in step3] == ["desktop"] and step3[0].batch_size == 40  # applied without it
+        assert ps.step == 5 and ps.batch_sizes == [64]
+        assert ps.stream.pending == [] and ps.stream.cursor == ps.samples_seen  # its 24 went back, trained
+        assert "lost worker mac" in capsys.readouterr().out

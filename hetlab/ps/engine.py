@@ -165,8 +165,9 @@ class Engine:
         gradients, the step, the new weights ready to send; the owners kept)."""
         t0 = time.perf_counter()
         while grads:
-            try:
-                flats = [join_pieces(ray.get(grad, timeout=self.worker_timeout_s)) for grad in grads]
+            try:  # one get, one deadline, for every piece of every gradient
+                got = iter(ray.get([ref for grad in grads for ref in grad], timeout=self.worker_timeout_s))
+                flats = [join_pieces([next(got) for _ in grad]) for grad in grads]
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 ok = [_fetchable(g) for g in grads]
                 if all(ok):
