@@ -7,8 +7,8 @@ time, ``hetlab.simulate``). With HETLAB_ADDRESS set, your own pair instead
 
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 
-Standalone speeds are measured in the same run (each worker alone, at the whole
-global batch) before and after every alternation, in which three splits run side by side:
+Standalone speeds are measured in the same run (each worker alone, at its share of the
+tuned split) before and after every alternation, in which three splits run side by side:
 the equal split, the auto-tuned split, and the split that follows (it starts at the tuned
 one and ``run(retune_every=8)`` re-splits it when the speeds it measures say so, notebook 06
 §5; it carries its split from one alternation to the next). Each alternation's efficiency
@@ -17,10 +17,13 @@ that a machine whose speed drifts (this shared box: ±10 % within a minute) hits
 and denominator alike; a run's samples/s is over its whole wall time, so a followed run
 pays for its warm-up steps at new sizes. The efficiency printed is the median over the
 alternations; each one is shown too.
-It can pass 100 %: standalone runs the whole global batch, and on this CPU a 512-sample step
-costs about 15 % more per sample than a 420-sample one (caches), so the desktop computes
-its share faster in the cluster than alone. Hence a second figure, free of that: what the
-cluster kept of its devices' own speeds during the tuned steps (compute + simulated only).
+Why each worker alone at its tuned share, not at the whole global batch: on this CPU a
+512-sample step can cost 15 % more per sample than a 420-sample one (caches), so alone at
+the whole batch the desktop looked slower than it is at its share, and the efficiency read
+104 % (two runs of 2026-11-24, at 424:88 and 414:98); a GPU errs the other way. A second
+figure: what the cluster kept of its devices' own speeds during the tuned steps (compute +
+simulated only, timed inside the cluster, so a device slowed there by the other worker or
+the driver counts as that slower device).
 PS overhead = (straggler's communication + server step) ÷ step time. Then where each
 millisecond of a tuned step goes: along the straggler's path (compute, simulated,
 communication, the server's own update, its handover (the rest of the driver's time for the
@@ -110,7 +113,8 @@ def main() -> None:
         runs = {name: [] for name in splits}
         driver_cpu = dict.fromkeys(splits, 0.0)
         alone_each, eff_each = [], {name: [] for name in splits}
-        alone_each.append(training.standalone_throughput(g, steps=args.steps))
+        alone_at = tuned.batch_sizes  # each worker alone at its own share (docstring)
+        alone_each.append(training.standalone_throughput(alone_at, steps=args.steps))
         for _ in range(args.repeats):  # each alternation: the three splits, then both alone again
             rates = {}
             for name, sizes in splits.items():
@@ -122,7 +126,7 @@ def main() -> None:
                 runs[name].extend(recs)
             splits["followed"] = list(training.batch_sizes)
             followed_at.append(splits["followed"])
-            alone_each.append(training.standalone_throughput(g, steps=args.steps))
+            alone_each.append(training.standalone_throughput(alone_at, steps=args.steps))
             bracket = [statistics.mean(pair) for pair in zip(*alone_each[-2:])]  # before and after
             for name, rate in rates.items():
                 eff_each[name].append(balance.efficiency(rate, bracket))
@@ -135,8 +139,9 @@ def main() -> None:
 
     print(f"hetero_efficiency: global batch {g}, {args.run_steps} steps × {args.repeats} alternations per split "
           f"({args.steps} per standalone run and tuning round)")
-    for label, each in zip(labels, zip(*alone_each)):
-        print(f"  standalone {label:45s} {' / '.join(f'{a:,.0f}' for a in each)} samples/s (before and after each alternation)")
+    for label, b, each in zip(labels, alone_at, zip(*alone_each)):
+        print(f"  alone at {b:3d} {label:45s} {' / '.join(f'{a:,.0f}' for a in each)} samples/s "
+              f"(before and after each alternation)")
     print(f"  sum of standalone (mean): {sum(alone):,.0f} samples/s")
     print("  auto-tune rounds:")
     for r in tuned.history:
@@ -201,7 +206,7 @@ def main() -> None:
                       "followed_batch_sizes": followed_at, "followed_moves": len(moves),
                       "followed_step_budget_ms": budget_ms(followed),
                       "driver_cpu_ms_per_step": round(driver_ms, 2),
-                      "global_batch": g, "run_steps": args.run_steps, "simulated_slowdown": args.slowdown}))
+                      "standalone_batch_sizes": alone_at, "global_batch": g, "run_steps": args.run_steps, "simulated_slowdown": args.slowdown}))
 
 
 if __name__ == "__main__":
