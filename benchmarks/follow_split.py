@@ -6,8 +6,9 @@ further slowdown (``--throttle``, 2 = half its speed). From the tuned split, alt
 ``--steps`` steps at that fixed split, and ``--steps`` steps with ``retune_every`` (the
 split follows the measured speeds). The runs alternate ``--repeats`` times, so that load
 from anything else on this machine hits both alike. Efficiency = samples/s ÷ Σ each
-worker's standalone samples/s after the throttle (the simulated throttle divides the Mac's
-by exactly ``--throttle``). Prints a table, then as the last line one JSON object:
+worker's standalone samples/s after the throttle, each worker timed alone before the runs and
+after them (the mean of the two: this machine's speed drifts within a minute). Prints a
+table, then as the last line one JSON object:
 {"bench": "follow_split", "fixed": {...}, "follows": {...}, "speedup": follows/fixed, ...}
 
     .venv/bin/python benchmarks/follow_split.py [--global-batch 256] [--steps 12] [--repeats 3]
@@ -38,12 +39,11 @@ def main(argv=None) -> dict:
             ParameterServerTraining(pair.workers, load_mnist("train").subset(30_000, seed=0), seed=0,
                                     progress=False, batch_sizes=balance.split_batch(g, [1, 1])) as training:
         training.run(2)  # warm-up
-        standalone = training.standalone_throughput(g, steps=3)
         tuned = balance.auto_tune(lambda sizes: training.measure(sizes, steps=3), g, 2, rounds=4).batch_sizes
         cool = training.workers[1].slowdown
         training.set_slowdown("mac", cool * args.throttle)
         hot_labels = training.labels
-        hot_standalone = [standalone[0], standalone[1] / args.throttle]
+        before = training.standalone_throughput(g, steps=8)  # the hot Mac alone, and the desktop
         runs = {"fixed": [], "follows": []}
         splits = []
         for _ in range(args.repeats):
@@ -51,6 +51,7 @@ def main(argv=None) -> dict:
             records = training.run(args.steps, batch_sizes=tuned, retune_every=args.every)
             runs["follows"].append(training.samples_per_s(records))
             splits.append(list(training.batch_sizes))
+        hot_standalone = [(b + a) / 2 for b, a in zip(before, training.standalone_throughput(g, steps=8))]
     figures = {name: {"samples_per_s": round(statistics.median(rates), 1),
                       "efficiency": round(balance.efficiency(statistics.median(rates), hot_standalone), 3),
                       "runs": [round(r, 1) for r in rates]} for name, rates in runs.items()}
