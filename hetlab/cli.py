@@ -294,7 +294,8 @@ def _train(args) -> int:
     if address and address != "local":
         print(f"training on the cluster at {address}")
     else:
-        print("starting a practice cluster on this machine: desktop + mac (simulated)")
+        from hetlab.practice import display_name
+        print(f"starting a practice cluster on this machine: {display_name('desktop')} + {display_name('mac')}")
     with the_pair(practice_slowdown=4.0, slowdown=args.slowdown, address=args.address) as pair:
         workers = pair.workers
         if opts["data"] is not None:

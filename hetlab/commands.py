@@ -231,7 +231,9 @@ def token_setup_join(mac: bool = True) -> list[str]:
     """
     write = (f"mkdir -p ~/.ray && (umask 077 && pbpaste > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"
              if mac else _READ_TOKEN)
-    how = ("run `ray get-auth-token` on the desktop, copy the line it prints (Cmd-C), then here:" if mac
+    how = ("run `ray get-auth-token` on the desktop and bring the line it prints here by a way you "
+           "trust (the desktop's clipboard does not reach a Mac: type it, or a USB stick), copy it here "
+           "(Cmd-C), then:" if mac
            else "run `ray get-auth-token` on the desktop, then here paste it (nothing echoes) and press Enter:")
     lines = [f"#    {how}",
              write]

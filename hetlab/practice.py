@@ -4,14 +4,16 @@
 object store and resources) on this box. Each node gets one hetlab role, the
 same resource and label that ``hetlab head`` / ``hetlab join`` give the real
 machines, so ``hetlab.cluster.placement(role)`` behaves exactly as on the real
-pair. Nothing here is a GPU or a Mac: the "mac" node is named "mac (simulated)"
-wherever a learner sees it, and no node claims a GPU it does not have (unless a
+pair. Nothing here is a GPU, and this box is only one of the two machines: the
+other role's node is named simulated wherever a learner sees it ("mac (simulated)" on
+a Linux box, "desktop (simulated)" on a Mac), and no node claims a GPU it does not have (unless a
 scheduling test asks for ``accounted_gpus``, which says so).
 """
 from __future__ import annotations
 
 import logging
 import socket
+import sys
 
 import ray
 from ray.cluster_utils import Cluster
@@ -20,11 +22,12 @@ from hetlab import cluster as _cluster
 from hetlab.errors import HetlabError
 from hetlab.reach import start_with_retry, stop_children_since
 
-REAL_HERE = {"desktop"}  # roles this box can honestly stand in for (it is a Linux machine)
+REAL_HERE = {"mac"} if sys.platform == "darwin" else {"desktop"}  # the role this box honestly is
 
 
 def display_name(role: str) -> str:
-    """Learner-facing name of a practice node: ``"desktop"`` or ``"mac (simulated)"``."""
+    """Learner-facing name of a practice node: ``"desktop"`` or ``"mac (simulated)"`` on Linux
+    (on a Mac: ``"desktop (simulated)"`` or ``"mac"``)."""
     return role if role in REAL_HERE else f"{role} (simulated)"
 
 
