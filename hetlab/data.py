@@ -144,7 +144,9 @@ def _checked(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
                           f"{list(y.shape)}.")
     if y.is_floating_point() or y.is_complex():
         raise HetlabError(f"labels must be whole numbers (class indices), got {y.dtype}.")
-    return x.float().contiguous(), y.long().contiguous()
+    # on the CPU: data on a GPU would travel through Ray's object store as CUDA (or MPS) storage,
+    # which the other machine cannot load
+    return x.detach().cpu().float().contiguous(), y.detach().cpu().long().contiguous()
 
 
 def n_samples(data) -> int:

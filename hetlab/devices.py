@@ -156,7 +156,8 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
         y = torch.randint(0, 10, (batch_size,), device=dev)
     else:
         idx = torch.arange(batch_size) % len(data[1])
-        x, y = data[0][idx.to(data[0].device)].to(dev), data[1][idx.to(data[1].device)].to(dev)
+        x, y = data[0][idx.to(data[0].device)], data[1][idx.to(data[1].device)]
+        x, y = (x.float() if x.is_floating_point() else x).to(dev), y.to(dev)  # MPS has no float64
     loss = loss or nn.functional.cross_entropy
 
     def step():

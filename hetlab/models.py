@@ -125,8 +125,8 @@ def model_label(model) -> str:
 def _build(factory, seed: int | None):
     if seed is None:
         return factory()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # the CPU's generator only: a model is built on the CPU,
+        torch.default_generator.manual_seed(seed)  # and a GPU's generator (dropout there) stays as it was
         return factory()
 
 

@@ -49,8 +49,13 @@ class History:
 @torch.no_grad()
 def evaluate(model: nn.Module, data, device=None, batch_size: int = 2000) -> float:
     """Fraction of ``data`` (a hetlab Dataset, ``(x, y)`` tensors or a map-style torch
-    Dataset) that ``model`` classifies correctly."""
-    dev = resolve(device)
+    Dataset) that ``model`` classifies correctly, on ``device`` (the model moves there, as
+    ``train`` moves it); by default on the device the model is on."""
+    if device is None:
+        dev = next((p.device for p in model.parameters()), torch.device("cpu"))
+    else:
+        dev = resolve(device)
+        model.to(dev)
     was_training = model.training
     model.eval()
     x, y = as_tensors(data)

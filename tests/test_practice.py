@@ -6,6 +6,8 @@ from hetlab import HetlabError
 from hetlab import authtoken, cluster, machine, preflight
 from hetlab.cluster import placement, role_label
 from hetlab.practice import PracticeCluster, display_name
+from hetlab.ps import WorkerSpec
+from hetlab.ps.training import actor_options
 
 
 @ray.remote(num_cpus=0)
@@ -110,6 +112,18 @@ def test_bad_placement_is_one_line_error(practice):
         placement(node_id="not-a-node")
     with pytest.raises(HetlabError, match="unknown role"):
         PracticeCluster(roles=("desktop", "tablet"))
+
+
+def test_a_gpu_worker_without_a_role_is_refused_on_several_nodes(practice):
+    """Ray 2.60 reports an Apple Silicon Mac's GPU as ``GPU: 1`` too, so on the real pair a
+    ``device="cuda"`` worker with no role could start on the Mac (an ``"mps"`` one on the
+    desktop): ``ParameterServerTraining`` asks ``actor_options`` before any actor starts, and
+    it refuses in one line."""
+    for device, role in (("cuda", "desktop"), ("mps", "mac")):
+        with pytest.raises(HetlabError, match=rf"worker 'a' asks for device='{device}' but has no role: "
+                                              rf".*give it role='{role}'\.$"):
+            actor_options(WorkerSpec("a", device=device))
+    assert actor_options(WorkerSpec("a", device="cpu")) == {}  # a CPU worker may go anywhere
 
 
 def test_losing_and_regaining_the_mac(practice):

@@ -4,6 +4,7 @@ import time
 import pytest
 import torch
 
+import hetlab.devices
 from hetlab import HetlabError
 from hetlab.data import load_mnist
 from hetlab.models import count_params, make_model
@@ -69,3 +70,15 @@ def test_progress_bar_redraws_at_most_every_2_s(monkeypatch):
     redraws = out.getvalue().count("\r")
     # a few redraws (start, epoch ends, close) plus one per 2 s at most (a loaded box trains slower), not 80
     assert redraws <= 6 + elapsed / hetlab.PROGRESS_EVERY_S and redraws < 40
+
+
+def test_evaluate_runs_where_the_model_is_unless_told_otherwise(monkeypatch):
+    """On the desktop or the Mac ``devices.best()`` is a GPU while a freshly built model sits on
+    the CPU: by default ``evaluate`` runs where the model is, and a device given moves the model
+    there, as ``train`` does. FAKED: this box has no GPU, so ``best()`` names the ``meta``
+    device instead, which would fail any computation sent to it."""
+    monkeypatch.setattr(hetlab.devices, "best", lambda: "meta")
+    test_set = load_mnist("test").subset(500)
+    model = make_model("small", seed=0)
+    assert 0 <= evaluate(model, test_set) <= 1             # not sent to best(): it stayed on the CPU
+    assert next(model.parameters()).device.type == "cpu"

@@ -223,7 +223,8 @@ class Worker:
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
                    warmup: int | None = None) -> float:
-        """Samples/s of this device training alone (simulated slowdown included).
+        """Samples/s of this device training alone (simulated slowdown included), in the
+        precision it trains in (autocast for ``precision="bf16"``/``"fp16"``).
 
         Full Adam steps on a scratch copy of the model and random samples of the training set:
         the training state (weights, data position) is left untouched. ``warmup=None``:
@@ -235,12 +236,17 @@ class Worker:
         opt = torch.optim.Adam(model.parameters(), lr=self.lr)
         g = torch.Generator().manual_seed(12345)
 
+        amp = (torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None
+               else contextlib.nullcontext())  # the precision this worker trains in, timed as such
+
         def step():
-            train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
+            with amp:
+                train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
             synchronize(self.device)
 
         if warmup is None:
-            self.warmups += warm_up(shape_key(model, self.device, batch_size, "alone"), step, self.device)
+            self.warmups += warm_up(shape_key(model, self.device, batch_size, "alone", self.amp_dtype),
+                                    step, self.device)
         else:
             for _ in range(warmup):
                 step()
