@@ -3,7 +3,10 @@
 #   make test   run every test: unit tests + every notebook through nbval (quick mode)
 #   make test-full   every notebook in full mode (HETLAB_QUICK=0): full training runs, slow
 #   make gpu-check   on a machine with an NVIDIA GPU: the course's CUDA claims, a table + JSON
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# The Python the venv is built from: the first Python 3.11 of an activated conda environment
+# (environment-*.yml pin 3.11.7 on both machines: Ray joins nodes whose Python matches to the
+# patch), python3.11, python3.
+PYTHON ?= $(shell for p in "$$CONDA_PREFIX/bin/python" python3.11 python3; do command -v "$$p" >/dev/null 2>&1 && "$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null && { command -v "$$p"; exit 0; }; done; command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hetlab-installed
@@ -21,6 +24,7 @@ $(STAMP): pyproject.toml
 LAB_SETTINGS := $(CURDIR)/jupyter/settings
 
 lab: $(STAMP)
+	@$(BIN)/python -c 'import platform; from hetlab.preflight import PINNED_PYTHON as p; v = platform.python_version(); v == p or print(f"note: this venv runs Python {v}; the course pins {p}, and Ray joins machines whose Python matches to the patch: for the real pair, rebuild it from the conda environment (conda activate hetlab; make clean-venv; make lab)")'
 	cd notebooks && ../$(BIN)/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
 
 test: $(STAMP)

@@ -9,7 +9,7 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab import authtoken, cluster
+from hetlab import authtoken, cluster, machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -118,7 +118,7 @@ def test_embedded_local_ray_and_node_table(local_ray):
     import torch
     assert (row["python"], row["ray"], row["torch"]) == (platform.python_version(), ray.__version__,
                                                           torch.__version__)
-    assert row["accelerator"] == "none" and row["is_head"]  # this box has no GPU
+    assert row["accelerator"] == machine.local_report()["accelerator"] and row["is_head"]  # seen from Ray, too
     assert row["hostname"] in str(table) and "<table>" in table._repr_html_()
     with pytest.raises(HetlabError, match="no live node has role 'mac'"):
         cluster.placement("mac")  # a plain local Ray has no hetlab roles

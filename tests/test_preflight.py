@@ -11,7 +11,7 @@ import ray
 import torch
 
 import hetlab
-from hetlab import HetlabError, data, machine, preflight
+from hetlab import HetlabError, data, devices, machine, preflight
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -20,7 +20,8 @@ def test_local_report_is_what_this_process_runs():
     report = machine.local_report()
     assert report["python"] == platform.python_version()
     assert report["ray"] == ray.__version__ and report["torch"] == torch.__version__
-    assert report["accelerator"] == "none"  # no CUDA or MPS on this box
+    suffix = {"cuda": "(CUDA)", "mps": "(MPS)"}.get(devices.best())  # CI's box: none; the pair: one each
+    assert report["accelerator"] == "none" if suffix is None else report["accelerator"].endswith(suffix)
     assert report["cpus"] >= 1 and report["memory_gb"] > 0
 
 
