@@ -200,6 +200,33 @@ def token_file_checks(env: dict | None = None) -> list[Check]:
     return checks
 
 
+def accelerator_check(found: str, usable: bool, system: str, arch: str, nvidia_card: bool) -> Check:
+    """The devices torch can use here; a WARN where the machine has a GPU that torch cannot use
+    (Ray still reports it, so a worker would hold it and compute on the CPU)."""
+    if not usable and system == "Linux" and nvidia_card:
+        import torch
+        return Check("devices", WARN, f"{found}: nvidia-smi sees an NVIDIA card, but torch "
+                     f"{torch.__version__} cannot use it (its CUDA: {torch.version.cuda or 'none, a CPU build'})",
+                     "install the CUDA build (environment-cuda.yml: PyPI's Linux torch is it) and a driver "
+                     "at least as new as that CUDA (nvidia-smi shows the newest it supports)")
+    if not usable and system == "Darwin" and arch == "arm64":
+        return Check("devices", WARN, f"{found}: torch cannot use this Apple Silicon Mac's GPU (MPS)",
+                     "macOS 12.3 or newer, and environment-mac.yml built by an arm64 conda")
+    return Check("devices", OK, found)
+
+
+def _nvidia_card() -> bool:
+    """Does ``nvidia-smi`` list a card here (the driver sees one, whatever torch can do)?"""
+    import shutil
+    import subprocess
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def local_checks() -> list[Check]:
     """Versions and devices of this machine, plus the macOS traps when on a Mac."""
     from hetlab import devices
@@ -212,8 +239,9 @@ def local_checks() -> list[Check]:
               python_check(report["python"]),
               Check("MNIST files", OK if report["mnist"] == "verified" else FAIL, report["mnist"],
                     "restore them: git checkout -- data/ (or hetlab.data.download_mnist())"),
-              Check("devices", OK, f"{', '.join(devices.available())}; accelerator: "
-                                   f"{report['accelerator']}")]
+              accelerator_check(f"{', '.join(devices.available())}; accelerator: {report['accelerator']}",
+                                report["accelerator"] != "none", platform.system(), platform.machine(),
+                                _nvidia_card())]
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
         checks.append(Check("token auth", WARN, "RAY_AUTH_MODE is not 'token' in this shell",
                             "export RAY_AUTH_MODE=token (every node and every driver) and keep the "
