@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +94,11 @@ def mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
+def wheel_glob(dist: str) -> str:
+    """The cached wheel of ``dist`` at this venv's version (a file name spells it with ``_``)."""
+    return f"{dist.replace('-', '_')}-{version(dist)}-*.whl"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cache", type=Path, default=Path("/tmp/hetlab-gpu-carry"),
@@ -103,15 +109,15 @@ def main(argv=None) -> int:
         args.cache.mkdir(parents=True, exist_ok=True)
         if not list(args.cache.glob("ray-2.60.0-cp312-*.whl")):
             download([RAY], args.cache)
-        missing = [d for d in DEPS if not list(args.cache.glob(d.replace("-", "_") + "-*.whl"))]
-        if missing:
-            download(missing, args.cache)
+        missing = [d for d in DEPS if not list(args.cache.glob(wheel_glob(d)))]
+        if missing:  # the versions of this venv: a set that works together (pydantic needs its own core)
+            download([f"{d}=={version(d)}" for d in missing], args.cache)
         shutil.rmtree(CARRY, ignore_errors=True)
         (CARRY / "wheels").mkdir(parents=True)
         ray_wheel = next(args.cache.glob("ray-2.60.0-cp312-*.whl"))
         sizes = slim_wheel(ray_wheel, CARRY / "wheels" / ray_wheel.name)
         for d in DEPS:
-            shutil.copy2(next(args.cache.glob(d.replace("-", "_") + "-*.whl")), CARRY / "wheels")
+            shutil.copy2(next(args.cache.glob(wheel_glob(d))), CARRY / "wheels")
         (CARRY / "hetlab-commit").write_text(commit() + "\n")
         left_out = ", ".join(f"{k} ({mib(v)})" for k, v in sizes["dropped_compressed_bytes"].items())
         (CARRY / "ray-wheel.txt").write_text(
