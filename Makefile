@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 LAB_SETTINGS := $(CURDIR)/jupyter/settings
 
 lab: $(STAMP)
-	@$(BIN)/python -c 'import platform; from hetlab.preflight import PINNED_PYTHON as p; v = platform.python_version(); v == p or print(f"note: this venv runs Python {v}; the course pins {p}, and Ray joins machines whose Python matches to the patch: for the real pair, rebuild it from the conda environment (conda activate hetlab; make clean-venv; make lab)")'
+	@$(BIN)/python -c 'from hetlab.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this venv: {c.name}: {c.detail}. For the real pair: {c.fix}; a venv built from another Python: make clean-venv, then make lab in the activated conda environment")'
 	cd notebooks && ../$(BIN)/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
 
 test: $(STAMP)
