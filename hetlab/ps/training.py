@@ -528,14 +528,13 @@ def actor_options(spec: WorkerSpec) -> dict:
     reports the Mac's GPU as ``GPU: 1`` too); ``"auto"`` asks when the worker's node has a GPU.
     """
     kind = str(spec.device).split(":")[0]
-    alive = [n for n in ray.nodes() if n.get("Alive")] if kind in ("cuda", "mps", "auto") else []
-    if kind in ("cuda", "mps") and spec.role is None and len(alive) > 1:
+    if kind in ("cuda", "mps") and spec.role is None and sum(bool(n.get("Alive")) for n in ray.nodes()) > 1:
         raise HetlabError(f"worker {spec.name!r} asks for device={spec.device!r} but has no role: Ray "
                           f"reports a GPU on the Mac too, so on several machines it could start there; "
                           f"give it role={'desktop' if kind == 'cuda' else 'mac'!r}.")
     gpu = kind in ("cuda", "mps") or (kind == "auto" and spec.role is not None and any(
         n["Resources"].get("GPU", 0) >= 1 and n["Resources"].get(role_resource(spec.role), 0) > 0
-        for n in alive))
+        for n in ray.nodes() if n.get("Alive")))
     if spec.role is None and not gpu:
         return {}
     return placement(spec.role, gpu=gpu)
