@@ -181,7 +181,7 @@ class Sizes:
     pair_batch: int = 16384          # global batch of the efficiency run (large: a GPU step is short)
     pair_steps: int = 6              # measured steps per standalone / tuning round
     pair_rounds: int = 6             # auto-tune rounds at most
-    pair_repeats: int = 3            # the tuned split runs pair_repeats × pair_steps steps
+    pair_repeats: int = 8            # the tuned split runs pair_repeats × pair_steps steps (a GPU step is ms)
     train_samples: int = 60000       # the pair's accuracy runs and their single-device reference
     test_samples: int = 10000
     acc_batch: int = 128             # global batch of the accuracy runs
@@ -191,7 +191,7 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = replace(FULL, bench_repeats=2, pair_steps=4, pair_rounds=5, pair_repeats=2, acc_epochs=1,
+QUICK = replace(FULL, bench_repeats=2, pair_steps=4, pair_rounds=5, pair_repeats=6, acc_epochs=1,
                 sweep_batches=(1, 8, 64, 256), sweep_steps=3)
 
 
@@ -378,6 +378,7 @@ def _device_of(label: str) -> str:
 def check_pair_ps(ctx: Context) -> list[Row]:
     from hetlab.balance import auto_tune, format_ratio, split_batch
     from hetlab.ps import ParameterServerTraining
+    from hetlab.ps.specs import step_budget
     s, g = ctx.sizes, ctx.sizes.pair_batch
     workers = pair_workers(ctx.device)
     ctx.cluster()
@@ -388,22 +389,29 @@ def check_pair_ps(ctx: Context) -> list[Row]:
         _require([_device_of(x) for x in labels] == [torch.device(ctx.device).type, "cpu"],
                  f"workers ran as {labels}, not the card + the CPU")
         training.run(2)  # warm-up
-        before = training.standalone_throughput(g, steps=s.pair_steps)
         tuned = auto_tune(lambda sizes: training.measure(sizes, steps=s.pair_steps), g, 2,
                           rounds=s.pair_rounds)
+        # each worker alone at its share of the tuned split, just before and after the tuned run
+        before = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
         records = training.run(s.pair_steps * s.pair_repeats, batch_sizes=tuned.batch_sizes)
-        after = training.standalone_throughput(g, steps=s.pair_steps)
+        after = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
         together = training.samples_per_s(records)
         ctx.accuracy_split(training)  # the accuracy runs' split, tuned on this running pair
-    eff = pair_efficiency(together, before, after)
+    eff, budget = pair_efficiency(together, before, after), step_budget(records)
     alone = " + ".join(f"{_device_of(lab)} {(a + b) / 2:,.0f}" for lab, a, b in zip(labels, before, after))
     gpu_note = ", ".join(f"{n} {'asks Ray for the GPU' if a else 'asks for no GPU'}" for n, a in asks.items())
+    ms = {k: round(1e3 * getattr(budget, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
     rows = [Row("pair_ps_efficiency", eff, "fraction", Goal(">=", 0.90, "≥ 90% of Σ alone"),
                 f"sync, global batch {g}, tuned {format_ratio(tuned.batch_sizes)}: {together:,.0f} "
-                f"samples/s together, alone {alone}; {gpu_note}",
+                f"samples/s together, alone {alone} (each at its share); kept {budget.ideal / budget.step:.0%} "
+                f"of the devices' speeds in the steps: {budget}; {gpu_note}",
                 details={"labels": labels, "standalone_before": before, "standalone_after": after,
                          "together": together, "tuned_batch_sizes": tuned.batch_sizes,
-                         "tune_converged": tuned.converged, "gpu_requests": asks})]
+                         "tune_converged": tuned.converged, "gpu_requests": asks, "steps": len({r.step for r in records}),
+                         "kept": budget.ideal / budget.step, "step_budget_ms": ms,
+                         "speeds_in_steps": budget.speeds,
+                         "comm_ms": {w: round(1e3 * c, 2) for w, c in budget.comm.items()},
+                         "compute_ms": _mean_ms(records, "compute_s"), "update_ms": _mean_ms(records, "update_s")})]
     ref, run = ctx.reference(), ctx.ps_run()
     _require(run["losses_finite"], "a non-finite loss in the fp32 run")
     rows.append(Row("pair_ps_accuracy", run["accuracy"], "fraction", accuracy_goal(ref),
@@ -411,6 +419,14 @@ def check_pair_ps(ctx: Context) -> list[Row]:
                     f"{format_ratio(run['batch_sizes'])}, {ctx.sizes.acc_epochs} epochs); "
                     f"{'; '.join(run['labels'])}", details={**run, "reference": ref}))
     return rows
+
+
+def _mean_ms(records, field_name: str) -> dict:
+    """Per worker, the mean of a StepRecord field in ms."""
+    out: dict = {}
+    for r in records:
+        out.setdefault(r.worker, []).append(getattr(r, field_name))
+    return {w: round(1e3 * sum(v) / len(v), 2) for w, v in out.items()}
 
 
 def check_pair_raytrain(ctx: Context) -> list[Row]:

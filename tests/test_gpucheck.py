@@ -234,6 +234,9 @@ def test_pair_check_runs_end_to_end_on_the_cpu(one_node_ray):
     assert 0 < eff.figure < 1.5 and eff.status in ("pass", "FAIL") and eff.goal.value == 0.90
     assert eff.details["gpu_requests"] == {"desktop": False, "mac": False}   # no GPU here
     assert sum(eff.details["tuned_batch_sizes"]) == TINY.pair_batch
+    ms = eff.details["step_budget_ms"]   # why the step is longer than its ideal, in parts that add up
+    assert ms["ideal"] + ms["split"] + ms["noise"] + ms["overhead"] == pytest.approx(ms["step"], abs=0.05)
+    assert 0 < eff.details["kept"] <= 1 and eff.details["steps"] == TINY.pair_steps * TINY.pair_repeats
     assert [lab.split(" · ")[0] for lab in eff.details["labels"]] == ["desktop", "mac"]
     assert not any("simulated" in lab for lab in eff.details["labels"])      # nothing simulated
     assert acc.status in ("pass", "FAIL") and 0.3 < acc.figure <= 1.0
