@@ -405,8 +405,8 @@ def _add_gpu_check(sub) -> None:
                    help=f"run only these checks: {', '.join(GPU_CHECK_NAMES)}")
     p.add_argument("--record", metavar="DIR", help="write the dated record (DATE-GPU.json + .md) into DIR")
     p.add_argument("--pair-batch", type=int, default=None, metavar="B",
-                   help="global batch of the pair's efficiency run (default 16384: a GPU step must be "
-                        "long next to the parameter server's round trip)")
+                   help="global batch of the pair's efficiency run (default: sized so that the card's step "
+                        "is about 100 ms, long next to the parameter server's fixed cost per step)")
     p.set_defaults(run=_gpu_check)
 
 

@@ -150,6 +150,22 @@ def pair_efficiency(together: float, alone_before: list[float], alone_after: lis
     return efficiency(together, alone)
 
 
+def pair_batch_for(speed: float, step_s: float, floor: int, bytes_per_sample: float | None = None,
+                   memory: float | None = None) -> int:
+    """The efficiency run's global batch: the card's ideal step about ``step_s`` long at its
+    ``speed`` (samples/s alone), at least ``floor``, within a quarter of ``memory`` (bytes) at
+    ``bytes_per_sample`` (a training step's peak); a multiple of 1024.
+
+    Why sized to the card: a synchronous step pays a few ms of Ray messages and the update
+    whatever its size, so on a card that trains ~800,000 samples/s (an H100, this small model)
+    a 16,384 batch is a 20 ms step and loses a fifth of it; the same batch is a far longer step
+    on a slower card."""
+    batch = max(floor, speed * step_s)
+    if bytes_per_sample and memory:
+        batch = min(batch, memory / 4 / bytes_per_sample)
+    return max(1024, int(batch) // 1024 * 1024)
+
+
 def pair_workers(device: str = "cuda", precision: str = "fp32") -> list:
     """The unlike pair in one box: "desktop" on ``device`` (the card), "mac" on the CPU."""
     from hetlab.ps.specs import WorkerSpec
@@ -178,7 +194,9 @@ class Sizes:
     nb01_epochs: int = 6
     nb01_batch: int = 64
     nb01_target: float = 0.99
-    pair_batch: int = 16384          # global batch of the efficiency run (large: a GPU step is short)
+    pair_batch: int | None = None    # global batch of the efficiency run; None: sized to the card (pair_batch_for)
+    pair_step_s: float = 0.1         # ... so that its ideal step is about this long
+    pair_short_batch: int = 16384    # and an info row at this batch: a short step on a fast card
     pair_steps: int = 6              # measured steps per standalone / tuning round
     pair_rounds: int = 6             # auto-tune rounds at most
     pair_repeats: int = 8            # the tuned split runs pair_repeats × pair_steps steps (a GPU step is ms)
@@ -376,42 +394,32 @@ def _device_of(label: str) -> str:
 
 
 def check_pair_ps(ctx: Context) -> list[Row]:
-    from hetlab.balance import auto_tune, format_ratio, split_batch
+    from hetlab.balance import format_ratio, split_batch
     from hetlab.ps import ParameterServerTraining
-    from hetlab.ps.specs import step_budget
-    s, g = ctx.sizes, ctx.sizes.pair_batch
+    s = ctx.sizes
     workers = pair_workers(ctx.device)
     ctx.cluster()
     asks = {name: bool(opts.get("num_gpus")) for name, opts in pair_placements(workers).items()}
+    gpu_note = ", ".join(f"{n} {'asks Ray for the GPU' if a else 'asks for no GPU'}" for n, a in asks.items())
     with ParameterServerTraining(workers, ctx.train_data(), seed=0, progress=False,
-                                 batch_sizes=split_batch(g, [1, 1])) as training:
+                                 batch_sizes=split_batch(s.pair_short_batch, [1, 1])) as training:
         labels = training.labels
         _require([_device_of(x) for x in labels] == [torch.device(ctx.device).type, "cpu"],
                  f"workers ran as {labels}, not the card + the CPU")
         training.run(2)  # warm-up
-        tuned = auto_tune(lambda sizes: training.measure(sizes, steps=s.pair_steps), g, 2,
-                          rounds=s.pair_rounds)
-        # each worker alone at its share of the tuned split, just before and after the tuned run
-        before = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
-        records = training.run(s.pair_steps * s.pair_repeats, batch_sizes=tuned.batch_sizes)
-        after = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
-        together = training.samples_per_s(records)
+        g, why = s.pair_batch, "given"
+        if g is None:
+            speed = training.standalone_throughput([s.pair_short_batch, 64], steps=s.pair_steps)[0]
+            g = pair_batch_for(speed, s.pair_step_s, s.pair_short_batch, *_card_memory(ctx.device))
+            why = (f"sized to the card: {speed:,.0f} samples/s alone, a step of about "
+                   f"{1e3 * s.pair_step_s:.0f} ms, within a quarter of its memory")
+        rows = [_pair_efficiency(training, g, s, Goal(">=", 0.90, "≥ 90% of Σ alone"),
+                                 "pair_ps_efficiency", f"global batch {g:,} ({why}); {gpu_note}")]
+        if g != s.pair_short_batch:
+            rows.append(_pair_efficiency(training, s.pair_short_batch, s, None, "pair_ps_efficiency_short",
+                                         f"global batch {s.pair_short_batch:,}: a shorter step, the same "
+                                         f"fixed cost of the parameter server"))
         ctx.accuracy_split(training)  # the accuracy runs' split, tuned on this running pair
-    eff, budget = pair_efficiency(together, before, after), step_budget(records)
-    alone = " + ".join(f"{_device_of(lab)} {(a + b) / 2:,.0f}" for lab, a, b in zip(labels, before, after))
-    gpu_note = ", ".join(f"{n} {'asks Ray for the GPU' if a else 'asks for no GPU'}" for n, a in asks.items())
-    ms = {k: round(1e3 * getattr(budget, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
-    rows = [Row("pair_ps_efficiency", eff, "fraction", Goal(">=", 0.90, "≥ 90% of Σ alone"),
-                f"sync, global batch {g}, tuned {format_ratio(tuned.batch_sizes)}: {together:,.0f} "
-                f"samples/s together, alone {alone} (each at its share); kept {budget.ideal / budget.step:.0%} "
-                f"of the devices' speeds in the steps: {budget}; {gpu_note}",
-                details={"labels": labels, "standalone_before": before, "standalone_after": after,
-                         "together": together, "tuned_batch_sizes": tuned.batch_sizes,
-                         "tune_converged": tuned.converged, "gpu_requests": asks, "steps": len({r.step for r in records}),
-                         "kept": budget.ideal / budget.step, "step_budget_ms": ms,
-                         "speeds_in_steps": budget.speeds,
-                         "comm_ms": {w: round(1e3 * c, 2) for w, c in budget.comm.items()},
-                         "compute_ms": _mean_ms(records, "compute_s"), "update_ms": _mean_ms(records, "update_s")})]
     ref, run = ctx.reference(), ctx.ps_run()
     _require(run["losses_finite"], "a non-finite loss in the fp32 run")
     rows.append(Row("pair_ps_accuracy", run["accuracy"], "fraction", accuracy_goal(ref),
@@ -419,6 +427,51 @@ def check_pair_ps(ctx: Context) -> list[Row]:
                     f"{format_ratio(run['batch_sizes'])}, {ctx.sizes.acc_epochs} epochs); "
                     f"{'; '.join(run['labels'])}", details={**run, "reference": ref}))
     return rows
+
+
+def _pair_efficiency(training, g: int, s: Sizes, goal: Goal | None, name: str, what: str) -> Row:
+    """Auto-tune the split of ``g``, then train at it, each worker timed alone at its share just
+    before and after: efficiency = together ÷ Σ alone; and why the step is longer than its ideal."""
+    from hetlab.balance import auto_tune, format_ratio
+    from hetlab.ps.specs import step_budget
+    tuned = auto_tune(lambda sizes: training.measure(sizes, steps=s.pair_steps), g, 2, rounds=s.pair_rounds)
+    before = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
+    records = training.run(s.pair_steps * s.pair_repeats, batch_sizes=tuned.batch_sizes)
+    after = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
+    together, budget = training.samples_per_s(records), step_budget(records)
+    labels = training.labels
+    alone = " + ".join(f"{_device_of(lab)} {(a + b) / 2:,.0f}" for lab, a, b in zip(labels, before, after))
+    ms = {k: round(1e3 * getattr(budget, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
+    return Row(name, pair_efficiency(together, before, after), "fraction", goal,
+               f"sync, {what}; tuned {format_ratio(tuned.batch_sizes)}: {together:,.0f} samples/s together, "
+               f"alone {alone} (each at its share); kept {budget.ideal / budget.step:.0%} of the devices' "
+               f"speeds in the steps: {budget}",
+               details={"global_batch": g, "labels": labels, "standalone_before": before,
+                        "standalone_after": after, "together": together,
+                        "tuned_batch_sizes": tuned.batch_sizes, "tune_converged": tuned.converged,
+                        "steps": len({r.step for r in records}), "kept": budget.ideal / budget.step,
+                        "step_budget_ms": ms, "speeds_in_steps": budget.speeds,
+                        "comm_ms": {w: round(1e3 * c, 2) for w, c in budget.comm.items()},
+                        "compute_ms": _mean_ms(records, "compute_s"), "update_ms": _mean_ms(records, "update_s")})
+
+
+def _card_memory(device: str) -> tuple[float | None, float | None]:
+    """(peak bytes per sample of a training step of the small model, the card's memory), measured
+    here in the driver (the card is in this machine); (None, None) off CUDA."""
+    if torch.device(device).type != "cuda":
+        return None, None
+    from hetlab.models import make_model
+    model, batch = make_model("small").to(device), 1024
+    x = torch.randn(batch, 1, 28, 28, device=device)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    model(x).sum().backward()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del model, x
+    torch.cuda.empty_cache()
+    return peak / batch, torch.cuda.get_device_properties(torch.device(device)).total_memory
 
 
 def _mean_ms(records, field_name: str) -> dict:

@@ -191,7 +191,7 @@ def test_make_readme_and_gitignore_know_the_gpu_check():
 
 
 TINY = replace(gpucheck.QUICK, bench_samples=1100, bench_repeats=1, sweep_batches=(1, 16), sweep_steps=2,
-               train_samples=2000, test_samples=500, pair_batch=256, pair_steps=2, pair_rounds=2,
+               train_samples=2000, test_samples=500, pair_batch=None, pair_step_s=0.01, pair_short_batch=128, pair_steps=2, pair_rounds=2,
                pair_repeats=1, acc_batch=64, acc_epochs=1)
 
 
@@ -229,11 +229,13 @@ def test_pair_check_runs_end_to_end_on_the_cpu(one_node_ray):
     CLI never does: without CUDA it refuses), so the pair check's code (parameter server,
     standalone speeds, auto-tune, efficiency, the single-device reference, the accuracy run) is
     exercised on a CPU box. The figures mean nothing here, only that they come out."""
-    eff, acc = gpucheck.check_pair_ps(OneNodeContext("cpu", TINY))
-    assert (eff.name, acc.name) == ("pair_ps_efficiency", "pair_ps_accuracy")
+    eff, short, acc = gpucheck.check_pair_ps(OneNodeContext("cpu", TINY))
+    assert (eff.name, short.name, acc.name) == ("pair_ps_efficiency", "pair_ps_efficiency_short", "pair_ps_accuracy")
+    assert short.status == "info" and sum(short.details["tuned_batch_sizes"]) == TINY.pair_short_batch
     assert 0 < eff.figure < 1.5 and eff.status in ("pass", "FAIL") and eff.goal.value == 0.90
-    assert eff.details["gpu_requests"] == {"desktop": False, "mac": False}   # no GPU here
-    assert sum(eff.details["tuned_batch_sizes"]) == TINY.pair_batch
+    assert "desktop asks for no GPU, mac asks for no GPU" in eff.note   # no GPU here
+    g = eff.details["global_batch"]        # sized to the "card" (here the CPU): ≥ the short batch, × 1024
+    assert g >= TINY.pair_short_batch and g % 1024 == 0 and sum(eff.details["tuned_batch_sizes"]) == g
     ms = eff.details["step_budget_ms"]   # why the step is longer than its ideal, in parts that add up
     assert ms["ideal"] + ms["split"] + ms["noise"] + ms["overhead"] == pytest.approx(ms["step"], abs=0.05)
     assert 0 < eff.details["kept"] <= 1 and eff.details["steps"] == TINY.pair_steps * TINY.pair_repeats
@@ -242,6 +244,14 @@ def test_pair_check_runs_end_to_end_on_the_cpu(one_node_ray):
     assert acc.status in ("pass", "FAIL") and 0.3 < acc.figure <= 1.0
     assert acc.details["samples"] == TINY.acc_epochs * (TINY.train_samples // TINY.acc_batch) * TINY.acc_batch
     assert acc.goal.value == pytest.approx(acc.details["reference"] - gpucheck.ACCURACY_TOLERANCE)
+
+
+def test_the_pair_batch_is_sized_to_the_card():
+    """A step of about step_s on the card, at least the floor, within a quarter of its memory."""
+    assert gpucheck.pair_batch_for(800_000, 0.1, 16384) == 78 * 1024           # an H100: 80,000 → 78 × 1024
+    assert gpucheck.pair_batch_for(100_000, 0.1, 16384) == 16384                # a slower card: the floor
+    assert gpucheck.pair_batch_for(800_000, 0.1, 16384, 200e3, 12 * 2**30) == 15 * 1024  # 12 GiB: 16,106 → ×1024
+    assert gpucheck.pair_batch_for(10, 0.1, 16) == 1024
 
 
 def test_autocast_checks_worker_code_runs_on_the_cpu():
