@@ -228,5 +228,6 @@ def step_budget(records) -> StepBudget:
     slower = max(samples[w] / n / speeds[w] + comm[w] for w in names)
     longest = sum(max(r.compute_s + r.simulated_s + r.comm_s for r in rs) for rs in by_step.values()) / n
     step = sum(rs[0].step_s for rs in by_step.values()) / n
-    return StepBudget(ideal, slower - balanced, longest - slower, balanced - ideal + step - longest, step,
+    noise = longest - slower if longest - slower > 1e-9 else 0.0   # ≥ 0 but for float rounding
+    return StepBudget(ideal, slower - balanced, noise, balanced - ideal + step - longest, step,
                       speeds, comm)
