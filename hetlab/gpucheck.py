@@ -11,7 +11,9 @@ the course says about one, each time with a goal:
 * ``pair_ps``: a real unlike pair in one box, nothing simulated: a "desktop" worker on the
   CUDA card (it asks Ray for the GPU) and a "mac" worker on this machine's CPU, on two
   practice nodes, through the parameter server in sync mode with an auto-tuned split.
-  Efficiency = together ÷ the sum of the two standalone speeds, measured in the same run.
+  Efficiency = together ÷ the sum of the two standalone speeds (each at its share), measured in
+  the same run, at a global batch sized so that the card's step is about 100 ms
+  (``pair_batch_for``), and as an info row at 16,384; each row says where the step's time went.
   Accuracy against a single-device run on the same samples (same batch, same epochs).
 * ``pair_raytrain``: the same pair through Ray Train (gloo on CPU copies, ``hetlab.raytrain``).
 * ``autocast``: fp16 and bf16 autocast on the CUDA worker through the parameter server, the
