@@ -14,10 +14,16 @@ red stderr box in every notebook that starts Ray. ``explain_token_auth()`` puts 
 that one logger: it drops exactly that message and prints hetlab's one-line notice in its
 place, the first time in this process. Every other record passes, Ray's warning that token
 authentication is *disabled* included. hetlab calls it just before it starts Ray.
+
+A practice cluster's workers drop one more line, Ray Train's "Failed to query Ray Train
+Controller actor state …", which its placement-group cleaner logs every second where no
+dashboard runs (``practice_worker_setup``; the practice cluster starts none, your pair does).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 
 TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
 TOKEN_ENABLED = "Token authentication is enabled for this Ray cluster."
@@ -45,3 +51,48 @@ def explain_token_auth() -> None:
     logger = logging.getLogger(TOKEN_LOGGER)
     if not any(isinstance(f, TokenNotice) for f in logger.filters):
         logger.addFilter(TokenNotice())
+
+
+# --- the practice cluster's workers (notebook 07) ------------------------------------------------
+
+CLEANER_LOGGER = "ray.train.v2._internal.execution.controller.placement_group_cleaner"
+NO_STATE_API = "Failed to query Ray Train Controller actor state."
+
+
+class NoStateApi(logging.Filter):
+    """Drop Ray Train's "Failed to query Ray Train Controller actor state …" warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(NO_STATE_API)
+
+
+def practice_worker_setup() -> None:
+    """Runs in every worker process of a practice cluster's nodes (``practice_workers_env``).
+
+    A practice cluster starts no dashboard (fewer processes on a small machine), so Ray's State
+    API is absent there. Ray Train's placement-group cleaner (a safety net that frees the
+    training's resources if its controller dies) asks that API every second whether the
+    controller still lives, and logs each failure: 17 identical warnings in one run of notebook
+    07. This drops exactly that message, in the practice cluster's processes only; on your pair
+    (dashboard on) the API answers and there is nothing to drop."""
+    logger = logging.getLogger(CLEANER_LOGGER)
+    if not any(isinstance(f, NoStateApi) for f in logger.filters):
+        logger.addFilter(NoStateApi())
+
+
+@contextlib.contextmanager
+def practice_workers_env():
+    """While a practice node starts, name ``practice_worker_setup`` in Ray's setup-hook variable
+    (the one ``runtime_env={"worker_process_setup_hook": …}`` sets): the node's raylet inherits
+    it and so does every worker it starts. Through a ``runtime_env`` instead, every actor's start
+    went through Ray's runtime-env agent: 0.4 s more to start a training here."""
+    from ray._private.ray_constants import WORKER_PROCESS_SETUP_HOOK_ENV_VAR as name
+    old = os.environ.get(name)
+    os.environ[name] = f"{__name__}.practice_worker_setup"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
