@@ -4,13 +4,14 @@ a learner's own model and data.
 No device is mocked: both practice nodes train on this CPU; the "mac" rank is a
 *simulated* slower device (it sleeps), and says so in its label.
 """
+import os
 import time
 
 import pytest
 import torch
 from torch import nn
 
-from hetlab import HetlabError
+from hetlab import HetlabError, raytrain
 from hetlab.data import load_mnist
 from hetlab.models import make_model
 from hetlab.flat import flat_grad, set_flat_grad
@@ -143,6 +144,26 @@ def test_each_rank_ran_on_its_own_node_with_its_own_batch(run, practice):
 def test_both_ranks_end_with_identical_weights(run):
     assert run.weights_identical and run.model_name.endswith("stroke_net")
     assert run.ranks[0].weights_sha256 == weights_digest(run.model())
+
+
+def test_the_run_used_hetlabs_ray_train_settings(run, practice):
+    """TRAIN_ENV reached Ray Train's controller: no preemption watcher was started (it would have
+    been, by default); and this process's environment is as before the run."""
+    from ray._private import state
+
+    classes = {a["ActorClassName"] for a in state.actors().values()}
+    assert "TrainController" in classes and "PreemptionWatcher" not in classes
+    assert not any(k in os.environ for k in raytrain.TRAIN_ENV)
+
+
+def test_train_env_keeps_your_own_values(monkeypatch):
+    monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "3")
+    monkeypatch.delenv("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", raising=False)
+    with raytrain.train_env():
+        assert os.environ["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "3"
+        assert os.environ["RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"] == "0"
+    assert os.environ["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "3"
+    assert "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER" not in os.environ
 
 
 def test_it_learns_the_own_data(run):
