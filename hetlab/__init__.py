@@ -3,11 +3,30 @@
 The notebooks in ``notebooks/`` introduce each module in order; the library does
 the real work so that the notebooks never re-implement it.
 """
+import contextlib
 import os
 
 from hetlab.errors import HetlabError
 
 __version__ = "0.1.0"
+
+
+@contextlib.contextmanager
+def environment(values: dict, keep_set: bool = False):
+    """``values`` in this process's environment inside the block, and as before after it; the
+    processes started inside inherit them (a practice node's raylet: ``hetlab.raylog``; Ray Train
+    passes some on to its controller: ``hetlab.raytrain``). ``keep_set``: a variable you have set
+    keeps your value."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: v for k, v in values.items() if not (keep_set and old[k] is not None)})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def is_quick() -> bool:

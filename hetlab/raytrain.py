@@ -31,7 +31,6 @@ can reach (NFS, a bucket) on a real multi-node cluster; tests use a local temp d
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -43,6 +42,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from hetlab import environment
 from hetlab.errors import HetlabError
 from hetlab.flat import flat_grad, set_flat_grad
 from hetlab.simulate import SlowDevice, labelled
@@ -97,17 +97,10 @@ def _pair_backend():
     return PairBackend
 
 
-@contextlib.contextmanager
 def train_env():
     """``TRAIN_ENV`` in this process's environment while a run starts (Ray Train reads it there),
     each variable only where you have not set it; afterwards the environment is as it was."""
-    added = {k: v for k, v in TRAIN_ENV.items() if k not in os.environ}
-    os.environ.update(added)
-    try:
-        yield
-    finally:
-        for k in added:
-            os.environ.pop(k, None)
+    return environment(TRAIN_ENV, keep_set=True)
 
 
 def torch_config(port: int | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S):
