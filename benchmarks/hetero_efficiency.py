@@ -85,11 +85,6 @@ def critical_path_ms(records) -> dict:
     return {k: statistics.mean(v) for k, v in parts.items()}
 
 
-def budget_ms(budget) -> dict:
-    """A ``step_budget``'s parts in ms, for the JSON line."""
-    return {k: round(1e3 * getattr(budget, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--global-batch", type=int, default=512)
@@ -199,12 +194,12 @@ def main() -> None:
                       "efficiency_tuned_predicted": round(predicted, 4),
                       "tuned_vs_devices_in_cluster": round(kept, 4),
                       "tuned_step_ms": {k: round(v, 2) for k, v in path.items()},
-                      "tuned_step_budget_ms": budget_ms(budget),
+                      "tuned_step_budget_ms": budget.ms(),
                       "tuned_split_in_hindsight": hindsight,
                       "efficiency_followed": round(eff["followed"], 4),
                       "efficiency_followed_each": [round(e, 4) for e in eff_each["followed"]],
                       "followed_batch_sizes": followed_at, "followed_moves": len(moves),
-                      "followed_step_budget_ms": budget_ms(followed),
+                      "followed_step_budget_ms": followed.ms(),
                       "driver_cpu_ms_per_step": round(driver_ms, 2),
                       "standalone_batch_sizes": alone_at, "global_batch": g, "run_steps": args.run_steps, "simulated_slowdown": args.slowdown}))
 

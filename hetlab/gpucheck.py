@@ -443,7 +443,6 @@ def _pair_efficiency(training, g: int, s: Sizes, goal: Goal | None, name: str, w
     together, budget = training.samples_per_s(records), step_budget(records)
     labels = training.labels
     alone = " + ".join(f"{_device_of(lab)} {(a + b) / 2:,.0f}" for lab, a, b in zip(labels, before, after))
-    ms = {k: round(1e3 * getattr(budget, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
     return Row(name, pair_efficiency(together, before, after), "fraction", goal,
                f"sync, {what}; tuned {format_ratio(tuned.batch_sizes)}: {together:,.0f} samples/s together, "
                f"alone {alone} (each at its share); kept {budget.ideal / budget.step:.0%} of the devices' "
@@ -452,7 +451,7 @@ def _pair_efficiency(training, g: int, s: Sizes, goal: Goal | None, name: str, w
                         "standalone_after": after, "together": together,
                         "tuned_batch_sizes": tuned.batch_sizes, "tune_converged": tuned.converged,
                         "steps": len({r.step for r in records}), "kept": budget.ideal / budget.step,
-                        "step_budget_ms": ms, "speeds_in_steps": budget.speeds,
+                        "step_budget_ms": budget.ms(), "speeds_in_steps": budget.speeds,
                         "comm_ms": {w: round(1e3 * c, 2) for w, c in budget.comm.items()},
                         "compute_ms": _mean_ms(records, "compute_s"), "update_ms": _mean_ms(records, "update_s")})
 

@@ -195,6 +195,10 @@ class StepBudget:
     speeds: dict = field(default_factory=dict)
     comm: dict = field(default_factory=dict)
 
+    def ms(self) -> dict:
+        """The parts in ms (two decimals), for a JSON record."""
+        return {k: round(1e3 * getattr(self, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
+
     def __str__(self) -> str:
         part = lambda x: f"{1e3 * x:.1f} ms ({x / self.step:.0%})"  # noqa: E731
         return (f"ideal {1e3 * self.ideal:.1f} ms + split off {part(self.split)} + noise {part(self.noise)}"
