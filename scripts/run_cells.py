@@ -1,9 +1,11 @@
-"""Run notebooks' code cells in order, as one script each, where Jupyter is not installed (the leased
-GPU machine: docs/gpu-machine.md). Each notebook runs in a fresh namespace, plots go to matplotlib's
-Agg backend, IPython magics (`%matplotlib inline`) are left out; a failing cell is printed with its index and that notebook stops there (exit status 1). Jupyter's own
-run (``make test``, nbval) stays the test: this only takes the notebooks' code to a CUDA card.
+"""Run notebooks' code cells in order, as one script each, where Jupyter is not installed (the
+leased GPU machine: docs/gpu-machine.md). Each notebook runs in a fresh namespace, plots go to
+matplotlib's Agg backend, IPython magics (`%matplotlib inline`) are left out; a failing cell is
+printed with its index and that notebook stops there (exit status 1). Jupyter's own run
+(``make test``, nbval) stays the test: this only takes the notebooks' code to a CUDA card.
 
-    HETLAB_QUICK=0 python3 scripts/run_cells.py notebooks/01_single_device_mnist.ipynb notebooks/02_measure_your_devices.ipynb
+    HETLAB_QUICK=0 python3 scripts/run_cells.py notebooks/01_single_device_mnist.ipynb \
+        notebooks/02_measure_your_devices.ipynb
 """
 import json
 import sys
