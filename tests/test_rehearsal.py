@@ -43,7 +43,11 @@ def python_on(role, code, **kw):
 
 
 def tail(done) -> str:
-    return f"rc={done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-3000:]}"
+    """Exit status and the output's end; for a pytest run, its first failure too (the later
+    failures of a notebook often only follow from it, and CI shows a part of the output)."""
+    first = done.stdout.find("\n____")
+    head = f"{done.stdout[first:first + 3000]}\n[…]\n" if first >= 0 else ""
+    return f"rc={done.returncode}\n{head}{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
 PROBE = """

@@ -39,6 +39,7 @@ actor in ``hetlab.ps.worker``.
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import ray
@@ -422,21 +423,20 @@ class ParameterServerTraining(Engine):
 
         Call it between ``run`` calls (the automatic checkpoints are taken inside ``run``
         when nothing is in flight): the cursor then counts exactly the samples of the
-        updates the server has applied.
+        updates the server has applied. A worker that went away since its last step is
+        dropped first, as a step drops it (notebook 08), and the checkpoint holds the rest.
         """
         if path is None:
             if not self.checkpoint_dir:
                 raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
             path = Path(self.checkpoint_dir) / f"step-{self.step:06d}.pt"
-        try:
-            local = ray.get([m.actor.local_state.remote() for m in self.members], timeout=self.worker_timeout_s)
-            server_state = self.server.state()
-        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
-            raise HetlabError(f"could not read the training state to save it ({_one_line(e)}): "
-                              f"run one more step (a lost worker is handled there) and save again.") from None
+        answers, _, lost = self._gather([m.actor.local_state.remote() for m in self.members], time.perf_counter())
+        if lost:  # gone since its last step (the Mac slept just then): dropped as a step drops it
+            self._lose(lost)
+        local = [answers[i] for i in sorted(answers)]
         state = {
             "format": FORMAT, "model": self.model_name, "signature": param_signature(self.factory),
-            "mode": self.mode, "step": self.step, "server": server_state,
+            "mode": self.mode, "step": self.step, "server": self.server.state(),
             "workers": [{"name": s.name, **state} for s, state in zip(self.workers, local)],
             "batch_sizes": list(self.batch_sizes), "stream": self.stream.state(),
             "data_len": self.data_len, "seed": self.seed, "lr": self.lr, "optimizer": self.optimizer,
