@@ -36,6 +36,16 @@ alternations the desktop also computed faster inside the prototype than as the e
 (not explained here), and some read over 100 %, since the standalone ruler is taken by the
 engine's actors and this box's speed drifts. The step-beyond figure depends on neither.
 
+A third way was tried and not kept (2026-11-24): the desktop's worker in the driver's own
+process (the same ``Worker`` as a plain object, its calls made first for the mac and last for
+itself; bitwise the same weights in sync and local SGD), a fourth row of
+``benchmarks/hetero_efficiency.py`` in two runs. Against the actors' ruler it read 0.987 beside
+the engine's 0.906, but the desktop computed 10 % faster in the driver than in its actor; against
+its own workers alone it read 0.876 beside 0.943 (0.93× the samples/s). Its own cost per step was
+9.8 to 10.0 ms against 5.2 to 5.4: the process that computes the desktop's gradient is also the
+one that must take the mac's reply and apply the update, and on two cores those wait for it.
+Here, only a process apart from the driver made the step cheaper.
+
     .venv/bin/python benchmarks/colocated_server.py [--global-batch 512] [--run-steps 24] [--repeats 6]
 
 The last line printed is one JSON object.
