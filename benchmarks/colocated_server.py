@@ -41,10 +41,13 @@ process (the same ``Worker`` as a plain object, its calls made first for the mac
 itself; bitwise the same weights in sync and local SGD), a fourth row of
 ``benchmarks/hetero_efficiency.py`` in two runs. Against the actors' ruler it read 0.987 beside
 the engine's 0.906, but the desktop computed 10 % faster in the driver than in its actor; against
-its own workers alone it read 0.876 beside 0.943 (0.93× the samples/s). Its own cost per step was
-9.8 to 10.0 ms against 5.2 to 5.4: the process that computes the desktop's gradient is also the
-one that must take the mac's reply and apply the update, and on two cores those wait for it.
-Here, only a process apart from the driver made the step cheaper.
+its own workers alone it read 0.876 beside 0.943 (0.93× the samples/s), with its own cost per
+step 9.8 to 10.0 ms against 5.2 to 5.4, for its results went through Ray's object store
+(``ray.put``). Handed over as plain values, its own cost fell below the engine's, 4.5 and 2.8 ms
+against 5.9 and 5.1 (two more runs), but the efficiency did not follow: 0.911 and 0.894 against
+0.894 and 0.930. While the driver computes it cannot see when the mac's reply arrives, so the
+mac's round trip as measured, which auto-tune splits by, is whatever the desktop's compute made
+it: one tuned split was 11 ms per step off balance.
 
     .venv/bin/python benchmarks/colocated_server.py [--global-batch 512] [--run-steps 24] [--repeats 6]
 
