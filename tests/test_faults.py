@@ -117,3 +117,29 @@ def test_a_node_lost_just_before_a_checkpoint_is_dropped_and_the_run_goes_on(clu
     with ParameterServerTraining.resume(saved[0], specs[:1], train, progress=False) as resumed:
         assert resumed.step == 3 and resumed.batch_sizes == [64]
         resumed.run(1)
+
+
+def test_calls_that_are_not_steps_tell_of_a_lost_node_in_one_line(cluster):
+    """Timing each worker alone or changing a slowdown (notebook 06) with the mac's node gone:
+    one line that says so and what to do, within seconds, not Ray's traceback; a step then
+    drops the mac, as it says, and both calls work again."""
+    import time
+    try:
+        cluster.node_id("mac")
+    except HetlabError:  # a test above removed it
+        cluster.add_node("mac")
+    train = load_mnist("train").subset(2000, seed=3)
+    specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac", slowdown=2)]
+    with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60) as ps:
+        ps.run(1)
+        cluster.remove_node("mac")
+        for call in (lambda: ps.standalone_throughput(32, steps=1), lambda: ps.set_slowdown("mac", 3)):
+            t0 = time.perf_counter()
+            with pytest.raises(HetlabError, match="a worker went away while") as err:
+                call()
+            message = str(err.value)
+            assert "\n" not in message and "mac (simulated 2× slower)" in message and "run a step" in message
+            assert time.perf_counter() - t0 < 30
+        ps.run(1)
+        assert [s.name for s in ps.workers] == ["desktop"]
+        assert len(ps.standalone_throughput(32, steps=1)) == 1

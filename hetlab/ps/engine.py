@@ -150,6 +150,16 @@ class Engine:
         if due:
             self.save_due_checkpoint()
 
+    def _answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
+        """{i: answer} of calls that are not steps (``refs``: {i: a call's ref to ``members[i]``})
+        within ``worker_timeout_s``; a worker that went away is one line, not Ray's traceback."""
+        keys = list(refs)
+        got, _, lost = self._gather([refs[i] for i in keys], time.perf_counter())
+        if lost:
+            who = "; ".join(f"{self.members[keys[j]].spec.label}: {why}" for j, why in lost)
+            raise HetlabError(f"a worker went away while {what} ({who}): {then}.")
+        return {keys[j]: answer for j, answer in got.items()}
+
     def _get_result(self, ref, i: int):
         """ray.get of a worker's result; a dead worker becomes _WorkerGone, a bug a HetlabError."""
         try:

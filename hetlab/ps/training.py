@@ -185,8 +185,8 @@ class ParameterServerTraining(Engine):
         per_host: dict[str, int] = {}
         for m in self.members:
             per_host[m.info["host"]] = per_host.get(m.info["host"], 0) + 1
-        ray.get([m.actor.set_threads.remote(per_host[m.info["host"]]) for m in self.members],
-                timeout=self.worker_timeout_s)
+        self._answers({i: m.actor.set_threads.remote(per_host[m.info["host"]]) for i, m in enumerate(self.members)},
+                      "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
         self._weights = self._publish(self.server.weights())
         if self.progress:
             for label in self.labels:
@@ -267,7 +267,7 @@ class ParameterServerTraining(Engine):
         m = self.members[i]
         spec = dataclasses.replace(m.spec, slowdown=slowdown)
         check_spec(spec)
-        ray.get(m.actor.set_slowdown.remote(spec.slowdown), timeout=self.worker_timeout_s)
+        self._answers({i: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
         m.spec = spec
         m.look = None  # its speed changed: what retune_every saw of it is out of date
         self.events.append({"event": "slowdown", "step": self.step, "worker": self.labels[i]})
@@ -390,8 +390,8 @@ class ParameterServerTraining(Engine):
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
         weights = self.server.weights()
-        return [ray.get(m.actor.standalone.remote(weights, b, steps), timeout=self.worker_timeout_s)
-                for m, b in zip(self.members, sizes)]
+        return [self._answers({i: m.actor.standalone.remote(weights, b, steps)}, "timing it alone")[i]
+                for i, (m, b) in enumerate(zip(self.members, sizes))]  # one after another
 
     def samples_per_s(self, records: list[StepRecord] | None = None) -> float:
         """Cluster samples/s over ``records`` (default: all so far)."""
@@ -478,8 +478,8 @@ class ParameterServerTraining(Engine):
         run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
         try:
             run.server.load_state(ckpt["server"])
-            ray.get([m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)],
-                    timeout=run.worker_timeout_s)
+            run._answers({i: m.actor.load_local_state.remote(w) for i, (m, w) in enumerate(zip(run.members, saved))},
+                         "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
             run.stream = Stream.from_state(ckpt["stream"])
             run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
