@@ -1,5 +1,6 @@
 """Losing a machine mid-run: a real two-node Ray cluster on this box, one node removed (notebook 08)."""
 import threading
+import time
 
 import pytest
 
@@ -19,6 +20,15 @@ def cluster():
         c = PracticeCluster(roles=("desktop", "mac"))
     with c:
         yield c
+
+
+@pytest.fixture
+def mac_up(cluster) -> None:
+    """The practice cluster's mac node runs again (a test before may have removed it)."""
+    try:
+        cluster.node_id("mac")
+    except HetlabError:
+        cluster.add_node("mac")
 
 
 def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
@@ -49,14 +59,10 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
         assert ps.evaluate(test) >= 0.85  # and the run still reaches its target
 
 
-def test_a_gradient_lost_with_its_node_after_its_worker_answered_drops_that_worker(cluster, capsys):
+def test_a_gradient_lost_with_its_node_after_its_worker_answered_drops_that_worker(cluster, mac_up, capsys):
     """A big model's gradient waits in its worker's node's object store until the driver fetches
     it. The mac's node goes away between its answer and that fetch: the step goes on with the
     desktop's gradient alone, the mac is dropped, and its samples are trained again."""
-    try:
-        cluster.node_id("mac")
-    except HetlabError:  # the test above removed it
-        cluster.add_node("mac")
     train = load_mnist("train").subset(4000, seed=3)
     specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac")]
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60) as ps:
@@ -84,14 +90,10 @@ def test_a_gradient_lost_with_its_node_after_its_worker_answered_drops_that_work
         assert "lost worker mac" in capsys.readouterr().out
 
 
-def test_a_node_lost_just_before_a_checkpoint_is_dropped_and_the_run_goes_on(cluster, tmp_path, capsys):
+def test_a_node_lost_just_before_a_checkpoint_is_dropped_and_the_run_goes_on(cluster, mac_up, tmp_path, capsys):
     """The mac's node goes away right after a step, before the automatic checkpoint that step
     makes due: the checkpoint drops the mac as a step would, saves the desktop's run, and the
     run goes on (before, the save raised and ended the run: notebook 08 on the rehearsal)."""
-    try:
-        cluster.node_id("mac")
-    except HetlabError:  # a test above removed it
-        cluster.add_node("mac")
     train = load_mnist("train").subset(4000, seed=3)
     specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac")]
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60,
@@ -119,15 +121,10 @@ def test_a_node_lost_just_before_a_checkpoint_is_dropped_and_the_run_goes_on(clu
         resumed.run(1)
 
 
-def test_calls_that_are_not_steps_tell_of_a_lost_node_in_one_line(cluster):
+def test_calls_that_are_not_steps_tell_of_a_lost_node_in_one_line(cluster, mac_up):
     """Timing each worker alone or changing a slowdown (notebook 06) with the mac's node gone:
     one line that says so and what to do, within seconds, not Ray's traceback; a step then
     drops the mac, as it says, and both calls work again."""
-    import time
-    try:
-        cluster.node_id("mac")
-    except HetlabError:  # a test above removed it
-        cluster.add_node("mac")
     train = load_mnist("train").subset(2000, seed=3)
     specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac", slowdown=2)]
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60) as ps:
