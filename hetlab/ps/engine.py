@@ -106,7 +106,8 @@ class Engine:
         applied, t_prev, due = 0, time.perf_counter(), False
         while applied < steps:
             if due and not in_flight:
-                self.save_due_checkpoint()
+                self.save_due_checkpoint()  # it drops a worker gone since its last message
+                idle = {m.spec.name: idle[m.spec.name] for m in self.members}
                 due = False
             for name in sorted(idle, key=idle.get):
                 reads = [v[2] for v in in_flight.values()]
