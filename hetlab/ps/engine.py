@@ -151,7 +151,8 @@ class Engine:
         if due:
             self.save_due_checkpoint()
 
-    def _answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
+    def _answers(self, refs: dict, what: str,
+                 then: str = "run a step (it drops a lost worker) and try again") -> dict:
         """{i: answer} of calls that are not steps (``refs``: {i: a call's ref to ``members[i]``})
         within ``worker_timeout_s``; a worker that went away is one line, not Ray's traceback."""
         keys = list(refs)

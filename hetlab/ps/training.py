@@ -185,7 +185,8 @@ class ParameterServerTraining(Engine):
         per_host: dict[str, int] = {}
         for m in self.members:
             per_host[m.info["host"]] = per_host.get(m.info["host"], 0) + 1
-        self._answers({i: m.actor.set_threads.remote(per_host[m.info["host"]]) for i, m in enumerate(self.members)},
+        self._answers({i: m.actor.set_threads.remote(per_host[m.info["host"]])
+                       for i, m in enumerate(self.members)},
                       "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
         self._weights = self._publish(self.server.weights())
         if self.progress:
@@ -478,7 +479,8 @@ class ParameterServerTraining(Engine):
         run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
         try:
             run.server.load_state(ckpt["server"])
-            run._answers({i: m.actor.load_local_state.remote(w) for i, (m, w) in enumerate(zip(run.members, saved))},
+            run._answers({i: m.actor.load_local_state.remote(w)
+                          for i, (m, w) in enumerate(zip(run.members, saved))},
                          "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
             run.stream = Stream.from_state(ckpt["stream"])
             run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
