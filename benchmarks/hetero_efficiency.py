@@ -33,7 +33,8 @@ process). Last, why the tuned step is longer than its ideal (the batch ÷ the de
 speeds in those steps), in parts that sum to the step (``hetlab.ps.specs.step_budget``): the
 split (off for the speeds and messages the steps ran at: balanced in hindsight it would be
 another one), step-to-step noise (whoever is slower in a step sets it), and the parameter
-server's own cost (Ray's messages, the update, the driver).
+server's own cost (Ray's messages, the update, the driver); and the ceiling that own cost alone
+sets, ideal ÷ (ideal + own cost), a split balanced in every step and no noise.
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
 
@@ -180,6 +181,9 @@ def main() -> None:
     print(f"  why the tuned step is longer than its ideal (the batch ÷ those speeds), mean per step:\n    {budget}"
           f"\n    (the split balanced for those speeds and messages: {balance.format_ratio(hindsight)}; "
           f"tuned {balance.format_ratio(tuned.batch_sizes)})")
+    ceiling = budget.ideal / (budget.ideal + budget.overhead)
+    print(f"  with a split balanced in every step and no noise, the parameter server's own cost alone would "
+          f"still cap the cluster at {ceiling:.1%} of those speeds")
     followed = step_budget(runs["followed"])
     print(f"  the followed split (retune_every={args.follow_every}, from the tuned one): moved {len(moves)}× "
           f"({' → '.join(balance.format_ratio(m['to']).split(' ')[0] for m in moves) or 'never'}); its steps:"
@@ -196,6 +200,7 @@ def main() -> None:
                       "tuned_step_ms": {k: round(v, 2) for k, v in path.items()},
                       "tuned_step_budget_ms": budget.ms(),
                       "tuned_split_in_hindsight": hindsight,
+                      "tuned_ceiling_from_own_cost": round(ceiling, 4),
                       "efficiency_followed": round(eff["followed"], 4),
                       "efficiency_followed_each": [round(e, 4) for e in eff_each["followed"]],
                       "followed_batch_sizes": followed_at, "followed_moves": len(moves),

@@ -160,7 +160,7 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     Starts from an equal split. After each round every worker's step is modelled as
     fixed + b / speed (``fit_step_time`` over all its rounds so far: a smaller share does
     not shrink the fixed part, so a split ∝ samples/s alone would still leave the fast
-    worker waiting), and the sizes move ``damping`` of the way toward the split where all
+    worker waiting; a line that noise made senseless gives way to its round at the largest batch), and the sizes move ``damping`` of the way toward the split where all
     finish together (``equal_finish_split``), halving ``damping`` whenever a worker's size
     changes direction (noise or overshoot). When that move would make the step less than
     ``tol`` faster, or rounds to no change, the split looks settled; it counts as settled
@@ -192,7 +192,8 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
             raise HetlabError(f"measure({sizes}) returned {measured!r}, not one positive samples/s per worker ({e})") from None
         history.append(TuneRound(list(sizes), throughputs))
         speeds, fixed = zip(*(fit_step_time([r.batch_sizes[i] for r in history],
-                                            [r.batch_sizes[i] / r.throughputs[i] for r in history])
+                                            [r.batch_sizes[i] / r.throughputs[i] for r in history],
+                                            fallback="largest")
                               for i in range(n_workers)))
         target = equal_finish_split(global_batch, speeds, fixed)
         settled = predicted_step_time(sizes, speeds, fixed) <= (1 + tol) * predicted_step_time(target, speeds, fixed)
@@ -213,15 +214,18 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
 
 
 def fit_step_time(sizes: Sequence[float], seconds: Sequence[float],
-                  min_spread: float = 0.1) -> tuple[float, float]:
+                  min_spread: float = 0.1, fallback: str = "last") -> tuple[float, float]:
     """One worker's step as ``fixed + size / speed``, fitted to its measurements: (speed, fixed).
 
     A least-squares line through the (batch size, seconds per step) points. With sizes
     closer together than ``min_spread`` of the largest, or a line that makes no physical
     sense (no positive per-sample time, a negative fixed time, or a fixed time longer than
-    the quickest step measured), noise decides the line: then the last point alone,
-    fixed = 0 (notebook 06: ``auto_tune``, and the split that follows,
-    ``ParameterServerTraining.run(retune_every=N)``).
+    the quickest step measured), noise decides the line: then one point alone, fixed = 0
+    (notebook 06). ``fallback="last"``: the newest, for speeds that change (the split that
+    follows, ``ParameterServerTraining.run(retune_every=N)``); ``"largest"``: the one at the
+    largest batch, whose fixed part weighs least, for speeds measured to be fitted
+    (``auto_tune``: from a step of a few samples, mostly fixed cost, a speed per sample would
+    read several times too slow).
     """
     n = len(sizes)
     mean_b, mean_s = sum(sizes) / n, sum(seconds) / n
@@ -231,7 +235,10 @@ def fit_step_time(sizes: Sequence[float], seconds: Sequence[float],
         fixed = mean_s - slope * mean_b
         if slope > 0 and 0 <= fixed <= min(seconds):
             return 1 / slope, fixed
-    return sizes[-1] / seconds[-1], 0.0
+    if fallback not in ("last", "largest"):
+        raise HetlabError(f"fallback must be 'last' or 'largest', got {fallback!r}.")
+    i = n - 1 if fallback == "last" else max(range(n), key=lambda j: (sizes[j], j))
+    return sizes[i] / seconds[i], 0.0
 
 
 def equal_finish_split(global_batch: int, speeds: Sequence[float],

@@ -7,7 +7,8 @@ of Ray 2.60):
 
 * every port is pinned, so a firewall can open exactly these, for the other machine only;
 * ``--node-ip-address`` is explicit (what the node advertises; on a Mac hostname lookup breaks);
-* the dashboard listens on 127.0.0.1 only (reach it through ``ssh -L 8265:127.0.0.1:8265``);
+* the dashboard listens on 127.0.0.1 only (open it on the desktop itself; from the Mac through
+  ``ssh -L 8265:127.0.0.1:8265``, which needs an SSH server on the desktop);
 * token authentication is on: ``RAY_AUTH_MODE=token`` everywhere, one shared token;
 * each node carries its hetlab role as a resource and a label (see ``hetlab.cluster``);
 * the Mac opts in with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` (Ray refuses it otherwise) on its
@@ -193,7 +194,8 @@ def render_head(ip: str, ports: Ports = Ports(), **options) -> str:
         f"#    keep {closed} closed (dashboard and metrics: local use only)",
         f"#    Ray Train (notebook 07) only: also allow TCP {' '.join(train_ranges(ports, 'linux', head=True))} "
         f"from the Mac's IP (its rendezvous, and gloo's connections on Linux's ephemeral ports)",
-        "# 3) start the head (dashboard on 127.0.0.1 only: use ssh -L 8265:127.0.0.1:8265 to see it):",
+        "# 3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 here; from the Mac, "
+        "ssh -L 8265:127.0.0.1:8265 USER@DESKTOP_IP, with openssh-server on the desktop):",
         shell_line(argv, env),
         *token_handover_head(),
         f"# 5) drivers (notebooks) on this machine: export {_exports(AUTH_ENV)} "

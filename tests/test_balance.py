@@ -137,6 +137,11 @@ def test_fit_step_time_separates_the_fixed_part_and_falls_back_on_noise():
     assert fit_step_time([100, 200], [0.08, 0.05]) == (4000.0, 0.0)   # slower with fewer: noise
     # a line whose fixed part (55 ms) is longer than the quickest step measured (32 ms): noise
     assert fit_step_time([64, 31, 14], [0.120, 0.160, 0.032]) == (14 / 0.032, 0.0)
+    # auto_tune's fallback: the largest batch, where the fixed part weighs least (not a 1-sample step)
+    assert fit_step_time([256, 111, 1], [0.338, 0.267, 0.0114], fallback="largest") == (256 / 0.338, 0.0)
+    assert fit_step_time([256, 111, 1], [0.338, 0.267, 0.0114]) == (1 / 0.0114, 0.0)
+    with pytest.raises(HetlabError, match="fallback must be"):
+        fit_step_time([100, 105], [0.05, 0.08], fallback="first")
 
 
 def test_auto_tune_three_workers():
@@ -187,6 +192,24 @@ def test_a_confirming_round_keeps_noise_from_settling_the_split_too_early():
 
     trusting, confirmed = share_off(0), share_off(1)
     assert 0.05 < trusting and confirmed < trusting / 2, (trusting, confirmed)
+
+
+def test_one_slow_round_does_not_leave_a_worker_with_one_sample():
+    """Seen on this box (benchmarks/hetero_efficiency.py, 2026-11-25): in the second round the
+    simulated Mac ran at about half its speed. The line through its two points gave it a fixed
+    cost of 212 ms a step, so the next split gave it 1 sample of 512; there a step is mostly
+    fixed cost, and taken as its speed per sample (88 samples/s, 9× too slow) that split
+    looked settled and was confirmed. The same pair as above (equal finish at 420:92)."""
+    rounds = []
+
+    def measure(sizes):
+        mac = sizes[1] / (20 + 0.99 * sizes[1]) * 1e3
+        rounds.append(sizes)
+        return [3750.0, mac * (0.55 if len(rounds) == 2 else 1.0)]   # round 2: the Mac at 55 %
+
+    result = auto_tune(measure, 512, 2, rounds=6)
+    assert rounds[2] == [511, 1]                          # the slow round still throws it off once
+    assert 400 <= result.batch_sizes[0] <= 440, result    # and it comes back near 420:92
 
 
 def test_auto_tune_rejects_bad_measurements_and_arguments():
