@@ -47,7 +47,7 @@ Measured on this 2-core box (2026-11-25, four runs), the tuned split's median ef
 ``auto_tune`` bug, fixed since: one slow round). In every run the parameter server's own cost
 was 5.6 to 6.1 ms a step, which alone caps the cluster at 0.954 to 0.960 of its devices' speeds;
 the split, tuned once, was 0.5 to 9.5 ms a step off the one balanced in hindsight (five
-tunings in a row on this box scattered by 7 samples, s.d., with 8- or 24-step rounds alike:
+tunings in a row on this box scattered by 6 to 8 samples, s.d., with 8- or 24-step rounds alike:
 the machines' speeds drift), and step-to-step noise cost 0.5 to 5.5 ms.
 
 The last line printed is one JSON object.
