@@ -357,10 +357,16 @@ def _add_rehearse(sub) -> None:
     p.add_argument("--host", default="desktop", metavar="desktop|mac", help="run: which host (default desktop)")
     p.add_argument("--port", type=int, default=8888, help="lab: the port on this machine (default 8888)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="run: the command, after --")
-    p.set_defaults(run=_rehearse)
+    p.set_defaults(run=_rehearse, usage=p.format_help)
 
 
 def _rehearse(args) -> int:
+    if args.command[:1] in (["-h"], ["--help"]):  # the command's place swallows them: help, not the action
+        print(args.usage())
+        return 0
+    if args.command and args.action != "run":
+        raise HetlabError(f"rehearse {args.action} takes no command ({' '.join(args.command)}): "
+                          f"only `hetlab rehearse run -- COMMAND` runs one.")
     from hetlab import rehearsal
     if args.action == "up":
         print("building the rehearsal: two hosts, firewalls, Ray by the printed lines (a minute or two)")

@@ -28,6 +28,9 @@ from hetlab.errors import HetlabError
 
 TOKEN_PATH = "~/.ray/auth_token"
 AUTH_ENV = {"RAY_AUTH_MODE": "token"}
+# macOS's shell (zsh) reads a pasted "# ..." line as a command, and an apostrophe in it as a
+# quote that swallows the lines after it: this first line of the Mac's steps makes "#" a comment.
+ZSH_COMMENTS = "setopt interactivecomments 2>/dev/null || true"
 MAC_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
 
 
@@ -288,12 +291,15 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
     opt_in = (f"# 3) join ({next(iter(MAC_ENV))}=1 on this line only: set for every process it moves even "
               f"a local Ray off 127.0.0.1):" if mac else "# 3) join:")
     return "\n".join([
+        *([ZSH_COMMENTS] if mac else []),
         f"# {where}. 1) the desktop's token in {TOKEN_PATH}, private to you:",
         *token_setup_join(mac),
         *firewall,
         opt_in,
         shell_line(argv, env),
-        f"# 4) check from here: hetlab doctor --head {argv[2].split('=', 1)[1]}",
+        "# 4) check from here (the head asks for the token: RAY_AUTH_MODE=token in this shell, and in the "
+        "one that starts a notebook here):",
+        f"export {_exports(AUTH_ENV)} && hetlab doctor --head {argv[2].split('=', 1)[1]}",
     ])
 
 

@@ -103,6 +103,35 @@ def test_firewall_and_opt_in_text_belong_to_the_mac_only():
         [line for line in _commands(mac) if " ray start " in line]
 
 
+def _paste_into_zsh(text, tmp_path):
+    """``text`` pasted whole into an interactive zsh as macOS starts it (no options set), with
+    stubs for the programs it calls (each prints "RAN name args"); returns what the shell said."""
+    bin_dir, home = tmp_path / "bin", tmp_path / "home"
+    bin_dir.mkdir(parents=True)
+    home.mkdir()
+    for name in ("python", "sudo", "pbpaste", "ray", "hetlab"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "RAN {name} $*" >&2\n')
+        (bin_dir / name).chmod(0o755)
+    out = subprocess.run(["zsh", "-f", "-i"], input=text + "\n", capture_output=True, text=True, timeout=60,
+                         env={"HOME": str(home), "PATH": f"{bin_dir}:/usr/bin:/bin", "TERM": "dumb"})
+    return out.stdout + out.stderr
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="needs zsh, macOS's shell (.ci/run installs it)")
+def test_the_macs_steps_can_be_pasted_whole_into_zsh(tmp_path):
+    """zsh, the Mac's shell, reads a pasted "# ..." line as a command unless told otherwise, and
+    the apostrophe of "desktop's" in one as an open quote that swallows the lines after it.
+    The Mac's steps start with the line that tells it; without that line they break."""
+    mac = commands.render_join("192.168.1.10", "192.168.1.20")
+    said = _paste_into_zsh(mac, tmp_path / "with")
+    for ran in ("RAN pbpaste", "RAN python -c", "RAN ray start --address=192.168.1.10:6379",
+                "RAN hetlab doctor --head 192.168.1.10:6379"):
+        assert ran in said, said
+    assert "parse error" not in said and "command not found" not in said, said
+    broken = _paste_into_zsh(mac.split("\n", 1)[1], tmp_path / "without")
+    assert "RAN ray start" not in broken and ("parse error" in broken or "unmatched" in broken), broken
+
+
 def test_the_mac_firewall_line_names_programs_that_exist():
     """The Mac's line finds the programs from the active Python's Ray; run its finder here."""
     line = next(line for line in _commands(commands.render_join("192.168.1.10", None)) if "socketfilterfw" in line)
