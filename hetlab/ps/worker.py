@@ -80,6 +80,9 @@ class Worker:
         self.slow = SlowDevice(slowdown)
         device, self.device_note = cuda_in_worker(str(device), os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.device = resolve(device)            # resolved here, on the worker's own node
+        if self.device.type == "cpu" and ray.is_initialized() and \
+                ray.get_runtime_context().get_accelerator_ids().get("GPU"):
+            self.device_note = "Ray gave it a GPU that torch here cannot use"  # e.g. the rehearsal's
         self.amp_dtype = autocast_dtype(self.device, precision)
         self.wire = WIRE_DTYPES[transfer]
         self.model = make_model(model, seed=seed).to(self.device).train()
