@@ -174,12 +174,24 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     problem = None if client else probe_gcs(host, port, timeout=min(5.0, timeout))
     if problem:
         raise HetlabError(f"cannot use the Ray head at {host}:{port}: {problem}.")
+    if not client and not _local_nodes():  # ray.init would look for one for 60 s, then fail
+        raise HetlabError(f"no Ray node runs on this machine, and a notebook (a Ray driver) must run on a "
+                          f"machine of the cluster: run it on the desktop, the head at {host}:{port}, or "
+                          f"first start this machine's node with the `ray start --address ...` line of "
+                          f"`hetlab join`.")
     context = _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
     if not client:
         notice = driver_notice()
         if notice:
             print(notice)
     return context
+
+
+def _local_nodes() -> list:
+    """The Ray nodes (raylets) running on this machine, found as ``ray.init`` finds them: by
+    their processes. A driver attaches to one of them; without one it cannot connect."""
+    from ray._private.services import find_node_ids
+    return list(find_node_ids())
 
 
 def driver_notice() -> str | None:

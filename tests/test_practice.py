@@ -1,4 +1,10 @@
 """PracticeCluster + placement on a real two-node Ray (ray.cluster_utils.Cluster) on this box."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
 import pytest
 import ray
 
@@ -115,6 +121,24 @@ def test_connect_by_address_and_reconnect(practice, monkeypatch):
     monkeypatch.setenv("HETLAB_ADDRESS", practice.address)
     cluster.connect()  # the address from the environment, not a new local Ray
     assert {n["NodeID"] for n in ray.nodes() if n["Alive"]} == set(practice.names())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare (a process that sees no Ray node on its machine)")
+def test_a_driver_on_a_machine_without_a_node_is_told_in_one_line(practice):
+    """A notebook on a machine of the LAN that runs no Ray node (the Mac before its `ray start`):
+    ray.init looks for a local node for 60 s, then fails, and hetlab's 15 s deadline blamed the
+    port or the token. In a PID namespace of its own the driver sees no Ray process, as on such a
+    machine (Ray finds a local node by its processes), and reaches the head as before."""
+    code = f"from hetlab import cluster; cluster.connect({practice.address!r}, timeout=30)"
+    started = time.monotonic()
+    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RAY_AUTH_MODE": "token"})
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode != 0 and time.monotonic() - started < 15, done.stderr
+    assert last.startswith("hetlab.errors.HetlabError: no Ray node runs on this machine") and \
+        "`hetlab join`" in last, last
 
 
 def test_doctor_against_the_practice_head(practice):

@@ -121,6 +121,26 @@ def test_errors_from_inside_an_actor_become_one_line():
     assert "\n" not in _one_line(RuntimeError("a\nb"))
 
 
+@ray.remote(num_cpus=0)
+class _OlderWorker:
+    """What a worker built from another checkout of hetlab can do: refuse the driver's arguments."""
+
+    def __init__(self, *args):
+        raise TypeError(f"__init__() takes 9 positional arguments but {len(args) + 1} were given")
+
+    def info(self):
+        return {}
+
+
+def test_a_worker_that_cannot_start_names_its_own_error(local_ray):
+    """A real actor whose constructor raises: Ray's message puts the actor's ids and a traceback
+    first, so its first 300 characters ended before the error. The line is the error itself."""
+    with pytest.raises(ray.exceptions.RayActorError) as info:
+        ray.get(_OlderWorker.remote(*range(10)).info.remote(), timeout=60)
+    assert len(str(info.value)) > 300 and "TypeError" not in " ".join(str(info.value).split())[:300]
+    assert _one_line(info.value) == "TypeError: __init__() takes 9 positional arguments but 11 were given"
+
+
 def test_autocast_choice_per_device(monkeypatch):
     """Mixed precision: off on the CPU; on CUDA/MPS as the device supports it. No CUDA or MPS
     device exists here, so (only) ``describe`` is replaced by what such devices report."""

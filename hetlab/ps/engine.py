@@ -19,6 +19,7 @@ never applied (its worker was lost) are given back, and the next message trains 
 """
 from __future__ import annotations
 
+import re
 import time
 
 import ray
@@ -245,11 +246,17 @@ class _WorkerGone(Exception):
 
 
 def _one_line(exc: BaseException) -> str:
-    """The HetlabError line inside a Ray error if there is one, else its first 300 characters."""
+    """The HetlabError line inside a Ray error if there is one, else the last exception line of
+    its traceback (e.g. a worker's ``TypeError``, which Ray's heading pushes past 300
+    characters), else its first 300 characters."""
     text = str(exc)
     if "HetlabError: " in text:
         return text.rsplit("HetlabError: ", 1)[1].splitlines()[0].strip()
-    return " ".join(text.split())[:300]
+    raised = [line.strip() for line in text.splitlines() if _RAISED.match(line.strip())]
+    return (raised[-1] if raised else " ".join(text.split()))[:300]
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): ")
 
 
 def _fetchable(refs: list) -> bool:
