@@ -318,14 +318,15 @@ def _check_roles_present(roles: Sequence[str]) -> None:
     """Fail in a second, not after Train's start-up timeout, when no node carries a role."""
     import ray
 
-    from hetlab.cluster import role_label
+    from hetlab.cluster import ROLE_LABEL, role_label
 
     alive = [n.get("Labels", {}) for n in ray.nodes() if n.get("Alive")]
     for role in roles:
         want = role_label(role)
         if not any(all(labels.get(k) == v for k, v in want.items()) for labels in alive):
-            raise HetlabError(f"no live node has role {role!r}: start the practice cluster "
-                              f"(hetlab.practice.PracticeCluster) or join that machine first.")
+            raise HetlabError(f"no live node has role {role!r} (the node label {ROLE_LABEL}={role}): join "
+                              f"that machine with the `ray start` line `hetlab join` prints (it sets the "
+                              f"label), or start the practice cluster (hetlab.practice.PracticeCluster).")
 
 
 def _check_rank0_here(role: str) -> None:
