@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -344,12 +345,21 @@ def _check_rank0_here(role: str) -> None:
                           f"SMB, a bucket), or run the driver on the {role!r} machine.")
 
 
+# Ray Train retries a run whose controller failed, or whose node went away "expectedly" (a Ray
+# stopped by SIGTERM counts as preempted), forever by default: with a rank's machine gone, its
+# worker group can never start again, and fit() never returned (a Mac's node stopped mid-run,
+# tests/test_raytrain.py). Here every failure ends the run, and explain_failure says why.
+NO_RETRIES = dict(max_failures=0, controller_failure_limit=0, max_preemption_failures=0)
+
 NETWORK_SIGNS = ("timed out", "connect timeout", "connection refused", "socket", "tcpstore",
                  "rendezvous", "process group")
+GONE_SIGNS = ("node has died", "actor died", "worker health check failed",  # a rank's machine left
+              "failed to initialize")                                          # ... as the run started
 
 
-def explain_failure(text: str, port: int | None, timeout_s: int) -> str:
-    """One line from the wall of text a failed ``TorchTrainer.fit()`` raises."""
+def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence[str] = ()) -> str:
+    """One line from the wall of text a failed ``TorchTrainer.fit()`` raises (``roles``: each
+    rank's machine, to name the one that went away)."""
     from hetlab.commands import Ports
 
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
@@ -357,7 +367,18 @@ def explain_failure(text: str, port: int | None, timeout_s: int) -> str:
     if hetlab_line:
         return f"Ray Train run failed: {hetlab_line}"
     lowered = " ".join(lines).lower()
-    if any(sign in lowered for sign in NETWORK_SIGNS):
+    gone = [int(rank) for rank, snippet in re.findall(r"\[Rank (\d+) Error Snippet\]:(.*?)(?=\[Rank \d+ Error|$)",
+                                                     str(text), flags=re.S)
+            if any(sign in snippet.lower() for sign in GONE_SIGNS)]
+    network = any(sign in lowered for sign in NETWORK_SIGNS)
+    if gone or (not network and any(sign in lowered for sign in GONE_SIGNS)):
+        who = (", ".join(f"the {roles[r]} (rank {r})" if r < len(roles) else f"rank {r}" for r in gone)
+               or "a rank's machine")
+        return (f"Ray Train run failed: {who} went away (its Ray node or a rank's process died: a Mac "
+                f"asleep, a lost link). A Ray Train run needs every rank: bring that machine back "
+                f"(`hetlab.cluster.node_table()` shows it) and run again; the parameter server goes on "
+                f"without it (notebook 08).")
+    if network:
         port = port or Ports().train_rendezvous
         return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP {port} "
                 f"(the rendezvous, on rank 0's machine) and the ephemeral ports gloo uses to the other "
@@ -387,7 +408,7 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     without ``test_data`` the result's accuracy is NaN.
     """
     import ray
-    from ray.train import RunConfig
+    from ray.train import FailureConfig, RunConfig
     from ray.train.torch import TorchTrainer
 
     from hetlab.balance import check_weights
@@ -437,14 +458,14 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     trainer = TorchTrainer(train_loop, train_loop_config=config,
                            torch_config=torch_config(rendezvous_port, timeout_s),
                            scaling_config=scaling_config(roles, n),
-                           run_config=RunConfig(storage_path=storage_path,
+                           run_config=RunConfig(storage_path=storage_path, failure_config=FailureConfig(**NO_RETRIES),
                                                 name=f"hetlab-{time.strftime('%Y%m%d-%H%M%S')}"))
     t0 = time.perf_counter()
     try:
         with train_env():
             result = trainer.fit()
     except Exception as e:  # Train wraps worker errors; keep their one-line reason
-        raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s)) from None
+        raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s, roles or ())) from None
     fit_s = time.perf_counter() - t0
     m, path = result.metrics, result.checkpoint.path
     with open(os.path.join(path, "loss.json")) as f:

@@ -95,6 +95,10 @@ def test_a_blocked_rendezvous_is_explained_in_one_line():
     assert "\n" not in line and "6386" in line and "within 60 s" in line and "hetlab head" in line
     assert explain_failure("ValueError: HetlabError: rank 1 landed on node role 'x'", None, 60).endswith(
         "HetlabError: rank 1 landed on node role 'x'")
+    starting = ("ray.train.ControllerError: Training failed due to controller error:\n"
+                "At least one of the worker actors failed to initialize.\n"
+                "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
+    assert explain_failure(starting, None, 60).startswith("Ray Train run failed: a rank's machine went away")
 
 
 @pytest.mark.parametrize("kwargs", [dict(steps=0), dict(ratio=[1, 2, 3]), dict(ratio="fast"),
@@ -179,6 +183,56 @@ def test_rank0_elsewhere_needs_a_shared_storage_path(run, practice):
     # The driver is on the desktop node; rank 0 on the mac would write its checkpoint there.
     with pytest.raises(HetlabError, match="storage_path"):
         train_mixed(steps=1, roles=("mac", "desktop"))
+
+
+def test_a_rank_lost_mid_run_is_named_in_one_line(run, practice):
+    """The mac node goes away as both ranks start or train (its raylet and processes stop, as when
+    a Mac's Ray stops): the run fails at once, and the line says which machine went and what to
+    do, instead of Ray Train's first line ("Training failed due to worker errors:" or "... due to
+    controller error:"). Ray Train's default retries had waited for it for ever (1 run in 3)."""
+    import threading
+
+    import psutil
+
+    def ranks_alive() -> int:
+        names = []
+        for proc in psutil.Process().children(recursive=True):
+            try:
+                names.append(proc.name())
+            except psutil.Error:
+                pass
+        return sum("RayTrainWorker" in name for name in names)
+
+    def take_mac_away():
+        deadline = time.monotonic() + 120
+        while ranks_alive() < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)  # past the process group's set-up: the ranks are in their steps
+        practice.remove_node("mac")
+
+    outcome: dict = {}
+
+    def fit():
+        try:
+            outcome["result"] = train_mixed(steps=100_000, train_samples=6000, test_samples=500, progress=False)
+        except Exception as exc:  # noqa: BLE001 - checked below
+            outcome["error"] = exc
+
+    remover, runner = threading.Thread(target=take_mac_away), threading.Thread(target=fit, daemon=True)
+    remover.start()
+    runner.start()
+    try:
+        remover.join()
+        runner.join(timeout=180)  # Ray Train's default retries waited for the lost rank for ever
+        assert not runner.is_alive(), "fit() did not return within 180 s of the mac node going away"
+    finally:
+        practice.add_node("mac")
+    assert isinstance(outcome.get("error"), HetlabError), outcome
+    line = str(outcome["error"])
+    # mid-run, rank 1's error names it; while the worker group starts, Ray Train's names no rank
+    assert "\n" not in line and line.startswith(("Ray Train run failed: the mac (rank 1) went away",
+                                                 "Ray Train run failed: a rank's machine went away")), line
+    assert "bring that machine back" in line
 
 
 def test_missing_role_fails_fast(run, practice):
