@@ -160,7 +160,8 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     Starts from an equal split. After each round every worker's step is modelled as
     fixed + b / speed (``fit_step_time`` over all its rounds so far: a smaller share does
     not shrink the fixed part, so a split ∝ samples/s alone would still leave the fast
-    worker waiting; a line that noise made senseless gives way to its round at the largest batch), and the sizes move ``damping`` of the way toward the split where all
+    worker waiting; a line that noise made senseless gives way to its round at the largest
+    batch), and the sizes move ``damping`` of the way toward the split where all
     finish together (``equal_finish_split``), halving ``damping`` whenever a worker's size
     changes direction (noise or overshoot). When that move would make the step less than
     ``tol`` faster, or rounds to no change, the split looks settled; it counts as settled

@@ -458,7 +458,8 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     trainer = TorchTrainer(train_loop, train_loop_config=config,
                            torch_config=torch_config(rendezvous_port, timeout_s),
                            scaling_config=scaling_config(roles, n),
-                           run_config=RunConfig(storage_path=storage_path, failure_config=FailureConfig(**NO_RETRIES),
+                           run_config=RunConfig(storage_path=storage_path,
+                                                failure_config=FailureConfig(**NO_RETRIES),
                                                 name=f"hetlab-{time.strftime('%Y%m%d-%H%M%S')}"))
     t0 = time.perf_counter()
     try:
