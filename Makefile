@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 LAB_SETTINGS := $(CURDIR)/jupyter/settings
 
 lab: $(STAMP)
-	@$(BIN)/python -c 'from hetlab.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this venv: {c.name}: {c.detail}. For the real pair: {c.fix}; a venv built from another Python: make clean-venv, then make lab in the activated conda environment")'
+	@$(BIN)/python -c 'from hetlab.tools.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this venv: {c.name}: {c.detail}. For the real pair: {c.fix}; a venv built from another Python: make clean-venv, then make lab in the activated conda environment")'
 	cd notebooks && ../$(BIN)/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
 
 test: $(STAMP)

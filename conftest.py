@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(config, items):
 def _leave_to_the_rehearsal(config, items):
     if os.environ.get("HETLAB_REHEARSAL") or os.environ.get("HETLAB_QUICK") == "0":
         return  # the rehearsal's own run, or full mode (make test-full runs every notebook)
-    from hetlab import rehearsal
+    from hetlab.tools import rehearsal
     if rehearsal.missing() is not None:
         return
     covered = [item for item in items if item.path.name in COVERED_BY_REHEARSAL]

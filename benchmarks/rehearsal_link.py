@@ -30,7 +30,8 @@ import time
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from hetlab import planner, rehearsal  # noqa: E402
+from hetlab import planner  # noqa: E402
+from hetlab.tools import rehearsal  # noqa: E402
 
 H = 8
 SPLIT = [64, 64]

@@ -2,7 +2,7 @@
 (notebooks 00 and 04).
 
 ``hetlab.cluster.nodes()`` runs ``local_report`` on every node, so each row of the node table
-is what that node really has; ``hetlab doctor`` (``hetlab.preflight``) compares this machine's
+is what that node really has; ``hetlab doctor`` (``hetlab.tools.preflight``) compares this machine's
 report with the head's.
 """
 from __future__ import annotations

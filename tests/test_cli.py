@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hetlab import cli
+from hetlab.tools import cli
 
 
 def test_head_prints_secure_commands(capsys):
@@ -39,7 +39,7 @@ def test_doctor_exit_status(capsys):
 def test_rehearse_help_prints_help_and_starts_nothing(capsys, monkeypatch):
     """``rehearse ACTION --help``: the command's place (after ACTION) swallowed --help, so
     ``rehearse up --help`` built a rehearsal. Any rehearsal action here fails the test."""
-    from hetlab import rehearsal
+    from hetlab.tools import rehearsal
 
     def refuse(*args, **kwargs):
         raise AssertionError("a rehearsal action ran")
@@ -62,7 +62,7 @@ def test_parser_lists_subcommands():
 def test_building_the_parser_loads_no_ray():
     from hetlab.commands import Ports
     assert cli.GCS_PORT == Ports().gcs           # --port's default, named in cli without loading Ray
-    code = "import sys; from hetlab import cli; cli.build_parser().parse_args(['head', '--ip', '1.2.3.4']); " \
+    code = "import sys; from hetlab.tools import cli; cli.build_parser().parse_args(['head', '--ip', '1.2.3.4']); " \
            "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -125,7 +125,7 @@ def test_embedded_local_ray_and_node_table(local_ray):
 
 
 def test_the_rehearsals_rejoin_waits_for_the_old_node_to_go_and_the_new_one_to_come(local_ray):
-    from hetlab import rehearsal
+    from hetlab.tools import rehearsal
     here = ray.nodes()[0]["NodeManagerAddress"]
     assert rehearsal._node_at(here, alive=True, timeout=0)           # alive now: no wait
     started = time.perf_counter()

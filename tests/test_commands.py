@@ -24,7 +24,8 @@ import time
 import psutil
 import pytest
 
-from hetlab import HetlabError, commands, rehearsal
+from hetlab import HetlabError, commands
+from hetlab.tools import rehearsal
 from hetlab.commands import Ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -313,7 +314,7 @@ def test_printed_commands_make_an_authenticated_two_node_cluster(real_pair):
     runs = {  # all at once: each is a fresh Python that imports Ray
         "good": _client({**env, "RAY_AUTH_MODE": "token"}, CLIENT, address),
         "doctor": _client({**env, "RAY_AUTH_MODE": "token"},
-                          ["-m", "hetlab.cli", "doctor", "--head", address], address),
+                          ["-m", "hetlab.tools.cli", "doctor", "--head", address], address),
         "no_token": _client({**env, "HOME": no_token_home}, CLIENT, address),
         "wrong_token": _client({**env, "HOME": no_token_home, "RAY_AUTH_MODE": "token",
                                 "RAY_AUTH_TOKEN": secrets.token_hex(32)}, CLIENT, address),

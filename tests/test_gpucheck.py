@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hetlab import cli, gpucheck
+from hetlab.tools import cli, gpucheck
 from hetlab.errors import HetlabError
-from hetlab.gpucheck import Goal, Row
+from hetlab.tools.gpucheck import Goal, Row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_only_selects_in_run_order_and_unknown_names_are_one_line(capsys):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: gpu-check would run")
 def test_without_cuda_it_refuses_in_one_line_before_ray():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = ("import sys, time, torch; t = time.perf_counter(); from hetlab import cli; "
+    code = ("import sys, time, torch; t = time.perf_counter(); from hetlab.tools import cli; "
             "rc = cli.main(['gpu-check', '--quick']); "
             "print(rc, 'ray' in sys.modules, round(time.perf_counter() - t, 1))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

@@ -19,10 +19,11 @@ LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "flat", "simulate", "raylog", "machine", "authtoken",
                "step", "data", "models", "devices", "measured", "checkpoint", "balance", "planner",
                "textbook", "train"],
-    "cluster": ["reach", "cluster", "commands", "gpus", "practice", "rehearsal", "preflight"],
+    "cluster": ["reach", "cluster", "commands", "gpus", "practice", "tools.rehearsal",
+                "tools.preflight"],
     "engines": ["ps", "ps.specs", "ps.worker", "ps.server", "ps.engine", "ps.training", "raytrain",
                 "pair"],
-    "front ends": ["cli", "__main__", "widgets", "plots", "diagrams", "gpucheck"],
+    "front ends": ["tools", "tools.cli", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 

@@ -9,7 +9,8 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab import authtoken, cluster, machine, preflight
+from hetlab import authtoken, cluster, machine
+from hetlab.tools import preflight
 from hetlab.cluster import placement, role_label
 from hetlab.practice import PracticeCluster, display_name
 from hetlab.ps import WorkerSpec

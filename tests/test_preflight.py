@@ -1,4 +1,4 @@
-"""hetlab.preflight: local report, version comparison, macOS traps, doctor without and with a head."""
+"""hetlab.tools.preflight: local report, version comparison, macOS traps, doctor without and with a head."""
 import gzip
 import hashlib
 import os
@@ -11,7 +11,8 @@ import ray
 import torch
 
 import hetlab
-from hetlab import HetlabError, data, devices, machine, preflight
+from hetlab import HetlabError, data, devices, machine
+from hetlab.tools import preflight
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""The real pair, rehearsed: notebooks 03–08 and `hetlab train` across two hosts (hetlab.rehearsal).
+"""The real pair, rehearsed: notebooks 03–08 and `hetlab train` across two hosts (hetlab.tools.rehearsal).
 
 Two network namespaces on this box play the desktop and the Mac: private addresses that exist
 only inside them, a link capped with tc, nftables firewalls built from the printed rules, and
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hetlab import rehearsal
+from hetlab.tools import rehearsal
 
 REPO = Path(__file__).resolve().parents[1]
 WHY = rehearsal.missing()
@@ -106,7 +106,7 @@ def test_doctor_passes_and_a_missing_or_wrong_token_is_one_line(pair, tmp_path):
     client without the token, or with a wrong one, is refused in one line."""
     import secrets
     from test_commands import CLIENT
-    doctor = on("mac", sys.executable, "-m", "hetlab.cli", "doctor", "--head", pair["address"], driver=False)
+    doctor = on("mac", sys.executable, "-m", "hetlab.tools.cli", "doctor", "--head", pair["address"], driver=False)
     assert doctor.returncode == 0 and "2 node(s)" in doctor.stdout and "FAIL" not in doctor.stdout, tail(doctor)
     assert "[  ok] Ray version" in doctor.stdout and "ports of mac (rehearsal)" in doctor.stdout, doctor.stdout
     for token in ({}, {"RAY_AUTH_TOKEN": secrets.token_hex(32)}):
@@ -158,7 +158,7 @@ def test_notebook_runs_on_the_rehearsed_pair(pair, notebook):
 def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     ckpt = tmp_path / "ckpt"
     common = ["--train-samples", "3000", "--global-batch", "64", "--quiet", "--ratio", "1:1"]
-    hetlab = [sys.executable, "-m", "hetlab.cli", "train"]
+    hetlab = [sys.executable, "-m", "hetlab.tools.cli", "train"]
     sync = on("desktop", *hetlab, "--steps", "20", "--checkpoint-dir", ckpt, "--checkpoint-every", "10", *common)
     assert sync.returncode == 0, tail(sync)
     assert "rehearsal host mac" in sync.stdout and "step 20" in sync.stdout

@@ -77,9 +77,9 @@ def prefix(message: str) -> str:
 
 @functools.lru_cache(maxsize=None)  # parsed once per test session
 def library_messages(root: Path = ROOT) -> dict[str, str]:
-    """{where: message} for every one-line error or notice in ``hetlab/*.py``."""
+    """{where: message} for every one-line error or notice in ``hetlab/*.py`` and ``hetlab/tools/*.py``."""
     found = {}
-    for path in sorted((root / "hetlab").glob("*.py")):
+    for path in sorted([*(root / "hetlab").glob("*.py"), *(root / "hetlab" / "tools").glob("*.py")]):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         constants = _constants(tree)
         for node in ast.walk(tree):
@@ -100,7 +100,7 @@ def library_messages(root: Path = ROOT) -> dict[str, str]:
 
 def doctor_checks(root: Path = ROOT) -> dict[str, str]:
     """{where: check name} for every preflight Check that can warn or fail (status not plain OK)."""
-    path = root / "hetlab" / "preflight.py"
+    path = root / "hetlab" / "tools" / "preflight.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = {}
     for node in ast.walk(tree):
@@ -181,7 +181,7 @@ def _printed() -> tuple[str, str]:
 def check_teardown_line(line: str) -> str | None:
     """None if ``line`` is a command the teardown may name, else why not."""
     from hetlab import commands
-    from hetlab.cli import build_parser
+    from hetlab.tools.cli import build_parser
     head, join = _printed()
     printed = head + "\n" + join
     try:

@@ -346,7 +346,7 @@ def check_describe(ctx: Context) -> list[Row]:
 
 
 def _load_benchmark(name: str):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
     if not path.is_file():
         raise HetlabError(f"{path} not found: run gpu-check from a hetlab checkout.")
     spec = importlib.util.spec_from_file_location(f"hetlab_benchmark_{name}", path)

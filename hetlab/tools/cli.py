@@ -24,7 +24,7 @@ def _add_doctor(sub) -> None:
 
 
 def _doctor(args) -> int:
-    from hetlab import preflight
+    from hetlab.tools import preflight
     checks = preflight.doctor(head=args.head, timeout=args.timeout)
     print(preflight.render(checks))
     return 0 if all(c.ok for c in checks) else 1
@@ -367,7 +367,7 @@ def _rehearse(args) -> int:
     if args.command and args.action != "run":
         raise HetlabError(f"rehearse {args.action} takes no command ({' '.join(args.command)}): "
                           f"only `hetlab rehearse run -- COMMAND` runs one.")
-    from hetlab import rehearsal
+    from hetlab.tools import rehearsal
     if args.action == "up":
         print("building the rehearsal: two hosts, firewalls, Ray by the printed lines (a minute or two)")
         state = rehearsal.up(args.link)
@@ -389,10 +389,10 @@ def _rehearse(args) -> int:
     return 0
 
 
-# --- gpu-check: the course's CUDA claims on a machine with an NVIDIA card (hetlab.gpucheck) ---
+# --- gpu-check: the course's CUDA claims on a machine with an NVIDIA card (hetlab.tools.gpucheck) ---
 
 GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "pair_ps", "pair_raytrain", "autocast",
-                   "sweep")  # hetlab.gpucheck.CHECKS, named here for --help without loading torch
+                   "sweep")  # hetlab.tools.gpucheck.CHECKS, named here for --help without loading torch
 
 
 def _add_gpu_check(sub) -> None:
@@ -419,7 +419,8 @@ def _add_gpu_check(sub) -> None:
 def _gpu_check(args) -> int:
     from dataclasses import replace
 
-    from hetlab import gpucheck, is_quick
+    from hetlab import is_quick
+    from hetlab.tools import gpucheck
     quick = args.quick or is_quick()
     sizes = gpucheck.QUICK if quick else gpucheck.FULL
     if args.pair_batch is not None:
