@@ -1,0 +1,87 @@
+"""Every notebook is a lesson for a learner at their own machines (issue 28): at most 2,000 words of
+prose, 5–8 questions at the end with answers on a linked page, one link to the reference figures,
+and no word of this project's test set-up in its markdown or code comments. Reads JSON only."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+MAX_WORDS = 2000
+
+# Words about how this project is tested, not about the learner's machines.
+SET_UP_WORDS = [r"\b2-core\b", r"\btwo-core\b", r"\bmake test\b", r"\bnbval\b", r"\bCI\b",
+                r"\b20\d\d-\d\d-\d\d\b", r"\bthis box\b", r"\bpytest\b"]
+
+
+def cells_of(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def prose(path: Path) -> str:
+    return "\n".join(source(c) for c in cells_of(path) if c["cell_type"] == "markdown")
+
+
+def comments(path: Path) -> str:
+    """The ``#`` comments of the code cells (a ``#`` inside a string counts too: it is read)."""
+    return "\n".join(line[line.index("#"):] for c in cells_of(path) if c["cell_type"] == "code"
+                     for line in source(c).splitlines() if "#" in line)
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def questions_cell(path: Path) -> str:
+    found = [source(c) for c in cells_of(path)
+             if c["cell_type"] == "markdown" and re.search(r"^##+ Questions", source(c), re.M)]
+    assert len(found) == 1, f"{path.name}: want one markdown cell headed '## Questions', found {len(found)}"
+    return found[0]
+
+
+def test_the_course_is_here():
+    assert len(NOTEBOOKS) >= 9
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_prose_fits_a_lesson(path):
+    n = words(prose(path))
+    assert n <= MAX_WORDS, f"{path.name}: {n} words of prose, at most {MAX_WORDS}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_word_of_the_test_set_up(path):
+    text = prose(path) + "\n" + comments(path)
+    hits = [m.group(0) for w in SET_UP_WORDS for m in re.finditer(w, text)]
+    assert not hits, f"{path.name}: test set-up words in the lesson: {sorted(set(hits))}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_questions_with_answers_on_a_linked_page(path):
+    cell = questions_cell(path)
+    items = re.findall(r"^\s*\d+\.\s", cell, re.M)
+    assert 5 <= len(items) <= 8, f"{path.name}: {len(items)} numbered questions, want 5 to 8"
+    answers = ROOT / "docs" / "answers" / f"{path.stem}.md"
+    assert answers.exists(), f"{path.name}: no answers page {answers.relative_to(ROOT)}"
+    assert f"docs/answers/{path.stem}.md" in cell, f"{path.name}: the questions must link their answers page"
+    answered = re.findall(r"^\s*\d+\.\s", answers.read_text(encoding="utf-8"), re.M)
+    assert len(answered) == len(items), f"{answers.name}: {len(answered)} answers for {len(items)} questions"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_reference_figures_linked_once(path):
+    assert prose(path).count("docs/reference-figures.md") == 1, \
+        f"{path.name}: link docs/reference-figures.md once (measured figures live there, not here)"
+
+
+def test_the_check_catches_set_up_words():
+    text = "Measured on the 2-core box on 2026-11-25; make test runs it through nbval in CI."
+    hits = {m.group(0) for w in SET_UP_WORDS for m in re.finditer(w, text)}
+    assert hits == {"2-core", "2026-11-25", "make test", "nbval", "CI"}
+    assert not [w for w in SET_UP_WORDS if re.search(w, "Circle a CIFAR run; a ci-like name; 3.11.7")]
