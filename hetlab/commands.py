@@ -183,20 +183,31 @@ def shell_line(argv: list[str], env: dict | None = None) -> str:
     return " ".join(prefix + [shlex.join(argv)])
 
 
-def render_head(ip: str, ports: Ports = Ports(), **options) -> str:
-    """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``)."""
-    argv = head_command(ip, ports, **options)
-    env = head_env(ports=ports)
+def ufw_steps(ports: Ports = Ports()) -> list[str]:
+    """The Linux desktop's firewall step: ufw rules for exactly the head's ports, from the Mac only."""
     ranges = " ".join(firewall_ranges(ports, head=True))
     closed = ", ".join(str(p) for p in ports.local_only(head=True))
-    return "\n".join([
-        "# On the desktop (Linux, the head). 1) one token for the whole cluster, private to you:",
-        "ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH,
+    return [
         f"# 2) firewall: allow TCP {ranges} from the Mac's IP only, e.g. with ufw:",
         f"#    for p in {ranges}; do sudo ufw allow proto tcp from MAC_IP to any port ${{p/-/:}}; done",
         f"#    keep {closed} closed (dashboard and metrics: local use only)",
         f"#    Ray Train (notebook 07) only: also allow TCP {' '.join(train_ranges(ports, 'linux', head=True))} "
         f"from the Mac's IP (its rendezvous, and gloo's connections on Linux's ephemeral ports)",
+    ]
+
+
+def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (Linux, the head)",
+                firewall: list[str] | None = None, **options) -> str:
+    """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``).
+
+    ``firewall`` replaces the ufw step (a Windows desktop's rules are PowerShell: ``hetlab.windows``).
+    """
+    argv = head_command(ip, ports, **options)
+    env = head_env(ports=ports)
+    return "\n".join([
+        f"# {where}. 1) one token for the whole cluster, private to you:",
+        "ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH,
+        *(ufw_steps(ports) if firewall is None else firewall),
         "# 3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 here; from the Mac, "
         "ssh -L 8265:127.0.0.1:8265 USER@DESKTOP_IP, with openssh-server on the desktop):",
         shell_line(argv, env),
@@ -262,7 +273,8 @@ MACOS_APPS = ("import ray, os, sys; d = os.path.join(os.path.dirname(ray.__file_
 
 
 def macos_firewall_steps(ranges: str) -> list[str]:
-    """The Mac's firewall: per application, not per port or address; and Local Network privacy."""
+    """The Mac's firewall: per application, not per port or address; and Local Network privacy, which
+    exempts tools run from Terminal and asks for the app that hosts any other shell (Apple's TN3179)."""
     return [
         f"# 2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here).",
         "#    The macOS firewall is per APPLICATION, not per port or address: if it is on (System Settings >",
@@ -270,8 +282,9 @@ def macos_firewall_steps(ranges: str) -> list[str]:
         "#    conda env active: its Python, and Ray's raylet and gcs_server:",
         f'python -c "{MACOS_APPS}" | while read -r app; do sudo {MACOS_FIREWALL} --add "$app" '
         f'&& sudo {MACOS_FIREWALL} --unblockapp "$app"; done',
-        "#    macOS 15+: when asked whether python (or raylet) may find devices on your local network, click",
-        "#    Allow (later: System Settings > Privacy & Security > Local Network), or Ray here cannot reach the desktop.",
+        "#    macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple's TN3179); run from",
+        "#    another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy &",
+        "#    Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run.",
     ]
 
 

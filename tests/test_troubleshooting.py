@@ -98,19 +98,22 @@ def library_messages(root: Path = ROOT) -> dict[str, str]:
     return found
 
 
+DOCTOR = ("preflight.py", "oschecks.py")  # the modules whose Checks `hetlab doctor` prints
+
+
 def doctor_checks(root: Path = ROOT) -> dict[str, str]:
-    """{where: check name} for every preflight Check that can warn or fail (status not plain OK)."""
-    path = root / "hetlab" / "tools" / "preflight.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    """{where: check name} for every doctor Check that can warn or fail (status not plain OK)."""
     found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check" and len(node.args) >= 2:
-            status = node.args[1]
-            if isinstance(status, ast.Name) and status.id == "OK":
-                continue
-            name = render(node.args[0], {})
-            if name is not None:
-                found[f"preflight.py:{node.lineno}"] = name
+    for module in DOCTOR:
+        tree = ast.parse((root / "hetlab" / "tools" / module).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check" and len(node.args) >= 2:
+                status = node.args[1]
+                if isinstance(status, ast.Name) and status.id == "OK":
+                    continue
+                name = render(node.args[0], {})
+                if name is not None:
+                    found[f"{module}:{node.lineno}"] = name
     return found
 
 
@@ -133,7 +136,8 @@ def test_every_library_message_is_on_the_page(page):
 
 def test_every_doctor_check_that_can_fail_is_on_the_page(page):
     checks = doctor_checks()
-    assert {"Ray version", "head GCS port", "token file", "ports of …"} <= set(checks.values())
+    assert {"Ray version", "head GCS port", "token file", "ports of …", "WSL networking",
+            "Mac sleep"} <= set(checks.values())
     text = normalize(page)
     assert [f"{where}: {name}" for where, name in checks.items() if f"] {name}:" not in text] == []
 
@@ -161,11 +165,11 @@ def _section(page: str, title: str) -> str:
     return match.group(1)
 
 
-def teardown_commands(page: str) -> list[str]:
-    """Non-comment lines of the fenced shell blocks in the page's Teardown section."""
-    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", _section(page, "Teardown"), flags=re.S)
-    return [line.strip() for block in blocks for line in block.splitlines()
-            if line.strip() and not line.strip().startswith("#")]
+def teardown_commands(page: str, languages: tuple[str, ...] = ("bash", "sh", "")) -> list[str]:
+    """Non-comment lines of the fenced blocks in those languages in the page's Teardown section."""
+    blocks = re.findall(r"```(\w*)\n(.*?)```", _section(page, "Teardown"), flags=re.S)
+    return [line.strip() for language, block in blocks if language in languages
+            for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
 READ_ONLY = {"sudo ufw status numbered",  # list what is left, change nothing
@@ -237,3 +241,30 @@ def test_teardown_check_refuses_a_command_nobody_printed():
         "for p in 22; do sudo ufw delete allow proto tcp from MAC_IP to any port ${p/-/:}; done") is not None
     assert check_teardown_line("hetlab rehearse explode") is not None
     assert check_teardown_line("rm -rf ~/.ray") is not None
+
+
+def check_windows_teardown_line(line: str) -> str | None:
+    """None if a PowerShell teardown ``line`` undoes what `hetlab head --windows` prints, else why not."""
+    from hetlab import windows
+    printed = windows.render_head("192.168.1.10", "192.168.1.20")
+    removed = re.fullmatch(r"Remove-(NetFirewallHyperVRule|NetFirewallRule) -DisplayName '([^']+)'", line)
+    if removed:
+        added = f"New-{removed.group(1)} -DisplayName '{removed.group(2)}'"
+        return None if added in printed else "removes a rule nobody printed"
+    setting = re.fullmatch(r"powercfg /change (\S+) \d+", line)
+    if setting:
+        return None if f"powercfg /change {setting.group(1)} 0" in printed else "a power setting never changed"
+    if line in ('notepad "$env:USERPROFILE\\.wslconfig"', "wsl --shutdown"):
+        return None if line in printed else "the printed steps no longer use it"
+    return "unknown PowerShell command: undo something `hetlab head --windows` prints, or add it here"
+
+
+def test_windows_teardown_undoes_exactly_the_printed_windows_steps(page):
+    from hetlab import windows
+    lines = teardown_commands(page, ("powershell",))
+    assert {line: check_windows_teardown_line(line) for line in lines} == {line: None for line in lines}
+    for name in (windows.RULE, windows.TRAIN_RULE):  # each printed rule has its removal, in both firewalls
+        assert {f"Remove-NetFirewallHyperVRule -DisplayName '{name}'",
+                f"Remove-NetFirewallRule -DisplayName '{name}'"} <= set(lines)
+    assert check_windows_teardown_line("Remove-NetFirewallRule -DisplayName 'Remote Desktop'") is not None
+    assert check_windows_teardown_line("Set-NetFirewallProfile -Enabled False") is not None

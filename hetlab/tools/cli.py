@@ -41,17 +41,27 @@ def _ports_args(p) -> None:
 
 
 def _add_head(sub) -> None:
-    p = sub.add_parser("head", help="print the commands that start the head (the Linux desktop)")
-    p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I)")
+    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or "
+                                    "Windows with WSL2)")
+    p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I; WSL in "
+                                               "mirrored mode shares Windows' address)")
     p.add_argument("--role", default="desktop", help="hetlab role of this node (default desktop)")
+    p.add_argument("--windows", action="store_true", help="a Windows desktop running the course in "
+                   "WSL2: print the PowerShell steps too (the default inside WSL)")
+    p.add_argument("--mac-ip", default=None, help="the Mac's LAN IP, the only address the Windows "
+                   "firewall rules admit (default: the placeholder MAC_IP)")
     _ports_args(p)
     p.set_defaults(run=_head)
 
 
 def _head(args) -> int:
-    from hetlab import commands
+    from hetlab import commands, windows
     ports = commands.Ports(gcs=args.port)
-    print(commands.render_head(args.ip, ports, role=args.role, cpus=args.num_cpus, gpus=args.num_gpus))
+    options = dict(role=args.role, cpus=args.num_cpus, gpus=args.num_gpus)
+    if windows.head_flavour(sys.platform, windows.in_wsl(), args.windows) == "linux":
+        print(commands.render_head(args.ip, ports, **options))
+        return 0
+    print(windows.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(), **options))
     return 0
 
 

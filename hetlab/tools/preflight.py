@@ -200,15 +200,25 @@ def token_file_checks(env: dict | None = None) -> list[Check]:
     return checks
 
 
-def accelerator_check(found: str, usable: bool, system: str, arch: str, nvidia_card: bool) -> Check:
+CUDA_FIX = {  # the CPU-only torch on a machine with an NVIDIA card, per system
+    "Linux": "install the CUDA build (environment-cuda.yml: PyPI's Linux torch is it) and a driver at "
+             "least as new as that CUDA (nvidia-smi shows the newest it supports)",
+    "WSL": "install the CUDA build (environment-cuda.yml: PyPI's Linux torch is it) and NVIDIA's Windows "
+           "driver at least as new as that CUDA, on Windows (no Linux NVIDIA driver inside WSL)",
+    "Windows": "PyPI's torch for Windows is a CPU build: run the course inside WSL2 (README, \"Windows "
+               "desktop\"); natively, the CUDA wheels come from PyTorch's own index (pytorch.org's "
+               "install selector gives the pip line)",
+}
+
+
+def accelerator_check(found: str, usable: bool, system: str, arch: str, nvidia_card: bool,
+                      torch_cuda: str | None = None) -> Check:
     """The devices torch can use here; a WARN where the machine has a GPU that torch cannot use
-    (Ray still reports it, so a worker would hold it and compute on the CPU)."""
-    if not usable and system == "Linux" and nvidia_card:
-        import torch
-        return Check("devices", WARN, f"{found}: nvidia-smi sees an NVIDIA card, but torch "
-                     f"{torch.__version__} cannot use it (its CUDA: {torch.version.cuda or 'none, a CPU build'})",
-                     "install the CUDA build (environment-cuda.yml: PyPI's Linux torch is it) and a driver "
-                     "at least as new as that CUDA (nvidia-smi shows the newest it supports)")
+    (Ray still reports it, so a worker would hold it and compute on the CPU). ``system`` is
+    ``platform.system()``, or ``"WSL"`` inside WSL; ``torch_cuda`` is ``torch.version.cuda``."""
+    if not usable and system in CUDA_FIX and nvidia_card:
+        return Check("devices", WARN, f"{found}: nvidia-smi sees an NVIDIA card, but this torch cannot use it "
+                     f"(its CUDA: {torch_cuda or 'none, a CPU build'})", CUDA_FIX[system])
     if not usable and system == "Darwin" and arch == "arm64":
         return Check("devices", WARN, f"{found}: torch cannot use this Apple Silicon Mac's GPU (MPS)",
                      "macOS 12.3 or newer, and environment-mac.yml built by an arm64 conda")
@@ -216,10 +226,11 @@ def accelerator_check(found: str, usable: bool, system: str, arch: str, nvidia_c
 
 
 def _nvidia_card() -> bool:
-    """Does ``nvidia-smi`` list a card here (the driver sees one, whatever torch can do)?"""
+    """Does ``nvidia-smi`` list a card here (the driver sees one, whatever torch can do)?
+    Inside WSL the Windows driver's nvidia-smi is in /usr/lib/wsl/lib."""
     import shutil
     import subprocess
-    if shutil.which("nvidia-smi") is None:
+    if shutil.which("nvidia-smi", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/lib/wsl/lib"])) is None:
         return False
     try:
         return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10).returncode == 0
@@ -228,11 +239,17 @@ def _nvidia_card() -> bool:
 
 
 def local_checks() -> list[Check]:
-    """Versions and devices of this machine, plus the macOS traps when on a Mac."""
-    from hetlab import devices
+    """Versions and devices of this machine, its OS's traps (WSL, native Windows, a Mac's sleep),
+    plus the macOS cluster traps when on a Mac."""
+    import torch
+
+    from hetlab import devices, windows
+    from hetlab.tools import oschecks
     report = local_report()
+    system = "WSL" if windows.in_wsl() else platform.system()
     checks = [Check("this machine", OK, f"{report['hostname']}, {report['os']}, {report['cpus']} CPUs, "
                                         f"{report['memory_gb']} GiB"),
+              *oschecks.os_checks(platform.system()),
               Check("versions", OK, f"Python {report['python']}, Ray {report['ray']}, "
                                     f"torch {report['torch']}, hetlab {report['hetlab']}"
                                     + (f" ({report['hetlab_commit']})" if report['hetlab_commit'] else "")),
@@ -240,8 +257,8 @@ def local_checks() -> list[Check]:
               Check("MNIST files", OK if report["mnist"] == "verified" else FAIL, report["mnist"],
                     "restore them: git checkout -- data/ (or hetlab.data.download_mnist())"),
               accelerator_check(f"{', '.join(devices.available())}; accelerator: {report['accelerator']}",
-                                report["accelerator"] != "none", platform.system(), platform.machine(),
-                                _nvidia_card())]
+                                report["accelerator"] != "none", system, platform.machine(),
+                                _nvidia_card(), torch.version.cuda)]
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
         checks.append(Check("token auth", WARN, "RAY_AUTH_MODE is not 'token' in this shell",
                             "export RAY_AUTH_MODE=token (every node and every driver) and keep the "
