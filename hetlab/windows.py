@@ -192,11 +192,11 @@ def _ps_list(values: list[str]) -> str:
 def firewall_rules(name: str, ranges: list[str], mac: str) -> list[str]:
     """The two PowerShell rules that admit TCP ``ranges`` from ``mac`` only: the Hyper-V
     firewall's (WSL's VM creator) and Windows Defender Firewall's."""
-    ports = _ps_list(ranges)
+    ports, remote = _ps_list(ranges), _ps_list([mac])  # quoted: PowerShell reads them as text
     return [f"New-NetFirewallHyperVRule -DisplayName '{name}' -Direction Inbound -VMCreatorId "
-            f"'{WSL_VM_CREATOR}' -Protocol TCP -LocalPorts {ports} -RemoteAddresses {mac} -Action Allow",
+            f"'{WSL_VM_CREATOR}' -Protocol TCP -LocalPorts {ports} -RemoteAddresses {remote} -Action Allow",
             f"New-NetFirewallRule -DisplayName '{name}' -Direction Inbound -Protocol TCP "
-            f"-LocalPort {ports} -RemoteAddress {mac} -Action Allow"]
+            f"-LocalPort {ports} -RemoteAddress {remote} -Action Allow"]
 
 
 def powershell_steps(mac_ip: str | None, ports: commands.Ports = commands.Ports(),

@@ -114,7 +114,7 @@ def test_the_wsl_head_runs_the_linux_heads_ray_start_line():
         assert step in text, step
     set_content = next(line for line in text.splitlines() if line.startswith("Set-Content"))
     assert _values(set_content, "-Value") == windows.wslconfig_lines()
-    assert "-RemoteAddresses MAC_IP" in windows.render_head(HEAD) and "-RemoteAddresses MAC_IP" not in text
+    assert "-RemoteAddresses 'MAC_IP'" in windows.render_head(HEAD) and "'MAC_IP'" not in text
     with pytest.raises(HetlabError) as info:
         windows.render_head(HEAD, "my-mac.local")
     assert "\n" not in str(info.value) and "the Mac's IP" in str(info.value)
@@ -131,7 +131,7 @@ def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_nativ
     assert "New-NetFirewall" not in capsys.readouterr().out
     assert cli.main(["head", "--ip", HEAD, "--windows", "--mac-ip", MAC]) == 0
     out = capsys.readouterr().out
-    assert f"-RemoteAddresses {MAC}" in out and "ray start --head" in out
+    assert f"-RemoteAddresses '{MAC}'" in out and "ray start --head" in out
     assert cli.main(["head", "--ip", HEAD, "--windows", "--mac-ip", "mac"]) == 2
     assert capsys.readouterr().err.startswith("HetlabError: the Mac's IP 'mac' is not an IP address")
 

@@ -230,10 +230,11 @@ def _nvidia_card() -> bool:
     Inside WSL the Windows driver's nvidia-smi is in /usr/lib/wsl/lib."""
     import shutil
     import subprocess
-    if shutil.which("nvidia-smi", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/lib/wsl/lib"])) is None:
+    smi = shutil.which("nvidia-smi", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/lib/wsl/lib"]))
+    if smi is None:
         return False
     try:
-        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10).returncode == 0
+        return subprocess.run([smi, "-L"], capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
