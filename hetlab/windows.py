@@ -221,7 +221,7 @@ def powershell_steps(mac_ip: str | None, ports: commands.Ports = commands.Ports(
         "#    the settings (this closes every WSL window; no reboot needed):",
         "wsl --update",
         "wsl --shutdown",
-        *([f"#    replace MAC_IP below with the Mac's LAN address (macOS: ipconfig getifaddr en0)"]
+        *(["#    replace MAC_IP below with the Mac's LAN address (macOS: ipconfig getifaddr en0)"]
           if mac_ip is None else []),
         f"# 3) firewalls: TCP {' '.join(commands.firewall_ranges(ports, head=True))} from the Mac only, "
         f"in the Hyper-V firewall (inbound to WSL) and Windows Defender Firewall:",
@@ -245,6 +245,9 @@ def render_head(ip: str, mac_ip: str | None = None, ports: commands.Ports = comm
         ip, ports, where="Inside WSL (Ubuntu) on the Windows desktop, the head",
         firewall=["# 2) firewall: the PowerShell rules above (WSL needs no ufw); --node-ip-address is "
                   "Windows' LAN address, which mirrored mode shares with WSL"], **options)
-    return "\n".join([*powershell_steps(mac_ip, ports, ephemeral), "", inside,
+    nat = ([f"# note: {ip} is in 172.16/12, where WSL's NAT puts WSL: if it is WSL's own address, the Mac "
+            f"cannot reach it; after step 1, give Windows' LAN address (ipconfig) to --ip"]
+           if ipaddress.ip_address(commands.check_ip(ip, "head IP")) in NAT_NET else [])
+    return "\n".join([*powershell_steps(mac_ip, ports, ephemeral), "", *nat, inside,
                       "# keep this Ubuntu window open during a run (older WSL ignores instanceIdleTimeout "
                       "and stops the distro a while after its last window closes)"])

@@ -114,6 +114,7 @@ def test_the_wsl_head_runs_the_linux_heads_ray_start_line():
         assert step in text, step
     set_content = next(line for line in text.splitlines() if line.startswith("Set-Content"))
     assert _values(set_content, "-Value") == windows.wslconfig_lines()
+    assert "WSL's NAT" in windows.render_head(NAT_IP, MAC) and "WSL's NAT" not in text
     assert "-RemoteAddresses 'MAC_IP'" in windows.render_head(HEAD) and "'MAC_IP'" not in text
     with pytest.raises(HetlabError) as info:
         windows.render_head(HEAD, "my-mac.local")
