@@ -64,11 +64,63 @@ def test_wslconfig_round_trip_and_missing_keys():
                                               "general.instanceIdleTimeout=-1"]
 
 
-def _values(line: str, flag: str) -> list[str]:
-    """The values PowerShell binds to ``flag``: a comma list of quoted or bare words."""
-    match = re.search(rf"{flag} ((?:'[^']*'|[^\s,']+)(?:,(?:'[^']*'|[^\s,']+))*)", line)
-    assert match, (flag, line)
-    return [v.strip("'") for v in match.group(1).split(",")]
+# Each cmdlet's parameters as Microsoft documents them (learn.microsoft.com/powershell/module/
+# netsecurity/new-netfirewallhypervrule, .../new-netfirewallrule, .../remove-netfirewall*rule;
+# .../microsoft.powershell.management/set-content): a printed parameter outside these is a typo.
+DOCUMENTED = {
+    "New-NetFirewallHyperVRule": {"DisplayName", "Name", "RulePriority", "Direction", "VMCreatorId", "Protocol",
+                                  "LocalAddresses", "LocalPorts", "RemoteAddresses", "RemotePorts", "Action",
+                                  "Enabled", "Profiles"},
+    "New-NetFirewallRule": {"DisplayName", "Name", "Description", "Group", "Enabled", "Profile", "Direction",
+                            "Action", "LocalAddress", "RemoteAddress", "Protocol", "LocalPort", "RemotePort",
+                            "Program", "Service", "InterfaceAlias", "InterfaceType"},
+    "Remove-NetFirewallHyperVRule": {"DisplayName", "Name"},
+    "Remove-NetFirewallRule": {"DisplayName", "Name"},
+    "Set-Content": {"Path", "Value", "Encoding"},
+}
+
+
+def powershell(text: str) -> list[tuple[str, dict[str, list[str]]]]:
+    """``text`` parsed by tree-sitter's PowerShell grammar: each command's name and its
+    ``-Parameter`` values (string literals unquoted); a syntax error fails the test."""
+    import tree_sitter_powershell
+    from tree_sitter import Language, Parser
+    src = text.encode()
+    tree = Parser(Language(tree_sitter_powershell.language())).parse(src)
+    nodes, errors, found = [tree.root_node], [], []
+    while nodes:
+        node = nodes.pop(0)
+        if node.type == "ERROR" or node.is_missing:
+            errors.append(src[node.start_byte:node.end_byte].decode())
+        if node.type == "command":
+            found.append(_bind(node, src))
+        nodes = list(node.children) + nodes
+    assert errors == [], errors
+    return found
+
+
+def _bind(command, src: bytes) -> tuple[str, dict[str, list[str]]]:
+    name = src[command.child_by_field_name("command_name").start_byte:
+               command.child_by_field_name("command_name").end_byte].decode()
+    params, current = {}, None
+    elements = command.child_by_field_name("command_elements")
+    for element in ([] if elements is None else elements.children):
+        text = src[element.start_byte:element.end_byte].decode()
+        if element.type == "command_parameter":
+            current = text.lstrip("-")
+            params[current] = []
+        elif element.type != "command_argument_sep":
+            values = [src[n.start_byte:n.end_byte].decode().strip("'\"")
+                      for n in _leaves(element) if n.type in ("verbatim_string_characters",
+                                                            "expandable_string_literal", "generic_token")]
+            params.setdefault(current, []).extend(values or [text])
+    return name, params
+
+
+def _leaves(node):
+    if node.type in ("verbatim_string_characters", "expandable_string_literal", "generic_token"):
+        return [node]
+    return [leaf for child in node.children for leaf in _leaves(child)]
 
 
 def _ports(ranges: list[str]) -> set[int]:
@@ -79,27 +131,50 @@ def _ports(ranges: list[str]) -> set[int]:
     return found
 
 
+def _windows_part(text: str, uncomment: bool = False) -> str:
+    """The PowerShell part of ``hetlab head --windows``; ``uncomment`` also runs the Ray Train rules."""
+    part = text.split("\n\n", 1)[0]
+    return "\n".join(line[len("#    "):] if uncomment and line.startswith("#    New-Net") else line
+                     for line in part.splitlines())
+
+
+def test_the_parser_sees_a_broken_line():
+    with pytest.raises(AssertionError):
+        powershell("New-NetFirewallRule -DisplayName 'hetlab Ray -Direction Inbound\n")
+    assert powershell("wsl --shutdown\npowercfg /change standby-timeout-ac 0\n") == [
+        ("wsl", {"shutdown": []}), ("powercfg", {None: ["/change", "standby-timeout-ac", "0"]})]
+
+
 @pytest.mark.parametrize("ports", [Ports(), Ports(gcs=7379, node_manager=7380, min_worker=11000, max_worker=11040)])
 def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
     """As the ufw tests do: the ports in each rule are exactly those the head listens on for the Mac."""
     text = windows.render_head(HEAD, MAC, ports)
-    rules = [line for line in text.splitlines() if line.startswith("New-NetFirewall")]
-    assert [line.split()[0] for line in rules] == ["New-NetFirewallHyperVRule", "New-NetFirewallRule"]
-    for line in rules:
-        local = _values(line, "-LocalPorts" if "HyperV" in line else "-LocalPort")
-        assert _ports(local) == set(ports.listening(head=True))
-        assert not _ports(local) & set(ports.local_only(head=True))  # dashboard, metrics stay closed
-        assert _values(line, "-RemoteAddresses" if "HyperV" in line else "-RemoteAddress") == [MAC]
-        assert "-Direction Inbound" in line and "-Protocol TCP" in line and "-Action Allow" in line
-    hyperv = rules[0]
-    assert f"-VMCreatorId '{windows.WSL_VM_CREATOR}'" in hyperv
-    assert windows.WSL_VM_CREATOR == "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"
-    train = [line.lstrip("# ") for line in text.splitlines() if windows.TRAIN_RULE in line]
-    assert len(train) == 2
-    for line in train:
-        local = _values(line, "-LocalPorts" if "HyperV" in line else "-LocalPort")
-        assert local == [str(ports.train_rendezvous), "32768-60999"]
-        assert _values(line, "-RemoteAddresses" if "HyperV" in line else "-RemoteAddress") == [MAC]
+    commands_run = powershell(_windows_part(text, uncomment=True))
+    for name, params in commands_run:
+        if name in DOCUMENTED:
+            assert set(params) <= DOCUMENTED[name], (name, sorted(set(params) - DOCUMENTED[name]))
+    rules = [(name, params) for name, params in commands_run if name.startswith("New-NetFirewall")]
+    assert [(name, params["DisplayName"]) for name, params in rules] == [
+        ("New-NetFirewallHyperVRule", [windows.RULE]), ("New-NetFirewallRule", [windows.RULE]),
+        ("New-NetFirewallHyperVRule", [windows.TRAIN_RULE]), ("New-NetFirewallRule", [windows.TRAIN_RULE])]
+    for name, params in rules:
+        hyperv = name == "New-NetFirewallHyperVRule"
+        local = params["LocalPorts" if hyperv else "LocalPort"]
+        if params["DisplayName"] == [windows.RULE]:
+            assert _ports(local) == set(ports.listening(head=True))
+            assert not _ports(local) & set(ports.local_only(head=True))  # dashboard, metrics stay closed
+        else:
+            assert local == [str(ports.train_rendezvous), "32768-60999"]
+        assert params["RemoteAddresses" if hyperv else "RemoteAddress"] == [MAC]  # the Mac, nobody else
+        assert (params["Direction"], params["Protocol"], params["Action"]) == (["Inbound"], ["TCP"], ["Allow"])
+        assert params.get("VMCreatorId") == ([windows.WSL_VM_CREATOR] if hyperv else None)
+    assert windows.WSL_VM_CREATOR == "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # WSL's, in Microsoft's docs
+    [(_, written)] = [(n, p) for n, p in commands_run if n == "Set-Content"]
+    assert written["Value"] == windows.wslconfig_lines() and written["Encoding"] == ["ascii"]
+    assert [(n, p) for n, p in commands_run if n not in DOCUMENTED] == [
+        ("wsl", {"update": []}), ("wsl", {"shutdown": []}),
+        ("powercfg", {None: ["/change", "standby-timeout-ac", "0"]}),
+        ("powercfg", {None: ["/change", "hibernate-timeout-ac", "0"]})]
 
 
 def test_the_wsl_head_runs_the_linux_heads_ray_start_line():
@@ -112,8 +187,6 @@ def test_the_wsl_head_runs_the_linux_heads_ray_start_line():
     for step in ("networkingMode=mirrored", "wsl --shutdown", "powercfg /change standby-timeout-ac 0",
                  "Set-Content -Path \"$env:USERPROFILE\\.wslconfig\"", "ray get-auth-token --generate"):
         assert step in text, step
-    set_content = next(line for line in text.splitlines() if line.startswith("Set-Content"))
-    assert _values(set_content, "-Value") == windows.wslconfig_lines()
     assert "WSL's NAT" in windows.render_head(NAT_IP, MAC) and "WSL's NAT" not in text
     assert "-RemoteAddresses 'MAC_IP'" in windows.render_head(HEAD) and "'MAC_IP'" not in text
     with pytest.raises(HetlabError) as info:
@@ -225,3 +298,15 @@ def test_the_printed_lines_quote_nothing_a_shell_would_break():
         if line and not line.startswith("#"):
             shlex.split(line)
     assert windows.RULE in text
+
+
+def test_the_windows_undo_steps_parse_and_name_documented_parameters():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    [undo] = re.findall(r"```powershell\n(.*?)```", page, flags=re.S)
+    ran = powershell(undo)
+    removed = [(name, params["DisplayName"]) for name, params in ran if name.startswith("Remove-")]
+    assert sorted(removed) == sorted((f"Remove-{kind}", [rule]) for kind in ("NetFirewallHyperVRule", "NetFirewallRule")
+                                     for rule in (windows.RULE, windows.TRAIN_RULE))
+    for name, params in ran:
+        if name in DOCUMENTED:
+            assert set(params) <= DOCUMENTED[name], (name, params)
