@@ -313,6 +313,8 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
         "# 4) check from here (the head asks for the token: RAY_AUTH_MODE=token in this shell, and in the "
         "one that starts a notebook here):",
         f"export {_exports(AUTH_ENV)} && hetlab doctor --head {argv[2].split('=', 1)[1]}",
+        *(["# 5) during a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
+           "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change"] if mac else []),
     ])
 
 
