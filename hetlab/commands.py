@@ -282,7 +282,7 @@ def macos_firewall_steps(ranges: str) -> list[str]:
         "#    conda env active: its Python, and Ray's raylet and gcs_server:",
         f'python -c "{MACOS_APPS}" | while read -r app; do sudo {MACOS_FIREWALL} --add "$app" '
         f'&& sudo {MACOS_FIREWALL} --unblockapp "$app"; done',
-        "#    macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple's TN3179); run from",
+        "#    macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from",
         "#    another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy &",
         "#    Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run.",
     ]
