@@ -234,6 +234,7 @@ def test_doctor_in_wsl_names_each_problem_with_its_fix():
     idle = {c.name: c for c in oschecks.wsl_checks(_wsl_signs(wslconfig="[wsl2]\nnetworkingMode=mirrored\n"))}
     assert idle["WSL idle shutdown"].status == preflight.WARN
     assert "general.instanceIdleTimeout=-1" in idle["WSL idle shutdown"].detail
+    assert "networkingMode" not in idle["WSL idle shutdown"].detail  # the networking check's business
     unread = {c.name: c for c in oschecks.wsl_checks(_wsl_signs(wslconfig=None))}["WSL idle shutdown"]
     assert unread.status == preflight.WARN and "vmIdleTimeout=-1" in unread.fix
     assert oschecks.wsl_checks(windows.local_signs()) == []       # this machine: no WSL

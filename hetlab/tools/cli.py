@@ -41,8 +41,7 @@ def _ports_args(p) -> None:
 
 
 def _add_head(sub) -> None:
-    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or "
-                                    "Windows with WSL2)")
+    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or WSL2)")
     p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I; WSL in "
                                                "mirrored mode shares Windows' address)")
     p.add_argument("--role", default="desktop", help="hetlab role of this node (default desktop)")
@@ -58,10 +57,9 @@ def _head(args) -> int:
     from hetlab import commands, windows
     ports = commands.Ports(gcs=args.port)
     options = dict(role=args.role, cpus=args.num_cpus, gpus=args.num_gpus)
-    if windows.head_flavour(sys.platform, windows.in_wsl(), args.windows) == "linux":
-        print(commands.render_head(args.ip, ports, **options))
-        return 0
-    print(windows.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(), **options))
+    on_windows = windows.head_flavour(sys.platform, windows.in_wsl(), args.windows) == "windows"
+    print(windows.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(), **options)
+          if on_windows else commands.render_head(args.ip, ports, **options))
     return 0
 
 

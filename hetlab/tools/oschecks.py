@@ -75,13 +75,14 @@ def wsl_idle_check(wslconfig: str | None) -> Check:
     if wslconfig is None:
         return Check("WSL idle shutdown", WARN, "could not read %UserProfile%\\.wslconfig from here",
                      f"make sure it holds {lines}, {WSL_RESTART}; or keep an Ubuntu window open during a run")
-    missing = windows.wslconfig_missing(windows.parse_wslconfig(wslconfig))
+    missing = [line for line in windows.wslconfig_missing(windows.parse_wslconfig(wslconfig))
+               if "IdleTimeout" in line]  # networkingMode is the networking check's
     if missing:
         return Check("WSL idle shutdown", WARN, f".wslconfig lacks {', '.join(missing)}: WSL may stop "
                                                 "mid-run once its windows close",
                      f"add them to %UserProfile%\\.wslconfig, {WSL_RESTART}; or keep an Ubuntu window "
                      "open during a run")
-    return Check("WSL idle shutdown", OK, ".wslconfig: mirrored, and no idle shutdown")
+    return Check("WSL idle shutdown", OK, ".wslconfig: no idle shutdown (vmIdleTimeout, instanceIdleTimeout -1)")
 
 
 # --- macOS: sleep and power (pmset) ---
