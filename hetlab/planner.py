@@ -60,6 +60,16 @@ def assumed_speeds(model: str = "small") -> tuple[measured.Speed, measured.Speed
     return (measured.assumed("desktop", model), measured.assumed("mac", model))
 
 
+def ceiling(throughputs: Sequence[float]) -> float:
+    """The most the pair can gain over the desktop alone (notebook 02): ``1 + T_m / T_d``.
+
+    Perfect scaling: both machines busy all the time, nothing lost to the network or to waiting.
+    No plan below beats it, whatever the link.
+    """
+    t_d, t_m = _check(throughputs, 1, 1)
+    return 1 + t_m / t_d
+
+
 @dataclass(frozen=True)
 class Plan:
     """One way to train: batch per device, local steps, and the predicted speed."""
