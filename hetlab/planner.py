@@ -1,4 +1,4 @@
-"""Will adding the Mac speed training up? A back-of-the-envelope planner (notebook 08).
+"""Will adding the Mac speed training up? A back-of-the-envelope planner (notebooks 02 and 08).
 
 Pure arithmetic, no Ray and no torch. The model of one synchronous step, with the
 parameter server on the desktop (hetlab's layout; the desktop's own exchange is in
