@@ -8,7 +8,9 @@
 # hetlab goes into that environment and make uses its python and jupyter: no .venv, no second
 # torch and Ray. Anywhere else (no conda, or a conda environment without them) make builds .venv
 # as below. `make lab CONDA_ENV=` forces .venv.
-CONDA_ENV ?= $(shell p="$$CONDA_PREFIX/bin/python"; [ -n "$$CONDA_PREFIX" ] && [ -x "$$p" ] && "$$p" -c 'import sys, importlib.util as u; sys.exit(sys.version_info[:2] != (3, 11) or not all(u.find_spec(m) for m in ("ray", "torch")))' 2>/dev/null && echo "$$CONDA_PREFIX")
+ifndef CONDA_ENV
+CONDA_ENV := $(shell p="$$CONDA_PREFIX/bin/python"; [ -n "$$CONDA_PREFIX" ] && [ -x "$$p" ] && "$$p" -c 'import sys, importlib.util as u; sys.exit(sys.version_info[:2] != (3, 11) or not all(u.find_spec(m) for m in ("ray", "torch")))' 2>/dev/null && echo "$$CONDA_PREFIX")
+endif
 # The Python .venv is built from: the first Python 3.11 of an activated conda environment
 # (environment-*.yml pin 3.11.7 on both machines: Ray joins nodes whose Python matches to the
 # patch), python3.11, python3.
