@@ -3,29 +3,50 @@
 #   make test   run every test: unit tests + every notebook through nbval (quick mode)
 #   make test-full   every notebook in full mode (HETLAB_QUICK=0): full training runs, slow
 #   make gpu-check   on a machine with an NVIDIA GPU: the course's CUDA claims, a table + JSON
-# The Python the venv is built from: the first Python 3.11 of an activated conda environment
+# One environment per machine. In an activated conda environment that already holds the course's
+# Python 3.11, torch and Ray (the one `conda env create -f environment-*.yml` makes: CONDA_PREFIX),
+# hetlab goes into that environment and make uses its python and jupyter: no .venv, no second
+# torch and Ray. Anywhere else (no conda, or a conda environment without them) make builds .venv
+# as below. `make lab CONDA_ENV=` forces .venv.
+ifndef CONDA_ENV
+CONDA_ENV := $(shell p="$$CONDA_PREFIX/bin/python"; [ -n "$$CONDA_PREFIX" ] && [ -x "$$p" ] && "$$p" -c 'import sys, importlib.util as u; sys.exit(sys.version_info[:2] != (3, 11) or not all(u.find_spec(m) for m in ("ray", "torch")))' 2>/dev/null && echo "$$CONDA_PREFIX")
+endif
+# The Python .venv is built from: the first Python 3.11 of an activated conda environment
 # (environment-*.yml pin 3.11.7 on both machines: Ray joins nodes whose Python matches to the
 # patch), python3.11, python3.
 PYTHON ?= $(shell for p in "$$CONDA_PREFIX/bin/python" python3.11 python3; do command -v "$$p" >/dev/null 2>&1 && "$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null && { command -v "$$p"; exit 0; }; done; command -v python3)
 VENV   ?= .venv
+ifeq ($(strip $(CONDA_ENV)),)
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hetlab-installed
+else
+BIN    := $(CONDA_ENV)/bin
+STAMP  := $(CONDA_ENV)/.hetlab-installed
+endif
 
 .PHONY: lab test test-full bench gpu-check clean-venv
 
-$(STAMP): pyproject.toml
+$(VENV)/.hetlab-installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hetlab needs Python 3.11 (Ray refuses nodes with another Python): set PYTHON=/path/to/python3.11")'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+# In the course's conda environment: hetlab itself (editable); torch and Ray are already there, so
+# pip installs only what is missing.
+ifneq ($(strip $(CONDA_ENV)),)
+$(CONDA_ENV)/.hetlab-installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	touch $(STAMP)
+	touch $@
+endif
 
 # The project's own JupyterLab defaults (jupyter/settings/overrides.json): no "get notified
 # about Jupyter news?" pop-up. Your own JupyterLab settings still apply on top.
 LAB_SETTINGS := $(CURDIR)/jupyter/settings
 
 lab: $(STAMP)
-	@$(BIN)/python -c 'from hetlab.tools.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this venv: {c.name}: {c.detail}. For the real pair: {c.fix}; a venv built from another Python: make clean-venv, then make lab in the activated conda environment")'
-	cd notebooks && ../$(BIN)/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
+	@$(BIN)/python -c 'from hetlab.tools.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this environment: {c.name}: {c.detail}. For the real pair: {c.fix}; or use the conda environment of environment-*.yml: conda activate hetlab, then make lab")'
+	cd notebooks && $(abspath $(BIN))/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
 
 test: $(STAMP)
 	HETLAB_QUICK=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -1,4 +1,4 @@
-"""Will adding the Mac speed training up? A back-of-the-envelope planner (notebook 08).
+"""Will adding the Mac speed training up? A back-of-the-envelope planner (notebooks 02 and 08).
 
 Pure arithmetic, no Ray and no torch. The model of one synchronous step, with the
 parameter server on the desktop (hetlab's layout; the desktop's own exchange is in
@@ -58,6 +58,16 @@ def speeds(model: str = "small", batch_size: int = 128, where=None) -> tuple[mea
 def assumed_speeds(model: str = "small") -> tuple[measured.Speed, measured.Speed]:
     """(desktop, mac) assumed samples/s (an RTX 4070 Ti, an M2 GPU; batch 128), labelled "assumed"."""
     return (measured.assumed("desktop", model), measured.assumed("mac", model))
+
+
+def ceiling(throughputs: Sequence[float]) -> float:
+    """The most the pair can gain over the desktop alone (notebook 02): ``1 + T_m / T_d``.
+
+    Perfect scaling: both machines busy all the time, nothing lost to the network or to waiting.
+    No plan below beats it, whatever the link.
+    """
+    t_d, t_m = _check(throughputs, 1, 1)
+    return 1 + t_m / t_d
 
 
 @dataclass(frozen=True)

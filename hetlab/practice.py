@@ -20,6 +20,7 @@ from ray.cluster_utils import Cluster
 
 from hetlab import cluster as _cluster
 from hetlab.errors import HetlabError
+from hetlab import raylog
 from hetlab.raylog import practice_workers_env
 from hetlab.reach import start_with_retry, stop_children_since
 
@@ -77,6 +78,7 @@ class PracticeCluster:
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
         if token_auth:
             _cluster.enable_local_token_auth()  # token file created / made 0600
+        raylog.quiet_replaced_address()  # replacing this machine's previous Ray is the point
         self._cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
         try:
             for role in roles:

@@ -15,6 +15,10 @@ that one logger: it drops exactly that message and prints hetlab's one-line noti
 place, the first time in this process. Every other record passes, Ray's warning that token
 authentication is *disabled* included. hetlab calls it just before it starts Ray.
 
+A practice cluster also drops Ray's "Overwriting previous Ray address (…). Running ray.init() on
+this node will now connect to the new instance …" (``quiet_replaced_address``): it replaces the
+Ray this machine started before (another notebook's) on purpose, so the line says nothing new.
+
 A practice cluster's workers drop one more line, Ray Train's "Failed to query Ray Train
 Controller actor state …", which its placement-group cleaner logs every second where no
 dashboard runs (``practice_worker_setup``; the practice cluster starts none, your pair does).
@@ -87,3 +91,23 @@ def practice_workers_env():
     went through Ray's runtime-env agent: 0.4 s more to start a training here."""
     from ray._private.ray_constants import WORKER_PROCESS_SETUP_HOOK_ENV_VAR
     return environment({WORKER_PROCESS_SETUP_HOOK_ENV_VAR: f"{__name__}.practice_worker_setup"})
+
+
+# --- a practice cluster replaces the machine's previous Ray (notebooks 04–08) ------------------
+
+ADDRESS_LOGGER = "ray._private.utils"
+REPLACED = "Overwriting previous Ray address"
+
+
+class ReplacedAddress(logging.Filter):
+    """Drop Ray's "Overwriting previous Ray address …" line (a practice cluster means it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(REPLACED)
+
+
+def quiet_replaced_address() -> None:
+    """Install the filter on the logger that writes Ray's address file (idempotent)."""
+    logger = logging.getLogger(ADDRESS_LOGGER)
+    if not any(isinstance(f, ReplacedAddress) for f in logger.filters):
+        logger.addFilter(ReplacedAddress())

@@ -58,3 +58,16 @@ def test_importing_ray_builds_no_uri_grammar():
     code = "import sys, ray; print('rfc3987_syntax' in sys.modules, 'lark' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["False", "False"], done.stdout + done.stderr
+
+
+def test_each_environment_is_the_one_environment_of_its_machine():
+    """issue 28: the conda environment holds hetlab and its test tools itself, so `make lab` and
+    `make test` need no .venv on top of it (tests/test_makefile.py checks that make then uses it)."""
+    for name in ("environment-mac.yml", "environment-cuda.yml"):
+        env, _ = pins(name)
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+        assert any(re.fullmatch(r"-e \.\[test\]", line.split("#")[0].strip()) for line in pip), name
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    steps = readme[readme.index("### One environment per machine"):readme.index("### Connect the pair")]
+    assert "conda activate hetlab" in steps and "make clean-venv" in steps
+    assert "build no `.venv`" in steps

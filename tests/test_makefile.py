@@ -34,3 +34,59 @@ def test_test_full_runs_the_notebooks_in_full_mode_with_long_cell_timeouts():
     assert "HETLAB_QUICK=0" in full and "$(NOTEBOOKS)" in full and "--nbval-current-env" in full
     assert "--nbval-cell-timeout=$(CELL_TIMEOUT)" in full and "--nbval-output-timeout=" in full
     assert "test-full" not in recipe("test")
+
+
+# One environment per machine (issue 28): in the course's conda environment make uses it; anywhere
+# else it builds .venv. `make -n -B` prints what make would run, and runs nothing. A conda
+# environment cannot exist here: a folder whose bin/python runs this Python stands in for one
+# (with torch and Ray: the course's environment; with -S, no site-packages: a conda environment
+# without them).
+import os
+import stat
+import subprocess
+
+
+def fake_prefix(tmp_path, name, flags=""):
+    prefix = tmp_path / name
+    (prefix / "bin").mkdir(parents=True)
+    python = prefix / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" {flags} "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    return prefix
+
+
+def dry_run(target, conda_prefix=None, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "MAKE"))}
+    if conda_prefix is not None:
+        env["CONDA_PREFIX"] = str(conda_prefix)
+    done = subprocess.run(["make", "-n", "-B", target, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_without_conda_make_builds_and_uses_the_venv():
+    for target in ("lab", "test"):
+        out = dry_run(target)
+        assert "-m venv .venv" in out and ".venv/bin/python -m pip install" in out
+        assert "CONDA" not in out
+    assert f"{ROOT}/.venv/bin/jupyter lab" in dry_run("lab")
+    assert "HETLAB_QUICK=1 .venv/bin/python -m pytest" in dry_run("test")
+
+
+def test_in_the_course_conda_environment_make_uses_it_and_builds_no_venv(tmp_path):
+    prefix = fake_prefix(tmp_path, "hetlab")
+    for target in ("lab", "test"):
+        out = dry_run(target, prefix)
+        assert f"{prefix}/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'" in out
+        assert ".venv" not in out, out
+    assert f"{prefix}/bin/jupyter lab" in dry_run("lab", prefix)
+    assert f"HETLAB_QUICK=1 {prefix}/bin/python -m pytest" in dry_run("test", prefix)
+    assert ".venv/bin/python -m pip install" in dry_run("lab", prefix, "CONDA_ENV=")   # forced .venv
+
+
+def test_a_conda_environment_without_torch_and_ray_gets_a_venv_from_its_python(tmp_path):
+    prefix = fake_prefix(tmp_path, "other", "-S")        # -S: no site-packages, so no ray, no torch
+    out = dry_run("lab", prefix)
+    assert f"{prefix}/bin/python -m venv .venv" in out and ".venv/bin/python -m pip install" in out
+    assert f"{prefix}/bin/python -m pip" not in out

@@ -140,3 +140,16 @@ def test_fixed_costs_are_paid_once_per_round():
     assert alone == pytest.approx(0.128)             # nothing exchanged: no engine overhead
     with pytest.raises(HetlabError, match="overhead_s"):
         planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, overhead_s=-1)
+
+
+def test_ceiling_is_one_plus_the_macs_share_and_no_plan_beats_it():
+    assert planner.ceiling((100_000, 20_000)) == pytest.approx(1.2)
+    assert planner.ceiling((1_000, 1_000)) == pytest.approx(2.0)
+    for speeds in ((100_000, 20_000), (50_000, 5_000), (3_000, 2_000)):
+        top = planner.ceiling(speeds)
+        for link in (WIFI, GIGABIT, Link(10_000, 0.0, "a free link")):
+            advice = advise(speeds, 29_066, link, 128)
+            assert advice.speedup <= top
+            assert all(p.samples_per_s <= sum(speeds) * (1 + 1e-12) for p in advice.plans)
+    with pytest.raises(HetlabError):
+        planner.ceiling((100_000, 0))

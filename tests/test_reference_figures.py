@@ -49,6 +49,7 @@ def test_exact_figures_on_the_page_are_what_the_library_computes():
         f"break-even H {planner.break_even_local_steps(planner.assumed_speeds('classic'), classic, wifi, 128, 2)} "
         f"(Wi-Fi), {planner.break_even_local_steps(planner.assumed_speeds('classic'), classic, gigabit, 128, 2)}",
         f"{float(speeds[0]):,.0f} samples/s, M2 GPU ≈ {float(speeds[1]):,.0f}",
+        f"= {planner.ceiling(speeds):.2f}×",                                  # notebook 02's ceiling
     ]
     for link, name in ((wifi, "Wi-Fi"), (gigabit, "gigabit")):
         best = planner.advise(speeds, small, link, 128).best

@@ -194,6 +194,8 @@ def check_teardown_line(line: str) -> str | None:
         argv = []
     if argv[:1] == ["sudo"]:
         argv = argv[1:]
+    if argv[:1] == ["$(command -v hetlab)"]:  # hetlab from whichever environment holds it
+        argv = ["hetlab", *argv[1:]]
     if argv and Path(argv[0]).name == "hetlab":
         try:
             build_parser().parse_args(argv[1:])
