@@ -33,13 +33,13 @@ from hetlab.vocab import REHEARSAL_ENV
 def train_loop(config: dict) -> None:
     """What every rank runs: its own device, its own share of the batch, one weighted all-reduce."""
     rank, role = where_am_i(config)
-    device = resolve(config["devices"][rank])                 # chosen here, on this rank's own machine
+    device = resolve(config["devices"][rank])                 # "auto": cuda, mps or cpu, on this machine
     x, y, loss_fn = rank_data(config, device)
     sizes, speed = agree_on_split(config, rank, x, y, loss_fn, device)  # the same b_i on every rank
     share = sizes[rank] / config["global_batch"]              # b_i / B
     model = make_model(config["model"], seed=config["seed"]).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=config["lr"])
-    log = RankLog(device, config["slowdowns"][rank], every=config["progress"] and rank == 0)
+    log = RankLog(device, config["slowdowns"][rank], show_progress=config["progress"] and rank == 0)
     for step in range(config["steps"]):
         idx = rank_indices(step, sizes, rank, len(y), config["seed"]).to(device)
         with log.compute(work=sizes[rank]):                   # a simulated slower device sleeps after it
@@ -48,7 +48,7 @@ def train_loop(config: dict) -> None:
             loss.backward()
         with log.allreduce():                                 # one flat CPU buffer: b_i/B × (gradient, loss)
             buf = torch.cat([flat_grad(model), loss.detach().float().cpu().view(1)]) * share
-            dist.all_reduce(buf, op=dist.ReduceOp.SUM)        # now Σ (b_i/B)·g_i on every rank
+            dist.all_reduce(buf, op=dist.ReduceOp.SUM)        # gloo: now Σ (b_i/B)·g_i on every rank
             set_flat_grad(model, buf[:-1])                    # back onto this rank's device
         with log.compute():
             opt.step()
@@ -120,7 +120,7 @@ class RankLog:
 
     device: torch.device
     slowdown: float = 1.0
-    every: bool = False                # print progress (rank 0, when asked)
+    show_progress: bool = False        # rank 0, when asked: five lines of loss
     compute_s: float = 0.0
     simulated_s: float = 0.0
     allreduce_s: float = 0.0
@@ -148,7 +148,7 @@ class RankLog:
 
     def loss(self, value: float, steps: int) -> None:
         self.losses.append(value)
-        if self.every and len(self.losses) % max(1, steps // 5) == 0:
+        if self.show_progress and len(self.losses) % max(1, steps // 5) == 0:
             print(f"[hetlab rank 0] step {len(self.losses)}/{steps} loss {value:.3f}")
 
 
