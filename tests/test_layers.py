@@ -13,6 +13,7 @@ The tooling that runs and checks the course (CLI, doctor, rehearsal, GPU check) 
 ``hetlab/tools/``, and no lesson module depends on it.
 """
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,7 @@ def test_vocab_is_the_one_home_of_env_names_and_default_ports():
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and (
-                    isinstance(node.value, str) and node.value.startswith("HETLAB_")
+                    isinstance(node.value, str) and re.fullmatch(r"HETLAB_[A-Z_]+", node.value)
                     or type(node.value) is int and node.value in ports):
                 found.add((name, node.value))
     assert found - SPELLED_OUT_ELSEWHERE == set(), f"define these in hetlab/vocab.py: {sorted(found)}"
