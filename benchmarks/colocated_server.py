@@ -1,53 +1,12 @@
 """Would the server beside the fast worker make a synchronous step cheaper? (issue 10, notebook 05)
 
-hetlab's server lives in the driver (``hetlab.ps.server``), so every step each worker makes
-one Ray round trip: weights down, gradient up. The fast worker's trip is on every step's
-critical path, and that worker does most of the work, so no split hides it. This times an
-alternative side by side with hetlab's engine, with the same workers' code, data order,
-server and arithmetic: the step loop and the server run *inside the fast worker's process*
-(an actor on the desktop's node; the mac is the engine's own mac actor, the two designs take
-turns). Each step the desktop sends the mac its call, computes its
-own gradient in place (no round trip), takes the mac's gradient (which comes straight to it:
-the actor that made a call owns its result), applies the update and goes on. Only the mac
-pays a round trip, and the split hides most of it (the mac gets a slightly smaller share).
-
-A prototype for a design decision, not hetlab's engine: no faults handled, no records for
-the learner, no async or local-SGD mode, and the server's state would die with the
-desktop's worker process (in the driver it outlives a lost worker). The practice cluster
-only: on a real pair the prototype's desktop would ask for the GPU that hetlab's desktop
-worker holds.
-
-It first checks that both give the same weights after the same steps (bitwise). Then both
-are auto-tuned the same way (``balance.auto_tune``, each from its own step timings) and run
-in alternation, each worker alone at the engine's tuned share before and after every
-alternation, as in ``benchmarks/hetero_efficiency.py``:
-
-    efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
-
-and, less sensitive to this shared box's drift, each step's time beyond its slower device's
-own (compute + simulated) time.
-
-Measured on this 2-core box (2026-11-24, five runs; a sixth is left out: a bug in the
-prototype's timing, since fixed, spoilt its tuning). Median efficiency: engine 0.918 / 0.898
-/ 0.892 / 0.892 / 0.840, beside the desktop 0.917 / 0.953 / 0.968 / 0.992 / 0.982. The step
-beyond the slower device's own time (the last four runs): 5.86 / 6.38 / 6.22 / 5.88 ms, beside
-the desktop 3.53 / 4.95 / 2.57 / 4.71 ms. The efficiencies differ by more than that: in some
-alternations the desktop also computed faster inside the prototype than as the engine's actor
-(not explained here), and some read over 100 %, since the standalone ruler is taken by the
-engine's actors and this box's speed drifts. The step-beyond figure depends on neither.
-
-A third way was tried and not kept (2026-11-24): the desktop's worker in the driver's own
-process (the same ``Worker`` as a plain object, its calls made first for the mac and last for
-itself; bitwise the same weights in sync and local SGD), a fourth row of
-``benchmarks/hetero_efficiency.py`` in two runs. Against the actors' ruler it read 0.987 beside
-the engine's 0.906, but the desktop computed 10 % faster in the driver than in its actor; against
-its own workers alone it read 0.876 beside 0.943 (0.93× the samples/s), with its own cost per
-step 9.8 to 10.0 ms against 5.2 to 5.4, for its results went through Ray's object store
-(``ray.put``). Handed over as plain values, its own cost fell below the engine's, 4.5 and 2.8 ms
-against 5.9 and 5.1 (two more runs), but the efficiency did not follow: 0.911 and 0.894 against
-0.894 and 0.930. While the driver computes it cannot see when the mac's reply arrives, so the
-mac's round trip as measured, which auto-tune splits by, is whatever the desktop's compute made
-it: one tuned split was 11 ms per step off balance.
+A prototype for a design decision, not hetlab's engine: the step loop and the server run
+inside the fast worker's process, so only the mac pays a Ray round trip each step. It checks
+that the prototype and hetlab's engine give bitwise the same weights, then auto-tunes both
+and runs them in alternation (as ``benchmarks/hetero_efficiency.py``): efficiency, and each
+step's time beyond its slower device's own. The practice cluster only (on a real pair the
+prototype's desktop would ask for the GPU hetlab's desktop worker holds). Method and figures
+measured so far: docs/reference-figures.md, "Benchmarks".
 
     .venv/bin/python benchmarks/colocated_server.py [--global-batch 512] [--run-steps 24] [--repeats 6]
 

@@ -1,54 +1,16 @@
 """How much of two unlike workers does a parameter-server cluster use? (notebook 06)
 
-Two workers on the practice cluster (two real Ray nodes on this machine); the "mac"
-one is SIMULATED 4× slower (after each step it sleeps 3× that step's typical compute
-time, ``hetlab.simulate``). With HETLAB_ADDRESS set, your own pair instead
-(``hetlab.pair.the_pair``).
+Two workers on the practice cluster, the "mac" SIMULATED 4× slower (``hetlab.simulate``), or
+your own pair with HETLAB_ADDRESS set. Three splits (equal, auto-tuned, and one that follows
+the machine) run side by side in alternation, each worker alone before and after each:
 
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 
-Standalone speeds are measured in the same run (each worker alone, at its share of the
-tuned split) before and after every alternation, in which three splits run side by side:
-the equal split, the auto-tuned split, and the split that follows (it starts at the tuned
-one and ``run(retune_every=8)`` re-splits it when the speeds it measures say so, notebook 06
-§5; it carries its split from one alternation to the next). Each alternation's efficiency
-divides by the mean of the standalone speeds measured just before and just after it, so
-that a machine whose speed drifts (this shared box: ±10 % within a minute) hits numerator
-and denominator alike; a run's samples/s is over its whole wall time, so a followed run
-pays for its warm-up steps at new sizes. The efficiency printed is the median over the
-alternations; each one is shown too.
-Why each worker alone at its tuned share, not at the whole global batch: on this CPU a
-512-sample step can cost 15 % more per sample than a 420-sample one (caches), so alone at
-the whole batch the desktop looked slower than it is at its share, and the efficiency read
-104 % (two runs of 2026-11-24, at 424:88 and 414:98); a GPU errs the other way. A second
-figure: what the cluster kept of its devices' own speeds during the tuned steps (compute +
-simulated only, timed inside the cluster, so a device slowed there by the other worker or
-the driver counts as that slower device).
-PS overhead = (straggler's communication + server step) ÷ step time. Then where each
-millisecond of a tuned step goes: along the straggler's path (compute, simulated,
-communication, the server's own update, its handover (the rest of the driver's time for the
-update: taking the gradients' pieces, handing the new weights' pieces to the calls), the
-rest) and the driver's own CPU time per step (its Python and Ray's threads in the driver
-process). Last, why the tuned step is longer than its ideal (the batch ÷ the devices' own
-speeds in those steps), in parts that sum to the step (``hetlab.ps.specs.step_budget``): the
-split (off for the speeds and messages the steps ran at: balanced in hindsight it would be
-another one), step-to-step noise (whoever is slower in a step sets it), and the parameter
-server's own cost (Ray's messages, the update, the driver); and the ceiling that own cost alone
-sets, ideal ÷ (ideal + own cost), a split balanced in every step and no noise.
+then where a tuned step's milliseconds go and why it is longer than its ideal
+(``hetlab.ps.specs.step_budget``). Method and figures measured so far:
+docs/reference-figures.md, "Benchmarks".
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
-
-Each split runs ``--run-steps`` steps per alternation (3 s tuned): on this shared box one
-second of steps can run 10 % slow or fast, and 8-step runs scattered a single benchmark's
-alternations from 0.82 to 0.98. Standalone speeds and auto-tune's rounds use ``--steps``.
-
-Measured on this 2-core box (2026-11-25, four runs), the tuned split's median efficiency: 0.885,
-0.910, 0.889, and 0.953 in a run whose auto-tune had left the mac 1 sample of 512 (an
-``auto_tune`` bug, fixed since: one slow round). In every run the parameter server's own cost
-was 5.6 to 6.1 ms a step, which alone caps the cluster at 0.954 to 0.960 of its devices' speeds;
-the split, tuned once, was 0.5 to 9.5 ms a step off the one balanced in hindsight (five
-tunings in a row on this box scattered by 6 to 8 samples, s.d., with 8- or 24-step rounds alike:
-the machines' speeds drift), and step-to-step noise cost 0.5 to 5.5 ms.
 
 The last line printed is one JSON object.
 """

@@ -7,6 +7,7 @@ import contextlib
 import os
 
 from hetlab.errors import HetlabError
+from hetlab.vocab import QUICK_ENV
 
 __version__ = "0.1.0"
 
@@ -31,7 +32,7 @@ def environment(values: dict, keep_set: bool = False):
 
 def is_quick() -> bool:
     """True when ``HETLAB_QUICK=1``: notebooks and CLI shrink their runs (CI sets it)."""
-    return os.environ.get("HETLAB_QUICK", "0") not in ("", "0", "false", "False")
+    return os.environ.get(QUICK_ENV, "0") not in ("", "0", "false", "False")
 
 
 def is_test_run() -> bool:

@@ -18,7 +18,7 @@ import ray
 
 from hetlab.authtoken import secure_token_files
 from hetlab.errors import HetlabError
-from hetlab.vocab import ROLES
+from hetlab.vocab import ADDRESS_ENV, REHEARSAL_ENV, ROLES
 from hetlab.raylog import explain_token_auth
 from hetlab.reach import parse_address, port_open, probe_gcs, start_with_retry, stop_children_since
 
@@ -99,7 +99,7 @@ def _check_placeable(role, node_id, gpu) -> None:
 
 def requested_address(address: str | None = None) -> str | None:
     """The cluster asked for: ``address``, else ``HETLAB_ADDRESS``, else ``RAY_ADDRESS`` (None: none)."""
-    for value in (address, os.environ.get("HETLAB_ADDRESS"), os.environ.get("RAY_ADDRESS")):
+    for value in (address, os.environ.get(ADDRESS_ENV), os.environ.get("RAY_ADDRESS")):
         if value is not None and str(value).strip():
             return str(value).strip()
     return None
@@ -301,7 +301,7 @@ def nodes(timeout: float = 60.0) -> list[dict]:
 def _node_report() -> dict:
     """What a node says about itself (``machine.local_report``), and whether it is a rehearsal host."""
     from hetlab.machine import local_report
-    return {**local_report(), "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
+    return {**local_report(), "rehearsal": os.environ.get(REHEARSAL_ENV)}
 
 
 class NodeTable(list):

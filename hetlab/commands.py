@@ -21,10 +21,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import shlex
-from dataclasses import dataclass
 
 from hetlab import cluster
 from hetlab.errors import HetlabError
+from hetlab.vocab import Ports
 
 TOKEN_PATH = "~/.ray/auth_token"
 AUTH_ENV = {"RAY_AUTH_MODE": "token"}
@@ -32,40 +32,6 @@ AUTH_ENV = {"RAY_AUTH_MODE": "token"}
 # quote that swallows the lines after it: this first line of the Mac's steps makes "#" a comment.
 ZSH_COMMENTS = "setopt interactivecomments 2>/dev/null || true"
 MAC_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
-
-
-@dataclass(frozen=True)
-class Ports:
-    """Every port a node listens on. The defaults make two short firewall ranges."""
-
-    gcs: int = 6379                  # head only: where other nodes and drivers connect
-    node_manager: int = 6380         # raylet
-    object_manager: int = 6381       # object transfer between nodes
-    runtime_env_agent: int = 6382
-    dashboard_agent_grpc: int = 6383
-    dashboard_agent_http: int = 6384
-    metrics_export: int = 6385
-    dashboard: int = 8265            # head only, bound to 127.0.0.1
-    client_server: int = 10001       # head only: Ray Client (ray://)
-    min_worker: int = 10002          # one port per worker process
-    max_worker: int = 10063
-    # head only, Prometheus, set by env (no flag). Ray's defaults, 44217 and 44227, sit inside
-    # Linux's ephemeral range, which Ray Train's firewall line opens: hetlab moves them beside
-    # the dashboard, outside every opened range.
-    autoscaler_metrics: int = 8266   # AUTOSCALER_METRIC_PORT
-    dashboard_metrics: int = 8267    # DASHBOARD_METRIC_PORT
-    train_rendezvous: int = 6386     # Ray Train (notebook 07): rank 0's torch rendezvous, on the head
-
-    def local_only(self, head: bool) -> list[int]:
-        """Ports the other machine never needs: keep them closed in the firewall."""
-        return [self.dashboard, self.autoscaler_metrics, self.dashboard_metrics] if head else []
-
-    def listening(self, head: bool) -> list[int]:
-        """Ports other machines may need to reach: what the firewall opens (see ``local_only``)."""
-        own = [self.node_manager, self.object_manager, self.runtime_env_agent,
-               self.dashboard_agent_grpc, self.dashboard_agent_http, self.metrics_export]
-        shared = [self.gcs, self.client_server] if head else []
-        return sorted(shared + own + list(range(self.min_worker, self.max_worker + 1)))
 
 
 def firewall_ranges(ports: Ports, head: bool) -> list[str]:

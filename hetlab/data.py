@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from hetlab.errors import HetlabError
+from hetlab.vocab import DATA_ENV
 
 MEAN, STD = 0.1307, 0.3081  # of the 60,000 training images, pixels scaled to [0, 1]
 
@@ -51,8 +52,8 @@ MIRRORS = (
 
 def default_root() -> Path:
     """``$HETLAB_DATA``, else the repo's ``data/`` folder, else ``~/.cache/hetlab/mnist``."""
-    if os.environ.get("HETLAB_DATA"):
-        return Path(os.environ["HETLAB_DATA"])
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
     repo_data = Path(__file__).resolve().parents[1] / "data"
     if repo_data.is_dir():
         return repo_data

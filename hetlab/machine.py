@@ -12,6 +12,7 @@ import os
 import platform
 import socket
 import subprocess
+from importlib import metadata
 from pathlib import Path
 
 
@@ -61,7 +62,6 @@ def local_report() -> dict:
     this machine's report with the head's (``compare_versions``).
     """
     import psutil
-    import ray
     import torch
 
     import hetlab
@@ -72,7 +72,8 @@ def local_report() -> dict:
     return {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
             "cpus": os.cpu_count(), "accelerator": accelerator(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "python": platform.python_version(), "ray": ray.__version__,
+            "python": platform.python_version(),
+            "ray": metadata.version("ray"),  # read from its metadata: the basic layer imports no Ray
             "torch": torch.__version__, "hetlab": hetlab.__version__,
             "hetlab_commit": hetlab_commit(), "mnist": data.checksum_status(mnist),
             "mnist_sha256": mnist}

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Sequence
 
 from hetlab.errors import HetlabError
+from hetlab.vocab import MEASURED_ENV
 
-FOLDER_ENV = "HETLAB_MEASURED"
+FOLDER_ENV = MEASURED_ENV
 FORMAT = 1
 
 # Assumed figures (not measured): the small and classic CNN at batch 128 on an RTX 4070 Ti

@@ -13,12 +13,13 @@ import socket
 from typing import Callable, TypeVar
 
 from hetlab.errors import HetlabError
+from hetlab.vocab import Ports
 
 T = TypeVar("T")
 STARTUP_TIMED_OUT = "timed out during startup"  # Ray's words when a node misses its start-up window
 
-DEFAULT_GCS_PORT = 6379
-RAY_CLIENT_PORT = 10001
+DEFAULT_GCS_PORT = Ports.gcs
+RAY_CLIENT_PORT = Ports.client_server
 
 
 def parse_address(address: str) -> tuple[str, int, bool]:
@@ -86,7 +87,7 @@ def probe_gcs(host: str, port: int, timeout: float = 5.0) -> str | None:
                 "head's token (`ray get-auth-token` there) to ~/.ray/auth_token, chmod 600")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return (f"it accepts connections but did not answer like a Ray head within {timeout:.0f} s: "
-                f"check the port is the GCS port printed by `hetlab head` (default 6379)")
+                f"check the port is the GCS port printed by `hetlab head` (default {DEFAULT_GCS_PORT})")
     return f"it does not answer like a Ray head ({code.name}): check the address and port"
 
 

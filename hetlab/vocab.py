@@ -1,8 +1,11 @@
 """hetlab's vocabulary: the names every layer agrees on, defined once (notebooks 01-08).
 
-The CLI's choices, the planner's byte sizes and the engine's checks all read them from here.
-Nothing here imports torch or Ray, so ``hetlab --help`` and bad-input checks stay fast.
+The CLI's choices, the planner's byte sizes, the engine's checks, every environment variable
+hetlab reads and every port a node listens on by default are read from here. Nothing here
+imports torch or Ray, so ``hetlab --help`` and bad-input checks stay fast.
 """
+from dataclasses import dataclass
+
 MODES = ("sync", "async", "local_sgd")                # how workers and server take turns (05, 08)
 CLI_MODES = {"sync": "sync", "async": "async", "local-sgd": "local_sgd", "local_sgd": "local_sgd"}
 PRECISIONS = ("fp32", "bf16", "fp16")                 # a worker's compute precision, autocast (02)
@@ -14,7 +17,45 @@ DEVICE_KINDS = ("cuda", "mps", "cpu")                 # what torch can train on 
 MODEL_NAMES = ("small", "classic", "ray_example")     # the built-in networks, hetlab.models.MODELS
 ROLES = ("desktop", "mac")                            # the two machines of the course (03)
 
-# environment variables a learner (or CI) sets
+# environment variables hetlab reads
 ADDRESS_ENV = "HETLAB_ADDRESS"      # the Ray head of the real pair: notebooks 03-08 run there
 QUICK_ENV = "HETLAB_QUICK"          # 1: the short runs of `make test`
-REHEARSAL_ENV = "HETLAB_REHEARSAL"  # set on the hosts of `hetlab rehearse`
+REHEARSAL_ENV = "HETLAB_REHEARSAL"  # set on the hosts of `hetlab rehearse`: the host's role
+DATA_ENV = "HETLAB_DATA"            # a folder holding MNIST's files instead of the repository's data/
+MEASURED_ENV = "HETLAB_MEASURED"    # a folder for the figures notebooks save (hetlab.measured)
+COMMIT_ENV = "HETLAB_COMMIT"        # hetlab's git commit where no git is (`hetlab gpu-check`)
+RAY_WHEEL_ENV = "HETLAB_RAY_WHEEL"  # the Ray wheel carried to a GPU machine (`hetlab gpu-check`)
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every port a node listens on. The defaults make two short firewall ranges (notebook 04)."""
+
+    gcs: int = 6379                  # head only: where other nodes and drivers connect
+    node_manager: int = 6380         # raylet
+    object_manager: int = 6381       # object transfer between nodes
+    runtime_env_agent: int = 6382
+    dashboard_agent_grpc: int = 6383
+    dashboard_agent_http: int = 6384
+    metrics_export: int = 6385
+    dashboard: int = 8265            # head only, bound to 127.0.0.1
+    client_server: int = 10001       # head only: Ray Client (ray://)
+    min_worker: int = 10002          # one port per worker process
+    max_worker: int = 10063
+    # head only, Prometheus, set by env (no flag). Ray's defaults, 44217 and 44227, sit inside
+    # Linux's ephemeral range, which Ray Train's firewall line opens: hetlab moves them beside
+    # the dashboard, outside every opened range.
+    autoscaler_metrics: int = 8266   # AUTOSCALER_METRIC_PORT
+    dashboard_metrics: int = 8267    # DASHBOARD_METRIC_PORT
+    train_rendezvous: int = 6386     # Ray Train (notebook 07): rank 0's torch rendezvous, on the head
+
+    def local_only(self, head: bool) -> list[int]:
+        """Ports the other machine never needs: keep them closed in the firewall."""
+        return [self.dashboard, self.autoscaler_metrics, self.dashboard_metrics] if head else []
+
+    def listening(self, head: bool) -> list[int]:
+        """Ports other machines may need to reach: what the firewall opens (see ``local_only``)."""
+        own = [self.node_manager, self.object_manager, self.runtime_env_agent,
+               self.dashboard_agent_grpc, self.dashboard_agent_http, self.metrics_export]
+        shared = [self.gcs, self.client_server] if head else []
+        return sorted(shared + own + list(range(self.min_worker, self.max_worker + 1)))

@@ -84,14 +84,12 @@ def test_only_selects_in_run_order_and_unknown_names_are_one_line(capsys):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: gpu-check would run")
 def test_without_cuda_it_refuses_in_one_line_before_ray():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = ("import sys, time, torch; t = time.perf_counter(); from hetlab.tools import cli; "
-            "rc = cli.main(['gpu-check', '--quick']); "
-            "print(rc, 'ray' in sys.modules, round(time.perf_counter() - t, 1))")
+    code = ("import sys, torch; from hetlab.tools import cli; "
+            "rc = cli.main(['gpu-check', '--quick']); print(rc, 'ray' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    rc, ray_loaded, seconds = p.stdout.split()
-    assert (rc, ray_loaded) == ("2", "False"), p.stderr      # a user error, and Ray never loaded
+    rc, ray_loaded = p.stdout.split()
+    assert (rc, ray_loaded) == ("2", "False"), p.stderr      # a user error before Ray loaded: nothing to wait for
     assert p.stderr.startswith("HetlabError: gpu-check needs an NVIDIA GPU with CUDA") and p.stderr.count("\n") == 1
-    assert float(seconds) < 5   # beyond importing torch (done first here), nothing to wait for
     p = subprocess.run([sys.executable, "-m", "hetlab", "gpu-check"], capture_output=True, text=True,
                        env=env, timeout=120)                  # `python -m hetlab` (GPU machine: PYTHONPATH=.)
     assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.count("\n") == 1
@@ -263,4 +261,6 @@ def test_autocast_checks_worker_code_runs_on_the_cpu():
     assert grad.shape == (count_params(make_model("small")),) and bool(torch.isfinite(grad).all())
     again, _ = gpucheck._worker_gradient(ctx, "fp32", 1.0)
     assert torch.equal(grad, again)                      # the same first batch every call
-    assert gpucheck._fp16_overflows(worker, 1.0) in (True, False)   # the code path runs (CPU autocast)
+    # the overflow probe (fp16 autocast, the worker's loss scale) tells the two cases apart
+    assert not gpucheck._fp16_overflows(worker, 1.0)     # the initial weights: a finite fp16 gradient
+    assert gpucheck._fp16_overflows(worker, 256.0)       # weights × 256: fp16 × loss scale overflows

@@ -25,7 +25,7 @@ PREFIX = 60  # characters of each message that must be quoted on the page
 EXPLAINERS = {
     "cluster.py": ("_explain", "driver_notice"),
     "reach.py": ("port_open", "probe_gcs"),
-    "raytrain.py": ("explain_failure",),
+    "raytrain_failure.py": ("explain_failure",),
     "rehearsal.py": ("missing",),
     "widgets.py": ("shut_down_note",),
 }

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from hetlab.errors import HetlabError
-from hetlab.vocab import CLI_MODES, MODEL_NAMES, TRANSFERS
+from hetlab.vocab import CLI_MODES, MODEL_NAMES, TRANSFERS, Ports
 
 
 def _add_doctor(sub) -> None:
@@ -30,8 +30,8 @@ def _doctor(args) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
-GCS_PORT = 6379  # hetlab.commands.Ports().gcs, named here: building the parser loads no Ray (a bad
-                 # argument, --help, or a command that needs no Ray answers at once)
+GCS_PORT = Ports.gcs  # from hetlab.vocab: building the parser loads no Ray (a bad argument, --help,
+                      # or a command that needs no Ray answers at once)
 
 
 def _ports_args(p) -> None:

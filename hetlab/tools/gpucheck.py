@@ -45,6 +45,7 @@ from typing import Callable
 import torch
 
 from hetlab.errors import HetlabError
+from hetlab.vocab import COMMIT_ENV, RAY_WHEEL_ENV
 
 ACCURACY_TOLERANCE = 0.005  # a pair's accuracy may trail the single-device run's by 0.5 points
 
@@ -523,12 +524,13 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
 
 def _fp16_overflows(worker, scale: float) -> bool:
     """Would this batch's fp16 gradient, loss-scaled as the worker does, overflow?"""
-    from hetlab.models import make_model
+    from hetlab.data import stream_indices
     from hetlab.flat import flat_weights, load_flat
+    from hetlab.models import make_model
     from hetlab.ps.worker import LOSS_SCALE
     model = make_model("small", seed=None).to(worker.device)
     load_flat(list(model.parameters()), (flat_weights(make_model("small", seed=0)) * scale).to(worker.device))
-    idx = worker._indices(FIRST_BATCH)  # the batch _worker_gradient used
+    idx = stream_indices(len(worker.y), worker.seed, FIRST_BATCH).to(worker.device)  # _worker_gradient's batch
     xb, yb = worker.x[idx], worker.y[idx]
     with torch.autocast(worker.device.type, dtype=torch.float16):
         loss = torch.nn.functional.cross_entropy(model(xb), yb)
@@ -658,8 +660,8 @@ def versions(device: str) -> dict:
             "driver": _nvidia_driver() if cuda else None,
             "cuda": torch.version.cuda, "torch": torch.__version__, "ray": _dist_version("ray"),
             "python": platform.python_version(), "hetlab": hetlab.__version__,
-            "hetlab_commit": os.environ.get("HETLAB_COMMIT") or hetlab_commit(),
-            "ray_wheel": os.environ.get("HETLAB_RAY_WHEEL"), "device": device,
+            "hetlab_commit": os.environ.get(COMMIT_ENV) or hetlab_commit(),
+            "ray_wheel": os.environ.get(RAY_WHEEL_ENV), "device": device,
             "cpus": os.cpu_count(), "host": platform.node(),
             "date": _dt.date.today().isoformat()}
 

@@ -32,10 +32,10 @@ from pathlib import Path
 from hetlab import commands
 from hetlab.errors import HetlabError
 from hetlab.reach import start_with_retry
+from hetlab.vocab import ADDRESS_ENV, REHEARSAL_ENV  # REHEARSAL_ENV: set in every rehearsal process
 
 ROOT = Path("/tmp/hlr")            # short: Ray's socket paths live under it (108-byte limit)
 STATE = ROOT / "state.json"
-REHEARSAL_ENV = "HETLAB_REHEARSAL"  # set in every rehearsal process: its host's name
 TOOLS = ("ip", "tc", "nft", "unshare")
 
 
@@ -112,12 +112,12 @@ def _in(host: Host, argv: list[str]) -> list[str]:
 def host_env(host: Host, address: str | None = None) -> dict:
     """The environment of a process on ``host``: its home, its Ray temp folder, token auth,
     this Python's ``ray``/``hetlab`` on PATH; ``address`` adds ``HETLAB_ADDRESS`` (drivers)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "HETLAB_ADDRESS"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", ADDRESS_ENV))}
     env.update(HOME=str(host.home), RAY_TMPDIR=str(host.ray_tmp), RAY_USAGE_STATS_ENABLED="0",
                PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
                **{REHEARSAL_ENV: host.role}, **commands.AUTH_ENV)
     if address:
-        env["HETLAB_ADDRESS"] = address
+        env[ADDRESS_ENV] = address
     return env
 
 
