@@ -15,13 +15,15 @@ that one logger: it drops exactly that message and prints hetlab's one-line noti
 place, the first time in this process. Every other record passes, Ray's warning that token
 authentication is *disabled* included. hetlab calls it just before it starts Ray.
 
-A practice cluster's workers drop one more line, Ray Train's "Failed to query Ray Train
+A practice cluster's start drops Ray's "Overwriting previous Ray address (…)" note
+(``quiet_address_note``), and its workers drop one more line, Ray Train's "Failed to query Ray Train
 Controller actor state …", which its placement-group cleaner logs every second where no
 dashboard runs (``practice_worker_setup``; the practice cluster starts none, your pair does).
 """
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 
 from hetlab import environment
 
@@ -87,3 +89,31 @@ def practice_workers_env():
     went through Ray's runtime-env agent: 0.4 s more to start a training here."""
     from ray._private.ray_constants import WORKER_PROCESS_SETUP_HOOK_ENV_VAR
     return environment({WORKER_PROCESS_SETUP_HOOK_ENV_VAR: f"{__name__}.practice_worker_setup"})
+
+
+# --- a practice cluster's start (notebooks 05, 06, 08) -------------------------------------------
+
+ADDRESS_LOGGER = "ray._private.utils"
+OVERWRITING = "Overwriting previous Ray address"
+
+
+class NoAddressNote(logging.Filter):
+    """Drop Ray's "Overwriting previous Ray address (…)" note."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(OVERWRITING)
+
+
+@contextmanager
+def quiet_address_note():
+    """While a practice node starts. Ray writes the newest local cluster's address to a file (for
+    ``ray.init(address="auto")``) and, when a kernel starts a practice cluster after an earlier
+    one, logs "Overwriting previous Ray address (…)": a red box in JupyterLab. hetlab connects to
+    its practice cluster by address, so there is nothing to act on; dropped here only."""
+    logger = logging.getLogger(ADDRESS_LOGGER)
+    quiet = NoAddressNote()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
