@@ -20,8 +20,7 @@ from ray.cluster_utils import Cluster
 
 from hetlab import cluster as _cluster
 from hetlab.errors import HetlabError
-from hetlab import raylog
-from hetlab.raylog import practice_workers_env
+from hetlab.raylog import practice_workers_env, quiet_address_note
 from hetlab.reach import start_with_retry, stop_children_since
 
 REAL_HERE = {"mac"} if sys.platform == "darwin" else {"desktop"}  # the role this box honestly is
@@ -78,7 +77,6 @@ class PracticeCluster:
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
         if token_auth:
             _cluster.enable_local_token_auth()  # token file created / made 0600
-        raylog.quiet_replaced_address()  # replacing this machine's previous Ray is the point
         self._cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
         try:
             for role in roles:
@@ -123,7 +121,7 @@ class PracticeCluster:
         if role in self._nodes:
             raise HetlabError(f"the {display_name(role)} node is already running.")
         def start() -> str:
-            with practice_workers_env():  # the node's processes inherit it; this process keeps its own
+            with practice_workers_env(), quiet_address_note():  # the node's processes inherit the env
                 self._nodes[role] = self._cluster.add_node(**self._node_args(role))
             return self._nodes[role].node_id
 

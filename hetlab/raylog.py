@@ -15,17 +15,15 @@ that one logger: it drops exactly that message and prints hetlab's one-line noti
 place, the first time in this process. Every other record passes, Ray's warning that token
 authentication is *disabled* included. hetlab calls it just before it starts Ray.
 
-A practice cluster also drops Ray's "Overwriting previous Ray address (…). Running ray.init() on
-this node will now connect to the new instance …" (``quiet_replaced_address``): it replaces the
-Ray this machine started before (another notebook's) on purpose, so the line says nothing new.
-
-A practice cluster's workers drop one more line, Ray Train's "Failed to query Ray Train
+A practice cluster's start drops Ray's "Overwriting previous Ray address (…)" note
+(``quiet_address_note``), and its workers drop one more line, Ray Train's "Failed to query Ray Train
 Controller actor state …", which its placement-group cleaner logs every second where no
 dashboard runs (``practice_worker_setup``; the practice cluster starts none, your pair does).
 """
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 
 from hetlab import environment
 
@@ -93,21 +91,29 @@ def practice_workers_env():
     return environment({WORKER_PROCESS_SETUP_HOOK_ENV_VAR: f"{__name__}.practice_worker_setup"})
 
 
-# --- a practice cluster replaces the machine's previous Ray (notebooks 04–08) ------------------
+# --- a practice cluster's start (notebooks 05, 06, 08) -------------------------------------------
 
 ADDRESS_LOGGER = "ray._private.utils"
-REPLACED = "Overwriting previous Ray address"
+OVERWRITING = "Overwriting previous Ray address"
 
 
-class ReplacedAddress(logging.Filter):
-    """Drop Ray's "Overwriting previous Ray address …" line (a practice cluster means it)."""
+class NoAddressNote(logging.Filter):
+    """Drop Ray's "Overwriting previous Ray address (…)" note."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(REPLACED)
+        return not record.getMessage().startswith(OVERWRITING)
 
 
-def quiet_replaced_address() -> None:
-    """Install the filter on the logger that writes Ray's address file (idempotent)."""
+@contextmanager
+def quiet_address_note():
+    """While a practice node starts. Ray writes the newest local cluster's address to a file (for
+    ``ray.init(address="auto")``) and, when a kernel starts a practice cluster after an earlier
+    one, logs "Overwriting previous Ray address (…)": a red box in JupyterLab. hetlab connects to
+    its practice cluster by address, so there is nothing to act on; dropped here only."""
     logger = logging.getLogger(ADDRESS_LOGGER)
-    if not any(isinstance(f, ReplacedAddress) for f in logger.filters):
-        logger.addFilter(ReplacedAddress())
+    quiet = NoAddressNote()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
