@@ -20,10 +20,13 @@ LAYERS = {
                "step", "data", "models", "devices", "measured", "checkpoint", "balance", "planner",
                "textbook", "train"],
     "cluster": ["reach", "cluster", "commands", "windows", "gpus", "practice", "tools.rehearsal",
-                "tools.preflight", "tools.oschecks"],
+                "tools.rehearsal_hosts", "tools.preflight", "tools.oschecks"],
     "engines": ["ps", "ps.specs", "ps.worker", "ps.server", "ps.engine", "ps.training", "raytrain",
                 "pair"],
-    "front ends": ["tools", "tools.cli", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck"],
+    "front ends": ["tools", "tools.cli", "tools.cli_base", "tools.cli_train", "tools.cli_rehearse",
+                   "tools.cli_gpu_check", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck",
+                   "tools.gpucheck_report", "tools.gpucheck_context", "tools.gpucheck_device",
+                   "tools.gpucheck_pair", "tools.gpucheck_autocast"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 
