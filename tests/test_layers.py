@@ -83,3 +83,10 @@ def test_no_import_cycle():
 
     for name in sorted(graph):
         visit(name)
+
+
+def test_no_tooling_module_over_400_lines():
+    """Issue 31, for hetlab/tools/: a module a reader can hold in mind (split by idea, not by size)."""
+    long = {p.name: n for p in sorted((PACKAGE / "tools").glob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}
