@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hetlab.tools import cli, gpucheck
+from hetlab.tools import (cli, cli_gpu_check, gpucheck, gpucheck_autocast, gpucheck_context, gpucheck_pair,
+                          gpucheck_report)
 from hetlab.errors import HetlabError
-from hetlab.tools.gpucheck import Goal, Row
+from hetlab.tools.gpucheck_report import Goal, Row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +34,7 @@ def test_goals_decide_pass_and_fail():
     assert Row("x", 0.5, goal=at_least).status == "FAIL"
     assert Row("x", 0.5).status == "info"                    # no goal: shown, not judged
     assert str(Goal(">=", 3.0)) == ">= 3" and str(Goal(">=", 3.0, "≥ 3×")) == "≥ 3×"
-    goal = gpucheck.accuracy_goal(0.99)
+    goal = gpucheck_report.accuracy_goal(0.99)
     assert str(goal) == "≥ single-device 99.00% − 0.5 pt" and goal.met(0.9851) and not goal.met(0.9849)
 
 
@@ -78,7 +79,7 @@ def test_only_selects_in_run_order_and_unknown_names_are_one_line(capsys):
     assert cli.main(["gpu-check", "--only", "nope"]) == 2    # before any CUDA or Ray
     err = capsys.readouterr().err
     assert err.startswith("HetlabError: --only nope: no such check") and err.count("\n") == 1
-    assert cli.GPU_CHECK_NAMES == tuple(gpucheck.CHECKS)      # --help names them without torch
+    assert cli_gpu_check.GPU_CHECK_NAMES == tuple(gpucheck.CHECKS)      # --help names them without torch
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: gpu-check would run")
@@ -97,28 +98,28 @@ def test_without_cuda_it_refuses_in_one_line_before_ray():
 
 def test_pair_efficiency_and_which_worker_asks_for_the_gpu():
     # together ÷ Σ alone, each alone the mean of before and after: 900 ÷ (800 + 200)
-    assert gpucheck.pair_efficiency(900.0, [700.0, 250.0], [900.0, 150.0]) == pytest.approx(0.9)
+    assert gpucheck_context.pair_efficiency(900.0, [700.0, 250.0], [900.0, 150.0]) == pytest.approx(0.9)
     with pytest.raises(ValueError):
-        gpucheck.pair_efficiency(900.0, [700.0, 250.0], [900.0])
+        gpucheck_context.pair_efficiency(900.0, [700.0, 250.0], [900.0])
     with pytest.raises(HetlabError):                           # a worker that measured nothing
-        gpucheck.pair_efficiency(900.0, [0.0, 0.0], [0.0, 0.0])
+        gpucheck_context.pair_efficiency(900.0, [0.0, 0.0], [0.0, 0.0])
     import ray
     if ray.is_initialized():
         pytest.skip("Ray is connected: placement() would check this machine's GPUs")
-    workers = gpucheck.pair_workers("cuda", precision="bf16")
+    workers = gpucheck_context.pair_workers("cuda", precision="bf16")
     assert [(w.name, w.role, w.device, w.precision, w.slowdown) for w in workers] == [
         ("desktop", "desktop", "cuda", "bf16", 1.0), ("mac", "mac", "cpu", "fp32", 1.0)]  # nothing simulated
-    plan = gpucheck.pair_placements(workers)
+    plan = gpucheck_context.pair_placements(workers)
     assert plan["desktop"] == {"resources": {"hetlab-role:desktop": 0.001}, "num_gpus": 1}
     assert plan["mac"] == {"resources": {"hetlab-role:mac": 0.001}}   # the CPU worker asks for no GPU
-    assert gpucheck._device_of("desktop · cuda:0 (Ray gave this worker GPU 1, not cuda:1) fp16") == "cuda"
+    assert gpucheck_pair._device_of("desktop · cuda:0 (Ray gave this worker GPU 1, not cuda:1) fp16") == "cuda"
 
 
 def test_record_files_say_what_ran_on_what(tmp_path, monkeypatch):
-    assert gpucheck.gpu_slug("NVIDIA H100 80GB HBM3") == "h100"
-    assert gpucheck.gpu_slug("NVIDIA GeForce RTX 4070 Ti") == "rtx-4070-ti"
-    assert gpucheck.gpu_slug("NVIDIA A100-SXM4-40GB") == "a100"
-    assert gpucheck.gpu_slug(None) == "cpu"
+    assert gpucheck_report.gpu_slug("NVIDIA H100 80GB HBM3") == "h100"
+    assert gpucheck_report.gpu_slug("NVIDIA GeForce RTX 4070 Ti") == "rtx-4070-ti"
+    assert gpucheck_report.gpu_slug("NVIDIA A100-SXM4-40GB") == "a100"
+    assert gpucheck_report.gpu_slug(None) == "cpu"
     monkeypatch.setenv("HETLAB_COMMIT", "abc1234")               # a copy without .git says its commit
     monkeypatch.setenv("HETLAB_RAY_WHEEL", "ray 2.60.0 slim")
     versions = gpucheck.versions("cpu")
@@ -241,15 +242,15 @@ def test_pair_check_runs_end_to_end_on_the_cpu(one_node_ray):
     assert not any("simulated" in lab for lab in eff.details["labels"])      # nothing simulated
     assert acc.status in ("pass", "FAIL") and 0.3 < acc.figure <= 1.0
     assert acc.details["samples"] == TINY.acc_epochs * (TINY.train_samples // TINY.acc_batch) * TINY.acc_batch
-    assert acc.goal.value == pytest.approx(acc.details["reference"] - gpucheck.ACCURACY_TOLERANCE)
+    assert acc.goal.value == pytest.approx(acc.details["reference"] - gpucheck_report.ACCURACY_TOLERANCE)
 
 
 def test_the_pair_batch_is_sized_to_the_card():
     """A step of about step_s on the card, at least the floor, within a quarter of its memory."""
-    assert gpucheck.pair_batch_for(800_000, 0.1, 16384) == 78 * 1024           # an H100: 80,000 → 78 × 1024
-    assert gpucheck.pair_batch_for(100_000, 0.1, 16384) == 16384                # a slower card: the floor
-    assert gpucheck.pair_batch_for(800_000, 0.1, 16384, 200e3, 12 * 2**30) == 15 * 1024  # 12 GiB: 16,106 → ×1024
-    assert gpucheck.pair_batch_for(10, 0.1, 16) == 1024
+    assert gpucheck_context.pair_batch_for(800_000, 0.1, 16384) == 78 * 1024           # an H100: 80,000 → 78 × 1024
+    assert gpucheck_context.pair_batch_for(100_000, 0.1, 16384) == 16384                # a slower card: the floor
+    assert gpucheck_context.pair_batch_for(800_000, 0.1, 16384, 200e3, 12 * 2**30) == 15 * 1024  # 12 GiB: 16,106 → ×1024
+    assert gpucheck_context.pair_batch_for(10, 0.1, 16) == 1024
 
 
 def test_autocast_checks_worker_code_runs_on_the_cpu():
@@ -257,10 +258,10 @@ def test_autocast_checks_worker_code_runs_on_the_cpu():
     use); run its helpers on the CPU so a change of Worker's API breaks this test, not the GPU run."""
     from hetlab.models import count_params, make_model
     ctx = gpucheck.Context("cpu", TINY)
-    grad, worker = gpucheck._worker_gradient(ctx, "fp32", 1.0)
+    grad, worker = gpucheck_autocast._worker_gradient(ctx, "fp32", 1.0)
     assert grad.shape == (count_params(make_model("small")),) and bool(torch.isfinite(grad).all())
-    again, _ = gpucheck._worker_gradient(ctx, "fp32", 1.0)
+    again, _ = gpucheck_autocast._worker_gradient(ctx, "fp32", 1.0)
     assert torch.equal(grad, again)                      # the same first batch every call
     # the overflow probe (fp16 autocast, the worker's loss scale) tells the two cases apart
-    assert not gpucheck._fp16_overflows(worker, 1.0)     # the initial weights: a finite fp16 gradient
-    assert gpucheck._fp16_overflows(worker, 256.0)       # weights × 256: fp16 × loss scale overflows
+    assert not gpucheck_autocast._fp16_overflows(worker, 1.0)     # the initial weights: a finite fp16 gradient
+    assert gpucheck_autocast._fp16_overflows(worker, 256.0)       # weights × 256: fp16 × loss scale overflows

@@ -24,10 +24,13 @@ LAYERS = {
                "step", "data", "models", "devices", "measured", "checkpoint", "balance", "planner",
                "textbook", "train"],
     "cluster": ["raylog", "reach", "cluster", "commands", "windows", "gpus", "practice",
-                "tools.rehearsal", "tools.preflight", "tools.oschecks"],
+                "tools.rehearsal", "tools.rehearsal_hosts", "tools.preflight", "tools.oschecks"],
     "engines": ["ps", "ps.specs", "ps.worker", "ps.server", "ps.engine", "ps.training", "raytrain",
                 "raytrain_config", "raytrain_loop", "raytrain_failure", "pair"],
-    "front ends": ["tools", "tools.cli", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck"],
+    "front ends": ["tools", "tools.cli", "tools.cli_base", "tools.cli_train", "tools.cli_rehearse",
+                   "tools.cli_gpu_check", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck",
+                   "tools.gpucheck_report", "tools.gpucheck_context", "tools.gpucheck_device",
+                   "tools.gpucheck_pair", "tools.gpucheck_autocast"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 
@@ -145,3 +148,10 @@ def test_vocab_is_the_one_home_of_env_names_and_default_ports():
                     or type(node.value) is int and node.value in ports):
                 found.add((name, node.value))
     assert found - SPELLED_OUT_ELSEWHERE == set(), f"define these in hetlab/vocab.py: {sorted(found)}"
+
+
+def test_no_module_over_400_lines():
+    """Issue 31: a module a reader can hold in mind (split by idea, not by size)."""
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}

@@ -26,7 +26,7 @@ EXPLAINERS = {
     "cluster.py": ("_explain", "driver_notice"),
     "reach.py": ("port_open", "probe_gcs"),
     "raytrain_failure.py": ("explain_failure",),
-    "rehearsal.py": ("missing",),
+    "rehearsal_hosts.py": ("missing",),
     "widgets.py": ("shut_down_note",),
 }
 NOTICES = {"raylog.py": ("NOTICE",)}  # module-level one-line notices
