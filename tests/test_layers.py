@@ -21,8 +21,8 @@ LAYERS = {
                "textbook", "train"],
     "cluster": ["reach", "cluster", "commands", "gpus", "practice", "tools.rehearsal",
                 "tools.preflight"],
-    "engines": ["ps", "ps.specs", "ps.worker", "ps.server", "ps.engine", "ps.training", "raytrain",
-                "pair"],
+    "engines": ["ps", "ps.specs", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
+                "ps.hooks", "ps.loop", "ps.saving", "ps.training", "raytrain", "pair"],
     "front ends": ["tools", "tools.cli", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}

@@ -14,7 +14,7 @@ from hetlab.data import load_mnist, stream_indices
 from hetlab.models import make_model
 from hetlab.ps import ParameterServerTraining, WorkerSpec
 from local_ray import start as local_ray_start
-from hetlab.ps.engine import _one_line
+from hetlab.ps.pool import _one_line
 from hetlab.ps.specs import (StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s,
                              staleness_allows, step_budget)
 from hetlab.flat import flat_weights
@@ -159,11 +159,9 @@ def test_worker_warm_up_leaves_the_training_state_alone():
     """A plain Worker object (no Ray needed): warming up a new batch size runs once, leaves the
     weights and the random generators (dropout) as they were (the data cursor is the driver's)."""
     threads = torch.get_num_threads()
-    try:
-        train = load_mnist("train").subset(500, seed=3)
-        w = worker_module.Worker("w", train, "classic", "cpu", 1.0, "fp32", "fp32", SEED, 1e-3)
-    finally:
-        torch.set_num_threads(threads)  # Worker uses one thread; give the test process its own back
+    train = load_mnist("train").subset(500, seed=3)
+    w = worker_module.Worker(WorkerSpec("w", device="cpu"), train, "classic")
+    assert torch.get_num_threads() == threads  # a Worker object leaves its process's threads alone
     weights = flat_weights(w.model).clone()
     rng = torch.get_rng_state()
     assert w.warm(17) is True and w.warm(17) is False and w.warmups == 1
@@ -192,7 +190,7 @@ def test_measure_warms_up_each_new_batch_size_once(data):
         ps.measure([48, 16], steps=1)
         assert ps.warmups == 4 and ps.batch_sizes == [32, 32]  # measure puts the sizes back
         ps.run(1)  # 32 is new to both workers too
-        assert ps.warmups == 6 and ray.get([a.warmups_run.remote() for a in [m.actor for m in ps.members]]) == [3, 3]
+        assert ps.warmups == 6 and ray.get([m.actor.warmups_run.remote() for m in ps.pool.members]) == [3, 3]
         ps.run(0, batch_sizes=[8, 8])  # no steps: nothing to warm up
         assert ps.warmups == 6
 
@@ -250,11 +248,12 @@ def test_a_big_models_weights_go_once_through_the_object_store_and_train_the_sam
     for way in ("pieces", "one object"):
         with ParameterServerTraining(specs, data[0], batch_sizes=[40, 24], seed=SEED, progress=False) as ps:
             if way == "one object":
-                ps.pieces = {"weights": 1, "gradient": 1}
-                ps._weights = ps._publish(ps.server.weights())
+                ps.pool.pieces = {"weights": 1, "gradient": 1}
+                ps.pool.publish(ps.server.weights())
             ps.run(3)
             expected = ray.ObjectRef if way == "one object" else np.ndarray
-            assert {type(w) for w in ps._weights} == {expected} and len(ps._weights) == ps.pieces["weights"]
+            assert {type(w) for w in ps.pool.weights} == {expected}
+            assert len(ps.pool.weights) == ps.pool.pieces["weights"] == (1 if way == "one object" else 2)
             weights[way] = flat_weights(ps.model())
     assert torch.equal(weights["pieces"], weights["one object"])
 

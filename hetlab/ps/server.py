@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import copy
 import time
-from contextlib import contextmanager
 
 import torch
 from torch import nn
 
 from hetlab.flat import flat_weights
 from hetlab.models import make_model
+from hetlab.ps.messages import Update
 
 
 class Server:
@@ -42,20 +42,19 @@ class Server:
         """A copy of the weights: one flat fp32 CPU tensor."""
         return self.w.detach().clone()
 
-    def apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> tuple[torch.Tensor, dict]:
-        """Σ c_i · g_i as the gradient, one optimizer step; returns (a copy of the new weights,
-        meta). ``grads``: flat buffers in any float dtype (the wire's)."""
+    def apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> Update:
+        """Σ c_i · g_i as the gradient, one optimizer step; the ``Update`` holds a copy of the new
+        weights. ``grads``: flat buffers in any float dtype (the wire's). It runs on the driver's
+        torch threads as they are: this module never changes them."""
         t0 = time.perf_counter()
-        with _one_thread():
-            combined = torch.zeros_like(self.w)
-            for c, g in zip(coefficients, grads):
-                combined.add_(g.float(), alpha=c)
-            self.w.grad = combined
-            self.opt.step()
-            self.w.grad = None
-            self.version += 1
-            new = self.w.detach().clone()
-        return new, {"version": self.version, "server_s": time.perf_counter() - t0}
+        combined = torch.zeros_like(self.w)
+        for c, g in zip(coefficients, grads):
+            combined.add_(g.float(), alpha=c)
+        self.w.grad = combined
+        self.opt.step()
+        self.w.grad = None
+        self.version += 1
+        return Update(self.w.detach().clone(), self.version, time.perf_counter() - t0)
 
     def state(self) -> dict:
         """A copy of the weights, the optimizer's state and the version, for a checkpoint."""
@@ -69,14 +68,3 @@ class Server:
         self.version = int(state["version"])
         return self.version
 
-
-@contextmanager
-def _one_thread():
-    """torch on one thread for the update, then as many as before: the driver shares its
-    machine with a worker, which a second thread would slow (``benchmarks/server_trip.py``)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
