@@ -62,7 +62,9 @@ class ParameterServerTraining:
     the server averages the weight deltas (weighted by samples) and applies them with outer
     SGD (Nesterov when ``outer_momentum`` > 0, as in DiLoCo); one step = one such round. The
     server's optimizer in sync and async modes is Adam, or plain SGD with ``optimizer="sgd"``.
-    These are its ``Options``, saved whole in every checkpoint.
+    These keyword arguments (``mode``, ``lr``, ``optimizer``, ``max_staleness``, ``local_steps``,
+    ``outer_lr``, ``outer_momentum``, ``transfer``, ``seed``) are its ``Options``, checked once and
+    saved whole in every checkpoint; ``training.options`` holds them (``training.mode``, … read them).
 
     Around the steps: ``progress`` (a bar), ``checkpoint_dir`` + ``checkpoint_every``
     (automatic checkpoints) build its default ``hooks``; ``run(hooks=[...])`` takes others.
