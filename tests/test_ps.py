@@ -1,6 +1,7 @@
 """The parameter server on a real local Ray with real actors and real MNIST (notebooks 05, 08)."""
 import math
 import statistics
+import threading
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from hetlab.ps import ParameterServerTraining, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps.loop import sync_step
 from hetlab.ps.pool import _one_line
+from hetlab.ps.server import Server
 from hetlab.ps.specs import (StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s,
                              staleness_allows, step_budget)
 from hetlab.flat import flat_weights
@@ -154,6 +156,20 @@ def test_autocast_choice_per_device(monkeypatch):
     assert autocast_dtype(torch.device("mps"), "fp16") == torch.float16
     assert autocast_dtype(torch.device("mps"), "bf16") is None  # an older macOS: fp32
     assert autocast_dtype(torch.device("cuda"), "fp32") is None
+
+
+def test_the_server_leaves_the_drivers_threads_alone():
+    """The server's updates run on a thread of their own with one torch thread; the driver's
+    thread count, and torch's default for threads started later, stay as they were."""
+    before = torch.get_num_threads()
+    server = Server("small", seed=0, lr=1e-3, mode="sync", threads=1)
+    server.apply([1.0], [torch.ones(server.w.numel())])
+    seen = []
+    later = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    later.start()
+    later.join()
+    assert torch.get_num_threads() == before and seen == [before]
+    assert server._thread.submit(torch.get_num_threads).result() == 1 and server.version == 1
 
 
 def test_worker_warm_up_leaves_the_training_state_alone():
