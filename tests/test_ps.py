@@ -333,7 +333,7 @@ def test_records_time_split_and_simulated_label(sync_run):
     assert sync_run["samples_per_s"] == pytest.approx(samples_per_s(recs))
     # the fast one waits most: about 8/48 of a step at 40:24 with a 2× slower partner; on a loaded
     # machine each worker's own hiccups make the slow one wait too, so only the order is checked
-    assert idle_share(recs, "slow") < 0.1 and idle_share(recs, "fast") > idle_share(recs, "slow")
+    assert idle_share(recs, "fast") > idle_share(recs, "slow")
     budget = step_budget(recs)   # ideal + split + noise + overhead = step; ideal ÷ step = what was kept
     assert budget.ideal + budget.split + budget.noise + budget.overhead == pytest.approx(budget.step)
     assert budget.ideal / budget.step == pytest.approx(samples_per_s(recs) / sum(budget.speeds.values()))

@@ -68,7 +68,7 @@ def sync_steps(pool: WorkerPool, server: Server, stream: Stream, history: Histor
 
 def async_updates(pool: WorkerPool, server: Server, stream: Stream, history: History,
                   steps: int, max_staleness: int, hooks: Hooks) -> None:
-    """``steps`` asynchronous updates, defined in notebook 05: each gradient is applied alone as
+    """``steps`` asynchronous updates (notebook 05, section 6): each gradient is applied alone as
     it arrives, scaled by b_i / mean b. A worker waits while its next gradient could come more
     than ``max_staleness`` updates late (no work is thrown away), and everyone waits while a
     hook wants the run at rest (a checkpoint): then nothing is in flight."""
