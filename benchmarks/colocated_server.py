@@ -28,8 +28,9 @@ from hetlab.data import Stream, load_mnist, split_spans
 from hetlab.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
+from hetlab.ps.options import Options
 from hetlab.ps.server import Server
-from hetlab.ps.specs import combine_coefficients
+from hetlab.ps.specs import WorkerSpec, combine_coefficients
 from hetlab.ps.training import actor_options
 from hetlab.ps.worker import Worker
 
@@ -39,7 +40,7 @@ class Host:
     """The fast worker with the server and the step loop in its own process."""
 
     def __init__(self, data, mac, model: str, seed: int, lr: float, pieces: dict):
-        self.me = Worker("desktop", data, model, "cpu", 1.0, "fp32", "fp32", seed, lr)
+        self.me = Worker(WorkerSpec("desktop", device="cpu"), data, model, Options(seed=seed, lr=lr))
         self.me.set_threads(2)  # this machine's cores shared by two workers, as hetlab sets it
         self.mac, self.pieces = mac, pieces  # the mac: hetlab's engine's own mac actor
         self.server = Server(model, seed, lr, "sync")
@@ -59,15 +60,15 @@ class Host:
             refs = self.mac.gradient.options(num_returns=k + 1).remote(spans[1], *weights, pieces=k)
             arrived = threading.Thread(target=lambda: macs.append(_arrival(refs[-1]) - t0))
             arrived.start()  # notes when the mac's answer comes, while this thread computes
-            *grad, meta = self.me.gradient(spans[0], *weights, pieces=k)
-            mine.append(meta["compute_s"])
+            *grad, mine_reply = self.me.gradient(spans[0], *weights, pieces=k)
+            mine.append(mine_reply.compute_s)
             arrived.join()
-            *theirs, their_meta = ray.get(refs)
-            new, _ = self.server.apply(combine_coefficients([meta["samples"], their_meta["samples"]]),
+            *theirs, their_reply = ray.get(refs)
+            update = self.server.apply(combine_coefficients([mine_reply.samples, their_reply.samples]),
                                        [join_pieces(grad), join_pieces(theirs)])
-            weights = split_pieces(new, down)
-            beyond.append(time.perf_counter() - t0 - max(meta["compute_s"],
-                                                         their_meta["compute_s"] + their_meta["simulated_s"]))
+            weights = split_pieces(update.weights, down)
+            beyond.append(time.perf_counter() - t0 - max(mine_reply.compute_s,
+                                                         their_reply.compute_s + their_reply.simulated_s))
         return {"beyond_s": beyond, "desktop_s": mine, "mac_s": macs, "samples": steps * sum(sizes)}
 
     def weights(self) -> torch.Tensor:
@@ -108,7 +109,7 @@ def main() -> None:
                                      batch_sizes=[384, 128]) as engine:
             mac = engine.members[1].actor  # the same mac for both designs; they take turns
             host = Host.options(**actor_options(pair.workers[0])).remote(
-                ray.put(train), mac, "small", 0, 1e-3, engine.pieces)
+                ray.put(train), mac, "small", 0, 1e-3, engine.pool.pieces)
             # the same steps give the same weights (sync: Σ (b_i/B)·g_i, then Adam)
             engine.run(3)
             ray.get(host.run.remote(3, [384, 128]))

@@ -1,7 +1,7 @@
 """Would Ray's Compiled Graphs make a synchronous step cheaper? (notebook 05)
 
 A sync step sends both workers the weights and waits for both gradients: one round of
-ordinary actor calls (``hetlab.ps.engine``). Ray's Compiled Graphs (beta since Ray 2.44)
+ordinary actor calls (``hetlab.ps.pool``). Ray's Compiled Graphs (beta since Ray 2.44)
 compile a fixed graph of actor calls once and then pass each round through channels that
 were set up in advance: Ray's documentation promises under 50 µs per call instead of about
 1 ms. This times that round both ways on your cluster, with the course's model's buffers

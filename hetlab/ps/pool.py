@@ -1,0 +1,257 @@
+"""The workers of a parameter-server run and the messages to them (notebook 05).
+
+A ``WorkerPool`` holds one ``Member`` per live worker (its spec, batch size, actor) and does
+four plain things for the loops in ``hetlab.ps.loop``: ``submit`` a message (positions of the
+shuffled stream plus the current weights), ``gather`` the answers within a deadline (never
+an unbounded ``ray.get``), ``fetch`` their gradients, and ``drop`` a worker that went away,
+rebalancing the global batch over the rest (``hetlab.balance.split_batch``) and telling the
+learner. ``publish`` makes the server's new weights what the next messages carry: a small
+model's in pieces that Ray copies into each call, a big one's put once into Ray's object
+store (``hetlab.flat.pieces_for``; ``benchmarks/ray_round_trips.py`` says why).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+
+import ray
+import torch
+
+from hetlab.balance import split_batch
+from hetlab.errors import HetlabError
+from hetlab.flat import join_pieces, pieces_for, split_pieces
+from hetlab.ps.messages import Answer, History, InFlight, Lost
+from hetlab.ps.options import Options
+from hetlab.ps.specs import WorkerSpec, check_batch_sizes
+from hetlab.simulate import labelled
+from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
+
+
+@dataclasses.dataclass
+class Member:
+    """One worker of a running training: what it is, its share of the work, its actor, what it
+    reported when it started, and what the driver remembers of it."""
+
+    spec: WorkerSpec
+    batch_size: int
+    local_steps: int                 # H: local SGD's steps per round (other modes: unused)
+    actor: object = None             # its Worker actor, once started
+    info: dict = dataclasses.field(default_factory=dict)       # Worker.info(): host, device, ...
+    warm_sizes: set = dataclasses.field(default_factory=set)   # batch sizes it has warmed up
+    look: tuple | None = None        # the split that follows: (samples per step, busy s) at its last look
+
+
+class WorkerPool:
+    """The live workers: submit, gather with a deadline, fetch, drop the lost and rebalance."""
+
+    def __init__(self, members: list[Member], options: Options, n_params: int, timeout_s: float):
+        self.members, self.timeout_s = members, timeout_s
+        self.local_sgd = options.mode == "local_sgd"   # its messages are rounds of H steps
+        self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * n_params       # one message down
+        self.gradient_bytes = BYTES_PER_VALUE[options.transfer] * n_params  # one message up
+        self.pieces = {"weights": pieces_for(self.weights_bytes), "gradient": pieces_for(self.gradient_bytes)}
+        self.weights: list = []          # the server's weights as the next messages carry them
+        self.bytes_down = self.bytes_up = 0
+        self.warmups = 0                 # untimed warm-up steps the workers ran
+
+    # --- who is in it -----------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [m.spec.name for m in self.members]
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return [m.batch_size for m in self.members]
+
+    @batch_sizes.setter
+    def batch_sizes(self, sizes: list[int]) -> None:
+        for m, b in zip(self.members, check_batch_sizes(sizes, len(self.members))):
+            m.batch_size = b
+
+    def message_sizes(self) -> list[int]:
+        """The samples of each worker's next message: b_i, or H_i · b_i in local SGD."""
+        return [m.batch_size * (m.local_steps if self.local_sgd else 1) for m in self.members]
+
+    def member(self, name: str) -> Member:
+        for m in self.members:
+            if m.spec.name == name:
+                return m
+        raise HetlabError(f"no worker named {name!r} (workers: {self.names}).")
+
+    @property
+    def labels(self) -> list[str]:
+        """Learner-facing worker labels: name · device precision (simulated …× slower)."""
+        return [_label(m) for m in self.members]
+
+    # --- the messages -----------------------------------------------------------------------
+    def submit(self, name: str, spans: list, read: int, held_s: float = 0.0) -> InFlight:
+        """Send worker ``name`` the current weights and the positions ``spans``: a gradient, or
+        in local SGD a round of its H steps (their weights' change)."""
+        m, k = self.member(name), self.pieces["gradient"]
+        self.bytes_down += self.weights_bytes
+        if self.local_sgd:
+            refs = m.actor.local_round.options(num_returns=k + 1).remote(spans, m.local_steps, *self.weights, pieces=k)
+        else:
+            refs = m.actor.gradient.options(num_returns=k + 1).remote(spans, *self.weights, pieces=k)
+        return InFlight(name, m.batch_size, refs[:-1], refs[-1], read, spans, time.perf_counter(), held_s)
+
+    def gather(self, messages: list[InFlight], deadline: float, first: bool = False):
+        """The answers to ``messages`` that come by ``deadline`` (``first``: return once one has
+        come or gone), and the workers lost: ([Answer], [Lost])."""
+        replies, arrived, lost = self._wait({m.reply: m for m in messages}, deadline, first)
+        return ([Answer(m, replies[m.reply], arrived[m.reply]) for m in messages if m.reply in replies],
+                [Lost(m.worker, why, m.spans) for m, why in lost])
+
+    def fetch(self, answers: list[Answer], lost: list[Lost]):
+        """The gradients of ``answers`` (one get, one deadline): ([flat gradient], the answers
+        kept, ``lost`` + a worker whose gradient was lost with its node after it answered)."""
+        while answers:
+            try:
+                got = iter(ray.get([r for a in answers for r in a.message.grad], timeout=self.timeout_s))
+                grads = [join_pieces([next(got) for _ in a.message.grad]) for a in answers]
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
+                ok = [_fetchable(a.message.grad) for a in answers]
+                if all(ok):
+                    raise HetlabError(f"could not fetch the workers' gradients ({_one_line(e)}): "
+                                      f"resume from the last checkpoint.") from None
+                lost = lost + [Lost(a.message.worker, "its result was lost with its node", a.message.spans)
+                               for a, fine in zip(answers, ok) if not fine]
+                answers = [a for a, fine in zip(answers, ok) if fine]
+                continue
+            self.bytes_up += len(grads) * self.gradient_bytes
+            return grads, answers, lost
+        return [], [], lost
+
+    def publish(self, weights: torch.Tensor) -> None:
+        """Make ``weights`` what the next messages carry: in pieces inside the calls, or put
+        once into Ray's object store (each worker's node pulls it from there)."""
+        pieces = split_pieces(weights, self.pieces["weights"])
+        self.weights = [ray.put(p) if isinstance(p, torch.Tensor) else p for p in pieces]
+
+    def drop(self, lost: list[Lost], history: History) -> None:
+        """Drop the lost workers, rebalance the global batch over the rest, tell the learner
+        (a printed line and an event); nobody left is a HetlabError."""
+        if not lost:
+            return
+        why = {g.worker: g.why for g in lost}
+        labels, global_batch = dict(zip(self.names, self.labels)), sum(self.batch_sizes)
+        for name in why:
+            _kill(self.member(name).actor)
+        keep = [m for m in self.members if m.spec.name not in why]
+        if not keep:
+            history.events.append({"event": "all_workers_lost", "step": history.step})
+            raise HetlabError(f"every worker was lost at step {history.step} ({'; '.join(why.values())}): "
+                              f"reconnect the machines and resume from the last checkpoint.")
+        sizes = split_batch(max(global_batch, len(keep)), [m.batch_size for m in keep])
+        self.members = keep              # each survivor keeps its actor, H, warm sizes ...
+        self.batch_sizes = sizes
+        for name in sorted(why, key=list(labels).index):
+            history.events.append({"event": "worker_lost", "step": history.step, "time": time.time(),
+                                   "worker": labels[name], "reason": why[name],
+                                   "survivors": self.names, "batch_sizes": list(sizes)})
+            print(f"⚠ lost worker {labels[name]} at step {history.step} ({why[name]}); training goes on with "
+                  f"{', '.join(self.labels)}; batch sizes rebalanced to {sizes} (global batch {sum(sizes)}).")
+
+    # --- calls that are not steps ---------------------------------------------------------
+    def collect(self, refs: dict):
+        """{name: answer} of calls to the workers named in ``refs`` ({name: a call's ref}) within
+        the deadline, and the workers lost meanwhile: ({name: answer}, [Lost])."""
+        got, _, lost = self._wait({ref: name for name, ref in refs.items()}, time.perf_counter() + self.timeout_s)
+        return {name: got[ref] for name, ref in refs.items() if ref in got}, [Lost(n, why) for n, why in lost]
+
+    def answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
+        """``collect``, where a worker that went away is one line, not Ray's traceback."""
+        got, lost = self.collect(refs)
+        if lost:
+            who = "; ".join(f"{self.member(g.worker).spec.label}: {g.why}" for g in lost)
+            raise HetlabError(f"a worker went away while {what} ({who}): {then}.")
+        return got
+
+    def warm_up(self) -> None:
+        """Before steps at a batch size a worker has not run yet: one untimed forward + backward
+        there (``Worker.warm``), so no recorded step pays for compiling the new shape (MPS
+        compiles per shape; ``hetlab.devices.warm_up`` says why every device does it). Sizes
+        already warmed cost nothing, not even a message. A worker that fails here is left
+        to the step itself, which handles a lost worker."""
+        refs = {m.actor.warm.remote(m.batch_size, self.local_sgd): (m, m.batch_size)
+                for m in self.members if m.batch_size not in m.warm_sizes}
+        if not refs:
+            return
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.timeout_s)
+        for ref in ready:
+            try:
+                ran = ray.get(ref)
+            except ray.exceptions.RayError:
+                continue
+            m, b = refs[ref]
+            m.warm_sizes.add(b)
+            self.warmups += int(ran)
+
+    def shutdown(self) -> None:
+        for m in self.members:
+            _kill(m.actor)
+            m.actor = None
+
+    def _wait(self, pending: dict, deadline: float, first: bool = False):
+        """Wait for the refs in ``pending`` ({ref: key}) until ``deadline``: ({ref: result},
+        {ref: when it arrived}, [(key, why it was lost)])."""
+        pending, results, arrived, lost = dict(pending), {}, {}, []
+        while pending and not (first and (results or lost)):
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.perf_counter()))
+            if not ready:
+                lost += [(key, f"no answer within {self.timeout_s:.0f} s") for key in pending.values()]
+                break
+            now = time.perf_counter()
+            for ref in ready:
+                key = pending.pop(ref)
+                try:
+                    results[ref], arrived[ref] = ray.get(ref), now
+                except ray.exceptions.RayActorError as e:
+                    lost.append((key, f"{type(e).__name__}: its node or process went away"))
+                except ray.exceptions.RayTaskError as e:
+                    who = key.worker if isinstance(key, InFlight) else key
+                    raise HetlabError(f"worker {self.member(who).spec.label} failed: {_one_line(e)}") from None
+        return results, arrived, lost
+
+
+def _label(m: Member) -> str:
+    """name · device precision, and what differs from what was asked (simulated, rehearsal, …)."""
+    spec, info = m.spec, m.info
+    prec = info["precision"]
+    if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
+        prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
+    where = f" (rehearsal host {info['rehearsal']})" if info.get("rehearsal") else ""
+    note = f" ({info['device_note']})" if info.get("device_note") else ""  # cuda:N, see worker
+    return labelled(f"{spec.name} · {info['device']}{note} {prec}", spec.slowdown) + where
+
+
+def _kill(actor) -> None:
+    if actor is not None:
+        try:
+            ray.kill(actor)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+def _one_line(exc: BaseException) -> str:
+    """The HetlabError line inside a Ray error if there is one, else the last exception line of
+    its traceback (e.g. a worker's ``TypeError``, which Ray's heading pushes past 300
+    characters), else its first 300 characters."""
+    text = str(exc)
+    if "HetlabError: " in text:
+        return text.rsplit("HetlabError: ", 1)[1].splitlines()[0].strip()
+    raised = [line.strip() for line in text.splitlines() if _RAISED.match(line.strip())]
+    return (raised[-1] if raised else " ".join(text.split()))[:300]
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): ")
+
+
+def _fetchable(refs: list) -> bool:
+    """Can a gradient's pieces still be fetched (or were they lost with their node)?"""
+    try:
+        ray.get(refs, timeout=10)
+        return True
+    except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+        return False
