@@ -18,6 +18,16 @@ STARTS = {
 }
 
 
+def run_without_token_mode(script: str) -> subprocess.CompletedProcess:
+    """Run ``script`` in a fresh Python without ``RAY_AUTH_MODE`` (a learner's first kernel)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    env["PYTHONPATH"] = ROOT
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
 @pytest.mark.parametrize("how", sorted(STARTS))
 def test_token_warning_is_one_hetlab_line_and_other_warnings_pass(how):
     script = "\n".join([
@@ -28,11 +38,7 @@ def test_token_warning_is_one_hetlab_line_and_other_warnings_pass(how):
         "setup.logger.warning('another warning on the same logger')",
         "setup._warn_token_auth_enabled()  # a second time in this process: no second notice",
     ])
-    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
-    env["PYTHONPATH"] = ROOT
-    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
-                         text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_without_token_mode(script)
     assert out.stdout.count(raylog.NOTICE) == 1
     assert raylog.TOKEN_ENABLED not in out.stderr
     assert "Token authentication is disabled for this Ray cluster" in out.stderr
@@ -114,10 +120,6 @@ def test_a_practice_cluster_replacing_an_earlier_ray_says_nothing_of_it():
         "from ray._private import utils",
         "utils.logger.setLevel(logging.INFO); utils.logger.info('another line on the same logger')",
     ])
-    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
-    env["PYTHONPATH"] = ROOT
-    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_without_token_mode(script)
     assert raylog.OVERWRITING not in out.stderr
     assert "another line on the same logger" in out.stderr
