@@ -1,0 +1,200 @@
+"""What a hyperparameter search did, trial by trial, as the driver saw it (notebook 09).
+
+``Watcher`` is a Ray Tune callback in the driver: it keeps one ``TrialRecord`` per
+configuration (its machine, device, epochs, accuracy, samples and the spans it ran in,
+timed by the driver's clock so that two machines' clocks never disagree), draws one
+progress bar, and writes the records to ``hetlab-trials.json`` after every finished trial,
+so nothing already finished is lost if the search stops. ``SearchResult`` holds them with
+the search's wall time: the table, the best trial, trials per hour and samples per second.
+"""
+from __future__ import annotations
+
+import html
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+from ray.tune import Callback
+
+from hetlab import progress_bar
+
+COLUMNS = ("trial", "lr", "batch_size", "width", "optimizer", "machine", "device", "epochs",
+           "accuracy", "samples", "status")
+
+
+@dataclass
+class TrialRecord:
+    """One configuration of the search, as it ended."""
+
+    trial: int
+    config: dict                      # lr, batch_size, width, optimizer
+    seed: int
+    status: str = "not started"       # running, done, stopped early (ASHA), failed, not started
+    epochs: int = 0
+    accuracy: float = float("nan")    # on the held-out part of the training set, last epoch
+    samples: int = 0                  # trained, over all its epochs (and machines)
+    busy_s: float = 0.0               # its device's seconds training (a simulated sleep included)
+    machine: str = ""                 # where it ran last, as labelled ("mac (simulated 4× slower)")
+    device: str = ""                  # cuda, mps or cpu
+    spans: list = field(default_factory=list)  # [machine, start_s, end_s] since the search began
+    retries: int = 0
+    error: str = ""                   # one line, if it failed
+
+    def row(self) -> dict:
+        return {"trial": self.trial, **self.config, "machine": self.machine, "device": self.device,
+                "epochs": self.epochs, "accuracy": round(self.accuracy, 4), "samples": self.samples,
+                "status": self.status + (f" (retried ×{self.retries})" if self.retries else "")}
+
+
+@dataclass
+class SearchResult:
+    """The trials of one search, its wall time and where it ran."""
+
+    trials: list[TrialRecord]
+    wall_s: float
+    roles: list[str]
+    resources: dict           # what each trial asked Ray for
+    folder: str               # Tune's results and hetlab-trials.json
+
+    @property
+    def finished(self) -> list[TrialRecord]:
+        return [t for t in self.trials if t.status in ("done", "stopped early")]
+
+    @property
+    def samples(self) -> int:
+        return sum(t.samples for t in self.trials)
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples trained by all trials per second of the search's wall time."""
+        return self.samples / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def trials_per_hour(self) -> float:
+        return len(self.finished) * 3600 / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """The highest accuracy among the trials that ran every epoch (else among all finished)."""
+        full = [t for t in self.finished if t.epochs == max(t.epochs for t in self.finished)]
+        return max(full, key=lambda t: t.accuracy) if full else None
+
+    def per_machine(self) -> dict:
+        """Machine label → samples trained there and its device's own speed (samples per busy second)."""
+        out: dict = {}
+        for t in self.trials:
+            if t.machine:
+                m = out.setdefault(t.machine, {"trials": 0, "samples": 0, "busy_s": 0.0})
+                m["trials"] += 1
+                m["samples"] += t.samples
+                m["busy_s"] += t.busy_s
+        for m in out.values():
+            m["device_samples_per_s"] = m["samples"] / m["busy_s"] if m["busy_s"] else 0.0
+        return out
+
+    def problems(self) -> list[str]:
+        """One line per trial that failed or was retried (e.g. its machine was lost)."""
+        lines = [f"trial {t.trial} failed after {t.retries} retries: {t.error}" for t in self.trials
+                 if t.status == "failed"]
+        lines += [f"trial {t.trial} was retried {t.retries}× and finished on {t.machine}" for t in self.trials
+                  if t.retries and t.status != "failed"]
+        return lines
+
+    def rows(self) -> list[dict]:
+        return [t.row() for t in sorted(self.trials, key=lambda t: -t.accuracy if t.epochs else 1)]
+
+    def __str__(self) -> str:
+        cells = [[str(r.get(c, "")) for c in COLUMNS] for r in self.rows()]
+        widths = [max(len(x) for x in col) for col in zip(COLUMNS, *cells)]
+        lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [list(COLUMNS)] + cells]
+        return "\n".join([self.summary(), *lines[:1], "  ".join("-" * w for w in widths), *lines[1:]])
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{c}</th>" for c in COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in COLUMNS)
+                       + "</tr>" for r in self.rows())
+        return f"<p>{html.escape(self.summary())}</p><table><tr>{head}</tr>{body}</table>"
+
+    def summary(self) -> str:
+        return (f"{len(self.finished)} of {len(self.trials)} trials finished on {' + '.join(self.roles)} "
+                f"in {self.wall_s:.1f} s: {self.trials_per_hour:,.0f} trials/hour, "
+                f"{self.samples_per_s:,.0f} samples/s")
+
+
+class Watcher(Callback):
+    """Ray Tune callback in the driver: records, one progress bar, and a JSON copy on disk."""
+
+    def __init__(self, configs: list[dict], path: str, progress: bool, epochs: int):
+        self.records = [TrialRecord(c["trial"], {k: v for k, v in c.items() if k not in ("seed", "trial")},
+                                    c["seed"]) for c in configs]
+        self.path, self.epochs = path, epochs
+        self.t0 = time.time()
+        self.bar = progress_bar(len(configs), "search", progress)
+
+    def _record(self, trial) -> TrialRecord:
+        return self.records[trial.config["config"]["trial"]]
+
+    def _now(self) -> float:
+        return round(time.time() - self.t0, 3)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        record = self._record(trial)
+        record.status = "running"
+        record.spans.append(["", self._now(), self._now()])
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        record = self._record(trial)
+        record.epochs = int(result["training_iteration"])
+        record.accuracy = float(result["accuracy"])
+        for key in ("samples", "busy_s", "machine", "device"):
+            setattr(record, key, result[key])
+        if not record.spans:
+            record.spans.append(["", self._now(), self._now()])
+        record.spans[-1][0], record.spans[-1][2] = record.machine, self._now()
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        record = self._record(trial)
+        record.retries += 1
+        record.error = _error_line(trial)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        record = self._record(trial)
+        record.status = "done" if record.epochs >= self.epochs else "stopped early"
+        self._finished()
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        record = self._record(trial)
+        record.status, record.error = "failed", _error_line(trial)
+        self._finished()
+
+    def _finished(self) -> None:
+        self.bar.update(1)
+        done = [r for r in self.records if r.epochs]
+        if done:
+            self.bar.set_postfix(best=f"{max(r.accuracy for r in done):.4f}", refresh=False)
+        self.save()
+
+    def save(self) -> None:
+        with open(self.path, "w") as f:
+            json.dump([asdict(r) for r in self.records], f, indent=1)
+
+    def close(self) -> None:
+        for record in self.records:
+            if record.status == "running":
+                record.status = "cut by the time budget" if record.epochs else "not started"
+        self.bar.close()
+        self.save()
+
+
+def _error_line(trial) -> str:
+    """The trial's error as one line: the exception's type and message, no traceback."""
+    try:
+        error = trial.get_pickled_error() or trial.get_error()
+    except Exception:  # noqa: BLE001 - an unreadable error file: say what Tune said
+        error = None
+    if error is None:
+        return "no error recorded"
+    cause = getattr(error, "cause", None) or error
+    text = " ".join(str(cause).split())
+    last = text.rsplit(": ", 2)[-2:] if "Traceback" in text else [type(cause).__name__, text]
+    return ": ".join(last)[:200]
