@@ -36,6 +36,8 @@ class TrialRecord:
     busy_s: float = 0.0               # its device's seconds training (a simulated sleep included)
     machine: str = ""                 # where it ran last, as labelled ("mac (simulated 4× slower)")
     device: str = ""                  # cuda, mps or cpu
+    role: str = ""                    # the hetlab role of that machine's node
+    node_id: str = ""                 # and the Ray node it ran on
     spans: list = field(default_factory=list)  # [machine, start_s, end_s] since the search began
     retries: int = 0
     error: str = ""                   # one line, if it failed
@@ -146,7 +148,7 @@ class Watcher(Callback):
         record = self._record(trial)
         record.epochs = int(result["training_iteration"])
         record.accuracy = float(result["accuracy"])
-        for key in ("samples", "busy_s", "machine", "device"):
+        for key in ("samples", "busy_s", "machine", "device", "role", "node_id"):
             setattr(record, key, result[key])
         if not record.spans:
             record.spans.append(["", self._now(), self._now()])
@@ -187,14 +189,20 @@ class Watcher(Callback):
 
 
 def _error_line(trial) -> str:
-    """The trial's error as one line: the exception's type and message, no traceback."""
+    """The trial's error as one line: the exception's type and message, no traceback. Read from
+    the trial's local files, which Tune writes before it calls back (its storage copy comes later)."""
+    from ray import cloudpickle
+    from ray.exceptions import RayActorError
     try:
-        error = trial.get_pickled_error() or trial.get_error()
-    except Exception:  # noqa: BLE001 - an unreadable error file: say what Tune said
-        error = None
-    if error is None:
-        return "no error recorded"
+        with open(trial.pickled_error_file, "rb") as f:
+            error = cloudpickle.load(f)
+    except Exception:  # noqa: BLE001 - no pickled error: the text Tune wrote, last line
+        try:
+            with open(trial.error_file) as f:
+                return " ".join(f.read().strip().splitlines()[-1:])[:200] or "no error recorded"
+        except Exception:  # noqa: BLE001
+            return "no error recorded"
+    if isinstance(error, RayActorError):
+        return "its machine or its trial process went away (RayActorError)"
     cause = getattr(error, "cause", None) or error
-    text = " ".join(str(cause).split())
-    last = text.rsplit(": ", 2)[-2:] if "Traceback" in text else [type(cause).__name__, text]
-    return ": ".join(last)[:200]
+    return f"{type(cause).__name__}: {' '.join(str(cause).split())}"[:200]

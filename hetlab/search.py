@@ -23,7 +23,7 @@ import ray
 from hetlab import environment
 from hetlab.cluster import ROLE_SLIVER, placement, role_resource
 from hetlab.errors import HetlabError
-from hetlab.models import check_model_and_loss, model_label
+from hetlab.models import as_factory, check_model_and_loss, model_label
 from hetlab.results import SearchResult, Watcher
 from hetlab.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data
 
@@ -152,6 +152,30 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     return _checked_result(result, time_budget_s)
 
 
+def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_MODEL, device=None) -> dict:
+    """Train one configuration (e.g. ``result.best.config``) to the end on this machine's best
+    device, with the same step and seed as its trial: the advice for a small model is the
+    desktop alone. Returns the test accuracy, samples/s, device and seconds."""
+    import torch
+    from hetlab.data import as_tensors
+    if hasattr(config, "seed") and hasattr(config, "config"):  # a TrialRecord, e.g. result.best
+        config = {**config.config, "seed": config.seed}
+    from hetlab.devices import resolve
+    from hetlab.simulate import SlowDevice
+    from hetlab.train import evaluate
+    from hetlab.trial import build, epochs_of
+    cfg = {**check_space({k: [v] for k, v in config.items() if k in SPACE}), "seed": config.get("seed", 0)}
+    cfg = {k: (v[0] if isinstance(v, list) else v) for k, v in cfg.items()}
+    dev = resolve(device)
+    x, y = (t.to(dev) for t in as_tensors(train_data))
+    net, opt = build(cfg, model, dev)
+    t0, samples, busy_s = time.perf_counter(), 0, 0.0
+    for _, n, s in epochs_of(net, opt, x, y, cfg, dev, 0, epochs, SlowDevice(1)):
+        samples, busy_s = samples + n, busy_s + s
+    return {"accuracy": evaluate(net, test_data, dev), "samples_per_s": samples / busy_s, "device": dev.type,
+            "seconds": time.perf_counter() - t0, "model": net.to(torch.device("cpu"))}
+
+
 def _check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles) -> tuple:
     for label, value in (("trials", trials), ("epochs", epochs), ("grace", grace)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -173,6 +197,7 @@ def _check_model(model, widths) -> None:
     """Build the model at every width and run two samples through it, here on the CPU: a model
     that raises fails in one line before Ray Tune starts a trial."""
     import functools
+    as_factory(model)  # a name or function Ray can send (the learner's own module goes by value)
     (x, y), _ = split_data(2, 1)
     for width in widths:
         try:

@@ -53,21 +53,42 @@ def device_here() -> torch.device:
     return torch.device(best() if ray.get_gpu_ids() else "cpu")
 
 
+def build(cfg: dict, model, dev: torch.device):
+    """The network and optimizer of one configuration, on ``dev``, with its seed's weights."""
+    net = make_model(functools.partial(model, width=cfg["width"]), seed=cfg["seed"]).to(dev)
+    return net, OPTIMIZERS[cfg["optimizer"]](net.parameters(), cfg["lr"])
+
+
+def epochs_of(net, opt, x, y, cfg: dict, dev, first: int, last: int, slow: SlowDevice):
+    """Train epochs ``first``..``last - 1`` with hetlab's step; after each, yield
+    ``(epoch, samples, busy_s)`` of that epoch (busy: compute and any simulated sleep)."""
+    loss_fn = torch.nn.functional.cross_entropy
+    for epoch in range(first, last):
+        samples, busy_s = 0, 0.0
+        for xb, yb in batches(x, y, cfg["batch_size"], shuffle=True, seed=cfg["seed"], epoch=epoch):
+            t0 = time.perf_counter()
+            train_step(net, opt, loss_fn, xb, yb)
+            synchronize(dev)
+            compute_s = time.perf_counter() - t0
+            busy_s += compute_s + slow.after(len(yb), compute_s)
+            samples += len(yb)
+        yield epoch, samples, busy_s
+
+
 def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epochs: int,
               slowdowns: dict, checkpoints: bool) -> None:
     """Train ``config["config"]`` (lr, batch_size, width, optimizer, seed) for up to ``epochs``
     epochs, reporting accuracy, samples and busy seconds after each; resumes from Tune's last
     checkpoint when the trial is retried (e.g. on the other machine after one was lost)."""
     from ray import tune
-    logging.getLogger("ray.train").setLevel(logging.WARNING)  # no "Checkpoint successfully created" per epoch
+    for noisy in ("ray.train", "ray.tune"):  # no "Checkpoint successfully created" per epoch
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     cfg = config["config"]
     role, machine, slowdown = where_am_i(slowdowns)
     dev = device_here()
     (x, y), val = split_data(train_samples, val_samples)
     x, y = x.to(dev), y.to(dev)
-    net = make_model(functools.partial(model, width=cfg["width"]), seed=cfg["seed"]).to(dev)
-    opt = OPTIMIZERS[cfg["optimizer"]](net.parameters(), cfg["lr"])
-    loss_fn = torch.nn.functional.cross_entropy
+    net, opt = build(cfg, model, dev)
     start, samples, busy_s = 0, 0, 0.0
     restored = tune.get_checkpoint()
     if restored is not None:
@@ -76,16 +97,9 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
-    slow = SlowDevice(slowdown)
     node = _node_id()
-    for epoch in range(start, epochs):
-        for xb, yb in batches(x, y, cfg["batch_size"], shuffle=True, seed=cfg["seed"], epoch=epoch):
-            t0 = time.perf_counter()
-            train_step(net, opt, loss_fn, xb, yb)
-            synchronize(dev)
-            compute_s = time.perf_counter() - t0
-            busy_s += compute_s + slow.after(len(yb), compute_s)
-            samples += len(yb)
+    for epoch, n, s in epochs_of(net, opt, x, y, cfg, dev, start, epochs, SlowDevice(slowdown)):
+        samples, busy_s = samples + n, busy_s + s
         metrics = {"accuracy": evaluate(net, val, dev), "samples": samples, "busy_s": busy_s,
                    "machine": machine, "role": role, "device": dev.type, "node_id": node}
         if not checkpoints:

@@ -22,8 +22,9 @@ LAYERS = {
     "cluster": ["reach", "cluster", "commands", "gpus", "practice", "tools.rehearsal",
                 "tools.preflight"],
     "engines": ["ps", "ps.specs", "ps.worker", "ps.server", "ps.engine", "ps.training", "raytrain",
-                "pair"],
-    "front ends": ["tools", "tools.cli", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck"],
+                "pair", "trial", "results", "search"],
+    "front ends": ["tools", "tools.cli", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck",
+                   "searchplot"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 
