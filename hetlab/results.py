@@ -103,7 +103,9 @@ class SearchResult:
         return lines
 
     def rows(self) -> list[dict]:
-        return [t.row() for t in sorted(self.trials, key=lambda t: -t.accuracy if t.epochs else 1)]
+        """The table's rows, best first; configurations the search never started are left out."""
+        ran = [t for t in self.trials if t.status != "not started"]
+        return [t.row() for t in sorted(ran, key=lambda t: -t.accuracy if t.epochs else 1)]
 
     def __str__(self) -> str:
         cells = [[str(r.get(c, "")) for c in COLUMNS] for r in self.rows()]
@@ -118,7 +120,7 @@ class SearchResult:
         return f"<p>{html.escape(self.summary())}</p><table><tr>{head}</tr>{body}</table>"
 
     def summary(self) -> str:
-        return (f"{len(self.finished)} of {len(self.trials)} trials finished on {' + '.join(self.roles)} "
+        return (f"{len(self.finished)} of {len(self.trials)} configurations finished on {' + '.join(self.roles)} "
                 f"in {self.wall_s:.1f} s: {self.trials_per_hour:,.0f} trials/hour, "
                 f"{self.samples_per_s:,.0f} samples/s")
 
@@ -206,3 +208,30 @@ def _error_line(trial) -> str:
         return "its machine or its trial process went away (RayActorError)"
     cause = getattr(error, "cause", None) or error
     return f"{type(cause).__name__}: {' '.join(str(cause).split())}"[:200]
+
+
+def compare(alone: SearchResult, other: SearchResult, pair: SearchResult) -> dict:
+    """The pair's search throughput against the first machine alone and against the sum of
+    both machines alone (each measured as a search of its own): the figures of notebook 09
+    and ``benchmarks/pair_search.py``."""
+    total = alone.samples_per_s + other.samples_per_s
+    return {"desktop_samples_per_s": alone.samples_per_s, "mac_samples_per_s": other.samples_per_s,
+            "sum_samples_per_s": total, "pair_samples_per_s": pair.samples_per_s,
+            "pair_vs_desktop": pair.samples_per_s / alone.samples_per_s if alone.samples_per_s else 0.0,
+            "pair_vs_sum": pair.samples_per_s / total if total else 0.0,
+            "best_possible_vs_desktop": total / alone.samples_per_s if alone.samples_per_s else 0.0,
+            "trials_per_hour": {"desktop": alone.trials_per_hour, "mac": other.trials_per_hour,
+                                "pair": pair.trials_per_hour}}
+
+
+def comparison_table(figures: dict) -> str:
+    """``compare``'s figures as the few lines a learner reads."""
+    tph = figures["trials_per_hour"]
+    return "\n".join([
+        f"{'':24s}{'samples/s':>12s}{'trials/hour':>14s}",
+        f"{'desktop alone':24s}{figures['desktop_samples_per_s']:12,.0f}{tph['desktop']:14,.0f}",
+        f"{'mac alone':24s}{figures['mac_samples_per_s']:12,.0f}{tph['mac']:14,.0f}",
+        f"{'sum of the two alone':24s}{figures['sum_samples_per_s']:12,.0f}{tph['desktop'] + tph['mac']:14,.0f}",
+        f"{'the pair':24s}{figures['pair_samples_per_s']:12,.0f}{tph['pair']:14,.0f}",
+        f"pair ÷ desktop alone: {figures['pair_vs_desktop']:.2f}  (at best, the sum ÷ desktop: "
+        f"{figures['best_possible_vs_desktop']:.2f});  pair ÷ sum: {figures['pair_vs_sum']:.2f}"])
