@@ -135,6 +135,11 @@ class Watcher(Callback):
         self.t0 = time.time()
         self.bar = progress_bar(len(configs), "search", progress)
 
+    def __getstate__(self) -> dict:
+        """Tune pickles its callbacks with the experiment's state; a notebook's progress bar (a
+        widget holding the kernel's session key) cannot be pickled, and need not be."""
+        return {k: v for k, v in self.__dict__.items() if k != "bar"}
+
     def _record(self, trial) -> TrialRecord:
         return self.records[trial.config["config"]["trial"]]
 

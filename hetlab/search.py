@@ -121,7 +121,7 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     fails (e.g. its machine lost) is retried ``max_failures`` times, from its last checkpoint.
     """
     space = check_space(SPACE if space is None else space)
-    roles = _check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles)
+    roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles)
     if max(space["batch_size"]) > train_samples:
         raise HetlabError(f"batch_size {max(space['batch_size'])} is larger than train_samples={train_samples}.")
     _check_model(model, space["width"])
@@ -176,7 +176,7 @@ def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_M
             "seconds": time.perf_counter() - t0, "model": net.to(torch.device("cpu"))}
 
 
-def _check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles) -> tuple:
+def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles) -> tuple:
     for label, value in (("trials", trials), ("epochs", epochs), ("grace", grace)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise HetlabError(f"{label}={value!r}: give a whole number ≥ 1.")

@@ -24,7 +24,7 @@ LAYERS = {
     "engines": ["ps", "ps.specs", "ps.worker", "ps.server", "ps.engine", "ps.training", "raytrain",
                 "pair", "trial", "results", "search"],
     "front ends": ["tools", "tools.cli", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck",
-                   "searchplot"],
+                   "searchplot", "tools.searchcli"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 

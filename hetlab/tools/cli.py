@@ -1,5 +1,5 @@
 """The ``hetlab`` console script: ``doctor``, ``head``, ``join`` (notebook 04), ``train`` (notebook 07),
-``rehearse`` (the real pair rehearsed on one Linux box) and ``gpu-check`` (the course's CUDA claims
+``search`` (notebook 09), ``rehearse`` (the real pair rehearsed on one Linux box) and ``gpu-check`` (the course's CUDA claims
 on a machine with an NVIDIA card).
 
 Each subcommand is one ``_add_<name>(subparsers)`` that registers its arguments
@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from hetlab.errors import HetlabError
+from hetlab.tools.searchcli import add_search
 from hetlab.vocab import CLI_MODES, MODEL_NAMES, TRANSFERS
 
 
@@ -431,7 +432,7 @@ def _gpu_check(args) -> int:
     return 0 if result["passed"] else 1
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train, _add_rehearse, _add_gpu_check]
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train, _add_rehearse, _add_gpu_check, add_search]
 
 
 def build_parser() -> argparse.ArgumentParser:
