@@ -173,3 +173,19 @@ def test_train_best_on_this_machine(pair_run):
     out = search.train_best(pair_run.best, 1, load_mnist("train").subset(600, seed=0),
                             load_mnist("test").subset(300, seed=1), device="cpu")
     assert out["device"] == "cpu" and 0.3 < out["accuracy"] <= 1 and out["samples_per_s"] > 0
+
+
+def test_cli_bad_input_is_one_line_before_ray(capsys):
+    from hetlab.tools import cli
+    assert cli.main(["search", "--trials", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err == "HetlabError: trials=0: give a whole number ≥ 1.\n"
+
+
+def test_cli_searches_the_cluster_at_an_address(practice, capsys):
+    from hetlab.tools import cli
+    assert cli.main(["search", "--address", practice.address, "--trials", "2", "--epochs", "1",
+                     "--train-samples", "600", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 2 configurations finished on desktop + mac" in out and "best: {'lr'" in out
+    assert "mac (simulated)" in out or "desktop" in out.split("best:")[1]
