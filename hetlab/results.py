@@ -67,13 +67,21 @@ class SearchResult:
         return sum(t.samples for t in self.trials)
 
     @property
+    def running_s(self) -> float:
+        """Seconds from the first trial's start to the search's end: the wall time less Ray Tune's
+        own set-up before any trial (a few seconds, the same for every search, whatever machines)."""
+        starts = [span[1] for t in self.trials for span in t.spans]
+        return self.wall_s - min(starts) if starts else self.wall_s
+
+    @property
     def samples_per_s(self) -> float:
-        """Samples trained by all trials per second of the search's wall time."""
-        return self.samples / self.wall_s if self.wall_s else 0.0
+        """Samples trained by all trials per second while the search ran trials."""
+        return self.samples / self.running_s if self.running_s > 0 else 0.0
 
     @property
     def trials_per_hour(self) -> float:
-        return len(self.finished) * 3600 / self.wall_s if self.wall_s else 0.0
+        """Trials finished (all epochs, or stopped early by ASHA) per hour while the search ran trials."""
+        return len(self.finished) * 3600 / self.running_s if self.running_s > 0 else 0.0
 
     @property
     def best(self) -> TrialRecord | None:
@@ -112,6 +120,9 @@ class SearchResult:
         widths = [max(len(x) for x in col) for col in zip(COLUMNS, *cells)]
         lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [list(COLUMNS)] + cells]
         return "\n".join([self.summary(), *lines[:1], "  ".join("-" * w for w in widths), *lines[1:]])
+
+    def __repr__(self) -> str:
+        return f"<SearchResult: {self.summary()}>"
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{c}</th>" for c in COLUMNS)

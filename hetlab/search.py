@@ -141,13 +141,12 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     watcher = Watcher(configs, os.path.join(storage_path, name, "hetlab-trials.json"), progress, epochs)
     tuner = _tuner(tune.with_resources(fn, resources), configs, epochs, grace, time_budget_s,
                    max_failures, storage_path, name, watcher, checkpoints)
-    started = time.time()
     try:
         with _quiet_tune():
             tuner.fit()
     finally:
         watcher.close()
-    result = SearchResult(watcher.records, time.time() - started, list(roles), resources,
+    result = SearchResult(watcher.records, time.time() - watcher.t0, list(roles), resources,
                           os.path.join(storage_path, name))
     return _checked_result(result, time_budget_s)
 
