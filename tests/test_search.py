@@ -168,11 +168,13 @@ def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_pa
     assert result.problems() == [f"trial {moved[0].trial} was retried 1× and finished on desktop"]
 
 
-def test_train_best_on_this_machine(pair_run):
-    from hetlab.data import load_mnist
-    out = search.train_best(pair_run.best, 1, load_mnist("train").subset(600, seed=0),
-                            load_mnist("test").subset(300, seed=1), device="cpu")
-    assert out["device"] == "cpu" and 0.3 < out["accuracy"] <= 1 and out["samples_per_s"] > 0
+def test_train_best_here_repeats_its_trial_exactly(pair_run):
+    from hetlab.trial import split_data
+    best = pair_run.best
+    train, val = split_data(600, 200)                      # the trial's own data
+    out = search.train_best(best, best.epochs, train, val, device="cpu")
+    assert out["device"] == "cpu" and out["samples_per_s"] > 0
+    assert out["accuracy"] == best.accuracy               # same config, seed, step: same result
 
 
 def test_cli_bad_input_is_one_line_before_ray(capsys):
