@@ -134,9 +134,8 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     configs = sample(space, trials, seed)
     name = name or f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
     from ray import tune
-    fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples,
-                                  val_samples=val_samples, epochs=epochs, slowdowns=dict(slowdowns or {}),
-                                  checkpoints=checkpoints)
+    fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples, val_samples=val_samples,
+                              epochs=epochs, slowdowns=dict(slowdowns or {}), checkpoints=checkpoints)
     os.makedirs(os.path.join(storage_path, name), exist_ok=True)
     watcher = Watcher(configs, os.path.join(storage_path, name, "hetlab-trials.json"), progress, epochs)
     tuner = _tuner(tune.with_resources(fn, resources), configs, epochs, grace, time_budget_s,
@@ -156,13 +155,14 @@ def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_M
     device, with the same step and seed as its trial: the advice for a small model is the
     desktop alone. Returns the test accuracy, samples/s, device and seconds."""
     import torch
+
     from hetlab.data import as_tensors
-    if hasattr(config, "seed") and hasattr(config, "config"):  # a TrialRecord, e.g. result.best
-        config = {**config.config, "seed": config.seed}
     from hetlab.devices import resolve
     from hetlab.simulate import SlowDevice
     from hetlab.train import evaluate
     from hetlab.trial import build, epochs_of
+    if hasattr(config, "seed") and hasattr(config, "config"):  # a TrialRecord, e.g. result.best
+        config = {**config.config, "seed": config.seed}
     cfg = {**check_space({k: [v] for k, v in config.items() if k in SPACE}), "seed": config.get("seed", 0)}
     cfg = {k: (v[0] if isinstance(v, list) else v) for k, v in cfg.items()}
     dev = resolve(device)
@@ -176,6 +176,7 @@ def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_M
 
 
 def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles) -> tuple:
+    """The search's own numbers and roles, each checked in one line before Ray (``hetlab search`` too)."""
     for label, value in (("trials", trials), ("epochs", epochs), ("grace", grace)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise HetlabError(f"{label}={value!r}: give a whole number ≥ 1.")

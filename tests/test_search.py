@@ -163,7 +163,7 @@ def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_pa
     assert len(result.finished) == 4                                   # the search finished
     moved = [t for t in result.trials if t.retries]
     assert len(moved) == 1 and moved[0].machine == "desktop"          # retried on the desktop
-    assert [s[0] for s in moved[0].spans] == ["mac (simulated 8× slower)", "desktop"]          # from the mac to the desktop
+    assert [s[0] for s in moved[0].spans] == ["mac (simulated 8× slower)", "desktop"]  # mac → desktop
     assert moved[0].epochs == 3 and moved[0].samples == 3 * 600       # resumed from its checkpoint
     assert result.problems() == [f"trial {moved[0].trial} was retried 1× and finished on desktop"]
 
