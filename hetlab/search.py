@@ -25,7 +25,7 @@ from hetlab.cluster import ROLE_SLIVER, placement, role_resource
 from hetlab.errors import HetlabError
 from hetlab.models import as_factory, check_model_and_loss, model_label
 from hetlab.results import SearchResult, Watcher
-from hetlab.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data
+from hetlab.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, sees, split_data
 
 SPACE = {"lr": [3e-4, 1e-3, 3e-3, 1e-2], "batch_size": [32, 64, 128], "width": [8, 16, 32],
          "optimizer": ["adam", "sgd"]}
@@ -91,17 +91,16 @@ def trial_resources(roles) -> dict:
 
 def check_storage(path: str, roles) -> str | None:
     """None if every node of ``roles`` sees ``path`` (a file written here is read there), else
-    the first role that does not (Ray Tune's checkpoints from that machine would fail)."""
+    the first role that does not (Ray Tune's checkpoints from that machine would fail). It also
+    warms each node for its first trial (``hetlab.trial.sees``)."""
     os.makedirs(path, exist_ok=True)
     marker = os.path.join(path, f".hetlab-reach-{uuid.uuid4().hex[:8]}")
     with open(marker, "w") as f:
         f.write("hetlab")
     try:
-        probe = ray.remote(num_cpus=0)(os.path.exists)
-        for role in roles:
-            if not ray.get(probe.options(**placement(role)).remote(marker), timeout=60):
-                return role
-        return None
+        probe = ray.remote(num_cpus=0)(sees)
+        seen = ray.get([probe.options(**placement(role)).remote(marker) for role in roles], timeout=60)
+        return next((role for role, ok in zip(roles, seen) if not ok), None)
     finally:
         os.remove(marker)
 
@@ -217,9 +216,9 @@ def _cross_entropy():
 def _checkpoints(checkpoints, storage_path: str, roles) -> bool:
     if checkpoints not in (True, False, "auto"):
         raise HetlabError(f"checkpoints={checkpoints!r}: use True, False or 'auto'.")
+    blind = check_storage(storage_path, roles)
     if checkpoints is False:
         return False
-    blind = check_storage(storage_path, roles)
     if blind is None:
         return True
     message = (f"storage_path {storage_path} is not visible from the {blind} machine, so its trials "

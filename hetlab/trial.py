@@ -113,6 +113,12 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
 
 
+def sees(path: str) -> bool:
+    """Run on a node before the search: does it see ``path``? Importing this module there (torch
+    with it) also leaves that node a warm worker process, which Ray hands to the first trial."""
+    return os.path.exists(path)
+
+
 def _node_id() -> str:
     import ray
     return ray.get_runtime_context().get_node_id()
