@@ -21,13 +21,15 @@ from torch import nn
 from hetlab.errors import HetlabError
 
 
-def small_cnn() -> nn.Module:
-    """Three 3×3 conv blocks (16, 32, 64 channels) and one linear layer: 29,066 parameters."""
+def small_cnn(width: int = 16) -> nn.Module:
+    """Three 3×3 conv blocks (16, 32, 64 channels) and one linear layer: 29,066 parameters.
+    ``width`` scales the channels (w, 2w, 4w); notebook 09's search tries several."""
+    w = int(width)
     return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),   # 16×14×14
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 32×7×7
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 64×3×3
-        nn.Flatten(), nn.Linear(64 * 3 * 3, 10),
+        nn.Conv2d(1, w, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),          # 16×14×14
+        nn.Conv2d(w, 2 * w, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),      # 32×7×7
+        nn.Conv2d(2 * w, 4 * w, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 64×3×3
+        nn.Flatten(), nn.Linear(4 * w * 3 * 3, 10),
     )
 
 

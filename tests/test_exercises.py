@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[0-8]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[0-9]_*.ipynb"))
 
 
 def cells_of(path):
@@ -21,8 +21,8 @@ def is_solution(cell):
     return "solution" in cell.get("metadata", {}).get("tags", [])
 
 
-def test_every_notebook_00_to_08_is_checked():
-    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(9)]
+def test_every_notebook_00_to_09_is_checked():
+    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(10)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

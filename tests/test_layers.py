@@ -27,11 +27,12 @@ LAYERS = {
                 "tools.rehearsal", "tools.rehearsal_hosts", "tools.preflight", "tools.oschecks"],
     "engines": ["ps", "ps.specs", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
                 "ps.hooks", "ps.loop", "ps.saving", "ps.training", "raytrain",
-                "raytrain_config", "raytrain_loop", "raytrain_failure", "pair"],
+                "raytrain_config", "raytrain_loop", "raytrain_failure", "pair", "trial", "results", "search"],
     "front ends": ["tools", "tools.cli", "tools.cli_base", "tools.cli_train", "tools.cli_rehearse",
                    "tools.cli_gpu_check", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck",
                    "tools.gpucheck_report", "tools.gpucheck_context", "tools.gpucheck_device",
-                   "tools.gpucheck_pair", "tools.gpucheck_autocast"],
+                   "tools.gpucheck_pair", "tools.gpucheck_autocast", "searchplot",
+                   "tools.cli_search"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 

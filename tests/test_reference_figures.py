@@ -15,7 +15,7 @@ from hetlab.models import count_params, make_model
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "reference-figures.md").read_text(encoding="utf-8")
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("0[0-8]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("0[0-9]_*.ipynb"))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])

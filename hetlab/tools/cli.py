@@ -1,11 +1,11 @@
 """The ``hetlab`` console script: ``doctor``, ``head``, ``join`` (notebook 04), ``train`` (notebook 07),
-``rehearse`` (the real pair rehearsed on one Linux box) and ``gpu-check`` (the course's CUDA claims
-on a machine with an NVIDIA card).
+``search`` (notebook 09), ``rehearse`` (the real pair rehearsed on one Linux box) and ``gpu-check``
+(the course's CUDA claims on a machine with an NVIDIA card).
 
 Each subcommand is one ``_add_<name>(subparsers)`` that registers its arguments
 and one ``_<name>(args) -> int`` that does the work; ``main`` turns a HetlabError
 into its one line on stderr and exit status 2. The small ones are here; a larger one has its
-own module ``cli_<name>.py`` (``cli_train``, ``cli_rehearse``, ``cli_gpu_check``). To add a
+own module ``cli_<name>.py`` (``cli_train``, ``cli_search``, ``cli_rehearse``, ``cli_gpu_check``). To add a
 subcommand, write the pair (in its own module if it is more than a few lines; ``cli_base``
 has the subparser with examples) and list the ``_add_`` function in ``SUBCOMMANDS``.
 """
@@ -17,6 +17,7 @@ import sys
 from hetlab.errors import HetlabError
 from hetlab.tools.cli_gpu_check import _add_gpu_check
 from hetlab.tools.cli_rehearse import _add_rehearse
+from hetlab.tools.cli_search import _add_search
 from hetlab.tools.cli_train import _add_train
 from hetlab.vocab import Ports
 
@@ -85,7 +86,7 @@ def _join(args) -> int:
     return 0
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train, _add_rehearse, _add_gpu_check]
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train, _add_search, _add_rehearse, _add_gpu_check]
 
 
 def build_parser() -> argparse.ArgumentParser:

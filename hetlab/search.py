@@ -1,0 +1,297 @@
+"""A hyperparameter search across the pair with Ray Tune: independent trials, each on one
+machine's own device, no exchange per step (notebook 09, ``hetlab search``).
+
+``search(space, trials, roles=...)`` samples ``trials`` configurations (learning rate, batch
+size, the CNN's width, optimizer) from ``space`` with ``seed``, and lets Ray Tune run them:
+each trial asks for the GPU where every chosen machine has one (Ray counts the NVIDIA card
+and the Apple GPU alike), else for a whole machine's CPUs, so two trials never share a
+device; with one role they are pinned there by its resource. ASHA stops poor trials early,
+asynchronously. Results (and checkpoints) go to ``storage_path``, checked from every node
+first. Tune's own printing is kept quiet: a progress bar, then ``SearchResult``'s table.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import tempfile
+import time
+import uuid
+
+import ray
+
+from hetlab import environment
+from hetlab.cluster import ROLE_SLIVER, placement, role_resource
+from hetlab.errors import HetlabError
+from hetlab.models import as_factory, check_model_and_loss, model_label
+from hetlab.results import SearchResult, Watcher
+from hetlab.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, sees, split_data
+
+SPACE = {"lr": [3e-4, 1e-3, 3e-3, 1e-2], "batch_size": [32, 64, 128], "width": [8, 16, 32],
+         "optimizer": ["adam", "sgd"]}
+
+
+def check_space(space) -> dict:
+    """``space`` (name → list of choices) checked, each value in one line; names left out keep
+    the first choice of ``SPACE``'s. An empty or malformed space fails here, before Ray."""
+    if not isinstance(space, dict) or not space:
+        raise HetlabError(f"the search space is empty or not a dict ({space!r}): give e.g. "
+                          f"{{'lr': [1e-3, 3e-3], 'batch_size': [32, 64]}}; names: {', '.join(SPACE)}.")
+    unknown = sorted(set(space) - set(SPACE))
+    if unknown:
+        raise HetlabError(f"unknown name(s) {unknown} in the search space: use {', '.join(SPACE)}.")
+    checked = {name: [choices[0]] for name, choices in SPACE.items()}
+    for name, choices in space.items():
+        if not isinstance(choices, (list, tuple)) or not choices:
+            raise HetlabError(f"search space {name!r} must be a non-empty list of choices, got {choices!r}.")
+        for value in choices:
+            if not _valid(name, value):
+                raise HetlabError(f"search space {name!r}: {value!r} is not a valid choice ({_RULES[name]}).")
+        checked[name] = list(choices)
+    return checked
+
+
+_RULES = {"lr": "a number above 0, e.g. 1e-3", "batch_size": "a whole number ≥ 1, e.g. 64",
+          "width": "a whole number ≥ 1, e.g. 16", "optimizer": f"one of {sorted(OPTIMIZERS)}"}
+
+
+def _valid(name: str, value) -> bool:
+    if name == "optimizer":
+        return value in OPTIMIZERS
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if name == "lr":
+        return 0 < value < math.inf
+    return isinstance(value, int) and value >= 1
+
+
+def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
+    """``trials`` configurations drawn from ``space`` with ``seed`` (the same every time), each
+    with its own training seed: a search you can repeat."""
+    rng = random.Random(seed)
+    return [{**{name: rng.choice(choices) for name, choices in space.items()}, "seed": seed * 1000 + i,
+             "trial": i} for i in range(trials)]
+
+
+def trial_resources(roles) -> dict:
+    """What each trial asks Ray for: the GPU where every chosen machine has one (CUDA or MPS),
+    else all the CPUs of the smallest chosen machine; one role: pinned there too."""
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    mine = [n for n in alive if any(n["Resources"].get(role_resource(r), 0) > 0 for r in roles)]
+    for role in roles:
+        placement(role)  # one line if no live node has this role
+    if all(n["Resources"].get("GPU", 0) >= 1 for n in mine):
+        wanted = {"CPU": 1, "GPU": 1}
+    else:
+        wanted = {"CPU": min(n["Resources"].get("CPU", 1) for n in mine)}
+    if len(roles) == 1:
+        wanted[role_resource(roles[0])] = ROLE_SLIVER
+    return wanted
+
+
+def check_storage(path: str, roles) -> str | None:
+    """None if every node of ``roles`` sees ``path`` (a file written here is read there), else
+    the first role that does not (Ray Tune's checkpoints from that machine would fail). It also
+    warms each node for its first trial (``hetlab.trial.sees``)."""
+    os.makedirs(path, exist_ok=True)
+    marker = os.path.join(path, f".hetlab-reach-{uuid.uuid4().hex[:8]}")
+    with open(marker, "w") as f:
+        f.write("hetlab")
+    try:
+        probe = ray.remote(num_cpus=0)(sees)
+        seen = ray.get([probe.options(**placement(role)).remote(marker) for role in roles], timeout=60)
+        return next((role for role, ok in zip(roles, seen) if not ok), None)
+    finally:
+        os.remove(marker)
+
+
+def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac"), epochs: int = 3,
+           grace: int = 1, train_samples: int = 4000, val_samples: int = 1000, seed: int = 0,
+           model=DEFAULT_MODEL, slowdowns: dict | None = None, storage_path: str | None = None,
+           checkpoints: bool | str = "auto", time_budget_s: float | None = None,
+           max_failures: int = 1, progress: bool = True, name: str | None = None) -> SearchResult:
+    """Run ``trials`` configurations of ``space`` on the machines with ``roles`` and return a
+    ``SearchResult`` (table, best, throughput, timeline).
+
+    ``slowdowns``: role → simulated slowdown (``{w.role: w.slowdown for w in pair.workers}``).
+    ``storage_path``: where results and checkpoints go (default: a new folder in the temp
+    dir); checkpoints need it visible from every machine: ``checkpoints=True`` fails in one line
+    if it is not, ``"auto"`` turns them off with a note, ``False`` never writes one. A trial that
+    fails (e.g. its machine lost) is retried ``max_failures`` times, from its last checkpoint.
+    """
+    space = check_space(SPACE if space is None else space)
+    roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles)
+    if max(space["batch_size"]) > train_samples:
+        raise HetlabError(f"batch_size {max(space['batch_size'])} is larger than train_samples={train_samples}.")
+    _check_model(model, space["width"])
+    if not ray.is_initialized():
+        raise HetlabError("not connected to Ray: call hetlab.pair.the_pair() (or cluster.connect()) first.")
+    resources = trial_resources(roles)
+    storage_path = os.path.abspath(storage_path or tempfile.mkdtemp(prefix="hetlab-search-"))
+    checkpoints = _checkpoints(checkpoints, storage_path, roles)
+    split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here
+    configs = sample(space, trials, seed)
+    name = name or f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
+    from ray import tune
+    fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples, val_samples=val_samples,
+                              epochs=epochs, slowdowns=dict(slowdowns or {}), checkpoints=checkpoints)
+    os.makedirs(os.path.join(storage_path, name), exist_ok=True)
+    watcher = Watcher(configs, os.path.join(storage_path, name, "hetlab-trials.json"), progress, epochs)
+    tuner = _tuner(tune.with_resources(fn, resources), configs, epochs, grace, time_budget_s,
+                   max_failures, storage_path, name, watcher, checkpoints)
+    try:
+        with _quiet_tune():
+            tuner.fit()
+    finally:
+        watcher.close()
+    result = SearchResult(watcher.records, time.time() - watcher.t0, list(roles), resources,
+                          os.path.join(storage_path, name))
+    return _checked_result(result, time_budget_s)
+
+
+def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_MODEL, device=None) -> dict:
+    """Train one configuration (e.g. ``result.best.config``) to the end on this machine's best
+    device, with the same step and seed as its trial: the advice for a small model is the
+    desktop alone. Returns the test accuracy, samples/s, device and seconds."""
+    import torch
+
+    from hetlab.data import as_tensors
+    from hetlab.devices import resolve
+    from hetlab.simulate import SlowDevice
+    from hetlab.train import evaluate
+    from hetlab.trial import build, epochs_of
+    if hasattr(config, "seed") and hasattr(config, "config"):  # a TrialRecord, e.g. result.best
+        config = {**config.config, "seed": config.seed}
+    cfg = {**check_space({k: [v] for k, v in config.items() if k in SPACE}), "seed": config.get("seed", 0)}
+    cfg = {k: (v[0] if isinstance(v, list) else v) for k, v in cfg.items()}
+    dev = resolve(device)
+    x, y = (t.to(dev) for t in as_tensors(train_data))
+    net, opt = build(cfg, model, dev)
+    t0, samples, busy_s = time.perf_counter(), 0, 0.0
+    for _, n, s in epochs_of(net, opt, x, y, cfg, dev, 0, epochs, SlowDevice(1)):
+        samples, busy_s = samples + n, busy_s + s
+    return {"accuracy": evaluate(net, test_data, dev), "samples_per_s": samples / busy_s, "device": dev.type,
+            "seconds": time.perf_counter() - t0, "model": net.to(torch.device("cpu"))}
+
+
+def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles) -> tuple:
+    """The search's own numbers and roles, each checked in one line before Ray (``hetlab search`` too)."""
+    for label, value in (("trials", trials), ("epochs", epochs), ("grace", grace)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise HetlabError(f"{label}={value!r}: give a whole number ≥ 1.")
+    if grace > epochs:
+        raise HetlabError(f"grace={grace} is more than epochs={epochs}: ASHA can stop a trial only "
+                          f"after `grace` epochs; use grace ≤ epochs.")
+    if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and 0 < time_budget_s < math.inf):
+        raise HetlabError(f"time_budget_s={time_budget_s!r}: give seconds above 0, or None for no limit.")
+    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
+        raise HetlabError(f"max_failures={max_failures!r}: give a whole number ≥ 0.")
+    roles = (roles,) if isinstance(roles, str) else tuple(roles)
+    if not roles or len(set(roles)) != len(roles):
+        raise HetlabError(f"roles={roles!r}: give distinct roles, e.g. ('desktop', 'mac') or ('desktop',).")
+    return roles
+
+
+def _check_model(model, widths) -> None:
+    """Build the model at every width and run two samples through it, here on the CPU: a model
+    that raises fails in one line before Ray Tune starts a trial."""
+    import functools
+    as_factory(model)  # a name or function Ray can send (the learner's own module goes by value)
+    (x, y), _ = split_data(2, 1)
+    for width in widths:
+        try:
+            check_model_and_loss(functools.partial(model, width=width), _cross_entropy(), x, y)
+        except HetlabError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the learner's model, any error
+            raise HetlabError(f"model {model_label(model)}(width={width}) failed before the search: "
+                              f"{type(e).__name__}: {' '.join(str(e).split())[:160]}.") from None
+
+
+def _cross_entropy():
+    import torch
+    return torch.nn.functional.cross_entropy
+
+
+def _checkpoints(checkpoints, storage_path: str, roles) -> bool:
+    if checkpoints not in (True, False, "auto"):
+        raise HetlabError(f"checkpoints={checkpoints!r}: use True, False or 'auto'.")
+    blind = check_storage(storage_path, roles)
+    if checkpoints is False:
+        return False
+    if blind is None:
+        return True
+    message = (f"storage_path {storage_path} is not visible from the {blind} machine, so its trials "
+               f"cannot save checkpoints there: give storage_path= a folder both machines share at the "
+               f"same path (e.g. a network share), or checkpoints=False.")
+    if checkpoints is True:
+        raise HetlabError(message)
+    print(f"note: checkpoints off — {message}")
+    return False
+
+
+def _tuner(trainable, configs, epochs, grace, time_budget_s, max_failures, storage_path, name, watcher,
+           checkpoints):
+    from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
+    from ray.tune.schedulers import ASHAScheduler
+    scheduler = ASHAScheduler(time_attr="training_iteration", max_t=epochs, grace_period=grace,
+                              reduction_factor=2)
+    run_config = tune.RunConfig(
+        name=name, storage_path=storage_path, verbose=0, callbacks=[watcher, JsonLoggerCallback()], log_to_file=True,
+        progress_reporter=_Silent(), failure_config=tune.FailureConfig(max_failures=max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1 if checkpoints else None))
+    tune_config = tune.TuneConfig(metric="accuracy", mode="max", scheduler=scheduler, num_samples=1,
+                                  time_budget_s=time_budget_s, reuse_actors=True)
+    return tune.Tuner(trainable, param_space={"config": tune.grid_search(configs)}, tune_config=tune_config,
+                      run_config=run_config)
+
+
+class _Silent:
+    """A Tune progress reporter that reports nothing (hetlab draws its own bar)."""
+
+    def setup(self, *args, **kwargs):
+        pass
+
+    def should_report(self, trials, done=False):
+        return False
+
+    def report(self, trials, done, *sys_info):
+        pass
+
+
+def _quiet_tune():
+    """Tune's printing off for one fit: the old reporter path (``RAY_AIR_NEW_OUTPUT=0``, which
+    prints no "Configuration for experiment" box) with a silent reporter, and Tune's loggers
+    at CRITICAL (hetlab reports every failed trial in one line itself). Of Tune's result files
+    only ``result.json`` per trial is written (no CSV, no TensorBoard: less work per epoch)."""
+    import contextlib
+    import logging
+
+    @contextlib.contextmanager
+    def quiet():
+        loggers = [logging.getLogger(n) for n in ("ray.tune", "ray.train", "ray.air")]
+        levels = [lg.level for lg in loggers]
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL)
+        try:
+            with environment({"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}):
+                yield
+        finally:
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
+    return quiet()
+
+
+def _checked_result(result: SearchResult, time_budget_s) -> SearchResult:
+    reported = [t for t in result.trials if t.epochs > 0]
+    if not reported:
+        failed = [t for t in result.trials if t.error]
+        if failed:
+            raise HetlabError(f"every trial failed; the first: {failed[0].error} (results: {result.folder}).")
+        raise HetlabError(f"time_budget_s={time_budget_s} ended the search before any trial finished one "
+                          f"epoch: give more seconds or fewer train_samples (results: {result.folder}).")
+    for line in result.problems():
+        print(line)
+    return result
+
