@@ -224,6 +224,7 @@ def _train(args) -> int:
     from hetlab.cluster import requested_address
     from hetlab.pair import the_pair
     from hetlab.ps import ParameterServerTraining
+    from hetlab.ps.hooks import AutoCheckpoint, Progress
     address = requested_address(args.address)  # --address, else HETLAB_ADDRESS / RAY_ADDRESS
     if address and address != "local":
         print(f"training on the cluster at {address}")
@@ -238,8 +239,10 @@ def _train(args) -> int:
             train, test = load_mnist("train"), load_mnist("test")
             if opts["train_samples"] < len(train):
                 train = train.subset(opts["train_samples"], seed=opts["seed"])
-        common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=opts["every"],
-                      progress=not args.quiet)
+        common = dict(checkpoint_dir=args.checkpoint_dir, progress=not args.quiet)
+        hooks = [] if args.quiet else [Progress()]                 # what this command wants around its steps
+        if args.checkpoint_dir and opts["every"]:
+            hooks.append(AutoCheckpoint(args.checkpoint_dir, opts["every"]))
         if opts["resume"]:
             own = {} if isinstance(opts["model"], str) else {"model": opts["model"]}
             if opts["loss"] is not None:
@@ -262,7 +265,7 @@ def _train(args) -> int:
                 run.set_batch_sizes(split_batch(args.global_batch, opts["ratio"]))
             print(f"model {run.model_name} ({run.n_params:,} parameters); "
                   f"workers: {'; '.join(run.labels)}; batch {format_ratio(run.batch_sizes)}")
-            records = run.run(max(0, args.steps - run.step))
+            records = run.run(max(0, args.steps - run.step), hooks=hooks)
             accuracy = run.evaluate(test)
             if args.checkpoint_dir:
                 print(f"checkpoint: {run.save_checkpoint()}")
