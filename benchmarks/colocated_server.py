@@ -28,6 +28,7 @@ from hetlab.data import Stream, load_mnist, split_spans
 from hetlab.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
+from hetlab.ps.messages import WorkerReply
 from hetlab.ps.options import Options
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerSpec, combine_coefficients
@@ -61,9 +62,11 @@ class Host:
             arrived = threading.Thread(target=lambda: macs.append(_arrival(refs[-1]) - t0))
             arrived.start()  # notes when the mac's answer comes, while this thread computes
             *grad, mine_reply = self.me.gradient(spans[0], *weights, pieces=k)
+            mine_reply = WorkerReply(*mine_reply)  # a plain tuple on the wire
             mine.append(mine_reply.compute_s)
             arrived.join()
             *theirs, their_reply = ray.get(refs)
+            their_reply = WorkerReply(*their_reply)
             update = self.server.apply(combine_coefficients([mine_reply.samples, their_reply.samples]),
                                        [join_pieces(grad), join_pieces(theirs)])
             weights = split_pieces(update.weights, down)

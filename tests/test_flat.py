@@ -4,6 +4,7 @@ import torch
 
 from hetlab.data import load_mnist
 from hetlab.flat import INLINE_BYTES, MOST_PIECES, PIECE_BYTES, join_pieces, pieces_for, split_pieces
+from hetlab.ps.messages import WorkerReply
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerSpec
 from hetlab.ps.worker import Worker
@@ -42,7 +43,7 @@ def test_a_step_in_pieces_equals_the_step_in_one_buffer():
     weights = servers[0].weights()
     grad, meta = worker.gradient([(0, 64)], weights)
     *grad_pieces, meta2 = worker.gradient([(0, 64)], *split_pieces(weights, 2), pieces=2)
-    assert len(grad_pieces) == 2 and torch.equal(join_pieces(grad_pieces), grad) and meta2.loss == meta.loss
+    assert len(grad_pieces) == 2 and torch.equal(join_pieces(grad_pieces), grad) and WorkerReply(*meta2).loss == WorkerReply(*meta).loss
     whole = servers[0].apply([0.25, 0.75], [grad, grad * 2]).weights
     joined = servers[1].apply([0.25, 0.75], [join_pieces(grad_pieces), join_pieces([p * 2 for p in grad_pieces])]).weights
     assert torch.equal(joined, whole) and torch.equal(join_pieces(split_pieces(whole, 3)), whole)

@@ -21,7 +21,7 @@ import torch
 from hetlab.balance import split_batch
 from hetlab.errors import HetlabError
 from hetlab.flat import join_pieces, pieces_for, split_pieces
-from hetlab.ps.messages import Answer, History, InFlight, Lost
+from hetlab.ps.messages import Answer, History, InFlight, Lost, WorkerReply
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerSpec, check_batch_sizes
 from hetlab.simulate import labelled
@@ -100,7 +100,7 @@ class WorkerPool:
         """The answers to ``messages`` that come by ``deadline`` (``first``: return once one has
         come or gone), and the workers lost: ([Answer], [Lost])."""
         replies, arrived, lost = self._wait({m.reply: m for m in messages}, deadline, first)
-        return ([Answer(m, replies[m.reply], arrived[m.reply]) for m in messages if m.reply in replies],
+        return ([Answer(m, WorkerReply(*replies[m.reply]), arrived[m.reply]) for m in messages if m.reply in replies],
                 [Lost(m.worker, why, m.spans) for m, why in lost])
 
     def fetch(self, answers: list[Answer], lost: list[Lost]):

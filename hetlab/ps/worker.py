@@ -194,7 +194,7 @@ class Worker:
     def gradient(self, spans: list, *weights: torch.Tensor, pieces: int = 1):
         """The mean-loss gradient at ``weights`` (the flat buffer, in its pieces) of the batch at
         ``spans`` (positions of the shuffled stream): (flat CPU buffer in wire dtype, in
-        ``pieces`` pieces (``hetlab.flat.pieces_for``), then its ``WorkerReply``)."""
+        ``pieces`` pieces (``hetlab.flat.pieces_for``), then its ``WorkerReply`` as a plain tuple)."""
         t0 = time.perf_counter()
         self._load(join_pieces(weights))
         idx = self._indices(spans)
@@ -203,7 +203,7 @@ class Worker:
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        return (*split_pieces(grad, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)))
+        return (*split_pieces(grad, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)).wire())
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
@@ -213,7 +213,7 @@ class Worker:
     def local_round(self, spans: list, steps: int, *weights: torch.Tensor, pieces: int = 1):
         """Local SGD: ``steps`` Adam steps from ``weights`` (in pieces, as for ``gradient``), one
         per consecutive equal part of the positions at ``spans``; returns (start − end in
-        ``pieces`` pieces, its ``WorkerReply``)."""
+        ``pieces`` pieces, its ``WorkerReply`` as a plain tuple)."""
         t0 = time.perf_counter()
         self._ensure_local_opt()
         start = join_pieces(weights).to(self.device, torch.float32)
@@ -228,7 +228,7 @@ class Worker:
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        return (*split_pieces(delta, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)))
+        return (*split_pieces(delta, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)).wire())
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
                    warmup: int | None = None) -> float:
