@@ -10,14 +10,11 @@ It lives in the driver's process, not in an actor of its own: every gradient rea
 driver anyway (the driver waits for each one), so an actor would add a second trip per step
 (gradients on to it, weights back) for nothing (``benchmarks/server_trip.py`` times both).
 
-A model of more than 32,768 weights is updated on a thread of its own in the driver's process,
-which uses ``threads`` torch threads (default 1): the driver's machine also runs a worker, and
-more torch threads here would slow that worker more than they speed the update. OpenMP counts
-threads per thread, so the driver's own torch threads are never changed. A smaller model (the
-course's CNN has 29,066) is updated in the caller's thread: torch splits an operation over
-threads only beyond 32,768 values (its grain size), so there is nothing to change, and handing
-each update to another thread cost a few tenths of a millisecond a step
-(``benchmarks/textbook_ps.py``).
+Its updates run on a thread of their own in the driver's process, which uses ``threads`` torch
+threads (default 1). The driver's machine also runs a worker, and for a small model a second
+torch thread here slows that worker more than it speeds the update (Adam's square root spreads
+over the cores from a few thousand values on). OpenMP counts threads per thread, so the
+driver's own torch threads are never changed.
 """
 from __future__ import annotations
 
@@ -32,8 +29,6 @@ from torch import nn
 from hetlab.flat import flat_weights
 from hetlab.models import make_model
 from hetlab.ps.messages import Update
-
-GRAIN_SIZE = 32_768  # torch's at::internal::GRAIN_SIZE: below it an elementwise op runs on one thread
 
 
 class Server:
@@ -50,7 +45,7 @@ class Server:
         else:
             self.opt = (torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam)([self.w], lr=lr)
         self.version = 0
-        self._thread = _thread_with_torch_threads(threads) if self.w.numel() > GRAIN_SIZE else None
+        self._thread = _thread_with_torch_threads(threads)
 
     def weights(self) -> torch.Tensor:
         """A copy of the weights: one flat fp32 CPU tensor."""
@@ -59,8 +54,6 @@ class Server:
     def apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> Update:
         """Σ c_i · g_i as the gradient, one optimizer step (on the server's own thread); the
         ``Update`` holds a copy of the new weights. ``grads``: flat buffers in any float dtype."""
-        if self._thread is None:  # one torch thread whatever the count: no hand-over needed
-            return self._apply(coefficients, grads)
         return self._thread.submit(self._apply, coefficients, grads).result()
 
     def _apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> Update:
