@@ -82,7 +82,7 @@ def drive(mbit: int, steps: int) -> dict:
                 mine = [r for r in records if r.worker == name]
                 speeds.append(sum(r.samples or r.batch_size for r in mine) / sum(r.compute_s for r in mine))
             server_s = sum(r.server_s for r in records if r.worker == "desktop") / rounds
-            predicted = planner.round_seconds(speeds, SPLIT, run.n_params, link, h, width, server_s, overhead_s) / h
+            predicted = planner.round_seconds(speeds, SPLIT, run.n_params, link, h, width, server_s + overhead_s) / h
             measured = wall / (rounds * h)
             out[mode] = {"step_ms": round(measured * 1e3, 2), "predicted_step_ms": round(predicted * 1e3, 2),
                          "samples_per_s": round(rounds * h * sum(SPLIT) / wall, 1),

@@ -15,7 +15,7 @@ from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from hetlab import planner, plots
+from hetlab import measured, planner, plots
 from hetlab.errors import HetlabError
 
 plots._show_figures_in_notebooks()  # a returned Figure shows as a picture in Jupyter
@@ -187,44 +187,39 @@ def _ms(seconds: float) -> str:
 
 
 def bandwidth_arithmetic(params: int, links: planner.Link | Sequence[planner.Link] = (planner.WIFI, planner.GIGABIT),
-                         speeds: Sequence[float] | None = None, global_batch: int = 128,
+                         pair: Sequence | None = None, global_batch: int = 128,
                          local_steps: int = 8, bytes_per_value: int = FP32,
-                         local_bytes_per_value: int = planner.BYTES_PER_VALUE["fp16"]) -> Figure:
+                         local_bytes_per_value: int = planner.BYTES_PER_VALUE["fp16"],
+                         engine_s: float | None = None) -> Figure:
     """Compute against exchange, per step, in milliseconds (notebook 08, section 5).
 
-    Bars: each machine's time for a whole global batch (``speeds``: (desktop, mac) samples/s,
-    default ``planner.assumed_speeds()``), then, for each link, one exchange
-    (``planner.exchange_seconds``: per-step sync, ``bytes_per_value`` up) and the exchange per
-    step of local SGD with ``local_steps`` H (one exchange of ``local_bytes_per_value`` deltas
-    every H steps: e/H). The dashed line is the desktop's whole step B/T_d: the Mac can help
-    only where an exchange bar is shorter (``e < B/T_d``). Beside each exchange bar,
-    ``planner.with_mac``'s verdict for that plan.
+    Bars: each machine's step at the whole global batch (``pair``: (desktop, mac) step times or
+    samples/s, default ``planner.assumed_devices()``), the engine's own cost per exchange, then,
+    for each link, one exchange (per-step sync, ``bytes_per_value`` up) and local SGD's exchange
+    per step (every H steps: e/H). The dashed line is the desktop's whole step. Beside each
+    exchange bar, ``planner.with_mac``'s verdict for that plan.
     """
     links = [links] if isinstance(links, planner.Link) else list(links)
     if not links:
         raise HetlabError("give at least one link, e.g. planner.WIFI.")
-    speeds = tuple(planner.assumed_speeds() if speeds is None else speeds)
-    if len(speeds) != 2:
-        raise HetlabError(f"give two speeds (desktop, mac) in samples/s, got {list(speeds)}.")
-    t_d, t_m = (float(s) for s in speeds)
-    alone = planner.desktop_alone((t_d, t_m), global_batch)
+    d, m = planner.as_devices(planner.assumed_devices() if pair is None else pair)
+    engine = planner.engine_or_measured(engine_s)
+    engine_from = getattr(engine_s, "source", "given") if engine_s is not None else measured.engine_cost().source
+    alone = planner.desktop_alone((d, m), global_batch)
     h = int(local_steps)
-
-    def source(s, what):
-        return f"{what}, {getattr(s, 'source', 'given')}"
-
-    rows = [(f"desktop computes the batch of {global_batch}\n({source(speeds[0], f'{t_d:,.0f} samples/s')})",
-             alone.step_s, "tab:blue", None, ""),
-            (f"mac computes the batch of {global_batch}\n({source(speeds[1], f'{t_m:,.0f} samples/s')})",
-             global_batch / t_m, "lightsteelblue", None, "")]
+    b = global_batch
+    rows = [(f"desktop's step at the batch of {b}\n({d.source})", d(b), "tab:blue", None, ""),
+            (f"mac's step at the batch of {b}\n({m.source})", m(b), "lightsteelblue", None, ""),
+            (f"the engine's own cost per exchange\n({engine_from})",
+             engine, "tab:gray", None, "")]
     for link in links:
         e = planner.exchange_seconds(params, link, bytes_per_value)
         e_local = planner.exchange_seconds(params, link, local_bytes_per_value)
         for name, seconds, value_bytes, hatch, steps in (
                 ("per-step sync: one exchange per step", e, bytes_per_value, None, 1),
                 (f"local SGD H={h}: one exchange / {h} steps", e_local / h, local_bytes_per_value, "///", h)):
-            plan = planner.with_mac((t_d, t_m), params, link, global_batch, steps, value_bytes)
-            verdict = ("the Mac is left out" if plan.batch_sizes[1] == 0 else
+            plan = planner.with_mac((d, m), params, link, b, steps, value_bytes, engine)
+            verdict = ("the Mac is left out" if not plan.uses_mac else
                        f"{plan.samples_per_s / alone.samples_per_s:.2f}× the desktop alone "
                        f"(batch {plan.batch_sizes[0]}:{plan.batch_sizes[1]})")
             sent = planner.exchange_bytes(params, value_bytes)
@@ -240,8 +235,8 @@ def bandwidth_arithmetic(params: int, links: planner.Link | Sequence[planner.Lin
         note = _ms(seconds) + (f"  → {verdict}" if verdict else "")
         ax.text(seconds * 1e3 + longest * 1e3 * 0.01, y, note, va="center", fontsize=8.5)
     ax.axvline(alone.step_s * 1e3, color="black", linestyle="--", linewidth=1)
-    ax.text(alone.step_s * 1e3, -0.75, f"  B/T_d = {_ms(alone.step_s)}: the desktop's whole step.\n"
-            "  An exchange longer than this, and the Mac cannot help.", fontsize=8, va="bottom")
+    ax.text(alone.step_s * 1e3, -0.75, f"  t_d(B) = {_ms(alone.step_s)}: the desktop's whole step.\n"
+            "  A share given to the Mac saves part of it; an exchange costs the bars below.", fontsize=8, va="bottom")
     ax.set_yticks(ys, [r[0] for r in rows], fontsize=8.5)
     ax.set_ylim(len(rows) - 0.5, -1.3)
     ax.set_xlim(0, longest * 1e3 * 1.55)

@@ -1,26 +1,21 @@
-"""Will adding the Mac speed training up? A back-of-the-envelope planner (notebooks 02 and 08).
+"""Will adding the Mac speed training up? A planner from each machine's step time (notebooks 02, 08).
 
-Pure arithmetic, no Ray and no torch. The model of one synchronous step, with the
-parameter server on the desktop (hetlab's layout; the desktop's own exchange is in
-memory and costs nothing):
+Pure arithmetic, no Ray and no torch. Each machine's step is ``t(b) = fixed + b × per-sample``
+(``hetlab.steptime``, fitted to notebook 02's sweep). A round of H local steps (H = 1: per-step
+sync), the parameter server on the desktop (hetlab's layout):
 
-* the desktop computes ``b_d`` samples in ``b_d / T_d`` seconds,
-* the Mac computes ``b_m`` samples in ``b_m / T_m`` seconds, then *exchanges* with the
-  server: its gradient goes up and the new weights come down. One exchange costs
-  ``e = rtt + P · (w_up + 4) · 8 / bandwidth`` (P parameters; the gradient or delta goes
-  up with ``w_up`` bytes per value — 4 in fp32, 2 in fp16/bf16 — and the weights always
-  come down in fp32, 4 bytes; the two transfers happen one after the other),
-* the step ends when the slower of the two is done: ``max(b_d/T_d, b_m/T_m + e)``.
+* the desktop takes H steps at its share b_d: ``H·t_d(b_d)``;
+* the Mac takes H steps at b_m, then *exchanges* over the link: ``H·t_m(b_m) + e``, where
+  ``e = rtt + P·(w_up + 4)·8 / bandwidth`` (the gradient or delta up in w_up bytes a value,
+  the fp32 weights down);
+* the round ends when the slower is done, then the engine's own cost per exchange is paid
+  (messages, the server's update, the driver; notebook 05 measures it):
+  ``round = max(H·t_d(b_d), H·t_m(b_m) + e) + engine``.
 
-The best split gives the Mac ``b_m = T_m (B − T_d e) / (T_d + T_m)`` samples of the
-global batch B, and the step then takes ``(B + T_m e) / (T_d + T_m)``. Adding the Mac
-helps exactly when ``e < B / T_d``: **one exchange over the link must take less time
-than the desktop needs for the whole batch on its own.** Local SGD with H local steps
-exchanges once per H steps, which replaces B by H·B in every formula above.
-Communication does not overlap compute here (a simple PS); throughputs go in —
-``speeds()`` reads the ones notebook 02 measured and saved on each machine (``hetlab.measured``),
-else the assumed figures, each labelled — and predictions come out — the accuracy cost of local SGD is not
-modelled, it is measured (benchmarks/local_sgd.py).
+The desktop alone trains with the plain loop (``hetlab.train``): ``t_d(B)`` a step, no engine.
+A desktop whose step is flat at B (launch-bound: ``t_d(b_d) ≈ t_d(B)``) saves nothing by
+giving a share away, and the planner says so. The accuracy cost of local SGD is not modelled,
+it is measured (benchmarks/local_sgd.py); ``benchmarks/pair_vs_alone.py`` checks every plan.
 """
 from __future__ import annotations
 
@@ -28,10 +23,10 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from hetlab import measured
+from hetlab import measured, steptime
 from hetlab.errors import HetlabError
+from hetlab.steptime import StepTime
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
-
 
 
 @dataclass(frozen=True)
@@ -47,27 +42,40 @@ class Link:
 # gigabit Ethernet. Replace them with your own `iperf3` / `ping` numbers.
 WIFI = Link(300.0, 5.0, "Wi-Fi (assumed ~300 Mbit/s, ~5 ms)")
 GIGABIT = Link(1000.0, 0.5, "gigabit Ethernet (assumed ~1000 Mbit/s, ~0.5 ms)")
+SAME_MACHINE = Link(1e9, 0.0, "the same machine (no link)")
 
 
-def speeds(model: str = "small", batch_size: int = 128, where=None) -> tuple[measured.Speed, measured.Speed]:
-    """(desktop, mac) samples/s for ``model`` at ``batch_size``: notebook 02's saved figures
-    where they exist, else the assumed ones; each is a number whose ``.source`` says which."""
-    return (measured.speed("desktop", model, batch_size, where), measured.speed("mac", model, batch_size, where))
+def devices(model: str = "small", where=None) -> tuple[StepTime, StepTime]:
+    """(desktop, mac) step times for ``model``: the lines notebook 02 fitted on each machine where
+    their files exist, else the course's estimates; each says where it came from (``.source``)."""
+    return (measured.step_time("desktop", model, where), measured.step_time("mac", model, where))
 
 
-def assumed_speeds(model: str = "small") -> tuple[measured.Speed, measured.Speed]:
-    """(desktop, mac) assumed samples/s (an RTX 4070 Ti, an M2 GPU; batch 128), labelled "assumed"."""
-    return (measured.assumed("desktop", model), measured.assumed("mac", model))
+def assumed_devices(model: str = "small") -> tuple[StepTime, StepTime]:
+    """(desktop, mac) estimated step times: an RTX 4070 Ti and an M2 GPU, labelled as estimates."""
+    return (measured.assumed_step_time("desktop", model), measured.assumed_step_time("mac", model))
 
 
-def ceiling(throughputs: Sequence[float]) -> float:
-    """The most the pair can gain over the desktop alone (notebook 02): ``1 + T_m / T_d``.
+def as_devices(pair: Sequence) -> tuple[StepTime, StepTime]:
+    """Two StepTimes; plain numbers are samples/s at every batch (``steptime.constant_speed``)."""
+    if isinstance(pair, (str, bytes)) or len(pair) != 2:
+        raise HetlabError(f"give two devices (desktop, mac): step times or samples/s, got {pair!r}.")
+    return tuple(d if isinstance(d, StepTime) else steptime.constant_speed(d) for d in pair)
 
-    Perfect scaling: both machines busy all the time, nothing lost to the network or to waiting.
-    No plan below beats it, whatever the link.
-    """
-    t_d, t_m = _check(throughputs, 1, 1)
-    return 1 + t_m / t_d
+
+def _check(params: int, global_batch: int, local_steps: int = 1) -> None:
+    if params < 1 or global_batch < 1:
+        raise HetlabError(f"params and global batch must be ≥ 1 (got {params}, {global_batch}).")
+    if isinstance(local_steps, bool) or not isinstance(local_steps, int) or local_steps < 1:
+        raise HetlabError(f"local steps H must be a whole number ≥ 1, got {local_steps!r}.")
+
+
+def ceiling(pair: Sequence, global_batch: int = measured.ASSUMED_BATCH) -> float:
+    """The most the pair can gain over the desktop alone at this global batch (notebook 02):
+    both finish their shares together and nothing is lost to messages. No plan beats it."""
+    d, m = as_devices(pair)
+    _check(1, global_batch)
+    return steptime.ceiling(d, m, global_batch)
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,7 @@ class Plan:
     batch_sizes: tuple[int, int]   # (desktop, mac) samples per local step
     local_steps: int               # H: local steps between exchanges (1 = per-step sync)
     round_s: float                 # seconds for H global steps (one exchange)
-    comm_s: float                  # seconds of that round spent exchanging
+    comm_s: float                  # seconds of that round spent exchanging: the link + the engine
     bytes_per_sample: float        # bytes over the link per trained sample
 
     @property
@@ -90,16 +98,9 @@ class Plan:
         """Seconds per global step (one global batch)."""
         return self.round_s / self.local_steps
 
-
-def _check(throughputs: Sequence[float], params: int, global_batch: int) -> tuple[float, float]:
-    if len(throughputs) != 2:
-        raise HetlabError(f"give two throughputs (desktop, mac), got {len(throughputs)}.")
-    t_d, t_m = (float(t) for t in throughputs)
-    if not all(math.isfinite(t) and t > 0 for t in (t_d, t_m)):
-        raise HetlabError(f"throughputs must be positive samples/s, got {list(throughputs)}.")
-    if params < 1 or global_batch < 1:
-        raise HetlabError(f"params and global batch must be ≥ 1 (got {params}, {global_batch}).")
-    return t_d, t_m
+    @property
+    def uses_mac(self) -> bool:
+        return self.batch_sizes[1] > 0
 
 
 WEIGHTS_DOWN_BYTES = BYTES_PER_VALUE[WEIGHTS_DOWN]  # the server always sends fp32 weights (hetlab.ps)
@@ -111,67 +112,73 @@ def exchange_bytes(params: int, bytes_per_value: int = 4) -> int:
 
 
 def exchange_seconds(params: int, link: Link, bytes_per_value: int = 4) -> float:
-    """One exchange: a round trip plus the gradient up and the fp32 weights down at the link's rate."""
+    """One exchange over the link: a round trip plus the gradient up and the fp32 weights down."""
     if link.bandwidth_mbit_s <= 0 or link.rtt_ms < 0:
         raise HetlabError(f"link needs bandwidth > 0 and rtt ≥ 0, got {link}.")
     return link.rtt_ms / 1e3 + exchange_bytes(params, bytes_per_value) * 8 / (link.bandwidth_mbit_s * 1e6)
 
 
-def round_seconds(throughputs: Sequence[float], batch_sizes: Sequence[int], params: int, link: Link,
-                  local_steps: int = 1, bytes_per_value: int = 4, server_s: float = 0.0,
-                  overhead_s: float = 0.0) -> float:
-    """Seconds for H global steps at this split: ``max(H·b_d/T_d, H·b_m/T_m + e) + server_s + overhead_s``.
+def engine_or_measured(engine_s) -> float:
+    """``engine_s`` checked, or notebook 05's measured cost (else the practice figure) when None."""
+    value = measured.engine_cost() if engine_s is None else engine_s
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise HetlabError(f"engine_s must be seconds ≥ 0, got {engine_s!r}.")
+    return float(value)
 
-    ``server_s`` is the server's own update per exchange (combine + optimizer step), which
-    starts only when the last gradient is in; ``overhead_s`` is the engine's fixed cost per
-    exchange whatever the batch (sending the message, (de)serialising, loading the weights:
-    Ray's round trip). Both are paid once per round, so local SGD divides them by H; both 0
-    unless measured (``StepRecord.server_s``; ``benchmarks/rehearsal_link.py`` measures the overhead).
-    """
-    t_d, t_m = _check(throughputs, params, sum(batch_sizes))
-    if server_s < 0 or overhead_s < 0:
-        raise HetlabError(f"server_s and overhead_s are seconds ≥ 0, got {server_s} and {overhead_s}.")
+
+def round_seconds(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link,
+                  local_steps: int = 1, bytes_per_value: int = 4, engine_s: float | None = None) -> float:
+    """Seconds for H global steps at this split: ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``;
+    the Mac given nothing: the desktop alone, ``H·t_d(B)`` (the plain loop, no engine)."""
+    d, m = as_devices(pair)
     b_d, b_m = batch_sizes
+    _check(params, b_d + b_m, local_steps)
     if b_m == 0:
-        return local_steps * b_d / t_d + server_s
-    return max(local_steps * b_d / t_d,
-               local_steps * b_m / t_m + exchange_seconds(params, link, bytes_per_value)) + server_s + overhead_s
+        return local_steps * d(b_d)
+    return (max(local_steps * d(b_d), local_steps * m(b_m) + exchange_seconds(params, link, bytes_per_value))
+            + engine_or_measured(engine_s))
 
 
-def desktop_alone(throughputs: Sequence[float], global_batch: int) -> Plan:
-    """The baseline: the desktop trains every sample, nothing crosses the network."""
-    t_d, _ = _check(throughputs, 1, global_batch)
-    return Plan("desktop alone", (global_batch, 0), 1, global_batch / t_d, 0.0, 0.0)
+def desktop_alone(pair: Sequence, global_batch: int) -> Plan:
+    """The baseline: the desktop trains every sample with the plain loop, nothing crosses the network."""
+    d, _ = as_devices(pair)
+    _check(1, global_batch)
+    return Plan("desktop alone", (global_batch, 0), 1, d(global_batch), 0.0, 0.0)
 
 
-def with_mac(throughputs: Sequence[float], params: int, link: Link, global_batch: int,
-             local_steps: int = 1, bytes_per_value: int = 4) -> Plan:
-    """Desktop + Mac with the best integer split; ``local_steps`` > 1 is local SGD.
+def with_mac(pair: Sequence, params: int, link: Link, global_batch: int, local_steps: int = 1,
+             bytes_per_value: int = 4, engine_s: float | None = None, keep_mac: bool = False) -> Plan:
+    """Desktop + Mac at the whole-sample split with the shortest round; ``local_steps`` > 1 is local SGD.
 
-    If the best whole-sample split gives the Mac nothing, or is no faster than the
-    desktop alone, the plan says so (Mac batch 0, the desktop's own time).
+    If the best split is no faster than the desktop alone, the plan says so (Mac batch 0, the
+    desktop's own time): a flat desktop, a slow link or the engine's cost can each cause it.
+    ``keep_mac=True`` returns the pair's plan all the same (to measure what it would cost).
     """
-    t_d, t_m = _check(throughputs, params, global_batch)
-    if local_steps < 1:
-        raise HetlabError(f"local steps H must be ≥ 1, got {local_steps}.")
-    h = local_steps
+    d, m = as_devices(pair)
+    _check(params, global_batch, local_steps)
+    h, engine = local_steps, engine_or_measured(engine_s)
     e = exchange_seconds(params, link, bytes_per_value)
-    ideal_mac = t_m * (h * global_batch - t_d * e) / (h * (t_d + t_m))
-    b_m = min(global_batch - 1, max(0, round(ideal_mac)))
+    x = steptime.balance_point(d, m, global_batch, h, e)
+    tries = {min(global_batch - 1, max(1, k)) for k in (math.floor(x), math.ceil(x))} if x > 0 else {1}
+    rounds = {b_m: round_seconds((d, m), (global_batch - b_m, b_m), params, link, h, bytes_per_value, engine)
+              for b_m in sorted(tries)}
+    b_m = min(rounds, key=lambda k: (round(rounds[k], 12), abs(k - x)))   # a tie: the nearer whole sample
     name = "sync per step" if h == 1 else f"local SGD H={h}"
-    b_d = global_batch - b_m
-    round_s = round_seconds(throughputs, (b_d, b_m), params, link, h, bytes_per_value)
-    if b_m == 0 or round_s >= h * global_batch / t_d:  # (rounding to whole samples can tip it)
-        alone = desktop_alone(throughputs, global_batch)
-        return Plan(f"{name} (Mac left out)", alone.batch_sizes, h, h * alone.round_s, 0.0, 0.0)
-    return Plan(name, (b_d, b_m), h, round_s, e, exchange_bytes(params, bytes_per_value) / (h * global_batch))
+    if rounds[b_m] >= h * d(global_batch) and not keep_mac:
+        return Plan(f"{name} (Mac left out)", (global_batch, 0), h, h * d(global_batch), 0.0, 0.0)
+    return Plan(name, (global_batch - b_m, b_m), h, rounds[b_m], e + engine,
+                exchange_bytes(params, bytes_per_value) / (h * global_batch))
 
 
-def break_even_local_steps(throughputs: Sequence[float], params: int, link: Link,
-                           global_batch: int, bytes_per_value: int = 4) -> int:
-    """Smallest H for which one exchange costs less than the desktop's H steps (e < H·B/T_d)."""
-    t_d, _ = _check(throughputs, params, global_batch)
-    return math.floor(t_d * exchange_seconds(params, link, bytes_per_value) / global_batch) + 1
+def break_even_local_steps(pair: Sequence, params: int, link: Link, global_batch: int,
+                           bytes_per_value: int = 4, engine_s: float | None = None,
+                           most: int = 4096) -> int | None:
+    """Smallest H at which local SGD is faster than the desktop alone; None if none up to ``most``
+    (a flat desktop: its share saves nothing, however rarely the machines exchange)."""
+    for h in range(1, most + 1):
+        if with_mac(pair, params, link, global_batch, h, bytes_per_value, engine_s).uses_mac:
+            return h
+    return None
 
 
 @dataclass(frozen=True)
@@ -184,34 +191,55 @@ class Advice:
     verdict: str
 
 
-def advise(throughputs: Sequence[float], params: int, link: Link, global_batch: int,
-           local_steps: Sequence[int] = (4, 8, 16, 32, 64), min_gain: float = 1.05) -> Advice:
-    """Compare desktop alone, per-step sync (fp32) and local SGD (16-bit) for each H.
+def advise(pair: Sequence, params: int, link: Link, global_batch: int,
+           local_steps: Sequence[int] = (4, 8, 16, 32, 64), engine_s: float | None = None,
+           min_gain: float = 1.05, alone: StepTime | None = None) -> Advice:
+    """Compare the desktop alone, per-step sync (fp32) and local SGD (16-bit) for each H.
 
-    Recommends the Mac only if it gains at least ``min_gain`` (5 % by default: smaller
-    gains vanish in noise and local SGD's extra staleness); among local-SGD plans within
-    2 % of the fastest, the smallest H (closest to plain SGD) wins.
+    Recommends the Mac only if it gains at least ``min_gain`` (5 % by default: smaller gains
+    vanish in noise and local SGD's staleness); among plans within 2 % of the fastest, the
+    smallest H (closest to plain SGD) wins. ``engine_s``: default ``measured.engine_cost()``.
+    ``alone``: the desktop's plain loop, where it differs from its worker in the pair.
     """
-    alone = desktop_alone(throughputs, global_batch)
-    sync = with_mac(throughputs, params, link, global_batch, 1, BYTES_PER_VALUE["fp32"])
-    local = [with_mac(throughputs, params, link, global_batch, h, BYTES_PER_VALUE["fp16"])
+    d, m = as_devices(pair)
+    engine = engine_or_measured(engine_s)
+    alone = desktop_alone((alone or d, m), global_batch)
+    sync = with_mac((d, m), params, link, global_batch, 1, BYTES_PER_VALUE["fp32"], engine)
+    local = [with_mac((d, m), params, link, global_batch, h, BYTES_PER_VALUE["fp16"], engine)
              for h in local_steps]
     plans = [alone, sync, *local]
     fastest = max(p.samples_per_s for p in plans)
-    candidates = [p for p in plans[1:] if p.batch_sizes[1] > 0
-                  and p.samples_per_s >= 0.98 * fastest
+    candidates = [p for p in plans[1:] if p.uses_mac and p.samples_per_s >= 0.98 * fastest
                   and p.samples_per_s >= min_gain * alone.samples_per_s]
-    if not candidates:
-        e = exchange_seconds(params, link, BYTES_PER_VALUE["fp32"])
-        verdict = (f"use the desktop alone: one fp32 exchange on {link.name} takes "
-                   f"{e * 1e3:.1f} ms vs {alone.step_s * 1e3:.1f} ms for a whole batch of "
-                   f"{global_batch} on the desktop; no plan gains {min_gain - 1:.0%}.")
-        return Advice(plans, alone, 1.0, verdict)
-    best = min(candidates, key=lambda p: p.local_steps)
-    speedup = best.samples_per_s / alone.samples_per_s
-    verdict = (f"add the Mac with {best.name}, batch {best.batch_sizes[0]}:{best.batch_sizes[1]} "
-               f"(desktop:mac): {speedup:.2f}× the desktop alone on {link.name}.")
-    return Advice(plans, best, speedup, verdict)
+    if candidates:
+        best = min(candidates, key=lambda p: p.local_steps)
+        speedup = best.samples_per_s / alone.samples_per_s
+        verdict = (f"add the Mac with {best.name}, batch {best.batch_sizes[0]}:{best.batch_sizes[1]} "
+                   f"(desktop:mac): {speedup:.2f}× the desktop alone on {link.name}.")
+        return Advice(plans, best, speedup, verdict)
+    return Advice(plans, alone, 1.0, _why_alone((d, m), params, link, global_batch, engine, min_gain))
+
+
+def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float, min_gain: float) -> str:
+    """The verdict when no plan gains: what a share saves the desktop against what an exchange costs."""
+    d, m = pair
+    top = steptime.ceiling(d, m, global_batch)
+    x = steptime.balance_point(d, m, global_batch)
+    b_m = min(global_batch - 1, max(1, round(x)))
+    saved = d(global_batch) - d(global_batch - b_m)
+    e = exchange_seconds(params, link, BYTES_PER_VALUE["fp32"]) + engine
+    if x < 1:
+        why = (f"at batch {global_batch} the desktop's whole step takes {d(global_batch) * 1e3:.2f} ms, "
+               f"less than the Mac's step at a share of one sample ({m(1) * 1e3:.2f} ms): the pair's "
+               f"ceiling here is 1.00×")
+    elif top < min_gain:
+        why = (f"at batch {global_batch} the desktop's step is {d(global_batch) * 1e3:.2f} ms and giving "
+               f"the Mac {b_m} samples saves it {saved * 1e3:.2f} ms (the pair's ceiling here is "
+               f"{top:.2f}×)")
+    else:
+        why = (f"a share of {b_m} samples saves the desktop {saved * 1e3:.2f} ms a step, but one exchange "
+               f"on {link.name} and the engine cost {e * 1e3:.1f} ms")
+    return f"use the desktop alone: {why}; no plan gains {min_gain - 1:.0%}."
 
 
 def table(plans: Sequence[Plan]) -> list[dict]:

@@ -21,7 +21,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "flat", "simulate", "machine", "authtoken",
-               "step", "data", "models", "devices", "measured", "checkpoint", "balance", "planner",
+               "step", "data", "models", "devices", "steptime", "measured", "checkpoint", "balance", "planner",
                "textbook", "train"],
     "cluster": ["raylog", "reach", "cluster", "commands", "windows", "gpus", "practice",
                 "tools.rehearsal", "tools.rehearsal_hosts", "tools.preflight", "tools.oschecks"],

@@ -35,23 +35,39 @@ def test_speed_interpolates_on_batch_size(tmp_path):
     assert s.measured and s.source.startswith("measured on ") and "cuda" in s.source
 
 
-def test_without_a_file_the_figure_is_assumed_and_says_so(tmp_path):
+def test_without_a_file_the_figure_is_estimated_and_says_so(tmp_path):
     s = measured.speed("mac", "small", 128, tmp_path)
-    assert float(s) == measured.ASSUMED["small"]["mac"]
-    assert not s.measured and s.source.startswith("assumed") and "M2" in s.source
+    assert float(s) == pytest.approx(measured.assumed_step_time("mac", "small").samples_per_s(128))
+    assert not s.measured and "estimated" in s.source and "M2" in s.source
     measured.save("mac", {"device": "mps"}, SIZES, {"small": FIGURES["small"]}, where=tmp_path)
     assert not measured.speed("mac", "classic", 128, tmp_path).measured   # a model not measured
-    with pytest.raises(HetlabError, match="no assumed speed"):
+    with pytest.raises(HetlabError, match="no estimated step time"):
         measured.speed("laptop", "small", 128, tmp_path)
 
 
-def test_planner_speeds_mix_measured_and_assumed(tmp_path):
+def test_the_saved_file_holds_the_fitted_step_time_and_the_planner_reads_it(tmp_path):
     measured.save("desktop", DEVICE, SIZES, FIGURES, where=tmp_path)
-    desktop, mac = planner.speeds("small", 256, tmp_path)
-    assert (float(desktop), desktop.measured) == (64_000, True)
-    assert (float(mac), mac.measured) == (measured.ASSUMED["small"]["mac"], False)
-    assert planner.advise((desktop, mac), 30_000, planner.GIGABIT, 256).speedup >= 1
-    assert [s.measured for s in planner.assumed_speeds("classic")] == [False, False]
+    saved = measured.load("desktop", tmp_path)["step_time"]["small"]
+    line = measured.step_time("desktop", "small", tmp_path)
+    assert (line.fixed_s, line.per_sample_s) == (saved["fixed_s"], saved["per_sample_s"])
+    assert line.fixed_s > 0 and line.per_sample_s > 0 and line.source.startswith("measured on ")
+    desktop, mac = planner.devices("small", tmp_path)
+    assert desktop == line and "estimated" in mac.source
+    assert planner.advise((desktop, mac), 30_000, planner.GIGABIT, 256, engine_s=0.005).speedup >= 1
+    assert all("estimated" in d.source for d in planner.assumed_devices("classic"))
+
+
+def test_the_engines_cost_is_saved_and_read_back_else_the_practice_figure(tmp_path):
+    default = measured.engine_cost(tmp_path)
+    assert float(default) == measured.ENGINE_DEFAULT_S and "practice" in default.source
+    measured.save_engine(0.0042, 0.003, where=tmp_path)
+    mine = measured.engine_cost(tmp_path)
+    assert float(mine) == 0.0042 and mine.measured and "notebook 05" in mine.source
+    with pytest.raises(HetlabError, match="seconds"):
+        measured.save_engine(-1.0, where=tmp_path)
+    (tmp_path / "engine.json").write_text("{broken")
+    with pytest.raises(HetlabError, match="notebook 05"):
+        measured.engine_cost(tmp_path)
 
 
 @pytest.mark.parametrize("text", ["{not json", json.dumps({"format": 1}), json.dumps(

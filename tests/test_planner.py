@@ -1,4 +1,9 @@
-"""The planner's arithmetic, checked against cases computed by hand."""
+"""The planner's arithmetic, checked against cases computed by hand.
+
+Plain numbers are devices of constant samples/s (no fixed cost per step) and ``engine_s=0``
+leaves the engine out, so each case is the arithmetic of one formula; tests/test_steptime.py
+has the step-time model (a fixed cost per step) and the engine's cost.
+"""
 import math
 
 import pytest
@@ -29,7 +34,7 @@ def test_desktop_alone():
 def test_sync_best_split_by_hand():
     # ideal mac share = 500 (100 - 1000·0.008) / 1500 = 30.67 → 31; desktop 69.
     # step = max(69/1000, 31/500 + 0.008) = max(0.069, 0.070) = 0.070 s.
-    plan = with_mac(T, 1000, SLOW, 100)
+    plan = with_mac(T, 1000, SLOW, 100, engine_s=0)
     assert plan.batch_sizes == (69, 31)
     assert plan.step_s == pytest.approx(0.070)
     assert plan.samples_per_s == pytest.approx(100 / 0.070)
@@ -39,7 +44,7 @@ def test_sync_best_split_by_hand():
 
 def test_mac_left_out_when_exchange_costs_a_whole_desktop_step():
     # B / T_d = 8 / 1000 = 8 ms = one exchange: the Mac cannot help.
-    plan = with_mac(T, 1000, SLOW, 8)
+    plan = with_mac(T, 1000, SLOW, 8, engine_s=0)
     assert plan.batch_sizes == (8, 0)
     assert plan.samples_per_s == pytest.approx(1000)
     assert "left out" in plan.name
@@ -48,15 +53,15 @@ def test_mac_left_out_when_exchange_costs_a_whole_desktop_step():
 def test_mac_left_out_when_a_whole_sample_is_too_much():
     # T_m = 100, H = 4, B = 8: ideal mac share 100 (32 - 8) / (4 · 1100) = 0.55 → 1 sample,
     # but then a round takes 4/100 + 0.008 = 0.048 s > 32/1000: slower than the desktop alone.
-    plan = with_mac((1000.0, 100.0), 1000, SLOW, 8, local_steps=4)
+    plan = with_mac((1000.0, 100.0), 1000, SLOW, 8, local_steps=4, engine_s=0)
     assert plan.batch_sizes == (8, 0) and plan.samples_per_s == pytest.approx(1000)
 
 
 def test_local_sgd_by_hand():
     # H = 2: ideal mac share = 500 (16 - 8) / (2 · 1500) = 1.33 → 1; desktop 7.
     # round = max(2·7/1000, 2·1/500 + 0.008) = max(0.014, 0.012) = 0.014 s for 16 samples.
-    assert break_even_local_steps(T, 1000, SLOW, 8) == 2
-    plan = with_mac(T, 1000, SLOW, 8, local_steps=2)
+    assert break_even_local_steps(T, 1000, SLOW, 8, engine_s=0) == 2
+    plan = with_mac(T, 1000, SLOW, 8, local_steps=2, engine_s=0)
     assert plan.batch_sizes == (7, 1)
     assert plan.round_s == pytest.approx(0.014)
     assert plan.samples_per_s == pytest.approx(16 / 0.014)
@@ -64,8 +69,8 @@ def test_local_sgd_by_hand():
 
 
 def test_local_sgd_with_16_bit_deltas_sends_three_quarters_of_the_bytes():
-    fp32 = with_mac(T, 1000, SLOW, 100, local_steps=4, bytes_per_value=4)
-    fp16 = with_mac(T, 1000, SLOW, 100, local_steps=4, bytes_per_value=2)
+    fp32 = with_mac(T, 1000, SLOW, 100, local_steps=4, bytes_per_value=4, engine_s=0)
+    fp16 = with_mac(T, 1000, SLOW, 100, local_steps=4, bytes_per_value=2, engine_s=0)
     # deltas up in 16 bits (2 bytes), weights down always in fp32 (4): 6 of 8 bytes per parameter
     assert fp16.bytes_per_sample == pytest.approx(fp32.bytes_per_sample * 6 / 8)
     assert fp16.samples_per_s >= fp32.samples_per_s
@@ -74,36 +79,36 @@ def test_local_sgd_with_16_bit_deltas_sends_three_quarters_of_the_bytes():
 def test_advice_counts_6_bytes_per_parameter_for_local_sgd():
     """What advise compares (notebook 08): local SGD sends fp16 deltas up (2 bytes) and gets fp32
     weights down (4), 6 bytes per parameter per exchange, not 4; per-step sync fp32 both ways, 8."""
-    sync, *local = advise(T, 1000, SLOW, 100, local_steps=(4, 8)).plans[1:]
+    sync, *local = advise(T, 1000, SLOW, 100, local_steps=(4, 8), engine_s=0).plans[1:]
     assert sync.bytes_per_sample == pytest.approx(8 * 1000 / 100)
     assert [p.bytes_per_sample for p in local] == pytest.approx([6 * 1000 / (h * 100) for h in (4, 8)])
 
 
 def test_speed_approaches_the_sum_of_both_devices_as_h_grows():
-    speeds = [with_mac(T, 1000, SLOW, 100, local_steps=h).samples_per_s for h in (1, 4, 64)]
+    speeds = [with_mac(T, 1000, SLOW, 100, local_steps=h, engine_s=0).samples_per_s for h in (1, 4, 64)]
     assert speeds[0] < speeds[1] < speeds[2] <= sum(T)
     assert speeds[2] > 0.99 * sum(T)
 
 
-def test_small_model_on_wifi_keeps_the_mac_out_of_per_step_sync():
-    # Assumed speeds for the 29k-parameter CNN: a 4070 Ti 100k samples/s, an M2 20k.
-    advice = advise((100_000, 20_000), 29_066, WIFI, 128)
+def test_constant_speeds_on_wifi_keep_the_mac_out_of_per_step_sync():
+    # Constant speeds for the 29k-parameter CNN (the old model): 100k samples/s and 20k.
+    advice = advise((100_000, 20_000), 29_066, WIFI, 128, engine_s=0)
     sync = advice.plans[1]
     assert sync.batch_sizes[1] == 0                    # per-step sync: Mac left out
     assert advice.best.local_steps > 1                 # only local SGD can use it
     assert advice.speedup <= 1.2                       # never beyond (T_d + T_m) / T_d
-    on_gigabit = advise((100_000, 20_000), 29_066, GIGABIT, 128)
+    on_gigabit = advise((100_000, 20_000), 29_066, GIGABIT, 128, engine_s=0)
     assert on_gigabit.best.local_steps <= advice.best.local_steps
 
 
 def test_advice_says_desktop_alone_when_nothing_gains():
-    advice = advise((1000.0, 10.0), 1000, SLOW, 100)   # a Mac 100× slower: < 5 % gain
+    advice = advise((1000.0, 10.0), 1000, SLOW, 100, engine_s=0)   # a Mac 100× slower: < 5 % gain
     assert advice.best.name == "desktop alone" and advice.speedup == 1.0
     assert advice.verdict.startswith("use the desktop alone")
 
 
 def test_table_rows():
-    rows = table(advise(T, 1000, SLOW, 100).plans)
+    rows = table(advise(T, 1000, SLOW, 100, engine_s=0).plans)
     assert rows[0]["plan"] == "desktop alone" and rows[0]["samples/s"] == 1000
     assert rows[1]["batch desktop:mac"] == "69:31"
 
@@ -111,44 +116,43 @@ def test_table_rows():
 @pytest.mark.parametrize("throughputs", [(1000.0,), (1000.0, 0.0), (1000.0, math.nan), (-1.0, 5.0)])
 def test_bad_throughputs(throughputs):
     with pytest.raises(HetlabError):
-        with_mac(throughputs, 1000, SLOW, 100)
+        with_mac(throughputs, 1000, SLOW, 100, engine_s=0)
 
 
 def test_bad_inputs():
     with pytest.raises(HetlabError):
-        with_mac(T, 1000, SLOW, 100, local_steps=0)
+        with_mac(T, 1000, SLOW, 100, local_steps=0, engine_s=0)
     with pytest.raises(HetlabError):
-        with_mac(T, 0, SLOW, 100)
+        with_mac(T, 0, SLOW, 100, engine_s=0)
     with pytest.raises(HetlabError):
         exchange_seconds(1000, Link(0.0, 1.0))
 
 
 def test_round_seconds_at_a_given_split():
     # mac: 50 samples at 500/s = 0.1 s, + one fp32 exchange 0.008 s; desktop 50 at 1000/s = 0.05 s
-    assert round_seconds(T, (50, 50), 1000, SLOW) == pytest.approx(0.108)
-    assert round_seconds(T, (50, 50), 1000, SLOW, local_steps=4, bytes_per_value=2) == pytest.approx(0.406)
-    assert round_seconds(T, (100, 0), 1000, SLOW) == pytest.approx(0.1)   # desktop alone: no exchange
+    assert round_seconds(T, (50, 50), 1000, SLOW, engine_s=0) == pytest.approx(0.108)
+    assert round_seconds(T, (50, 50), 1000, SLOW, local_steps=4, bytes_per_value=2, engine_s=0) == pytest.approx(0.406)
+    assert round_seconds(T, (100, 0), 1000, SLOW, engine_s=0) == pytest.approx(0.1)   # desktop alone: no exchange
 
 
-def test_fixed_costs_are_paid_once_per_round():
+def test_the_engines_cost_is_paid_once_per_round():
     link = planner.Link(200.0, 0.0, "test")
-    base = planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8)
-    more = planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8,
-                                 server_s=0.001, overhead_s=0.03)
+    base = planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8, engine_s=0)
+    more = planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8, engine_s=0.031)
     assert more == pytest.approx(base + 0.031)        # once per round of H=8 steps, not 8 times
-    alone = planner.round_seconds([1000.0, 500.0], [128, 0], 100_000, link, overhead_s=0.03)
-    assert alone == pytest.approx(0.128)             # nothing exchanged: no engine overhead
-    with pytest.raises(HetlabError, match="overhead_s"):
-        planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, overhead_s=-1)
+    alone = planner.round_seconds([1000.0, 500.0], [128, 0], 100_000, link, engine_s=0.03)
+    assert alone == pytest.approx(0.128)             # nothing exchanged: the plain loop, no engine
+    with pytest.raises(HetlabError, match="engine_s"):
+        planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, engine_s=-1)
 
 
-def test_ceiling_is_one_plus_the_macs_share_and_no_plan_beats_it():
+def test_with_constant_speeds_the_ceiling_is_one_plus_the_macs_share_and_no_plan_beats_it():
     assert planner.ceiling((100_000, 20_000)) == pytest.approx(1.2)
     assert planner.ceiling((1_000, 1_000)) == pytest.approx(2.0)
     for speeds in ((100_000, 20_000), (50_000, 5_000), (3_000, 2_000)):
         top = planner.ceiling(speeds)
         for link in (WIFI, GIGABIT, Link(10_000, 0.0, "a free link")):
-            advice = advise(speeds, 29_066, link, 128)
+            advice = advise(speeds, 29_066, link, 128, engine_s=0)
             assert advice.speedup <= top
             assert all(p.samples_per_s <= sum(speeds) * (1 + 1e-12) for p in advice.plans)
     with pytest.raises(HetlabError):

@@ -135,22 +135,23 @@ def test_allreduce_vs_ps_names_workers_and_refuses_what_it_cannot_draw():
 
 
 def test_bandwidth_arithmetic_draws_the_planners_numbers():
-    speeds = planner.assumed_speeds("small")
-    fig = diagrams.bandwidth_arithmetic(SMALL_CNN, (planner.WIFI, planner.GIGABIT), speeds, 128, local_steps=8)
+    d, m = pair = planner.assumed_devices("small")
+    fig = diagrams.bandwidth_arithmetic(SMALL_CNN, (planner.WIFI, planner.GIGABIT), pair, 128, local_steps=8,
+                                        engine_s=0.004)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     bars = [p.get_width() for c in ax.containers for p in c]
     wifi, gigabit = (planner.exchange_seconds(SMALL_CNN, link) for link in (planner.WIFI, planner.GIGABIT))
     wifi16 = planner.exchange_seconds(SMALL_CNN, planner.WIFI, 2)
-    assert bars[:3] == pytest.approx([128 / speeds[0] * 1e3, 128 / speeds[1] * 1e3, wifi * 1e3])
-    assert bars[3] == pytest.approx(wifi16 / 8 * 1e3)          # local SGD: the exchange divided by H
-    assert bars[4] == pytest.approx(gigabit * 1e3)
-    assert ax.lines[0].get_xdata()[0] == pytest.approx(128 / speeds[0] * 1e3)   # the line e < B/T_d
+    assert bars[:4] == pytest.approx([d(128) * 1e3, m(128) * 1e3, 4.0, wifi * 1e3])
+    assert bars[4] == pytest.approx(wifi16 / 8 * 1e3)          # local SGD: the exchange divided by H
+    assert bars[5] == pytest.approx(gigabit * 1e3)
+    assert ax.lines[0].get_xdata()[0] == pytest.approx(d(128) * 1e3)   # the desktop's whole step
     text = all_text(fig)
     for value_bytes in (4, 2):                                  # per-step sync fp32, local SGD fp16
         assert f"{planner.exchange_bytes(SMALL_CNN, value_bytes):,} B" in text
-    assert f"{wifi * 1e3:,.2f} ms" in text and "the Mac is left out" in text and "assumed" in text
-    one = diagrams.bandwidth_arithmetic(1_000, planner.GIGABIT, (1_000.0, 500.0))
-    assert len([p for c in one.axes[0].containers for p in c]) == 4
+    assert f"{wifi * 1e3:,.2f} ms" in text and "the Mac is left out" in text and "estimated" in text
+    one = diagrams.bandwidth_arithmetic(1_000, planner.GIGABIT, (1_000.0, 500.0), engine_s=0.0)
+    assert len([p for c in one.axes[0].containers for p in c]) == 5
     with pytest.raises(HetlabError):
         diagrams.bandwidth_arithmetic(1_000, [], (1.0, 1.0))

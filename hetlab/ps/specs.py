@@ -198,3 +198,20 @@ def step_budget(records) -> StepBudget:
     noise = longest - slower if longest - slower > 1e-9 else 0.0   # ≥ 0 but for float rounding
     return StepBudget(ideal, slower - balanced, noise, balanced - ideal + step - longest, step,
                       speeds, comm)
+
+
+def exchange_costs(records) -> dict[str, float]:
+    """Per worker, the median seconds of a synchronous step that were neither its device's work
+    nor its wait for the others: its messages (the link included) and the server's update."""
+    costs: dict[str, list[float]] = {}
+    for r in records:
+        costs.setdefault(r.worker, []).append(r.step_s - r.compute_s - r.simulated_s - r.wait_s)
+    return {name: max(0.0, statistics.median(c)) for name, c in costs.items()}
+
+
+def engine_cost(records) -> float:
+    """The engine's own seconds per exchange (notebook 05, the planner's ``engine_s``): the least
+    of ``exchange_costs``, that of the worker beside the server, whose messages cross no link."""
+    if not records:
+        raise HetlabError("engine_cost needs the records of at least one synchronous step.")
+    return min(exchange_costs(records).values())

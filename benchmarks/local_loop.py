@@ -1,0 +1,68 @@
+"""Is local SGD's inner loop as fast as the plain loop? One worker, one device, side by side (notebook 08).
+
+Local SGD pays for its exchange once per H steps, so between exchanges a worker should train as
+fast as ``hetlab.train.train`` at the same batch on the same device. This times both, alternated:
+
+* ``train``: the plain loop in this process, on the best device here;
+* ``local SGD``: one ``Worker`` on a one-node practice cluster, ``mode="local_sgd"`` rounds of H
+  steps; its loop alone (samples ÷ the worker's own compute time) and end to end (samples ÷ the
+  rounds' wall time: the exchange and the server's outer step included).
+
+    .venv/bin/python benchmarks/local_loop.py [--batch 128] [--local-steps 64] [--repeats 3]
+
+Goal: local SGD end to end ≥ 0.95× train. The last line printed is one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+from hetlab import devices  # noqa: E402
+from hetlab.data import load_mnist  # noqa: E402
+from hetlab.practice import PracticeCluster  # noqa: E402
+from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
+from hetlab.ps.specs import samples_per_s  # noqa: E402
+from hetlab.train import train  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--local-steps", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=4, help="local-SGD rounds per measurement")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    b, h = args.batch, args.local_steps
+    device = devices.best()
+    data = load_mnist("train").subset(b * h * args.rounds, seed=0)
+    plain, loop, whole = [], [], []
+    with PracticeCluster(("desktop",)), \
+            ParameterServerTraining([WorkerSpec("desktop", role="desktop", device=device)], data,
+                                    batch_sizes=[b], mode="local_sgd", local_steps=h, seed=0,
+                                    progress=False) as run:
+        run.run(1)   # warm-up
+        for _ in range(args.repeats):
+            plain.append(train("small", data, epochs=1, batch_size=b, device=device, progress=False).samples_per_s)
+            records = run.run(args.rounds)
+            loop.append(sum(r.samples for r in records) / sum(r.compute_s for r in records))
+            whole.append(samples_per_s(records))
+    med = {k: statistics.median(v) for k, v in (("train", plain), ("loop", loop), ("whole", whole))}
+    print(f"local_loop: batch {b}, H={h}, {args.rounds} rounds ({len(data):,} samples) per run, {device}")
+    print(f"  {'':28s} {'each run (samples/s)':>30s} {'median':>9s} {'÷ train':>8s}")
+    for name, values, key in (("train (plain loop)", plain, "train"), ("local SGD, its loop alone", loop, "loop"),
+                              ("local SGD, end to end", whole, "whole")):
+        print(f"  {name:28s} {' / '.join(f'{v:,.0f}' for v in values):>30s} {med[key]:9,.0f} "
+              f"{med[key] / med['train']:8.3f}")
+    print(json.dumps({"bench": "local_loop", "device": str(device), "batch": b, "local_steps": h,
+                      "train": [round(v) for v in plain], "loop": [round(v) for v in loop],
+                      "end_to_end": [round(v) for v in whole],
+                      "loop_over_train": round(med["loop"] / med["train"], 3),
+                      "end_to_end_over_train": round(med["whole"] / med["train"], 3)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Does the pair beat the desktop alone, as the planner predicts? Every plan run, predicted beside measured.
+
+The planner (``hetlab.planner``, notebooks 02 and 08) predicts each plan's samples/s from three
+measured inputs, all taken here first, apart from the timed runs:
+
+* each device's step time t(b) = fixed + b × per-sample, fitted to a batch sweep
+  (``hetlab.steptime``): the desktop's plain loop in this process (what ``hetlab.train`` runs),
+  and each worker alone where it runs (``standalone_throughput``: its threads, its node, the
+  simulated slowdown of a practice Mac);
+* the engine's own cost per exchange: sync steps of 1 + 1 samples (``specs.engine_cost``);
+* the link (``--link-mbit``; the practice cluster has none).
+
+Then it runs, on the same samples (a fixed subset, ``--epochs`` passes): the desktop alone with
+``hetlab.train``; per-step sync; local SGD at the planner's H (the fastest local plan with the
+Mac kept in); and the plan the planner picks. Repeated ``--repeats`` times, alternating; every
+run printed, with the median. Time to the target accuracy = samples until the test accuracy first
+reached ``--target`` (evaluated after each pass) ÷ the run's samples/s.
+
+    .venv/bin/python benchmarks/pair_vs_alone.py [--global-batch 128] [--repeats 3]
+
+On the practice cluster the Mac is SIMULATED (``--slowdown``× slower, hetlab.simulate) and both
+workers share this machine's cores. With HETLAB_ADDRESS set it runs on that cluster: your pair, the
+rehearsal (``--rehearsal`` builds it and caps its link), or a GPU machine (docs/gpu-machine.md).
+The last line printed is one JSON object with ``measured_over_predicted`` per plan (goal: 0.8–1.2).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+from hetlab import devices, planner, steptime  # noqa: E402
+from hetlab.data import load_mnist  # noqa: E402
+from hetlab.models import count_params, make_model  # noqa: E402
+from hetlab.ps import ParameterServerTraining  # noqa: E402
+from hetlab.ps.specs import engine_cost, samples_per_s  # noqa: E402
+from hetlab.train import train  # noqa: E402
+
+SWEEP = (16, 64, 128, 256)
+
+
+def fit_plain_loop(sizes, steps: int) -> steptime.StepTime:
+    """The desktop's plain loop here: notebook 02's sweep, fitted."""
+    rates = [devices.throughput(make_model("small"), devices.best(), b, steps=steps) for b in sizes]
+    return steptime.from_sweep(sizes, rates, f"the plain loop on {devices.best()} here")
+
+
+def fit_workers(training, sizes, steps: int) -> list[steptime.StepTime]:
+    """Each worker alone where it runs, swept and fitted."""
+    rates = [training.standalone_throughput(b, steps=steps) for b in sizes]
+    return [steptime.from_sweep(sizes, [r[i] for r in rates], f"{label}, alone where it runs")
+            for i, label in enumerate(training.labels)]
+
+
+def accuracy_curve(points, target: float):
+    """Samples until the accuracy first reached ``target`` (None if never) from (samples, accuracy)."""
+    return next((s for s, a in points if a >= target), None)
+
+
+def run_alone(data, test, batch: int, epochs: int, target: float) -> dict:
+    hist = train("small", data, test, epochs=epochs, batch_size=batch, device=devices.best(), progress=False)
+    per_epoch = len(data)
+    points = [((i + 1) * per_epoch, a) for i, a in enumerate(hist.test_accuracy)]
+    return {"samples_per_s": hist.samples_per_s, "to_target": accuracy_curve(points, target),
+            "accuracy": hist.final_accuracy}
+
+
+def run_pair(workers, plan: planner.Plan, data, test, epochs: int, target: float) -> dict:
+    """One plan on the parameter server, from fresh weights: ``epochs`` passes over ``data``."""
+    h, sizes = plan.local_steps, list(plan.batch_sizes)
+    kw = {"mode": "local_sgd", "local_steps": h, "transfer": "fp16"} if h > 1 else {"mode": "sync"}
+    per_pass = -(-len(data) // (h * sum(sizes)))
+    points, records = [], []
+    with ParameterServerTraining(workers, data, batch_sizes=sizes, seed=0, progress=False, **kw) as run:
+        run.run(1)   # warm-up: each worker's first step at its size, the local optimizer made
+        for _ in range(epochs):
+            records += run.run(per_pass)
+            points.append((run.history.samples_seen, run.evaluate(test)))
+    return {"samples_per_s": samples_per_s(records), "to_target": accuracy_curve(points, target),
+            "accuracy": points[-1][1]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--global-batch", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=16_384, help="the training subset, one pass")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--target", type=float, default=0.95, help="test accuracy to reach")
+    parser.add_argument("--slowdown", type=float, default=4.0, help="the practice Mac's simulated slowdown")
+    parser.add_argument("--link-mbit", type=float, default=None, help="the link's cap (default: none)")
+    parser.add_argument("--sweep-steps", type=int, default=6)
+    parser.add_argument("--rehearsal", choices=("wifi", "gigabit"), default=None,
+                        help="build the two-host rehearsal with this link cap and run there (root)")
+    args = parser.parse_args()
+    if args.rehearsal:
+        return in_rehearsal(args)
+    from hetlab.pair import the_pair
+
+    b = args.global_batch
+    data = load_mnist("train").subset(args.samples, seed=0)
+    test = load_mnist("test").subset(2_000, seed=0)
+    params = count_params(make_model("small"))
+    link = (planner.SAME_MACHINE if args.link_mbit is None
+            else planner.Link(args.link_mbit, 0.0, f"a {args.link_mbit:g} Mbit/s cap, no latency"))
+    started = time.perf_counter()
+    with the_pair(practice_slowdown=args.slowdown) as pair:
+        alone_line = fit_plain_loop(SWEEP, args.sweep_steps)
+        with ParameterServerTraining(pair.workers, data, batch_sizes=[b // 2, b - b // 2], seed=0,
+                                     progress=False) as probe:
+            lines = fit_workers(probe, SWEEP, args.sweep_steps)
+            probe.run(2, batch_sizes=[1, 1])
+            engine = engine_cost(probe.run(12, batch_sizes=[1, 1]))
+            labels = probe.labels
+        # "desktop alone" is the plain loop; the pair's plans use each worker as it runs in the pair
+        pair_lines = (lines[0], lines[1])
+        advice = planner.advise(pair_lines, params, link, b, engine_s=engine, alone=alone_line)
+        alone_plan = planner.desktop_alone((alone_line, lines[1]), b)
+        sync = planner.with_mac(pair_lines, params, link, b, 1, 4, engine, keep_mac=True)
+        local = max((planner.with_mac(pair_lines, params, link, b, h, 2, engine, keep_mac=True)
+                     for h in (4, 8, 16, 32, 64)), key=lambda p: p.samples_per_s)
+        plans = {"desktop alone": alone_plan, "sync per step": sync, f"local SGD H={local.local_steps}": local}
+        if advice.best.uses_mac:
+            plans[f"planner's pick: {advice.best.name}"] = advice.best
+        runs = {name: [] for name in plans}
+        for _ in range(args.repeats):
+            for name, plan in plans.items():
+                runs[name].append(run_alone(data, test, b, args.epochs, args.target) if not plan.uses_mac
+                                  else run_pair(pair.workers, plan, data, test, args.epochs, args.target))
+        where = str(pair)
+    report(args, where, labels, alone_line, lines, engine, link, advice, plans, runs,
+           time.perf_counter() - started)
+
+
+def report(args, where, labels, alone_line, lines, engine, link, advice, plans, runs, seconds) -> None:
+    print(f"pair_vs_alone: {where}")
+    print(f"  global batch {args.global_batch}, {args.samples:,} samples × {args.epochs} passes, "
+          f"target {args.target:.0%}, {args.repeats} alternations")
+    print(f"  desktop alone (plain loop): {alone_line}")
+    for label, line in zip(labels, lines):
+        print(f"  {label}: {line}")
+    print(f"  engine's own cost per exchange: {engine * 1e3:.2f} ms (sync steps of 1 + 1 samples); link: {link.name}")
+    print(f"  planner's verdict: {advice.verdict}")
+    print(f"  {'plan':32s} {'split':>9s} {'predicted':>10s} {'measured (each run)':>30s} {'median':>8s} "
+          f"{'meas/pred':>9s} {'s to target':>11s} {'accuracy':>8s}")
+    ratios, out = {}, {}
+    alone_rate = statistics.median(r["samples_per_s"] for r in runs["desktop alone"])
+    for name, plan in plans.items():
+        rates = [r["samples_per_s"] for r in runs[name]]
+        med = statistics.median(rates)
+        to = [r["to_target"] / r["samples_per_s"] for r in runs[name] if r["to_target"] is not None]
+        ratios[name] = round(med / plan.samples_per_s, 3)
+        out[name] = {"split": list(plan.batch_sizes), "H": plan.local_steps,
+                     "predicted": round(plan.samples_per_s), "measured": [round(x) for x in rates],
+                     "median": round(med), "over_alone": round(med / alone_rate, 3),
+                     "seconds_to_target": [round(x, 2) for x in to],
+                     "accuracy": [round(r["accuracy"], 4) for r in runs[name]]}
+        print(f"  {name:32s} {plan.batch_sizes[0]:>4d}:{plan.batch_sizes[1]:<4d} {plan.samples_per_s:10,.0f} "
+              f"{' / '.join(f'{x:,.0f}' for x in rates):>30s} {med:8,.0f} {ratios[name]:9.2f} "
+              f"{statistics.median(to) if to else float('nan'):11.2f} {statistics.median(out[name]['accuracy']):8.4f}")
+    print(json.dumps({"bench": "pair_vs_alone", "where": where, "global_batch": args.global_batch,
+                      "verdict": advice.verdict, "engine_ms": round(engine * 1e3, 3),
+                      "desktop_alone_line": [alone_line.fixed_s, alone_line.per_sample_s],
+                      "worker_lines": [[x.fixed_s, x.per_sample_s] for x in lines],
+                      "plans": out, "measured_over_predicted": ratios,
+                      "within_20_percent": all(0.8 <= r <= 1.2 for r in ratios.values()),
+                      "seconds": round(seconds, 1)}))
+
+
+def in_rehearsal(args) -> None:
+    """Build the rehearsal, cap its link, run this benchmark on its desktop host, take it down."""
+    from hetlab.tools import rehearsal
+
+    why = rehearsal.missing()
+    if why:
+        raise SystemExit(f"pair_vs_alone: {why}")
+    rehearsal.up(args.rehearsal)
+    try:
+        rehearsal.set_link(args.rehearsal)
+        argv = [a for a in sys.argv[1:] if a not in ("--rehearsal", args.rehearsal)]
+        argv += ["--link-mbit", str(rehearsal.PROFILES[args.rehearsal])]
+        done = rehearsal.run_on("desktop", [sys.executable, os.path.abspath(__file__), *argv],
+                                capture_output=True, text=True, timeout=1800)
+        sys.stdout.write(done.stdout)
+        if done.returncode != 0:
+            raise SystemExit(f"pair_vs_alone: the driver failed in the rehearsal: {done.stderr.strip()[-600:]}")
+    finally:
+        rehearsal.down()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""How long one training step takes on a device: t(b) = fixed + b × per-sample (notebook 02).
+
+A step has a fixed cost whatever the batch (Python, kernel launches, the optimizer walking
+every parameter) and a cost per sample (the arithmetic). A card at a small batch is nearly all
+fixed cost: its step time is flat, so a share of the batch given away saves it almost nothing.
+``fit`` draws this line through a batch-size sweep; the planner, the balance and auto-tune use it.
+Pure Python: no torch, no Ray.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from hetlab.errors import HetlabError
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One device's step: ``fixed_s + b · per_sample_s`` seconds at batch b, and where it came from."""
+
+    fixed_s: float
+    per_sample_s: float
+    source: str = "given"
+
+    def __post_init__(self):
+        if not all(math.isfinite(x) and x >= 0 for x in (self.fixed_s, self.per_sample_s)) \
+                or self.fixed_s + self.per_sample_s <= 0:
+            raise HetlabError(f"a step time needs fixed_s ≥ 0 and per_sample_s ≥ 0, not both 0; "
+                              f"got {self.fixed_s} and {self.per_sample_s}.")
+
+    def __call__(self, batch_size: float) -> float:
+        """Seconds for one step at ``batch_size``."""
+        return self.fixed_s + batch_size * self.per_sample_s
+
+    def samples_per_s(self, batch_size: float) -> float:
+        return batch_size / self(batch_size)
+
+    def slowed(self, factor: float, source: str | None = None) -> "StepTime":
+        """The same device ``factor``× slower in everything (a simulated slower device)."""
+        return StepTime(self.fixed_s * factor, self.per_sample_s * factor, source or self.source)
+
+    def __str__(self) -> str:
+        return f"{self.fixed_s * 1e3:.2f} ms + b × {self.per_sample_s * 1e6:.2f} µs ({self.source})"
+
+
+def constant_speed(samples_per_s: float, source: str = "a constant speed") -> StepTime:
+    """A device modelled as a constant samples/s (no fixed cost): the old, simpler model."""
+    if not (isinstance(samples_per_s, (int, float)) and math.isfinite(samples_per_s) and samples_per_s > 0):
+        raise HetlabError(f"a speed must be positive samples/s, got {samples_per_s!r}.")
+    return StepTime(0.0, 1.0 / samples_per_s, getattr(samples_per_s, "source", source))
+
+
+def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "fitted") -> StepTime:
+    """The line ``fixed + b · per_sample`` closest to these step times, in relative error.
+
+    Weighted least squares (weights 1/t²): a 2 ms step off by 0.2 ms counts as much as a 2 s step
+    off by 0.2 s. Both parts are kept ≥ 0: a flat sweep gives per_sample 0.
+    """
+    b = [float(x) for x in batch_sizes]
+    t = [float(x) for x in seconds]
+    if len(b) != len(t) or len(b) < 2 or len(set(b)) < 2:
+        raise HetlabError(f"fitting a step time needs at least two different batch sizes, got {b}.")
+    if not all(math.isfinite(x) and x > 0 for x in b + t):
+        raise HetlabError(f"batch sizes and seconds must be positive, got {b} and {t}.")
+    w = [1 / x ** 2 for x in t]
+    sw, sb, st = sum(w), sum(wi * bi for wi, bi in zip(w, b)), sum(wi * ti for wi, ti in zip(w, t))
+    sbb = sum(wi * bi * bi for wi, bi in zip(w, b))
+    sbt = sum(wi * bi * ti for wi, bi, ti in zip(w, b, t))
+    slope = (sw * sbt - sb * st) / (sw * sbb - sb * sb)
+    fixed = (st - slope * sb) / sw
+    if slope < 0:                      # flat within noise: all fixed cost
+        slope, fixed = 0.0, st / sw
+    elif fixed < 0:                    # no fixed cost to see: a line through 0
+        slope, fixed = sbt / sbb, 0.0
+    return StepTime(fixed, slope, source)
+
+
+def from_sweep(batch_sizes: Sequence[int], samples_per_s: Sequence[float], source: str = "fitted") -> StepTime:
+    """``fit`` to a sweep of samples/s per batch size (notebook 02's figures)."""
+    return fit(batch_sizes, [b / s for b, s in zip(batch_sizes, samples_per_s)], source)
+
+
+def ceiling(desktop: StepTime, mac: StepTime, global_batch: int) -> float:
+    """The most the pair can gain at this global batch: the desktop's step over the step in which
+    both finish their shares together, with nothing lost to messages (notebook 02).
+
+    With constant speeds it is 1 + T_m/T_d; with a flat desktop it is 1: a share given away
+    saves it nothing.
+    """
+    b_m = max(0.0, min(float(global_batch), balance_point(desktop, mac, global_batch)))
+    together = max(desktop(global_batch - b_m), mac(b_m)) if b_m > 0 else desktop(global_batch)
+    return max(1.0, desktop(global_batch) / together)
+
+
+def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_steps: int = 1,
+                  exchange_s: float = 0.0) -> float:
+    """The Mac's share b (not rounded) with which H desktop steps at B − b and H Mac steps at b plus
+    one exchange end together: H·t_d(B − b) = H·t_m(b) + e. Negative: the Mac should take nothing."""
+    per_sample = desktop.per_sample_s + mac.per_sample_s
+    gap = local_steps * (desktop(global_batch) - mac.fixed_s) - exchange_s
+    if per_sample == 0:
+        return float(global_batch) if gap > 0 else -1.0
+    return gap / (local_steps * per_sample)
