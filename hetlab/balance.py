@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from hetlab.errors import HetlabError
+from hetlab.steptime import StepTime
 
 
 def check_weights(weights: Sequence[float], n: int | None = None) -> list[float]:
@@ -148,7 +149,7 @@ class TuneResult:
 
 def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int,
               n_workers: int, rounds: int = 6, tol: float = 0.02,
-              damping: float = 1.0, confirm: int = 1) -> TuneResult:
+              damping: float = 1.0, confirm: int = 1, start: Sequence[int] | None = None) -> TuneResult:
     """Measure, fit each worker's step time, re-split so all finish together; repeat (notebook 06).
 
     ``measure(batch_sizes)`` returns each worker's samples/s at those sizes (e.g.
@@ -157,7 +158,7 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     would look slower and get less work); ``training.measure`` warms each new size up
     first (``hetlab.devices.warm_up``).
 
-    Starts from an equal split. After each round every worker's step is modelled as
+    Starts from ``start`` (e.g. ``split_for`` of notebook 02's step times), else an equal split. After each round every worker's step is modelled as
     fixed + b / speed (``fit_step_time`` over all its rounds so far: a smaller share does
     not shrink the fixed part, so a split ∝ samples/s alone would still leave the fast
     worker waiting; a line that noise made senseless gives way to its round at the largest
@@ -182,7 +183,7 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
         raise HetlabError(f"damping must be in (0, 1], got {damping!r}.")
     if isinstance(confirm, bool) or not isinstance(confirm, Integral) or confirm < 0:
         raise HetlabError(f"confirm must be a whole number of rounds ≥ 0, got {confirm!r}.")
-    sizes = split_batch(global_batch, [1.0] * n_workers)
+    sizes = split_batch(global_batch, list(start) if start is not None else [1.0] * n_workers, n_workers)
     history: list[TuneRound] = []
     last_move, agreed = [0] * n_workers, 0
     for _ in range(rounds):
@@ -250,6 +251,14 @@ def equal_finish_split(global_batch: int, speeds: Sequence[float],
     c = [0.0] * len(t) if fixed is None else [max(0.0, float(x)) for x in fixed]
     finish = (global_batch + sum(ci * ti for ci, ti in zip(c, t))) / sum(t)
     return split_batch(global_batch, [max(ti * (finish - ci), 1e-9) for ti, ci in zip(t, c)])
+
+
+def split_for(global_batch: int, lines: Sequence[StepTime], extra_s: Sequence[float] | None = None) -> list[int]:
+    """The split with which every device ends its step together, each step ``fixed + b × per-sample``
+    (``hetlab.steptime``) plus ``extra_s`` (e.g. its messages): ``equal_finish_split`` (notebooks 02, 06)."""
+    extra = [0.0] * len(lines) if extra_s is None else list(extra_s)
+    speeds = [1 / max(line.per_sample_s, 1e-12) for line in lines]   # a flat device: nearly all fixed cost
+    return equal_finish_split(global_batch, speeds, [line.fixed_s + e for line, e in zip(lines, extra)])
 
 
 # --- following the machines during training (notebooks 06, 08) ------------------------------

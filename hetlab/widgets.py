@@ -3,7 +3,9 @@
 ``RatioTuner`` is a thin view: the arithmetic lives in ``hetlab.balance``, the
 training in ``hetlab.ps``, the pictures in ``hetlab.plots``. Move the slider, press
 "Run", and see each worker's compute / simulated / communication / waiting time and
-the cluster's samples per second; press "Auto" to let ``auto_tune`` pick the split.
+the cluster's samples per second; press "Auto" to let ``auto_tune`` pick the split. After two
+runs at different splits it fits each worker's step (fixed + b / speed, ``balance.fit_step_time``)
+and predicts the samples/s of any split the slider shows, and recommends where both finish together.
 """
 from __future__ import annotations
 
@@ -109,7 +111,21 @@ class RatioTuner:
             self.split_label.value = f"<span style='color:red'>{e}</span>"
             return
         parts = ", ".join(f"{self.labels[n]}: <b>{b}</b>" for n, b in zip(self.names, sizes))
-        self.split_label.value = f"batch sizes per step — {parts}"
+        fits = self.fitted()
+        guess = "" if fits is None else (
+            f"; predicted <b>{sum(sizes) / balance.predicted_step_time(sizes, *fits):,.0f} samples/s</b> "
+            f"(each worker's step fitted over your runs)")
+        self.split_label.value = f"batch sizes per step — {parts}{guess}"
+
+    def fitted(self) -> tuple[list[float], list[float]] | None:
+        """Each worker's (speed, fixed seconds) fitted over the runs so far: its step is
+        fixed + b / speed. None until the runs give each worker two batch sizes."""
+        if len({tuple(r["batch_sizes"]) for r in self.runs}) < 2:
+            return None
+        lines = [balance.fit_step_time([r["batch_sizes"][i] for r in self.runs],
+                                       [r["batch_sizes"][i] / r["worker_samples_per_s"][i] for r in self.runs])
+                 for i in range(len(self.names))]
+        return [speed for speed, _ in lines], [fixed for _, fixed in lines]
 
     # --- the buttons ----------------------------------------------------------------------
     def run(self) -> dict:
@@ -125,8 +141,12 @@ class RatioTuner:
             f"split {balance.format_ratio(sizes)}: cluster <b>{cluster:,.0f} samples/s</b>, "
             f"efficiency ≈ <b>{run['efficiency']:.0%}</b> of the workers' own speeds "
             f"({', '.join(f'{self.labels[n]} {r:,.0f}/s' for n, r in zip(self.names, rates))})")
-        recommended = balance.split_batch(self.global_batch, rates)
-        self.recommended_label.value = f"recommended from this run: <b>{balance.format_ratio(recommended)}</b>"
+        fits = self.fitted()
+        recommended = (balance.split_batch(self.global_batch, rates) if fits is None
+                       else balance.equal_finish_split(self.global_batch, *fits))
+        basis = "∝ this run's speeds" if fits is None else "both finish together, from your runs' fitted steps"
+        self.recommended_label.value = (f"recommended ({basis}): <b>{balance.format_ratio(recommended)}</b>")
+        self._show_split()
         self.figure = plots.time_split(records, self.labels,
                                        samples_per_s=[r["samples_per_s"] for r in self.runs],
                                        run_labels=[":".join(map(str, r["batch_sizes"])) for r in self.runs])

@@ -45,7 +45,8 @@ def test_slider_run_auto_and_errors_against_real_training(training):
     run = tuner.runs[-1]
     assert [r.batch_size for r in run["records"]] == [51, 13, 51, 13]
     assert run["samples_per_s"] > 0 and 0 < run["efficiency"] <= 1.05
-    assert "samples/s" in tuner.result_label.value and "recommended" in tuner.recommended_label.value
+    assert "samples/s" in tuner.result_label.value and "∝ this run's speeds" in tuner.recommended_label.value
+    assert tuner.fitted() is None and "predicted" not in tuner.split_label.value   # one split: nothing to fit
     assert bytes(tuner.plot.value[:4]) == PNG
     assert any("simulated" in t.get_text() for t in tuner.figure.legends[0].get_texts())
     assert any("simulated" in t.get_text() for t in tuner.figure.axes[0].get_yticklabels())
@@ -65,6 +66,11 @@ def test_slider_run_auto_and_errors_against_real_training(training):
 
     tuner.run_button.click()  # a second run: the samples/s panel now has two points
     assert len(tuner.runs) == 2
+    # two splits: each worker's step fitted (fixed + b / speed), a prediction for the slider's split
+    speeds, fixed = tuner.fitted()
+    assert all(s > 0 for s in speeds) and all(f >= 0 for f in fixed)
+    assert "predicted" in tuner.split_label.value and "finish together" in tuner.recommended_label.value
+    assert speeds[0] > 2 * speeds[1]            # the 4× slower mac, simulated, is seen as slower
     assert len(tuner.figure.axes[1].lines[0].get_ydata()) == 2
     bundle = tuner._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
