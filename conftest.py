@@ -2,8 +2,12 @@
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
 which notebooks run only through the two-host rehearsal."""
 import os
+import tempfile
 
 os.environ.setdefault("HETLAB_QUICK", "1")
+# Figures the notebooks save (notebooks 02 and 05, hetlab.measured) go to a folder of this run's
+# own, never over the learner's measured/ folder.
+os.environ.setdefault("HETLAB_MEASURED", tempfile.mkdtemp(prefix="hetlab-measured-"))
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
