@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hetlab import diagrams, planner
+from hetlab import diagrams, measured, planner
 from hetlab.models import count_params, make_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,8 @@ def test_the_readme_links_the_page():
 def test_exact_figures_on_the_page_are_what_the_library_computes():
     small, classic = (count_params(make_model(name)) for name in ("small", "classic"))
     wifi, gigabit = planner.WIFI, planner.GIGABIT
-    speeds = planner.assumed_speeds("small")
+    pair, classic_pair = planner.assumed_devices("small"), planner.assumed_devices("classic")
+    engine = measured.ENGINE_DEFAULT_S                     # the page's planner figures use the practice cost
     figures = [
         f"{small:,}", f"{classic:,}",
         f"{planner.exchange_bytes(small, 4) // 2:,} B",                      # one fp32 copy: 116,264 B
@@ -44,15 +45,19 @@ def test_exact_figures_on_the_page_are_what_the_library_computes():
         f"{planner.exchange_seconds(small, gigabit) * 1e3:.2f} ms",
         f"{planner.exchange_seconds(small, wifi, 2) / 8 * 1e3:.2f}",
         f"{planner.exchange_seconds(small, gigabit, 2) / 8 * 1e3:.2f} ms",
-        f"B/T_d = {128 / speeds[0] * 1e3:.2f} ms",
+        f"t_d(128) = {pair[0](128) * 1e3:.2f} ms",
         f"{planner.exchange_seconds(classic, wifi) * 1e3:.1f} ms per exchange",
-        f"break-even H {planner.break_even_local_steps(planner.assumed_speeds('classic'), classic, wifi, 128, 2)} "
-        f"(Wi-Fi), {planner.break_even_local_steps(planner.assumed_speeds('classic'), classic, gigabit, 128, 2)}",
-        f"{float(speeds[0]):,.0f} samples/s, M2 GPU ≈ {float(speeds[1]):,.0f}",
-        f"= {planner.ceiling(speeds):.2f}×",                                  # notebook 02's ceiling
+        f"break-even H at batch 8,192: "
+        f"{planner.break_even_local_steps(classic_pair, classic, wifi, 8192, 2, engine)} (Wi-Fi), "
+        f"{planner.break_even_local_steps(classic_pair, classic, gigabit, 8192, 2, engine)} (gigabit)",
+        f"4070 Ti {pair[0].fixed_s * 1e3:.2f} ms + b × {pair[0].per_sample_s * 1e6:.2f} µs, "
+        f"M2 GPU {pair[1].fixed_s * 1e3:.2f} ms + b × {pair[1].per_sample_s * 1e6:.2f} µs",
+        f"ceiling at 128: {planner.ceiling(pair, 128):.2f}×, at 8,192: {planner.ceiling(pair, 8192):.2f}×",
     ]
     for link, name in ((wifi, "Wi-Fi"), (gigabit, "gigabit")):
-        best = planner.advise(speeds, small, link, 128).best
+        best = planner.advise(pair, small, link, 128, engine_s=engine).best
         figures.append(f"{name}: {best.name}, {best.batch_sizes[0]}:{best.batch_sizes[1]}")
+        best = planner.advise(classic_pair, classic, link, 8192, engine_s=engine).best
+        figures.append(f"classic at 8,192, {name}: {best.name}, {best.batch_sizes[0]}:{best.batch_sizes[1]}")
     missing = [f for f in figures if f not in PAGE]
     assert not missing, f"docs/reference-figures.md lacks (or has other numbers than) {missing}"
