@@ -19,14 +19,17 @@ reached ``--target`` (evaluated after each pass) ÷ the run's samples/s.
     .venv/bin/python benchmarks/pair_vs_alone.py [--global-batch 128] [--repeats 3]
 
 On the practice cluster the Mac is SIMULATED (``--slowdown``× slower, hetlab.simulate) and both
-workers share this machine's cores. With HETLAB_ADDRESS set it runs on that cluster: your pair, the
-rehearsal (``--rehearsal`` builds it and caps its link), or a GPU machine (docs/gpu-machine.md).
+workers share this machine's cores. ``--card``: a GPU machine (docs/gpu-machine.md) as a real
+unlike pair, its card the desktop and its CPU the Mac, nothing simulated (the CPU worker gets half
+the cores, so the card's launching thread keeps one). With HETLAB_ADDRESS set it runs on that
+cluster: your pair, or the rehearsal (``--rehearsal`` builds it and caps its link).
 The last line printed is one JSON object with ``measured_over_predicted`` per plan (goal: 0.8–1.2).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -95,12 +98,12 @@ def main() -> None:
     parser.add_argument("--slowdown", type=float, default=4.0, help="the practice Mac's simulated slowdown")
     parser.add_argument("--link-mbit", type=float, default=None, help="the link's cap (default: none)")
     parser.add_argument("--sweep-steps", type=int, default=6)
+    parser.add_argument("--card", action="store_true", help="a GPU machine: its card + its CPU, nothing simulated")
     parser.add_argument("--rehearsal", choices=("wifi", "gigabit"), default=None,
                         help="build the two-host rehearsal with this link cap and run there (root)")
     args = parser.parse_args()
     if args.rehearsal:
         return in_rehearsal(args)
-    from hetlab.pair import the_pair
 
     b = args.global_batch
     data = load_mnist("train").subset(args.samples, seed=0)
@@ -109,7 +112,7 @@ def main() -> None:
     link = (planner.SAME_MACHINE if args.link_mbit is None
             else planner.Link(args.link_mbit, 0.0, f"a {args.link_mbit:g} Mbit/s cap, no latency"))
     started = time.perf_counter()
-    with the_pair(practice_slowdown=args.slowdown) as pair:
+    with the_pair(args) as pair:
         alone_line = fit_plain_loop(SWEEP, args.sweep_steps)
         with ParameterServerTraining(pair.workers, data, batch_sizes=[b // 2, b - b // 2], seed=0,
                                      progress=False) as probe:
@@ -132,7 +135,8 @@ def main() -> None:
             for name, plan in plans.items():
                 runs[name].append(run_alone(data, test, b, args.epochs, args.target) if not plan.uses_mac
                                   else run_pair(pair.workers, plan, data, test, args.epochs, args.target))
-        where = str(pair)
+        where = ("a GPU machine: its card as the desktop, its CPU as the mac, nothing simulated" if args.card
+                 else str(pair))
     report(args, where, labels, alone_line, lines, engine, link, advice, plans, runs,
            time.perf_counter() - started)
 
@@ -163,13 +167,33 @@ def report(args, where, labels, alone_line, lines, engine, link, advice, plans, 
         print(f"  {name:32s} {plan.batch_sizes[0]:>4d}:{plan.batch_sizes[1]:<4d} {plan.samples_per_s:10,.0f} "
               f"{' / '.join(f'{x:,.0f}' for x in rates):>30s} {med:8,.0f} {ratios[name]:9.2f} "
               f"{statistics.median(to) if to else float('nan'):11.2f} {statistics.median(out[name]['accuracy']):8.4f}")
+    pick = next((name for name in plans if name.startswith("planner's pick")), "desktop alone")
+    alone_to = statistics.median(out["desktop alone"]["seconds_to_target"] or [math.inf])
+    pick_to = statistics.median(out[pick]["seconds_to_target"] or [math.inf])
+    honest = pick == "desktop alone" or (out[pick]["median"] >= alone_rate and pick_to <= alone_to)
+    print(f"  the planner picked {pick}: " + ("the desktop alone" if pick == "desktop alone" else
+          f"{out[pick]['over_alone']:.2f}× the desktop alone, target in {pick_to:.2f} s against {alone_to:.2f} s")
+          + ("" if honest else "  ← NOT borne out by the runs"))
     print(json.dumps({"bench": "pair_vs_alone", "where": where, "global_batch": args.global_batch,
+                      "pick": pick, "pick_borne_out": honest,
                       "verdict": advice.verdict, "engine_ms": round(engine * 1e3, 3),
                       "desktop_alone_line": [alone_line.fixed_s, alone_line.per_sample_s],
                       "worker_lines": [[x.fixed_s, x.per_sample_s] for x in lines],
                       "plans": out, "measured_over_predicted": ratios,
                       "within_20_percent": all(0.8 <= r <= 1.2 for r in ratios.values()),
                       "seconds": round(seconds, 1)}))
+
+
+def the_pair(args):
+    """The practice cluster (a simulated Mac), your cluster at HETLAB_ADDRESS, or a GPU machine's card + CPU."""
+    from hetlab import pair
+    if not args.card:
+        return pair.the_pair(practice_slowdown=args.slowdown)
+    from hetlab.practice import PracticeCluster
+    from hetlab.ps import WorkerSpec
+    cluster = PracticeCluster(("desktop", "mac"), accounted_gpus={"desktop": 1})  # Ray counts the card there
+    workers = [WorkerSpec("desktop", role="desktop", device="cuda"), WorkerSpec("mac", role="mac", device="cpu")]
+    return pair.Pair(workers, None, cluster)
 
 
 def in_rehearsal(args) -> None:
