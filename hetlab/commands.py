@@ -204,19 +204,20 @@ _READ_TOKEN = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$
                f'&& chmod 600 {TOKEN_PATH}')
 
 
-def token_setup_join(mac: bool = True) -> list[str]:
+def token_setup_join(mac: bool = True, head: str = "desktop") -> list[str]:
     """How the joining machine writes the desktop's token to ``~/.ray/auth_token`` (mode 600).
 
     ``~/.ray`` may not exist yet (a Mac's home is ``/Users/NAME``; Ray creates the folder
     only when it starts), so it is made first; ``umask 077`` keeps the file private from
-    its first byte. No SSH server is needed on either machine.
+    its first byte. No SSH server is needed on either machine. ``head``: ``"desktop"``, or ``"Mac"``
+    where a Windows desktop joins a Mac's head (``hetlab join --windows``).
     """
     write = (f"mkdir -p ~/.ray && (umask 077 && pbpaste > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"
              if mac else _READ_TOKEN)
     how = ("run `ray get-auth-token` on the desktop and bring the line it prints here by a way you "
            "trust (the desktop's clipboard does not reach a Mac: type it, or a USB stick), copy it here "
            "(Cmd-C), then:" if mac
-           else "run `ray get-auth-token` on the desktop, then here paste it (nothing echoes) and press Enter:")
+           else f"run `ray get-auth-token` on the {head}, then here paste it (nothing echoes) and press Enter:")
     lines = [f"#    {how}",
              write]
     if mac:
@@ -224,8 +225,10 @@ def token_setup_join(mac: bool = True) -> list[str]:
     lines += [
         "#    or no file at all: read -rs RAY_AUTH_TOKEN && export RAY_AUTH_TOKEN (in every shell that "
         "runs ray start or a notebook here)",
-        "#    prefer scp? the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server), then:",
-        f"#    mkdir -p ~/.ray && scp USER@DESKTOP_IP:.ray/auth_token {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
+        ("#    prefer scp? the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server), then:"
+         if head == "desktop" else "#    prefer scp? turn on Remote Login on the Mac (System Settings > General > "
+                                   "Sharing > Remote Login), then:"),
+        f"#    mkdir -p ~/.ray && scp USER@{head.upper()}_IP:.ray/auth_token {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
     ]
     return lines
 
@@ -254,14 +257,19 @@ def macos_firewall_steps(ranges: str) -> list[str]:
     ]
 
 
-def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True, **options) -> str:
-    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``)."""
+def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
+                where: str | None = None, firewall: list[str] | None = None, head: str = "desktop",
+                **options) -> str:
+    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``).
+
+    ``firewall`` replaces the firewall step (a Windows desktop's rules are PowerShell: ``hetlab.winsteps``).
+    """
     argv = join_command(head_ip, ip, ports, **options)
     env = join_env(mac=mac)
     ranges = " ".join(firewall_ranges(ports, head=False))
-    where = "On the Mac (joins the desktop's head)" if mac else "On the joining machine"
+    where = where or ("On the Mac (joins the desktop's head)" if mac else "On the joining machine")
     gloo = " ".join(train_ranges(ports, "macos" if mac else "linux", head=False))
-    firewall = (macos_firewall_steps(ranges) + [
+    firewall = firewall or (macos_firewall_steps(ranges) + [
                     f"#    Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral ports "
                     f"({gloo}); the Python rule admits it."] if mac else
                 [f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP.",
@@ -271,8 +279,8 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
               f"a local Ray off 127.0.0.1):" if mac else "# 3) join:")
     return "\n".join([
         *([ZSH_COMMENTS] if mac else []),
-        f"# {where}. 1) the desktop's token in {TOKEN_PATH}, private to you:",
-        *token_setup_join(mac),
+        f"# {where}. 1) the {head}'s token in {TOKEN_PATH}, private to you:",
+        *token_setup_join(mac, head),
         *firewall,
         opt_in,
         shell_line(argv, env),
