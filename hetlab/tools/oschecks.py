@@ -91,14 +91,6 @@ def mac_power_checks(pmset_g: str | None, pmset_batt: str | None) -> list[Check]
     return checks
 
 
-def _pmset(*args: str) -> str | None:
-    try:
-        out = subprocess.run(["pmset", "-g", *args], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
 # --- Linux: the firewall, automatic suspend, NVIDIA's driver; the Mac's firewall ---
 
 UFW_ENABLE = ("sudo ufw allow OpenSSH (first, or SSH is locked out; without openssh-server: skip it), then "
@@ -212,7 +204,7 @@ def os_checks(system: str, smi_works: bool = False) -> list[Check]:
     """This machine's checks: native Windows, WSL (with the Windows side), a Linux desktop, or a Mac's
     sleep, power and firewall (``hetlab doctor``). ``smi_works``: nvidia-smi lists a card here."""
     if system == "Darwin":
-        return mac_power_checks(_pmset(), _pmset("batt")) + mac_firewall_check(
+        return mac_power_checks(_out(["pmset", "-g"]), _out(["pmset", "-g", "batt"])) + mac_firewall_check(
             _out([commands.MACOS_FIREWALL, "--getglobalstate"]))
     signs = windows.local_signs()
     if windows.is_wsl(signs["release"], signs["env"], signs["interop"]):
