@@ -1,19 +1,17 @@
-"""A Windows 11 desktop as the head: the course runs inside WSL2 (README, "Windows desktop"; notebook 04).
+"""A Windows 11 desktop in the course: what WSL2 and Windows look like from inside WSL (README,
+"Windows desktop"; notebook 04).
 
 Natively on Windows, Ray's multi-node clusters are unsupported, PyPI's torch is a CPU build
-and there is no bash or make; inside WSL2 Ubuntu the desktop is a Linux head like any other,
-with three Windows-side steps (Microsoft's docs: learn.microsoft.com/windows/wsl/networking
-and .../wsl-config; the Hyper-V firewall page; the NetSecurity cmdlets):
+and there is no bash or make; inside WSL2 Ubuntu the desktop is a Linux node like any other, if:
 
-* mirrored networking (``networkingMode=mirrored`` under ``[wsl2]`` in ``%UserProfile%\\.wslconfig``,
-  Windows 11 22H2+): WSL shares Windows' LAN address, so the Mac reaches Ray inside WSL; the
-  default, NAT, hides WSL behind a 172.16/12 address the Mac cannot reach;
-* inbound TCP passes two firewalls: the Hyper-V firewall (a rule for WSL's VM creator id) and
-  Windows Defender Firewall; each rule admits exactly the head's ports, from the Mac only;
-* a long run needs Windows awake and WSL kept from idling out when its last window closes.
+* Windows is 11 22H2 (build 22621) or newer, the first with WSL's mirrored networking: WSL then
+  shares Windows' LAN address. Under the default, NAT, WSL sits behind a 172.16/12 address the
+  Mac cannot reach, and no ``.wslconfig`` setting or port forwarding changes that for Ray;
+* inbound TCP passes two firewalls (the Hyper-V firewall for WSL's VM creator, and Windows
+  Defender Firewall), and Windows stays awake (the steps: ``hetlab.winsteps``).
 
-Detection takes the signs as arguments (kernel release, environment, addresses), so the tests
-supply WSL's own; the PowerShell steps are plain text built from ``hetlab.commands.Ports``.
+Detection takes the signs as arguments (kernel release, environment, addresses, what ``ver`` and
+``wsl --version`` print), so the tests supply WSL's own; ``local_signs`` reads this machine's.
 """
 from __future__ import annotations
 

@@ -153,12 +153,14 @@ def _nat_note(ip: str) -> list[str]:
 
 
 def power_before(query: str | None) -> dict[str, int]:
-    """The AC values (seconds) of sleep and hibernate from the saved ``powercfg /query ... SUB_SLEEP``
-    text: each setting's block starts at its GUID, and its last two hex numbers are AC, then DC."""
+    """The AC values (seconds) of sleep and hibernate from ``powercfg /query SCHEME_CURRENT SUB_SLEEP``'s
+    text: each setting's block starts at its GUID (its alias, STANDBYIDLE or HIBERNATEIDLE, follows),
+    and its last two hex numbers are AC, then DC; the labels vary with Windows' language, these do not."""
     found = {}
     blocks = re.split(r"(?im)^.*?:\s*([0-9a-f-]{36})", query or "")
     for guid, block in zip(blocks[1::2], blocks[2::2]):
-        name = next((n for n, g in POWER_GUIDS.items() if g == guid.lower()), None)
+        name = next((n for n, g in POWER_GUIDS.items()
+                     if g == guid.lower() or re.search(rf"^\s*\S.*:\s*{n}\s*$", block, flags=re.M)), None)
         values = re.findall(r"0x([0-9a-fA-F]+)", block)
         if name and len(values) >= 2:
             found[name] = int(values[-2], 16)

@@ -29,8 +29,11 @@ LAN_IP, LAN_MAC = "192.168.1.10", "a8:a1:59:12:34:56"
 MAC = "192.168.1.20"
 GOOD_WSLCONFIG = "[wsl2]\nmemory=16GB\nnetworkingMode=Mirrored\nvmIdleTimeout=-1\n\n[general]\ninstanceIdleTimeout=-1\n"
 SMI_4070TI = "GPU 0: NVIDIA GeForce RTX 4070 Ti (UUID: GPU-5d3c1f0e-8a7b-4c2d-9e1f-0a1b2c3d4e5f)\n"
-POWER_OFF = {name: f"Power Setting GUID: {guid}  (x)\n    Current AC Power Setting Index: 0x00000000\n"
-                   f"    Current DC Power Setting Index: 0x00000384\n" for name, guid in winsteps.POWER_GUIDS.items()}
+# powercfg /query SCHEME_CURRENT SUB_SLEEP in German: the labels change, the GUIDs, aliases and values do not
+POWER_OFF = "".join(f"    GUID der Energieeinstellung: {guid}  (x)\n      GUID-Alias: {name}\n"
+                    f"    Index der aktuellen Wechselstromeinstellung: 0x00000000\n"
+                    f"    Index der aktuellen Gleichstromeinstellung: 0x00000384\n"
+                    for name, guid in winsteps.POWER_GUIDS.items())
 
 
 def _rules(ephemeral=(44619, 48715), remote=MAC, drop=()):
@@ -125,11 +128,12 @@ def test_the_windows_rules_and_sleep_are_read_back():
     assert winchecks.parse_rules("not json") is None
     assert winchecks.rules_checks(None, Ports(), (1, 2))[0].status == preflight.WARN
     assert [c for c in pwsh.parse(winchecks.RULES_QUERY) if c[0] == "ConvertTo-Json"]  # the query parses
-    sleeps = {**POWER_OFF, "STANDBYIDLE": POWER_OFF["STANDBYIDLE"].replace("0x00000000", "0x00000708", 1)}
-    power = winchecks.power_check(sleeps)
+    power = winchecks.power_check(POWER_OFF.replace("0x00000000", "0x00000708", 1))
     assert power.status == preflight.WARN and "standby after 30 min" in power.detail
     assert "powercfg /change standby-timeout-ac 0" in power.fix and "hibernate" not in power.fix
-    assert winchecks.power_check({n: None for n in POWER_OFF}).status == preflight.WARN
+    assert winchecks.power_check(None).status == preflight.WARN
+    assert winchecks.power_check(POWER_OFF.replace(winsteps.POWER_GUIDS["STANDBYIDLE"], "0" * 36)).status \
+        == preflight.OK                                            # found by its alias too
 
 
 def test_wslconfig_edited_twice_is_unchanged_the_second_time_and_keeps_the_learners_keys(tmp_path, capsys):
@@ -148,8 +152,7 @@ def test_wslconfig_edited_twice_is_unchanged_the_second_time_and_keeps_the_learn
     assert first == once.encode() and (tmp_path / ".wslconfig.hetlab-backup").read_bytes() == mine.encode()
     assert cli.main(["wslconfig", "--file", str(path)]) == 0       # the second time: nothing to do
     assert path.read_bytes() == first and "nothing changed" in capsys.readouterr().out.splitlines()[-1]
-    (tmp_path / winsteps.POWER_RECORD).write_text(POWER_OFF["STANDBYIDLE"].replace("0x00000000", "0x00000708", 1)
-                                                  + POWER_OFF["HIBERNATEIDLE"])
+    (tmp_path / winsteps.POWER_RECORD).write_text(POWER_OFF.replace("0x00000000", "0x00000708", 1))
     assert cli.main(["wslconfig", "--file", str(path), "--undo"]) == 0
     undo = capsys.readouterr().out
     assert path.read_bytes() == mine.encode() and not (tmp_path / ".wslconfig.hetlab-backup").exists()

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hetlab import commands, windows, winsteps
+from hetlab import commands, windows
 from hetlab.tools import winchecks
 from hetlab.tools.preflight import FAIL, OK, WARN, Check
 from hetlab.vocab import MAC_IP_ENV, Ports
@@ -52,7 +52,7 @@ def wsl_checks(signs: dict) -> list[Check]:
                                        signs.get("wsl_package")),
             winchecks.gpu_check(signs.get("dxg", False), signs.get("wsl_smi"), signs.get("linux_nvidia_smi", False)),
             winchecks.idle_check(signs.get("wslconfig")),
-            winchecks.power_check(signs.get("powercfg") or {n: None for n in winsteps.POWER_SETTINGS}),
+            winchecks.power_check(signs.get("powercfg")),
             *winchecks.rules_checks(signs.get("rules"), Ports(), ephemeral, signs["env"].get(MAC_IP_ENV))]
 
 

@@ -2,7 +2,7 @@
 
 Through WSL's interop the doctor runs Windows' own programs: ``cmd.exe /c ver`` (the build: mirrored
 networking needs 22621+), ``powershell.exe`` (the hetlab firewall rules as Windows holds them),
-``powercfg`` (sleep and hibernate on AC), and NVIDIA's Windows driver's ``nvidia-smi`` in
+``powercfg /query SCHEME_CURRENT SUB_SLEEP`` (sleep and hibernate on AC), and NVIDIA's Windows driver's ``nvidia-smi`` in
 /usr/lib/wsl/lib. Each parser is a pure function of that text, so the tests supply what a
 Windows machine prints.
 """
@@ -92,10 +92,10 @@ def idle_check(config: str | None) -> Check:
     return Check("WSL idle shutdown", OK, ".wslconfig: no idle shutdown (vmIdleTimeout, instanceIdleTimeout -1)")
 
 
-def power_check(query: dict[str, str | None]) -> Check:
-    """Sleep and hibernate on AC power off (``powercfg /query SCHEME_CURRENT SUB_SLEEP <alias>``)."""
-    values = {name: winsteps.power_before(text).get(name) for name, text in query.items()}
-    if any(v is None for v in values.values()):
+def power_check(query: str | None) -> Check:
+    """Sleep and hibernate on AC power off (``powercfg /query SCHEME_CURRENT SUB_SLEEP``)."""
+    values = winsteps.power_before(query)
+    if set(values) != set(winsteps.POWER_SETTINGS):
         return Check("Windows sleep", WARN, "could not read powercfg's sleep settings from WSL",
                      "in PowerShell as Administrator: " + "; ".join(
                          f"powercfg /change {n} 0" for n in winsteps.POWER_SETTINGS.values()))
@@ -168,7 +168,6 @@ def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tup
 
 def windows_side_signs() -> dict:
     """What the Windows side says, through interop (each None where it cannot be read)."""
-    query = {name: windows.run_windows(["powercfg.exe", "/query", "SCHEME_CURRENT", "SUB_SLEEP", name])
-             for name in winsteps.POWER_SETTINGS}
+    query = windows.run_windows(["powercfg.exe", "/query", "SCHEME_CURRENT", "SUB_SLEEP"])
     rules = windows.run_windows(["powershell.exe", "-NoProfile", "-NonInteractive", "-Command", RULES_QUERY])
     return {"powercfg": query, "rules": parse_rules(rules)}
