@@ -123,6 +123,12 @@ def test_the_windows_rules_and_sleep_are_read_back():
                                                                          (winsteps.TRAIN_RULE, "defender")])),
                                       Ports(), (44619, 48715))
     assert no_train[1].status == preflight.OK and "notebook 07" in no_train[1].detail
+    unread = json.loads(_rules(drop=[(winsteps.RULE, "hyperv")])) + [{"kind": "error", "name": "Access is denied."}]
+    said = winchecks.rules_checks(winchecks.parse_rules(json.dumps(unread)), Ports(), (44619, 48715))[0]
+    assert "(Windows said: Access is denied.)" in said.detail
+    disabled = json.loads(_rules())
+    disabled[1]["enabled"] = "False"
+    assert "disabled" in winchecks.rules_checks(winchecks.parse_rules(json.dumps(disabled)), Ports(), (1, 2))[0].detail
     single = json.dumps(json.loads(_rules())[0])                  # ConvertTo-Json of one rule: an object
     assert winchecks.parse_rules(single)[0]["name"] == winsteps.RULE
     assert winchecks.parse_rules("not json") is None

@@ -18,14 +18,17 @@ RESTART = "then `wsl --shutdown` in PowerShell (no reboot needed) and open Ubunt
 # The Hyper-V rule holds its ports and addresses itself (MSFT_NetFirewallHyperVRule); a Defender rule
 # keeps them in its port and address filters (Get-NetFirewallPortFilter, Get-NetFirewallAddressFilter).
 RULES_QUERY = (
-    "$h = @(Get-NetFirewallHyperVRule -ErrorAction SilentlyContinue | Where-Object DisplayName -like 'hetlab*' | "
+    "$h = @(Get-NetFirewallHyperVRule -ErrorAction SilentlyContinue -ErrorVariable he | "
+    "Where-Object DisplayName -like 'hetlab*' | "
     "ForEach-Object { [pscustomobject]@{ kind = 'hyperv'; name = $_.DisplayName; enabled = [string]$_.Enabled; "
     "ports = @($_.LocalPorts); remote = @($_.RemoteAddresses) } }); "
-    "$d = @(Get-NetFirewallRule -DisplayName 'hetlab*' -ErrorAction SilentlyContinue | "
+    "$d = @(Get-NetFirewallRule -DisplayName 'hetlab*' -ErrorAction SilentlyContinue -ErrorVariable de | "
     "ForEach-Object { [pscustomobject]@{ kind = 'defender'; name = $_.DisplayName; enabled = [string]$_.Enabled; "
     "ports = @(($_ | Get-NetFirewallPortFilter).LocalPort); "
     "remote = @(($_ | Get-NetFirewallAddressFilter).RemoteAddress) } }); "
-    "ConvertTo-Json -InputObject @($h + $d) -Compress -Depth 3")
+    "$e = @(@($he) + @($de) | Where-Object { $_ } | ForEach-Object { [pscustomobject]@{ kind = 'error'; "
+    "name = [string]$_ } }); "
+    "ConvertTo-Json -InputObject @($h + $d + $e) -Compress -Depth 3")
 
 
 def build_check(build: int | None) -> Check:
@@ -146,10 +149,12 @@ def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tup
                                                                     "pair needs it (part B of `hetlab head`)"))
             continue
         label = "Windows firewall" + (" (Ray Train)" if name == winsteps.TRAIN_RULE else "")
-        problems = [f"no {kind} rule '{name}'" for kind in ("hyperv", "defender") if kind not in found]
+        errors = [r["name"].splitlines()[0] for r in rules if r.get("kind") == "error" and r.get("name")]
+        problems = [f"no {kind} rule '{name}'" + (f" (Windows said: {errors[0]})" if errors else "")
+                    for kind in ("hyperv", "defender") if kind not in found]
         for kind, rule in found.items():
             have = _ports(rule["ports"])
-            if rule.get("enabled") not in ("True", "1", None):
+            if rule.get("enabled") in ("False", "2"):   # NetSecurity's Enabled: True = 1, False = 2
                 problems.append(f"the {kind} rule is disabled")
             if name == winsteps.RULE and frozenset(have) not in wanted:
                 problems.append(f"the {kind} rule opens {','.join(rule['ports'])}, not this node's Ray ports")
