@@ -55,10 +55,11 @@ def firewall_rules(name: str, ranges: list[str], remote: str) -> list[str]:
             f"-LocalPort {ports} -RemoteAddress {address} -Action Allow"]
 
 
-def train_ranges(ports: commands.Ports, ephemeral: tuple[int, int], head: bool) -> list[str]:
-    """Ray Train's ports on this node: rank 0's rendezvous (on the head), and gloo's listeners on WSL's
-    ephemeral ports (gloo binds port 0: torch offers no way to pin them; pytorch/gloo issue 54)."""
-    return ([str(ports.train_rendezvous)] if head else []) + [f"{ephemeral[0]}-{ephemeral[1]}"]
+def train_ranges(ports: commands.Ports, ephemeral: tuple[int, int]) -> list[str]:
+    """Ray Train's ports on the Windows desktop: rank 0's rendezvous (rank 0 runs on the desktop role,
+    head or not: ``raytrain_config.scaling_config``), and gloo's listeners on WSL's ephemeral ports
+    (gloo binds port 0: torch offers no way to pin them; pytorch/gloo issue 54)."""
+    return [str(ports.train_rendezvous), f"{ephemeral[0]}-{ephemeral[1]}"]
 
 
 def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Ports(),
@@ -70,7 +71,7 @@ def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Por
     other = "the Mac" if head else "the Mac (the head)"
     remote = "MAC_IP" if remote_ip is None else commands.check_ip(remote_ip, "the Mac's IP")
     ranges = commands.firewall_ranges(ports, head=head)
-    train = train_ranges(ports, ephemeral, head)
+    train = train_ranges(ports, ephemeral)
     record = f'{PROFILE}{POWER_RECORD}"'
     return [
         "# B) On Windows, in PowerShell as Administrator (Start, type PowerShell, Run as administrator).",
@@ -79,9 +80,9 @@ def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Por
         f"# 1) firewalls: TCP {' '.join(ranges)} from {other} only, in the Hyper-V firewall (inbound to WSL) "
         f"and Windows Defender Firewall (pasting again replaces them):",
         *firewall_rules(RULE, ranges, remote),
-        f"#    Ray Train (notebook 07) only: also TCP {' '.join(train)} ("
-        + ("its rendezvous, and " if head else "") + "gloo on WSL's ephemeral ports, read just now; WSL may "
-        "move them when it restarts, and `hetlab doctor` then says so); remove the leading # to run these:",
+        f"#    Ray Train (notebook 07) only: also TCP {' '.join(train)} (rank 0's rendezvous, here, and gloo on "
+        f"WSL's ephemeral ports, read just now; WSL may move them when it restarts, and `hetlab doctor` then "
+        f"says so); remove the leading # to run these:",
         *[f"#    {line}" for line in firewall_rules(TRAIN_RULE, train, remote)],
         *([f"#    keep {', '.join(str(p) for p in ports.local_only(head=True))} closed (dashboard and "
            f"metrics: local use only)"] if head else []),

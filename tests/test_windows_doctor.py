@@ -112,6 +112,9 @@ def test_the_windows_rules_and_sleep_are_read_back():
     train = stale["Windows firewall (Ray Train)"]
     assert train.status == preflight.WARN and "now 37794-41890" in train.detail and "part B" in train.fix
     assert stale["Windows firewall"].status == preflight.OK
+    no_rendezvous = _rules().replace('"6386", ', "")
+    assert "lacks the rendezvous port 6386" in winchecks.rules_checks(
+        winchecks.parse_rules(no_rendezvous), Ports(), (44619, 48715))[1].detail
     missing = winchecks.rules_checks(winchecks.parse_rules(_rules(drop=[(winsteps.RULE, "hyperv")])), Ports(),
                                      (44619, 48715))
     assert missing[0].status == preflight.WARN and "no hyperv rule 'hetlab Ray'" in missing[0].detail

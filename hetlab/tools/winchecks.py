@@ -158,6 +158,8 @@ def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tup
                 problems.append(f"the {kind} rule is disabled")
             if name == winsteps.RULE and frozenset(have) not in wanted:
                 problems.append(f"the {kind} rule opens {','.join(rule['ports'])}, not this node's Ray ports")
+            if name == winsteps.TRAIN_RULE and ports.train_rendezvous not in have:
+                problems.append(f"the {kind} rule lacks the rendezvous port {ports.train_rendezvous}")
             if name == winsteps.TRAIN_RULE and not set(range(ephemeral[0], ephemeral[1] + 1)) <= have:
                 problems.append(f"WSL's ephemeral ports are now {ephemeral[0]}-{ephemeral[1]}, the {kind} rule "
                                 f"opens {','.join(rule['ports'])} (WSL moved them when it restarted)")
