@@ -138,7 +138,7 @@ def test_the_windows_rules_and_sleep_are_read_back():
     assert winchecks.rules_checks(None, Ports(), (1, 2))[0].status == preflight.WARN
     assert [c for c in pwsh.parse(winchecks.RULES_QUERY) if c[0] == "ConvertTo-Json"]  # the query parses
     power = winchecks.power_check(POWER_OFF.replace("0x00000000", "0x00000708", 1))
-    assert power.status == preflight.WARN and "standby after 30 min" in power.detail
+    assert power.status == preflight.WARN and "sleep after 30 min" in power.detail
     assert "powercfg /change standby-timeout-ac 0" in power.fix and "hibernate" not in power.fix
     assert winchecks.power_check(None).status == preflight.WARN
     assert winchecks.power_check(POWER_OFF.replace(winsteps.POWER_GUIDS["STANDBYIDLE"], "0" * 36)).status \

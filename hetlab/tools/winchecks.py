@@ -14,6 +14,7 @@ from hetlab import commands, windows, winsteps, wslconfig
 from hetlab.tools.preflight import FAIL, OK, WARN, Check
 
 RESTART = "then `wsl --shutdown` in PowerShell (no reboot needed) and open Ubuntu again"
+WORDS = {"STANDBYIDLE": "sleep", "HIBERNATEIDLE": "hibernation"}
 # One JSON list of the hetlab rules in both firewalls: name, enabled, local ports, remote addresses.
 # The Hyper-V rule holds its ports and addresses itself (MSFT_NetFirewallHyperVRule); a Defender rule
 # keeps them in its port and address filters (Get-NetFirewallPortFilter, Get-NetFirewallAddressFilter).
@@ -77,8 +78,8 @@ def gpu_check(dxg: bool, wsl_smi: str | None, linux_nvidia_smi: bool) -> Check:
     if not cards:
         seen = "/dev/dxg is there (some GPU driver), but " if dxg else "no /dev/dxg and "
         return Check("WSL GPU", FAIL, f"{seen}no NVIDIA driver: {windows.WSL_SMI} names no card",
-                     "install NVIDIA's Windows driver (on Windows, from nvidia.com; not in WSL), run "
-                     f"`wsl --update` in PowerShell, {RESTART}")
+                     "install NVIDIA's Windows driver (on Windows, from nvidia.com; not in WSL), then in "
+                     "PowerShell `wsl --update` and `wsl --shutdown`, and open Ubuntu again")
     return Check("WSL GPU", OK, f"NVIDIA's Windows driver: {'; '.join(cards)}")
 
 
@@ -105,7 +106,7 @@ def power_check(query: str | None) -> Check:
     on = {name: v for name, v in values.items() if v}
     if not on:
         return Check("Windows sleep", OK, "no sleep and no hibernation on AC power")
-    said = ", ".join(f"{winsteps.POWER_SETTINGS[n].split('-')[0]} after {v // 60} min" for n, v in on.items())
+    said = " and ".join(f"{WORDS[n]} after {v // 60} min" for n, v in on.items())
     return Check("Windows sleep", WARN, f"on AC power Windows goes to {said}: a sleeping desktop ends the run",
                  "in PowerShell as Administrator: " + "; ".join(
                      f"powercfg /change {winsteps.POWER_SETTINGS[n]} 0" for n in on))
@@ -157,17 +158,18 @@ def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tup
             if rule.get("enabled") in ("False", "2"):   # NetSecurity's Enabled: True = 1, False = 2
                 problems.append(f"the {kind} rule is disabled")
             if name == winsteps.RULE and frozenset(have) not in wanted:
-                problems.append(f"the {kind} rule opens {','.join(rule['ports'])}, not this node's Ray ports")
+                problems.append(f"the rule opens {','.join(rule['ports'])}, not this node's Ray ports")
             if name == winsteps.TRAIN_RULE and ports.train_rendezvous not in have:
-                problems.append(f"the {kind} rule lacks the rendezvous port {ports.train_rendezvous}")
+                problems.append(f"the rule lacks the rendezvous port {ports.train_rendezvous}")
             if name == winsteps.TRAIN_RULE and not set(range(ephemeral[0], ephemeral[1] + 1)) <= have:
-                problems.append(f"WSL's ephemeral ports are now {ephemeral[0]}-{ephemeral[1]}, the {kind} rule "
-                                f"opens {','.join(rule['ports'])} (WSL moved them when it restarted)")
+                problems.append(f"WSL's ephemeral ports are now {ephemeral[0]}-{ephemeral[1]}, the rule opens "
+                                f"{','.join(rule['ports'])} (WSL moved them when it restarted)")
             if len(rule["remote"]) != 1 or rule["remote"][0].lower() == "any":
-                problems.append(f"the {kind} rule admits {','.join(rule['remote']) or 'anyone'}, not one address")
+                problems.append(f"the rule admits {','.join(rule['remote']) or 'anyone'}, not one address")
             elif mac_ip and rule["remote"][0] != mac_ip:
-                problems.append(f"the {kind} rule admits {rule['remote'][0]}, not the Mac's {mac_ip}")
+                problems.append(f"the rule admits {rule['remote'][0]}, not the Mac's {mac_ip}")
         remote = next((r["remote"][0] for r in found.values() if len(r["remote"]) == 1), "?")
+        problems = list(dict.fromkeys(problems))   # the same finding in both firewalls, said once
         checks.append(Check(label, WARN if problems else OK, "; ".join(problems) if problems else
                             f"'{name}' in both firewalls, from {remote} only", again))
     return checks
