@@ -13,9 +13,6 @@ import re
 import socket
 import subprocess
 import sys
-from pathlib import Path
-
-import pytest
 
 import pwsh_grammar as pwsh
 from hetlab import windows, winsteps, wslconfig
