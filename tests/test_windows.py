@@ -214,6 +214,15 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     assert "`ray get-auth-token` on the Mac" in part_c and "hetlab join" in _part(text, "B")
     assert cli.main(["join", "--head", HEAD, "--ip", MAC]) == 0                 # a Mac joining: unchanged
     assert "New-NetFirewall" not in capsys.readouterr().out
+    # the Mac's own head steps (`hetlab head` on macOS; the platform supplied): its application firewall,
+    # its opt-in on the `ray start --head` line only, and the token handed to the desktop
+    mac_head = commands.render_head(MAC, role="mac", mac=True)
+    lines = mac_head.splitlines()
+    assert lines[0] == commands.ZSH_COMMENTS and "ufw" not in mac_head
+    assert any(commands.MACOS_FIREWALL in line and not line.startswith("#") for line in lines)
+    start = shlex.split(next(line for line in lines if " ray start --head" in line))
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in start and f"--node-ip-address={MAC}" in start
+    assert "--labels=hetlab-role=mac" in start and "give the desktop the token" in mac_head
 
 
 def test_the_windows_teardown_binds_and_undoes_each_printed_step():

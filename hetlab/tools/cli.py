@@ -47,10 +47,11 @@ def _ports_args(p) -> None:
 
 
 def _add_head(sub) -> None:
-    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or WSL2)")
+    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or WSL2; "
+                       "or a Mac that the desktop joins)")
     p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I; WSL in "
                                                "mirrored mode shares Windows' address)")
-    p.add_argument("--role", default="desktop", help="hetlab role of this node (default desktop)")
+    p.add_argument("--role", default=None, help="hetlab role of this node (default desktop; mac on a Mac)")
     p.add_argument("--windows", action="store_true", help="a Windows desktop running the course in "
                    "WSL2: print the PowerShell steps too (the default inside WSL)")
     p.add_argument("--mac-ip", default=None, help="the Mac's LAN IP, the only address the Windows "
@@ -62,13 +63,14 @@ def _add_head(sub) -> None:
 def _head(args) -> int:
     from hetlab import commands, windows, winsteps
     ports = commands.Ports(gcs=args.port)
-    options = dict(role=args.role, cpus=args.num_cpus, gpus=args.num_gpus)
+    mac = sys.platform == "darwin" and not args.windows
+    options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
     wsl = windows.in_wsl()
     if winsteps.flavour(sys.platform, wsl, args.windows) == "windows":
         print(winsteps.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(),
                                    _windows_build(wsl), **options))
     else:
-        print(commands.render_head(args.ip, ports, **options))
+        print(commands.render_head(args.ip, ports, mac=mac, **options))
     return 0
 
 
