@@ -6,7 +6,7 @@ netsecurity/new-netfirewallhypervrule, new-netfirewallrule, remove-netfirewallhy
 remove-netfirewallrule; microsoft.powershell.management/test-path, remove-item;
 microsoft.powershell.utility/out-file; and about_CommonParameters (-ErrorAction). Types:
 ``"string"`` takes one value; ``"list"`` (String[]) one value or a comma-separated list; a tuple is
-an enum's names. A value PowerShell would not bind is an error here too: an unknown parameter, a
+an enum's names; a cmdlet's required parameters are listed apart. A value PowerShell would not bind is an error here too: an unknown parameter, a
 second argument after a parameter (``-LocalPorts 'a' 'b'``: PowerShell reports "A positional
 parameter cannot be found"), a list given to a string, a name outside an enum.
 """
@@ -18,7 +18,8 @@ CMDLETS = {
     "New-NetFirewallHyperVRule": {"DisplayName": "string", "Name": "string", "Direction": DIRECTION,
                                   "VMCreatorId": "string", "Protocol": "string", "LocalAddresses": "list",
                                   "LocalPorts": "list", "RemoteAddresses": "list", "RemotePorts": "list",
-                                  "Action": ACTION, "Enabled": ENABLED},
+                                  "Action": ACTION, "Enabled": ENABLED, "RulePriority": "string",
+                                  "Profiles": ("Any", "Domain", "Private", "Public", "NotApplicable")},
     "New-NetFirewallRule": {"DisplayName": "string", "Name": "string", "Description": "string",
                             "Direction": DIRECTION, "Action": ACTION, "Enabled": ENABLED, "Protocol": "string",
                             "LocalAddress": "list", "RemoteAddress": "list", "LocalPort": "list",
@@ -30,6 +31,7 @@ CMDLETS = {
     "Out-File": {"FilePath": "string", "Encoding": ("ascii", "unicode", "utf8", "oem"), None: "string"},
 }
 COMMON = {"ErrorAction": ERROR_ACTIONS}
+REQUIRED = {"New-NetFirewallHyperVRule": {"DisplayName"}, "New-NetFirewallRule": {"DisplayName"}}  # else a prompt
 
 
 def parse(text: str) -> list[tuple[str, dict]]:
@@ -79,7 +81,8 @@ def _leaves(node):
 def binding_errors(name: str, params: dict) -> list[str]:
     """Why PowerShell would refuse to bind ``params`` to cmdlet ``name`` (``[]``: it binds)."""
     table = {**CMDLETS[name], **COMMON}
-    errors = []
+    errors = [f"{name}: -{param} is required (PowerShell would stop and prompt for it)"
+              for param in sorted(REQUIRED.get(name, set()) - set(params))]
     for param, arguments in params.items():
         kind = table.get(param)
         if kind is None:

@@ -91,6 +91,7 @@ def test_the_grammar_refuses_what_powershell_would_not_bind():
                 "New-NetFirewallHyperVRule -DisplayName 'x' -LocalPort '6379'",   # the Hyper-V cmdlet's is LocalPorts
                 "New-NetFirewallRule -DisplayName 'x','y'",                       # a list for a string
                 "New-NetFirewallRule -DisplayName 'x' -Direction Inward",         # not in the enum
+                "New-NetFirewallHyperVRule -Direction Inbound -LocalPorts '22'",  # no -DisplayName: a prompt
                 "Remove-NetFirewallRule -DisplayName 'x' -ErrorAction Quietly"):
         [(name, params)] = pwsh.parse(bad)
         assert pwsh.binding_errors(name, params) != [], bad
