@@ -163,40 +163,54 @@ def ufw_steps(ports: Ports = Ports()) -> list[str]:
 
 
 def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (Linux, the head)",
-                firewall: list[str] | None = None, **options) -> str:
+                firewall: list[str] | None = None, mac: bool = False, **options) -> str:
     """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``).
 
-    ``firewall`` replaces the ufw step (a Windows desktop's rules are PowerShell: ``hetlab.windows``).
+    ``firewall`` replaces the ufw step (a Windows desktop's rules are PowerShell: ``hetlab.winsteps``).
+    ``mac``: the Mac is the head (``hetlab head`` on macOS), and the desktop joins it: the Mac's
+    application firewall, and the Mac's opt-in on its ``ray start`` line.
     """
     argv = head_command(ip, ports, **options)
-    env = head_env(ports=ports)
+    env = {**head_env(ports=ports), **(MAC_ENV if mac else {})}
+    if mac:
+        where = "On the Mac (the head; the desktop joins it)"
+        firewall = macos_firewall_steps(" ".join(firewall_ranges(ports, head=True))) + [
+            f"#    Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral ports; the Python "
+            f"rule admits it."]
+    other, tunnel = ("desktop", "here") if mac else ("Mac", "here; from the Mac, ssh -L 8265:127.0.0.1:8265 "
+                                                             "USER@DESKTOP_IP, with openssh-server on the desktop")
     return "\n".join([
+        *([ZSH_COMMENTS] if mac else []),
         f"# {where}. 1) one token for the whole cluster, private to you:",
         "ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH,
         *(ufw_steps(ports) if firewall is None else firewall),
-        "# 3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 here; from the Mac, "
-        "ssh -L 8265:127.0.0.1:8265 USER@DESKTOP_IP, with openssh-server on the desktop):",
+        f"# 3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 {tunnel}):",
         shell_line(argv, env),
-        *token_handover_head(),
+        *token_handover_head(other),
         f"# 5) drivers (notebooks) on this machine: export {_exports(AUTH_ENV)} "
         f"HETLAB_ADDRESS={_host(argv)}:{ports.gcs}",
         "# stop: ray stop (stops every Ray process of this user on this machine)",
     ])
 
 
-def token_handover_head() -> list[str]:
-    """How the token leaves the desktop: printed, copied by hand; scp only as an option.
+def token_handover_head(other: str = "Mac") -> list[str]:
+    """How the token leaves the head for the ``other`` machine: printed, copied by hand; scp only
+    as an option.
 
     Neither machine runs an SSH server out of the box (macOS: Remote Login is off;
     Ubuntu Desktop: no openssh-server), so the default route needs none.
     """
+    server = ("turn on Remote Login on the Mac (System Settings > General > Sharing > Remote Login)"
+              if other == "Mac" else "the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server)")
+    host = f"USER@{other.upper()}_IP"
     return [
-        "# 4) give the Mac the token, no SSH needed: print it, copy it (the Mac's `hetlab join` says where it goes):",
+        f"# 4) give the {other} the token, no SSH needed: print it, copy it (the {other}'s `hetlab join` says "
+        f"where it goes):",
         "ray get-auth-token",
         "#    it travels in clear text: only on your own LAN (elsewhere: a VPN or an SSH tunnel).",
-        "#    prefer scp? turn on Remote Login on the Mac (System Settings > General > Sharing > Remote Login), then:",
-        f"#    ssh USER@MAC_IP 'mkdir -p ~/.ray' && scp {TOKEN_PATH} USER@MAC_IP:.ray/auth_token "
-        f"&& ssh USER@MAC_IP 'chmod 600 {TOKEN_PATH}'",
+        f"#    prefer scp? {server}, then:",
+        f"#    ssh {host} 'mkdir -p ~/.ray' && scp {TOKEN_PATH} {host}:.ray/auth_token "
+        f"&& ssh {host} 'chmod 600 {TOKEN_PATH}'",
     ]
 
 
@@ -204,19 +218,20 @@ _READ_TOKEN = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$
                f'&& chmod 600 {TOKEN_PATH}')
 
 
-def token_setup_join(mac: bool = True) -> list[str]:
+def token_setup_join(mac: bool = True, head: str = "desktop") -> list[str]:
     """How the joining machine writes the desktop's token to ``~/.ray/auth_token`` (mode 600).
 
     ``~/.ray`` may not exist yet (a Mac's home is ``/Users/NAME``; Ray creates the folder
     only when it starts), so it is made first; ``umask 077`` keeps the file private from
-    its first byte. No SSH server is needed on either machine.
+    its first byte. No SSH server is needed on either machine. ``head``: ``"desktop"``, or ``"Mac"``
+    where a Windows desktop joins a Mac's head (``hetlab join --windows``).
     """
     write = (f"mkdir -p ~/.ray && (umask 077 && pbpaste > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"
              if mac else _READ_TOKEN)
     how = ("run `ray get-auth-token` on the desktop and bring the line it prints here by a way you "
            "trust (the desktop's clipboard does not reach a Mac: type it, or a USB stick), copy it here "
            "(Cmd-C), then:" if mac
-           else "run `ray get-auth-token` on the desktop, then here paste it (nothing echoes) and press Enter:")
+           else f"run `ray get-auth-token` on the {head}, then here paste it (nothing echoes) and press Enter:")
     lines = [f"#    {how}",
              write]
     if mac:
@@ -224,8 +239,10 @@ def token_setup_join(mac: bool = True) -> list[str]:
     lines += [
         "#    or no file at all: read -rs RAY_AUTH_TOKEN && export RAY_AUTH_TOKEN (in every shell that "
         "runs ray start or a notebook here)",
-        "#    prefer scp? the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server), then:",
-        f"#    mkdir -p ~/.ray && scp USER@DESKTOP_IP:.ray/auth_token {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
+        ("#    prefer scp? the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server), then:"
+         if head == "desktop" else "#    prefer scp? turn on Remote Login on the Mac (System Settings > General > "
+                                   "Sharing > Remote Login), then:"),
+        f"#    mkdir -p ~/.ray && scp USER@{head.upper()}_IP:.ray/auth_token {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
     ]
     return lines
 
@@ -254,14 +271,19 @@ def macos_firewall_steps(ranges: str) -> list[str]:
     ]
 
 
-def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True, **options) -> str:
-    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``)."""
+def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
+                where: str | None = None, firewall: list[str] | None = None, head: str = "desktop",
+                **options) -> str:
+    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``).
+
+    ``firewall`` replaces the firewall step (a Windows desktop's rules are PowerShell: ``hetlab.winsteps``).
+    """
     argv = join_command(head_ip, ip, ports, **options)
     env = join_env(mac=mac)
     ranges = " ".join(firewall_ranges(ports, head=False))
-    where = "On the Mac (joins the desktop's head)" if mac else "On the joining machine"
+    where = where or ("On the Mac (joins the desktop's head)" if mac else "On the joining machine")
     gloo = " ".join(train_ranges(ports, "macos" if mac else "linux", head=False))
-    firewall = (macos_firewall_steps(ranges) + [
+    firewall = firewall or (macos_firewall_steps(ranges) + [
                     f"#    Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral ports "
                     f"({gloo}); the Python rule admits it."] if mac else
                 [f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP.",
@@ -271,8 +293,8 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
               f"a local Ray off 127.0.0.1):" if mac else "# 3) join:")
     return "\n".join([
         *([ZSH_COMMENTS] if mac else []),
-        f"# {where}. 1) the desktop's token in {TOKEN_PATH}, private to you:",
-        *token_setup_join(mac),
+        f"# {where}. 1) the {head}'s token in {TOKEN_PATH}, private to you:",
+        *token_setup_join(mac, head),
         *firewall,
         opt_in,
         shell_line(argv, env),

@@ -25,6 +25,7 @@ DATA_ENV = "HETLAB_DATA"            # a folder holding MNIST's files instead of 
 MEASURED_ENV = "HETLAB_MEASURED"    # a folder for the figures notebooks save (hetlab.measured)
 COMMIT_ENV = "HETLAB_COMMIT"        # hetlab's git commit where no git is (`hetlab gpu-check`)
 RAY_WHEEL_ENV = "HETLAB_RAY_WHEEL"  # the Ray wheel carried to a GPU machine (`hetlab gpu-check`)
+MAC_IP_ENV = "HETLAB_MAC_IP"        # the Mac's LAN address (notebook 04; the doctor checks Windows' rules name it)
 
 
 @dataclass(frozen=True)

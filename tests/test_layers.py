@@ -22,9 +22,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "flat", "simulate", "machine", "authtoken",
                "step", "data", "models", "devices", "steptime", "measured", "checkpoint", "balance", "planner",
-               "textbook", "train"],
-    "cluster": ["raylog", "reach", "cluster", "commands", "windows", "gpus", "practice",
-                "tools.rehearsal", "tools.rehearsal_hosts", "tools.preflight", "tools.oschecks"],
+               "textbook", "train", "wslconfig"],
+    "cluster": ["raylog", "reach", "cluster", "commands", "windows", "winsteps", "gpus", "practice",
+                "tools.rehearsal", "tools.rehearsal_hosts", "tools.preflight", "tools.oschecks",
+                "tools.winchecks"],
     "engines": ["ps", "ps.specs", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
                 "ps.hooks", "ps.loop", "ps.saving", "ps.training", "raytrain",
                 "raytrain_config", "raytrain_loop", "raytrain_failure", "pair", "trial", "results", "search"],

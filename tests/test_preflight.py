@@ -166,11 +166,12 @@ def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
     assert authtoken.secure_token_files() == [named] and named.stat().st_mode & 0o777 == 0o600
 
 
-def test_a_gpu_that_torch_cannot_use_is_a_warning_with_the_fix():
-    """Ray reports the card whatever torch can do, so doctor warns. Inputs as the real machines
-    give them (this box has neither an NVIDIA card nor a Mac's GPU)."""
+def test_a_gpu_that_torch_cannot_use_fails_on_the_desktop_and_warns_on_the_mac():
+    """Ray reports the card whatever torch can do: an NVIDIA desktop whose torch sees no CUDA fails,
+    a Mac without MPS warns. Inputs as the real machines give them (this box has neither an NVIDIA
+    card nor a Mac's GPU)."""
     cpu_build = preflight.accelerator_check("cpu; accelerator: none", False, "Linux", "x86_64", True)
-    assert cpu_build.status == preflight.WARN and "nvidia-smi sees an NVIDIA card" in cpu_build.detail
+    assert cpu_build.status == preflight.FAIL and "nvidia-smi sees an NVIDIA card" in cpu_build.detail
     assert "environment-cuda.yml" in cpu_build.fix
     no_mps = preflight.accelerator_check("cpu; accelerator: none", False, "Darwin", "arm64", False)
     assert no_mps.status == preflight.WARN and "MPS" in no_mps.detail and "arm64 conda" in no_mps.fix

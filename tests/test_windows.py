@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hetlab import HetlabError, commands, windows
+import pwsh_grammar as pwsh
+from hetlab import HetlabError, commands, windows, winsteps
 from hetlab.commands import Ports
-from hetlab.tools import cli, oschecks, preflight
+from hetlab.tools import cli, oschecks, preflight, winchecks
 
 # --- supplied signs (not this machine's) ---
 WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"   # uname -r in WSL 2 (Ubuntu on Windows 11)
@@ -55,74 +56,6 @@ def test_mirrored_and_nat_networking_are_told_apart():
     assert name is None or name in real
 
 
-def test_wslconfig_round_trip_and_missing_keys():
-    assert windows.wslconfig_missing(windows.parse_wslconfig(GOOD_WSLCONFIG)) == []
-    written = "\n".join(windows.wslconfig_lines())               # what the printed Set-Content writes
-    assert windows.wslconfig_missing(windows.parse_wslconfig(written)) == []
-    nat = windows.parse_wslconfig("[wsl2]\n# networkingMode=mirrored\nmemory=8GB\n")
-    assert windows.wslconfig_missing(nat) == ["wsl2.networkingMode=mirrored", "wsl2.vmIdleTimeout=-1",
-                                              "general.instanceIdleTimeout=-1"]
-
-
-# Each cmdlet's parameters as Microsoft documents them (learn.microsoft.com/powershell/module/
-# netsecurity/new-netfirewallhypervrule, .../new-netfirewallrule, .../remove-netfirewall*rule;
-# .../microsoft.powershell.management/set-content): a printed parameter outside these is a typo.
-DOCUMENTED = {
-    "New-NetFirewallHyperVRule": {"DisplayName", "Name", "RulePriority", "Direction", "VMCreatorId", "Protocol",
-                                  "LocalAddresses", "LocalPorts", "RemoteAddresses", "RemotePorts", "Action",
-                                  "Enabled", "Profiles"},
-    "New-NetFirewallRule": {"DisplayName", "Name", "Description", "Group", "Enabled", "Profile", "Direction",
-                            "Action", "LocalAddress", "RemoteAddress", "Protocol", "LocalPort", "RemotePort",
-                            "Program", "Service", "InterfaceAlias", "InterfaceType"},
-    "Remove-NetFirewallHyperVRule": {"DisplayName", "Name"},
-    "Remove-NetFirewallRule": {"DisplayName", "Name"},
-    "Set-Content": {"Path", "Value", "Encoding"},
-}
-
-
-def powershell(text: str) -> list[tuple[str, dict[str, list[str]]]]:
-    """``text`` parsed by tree-sitter's PowerShell grammar: each command's name and its
-    ``-Parameter`` values (string literals unquoted); a syntax error fails the test."""
-    import tree_sitter_powershell
-    from tree_sitter import Language, Parser
-    src = text.encode()
-    tree = Parser(Language(tree_sitter_powershell.language())).parse(src)
-    nodes, errors, found = [tree.root_node], [], []
-    while nodes:
-        node = nodes.pop(0)
-        if node.type == "ERROR" or node.is_missing:
-            errors.append(src[node.start_byte:node.end_byte].decode())
-        if node.type == "command":
-            found.append(_bind(node, src))
-        nodes = list(node.children) + nodes
-    assert errors == [], errors
-    return found
-
-
-def _bind(command, src: bytes) -> tuple[str, dict[str, list[str]]]:
-    name = src[command.child_by_field_name("command_name").start_byte:
-               command.child_by_field_name("command_name").end_byte].decode()
-    params, current = {}, None
-    elements = command.child_by_field_name("command_elements")
-    for element in ([] if elements is None else elements.children):
-        text = src[element.start_byte:element.end_byte].decode()
-        if element.type == "command_parameter":
-            current = text.lstrip("-")
-            params[current] = []
-        elif element.type != "command_argument_sep":
-            values = [src[n.start_byte:n.end_byte].decode().strip("'\"")
-                      for n in _leaves(element) if n.type in ("verbatim_string_characters",
-                                                            "expandable_string_literal", "generic_token")]
-            params.setdefault(current, []).extend(values or [text])
-    return name, params
-
-
-def _leaves(node):
-    if node.type in ("verbatim_string_characters", "expandable_string_literal", "generic_token"):
-        return [node]
-    return [leaf for child in node.children for leaf in _leaves(child)]
-
-
 def _ports(ranges: list[str]) -> set[int]:
     found = set()
     for r in ranges:
@@ -131,75 +64,127 @@ def _ports(ranges: list[str]) -> set[int]:
     return found
 
 
-def _windows_part(text: str, uncomment: bool = False) -> str:
-    """The PowerShell part of ``hetlab head --windows``; ``uncomment`` also runs the Ray Train rules."""
-    part = text.split("\n\n", 1)[0]
-    return "\n".join(line[len("#    "):] if uncomment and line.startswith("#    New-Net") else line
+def _part(text: str, letter: str, uncomment: bool = False) -> str:
+    """Part A, B or C of the printed Windows steps; ``uncomment`` also runs the Ray Train rules."""
+    [part] = [p for p in text.split("\n\n") if p.startswith(f"# {letter})")]
+    return "\n".join(line[len("#    "):] if uncomment and re.match(r"#    (New|Remove)-Net", line) else line
                      for line in part.splitlines())
 
 
-def test_the_parser_sees_a_broken_line():
+def _bound(text: str) -> list[tuple[str, dict]]:
+    """The commands of PowerShell ``text``, each cmdlet bound against Microsoft's parameter table."""
+    ran = pwsh.parse(text)
+    errors = [e for name, params in ran if name in pwsh.CMDLETS for e in pwsh.binding_errors(name, params)]
+    assert errors == [], errors
+    return [(name, pwsh.flat(params)) for name, params in ran]
+
+
+def test_the_grammar_refuses_what_powershell_would_not_bind():
     with pytest.raises(AssertionError):
-        powershell("New-NetFirewallRule -DisplayName 'hetlab Ray -Direction Inbound\n")
-    assert powershell("wsl --shutdown\npowercfg /change standby-timeout-ac 0\n") == [
-        ("wsl", {"shutdown": []}), ("powercfg", {None: ["/change", "standby-timeout-ac", "0"]})]
+        pwsh.parse("New-NetFirewallRule -DisplayName 'hetlab Ray -Direction Inbound\n")     # syntax
+    assert pwsh.parse("wsl --shutdown\npowercfg /change standby-timeout-ac 0\n") == [
+        ("wsl", {"shutdown": []}), ("powercfg", {None: [["/change"], ["standby-timeout-ac"], ["0"]]})]
+    good = "New-NetFirewallRule -DisplayName 'x' -LocalPort '6379-6385','10001-10063' -Direction Inbound"
+    [(name, params)] = pwsh.parse(good)
+    assert pwsh.binding_errors(name, params) == []
+    for bad in ("New-NetFirewallRule -DisplayName 'x' -LocalPort '6379-6385' '10001-10063'",   # a space
+                "New-NetFirewallHyperVRule -DisplayName 'x' -LocalPort '6379'",   # the Hyper-V cmdlet's is LocalPorts
+                "New-NetFirewallRule -DisplayName 'x','y'",                       # a list for a string
+                "New-NetFirewallRule -DisplayName 'x' -Direction Inward",         # not in the enum
+                "New-NetFirewallHyperVRule -Direction Inbound -LocalPorts '22'",  # no -DisplayName: a prompt
+                "Remove-NetFirewallRule -DisplayName 'x' -ErrorAction Quietly"):
+        [(name, params)] = pwsh.parse(bad)
+        assert pwsh.binding_errors(name, params) != [], bad
 
 
 @pytest.mark.parametrize("ports", [Ports(), Ports(gcs=7379, node_manager=7380, min_worker=11000, max_worker=11040)])
 def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
-    """As the ufw tests do: the ports in each rule are exactly those the head listens on for the Mac."""
-    text = windows.render_head(HEAD, MAC, ports)
-    commands_run = powershell(_windows_part(text, uncomment=True))
-    for name, params in commands_run:
-        if name in DOCUMENTED:
-            assert set(params) <= DOCUMENTED[name], (name, sorted(set(params) - DOCUMENTED[name]))
-    rules = [(name, params) for name, params in commands_run if name.startswith("New-NetFirewall")]
-    assert [(name, params["DisplayName"]) for name, params in rules] == [
-        ("New-NetFirewallHyperVRule", [windows.RULE]), ("New-NetFirewallRule", [windows.RULE]),
-        ("New-NetFirewallHyperVRule", [windows.TRAIN_RULE]), ("New-NetFirewallRule", [windows.TRAIN_RULE])]
-    for name, params in rules:
+    """As the ufw tests do: the ports in each rule are exactly those the head listens on for the Mac;
+    each rule is removed first, so pasting part B twice leaves one rule of each."""
+    text = winsteps.render_head(HEAD, MAC, ports, ephemeral=(44619, 48715))
+    ran = _bound(_part(text, "B", uncomment=True))
+    made = [(name, params) for name, params in ran if name.startswith("New-NetFirewall")]
+    assert [(name, params["DisplayName"]) for name, params in made] == [
+        ("New-NetFirewallHyperVRule", [winsteps.RULE]), ("New-NetFirewallRule", [winsteps.RULE]),
+        ("New-NetFirewallHyperVRule", [winsteps.TRAIN_RULE]), ("New-NetFirewallRule", [winsteps.TRAIN_RULE])]
+    for i, (name, params) in enumerate(ran):
+        if name.startswith("New-NetFirewall"):   # each New- follows the Remove- of the same rule, silently
+            assert ran[i - 1] == (name.replace("New-", "Remove-"),
+                                  {"DisplayName": params["DisplayName"], "ErrorAction": ["SilentlyContinue"]})
+    for name, params in made:
         hyperv = name == "New-NetFirewallHyperVRule"
         local = params["LocalPorts" if hyperv else "LocalPort"]
-        if params["DisplayName"] == [windows.RULE]:
+        if params["DisplayName"] == [winsteps.RULE]:
             assert _ports(local) == set(ports.listening(head=True))
             assert not _ports(local) & set(ports.local_only(head=True))  # dashboard, metrics stay closed
         else:
-            assert local == [str(ports.train_rendezvous), "32768-60999"]
+            assert local == [str(ports.train_rendezvous), "44619-48715"]  # WSL's range as read
         assert params["RemoteAddresses" if hyperv else "RemoteAddress"] == [MAC]  # the Mac, nobody else
         assert (params["Direction"], params["Protocol"], params["Action"]) == (["Inbound"], ["TCP"], ["Allow"])
         assert params.get("VMCreatorId") == ([windows.WSL_VM_CREATOR] if hyperv else None)
     assert windows.WSL_VM_CREATOR == "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # WSL's, in Microsoft's docs
-    [(_, written)] = [(n, p) for n, p in commands_run if n == "Set-Content"]
-    assert written["Value"] == windows.wslconfig_lines() and written["Encoding"] == ["ascii"]
-    assert [(n, p) for n, p in commands_run if n not in DOCUMENTED] == [
-        ("wsl", {"update": []}), ("wsl", {"shutdown": []}),
-        ("powercfg", {None: ["/change", "standby-timeout-ac", "0"]}),
-        ("powercfg", {None: ["/change", "hibernate-timeout-ac", "0"]})]
+    rest = [(n, p) for n, p in ran if not n.endswith("NetFirewallHyperVRule") and not n.endswith("NetFirewallRule")]
+    record = f"$env:USERPROFILE\\{winsteps.POWER_RECORD}"
+    assert rest == [("Test-Path", {None: [record]}),                       # the old sleep settings, saved once
+                    ("powercfg", {None: ["/query", "SCHEME_CURRENT", "SUB_SLEEP"]}),
+                    ("Out-File", {"Encoding": ["ascii"], None: [record]}),
+                    ("powercfg", {None: ["/change", "standby-timeout-ac", "0"]}),
+                    ("powercfg", {None: ["/change", "hibernate-timeout-ac", "0"]}),
+                    ("wsl", {"update": []}), ("wsl", {"shutdown": []})]   # last: it closes Ubuntu's windows
+    assert "Set-Content" not in text and ".wslconfig\"" not in _part(text, "B")   # hetlab wslconfig edits it
 
 
-def test_the_wsl_head_runs_the_linux_heads_ray_start_line():
-    text = windows.render_head(HEAD, MAC, ephemeral=(60000, 61000))
+def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_step():
+    text = winsteps.render_head(HEAD, MAC, ephemeral=(60000, 61000), build=22631)
+    assert [p.split(")", 1)[0] for p in text.split("\n\n")] == ["# A", "# B", "# C"]
+    assert _part(text, "A").splitlines()[-1] == "hetlab wslconfig"
+    assert cli.build_parser().parse_args(["wslconfig"]).run.__name__ == "_wslconfig"
     linux = commands.render_head(HEAD)
     start = next(line for line in linux.splitlines() if " ray start --head" in line)
-    assert start in text.splitlines()
+    assert start in _part(text, "C").splitlines()
     assert "--node-ip-address=192.168.1.10" in start and "sudo ufw" not in text
-    assert "6386','60000-61000'" in text                           # WSL's own ephemeral range
-    for step in ("networkingMode=mirrored", "wsl --shutdown", "powercfg /change standby-timeout-ac 0",
-                 "Set-Content -Path \"$env:USERPROFILE\\.wslconfig\"", "ray get-auth-token --generate"):
-        assert step in text, step
-    assert "WSL's NAT" in windows.render_head(NAT_IP, MAC) and "WSL's NAT" not in text
-    assert "-RemoteAddresses 'MAC_IP'" in windows.render_head(HEAD) and "'MAC_IP'" not in text
+    assert "6386','60000-61000'" in text and "build 22631" in text
+    assert "WSL's NAT" in winsteps.render_head(NAT_IP, MAC) and "WSL's NAT" not in text
+    assert "-RemoteAddresses 'MAC_IP'" in winsteps.render_head(HEAD) and "'MAC_IP'" not in text
     with pytest.raises(HetlabError) as info:
-        windows.render_head(HEAD, "my-mac.local")
+        winsteps.render_head(HEAD, "my-mac.local")
     assert "\n" not in str(info.value) and "the Mac's IP" in str(info.value)
+    for line in _part(text, "C").splitlines():                    # bash: each line splits cleanly
+        if line and not line.startswith("#"):
+            shlex.split(line)
+
+
+def test_the_build_decides_19045_fails_and_22621_passes(capsys):
+    """Windows 10 22H2 (19045) and Windows 11 21H2 (22000) have no mirrored networking; 22H2 (22621) has."""
+    assert windows.windows_build("\nMicrosoft Windows [Version 10.0.19045.4529]\n") == 19045
+    assert windows.windows_build("Microsoft Windows [version 10.0.22621.3155]") == 22621
+    assert windows.windows_build("") is None and windows.windows_build(None) is None
+    for build in (19045, 22000, 22620):
+        problem = windows.build_problem(build)
+        assert problem.startswith(f"Windows build {build}: mirrored networking needs Windows 11 22H2 or newer; "
+                                  f"no .wslconfig change helps")
+        with pytest.raises(HetlabError) as info:
+            winsteps.render_head(HEAD, MAC, build=build)
+        assert "\n" not in str(info.value) and "no .wslconfig change helps" in str(info.value)
+        with pytest.raises(HetlabError):
+            winsteps.render_join(MAC, HEAD, build=build)
+        check = winchecks.build_check(build)
+        assert check.status == preflight.FAIL and "22H2" in check.detail and "winver" in check.fix
+    for build in (22621, 22631, 26100):
+        assert windows.build_problem(build) is None
+        assert winchecks.build_check(build).status == preflight.OK
+        assert "ray start --head" in winsteps.render_head(HEAD, MAC, build=build)
+    assert winchecks.build_check(None).status == preflight.WARN          # unread: say how to check
+    assert cli.main(["head", "--ip", HEAD, "--windows", "--mac-ip", MAC]) == 0   # here: no WSL, build unknown
+    assert "`winver` on Windows shows the version" in capsys.readouterr().out
 
 
 def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_native_windows(capsys):
-    assert windows.head_flavour("linux", wsl=False, asked=False) == "linux"
-    assert windows.head_flavour("linux", wsl=True, asked=False) == "windows"   # inside WSL (supplied)
-    assert windows.head_flavour("win32", wsl=False, asked=True) == "windows"
+    assert winsteps.flavour("linux", wsl=False, asked=False) == "plain"
+    assert winsteps.flavour("linux", wsl=True, asked=False) == "windows"      # inside WSL (supplied)
+    assert winsteps.flavour("win32", wsl=False, asked=True) == "windows"
     with pytest.raises(HetlabError) as info:                                   # native Windows (supplied)
-        windows.head_flavour("win32", wsl=False, asked=False)
+        winsteps.flavour("win32", wsl=False, asked=False)
     assert "inside WSL2" in str(info.value) and "CPU build" in str(info.value)
     assert cli.main(["head", "--ip", HEAD]) == 0                               # this machine: Linux
     assert "New-NetFirewall" not in capsys.readouterr().out
@@ -210,49 +195,85 @@ def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_nativ
     assert capsys.readouterr().err.startswith("HetlabError: the Mac's IP 'mac' is not an IP address")
 
 
-def _wsl_signs(**changes):
-    signs = {"platform": "linux", "release": WSL2_RELEASE, "env": WSL_ENV, "interop": True, "dxg": True,
-             "wslinfo": "mirrored\n", "route_ip": LAN_IP, "route_mac": LAN_MAC,
-             "linux_nvidia_smi": False, "wslconfig": GOOD_WSLCONFIG}
-    return {**signs, **changes}
+def test_a_windows_desktop_joins_a_macs_head(capsys):
+    """``hetlab join --windows``: part B admits the joining node's ports from the Mac (the head) only,
+    part C joins with Windows' LAN address and the desktop role, and the token comes from the Mac."""
+    assert cli.main(["join", "--head", MAC, "--ip", HEAD, "--windows"]) == 0
+    text = capsys.readouterr().out
+    ran = _bound(_part(text, "B", uncomment=True))
+    made = {(name, params["DisplayName"][0]): params for name, params in ran if name.startswith("New-")}
+    ray = made[("New-NetFirewallRule", winsteps.RULE)]
+    assert _ports(ray["LocalPort"]) == set(Ports().listening(head=False)) and ray["RemoteAddress"] == [MAC]
+    train = made[("New-NetFirewallHyperVRule", winsteps.TRAIN_RULE)]
+    low, high = windows.ephemeral_range()                     # rank 0 (the desktop role) serves the rendezvous
+    assert train["LocalPorts"] == [str(Ports().train_rendezvous), f"{low}-{high}"]
+    part_c = _part(text, "C")
+    join = next(line for line in part_c.splitlines() if "ray start --address" in line)
+    argv = shlex.split(join)
+    assert f"--address={MAC}:6379" in argv and f"--node-ip-address={HEAD}" in argv
+    assert "--labels=hetlab-role=desktop" in argv and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" not in join
+    assert "`ray get-auth-token` on the Mac" in part_c and "hetlab join" in _part(text, "B")
+    assert cli.main(["join", "--head", HEAD, "--ip", MAC]) == 0                 # a Mac joining: unchanged
+    assert "New-NetFirewall" not in capsys.readouterr().out
+    # the Mac's own head steps (`hetlab head` on macOS; the platform supplied): its application firewall,
+    # its opt-in on the `ray start --head` line only, and the token handed to the desktop
+    mac_head = commands.render_head(MAC, role="mac", mac=True)
+    lines = mac_head.splitlines()
+    assert lines[0] == commands.ZSH_COMMENTS and "ufw" not in mac_head
+    assert any(commands.MACOS_FIREWALL in line and not line.startswith("#") for line in lines)
+    start = shlex.split(next(line for line in lines if " ray start --head" in line))
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in start and f"--node-ip-address={MAC}" in start
+    assert "--labels=hetlab-role=mac" in start and "give the desktop the token" in mac_head
 
 
-def test_doctor_in_wsl_names_each_problem_with_its_fix():
-    good = oschecks.wsl_checks(_wsl_signs())
-    assert [c.name for c in good] == ["WSL", "WSL networking", "WSL GPU", "WSL idle shutdown"]
-    assert all(c.status == preflight.OK for c in good), [str(c) for c in good]
-    [nat] = [c for c in oschecks.wsl_checks(_wsl_signs(wslinfo=None, route_ip=NAT_IP, route_mac=NAT_MAC))
-             if c.name == "WSL networking"]
-    assert nat.status == preflight.FAIL and NAT_IP in nat.detail
-    assert "networkingMode=mirrored" in nat.fix and "wsl --shutdown" in nat.fix and "22H2" in nat.fix
-    [wsl1] = oschecks.wsl_checks(_wsl_signs(release=WSL1_RELEASE))
-    assert wsl1.status == preflight.FAIL and "wsl --set-version Ubuntu 2" in wsl1.fix
-    no_gpu = {c.name: c for c in oschecks.wsl_checks(_wsl_signs(dxg=False))}["WSL GPU"]
-    assert no_gpu.status == preflight.WARN and "Windows driver" in no_gpu.fix and "not in WSL" in no_gpu.fix
-    linux_driver = {c.name: c for c in oschecks.wsl_checks(_wsl_signs(linux_nvidia_smi=True))}["WSL GPU"]
-    assert linux_driver.status == preflight.WARN and "remove the Linux NVIDIA driver" in linux_driver.fix
-    idle = {c.name: c for c in oschecks.wsl_checks(_wsl_signs(wslconfig="[wsl2]\nnetworkingMode=mirrored\n"))}
-    assert idle["WSL idle shutdown"].status == preflight.WARN
-    assert "general.instanceIdleTimeout=-1" in idle["WSL idle shutdown"].detail
-    assert "networkingMode" not in idle["WSL idle shutdown"].detail  # the networking check's business
-    unread = {c.name: c for c in oschecks.wsl_checks(_wsl_signs(wslconfig=None))}["WSL idle shutdown"]
-    assert unread.status == preflight.WARN and "vmIdleTimeout=-1" in unread.fix
-    assert oschecks.wsl_checks(windows.local_signs()) == []       # this machine: no WSL
-    assert oschecks.os_checks("Linux") == []
+def test_the_windows_teardown_binds_and_undoes_each_printed_step():
+    saved = POWERCFG_QUERY.format(standby=0x708, hibernate=0x2A30)
+    assert winsteps.power_before(saved) == {"STANDBYIDLE": 1800, "HIBERNATEIDLE": 10800}
+    ran = _bound("\n".join(winsteps.undo_steps(winsteps.power_before(saved))))
+    printed = winsteps.render_head(HEAD, MAC)
+    for name, params in ran:
+        if name.startswith("Remove-NetFirewall"):     # each rule printed, removed silently if never added
+            assert f"{name.replace('Remove-', 'New-')} -DisplayName '{params['DisplayName'][0]}'" in printed
+            assert params["ErrorAction"] == ["SilentlyContinue"]
+    assert [(n, p[None]) for n, p in ran if n == "powercfg"] == [
+        ("powercfg", ["/setacvalueindex", "SCHEME_CURRENT", "SUB_SLEEP", "STANDBYIDLE", "1800"]),
+        ("powercfg", ["/setacvalueindex", "SCHEME_CURRENT", "SUB_SLEEP", "HIBERNATEIDLE", "10800"]),
+        ("powercfg", ["/setactive", "SCHEME_CURRENT"])]
+    assert ran[-1] == ("wsl", {"shutdown": []})                 # last: it closes every Ubuntu window
+    unknown = winsteps.undo_steps(winsteps.power_before(None))
+    assert not any(line.startswith("powercfg") for line in unknown) and unknown[-1] == "wsl --shutdown"
 
 
-def test_native_windows_and_a_cpu_torch_beside_an_nvidia_card_say_what_to_do():
-    [native] = oschecks.native_windows_check("win32")              # supplied platform
-    assert native.status == preflight.FAIL and "inside WSL2" in native.detail
-    assert "wsl --install -d Ubuntu" in native.fix
-    assert oschecks.native_windows_check("linux") == []
-    on_windows = preflight.accelerator_check("cpu; accelerator: none", False, "Windows", "AMD64", True, None)
-    assert on_windows.status == preflight.WARN and "CPU build" in on_windows.detail
-    assert "WSL2" in on_windows.fix and "PyTorch's own index" in on_windows.fix
-    in_wsl = preflight.accelerator_check("cpu; accelerator: none", False, "WSL", "x86_64", True, "12.8")
-    assert in_wsl.status == preflight.WARN and "12.8" in in_wsl.detail
-    assert "Windows driver" in in_wsl.fix and "no Linux NVIDIA driver inside WSL" in in_wsl.fix
-    assert preflight.accelerator_check("cuda", True, "WSL", "x86_64", True, "12.8").status == preflight.OK
+# powercfg /query SCHEME_CURRENT SUB_SLEEP as Windows 11 prints it (English; other languages change
+# the words, not the GUIDs or the hex values), with the two settings' AC values filled in
+POWERCFG_QUERY = """Power Scheme GUID: 381b4222-f694-41f0-9685-ff5bb260df2e  (Balanced)
+  Subgroup GUID: 238c9fa8-0aad-41ed-83f4-97be242c8f20  (Sleep)
+    GUID Alias: SUB_SLEEP
+    Power Setting GUID: 29f6c1db-86da-48c5-9fdb-f2b67b1f44da  (Sleep after)
+      GUID Alias: STANDBYIDLE
+      Minimum Possible Setting: 0x00000000
+      Maximum Possible Setting: 0xffffffff
+      Possible Settings increment: 0x00000001
+      Possible Settings units: Seconds
+    Current AC Power Setting Index: {standby:#010x}
+    Current DC Power Setting Index: 0x00000384
+
+    Power Setting GUID: 94ac6d29-73ce-41a6-809f-6363ba21b47e  (Allow hybrid sleep)
+      GUID Alias: HYBRIDSLEEP
+      Possible Setting Index: 000
+      Possible Setting Friendly Name: Off
+    Current AC Power Setting Index: 0x00000001
+    Current DC Power Setting Index: 0x00000001
+
+    Power Setting GUID: 9d7815a6-7ee4-497e-8888-515a05f02364  (Hibernate after)
+      GUID Alias: HIBERNATEIDLE
+      Minimum Possible Setting: 0x00000000
+      Maximum Possible Setting: 0xffffffff
+      Possible Settings increment: 0x00000001
+      Possible Settings units: Seconds
+    Current AC Power Setting Index: {hibernate:#010x}
+    Current DC Power Setting Index: 0x00002a30
+"""
 
 
 # --- the Mac's pmset output (SUPPLIED: macOS 15 on an M2 MacBook Air; no Mac here) ---
@@ -291,23 +312,3 @@ def test_the_macs_sleep_and_power_source_are_read_from_pmset():
     assert oschecks.mac_power_checks(None, None) == []           # pmset absent or silent: nothing claimed
 
 
-def test_the_printed_lines_quote_nothing_a_shell_would_break():
-    """The WSL part is bash: each command line splits cleanly (balanced quotes)."""
-    text = windows.render_head(HEAD, MAC)
-    wsl_part = text.split("\n\n", 1)[1]
-    for line in wsl_part.splitlines():
-        if line and not line.startswith("#"):
-            shlex.split(line)
-    assert windows.RULE in text
-
-
-def test_the_windows_undo_steps_parse_and_name_documented_parameters():
-    page = (Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
-    [undo] = re.findall(r"```powershell\n(.*?)```", page, flags=re.S)
-    ran = powershell(undo)
-    removed = [(name, params["DisplayName"]) for name, params in ran if name.startswith("Remove-")]
-    assert sorted(removed) == sorted((f"Remove-{kind}", [rule]) for kind in ("NetFirewallHyperVRule", "NetFirewallRule")
-                                     for rule in (windows.RULE, windows.TRAIN_RULE))
-    for name, params in ran:
-        if name in DOCUMENTED:
-            assert set(params) <= DOCUMENTED[name], (name, params)

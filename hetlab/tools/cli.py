@@ -1,4 +1,4 @@
-"""The ``hetlab`` console script: ``doctor``, ``head``, ``join`` (notebook 04), ``train`` (notebook 07),
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``wslconfig`` (notebook 04), ``train`` (notebook 07),
 ``search`` (notebook 09), ``rehearse`` (the real pair rehearsed on one Linux box) and ``gpu-check``
 (the course's CUDA claims on a machine with an NVIDIA card).
 
@@ -47,10 +47,11 @@ def _ports_args(p) -> None:
 
 
 def _add_head(sub) -> None:
-    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or WSL2)")
+    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or WSL2; "
+                       "or a Mac that the desktop joins)")
     p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I; WSL in "
                                                "mirrored mode shares Windows' address)")
-    p.add_argument("--role", default="desktop", help="hetlab role of this node (default desktop)")
+    p.add_argument("--role", default=None, help="hetlab role of this node (default desktop; mac on a Mac)")
     p.add_argument("--windows", action="store_true", help="a Windows desktop running the course in "
                    "WSL2: print the PowerShell steps too (the default inside WSL)")
     p.add_argument("--mac-ip", default=None, help="the Mac's LAN IP, the only address the Windows "
@@ -60,33 +61,83 @@ def _add_head(sub) -> None:
 
 
 def _head(args) -> int:
-    from hetlab import commands, windows
+    from hetlab import commands, windows, winsteps
     ports = commands.Ports(gcs=args.port)
-    options = dict(role=args.role, cpus=args.num_cpus, gpus=args.num_gpus)
-    on_windows = windows.head_flavour(sys.platform, windows.in_wsl(), args.windows) == "windows"
-    print(windows.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(), **options)
-          if on_windows else commands.render_head(args.ip, ports, **options))
+    mac = sys.platform == "darwin" and not args.windows
+    options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
+    wsl = windows.in_wsl()
+    if winsteps.flavour(sys.platform, wsl, args.windows) == "windows":
+        print(winsteps.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(),
+                                   _windows_build(wsl), **options))
+    else:
+        print(commands.render_head(args.ip, ports, mac=mac, **options))
     return 0
+
+
+def _windows_build(wsl: bool) -> int | None:
+    """Windows' build, read through WSL's interop (None outside WSL: the steps then say how to check)."""
+    from hetlab import windows
+    return windows.windows_build(windows.run_windows(["cmd.exe", "/c", "ver"])) if wsl else None
 
 
 def _add_join(sub) -> None:
     p = sub.add_parser("join", help="print the commands that join a machine (the Mac) to the head")
     p.add_argument("--head", required=True, help="the head's LAN IP")
     p.add_argument("--ip", default=None, help="this machine's LAN IP (macOS: ipconfig getifaddr en0)")
-    p.add_argument("--role", default="mac", help="hetlab role of this node (default mac)")
+    p.add_argument("--role", default=None, help="hetlab role of this node (default mac; desktop with --windows)")
     p.add_argument("--linux", action="store_true", help="the joining machine is not a Mac")
+    p.add_argument("--windows", action="store_true", help="a Windows desktop (WSL2) joining a Mac's head: "
+                   "print the PowerShell steps too (the default inside WSL)")
     _ports_args(p)
     p.set_defaults(run=_join)
 
 
 def _join(args) -> int:
-    from hetlab import commands
-    print(commands.render_join(args.head, args.ip, commands.Ports(gcs=args.port), mac=not args.linux,
-                               role=args.role, cpus=args.num_cpus, gpus=args.num_gpus))
+    from hetlab import commands, windows, winsteps
+    ports = commands.Ports(gcs=args.port)
+    wsl = windows.in_wsl()
+    on_windows = not args.linux and winsteps.flavour(sys.platform, wsl, args.windows, "join") == "windows"
+    options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
+    if on_windows:
+        print(winsteps.render_join(args.head, args.ip, ports, windows.ephemeral_range(), _windows_build(wsl),
+                                   **options))
+    else:
+        print(commands.render_join(args.head, args.ip, ports, mac=not args.linux, **options))
     return 0
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_train, _add_search, _add_rehearse, _add_gpu_check]
+def _add_wslconfig(sub) -> None:
+    p = sub.add_parser("wslconfig", help="inside WSL: put the course's settings into Windows' .wslconfig "
+                       "(backed up first; your other settings stay), or --undo")
+    p.add_argument("--undo", action="store_true", help="put back the .wslconfig hetlab found, and print "
+                   "the Windows teardown")
+    p.add_argument("--file", default=None, help="the .wslconfig to edit (default: Windows' "
+                   "%%UserProfile%%\\.wslconfig, found from inside WSL)")
+    p.set_defaults(run=_wslconfig)
+
+
+def _wslconfig(args) -> int:
+    from pathlib import Path
+
+    from hetlab import windows, winsteps, wslconfig
+    path = Path(args.file) if args.file else windows.wslconfig_path()
+    if path is None:
+        raise HetlabError("no Windows profile found from here: run `hetlab wslconfig` inside WSL (Ubuntu) "
+                          "on the Windows desktop, or give --file PATH.")
+    if args.undo:
+        print(f"# {wslconfig.undo(path)}")
+        record = path.with_name(winsteps.POWER_RECORD)
+        before = winsteps.power_before(record.read_text(errors="replace") if record.exists() else None)
+        print("\n".join(winsteps.undo_steps(before)))
+        return 0
+    changed = wslconfig.write(path)
+    print(f"{path}: " + (f"set {', '.join(changed)} (the file as it was: {path.name}{wslconfig.BACKUP_SUFFIX}); "
+                         f"`wsl --shutdown` in PowerShell applies it" if changed
+                         else "already has the course's settings; nothing changed"))
+    return 0
+
+
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_wslconfig, _add_train, _add_search, _add_rehearse, _add_gpu_check]
 
 
 def build_parser() -> argparse.ArgumentParser:

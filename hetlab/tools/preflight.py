@@ -213,11 +213,12 @@ CUDA_FIX = {  # the CPU-only torch on a machine with an NVIDIA card, per system
 
 def accelerator_check(found: str, usable: bool, system: str, arch: str, nvidia_card: bool,
                       torch_cuda: str | None = None) -> Check:
-    """The devices torch can use here; a WARN where the machine has a GPU that torch cannot use
-    (Ray still reports it, so a worker would hold it and compute on the CPU). ``system`` is
-    ``platform.system()``, or ``"WSL"`` inside WSL; ``torch_cuda`` is ``torch.version.cuda``."""
+    """The devices torch can use here. An NVIDIA desktop whose torch cannot use the card FAILs (Ray
+    still reports the GPU, so a worker would hold it and compute on the CPU); a Mac whose torch
+    cannot use MPS WARNs. ``system`` is ``platform.system()``, or ``"WSL"`` inside WSL;
+    ``torch_cuda`` is ``torch.version.cuda``."""
     if not usable and system in CUDA_FIX and nvidia_card:
-        return Check("devices", WARN, f"{found}: nvidia-smi sees an NVIDIA card, but this torch cannot use it "
+        return Check("devices", FAIL, f"{found}: nvidia-smi sees an NVIDIA card, but this torch cannot use it "
                      f"(its CUDA: {torch_cuda or 'none, a CPU build'})", CUDA_FIX[system])
     if not usable and system == "Darwin" and arch == "arm64":
         return Check("devices", WARN, f"{found}: torch cannot use this Apple Silicon Mac's GPU (MPS)",
@@ -248,9 +249,10 @@ def local_checks() -> list[Check]:
     from hetlab.tools import oschecks
     report = local_report()
     system = "WSL" if windows.in_wsl() else platform.system()
+    card = _nvidia_card()
     checks = [Check("this machine", OK, f"{report['hostname']}, {report['os']}, {report['cpus']} CPUs, "
                                         f"{report['memory_gb']} GiB"),
-              *oschecks.os_checks(platform.system()),
+              *oschecks.os_checks(platform.system(), card),
               Check("versions", OK, f"Python {report['python']}, Ray {report['ray']}, "
                                     f"torch {report['torch']}, hetlab {report['hetlab']}"
                                     + (f" ({report['hetlab_commit']})" if report['hetlab_commit'] else "")),
@@ -259,7 +261,7 @@ def local_checks() -> list[Check]:
                     "restore them: git checkout -- data/ (or hetlab.data.download_mnist())"),
               accelerator_check(f"{', '.join(devices.available())}; accelerator: {report['accelerator']}",
                                 report["accelerator"] != "none", system, platform.machine(),
-                                _nvidia_card(), torch.version.cuda)]
+                                card, torch.version.cuda)]
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
         checks.append(Check("token auth", WARN, "RAY_AUTH_MODE is not 'token' in this shell",
                             "export RAY_AUTH_MODE=token (every node and every driver) and keep the "

@@ -1,0 +1,133 @@
+"""Windows' ``%UserProfile%\\.wslconfig``, read and edited safely from inside WSL (``hetlab wslconfig``; README,
+"Windows desktop").
+
+The course needs three settings (Microsoft's "Advanced settings configuration in WSL" page,
+learn.microsoft.com/windows/wsl/wsl-config): ``networkingMode=mirrored`` and ``vmIdleTimeout=-1``
+under ``[wsl2]``, ``instanceIdleTimeout=-1`` under ``[general]``. ``edit`` adds or replaces only
+those keys and keeps every other line as it was, so running it twice changes nothing the second
+time; ``write`` keeps the file as it was before hetlab's first edit in ``.wslconfig.hetlab-backup``,
+and ``undo`` puts that back.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hetlab.errors import HetlabError
+
+WSLCONFIG = {"wsl2": {"networkingMode": "mirrored", "vmIdleTimeout": "-1"},
+             "general": {"instanceIdleTimeout": "-1"}}
+BACKUP_SUFFIX = ".hetlab-backup"   # beside the file: .wslconfig.hetlab-backup
+_HEADER = re.compile(r"^\s*\[([^\]]+)\]\s*(?:#.*)?$")
+_KEY = re.compile(r"^(\s*)([A-Za-z0-9_.]+)(\s*=\s*)([^#\r\n]*?)(\s*(?:#.*)?)$")
+
+
+def parse(text: str) -> dict[str, dict[str, str]]:
+    """``.wslconfig`` as {section: {key: value}}; sections in lower case, keys as written, ``#`` comments dropped."""
+    sections: dict[str, dict[str, str]] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1].strip().lower(), {})
+        elif "=" in line and current is not None:
+            key, value = line.split("=", 1)
+            current[key.strip()] = value.strip()
+    return sections
+
+
+def missing(config: dict[str, dict[str, str]]) -> list[str]:
+    """The ``section.key=value`` settings of ``WSLCONFIG`` that ``config`` lacks (keys and values
+    compared without case, as WSL reads them)."""
+    found = []
+    for section, wanted in WSLCONFIG.items():
+        have = {k.lower(): v.lower() for k, v in config.get(section, {}).items()}
+        found += [f"{section}.{key}={value}" for key, value in wanted.items()
+                  if have.get(key.lower()) != value.lower()]
+    return found
+
+
+def lines() -> list[str]:
+    """``WSLCONFIG`` as the lines of a ``.wslconfig`` file."""
+    out = []
+    for section, keys in WSLCONFIG.items():
+        out += [f"[{section}]"] + [f"{key}={value}" for key, value in keys.items()]
+    return out
+
+
+def edit(text: str) -> str:
+    """``text`` with hetlab's keys added or replaced in their sections; every other line kept.
+
+    A key already set right is left untouched, so ``edit(edit(t)) == edit(t)``. A missing
+    section is added at the end; the file's line ending (CRLF from Notepad, or LF) is kept.
+    """
+    newline = "\r\n" if "\r\n" in text else "\n"
+    rows = text.splitlines()
+    for section, wanted in WSLCONFIG.items():
+        start = next((i for i, row in enumerate(rows) if (m := _HEADER.match(row))
+                      and m.group(1).strip().lower() == section), None)
+        if start is None:
+            if rows and rows[-1].strip():
+                rows.append("")
+            rows += [f"[{section}]"] + [f"{key}={value}" for key, value in wanted.items()]
+            continue
+        end = next((i for i in range(start + 1, len(rows)) if _HEADER.match(rows[i])), len(rows))
+        last = start
+        for key, value in wanted.items():
+            found = False
+            for i in range(start + 1, end):
+                m = _KEY.match(rows[i])
+                if m and m.group(2).lower() == key.lower():
+                    found = True
+                    if m.group(4).strip().lower() != value.lower():
+                        rows[i] = f"{m.group(1)}{m.group(2)}{m.group(3)}{value}{m.group(5)}"
+            if not found:
+                last = max((i for i in range(start, end) if rows[i].strip()), default=start)
+                rows.insert(last + 1, f"{key}={value}")
+                end += 1
+    return newline.join(rows) + newline
+
+
+def _decode(data: bytes) -> tuple[str, str]:
+    for bom, encoding in ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"), (b"\xef\xbb\xbf", "utf-8-sig")):
+        if data.startswith(bom):
+            return data.decode(encoding), encoding
+    return data.decode("utf-8", errors="replace"), "utf-8"
+
+
+def write(path: Path) -> list[str]:
+    """Edit the file at ``path`` in place (made if missing); returns the settings it changed
+    (``[]``: nothing to do, the file untouched). The first edit keeps the file as it was in
+    ``<path>.hetlab-backup`` (empty when there was no file); a later edit keeps that backup."""
+    path = Path(path)
+    old, encoding = _decode(path.read_bytes()) if path.exists() else ("", "utf-8")
+    changed = missing(parse(old))
+    if not changed:
+        return []
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    try:
+        if not backup.exists():
+            backup.write_bytes(path.read_bytes() if path.exists() else b"")
+        path.write_bytes(edit(old).encode(encoding))
+    except OSError as exc:
+        raise HetlabError(f"could not write {path} ({exc.strerror}): edit it by hand in Notepad, "
+                          f"adding {' and '.join(lines())}.") from None
+    return changed
+
+
+def undo(path: Path) -> str:
+    """Put back the file hetlab's first edit found (from the backup), or delete the file hetlab
+    made; returns what was done, in one line."""
+    path = Path(path)
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    if not backup.exists():
+        return f"no {backup.name} here: hetlab never edited {path.name}; nothing to undo"
+    before = backup.read_bytes()
+    if before:
+        path.write_bytes(before)
+        done = f"{path.name} is back as it was before hetlab edited it"
+    else:
+        path.unlink(missing_ok=True)
+        done = f"{path.name} removed (hetlab had made it)"
+    backup.unlink()
+    return done

@@ -1,0 +1,262 @@
+"""The doctor on a Windows desktop (WSL2), a Linux desktop and a Mac; ``hetlab wslconfig``; and the
+Ray Train ports the printed Windows rule must cover.
+
+No Windows machine, no WSL and no Mac exist here. What Windows prints through WSL's interop (``ver``,
+``wsl --version``, powercfg, the firewall rules as JSON, NVIDIA's nvidia-smi) and what ufw, GNOME
+and macOS's firewall print are SUPPLIED by the tests, written as those machines print them. The
+``.wslconfig`` edits run on real files; the Ray Train ports are those a real torch process group,
+set up as Ray Train sets it up, listens on here.
+"""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import pwsh_grammar as pwsh
+from hetlab import windows, winsteps, wslconfig
+from hetlab.tools import cli, oschecks, preflight, winchecks
+from hetlab.vocab import Ports
+
+WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"
+WSL_ENV = {"WSL_DISTRO_NAME": "Ubuntu", "WSL_INTEROP": "/run/WSL/1_interop"}
+NAT_IP, NAT_MAC = "172.27.240.5", "00:15:5d:4a:0b:01"
+LAN_IP, LAN_MAC = "192.168.1.10", "a8:a1:59:12:34:56"
+MAC = "192.168.1.20"
+GOOD_WSLCONFIG = "[wsl2]\nmemory=16GB\nnetworkingMode=Mirrored\nvmIdleTimeout=-1\n\n[general]\ninstanceIdleTimeout=-1\n"
+SMI_4070TI = "GPU 0: NVIDIA GeForce RTX 4070 Ti (UUID: GPU-5d3c1f0e-8a7b-4c2d-9e1f-0a1b2c3d4e5f)\n"
+# powercfg /query SCHEME_CURRENT SUB_SLEEP in German: the labels change, the GUIDs, aliases and values do not
+POWER_OFF = "".join(f"    GUID der Energieeinstellung: {guid}  (x)\n      GUID-Alias: {name}\n"
+                    f"    Index der aktuellen Wechselstromeinstellung: 0x00000000\n"
+                    f"    Index der aktuellen Gleichstromeinstellung: 0x00000384\n"
+                    for name, guid in winsteps.POWER_GUIDS.items())
+
+
+def _rules(ephemeral=(44619, 48715), remote=MAC, drop=()):
+    """The JSON RULES_QUERY prints on a desktop where part B was pasted (Ray Train's rules included)."""
+    rules = []
+    for name, ports in ((winsteps.RULE, ["6379-6385", "10001-10063"]),
+                        (winsteps.TRAIN_RULE, ["6386", f"{ephemeral[0]}-{ephemeral[1]}"])):
+        for kind in ("hyperv", "defender"):
+            if (name, kind) not in drop:
+                rules.append({"kind": kind, "name": name, "enabled": "True", "ports": ports, "remote": [remote]})
+    return json.dumps(rules)
+
+
+def _signs(**changes):
+    signs = {"platform": "linux", "release": WSL2_RELEASE, "env": WSL_ENV, "interop": True, "dxg": True,
+             "wslinfo": "mirrored\n", "route_ip": LAN_IP, "route_mac": LAN_MAC, "linux_nvidia_smi": False,
+             "wsl_smi": SMI_4070TI, "build": 22631, "wsl_package": (2, 3, 26, 0), "wslconfig": GOOD_WSLCONFIG,
+             "ephemeral": (44619, 48715), "powercfg": POWER_OFF, "rules": winchecks.parse_rules(_rules())}
+    return {**signs, **changes}
+
+
+def _by_name(signs) -> dict:
+    return {c.name: c for c in oschecks.wsl_checks(signs)}
+
+
+def test_a_good_wsl_desktop_passes_every_check():
+    checks = oschecks.wsl_checks(_signs())
+    assert [c.name for c in checks] == ["WSL", "Windows build", "WSL networking", "WSL GPU", "WSL idle shutdown",
+                                        "Windows sleep", "Windows firewall", "Windows firewall (Ray Train)"]
+    assert all(c.status == preflight.OK for c in checks), [str(c) for c in checks]
+    assert "RTX 4070 Ti" in _by_name(_signs())["WSL GPU"].detail
+    assert oschecks.wsl_checks(windows.local_signs()) == []       # this machine: no WSL
+
+
+def test_the_doctor_fails_without_nvidias_driver():
+    """/dev/dxg comes with any GPU vendor's Windows driver: only NVIDIA's nvidia-smi naming a card counts."""
+    for dxg in (True, False):
+        gpu = _by_name(_signs(dxg=dxg, wsl_smi=None))["WSL GPU"]
+        assert gpu.status == preflight.FAIL and "no NVIDIA driver" in gpu.detail and "Windows driver" in gpu.fix
+        assert "1 check(s) failed" in preflight.render(oschecks.wsl_checks(_signs(dxg=dxg, wsl_smi=None)))
+    assert _by_name(_signs(wsl_smi="No devices were found\n"))["WSL GPU"].status == preflight.FAIL
+    linux_driver = _by_name(_signs(linux_nvidia_smi=True))["WSL GPU"]
+    assert linux_driver.status == preflight.WARN and "remove the Linux NVIDIA driver" in linux_driver.fix
+    # a Linux desktop: the card on the PCI bus (sysfs as Ubuntu shows a 4070 Ti) and no working nvidia-smi
+    bus = {"0000:01:00.0": ("0x10de\n", "0x030000\n"), "0000:00:02.0": ("0x8086\n", "0x030000\n"),
+           "0000:01:00.1": ("0x10de\n", "0x040300\n")}   # the card's HDMI audio is not a display controller
+    assert oschecks.nvidia_pci(bus) and not oschecks.nvidia_pci({k: v for k, v in bus.items() if k != "0000:01:00.0"})
+    [no_driver] = oschecks.linux_driver_check(True, smi_works=False)
+    assert no_driver.status == preflight.FAIL and "ubuntu-drivers" in no_driver.fix
+    assert oschecks.linux_driver_check(True, True)[0].status == preflight.OK
+    assert oschecks.linux_driver_check(False, False) == []
+    # the driver is there but this torch has no CUDA: a fail too, on Linux and in WSL
+    for system in ("Linux", "WSL"):
+        cpu = preflight.accelerator_check("cpu; accelerator: none", False, system, "x86_64", True, None)
+        assert cpu.status == preflight.FAIL and "environment-cuda.yml" in cpu.fix
+
+
+def test_networking_names_the_reason_wsl_is_still_nat():
+    nat = dict(wslinfo="nat\n", route_ip=NAT_IP, route_mac=NAT_MAC)
+    old = _by_name(_signs(build=19045, **nat))
+    assert old["Windows build"].status == preflight.FAIL
+    assert old["WSL networking"].status == preflight.FAIL and "no mirrored networking" in old["WSL networking"].fix
+    unset = _by_name(_signs(wslconfig="[wsl2]\nmemory=8GB\n", **nat))["WSL networking"]
+    assert unset.status == preflight.FAIL and NAT_IP in unset.detail and "hetlab wslconfig" in unset.fix
+    stale = _by_name(_signs(**nat))["WSL networking"]            # .wslconfig says mirrored, WSL 2.3: no restart
+    assert stale.detail.startswith(".wslconfig says mirrored but WSL runs nat") and "not restarted" in stale.fix
+    for package in (None, (1, 2, 5, 0)):                          # no `wsl --version`, or WSL 1.x
+        old_wsl = _by_name(_signs(wsl_package=package, **nat))["WSL networking"]
+        assert "older than 2.0" in old_wsl.fix and "wsl --update" in old_wsl.fix
+    assert windows.package_version("WSL version: 2.3.26.0\nKernel version: 5.15.167.4-1\n") == (2, 3, 26, 0)
+    assert windows.package_version(None) is None
+
+
+def test_the_windows_rules_and_sleep_are_read_back():
+    stale = _by_name(_signs(ephemeral=(37794, 41890)))           # WSL moved the block (microsoft/WSL #12228)
+    train = stale["Windows firewall (Ray Train)"]
+    assert train.status == preflight.WARN and "now 37794-41890" in train.detail and "part B" in train.fix
+    assert stale["Windows firewall"].status == preflight.OK
+    no_rendezvous = _rules().replace('"6386", ', "")
+    assert "lacks the rendezvous port 6386" in winchecks.rules_checks(
+        winchecks.parse_rules(no_rendezvous), Ports(), (44619, 48715))[1].detail
+    missing = winchecks.rules_checks(winchecks.parse_rules(_rules(drop=[(winsteps.RULE, "hyperv")])), Ports(),
+                                     (44619, 48715))
+    assert missing[0].status == preflight.WARN and "no hyperv rule 'hetlab Ray'" in missing[0].detail
+    anyone = winchecks.rules_checks(winchecks.parse_rules(_rules(remote="Any")), Ports(), (44619, 48715))
+    assert all(c.status == preflight.WARN and "not one address" in c.detail for c in anyone)
+    other_mac = winchecks.rules_checks(winchecks.parse_rules(_rules()), Ports(), (44619, 48715), "192.168.1.99")
+    assert "not the Mac's 192.168.1.99" in other_mac[0].detail
+    no_train = winchecks.rules_checks(winchecks.parse_rules(_rules(drop=[(winsteps.TRAIN_RULE, "hyperv"),
+                                                                         (winsteps.TRAIN_RULE, "defender")])),
+                                      Ports(), (44619, 48715))
+    assert no_train[1].status == preflight.OK and "notebook 07" in no_train[1].detail
+    unread = json.loads(_rules(drop=[(winsteps.RULE, "hyperv")])) + [{"kind": "error", "name": "Access is denied."}]
+    said = winchecks.rules_checks(winchecks.parse_rules(json.dumps(unread)), Ports(), (44619, 48715))[0]
+    assert "(Windows said: Access is denied.)" in said.detail
+    disabled = json.loads(_rules())
+    disabled[1]["enabled"] = "False"
+    assert "disabled" in winchecks.rules_checks(winchecks.parse_rules(json.dumps(disabled)), Ports(), (1, 2))[0].detail
+    single = json.dumps(json.loads(_rules())[0])                  # ConvertTo-Json of one rule: an object
+    assert winchecks.parse_rules(single)[0]["name"] == winsteps.RULE
+    assert winchecks.parse_rules("not json") is None
+    assert winchecks.rules_checks(None, Ports(), (1, 2))[0].status == preflight.WARN
+    assert [c for c in pwsh.parse(winchecks.RULES_QUERY) if c[0] == "ConvertTo-Json"]  # the query parses
+    power = winchecks.power_check(POWER_OFF.replace("0x00000000", "0x00000708", 1))
+    assert power.status == preflight.WARN and "sleep after 30 min" in power.detail
+    assert "powercfg /change standby-timeout-ac 0" in power.fix and "hibernate" not in power.fix
+    assert winchecks.power_check(None).status == preflight.WARN
+    assert winchecks.power_check(POWER_OFF.replace(winsteps.POWER_GUIDS["STANDBYIDLE"], "0" * 36)).status \
+        == preflight.OK                                            # found by its alias too
+
+
+def test_wslconfig_edited_twice_is_unchanged_the_second_time_and_keeps_the_learners_keys(tmp_path, capsys):
+    mine = ("# my WSL\r\n[wsl2]\r\nmemory=16GB\r\nnetworkingMode = NAT  # was here\r\nswap=0\r\n\r\n"
+            "[experimental]\r\nautoMemoryReclaim=gradual\r\n")
+    once = wslconfig.edit(mine)
+    assert wslconfig.edit(once) == once and wslconfig.missing(wslconfig.parse(once)) == []
+    assert once.count("networkingMode") == 1 and "networkingMode = mirrored  # was here" in once
+    for line in ("# my WSL", "memory=16GB", "swap=0", "[experimental]", "autoMemoryReclaim=gradual"):
+        assert line in once.split("\r\n"), line                    # the learner's lines, and Notepad's CRLF
+    assert once.index("vmIdleTimeout") < once.index("[experimental]") < once.index("[general]")
+    path = tmp_path / ".wslconfig"
+    path.write_bytes(mine.encode())
+    assert cli.main(["wslconfig", "--file", str(path)]) == 0
+    first = path.read_bytes()
+    assert first == once.encode() and (tmp_path / ".wslconfig.hetlab-backup").read_bytes() == mine.encode()
+    assert cli.main(["wslconfig", "--file", str(path)]) == 0       # the second time: nothing to do
+    assert path.read_bytes() == first and "nothing changed" in capsys.readouterr().out.splitlines()[-1]
+    (tmp_path / winsteps.POWER_RECORD).write_text(POWER_OFF.replace("0x00000000", "0x00000708", 1))
+    assert cli.main(["wslconfig", "--file", str(path), "--undo"]) == 0
+    undo = capsys.readouterr().out
+    assert path.read_bytes() == mine.encode() and not (tmp_path / ".wslconfig.hetlab-backup").exists()
+    assert "SUB_SLEEP STANDBYIDLE 1800" in undo and undo.rstrip().endswith("wsl --shutdown")
+    fresh = tmp_path / "new" / ".wslconfig"
+    fresh.parent.mkdir()
+    assert wslconfig.write(fresh) == ["wsl2.networkingMode=mirrored", "wsl2.vmIdleTimeout=-1",
+                                      "general.instanceIdleTimeout=-1"]
+    assert wslconfig.parse(fresh.read_text()) == wslconfig.parse("\n".join(wslconfig.lines()))
+    assert wslconfig.write(fresh) == [] and "removed" in wslconfig.undo(fresh) and not fresh.exists()
+    assert "nothing to undo" in wslconfig.undo(fresh)
+    assert cli.main(["wslconfig"]) == 2                            # here: no WSL, no --file
+    assert "run `hetlab wslconfig` inside WSL" in capsys.readouterr().err
+
+
+UFW_INACTIVE = "Status: inactive\n"
+UFW_ACTIVE = "Status: active\n\nTo                         Action      From\n--                         ------      ----\n22/tcp                     ALLOW       Anywhere\n"
+
+
+def test_an_inactive_ufw_says_its_rules_do_nothing_and_how_to_enable_it_without_losing_ssh():
+    off = oschecks.ufw_check(UFW_INACTIVE, None)
+    assert off.status == preflight.WARN and "rules do nothing" in off.detail
+    steps = [off.fix.index(s) for s in ("ufw allow OpenSSH", "ufw default deny incoming", "ufw enable")]
+    assert steps == sorted(steps)                                  # SSH allowed first, enabled last
+    assert oschecks.ufw_check(None, "# /etc/ufw/ufw.conf\nENABLED=no\nLOGLEVEL=low\n").status == preflight.WARN
+    assert oschecks.ufw_check(None, "ENABLED=yes\n").status == preflight.OK   # not root: ufw.conf says
+    assert oschecks.ufw_check(UFW_ACTIVE, "ENABLED=no\n").status == preflight.OK
+    assert "apt install ufw" in oschecks.ufw_check(None, None).fix
+    assert "Mac firewall" not in str(oschecks.mac_firewall_check(None))
+    [mac_off] = oschecks.mac_firewall_check("Firewall is disabled. (State = 0)\n")
+    assert mac_off.status == preflight.WARN and "--setglobalstate on" in mac_off.fix
+    [mac_on] = oschecks.mac_firewall_check("Firewall is enabled. (State = 1)\n")
+    assert mac_on.status == preflight.OK
+    [block_all] = oschecks.mac_firewall_check("Firewall is blocking all non-essential incoming connections. "
+                                              "(State = 2)\n")
+    assert block_all.status == preflight.WARN and "Block all incoming" in block_all.fix
+
+
+def test_linux_automatic_suspend_is_a_warning():
+    on = oschecks.suspend_check("'suspend'\n", "1200\n", "enabled\n")   # GNOME's defaults on AC
+    assert on.status == preflight.WARN and "after 20 min" in on.detail and "sleep-inactive-ac-type 'nothing'" in on.fix
+    assert oschecks.suspend_check("'nothing'\n", "1200\n", "enabled\n").status == preflight.OK
+    assert oschecks.suspend_check("'suspend'\n", "0\n", "enabled\n").status == preflight.OK
+    assert oschecks.suspend_check("'suspend'\n", "1200\n", "masked\n").status == preflight.OK
+    assert "no GNOME" in oschecks.suspend_check(None, None, None).detail
+    here = {c.name for c in oschecks.os_checks("Linux")}          # this machine (Linux, no WSL)
+    assert {"firewall", "automatic suspend"} <= here and "WSL" not in here
+
+
+# --- Ray Train's ports: a real torch process group, set up as Ray Train's backend sets it up ---
+
+RANK = """
+import json, os, sys, psutil, torch.distributed as dist
+from ray.train.torch.config import _setup_torch_process_group
+rank, url = int(sys.argv[1]), sys.argv[2]
+os.environ["GLOO_SOCKET_IFNAME"] = "lo"   # hetlab's backend names the interface of the node's address
+_setup_torch_process_group(backend="gloo", world_rank=rank, world_size=2, init_method=url, timeout_s=60)
+import torch
+t = torch.ones(4); dist.all_reduce(t)
+me = os.getpid()
+ports = sorted({c.laddr.port for c in psutil.net_connections("tcp") if c.pid == me and c.status == "LISTEN"})
+print(json.dumps({"rank": rank, "sum": t.tolist(), "listening": ports}), flush=True)
+dist.barrier(); dist.destroy_process_group()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_printed_rule_covers_the_ports_ray_train_uses():
+    """Two ranks set up torch's process group with Ray Train's own function (gloo, a tcp:// rendezvous on
+    the pinned port), all-reduce, and report every TCP port they listen on: the rendezvous (rank 0) and
+    gloo's listeners (port 0, so Linux's ephemeral range: torch cannot pin them). Each must be inside the
+    Ray Train rule that part B prints for this machine's live range."""
+    ports = Ports(train_rendezvous=_free_port())
+    text = winsteps.render_head(LAN_IP, MAC, ports, windows.ephemeral_range())
+    rules = [(name, pwsh.flat(params)) for name, params in
+             pwsh.parse("\n".join(line[5:] for line in text.splitlines() if line.startswith("#    New-NetFirewall")))]
+    opened = {name: set().union(*[set(range(int(r.split("-")[0]), int(r.split("-")[-1]) + 1))
+                                  for r in params.get("LocalPorts", params.get("LocalPort"))])
+              for name, params in rules}
+    assert opened["New-NetFirewallHyperVRule"] == opened["New-NetFirewallRule"]
+    url = f"tcp://127.0.0.1:{ports.train_rendezvous}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen([sys.executable, "-c", RANK, str(rank), url], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for rank in (0, 1)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in outs]
+    seen = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert [s["sum"] for s in seen] == [[2.0] * 4] * 2            # the group really worked
+    assert ports.train_rendezvous in seen[0]["listening"]          # rank 0 serves the rendezvous
+    used = set().union(*[s["listening"] for s in seen])
+    assert len(used) >= 3                                          # the rendezvous and each rank's gloo listener
+    assert used <= opened["New-NetFirewallRule"], sorted(used - opened["New-NetFirewallRule"])
+    low, high = windows.ephemeral_range()
+    gloo = used - {ports.train_rendezvous}
+    assert all(low <= p <= high for p in gloo), (sorted(gloo), low, high)
+    assert re.search(rf"'{ports.train_rendezvous}','{low}-{high}'", text)
