@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "flat", "simulate", "machine", "authtoken",
                "step", "data", "models", "devices", "measured", "checkpoint", "balance", "planner",
-               "textbook", "train"],
+               "textbook", "train", "grading"],
     "cluster": ["raylog", "reach", "cluster", "commands", "windows", "gpus", "practice",
                 "tools.rehearsal", "tools.rehearsal_hosts", "tools.preflight", "tools.oschecks"],
     "engines": ["ps", "ps.specs", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
