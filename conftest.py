@@ -2,8 +2,16 @@
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
 which notebooks run only through the two-host rehearsal."""
 import os
+import tempfile
+
+from hetlab.vocab import MEASURED_ENV
 
 os.environ.setdefault("HETLAB_QUICK", "1")
+# Notebook 02 saves its figures where hetlab.measured.folder() says. A test session gives them a
+# folder of its own, so a test never replaces the figures a learner measured in the checkout's
+# measured/ (the notebook itself has no test branch: it just saves to measured.folder()).
+if not os.environ.get(MEASURED_ENV):
+    os.environ[MEASURED_ENV] = tempfile.mkdtemp(prefix="hetlab-measured-")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 

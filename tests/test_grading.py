@@ -1,6 +1,7 @@
 """The graded exercises (issue 37): each grader accepts hetlab's answer and a learner's own correct
 one, rejects typical mistakes in one line that names them, and says "your turn" to an unfilled
-skeleton. Each notebook's skeleton is committed unfilled, and its check cell follows it.
+skeleton. Each notebook's skeleton is committed unfilled, and its check cell follows it and prints "your turn"
+(`make test` also runs every notebook that way, through nbval).
 
 The mistakes below are written here, independently of hetlab.grading's own list: a grader that
 matched only its own list would pass a test built from it."""
@@ -128,7 +129,7 @@ def _src(cell):
 
 
 @pytest.mark.parametrize("number", [f"{i:02d}" for i in range(2, 10)])
-def test_each_notebook_from_02_has_an_unfilled_skeleton_then_its_check(number):
+def test_each_notebook_from_02_has_an_unfilled_skeleton_then_its_check(number, capsys):
     path = next(NOTEBOOKS.glob(f"{number}_*.ipynb"))
     cells = _cells(path)
     checks = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and "grading.check(" in _src(c)]
@@ -140,5 +141,7 @@ def test_each_notebook_from_02_has_an_unfilled_skeleton_then_its_check(number):
             f"{path.name}: the skeleton of {name} must be the cell just above its check"
         assert "raise NotImplementedError" in skeleton, f"{path.name}: {name}'s skeleton is committed filled in"
         namespace = {}
-        exec(compile(skeleton, f"{path.name}:{name}", "exec"), namespace)   # the skeleton alone: a def
-        assert grading.grade(name, namespace[name]).status == grading.YOUR_TURN
+        for cell in (skeleton, _src(cells[i])):   # the pair as committed: the skeleton, then its check
+            exec(compile(cell, f"{path.name}:{name}", "exec"), namespace)
+        assert capsys.readouterr().out == \
+            f"your turn: write {grading.EXERCISES[name].signature} above, then run this again.\n"
