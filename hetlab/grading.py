@@ -179,8 +179,7 @@ def _search_case(rng: random.Random) -> tuple:
 # --- the references (hetlab's own where it has one) and the typical mistakes ----------------------
 
 def weighted_average(grads, sizes):
-    total = sum(sizes)
-    return sum(g * (b / total) for g, b in zip(grads, sizes))
+    return sum(g * c for g, c in zip(grads, balance.ratio_of(sizes)))   # c_i = b_i / B
 
 
 def ps_step(weights, grads, sizes, lr):
