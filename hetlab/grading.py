@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from hetlab import balance
+from hetlab import balance, planner
 from hetlab.errors import HetlabError
 
 RIGHT, WRONG, YOUR_TURN = "right", "wrong", "your turn"
@@ -170,6 +170,10 @@ def _local_steps_case(rng: random.Random) -> tuple:
     return rng.randint(2, 16), [round(fastest)] + [round(fastest * rng.uniform(0.02, 0.9)) for _ in range(n - 1)]
 
 
+def _exchange_case(rng: random.Random) -> tuple:
+    return rng.randint(1_000, 2_000_000), rng.choice((2, 2, 4))   # fp16/bf16 or fp32 values up
+
+
 def _search_case(rng: random.Random) -> tuple:
     desktop = rng.uniform(2000, 20000)
     mac = desktop * rng.uniform(0.05, 0.6)
@@ -287,6 +291,12 @@ EXERCISES = {e.name: e for e in [
                   "at least 1 each"),
                  (lambda H, t: [max(1, round(H * x / min(t))) for x in t], "scaled from the slowest: the "
                   "fastest worker takes H steps"))),
+    Exercise("exchange_bytes", "exchange_bytes(params, bytes_per_value)", "08", planner.exchange_bytes,
+             _exchange_case, _close_number, (
+                 (lambda p, v: 2 * p * v, "the weights come down as fp32 (4 bytes a value), whatever goes up"),
+                 (lambda p, v: p * v, "one way only: the delta goes up, then the weights come down"),
+                 (lambda p, v: 8 * p, "fp32 both ways: the delta goes up at `bytes_per_value` bytes a value"),
+                 (lambda p, v: 8 * p * (v + 4), "bits, not bytes: leave out the 8"))),
     Exercise("pair_over_sum", "pair_over_sum(desktop, mac, pair)", "09", pair_over_sum,
              _search_case, _close_number, (
                  (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),

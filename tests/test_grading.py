@@ -49,6 +49,7 @@ RIGHT = {
     "step_time": lambda b, t, c: max(x / y + z for x, y, z in zip(b, t, c)),
     "scale_local_steps": scale_local_steps,
     "pair_over_sum": lambda d, m, p: p / (d + m),
+    "exchange_bytes": lambda p, v: p * v + p * 4,
 }
 
 # Typical mistakes, each with a word the grader's line must contain.
@@ -73,6 +74,7 @@ MISTAKES = {
                           (lambda H, t: [H for _ in t], "H for everyone"),
                           (lambda H, t: [math.floor(H * x / max(t)) or 1 for x in t], "round")],
     "pair_over_sum": [(lambda d, m, p: p / d, "desktop alone"), (lambda d, m, p: (d + m) / d, "ceiling")],
+    "exchange_bytes": [(lambda p, v: p * v * 2, "fp32"), (lambda p, v: p * v, "one way")],
 }
 
 
