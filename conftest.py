@@ -4,10 +4,14 @@ which notebooks run only through the two-host rehearsal."""
 import os
 import tempfile
 
+from hetlab.vocab import MEASURED_ENV
+
 os.environ.setdefault("HETLAB_QUICK", "1")
-# Figures the notebooks save (notebooks 02 and 05, hetlab.measured) go to a folder of this run's
-# own, never over the learner's measured/ folder.
-os.environ.setdefault("HETLAB_MEASURED", tempfile.mkdtemp(prefix="hetlab-measured-"))
+# Notebook 02 saves its figures where hetlab.measured.folder() says. A test session gives them a
+# folder of its own, so a test never replaces the figures a learner measured in the checkout's
+# measured/ (the notebook itself has no test branch: it just saves to measured.folder()).
+if not os.environ.get(MEASURED_ENV):
+    os.environ[MEASURED_ENV] = tempfile.mkdtemp(prefix="hetlab-measured-")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 

@@ -35,16 +35,6 @@ def is_quick() -> bool:
     return os.environ.get(QUICK_ENV, "0") not in ("", "0", "false", "False")
 
 
-def is_test_run() -> bool:
-    """True when a test runner, not a person, runs this notebook: nbval under pytest (pytest sets
-    ``PYTEST_CURRENT_TEST`` and the kernel nbval starts inherits it) or CI (``CI`` set).
-
-    A notebook's last cell shuts its cluster down only then; in JupyterLab it leaves the widgets
-    working after "Run All" and says how to shut down (notebook 06).
-    """
-    return any(os.environ.get(v, "0") not in ("", "0", "false", "False") for v in ("PYTEST_CURRENT_TEST", "CI"))
-
-
 # A progress bar redraws at most every 2 s. In a notebook each redraw is a few messages on the
 # kernel's output channel, which holds about 1,000 unread ones: a test runner that reads them only
 # after a cell ends (nbval) lost the end of an 8-minute training cell drawn 10 times a second.
@@ -57,4 +47,4 @@ def progress_bar(total: int, desc: str, enabled: bool = True):
     return tqdm(total=total, desc=desc, disable=not enabled, mininterval=PROGRESS_EVERY_S)
 
 
-__all__ = ["HetlabError", "is_quick", "is_test_run", "progress_bar", "__version__"]
+__all__ = ["HetlabError", "is_quick", "progress_bar", "__version__"]

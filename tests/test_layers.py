@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "flat", "simulate", "machine", "authtoken",
                "step", "data", "models", "devices", "steptime", "measured", "checkpoint", "balance", "planner",
-               "textbook", "train", "wslconfig"],
+               "textbook", "train", "wslconfig", "grading"],
     "cluster": ["raylog", "reach", "cluster", "commands", "windows", "winsteps", "gpus", "practice",
                 "tools.rehearsal", "tools.rehearsal_hosts", "tools.preflight", "tools.oschecks",
                 "tools.winchecks"],

@@ -14,6 +14,9 @@ MAX_WORDS = 2000
 # Words about how this project is tested, not about the learner's machines.
 SET_UP_WORDS = [r"\b2-core\b", r"\btwo-core\b", r"\bmake test\b", r"\bnbval\b", r"\bCI\b",
                 r"\b20\d\d-\d\d-\d\d\b", r"\bthis box\b", r"\bpytest\b"]
+# The project's own tester, in any cell, code included (issue 37): its rehearsal of the pair, and
+# branches that ask whether a test runs the notebook. A notebook may say the Mac is simulated.
+TESTER_WORDS = [r"(?i)\brehears", r"\bis_test_run\b", r"(?i)\bautomated run"]
 
 
 def cells_of(path: Path) -> list[dict]:
@@ -63,6 +66,13 @@ def test_no_word_of_the_test_set_up(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_tester_in_the_learners_path(path):
+    text = "\n".join(source(c) for c in cells_of(path))
+    hits = [m.group(0) for w in TESTER_WORDS for m in re.finditer(w, text)]
+    assert not hits, f"{path.name}: the tester in the lesson (code or prose): {sorted(set(hits))}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_questions_with_answers_on_a_linked_page(path):
     cell = questions_cell(path)
     items = re.findall(r"^\s*\d+\.\s", cell, re.M)
@@ -85,3 +95,7 @@ def test_the_check_catches_set_up_words():
     hits = {m.group(0) for w in SET_UP_WORDS for m in re.finditer(w, text)}
     assert hits == {"2-core", "2026-11-25", "make test", "nbval", "CI"}
     assert not [w for w in SET_UP_WORDS if re.search(w, "Circle a CIFAR run; a ci-like name; 3.11.7")]
+    text = "On the Rehearsal; `hetlab rehearse`; if hetlab.is_test_run(): # an automated run"
+    assert {m.group(0) for w in TESTER_WORDS for m in re.finditer(w, text)} == \
+        {"Rehears", "rehears", "is_test_run", "automated run"}
+    assert not [w for w in TESTER_WORDS if re.search(w, "on the practice cluster the Mac is simulated")]

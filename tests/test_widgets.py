@@ -84,15 +84,3 @@ def test_slider_run_auto_and_errors_against_real_training(training):
     assert not tuner.run_button.disabled
     tuner.auto_button.click()  # Auto says the same, and does not start anything
     assert "re-run the notebook's set-up cell" in tuner.error and tuner.tune_result is result
-
-
-def test_last_cell_shuts_down_only_in_a_test_run(monkeypatch):
-    # nbval runs notebooks under pytest, whose PYTEST_CURRENT_TEST the kernel inherits;
-    # in JupyterLab neither it nor CI is set, so notebook 06's tuner survives "Run All".
-    import hetlab
-    assert hetlab.is_test_run()
-    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
-    monkeypatch.delenv("CI", raising=False)
-    assert not hetlab.is_test_run()
-    monkeypatch.setenv("CI", "true")
-    assert hetlab.is_test_run()

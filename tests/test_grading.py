@@ -1,0 +1,149 @@
+"""The graded exercises (issue 37): each grader accepts hetlab's answer and a learner's own correct
+one, rejects typical mistakes in one line that names them, and says "your turn" to an unfilled
+skeleton. Each notebook's skeleton is committed unfilled, and its check cell follows it and prints "your turn"
+(`make test` also runs every notebook that way, through nbval).
+
+The mistakes below are written here, independently of hetlab.grading's own list: a grader that
+matched only its own list would pass a test built from it."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from hetlab import balance, grading
+from hetlab.errors import HetlabError
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+# A learner's own correct answers, written differently from the references.
+def weighted_average(grads, sizes):
+    stacked = torch.stack(grads)
+    w = torch.tensor(sizes, dtype=stacked.dtype) / sum(sizes)
+    return (w[:, None] * stacked).sum(0)
+
+
+def ps_step(weights, grads, sizes, lr):
+    return weights - lr * weighted_average(grads, sizes)
+
+
+def equal_finish_split(B, speeds, fixed):
+    T = (B + sum(c * t for c, t in zip(fixed, speeds))) / sum(speeds)
+    return balance.split_batch(B, [t * (T - c) for t, c in zip(speeds, fixed)])
+
+
+def scale_local_steps(H, speeds):
+    return [max(1, round(H * t / max(speeds))) for t in speeds]
+
+
+RIGHT = {
+    "weighted_average": weighted_average,
+    "ps_step": ps_step,
+    "rank_contribution": lambda g, b, B: b * g / B,
+    "samples_per_s": lambda b, s: b / (sum(s[1:]) / (len(s) - 1)),
+    "tasks_wall_time": lambda n, k, s: -(-n // k) * s,
+    "transfer_seconds": lambda n, m: n / (m * 125_000),
+    "equal_finish_split": equal_finish_split,
+    "step_time": lambda b, t, c: max(x / y + z for x, y, z in zip(b, t, c)),
+    "scale_local_steps": scale_local_steps,
+    "pair_over_sum": lambda d, m, p: p / (d + m),
+    "exchange_bytes": lambda p, v: p * v + p * 4,
+}
+
+# Typical mistakes, each with a word the grader's line must contain.
+MISTAKES = {
+    "weighted_average": [(lambda g, s: torch.stack(g).mean(0), "plain mean"),
+                         (lambda g, s: sum(b * x for b, x in zip(s, g)), "1/B")],
+    "ps_step": [(lambda w, g, s, lr: w - lr * torch.stack(g).mean(0), "plain mean"),
+                (lambda w, g, s, lr: w - lr * sum(b * x for b, x in zip(s, g)), "1/B"),
+                (lambda w, g, s, lr: w + lr * weighted_average(g, s), "uphill")],
+    "rank_contribution": [(lambda g, b, B: g * b, "1/B"), (lambda g, b, B: g.clone(), "unweighted")],
+    "samples_per_s": [(lambda b, s: b * len(s) / sum(s), "warm-up"),
+                      (lambda b, s: (sum(s[1:]) / (len(s) - 1)) / b, "turn it over")],
+    "tasks_wall_time": [(lambda n, k, s: n * s, "one after another"), (lambda n, k, s: s * n / k, "round up")],
+    "transfer_seconds": [(lambda n, m: n / m / 1e6, "8 bits"), (lambda n, m: 8 * n / m / 1024**2, "10^6")],
+    "equal_finish_split": [(lambda B, t, c: balance.split_batch(B, [1 / x for x in t]), "1 / speed"),
+                           (lambda B, t, c: balance.split_batch(B, t), "fixed"),
+                           (lambda B, t, c: [B // len(t)] * len(t), "equal"),
+                           (lambda B, t, c: [int(B * x / sum(t)) for x in t], "sum to")],
+    "step_time": [(lambda b, t, c: sum(x / y + z for x, y, z in zip(b, t, c)), "a sum"),
+                  (lambda b, t, c: max(x / y for x, y in zip(b, t)), "fixed")],
+    "scale_local_steps": [(lambda H, t: [max(1, round(H * min(t) / x)) for x in t], "1 / speed"),
+                          (lambda H, t: [H for _ in t], "H for everyone"),
+                          (lambda H, t: [math.floor(H * x / max(t)) or 1 for x in t], "round")],
+    "pair_over_sum": [(lambda d, m, p: p / d, "desktop alone"), (lambda d, m, p: (d + m) / d, "ceiling")],
+    "exchange_bytes": [(lambda p, v: p * v * 2, "fp32"), (lambda p, v: p * v, "one way")],
+}
+
+
+def test_every_exercise_has_a_right_answer_and_two_mistakes_here():
+    assert set(RIGHT) == set(MISTAKES) == set(grading.EXERCISES)
+    assert all(len(m) >= 2 for m in MISTAKES.values())
+
+
+@pytest.mark.parametrize("name", sorted(grading.EXERCISES))
+def test_accepts_the_reference_and_a_learners_own_correct_answer(name):
+    for fn in (grading.EXERCISES[name].reference, RIGHT[name]):
+        verdict = grading.grade(name, fn)
+        assert verdict.status == grading.RIGHT, verdict.line
+
+
+@pytest.mark.parametrize("name", sorted(grading.EXERCISES))
+def test_rejects_typical_mistakes_in_one_line_that_names_them(name):
+    for mistake, word in MISTAKES[name]:
+        verdict = grading.grade(name, mistake)
+        assert verdict.status == grading.WRONG, f"{name}: accepted a mistake ({word})"
+        assert "\n" not in verdict.line and verdict.line.startswith("not yet:")
+        assert word in verdict.line, f"{name}: {verdict.line!r} does not name the mistake ({word})"
+
+
+@pytest.mark.parametrize("name", sorted(grading.EXERCISES))
+def test_an_unfilled_skeleton_is_your_turn_not_a_failure(name, capsys):
+    def raises(*args):
+        raise NotImplementedError
+
+    for skeleton in (raises, lambda *args: None, lambda *args: ..., None):
+        verdict = grading.grade(name, skeleton)
+        assert verdict.status == grading.YOUR_TURN
+        assert verdict.line.startswith(f"your turn: write {name}(") and "run this again" in verdict.line
+    grading.check(name, raises)
+    assert capsys.readouterr().out.startswith("your turn:")
+
+
+def test_a_crash_is_one_line_naming_the_error():
+    verdict = grading.grade("weighted_average", lambda g, s: g[5])
+    assert verdict.status == grading.WRONG and "IndexError" in verdict.line and "\n" not in verdict.line
+
+
+def test_an_unknown_exercise_is_refused():
+    with pytest.raises(HetlabError, match="no exercise"):
+        grading.grade("weighted_avg", weighted_average)
+
+
+def _cells(path):
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _src(cell):
+    return "".join(cell["source"])
+
+
+@pytest.mark.parametrize("number", [f"{i:02d}" for i in range(2, 10)])
+def test_each_notebook_from_02_has_an_unfilled_skeleton_then_its_check(number, capsys):
+    path = next(NOTEBOOKS.glob(f"{number}_*.ipynb"))
+    cells = _cells(path)
+    checks = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and "grading.check(" in _src(c)]
+    assert checks, f"{path.name}: no graded exercise"
+    for i in checks:
+        name = _src(cells[i]).split('grading.check("', 1)[1].split('"', 1)[0]
+        skeleton = _src(cells[i - 1])
+        assert cells[i - 1]["cell_type"] == "code" and f"def {name}(" in skeleton, \
+            f"{path.name}: the skeleton of {name} must be the cell just above its check"
+        assert "raise NotImplementedError" in skeleton, f"{path.name}: {name}'s skeleton is committed filled in"
+        namespace = {}
+        for cell in (skeleton, _src(cells[i])):   # the pair as committed: the skeleton, then its check
+            exec(compile(cell, f"{path.name}:{name}", "exec"), namespace)
+        assert capsys.readouterr().out == \
+            f"your turn: write {grading.EXERCISES[name].signature} above, then run this again.\n"
