@@ -234,12 +234,16 @@ def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float, 
                f"ceiling here is 1.00×")
     elif top < min_gain:
         why = (f"at batch {global_batch} the desktop's step is {d(global_batch) * 1e3:.2f} ms and giving "
-               f"the Mac {b_m} samples saves it {saved * 1e3:.2f} ms (the pair's ceiling here is "
+               f"the Mac {_samples(b_m)} saves it {saved * 1e3:.2f} ms (the pair's ceiling here is "
                f"{top:.2f}×)")
     else:
-        why = (f"a share of {b_m} samples saves the desktop {saved * 1e3:.2f} ms a step, but one exchange "
+        why = (f"a share of {_samples(b_m)} saves the desktop {saved * 1e3:.2f} ms a step, but one exchange "
                f"on {link.name} and the engine cost {e * 1e3:.1f} ms")
     return f"use the desktop alone: {why}; no plan gains {min_gain - 1:.0%}."
+
+
+def _samples(n: int) -> str:
+    return f"{n} sample" + ("" if n == 1 else "s")
 
 
 def table(plans: Sequence[Plan]) -> list[dict]:
