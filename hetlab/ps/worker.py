@@ -150,7 +150,7 @@ class Worker:
         with ctx:
             loss = self.loss(self.model(xb), yb)
         scale = LOSS_SCALE if amp_dtype == torch.float16 else 1.0
-        (loss * scale).backward()
+        (loss * scale if scale != 1.0 else loss).backward()   # no extra kernel on a launch-bound card
         if scale != 1.0:
             for p in self.params:
                 p.grad.div_(scale)
