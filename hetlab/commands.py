@@ -24,14 +24,14 @@ import shlex
 
 from hetlab import cluster
 from hetlab.errors import HetlabError
-from hetlab.vocab import Ports
+from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, Ports
 
 TOKEN_PATH = "~/.ray/auth_token"
-AUTH_ENV = {"RAY_AUTH_MODE": "token"}
+AUTH_ENV = {RAY_AUTH_ENV: "token"}
 # macOS's shell (zsh) reads a pasted "# ..." line as a command, and an apostrophe in it as a
 # quote that swallows the lines after it: this first line of the Mac's steps makes "#" a comment.
 ZSH_COMMENTS = "setopt interactivecomments 2>/dev/null || true"
-MAC_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+MAC_ENV = {RAY_MAC_CLUSTER_ENV: "1"}
 
 
 def firewall_ranges(ports: Ports, head: bool) -> list[str]:
@@ -140,7 +140,7 @@ def join_env(mac: bool = True, python_match: str = "patch") -> dict:
 def _match_env(level: str) -> dict:
     if level not in ("patch", "minor"):
         raise HetlabError(f"python_match={level!r}: use 'patch' (Ray's default) or 'minor'.")
-    return {} if level == "patch" else {"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}
+    return {} if level == "patch" else {RAY_PYTHON_MATCH_ENV: "minor"}
 
 
 def shell_line(argv: list[str], env: dict | None = None) -> str:
@@ -289,7 +289,7 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
                 [f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP.",
                  f"#    Ray Train (notebook 07) only: also allow TCP {gloo} from the desktop's IP "
                  f"(gloo's connections on this machine's ephemeral ports)."])
-    opt_in = (f"# 3) join ({next(iter(MAC_ENV))}=1 on this line only: set for every process it moves even "
+    opt_in = (f"# 3) join ({RAY_MAC_CLUSTER_ENV}=1 on this line only: set for every process it moves even "
               f"a local Ray off 127.0.0.1):" if mac else "# 3) join:")
     return "\n".join([
         *([ZSH_COMMENTS] if mac else []),
