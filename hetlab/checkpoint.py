@@ -97,9 +97,17 @@ def load_checkpoint(path, model=None) -> dict:
     return state
 
 
+CHECKPOINT_GLOB = "step-*.pt"   # what checkpoint_path names; zero-padded, so they sort by step
+
+
+def checkpoint_path(directory, step: int) -> Path:
+    """Where the checkpoint of ``step`` goes in ``directory``: ``step-NNNNNN.pt``."""
+    return Path(directory) / f"step-{step:06d}.pt"
+
+
 def latest_checkpoint(directory) -> Path | None:
     """The newest ``step-NNNNNN.pt`` in ``directory`` (highest step), or None."""
-    found = sorted(Path(directory).glob("step-*.pt"))
+    found = sorted(Path(directory).glob(CHECKPOINT_GLOB))
     return found[-1] if found else None
 
 

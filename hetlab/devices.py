@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from hetlab.errors import HetlabError
-from hetlab.step import train_step
+from hetlab.step import make_optimizer, train_step
 
 KINDS = ("cuda", "mps", "cpu")
 
@@ -126,9 +126,8 @@ def shape_key(model: nn.Module, device: str | torch.device, batch_size: int, *ex
     return (str(torch.device(device)), repr(model), int(batch_size), *extra)
 
 
-# Optimizers throughput can time, by name. hetlab trains with Adam (train.py, the parameter
-# server's workers and server, Ray Train), so Adam is what notebook 02 measures.
-OPTIMIZERS = {"adam": "Adam", "sgd": "SGD"}
+# hetlab trains with Adam (train.py, the parameter server's workers and server, Ray Train), so
+# Adam is what notebook 02 measures.
 TRAINING_OPTIMIZER = "adam"
 
 
@@ -146,11 +145,9 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
     """
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
-    if optimizer not in OPTIMIZERS:
-        raise HetlabError(f"unknown optimizer {optimizer!r}: use one of {sorted(OPTIMIZERS)}.")
     dev = resolve(device)
     model = model.to(dev)
-    opt = getattr(torch.optim, OPTIMIZERS[optimizer])(model.parameters(), lr=1e-3)
+    opt = make_optimizer(optimizer, model.parameters(), lr=1e-3)
     if data is None:
         x = torch.randn(batch_size, 1, 28, 28, device=dev)
         y = torch.randint(0, 10, (batch_size,), device=dev)

@@ -29,6 +29,7 @@ from torch import nn
 from hetlab.flat import flat_weights
 from hetlab.models import make_model
 from hetlab.ps.messages import Update
+from hetlab.step import make_optimizer
 
 
 class Server:
@@ -43,7 +44,7 @@ class Server:
             self.opt = torch.optim.SGD([self.w], lr=outer_lr, momentum=outer_momentum,
                                        nesterov=outer_momentum > 0)
         else:
-            self.opt = (torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam)([self.w], lr=lr)
+            self.opt = make_optimizer(optimizer, [self.w], lr=lr)
         self.version = 0
         self._thread = _thread_with_torch_threads(threads)
 
