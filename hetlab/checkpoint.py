@@ -1,13 +1,8 @@
 """Checkpoints of a parameter-server run, on the driver's disk, written atomically (notebook 08).
 
-A checkpoint is a plain dict of tensors, numbers, strings and lists, saved with
-``torch.save`` and read back with ``torch.load(weights_only=True)`` (no pickled code).
-It is written to a temporary file in the same folder, flushed to disk (fsync) and
-renamed over the target (``os.replace``): a crash mid-write leaves the old file, never
-half a new one. It carries the model name and a signature of the parameter shapes,
-so a checkpoint of another model is refused with one clear line. A model of your own
-(a factory) is saved under its qualified name; resuming it needs the same factory
-again (``model=``), and its parameter shapes must match the signature.
+A plain dict of tensors, numbers, strings and lists (``torch.load(weights_only=True)``: no pickled
+code), written to a temporary file, fsynced and renamed over the target: a crash leaves the old file.
+It names the model and its parameter shapes, so another model's checkpoint is refused in one line.
 """
 from __future__ import annotations
 

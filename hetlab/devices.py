@@ -101,17 +101,11 @@ _WARM: set = set()
 
 
 def warm_up(key, step, device: str | torch.device, seen: set | None = None) -> bool:
-    """Run ``step()`` once, untimed, the first time ``key`` is seen; True if it ran.
+    """Run ``step()`` once, untimed, the first time ``key`` (a batch shape, device, model) is seen.
 
-    ``key`` names a batch shape (and what else picks the kernels: device, model, path).
-    MPS compiles a graph per tensor shape, so the first step at a new batch size can take
-    many times longer than the next: timing it would make a Mac look slower than it is,
-    and the batch-ratio tuner would give it less work. CUDA also does first-time work per
-    shape (cuDNN picks kernels, the caching allocator grows). On the CPU the extra step is
-    cheap, so it runs on every device: one rule, one code path, tested on a CPU. Shapes
-    already seen cost nothing: kernel caches live as long as the process, and so does
-    ``seen`` (default: this module's set for the process).
-    """
+    MPS compiles a graph per shape, so a first step at a new batch size is many times slower: timed,
+    the Mac would look slower and the tuner give it less work. CUDA does first-time work per shape too;
+    on the CPU it is cheap, so one rule for every device. ``seen``: default this process's set."""
     seen = _WARM if seen is None else seen
     if key in seen:
         return False
