@@ -20,8 +20,6 @@ from pathlib import Path
 from hetlab import commands
 
 WSL_VM_CREATOR = "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # Get-NetFirewallHyperVVMCreator: "WSL"
-RULE = "hetlab Ray"                # display name of the firewall rules for Ray's pinned ports
-TRAIN_RULE = "hetlab Ray Train"    # ... and for Ray Train's rendezvous and gloo (notebook 07)
 NAT_NET = ipaddress.ip_network("172.16.0.0/12")  # where WSL's NAT puts the VM
 HYPERV_MAC = "00:15:5d"                          # the MAC prefix of Hyper-V's virtual adapters
 INTEROP = Path("/proc/sys/fs/binfmt_misc/WSLInterop")

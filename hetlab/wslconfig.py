@@ -1,4 +1,4 @@
-"""Windows' ``%UserProfile%\.wslconfig``, read and edited safely from inside WSL (``hetlab wslconfig``;
+r"""Windows' ``%UserProfile%\.wslconfig``, read and edited safely from inside WSL (``hetlab wslconfig``;
 README, "Windows desktop").
 
 ``edit`` adds or replaces only the course's keys (``WSLCONFIG``) and keeps every other line, so a
