@@ -1,12 +1,8 @@
 """Per-worker batch sizes from measured speed, and an auto-tuner (notebooks 05, 06).
 
-In synchronous data parallelism every step waits for the slowest worker. If worker
-*i* processes ``t_i`` samples per second, giving it a batch ``b_i ∝ t_i`` makes every
-worker take the same ``b_i / t_i`` seconds, so nobody waits. ``split_batch`` turns
-a ratio (or measured throughputs) into integer batch sizes that add up exactly to
-the global batch; ``auto_tune`` measures, re-splits, and repeats until it settles,
-modelling each worker's step as a fixed cost plus its batch ÷ its speed, because a
-smaller share does not shrink the fixed part.
+Synchronous data parallelism waits for the slowest worker: a batch ``b_i ∝ t_i`` (its samples/s)
+makes every worker take the same ``b_i / t_i`` seconds. ``split_batch`` turns a ratio into integer
+sizes that add up to the global batch; ``auto_tune`` re-splits with a step of fixed + batch ÷ speed.
 """
 from __future__ import annotations
 
@@ -147,32 +143,19 @@ class TuneResult:
         return f"batch sizes {format_ratio(self.batch_sizes)} after {len(self.history)} rounds ({state})"
 
 
+# Each round fits fixed + b / speed per worker (``fit_step_time``; a split ∝ samples/s alone leaves
+# the fast one waiting) and moves ``damping`` of the way to ``equal_finish_split``, halving it when a
+# size turns back. Settled: the move gains less than ``tol`` or rounds to nothing. ``confirm``: one
+# round on a busy box can be 10 % off; on the practice pair 1 tuning in 10 settled > 5 % from the
+# best step, 1 in 24 with a confirming round (tests/test_balance.py).
 def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int,
               n_workers: int, rounds: int = 6, tol: float = 0.02,
               damping: float = 1.0, confirm: int = 1, start: Sequence[int] | None = None) -> TuneResult:
     """Measure, fit each worker's step time, re-split so all finish together; repeat (notebook 06).
 
-    ``measure(batch_sizes)`` returns each worker's samples/s at those sizes (e.g.
-    ``training.measure(sizes, steps=3)``). Every round tries new sizes, so ``measure``
-    must not time the first step at a new batch shape (MPS compiles per shape: the Mac
-    would look slower and get less work); ``training.measure`` warms each new size up
-    first (``hetlab.devices.warm_up``).
-
-    Starts from ``start`` (e.g. ``split_for`` of notebook 02's step times), else an equal split. After each round every worker's step is modelled as
-    fixed + b / speed (``fit_step_time`` over all its rounds so far: a smaller share does
-    not shrink the fixed part, so a split ∝ samples/s alone would still leave the fast
-    worker waiting; a line that noise made senseless gives way to its round at the largest
-    batch), and the sizes move ``damping`` of the way toward the split where all
-    finish together (``equal_finish_split``), halving ``damping`` whenever a worker's size
-    changes direction (noise or overshoot). When that move would make the step less than
-    ``tol`` faster, or rounds to no change, the split looks settled; it counts as settled
-    (``converged``) once ``confirm`` more rounds at the same sizes, added to the fit, agree.
-    One round on a busy machine can be off by 10 % and fake a settled split: with the
-    practice pair's scatter, 1 tuning in 10 settled on a split that costs more than 5 % of
-    the best step, 1 in 24 with a confirming round (``tests/test_balance.py``). The sizes
-    returned are then the last ones measured. Otherwise it stops after ``rounds``
-    measurements (the sizes returned are the re-split of the last one).
-    """
+    ``measure(batch_sizes)``: each worker's samples/s at those sizes (``training.measure``, which warms
+    each new size up first: MPS compiles per shape). Starts from ``start`` (else an equal split); stops
+    ``converged`` once ``confirm`` more rounds agree on a settled split, else after ``rounds``."""
     if isinstance(n_workers, bool) or not isinstance(n_workers, Integral) or n_workers < 1:
         raise HetlabError(f"n_workers must be a positive whole number, got {n_workers!r}.")
     if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 1:
@@ -215,20 +198,15 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     return TuneResult(list(sizes), ratio_of(sizes), history, converged=False)
 
 
+# fallback "last" follows speeds that change (``run(retune_every=N)``); "largest" suits ``auto_tune``:
+# a step of a few samples is mostly fixed cost, and its speed per sample reads several times too slow.
 def fit_step_time(sizes: Sequence[float], seconds: Sequence[float],
                   min_spread: float = 0.1, fallback: str = "last") -> tuple[float, float]:
     """One worker's step as ``fixed + size / speed``, fitted to its measurements: (speed, fixed).
 
-    A least-squares line through the (batch size, seconds per step) points. With sizes
-    closer together than ``min_spread`` of the largest, or a line that makes no physical
-    sense (no positive per-sample time, a negative fixed time, or a fixed time longer than
-    the quickest step measured), noise decides the line: then one point alone, fixed = 0
-    (notebook 06). ``fallback="last"``: the newest, for speeds that change (the split that
-    follows, ``ParameterServerTraining.run(retune_every=N)``); ``"largest"``: the one at the
-    largest batch, whose fixed part weighs least, for speeds measured to be fitted
-    (``auto_tune``: from a step of a few samples, mostly fixed cost, a speed per sample would
-    read several times too slow).
-    """
+    A least-squares line through (batch size, seconds per step); where noise decides it (sizes closer
+    than ``min_spread`` of the largest, no positive per-sample time, a negative fixed time or one above
+    the quickest step), one point with fixed = 0: the newest (``"last"``) or the largest batch's."""
     n = len(sizes)
     mean_b, mean_s = sum(sizes) / n, sum(seconds) / n
     spread = sum((b - mean_b) ** 2 for b in sizes)

@@ -1,13 +1,8 @@
 """Checkpoints of a parameter-server run, on the driver's disk, written atomically (notebook 08).
 
-A checkpoint is a plain dict of tensors, numbers, strings and lists, saved with
-``torch.save`` and read back with ``torch.load(weights_only=True)`` (no pickled code).
-It is written to a temporary file in the same folder, flushed to disk (fsync) and
-renamed over the target (``os.replace``): a crash mid-write leaves the old file, never
-half a new one. It carries the model name and a signature of the parameter shapes,
-so a checkpoint of another model is refused with one clear line. A model of your own
-(a factory) is saved under its qualified name; resuming it needs the same factory
-again (``model=``), and its parameter shapes must match the signature.
+A plain dict of tensors, numbers, strings and lists (``torch.load(weights_only=True)``: no pickled
+code), written to a temporary file, fsynced and renamed over the target: a crash leaves the old file.
+It names the model and its parameter shapes, so another model's checkpoint is refused in one line.
 """
 from __future__ import annotations
 
@@ -97,9 +92,17 @@ def load_checkpoint(path, model=None) -> dict:
     return state
 
 
+CHECKPOINT_GLOB = "step-*.pt"   # what checkpoint_path names; zero-padded, so they sort by step
+
+
+def checkpoint_path(directory, step: int) -> Path:
+    """Where the checkpoint of ``step`` goes in ``directory``: ``step-NNNNNN.pt``."""
+    return Path(directory) / f"step-{step:06d}.pt"
+
+
 def latest_checkpoint(directory) -> Path | None:
     """The newest ``step-NNNNNN.pt`` in ``directory`` (highest step), or None."""
-    found = sorted(Path(directory).glob("step-*.pt"))
+    found = sorted(Path(directory).glob(CHECKPOINT_GLOB))
     return found[-1] if found else None
 
 

@@ -1,20 +1,8 @@
 """The exact ``ray start`` commands for a secure two-machine cluster (notebook 04, ``hetlab head/join``).
 
-Plain functions build argv lists (tests start real nodes from them); ``render_head``
-and ``render_join`` turn them into copy-paste shell text with the steps around them.
-What the commands make sure of (each flag checked against ``ray/scripts/scripts.py``
-of Ray 2.60):
-
-* every port is pinned, so a firewall can open exactly these, for the other machine only;
-* ``--node-ip-address`` is explicit (what the node advertises; on a Mac hostname lookup breaks);
-* the dashboard listens on 127.0.0.1 only (open it on the desktop itself; from the Mac through
-  ``ssh -L 8265:127.0.0.1:8265``, which needs an SSH server on the desktop);
-* token authentication is on: ``RAY_AUTH_MODE=token`` everywhere, one shared token;
-* each node carries its hetlab role as a resource and a label (see ``hetlab.cluster``);
-* the Mac opts in with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` (Ray refuses it otherwise) on its
-  ``ray start`` line only: set for every process, it moves even a local Ray off loopback;
-* the token needs no SSH server (none runs by default on macOS or Ubuntu Desktop): it is
-  printed on the desktop and written on the Mac into ``~/.ray/auth_token`` with mode 600.
+Plain functions build argv lists (tests start real nodes from them); ``render_head`` and
+``render_join`` turn them into copy-paste shell text with the steps around them. Each flag is
+checked against ``ray/scripts/scripts.py`` of Ray 2.60; the comments at each say what it secures.
 """
 from __future__ import annotations
 
@@ -24,14 +12,16 @@ import shlex
 
 from hetlab import cluster
 from hetlab.errors import HetlabError
-from hetlab.vocab import Ports
+from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, Ports
 
 TOKEN_PATH = "~/.ray/auth_token"
-AUTH_ENV = {"RAY_AUTH_MODE": "token"}
+AUTH_ENV = {RAY_AUTH_ENV: "token"}  # token authentication everywhere, one shared token
 # macOS's shell (zsh) reads a pasted "# ..." line as a command, and an apostrophe in it as a
 # quote that swallows the lines after it: this first line of the Mac's steps makes "#" a comment.
 ZSH_COMMENTS = "setopt interactivecomments 2>/dev/null || true"
-MAC_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+# Ray refuses a Mac in a cluster without it; on its `ray start` line only: set for every process,
+# it moves even a local Ray off loopback.
+MAC_ENV = {RAY_MAC_CLUSTER_ENV: "1"}
 
 
 def firewall_ranges(ports: Ports, head: bool) -> list[str]:
@@ -74,7 +64,8 @@ def check_ip(ip: str, what: str = "IP") -> str:
 
 
 def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> list[str]:
-    args = [f"--node-ip-address={ip}",
+    # every port pinned, so a firewall can open exactly these, for the other machine only
+    args = [f"--node-ip-address={ip}",  # explicit: what the node advertises (a Mac's host-name lookup breaks)
             f"--node-manager-port={ports.node_manager}",
             f"--object-manager-port={ports.object_manager}",
             f"--runtime-env-agent-port={ports.runtime_env_agent}",
@@ -84,7 +75,7 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> li
             f"--min-worker-port={ports.min_worker}",
             f"--max-worker-port={ports.max_worker}",
             f"--resources={json.dumps(cluster.node_resources(role), separators=(',', ':'))}",
-            f"--labels={cluster.ROLE_LABEL}={role}"]
+            f"--labels={cluster.ROLE_LABEL}={role}"]  # the hetlab role: a resource and a label (hetlab.cluster)
     if cpus is not None:
         args.append(f"--num-cpus={int(cpus)}")
     if gpus is not None:
@@ -101,7 +92,8 @@ def head_command(ip: str, ports: Ports = Ports(), role: str = "desktop", cpus: i
                  block: bool = False, temp_dir: str | None = None) -> list[str]:
     """argv of ``ray start --head`` for the desktop (the Linux machine is the head).
 
-    ``dashboard=False`` starts no dashboard at all (one web server less to protect).
+    ``dashboard=False`` starts no dashboard at all (one web server less to protect). It listens on
+    127.0.0.1 only: open it on the desktop, or from the Mac through ``ssh -L 8265:127.0.0.1:8265``.
     """
     ip = check_ip(ip, "head IP")
     web = ([f"--dashboard-host={check_ip(dashboard_host, 'dashboard host')}",
@@ -140,7 +132,7 @@ def join_env(mac: bool = True, python_match: str = "patch") -> dict:
 def _match_env(level: str) -> dict:
     if level not in ("patch", "minor"):
         raise HetlabError(f"python_match={level!r}: use 'patch' (Ray's default) or 'minor'.")
-    return {} if level == "patch" else {"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}
+    return {} if level == "patch" else {RAY_PYTHON_MATCH_ENV: "minor"}
 
 
 def shell_line(argv: list[str], env: dict | None = None) -> str:
@@ -289,7 +281,7 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
                 [f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP.",
                  f"#    Ray Train (notebook 07) only: also allow TCP {gloo} from the desktop's IP "
                  f"(gloo's connections on this machine's ephemeral ports)."])
-    opt_in = (f"# 3) join ({next(iter(MAC_ENV))}=1 on this line only: set for every process it moves even "
+    opt_in = (f"# 3) join ({RAY_MAC_CLUSTER_ENV}=1 on this line only: set for every process it moves even "
               f"a local Ray off 127.0.0.1):" if mac else "# 3) join:")
     return "\n".join([
         *([ZSH_COMMENTS] if mac else []),

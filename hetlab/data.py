@@ -1,16 +1,9 @@
-"""MNIST as tensors, read straight from the IDX files shipped in ``data/`` (notebook 01),
-and uniform sampling for workers with unequal batches (notebook 05).
+"""MNIST as tensors, read straight from the IDX files shipped in ``data/`` (notebook 01), and uniform
+sampling for workers with unequal batches (notebook 05).
 
-No per-sample PIL images and no DataLoader: the whole set is decoded once into a
-uint8 tensor, normalised once, and batches are slices of that tensor. The files
-are checked against the sha256 of their decompressed contents, so a copy from any
-mirror (gzip bytes differ between mirrors, contents do not) is accepted.
-
-Sampling: one shuffled order per epoch (``epoch_order``), read as one endless stream
-of positions; a training keeps ONE cursor into it (``Stream``) and hands each worker
-a span of positions, as many as its batch size. Every sample is then drawn at the
-same rate whatever the split; equal shards per worker would revisit a bigger batch's
-shard more often than a smaller one's.
+No PIL images, no DataLoader: the set is decoded once into a tensor and batches are slices of it.
+A training keeps ONE cursor (``Stream``) into one shuffled stream, so every sample is drawn at the
+same rate whatever the split (equal shards would revisit a bigger batch's shard more often).
 """
 from __future__ import annotations
 
@@ -37,7 +30,8 @@ FILES = {
     "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
     "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
 }
-# sha256 of each file's *decompressed* contents (the original IDX bytes).
+# sha256 of each file's *decompressed* contents (the original IDX bytes): a copy from any mirror is
+# accepted (gzip bytes differ between mirrors, contents do not).
 SHA256 = {
     "train-images-idx3-ubyte.gz": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
     "train-labels-idx1-ubyte.gz": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",

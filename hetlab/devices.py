@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from hetlab.errors import HetlabError
-from hetlab.step import train_step
+from hetlab.step import make_optimizer, train_step
 
 KINDS = ("cuda", "mps", "cpu")
 
@@ -101,17 +101,11 @@ _WARM: set = set()
 
 
 def warm_up(key, step, device: str | torch.device, seen: set | None = None) -> bool:
-    """Run ``step()`` once, untimed, the first time ``key`` is seen; True if it ran.
+    """Run ``step()`` once, untimed, the first time ``key`` (a batch shape, device, model) is seen.
 
-    ``key`` names a batch shape (and what else picks the kernels: device, model, path).
-    MPS compiles a graph per tensor shape, so the first step at a new batch size can take
-    many times longer than the next: timing it would make a Mac look slower than it is,
-    and the batch-ratio tuner would give it less work. CUDA also does first-time work per
-    shape (cuDNN picks kernels, the caching allocator grows). On the CPU the extra step is
-    cheap, so it runs on every device: one rule, one code path, tested on a CPU. Shapes
-    already seen cost nothing: kernel caches live as long as the process, and so does
-    ``seen`` (default: this module's set for the process).
-    """
+    MPS compiles a graph per shape, so a first step at a new batch size is many times slower: timed,
+    the Mac would look slower and the tuner give it less work. CUDA does first-time work per shape too;
+    on the CPU it is cheap, so one rule for every device. ``seen``: default this process's set."""
     seen = _WARM if seen is None else seen
     if key in seen:
         return False
@@ -126,9 +120,8 @@ def shape_key(model: nn.Module, device: str | torch.device, batch_size: int, *ex
     return (str(torch.device(device)), repr(model), int(batch_size), *extra)
 
 
-# Optimizers throughput can time, by name. hetlab trains with Adam (train.py, the parameter
-# server's workers and server, Ray Train), so Adam is what notebook 02 measures.
-OPTIMIZERS = {"adam": "Adam", "sgd": "SGD"}
+# hetlab trains with Adam (train.py, the parameter server's workers and server, Ray Train), so
+# Adam is what notebook 02 measures.
 TRAINING_OPTIMIZER = "adam"
 
 
@@ -146,11 +139,9 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
     """
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
-    if optimizer not in OPTIMIZERS:
-        raise HetlabError(f"unknown optimizer {optimizer!r}: use one of {sorted(OPTIMIZERS)}.")
     dev = resolve(device)
     model = model.to(dev)
-    opt = getattr(torch.optim, OPTIMIZERS[optimizer])(model.parameters(), lr=1e-3)
+    opt = make_optimizer(optimizer, model.parameters(), lr=1e-3)
     if data is None:
         x = torch.randn(batch_size, 1, 28, 28, device=dev)
         y = torch.randint(0, 10, (batch_size,), device=dev)

@@ -1,16 +1,8 @@
 """A model's weights or gradients as one flat vector, and back (notebooks 05, 07).
 
-What travels between machines is one buffer, not a tensor per layer: the parameter server
-sends flat weights and gets flat gradients (``hetlab.ps.server``, ``hetlab.ps.worker``), and Ray
-Train's gloo all-reduces one flat gradient (``hetlab.raytrain``). Flattening follows
-``model.parameters()`` order on both sides, so the same offsets mean the same weights.
-
-A small buffer travels in pieces that Ray hands inside the call (``pieces_for``): Ray
-passes an object of up to 100 KiB with the message itself, and puts a bigger one in its
-object store, from where another machine must pull it (a few ms more per buffer:
-``benchmarks/ray_round_trips.py``). Those pieces go as numpy arrays, not torch tensors:
-Ray serialises a numpy array as its raw bytes, a torch tensor through pickle, which made a
-call with one 58 KB piece 2.1 ms instead of 1.4 ms (same benchmark).
+What travels between machines is one buffer, not a tensor per layer: the parameter server's
+weights and gradients, Ray Train's all-reduced gradient. Both sides flatten in
+``model.parameters()`` order, so the same offsets mean the same weights.
 """
 from __future__ import annotations
 
@@ -21,6 +13,10 @@ import torch
 from torch import nn
 
 
+# A small buffer travels in pieces inside Ray's call (``pieces_for``); a bigger object goes through
+# the object store, from where another machine must pull it: a few ms more per buffer
+# (benchmarks/ray_round_trips.py). Pieces go as numpy arrays: Ray sends their raw bytes, a torch
+# tensor through pickle (one 58 KB piece: 2.1 ms a call instead of 1.4 ms, same benchmark).
 INLINE_BYTES = 100 * 1024   # Ray's max_direct_call_object_size: objects up to this go inside the call
 PIECE_BYTES = 96 * 1024     # a piece's data, leaving room for what pickling adds
 MOST_PIECES = 16            # past this a buffer goes as one object, through the object store

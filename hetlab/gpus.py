@@ -1,16 +1,8 @@
 """Who holds a machine's GPU in the Ray cluster, said in one line (notebooks 05, 06, 08).
 
-A worker that asks Ray for the GPU (``num_gpus=1``: ``device="cuda"``/``"mps"``, or
-``"auto"`` on a node whose Ray reports a GPU) waits until the GPU is free. A notebook
-kernel that never reached its shutdown cell keeps its actors, and with them the GPU:
-the new worker would wait silently until a timeout. ``check_free`` fails at once
-instead, naming the holder (actor class, its job and driver process) and the fix.
-
-Everything here is read from Ray's GCS (no dashboard needed): the available resources
-per node, the actor table (with each actor's required resources) and the job table
-(each driver's pid, address and command line). These are Ray developer APIs
-(``ray._private.state``); should they change, the check still fails fast but names
-no holder.
+A worker that asks Ray for a GPU waits until it is free; a notebook kernel that never reached its
+shutdown cell keeps its actors, and the GPU, so the new worker would wait silently until a timeout.
+``check_free`` fails at once instead, naming the holder (actor class, job, driver) and the fix.
 """
 from __future__ import annotations
 
@@ -51,6 +43,9 @@ def gpus_available(node_ids: list[str]) -> float | None:
     return sum(free.get(i, {}).get("GPU", 0) for i in node_ids)
 
 
+# Read from Ray's GCS (no dashboard needed): resources per node, the actor table, the job table
+# (each driver's pid, address, command line). Developer APIs (ray._private.state): should they
+# change, the check still fails fast but names no holder.
 def holders(node_ids: list[str]) -> list[dict]:
     """Live actors on these nodes that hold a GPU: class, job id, pid, node id."""
     try:

@@ -1,15 +1,8 @@
 """The MNIST convolutional networks trained throughout the course (notebook 01).
 
-``small`` (~29k parameters, no dropout or batch norm, so a step is deterministic
-and all its state lives in its parameters: what a parameter server needs) is the
-course default. ``classic`` is PyTorch's examples/mnist network (~1.2M parameters),
-for seeing what a bigger model does to compute and communication. ``ray_example`` is
-the tiny ConvNet of Ray's parameter-server example (1,960 parameters).
-
-Your own model: everything that trains takes ``model=`` as a built-in name or a
-*factory*, a picklable zero-argument callable returning an ``nn.Module`` (a function,
-a class, ``functools.partial(MyNet, width=32)``, a lambda). ``as_factory`` checks one
-and ``make_model`` builds it with reproducible weights.
+``small`` is the course default; ``classic`` (PyTorch's examples/mnist, ~1.2M parameters) shows
+what a bigger model does to compute and communication; ``ray_example`` is Ray's own tiny ConvNet.
+Your own model: ``model=`` a *factory*, a picklable zero-argument callable returning an ``nn.Module``.
 """
 from __future__ import annotations
 
@@ -51,6 +44,9 @@ def ray_example_cnn() -> nn.Module:
     )
 
 
+# small: ~29k parameters, no dropout or batch norm, so a step is deterministic and all its state
+# lives in its parameters (what a parameter server needs). A factory: a function, a class,
+# functools.partial(MyNet, width=32), a lambda; as_factory checks one, make_model builds it.
 MODELS = {"small": small_cnn, "classic": classic_cnn, "ray_example": ray_example_cnn}
 
 

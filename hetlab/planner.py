@@ -1,21 +1,8 @@
 """Will adding the Mac speed training up? A planner from each machine's step time (notebooks 02, 08).
 
 Pure arithmetic, no Ray and no torch. Each machine's step is ``t(b) = fixed + b × per-sample``
-(``hetlab.steptime``, fitted to notebook 02's sweep). A round of H local steps (H = 1: per-step
-sync), the parameter server on the desktop (hetlab's layout):
-
-* the desktop takes H steps at its share b_d: ``H·t_d(b_d)``;
-* the Mac takes H steps at b_m, then *exchanges* over the link: ``H·t_m(b_m) + e``, where
-  ``e = rtt + P·(w_up + 4)·8 / bandwidth`` (the gradient or delta up in w_up bytes a value,
-  the fp32 weights down);
-* the round ends when the slower is done, then the engine's own cost per exchange is paid
-  (messages, the server's update, the driver; notebook 05 measures it):
-  ``round = max(H·t_d(b_d), H·t_m(b_m) + e) + engine``.
-
-The desktop alone trains with the plain loop (``hetlab.train``): ``t_d(B)`` a step, no engine.
-A desktop whose step is flat at B (launch-bound: ``t_d(b_d) ≈ t_d(B)``) saves nothing by
-giving a share away, and the planner says so. The accuracy cost of local SGD is not modelled,
-it is measured (benchmarks/local_sgd.py); ``benchmarks/pair_vs_alone.py`` checks every plan.
+(``hetlab.steptime``); a round of H local steps is ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``
+(``round_seconds``), the desktop alone ``t_d(B)`` a step; ``benchmarks/pair_vs_alone.py`` checks it.
 """
 from __future__ import annotations
 
@@ -126,6 +113,12 @@ def engine_or_measured(engine_s) -> float:
     return float(value)
 
 
+# The parameter server sits on the desktop (hetlab's layout). The Mac takes H steps at b_m, then
+# exchanges over the link: ``e = rtt + P·(w_up + 4)·8 / bandwidth`` (the gradient or delta up in
+# w_up bytes a value, the fp32 weights down; ``exchange_seconds``). The round ends when the slower is
+# done; then the engine's own cost per exchange (messages, the server's update, the driver;
+# notebook 05 measures it). A desktop flat at B (launch-bound) gains nothing from giving a share
+# away, and the planner says so. Local SGD's accuracy cost is measured (benchmarks/local_sgd.py).
 def round_seconds(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link,
                   local_steps: int = 1, bytes_per_value: int = 4, engine_s: float | None = None) -> float:
     """Seconds for H global steps at this split: ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``;

@@ -1,13 +1,8 @@
 """A real multi-node Ray cluster on one machine, for practice (notebooks 04, 05, 08).
 
-``ray.cluster_utils.Cluster`` starts separate Ray nodes (each its own raylet,
-object store and resources) on this box. Each node gets one hetlab role, the
-same resource and label that ``hetlab head`` / ``hetlab join`` give the real
-machines, so ``hetlab.cluster.placement(role)`` behaves exactly as on the real
-pair. Nothing here is a GPU, and this box is only one of the two machines: the
-other role's node is named simulated wherever a learner sees it ("mac (simulated)" on
-a Linux box, "desktop (simulated)" on a Mac), and no node claims a GPU it does not have (unless a
-scheduling test asks for ``accounted_gpus``, which says so).
+``ray.cluster_utils.Cluster`` starts separate Ray nodes (each its own raylet, object store and
+resources), each with the role resource and label ``hetlab head``/``join`` give the real machines,
+so ``placement(role)`` behaves as on the pair. The other machine's node is named simulated.
 """
 from __future__ import annotations
 
@@ -49,15 +44,13 @@ def free_ports(count: int) -> list[int]:
 class PracticeCluster:
     """Context manager: one small Ray node per role on this machine, driver connected.
 
-    The first role is the head node (the driver connects through it, so it cannot
-    be removed); the others are worker nodes that can be removed and re-added to
-    practise losing a machine. ``shutdown()`` is idempotent and also runs on errors.
-    With ``token_auth`` (the default, like Ray's own local default) only clients
-    holding this user's token (``~/.ray/auth_token``, kept 0600) can connect. ``accounted_gpus``
-    (e.g. ``{"desktop": 1}``, for scheduling tests only) makes Ray *count* GPUs on a
-    role's node that this machine does not have; by default no node claims a GPU.
-    """
+    The first role is the head (the driver connects through it); the others can be removed and
+    re-added to practise losing a machine. ``shutdown()`` is idempotent and also runs on errors."""
 
+    # token_auth (the default, like Ray's own local default): only clients holding this user's
+    # token (~/.ray/auth_token, kept 0600) can connect. accounted_gpus, e.g. {"desktop": 1}, for
+    # scheduling tests only: Ray *counts* GPUs this machine does not have (by default none); the
+    # other role's node is "mac (simulated)" on a Linux box, "desktop (simulated)" on a Mac.
     def __init__(self, roles=("desktop", "mac"), cpus_per_node: int = 1,
                  object_store_mb: int = 100, connect: bool = True, token_auth: bool = True,
                  accounted_gpus: dict | None = None):

@@ -1,24 +1,8 @@
 """Ray's log lines that hetlab explains once instead of showing every time (notebooks 03–08).
 
-Ray 2.60, in every process that starts a local cluster while ``RAY_AUTH_MODE`` is unset
-(a plain ``ray.init()``, ``hetlab.cluster.connect()`` without an address, or a
-``PracticeCluster``), turns token authentication on and logs, from the logger
-``ray._private.authentication.authentication_token_setup`` (``_warn_token_auth_enabled``):
-
-    WARNING authentication_token_setup.py:85 -- Token authentication is enabled for this
-    Ray cluster. Set RAY_AUTH_MODE=disabled to opt out. For more information, see
-    https://docs.ray.io/en/latest/ray-security/token-auth.html
-
-Nothing is wrong (it is the secure default the course wants), yet a notebook shows it as a
-red stderr box in every notebook that starts Ray. ``explain_token_auth()`` puts a filter on
-that one logger: it drops exactly that message and prints hetlab's one-line notice in its
-place, the first time in this process. Every other record passes, Ray's warning that token
-authentication is *disabled* included. hetlab calls it just before it starts Ray.
-
-A practice cluster's start drops Ray's "Overwriting previous Ray address (…)" note
-(``quiet_address_note``), and its workers drop one more line, Ray Train's "Failed to query Ray Train
-Controller actor state …", which its placement-group cleaner logs every second where no
-dashboard runs (``practice_worker_setup``; the practice cluster starts none, your pair does).
+Ray's "Token authentication is enabled" warning (the secure default the course wants) becomes one
+notice per process (``explain_token_auth``); a practice cluster drops Ray's "Overwriting previous
+Ray address" note and Ray Train's "Failed to query … actor state" (``practice_worker_setup``).
 """
 from __future__ import annotations
 
@@ -27,6 +11,12 @@ from contextlib import contextmanager
 
 from hetlab import environment
 
+# Ray 2.60 turns token authentication on in every process that starts a local cluster while
+# RAY_AUTH_MODE is unset (plain ray.init(), cluster.connect() without an address, a PracticeCluster)
+# and logs, from this logger (_warn_token_auth_enabled), "WARNING authentication_token_setup.py:85
+# -- Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.
+# ...": a red stderr box in every notebook. The filter drops exactly that record; every other
+# passes, Ray's warning that token authentication is *disabled* included.
 TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
 TOKEN_ENABLED = "Token authentication is enabled for this Ray cluster."
 NOTICE = ("hetlab: Ray turned on token authentication for this local Ray (its default since 2.52: only "

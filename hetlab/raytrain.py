@@ -75,6 +75,8 @@ class RayTrainResult:
         return model
 
 
+# train_data= / test_data= as tensors (x, y) or any map-style torch Dataset (default: MNIST,
+# train_samples …); without test_data the result's accuracy is NaN.
 def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence[float] = "auto",
                 roles: Sequence[str] | None = ("desktop", "mac"), devices="auto", slowdowns=1.0,
                 model="small", lr: float = 1e-3, seed: int = 0,
@@ -85,16 +87,10 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
                 test_data=None) -> RayTrainResult:
     """Train on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
 
-    ``ratio="auto"`` splits the global batch by the throughput each rank measures on
-    its own device; ``[3, 1]`` gives the split directly. ``slowdowns`` (per rank, ≥ 1)
-    makes a rank a *simulated* slower device. ``storage_path`` must be reachable by every
-    node on a real multi-node cluster (NFS, a bucket); default: a temp dir on this machine,
-    allowed only when rank 0 (the one that writes the checkpoint) runs on this machine.
-    The ranks meet on ``rendezvous_port`` of rank 0's node (default ``Ports.train_rendezvous``,
-    in the printed firewall rule) and give up after ``timeout_s`` with a one-line reason.
-    Your own model and data: ``model=`` a factory, ``loss=``, ``train_data=`` / ``test_data=``
-    as tensors ``(x, y)`` or any map-style torch Dataset (default: MNIST, ``train_samples`` …);
-    without ``test_data`` the result's accuracy is NaN.
+    ``ratio="auto"`` splits the global batch by each rank's measured throughput (``[3, 1]``: directly);
+    ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every node
+    (default: a temp dir, only when rank 0 runs here). Ranks meet on ``rendezvous_port`` (in the printed
+    firewall rule) and give up after ``timeout_s``. Own model and data: ``model=``, ``loss=``, ``train_data=``.
     """
     import ray
     from ray.train.torch import TorchTrainer

@@ -1,14 +1,5 @@
-"""Ray Train's configuration for a Mac and a CUDA desktop (notebook 07): what each default
-would get wrong on an unlike pair, and what hetlab sets instead.
-
-* **One ScalingConfig for all ranks**: one CPU each, rank *i* pinned to its machine by a
-  ``label_selector`` per rank (the ``hetlab-role`` node label).
-* **GPU means CUDA, and GPU means NCCL**: Ray 2.60 reports a Mac's GPU as ``GPU: 1`` too, so
-  ``use_gpu=True`` would start NCCL on the Mac. So ``use_gpu=False``, gloo, a pinned
-  rendezvous port, a short timeout, and each rank picks its own device in its loop.
-* **No GPU requested is not no GPU used**: Ray 2.60 leaves ``CUDA_VISIBLE_DEVICES`` alone for
-  such a rank (Ray issue 54868), so it still trains on the card; Ray just does not count it.
-* **Retries that wait for ever** for a machine that has gone: turned off (``NO_RETRIES``).
+"""Ray Train's configuration for a Mac and a CUDA desktop (notebook 07): what each default would get
+wrong on an unlike pair, and what hetlab sets instead (the comment at each setting says why).
 
 ``loop_config`` checks every argument of ``train_mixed`` in one line each, before anything starts.
 """
@@ -103,6 +94,11 @@ def torch_config(port: int | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S)
     return PairTorchConfig(backend="gloo", timeout_s=timeout_s, port=port or Ports.train_rendezvous)
 
 
+# GPU means CUDA and NCCL to Ray Train, but Ray 2.60 reports a Mac's GPU as GPU: 1 too: use_gpu=True
+# would start NCCL on the Mac. So use_gpu=False, gloo, a pinned rendezvous port, a short timeout,
+# and each rank picks its own device. No GPU requested is not no GPU used: Ray 2.60 leaves
+# CUDA_VISIBLE_DEVICES alone for such a rank (Ray issue 54868), so it trains on the card uncounted.
+# Rank i is pinned to its machine by a label_selector (the hetlab-role node label).
 def scaling_config(roles: Sequence[str] | None = ("desktop", "mac"), num_workers: int | None = None):
     """One CPU per rank, no GPU request (so gloo, not NCCL), rank *i* pinned to ``roles[i]``."""
     from ray.train import ScalingConfig

@@ -1,13 +1,8 @@
 """A *simulated* slower device, and how it is labelled wherever a learner sees it (notebooks 05–08).
 
-The practice cluster's "mac" is this machine's CPU made N× slower: after each real
-computation the worker sleeps (N − 1) × the time that work typically takes here (the
-median of its last few timings of the same work), so its samples/s is 1/N of what it
-would be. Why the median and not this one timing: a hiccup of this machine (another
-process taking the core for 20 ms) would otherwise be slept again N − 1 times over and
-cost the simulated device N × 20 ms, where a real slower device loses the 20 ms once.
-The same sleep stands for a throttling laptop (notebook 06). Every label of such a
-worker says "simulated N× slower".
+The practice cluster's "mac" is this machine's CPU made N× slower: after each real computation the
+worker sleeps (N − 1) × that work's typical time here, so its samples/s is 1/N. The same sleep
+stands for a throttling laptop (notebook 06); every label of such a worker says "simulated N× slower".
 """
 from __future__ import annotations
 
@@ -15,6 +10,9 @@ import statistics
 import time
 from collections import deque
 
+# Typical = the median of the last RECENT timings, not this one: a hiccup here (another process
+# taking the core for 20 ms) would be slept again N − 1 times and cost the simulated device
+# N × 20 ms, where a real slower device loses the 20 ms once.
 RECENT = 5  # timings of the same work that make "typical": a hiccup is one of them, not the median
 
 

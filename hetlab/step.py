@@ -10,6 +10,18 @@ from __future__ import annotations
 
 import torch
 
+from hetlab.errors import HetlabError
+from hetlab.vocab import OPTIMIZERS
+
+TORCH_OPTIMIZERS = {"adam": "Adam", "sgd": "SGD"}  # vocab.OPTIMIZERS → the class's name in torch.optim
+
+
+def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+    """The optimizer called ``name`` in ``vocab.OPTIMIZERS`` (Adam, or plain SGD) over ``params``."""
+    if name not in OPTIMIZERS:
+        raise HetlabError(f"unknown optimizer {name!r}: use one of {OPTIMIZERS}.")
+    return getattr(torch.optim, TORCH_OPTIMIZERS[name])(params, lr=lr)
+
 
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn, xb, yb) -> torch.Tensor:
     """Zero the gradients, forward, backward, optimizer step; returns the loss (on the device)."""

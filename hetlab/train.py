@@ -72,14 +72,9 @@ def train(model, train_data, test_data=None,
           seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None) -> History:
     """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
 
-    ``model``: a built ``nn.Module`` (trained in place), or a built-in name / factory
-    (built here with ``seed``; the trained network is ``History.model``). Data: a hetlab
-    Dataset, ``(x, y)`` tensors or a map-style torch Dataset (``hetlab.data.as_tensors``).
-    ``loss(outputs, labels)``: default cross-entropy.
-
-    ``schedule="cosine"`` decays the learning rate to zero over the run (per step): the
-    last epochs then settle instead of oscillating, which a full run needs for ≥ 99 %.
-    """
+    ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
+    then ``History.model``). Data: a hetlab Dataset, ``(x, y)`` or a map-style torch Dataset.
+    ``schedule="cosine"`` decays the rate to zero over the run: the last epochs settle (≥ 99 %)."""
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):

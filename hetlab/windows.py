@@ -1,17 +1,9 @@
 """A Windows 11 desktop in the course: what WSL2 and Windows look like from inside WSL (README,
 "Windows desktop"; notebook 04).
 
-Natively on Windows, Ray's multi-node clusters are unsupported, PyPI's torch is a CPU build
-and there is no bash or make; inside WSL2 Ubuntu the desktop is a Linux node like any other, if:
-
-* Windows is 11 22H2 (build 22621) or newer, the first with WSL's mirrored networking: WSL then
-  shares Windows' LAN address. Under the default, NAT, WSL sits behind a 172.16/12 address the
-  Mac cannot reach, and no ``.wslconfig`` setting or port forwarding changes that for Ray;
-* inbound TCP passes two firewalls (the Hyper-V firewall for WSL's VM creator, and Windows
-  Defender Firewall), and Windows stays awake (the steps: ``hetlab.winsteps``).
-
-Detection takes the signs as arguments (kernel release, environment, addresses, what ``ver`` and
-``wsl --version`` print), so the tests supply WSL's own; ``local_signs`` reads this machine's.
+Natively on Windows Ray has no multi-node clusters and PyPI's torch is a CPU build (``NATIVE``); in
+WSL2 Ubuntu the desktop is a Linux node if Windows has mirrored networking (``MIRRORED_MIN_BUILD``),
+two firewalls let it in, and it stays awake. Detection takes the signs as arguments, so tests supply WSL's.
 """
 from __future__ import annotations
 
@@ -28,12 +20,13 @@ from pathlib import Path
 from hetlab import commands
 
 WSL_VM_CREATOR = "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # Get-NetFirewallHyperVVMCreator: "WSL"
-RULE = "hetlab Ray"                # display name of the firewall rules for Ray's pinned ports
-TRAIN_RULE = "hetlab Ray Train"    # ... and for Ray Train's rendezvous and gloo (notebook 07)
 NAT_NET = ipaddress.ip_network("172.16.0.0/12")  # where WSL's NAT puts the VM
 HYPERV_MAC = "00:15:5d"                          # the MAC prefix of Hyper-V's virtual adapters
 INTEROP = Path("/proc/sys/fs/binfmt_misc/WSLInterop")
 WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"          # NVIDIA's Windows driver puts its nvidia-smi here
+# Under WSL's default NAT the VM sits behind a 172.16/12 address the Mac cannot reach, and no
+# .wslconfig setting or port forwarding changes that for Ray; mirrored networking shares Windows'
+# LAN address. Inbound TCP passes two firewalls: Hyper-V's (for WSL's VM creator) and Defender's.
 MIRRORED_MIN_BUILD = 22621                       # Windows 11 22H2: the first with mirrored networking
 NO_NAT_ROUTE = ("This course needs Windows 11 22H2 or newer (build 22621+): behind WSL's NAT, Ray "
                 "inside WSL tells the Mac an address the Mac cannot reach, and port forwarding does not "

@@ -1,13 +1,9 @@
 """The steps a Windows desktop's learner pastes: ``hetlab head --windows``, ``hetlab join --windows``
 and the Windows teardown (README, "Windows desktop"; notebook 04).
 
-Three parts, in the order they are run: (A) in Ubuntu, ``hetlab wslconfig`` edits ``.wslconfig``
-safely; (B) in PowerShell as Administrator, the two firewalls' rules (each removed first, so pasting
-again replaces them), no sleep on the charger (the old values saved once for the teardown), and
-``wsl --shutdown`` last, because it closes every Ubuntu window; (C) in Ubuntu again, the node's
-steps as on Linux. Each command and parameter follows Microsoft's pages: the NetSecurity cmdlets
-(New-NetFirewallHyperVRule, New-NetFirewallRule, Remove-*), WSL's networking and wsl-config pages,
-and powercfg's command-line options. tests/test_windows.py binds them against that table.
+Three parts, in order: (A) in Ubuntu, ``hetlab wslconfig``; (B) in PowerShell as Administrator
+(``powershell_steps``); (C) in Ubuntu again, the node's steps as on Linux. Each command follows
+Microsoft's pages (NetSecurity cmdlets, WSL, powercfg); tests/test_windows.py binds them to that table.
 """
 from __future__ import annotations
 
@@ -66,8 +62,9 @@ def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Por
                      ephemeral: tuple[int, int] = commands.EPHEMERAL_PORTS["linux"], head: bool = True,
                      again: str = "hetlab head") -> list[str]:
     """Part B, run once in PowerShell as Administrator: both firewalls for exactly this node's ports
-    from the other machine only, no sleep on AC power (old values saved once), then WSL updated and
-    restarted so that it reads ``.wslconfig``."""
+    from the other machine only (each rule removed first, so pasting again replaces it), no sleep on
+    AC power (old values saved once), then WSL updated and restarted so that it reads ``.wslconfig``
+    (``wsl --shutdown`` last: it closes every Ubuntu window)."""
     other = "the Mac" if head else "the Mac (the head)"
     remote = "MAC_IP" if remote_ip is None else commands.check_ip(remote_ip, "the Mac's IP")
     ranges = commands.firewall_ranges(ports, head=head)

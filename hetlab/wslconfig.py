@@ -1,12 +1,9 @@
-"""Windows' ``%UserProfile%\\.wslconfig``, read and edited safely from inside WSL (``hetlab wslconfig``; README,
-"Windows desktop").
+r"""Windows' ``%UserProfile%\.wslconfig``, read and edited safely from inside WSL (``hetlab wslconfig``;
+README, "Windows desktop").
 
-The course needs three settings (Microsoft's "Advanced settings configuration in WSL" page,
-learn.microsoft.com/windows/wsl/wsl-config): ``networkingMode=mirrored`` and ``vmIdleTimeout=-1``
-under ``[wsl2]``, ``instanceIdleTimeout=-1`` under ``[general]``. ``edit`` adds or replaces only
-those keys and keeps every other line as it was, so running it twice changes nothing the second
-time; ``write`` keeps the file as it was before hetlab's first edit in ``.wslconfig.hetlab-backup``,
-and ``undo`` puts that back.
+``edit`` adds or replaces only the course's keys (``WSLCONFIG``) and keeps every other line, so a
+second run changes nothing; ``write`` keeps the file from before hetlab's first edit in
+``.wslconfig.hetlab-backup``, and ``undo`` puts that back.
 """
 from __future__ import annotations
 
@@ -15,6 +12,8 @@ from pathlib import Path
 
 from hetlab.errors import HetlabError
 
+# The course's three settings (Microsoft's "Advanced settings configuration in WSL",
+# learn.microsoft.com/windows/wsl/wsl-config).
 WSLCONFIG = {"wsl2": {"networkingMode": "mirrored", "vmIdleTimeout": "-1"},
              "general": {"instanceIdleTimeout": "-1"}}
 BACKUP_SUFFIX = ".hetlab-backup"   # beside the file: .wslconfig.hetlab-backup

@@ -242,7 +242,7 @@ def test_auto_tune_with_real_training_steps_and_a_simulated_slow_worker():
                 torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
                 opt.step()
                 compute = time.perf_counter() - t0
-                time.sleep((slowdown - 1) * compute)  # the simulated slowdown
+                time.sleep((slowdown - 1) * compute)  # clock-ok: the simulated slowdown itself, not a wait
                 busy += slowdown * compute
             speeds.append(3 * b / busy)
         return speeds

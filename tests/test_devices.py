@@ -134,7 +134,7 @@ def test_a_simulated_slow_device_sleeps_the_typical_time_not_a_hiccup_again():
     assert slept == pytest.approx([0.020, 0.020, 0.020, 0.020])
     t0 = time.perf_counter()
     assert slow.after(8, 0.002) == pytest.approx(0.004)  # other work, its own timings
-    assert time.perf_counter() - t0 >= 0.004
+    assert time.perf_counter() - t0 >= 0.004  # clock-ok: a lower bound (it really slept), not a cap
     for _ in range(RECENT):  # the device really got slower: the median follows within RECENT
         last = slow.after(64, 0.030)
     assert last == pytest.approx(0.060)

@@ -75,12 +75,11 @@ def test_gpu_held_by_another_driver_fails_at_once_then_frees(practice, data):
     try:
         assert proc.stdout.readline().strip() == "holding"
         wait_for_free_gpus(0)
-        started = time.monotonic()
         with pytest.raises(HetlabError) as info:
             ParameterServerTraining(WORKERS, data, progress=False)
-        took = time.monotonic() - started
         message = str(info.value)
-        assert took < 15, took  # RELEASE_WAIT_S (2 s here) and a busy box; not worker_timeout_s (120 s)
+        # hetlab's own check answers (after RELEASE_WAIT_S), not the worker's start-up timeout
+        # (worker_timeout_s), whose message would differ
         assert message.startswith("worker 'desktop' needs the GPU on the desktop machine, but it is held by "
                                   "another Ray program (job ")
         assert f"pid {proc.pid} on " in message and "through its Holder actor" in message
@@ -109,11 +108,9 @@ def test_gpu_held_by_this_driver_and_too_few_gpus(practice, data):
     wait_for_free_gpus(1)
     print(f"GPU free again {time.monotonic() - killed:.2f} s after ray.kill")
     two = [WorkerSpec("a", role="desktop", device="cuda"), WorkerSpec("b", role="desktop", device="auto")]
-    started = time.monotonic()
     with pytest.raises(HetlabError, match=r"workers \['a', 'b'\] each ask for a GPU on the desktop "
                                           r"machine, which has 1: give all but 1 of them device='cpu'"):
-        ParameterServerTraining(two, data, progress=False)
-    assert time.monotonic() - started < 10
+        ParameterServerTraining(two, data, progress=False)  # hetlab's count, before Ray queues the actors
 
 
 def test_holder_description_names_a_notebook_kernel():

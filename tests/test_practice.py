@@ -3,7 +3,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 import ray
@@ -132,12 +131,11 @@ def test_a_driver_on_a_machine_without_a_node_is_told_in_one_line(practice):
     port or the token. In a PID namespace of its own the driver sees no Ray process, as on such a
     machine (Ray finds a local node by its processes), and reaches the head as before."""
     code = f"from hetlab import cluster; cluster.connect({practice.address!r}, timeout=30)"
-    started = time.monotonic()
     done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "RAY_AUTH_MODE": "token"})
     last = done.stderr.strip().splitlines()[-1]
-    assert done.returncode != 0 and time.monotonic() - started < 15, done.stderr
+    assert done.returncode != 0, done.stderr   # the reason below, not a deadline's guess at port or token
     assert last.startswith("hetlab.errors.HetlabError: no Ray node runs on this machine") and \
         "`hetlab join`" in last, last
 

@@ -257,8 +257,15 @@ def test_lab_forwarder_carries_tcp_to_a_unix_socket(tmp_path):
         from hetlab.practice import free_ports
         port = free_ports(1)[0]
         forward = asyncio.ensure_future(rehearsal._forward(port, sock))
-        await asyncio.sleep(0.2)
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+        async def when_it_answers():
+            while True:  # until the forwarder's port takes the connection
+                try:
+                    return await asyncio.open_connection("127.0.0.1", port)
+                except OSError:
+                    await asyncio.sleep(0.05)
+
+        reader, writer = await asyncio.wait_for(when_it_answers(), 10)
         writer.write(b"hello")
         await writer.drain()
         answer = await asyncio.wait_for(reader.read(100), 5)

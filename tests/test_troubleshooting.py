@@ -81,9 +81,10 @@ def library_messages(root: Path = ROOT) -> dict[str, str]:
     and ``hetlab/tools/*.py``."""
     found = {}
     folders = (root / "hetlab", root / "hetlab" / "ps", root / "hetlab" / "tools")
+    vocab = _constants(ast.parse((root / "hetlab" / "vocab.py").read_text(encoding="utf-8")))
     for path in sorted(p for folder in folders for p in folder.glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        constants = _constants(tree)
+        constants = {**vocab, **_constants(tree)}  # vocab's names (env variables) read as their text
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "HetlabError" and node.args:
                 text = render(node.args[0], constants)

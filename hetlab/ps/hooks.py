@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hetlab import progress_bar
 from hetlab.balance import fit_step_time, follow_split
+from hetlab.checkpoint import CHECKPOINT_GLOB, checkpoint_path
 from hetlab.errors import HetlabError
 from hetlab.ps.options import check_count
 
@@ -98,8 +99,8 @@ class AutoCheckpoint(Hook):
         return training.step % self.every == 0
 
     def at_rest(self, training):
-        training.save_checkpoint(self.folder / f"step-{training.step:06d}.pt")
-        for old in sorted(self.folder.glob("step-*.pt"))[:-self.keep]:
+        training.save_checkpoint(checkpoint_path(self.folder, training.step))
+        for old in sorted(self.folder.glob(CHECKPOINT_GLOB))[:-self.keep]:
             old.unlink(missing_ok=True)
 
 

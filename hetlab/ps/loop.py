@@ -1,16 +1,8 @@
 """The parameter server's loops: a synchronous step, local SGD's round, async updates (notebook 05).
 
-Ray's parameter-server example, whose synchronous loop is::
-
-    for i in range(iterations):
-        gradients = [worker.compute_gradients.remote(current_weights) for worker in workers]
-        current_weights = ps.apply_gradients.remote(*gradients)
-
-``sync_step`` is that loop's body with what two unlike machines need: each worker its own
-batch size b_i (its share of the next B positions of the shuffled stream), the weighted sum
-Σ (b_i/B)·g_i, a deadline, and a worker that went away dropped. It calls only the pool
-(``hetlab.ps.pool``), the server (``hetlab.ps.server``), the data cursor (``hetlab.data.Stream``)
-and the run's ``History``; the hooks around the steps are ``hetlab.ps.hooks``.
+``sync_step`` is the body of Ray's parameter-server loop (``gradients = [w.compute_gradients
+.remote(weights) ...]; weights = ps.apply_gradients.remote(*gradients)``) with what two unlike
+machines need: a batch size b_i each, the weighted sum Σ (b_i/B)·g_i, a deadline, a lost worker dropped.
 """
 from __future__ import annotations
 

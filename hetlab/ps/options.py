@@ -18,13 +18,18 @@ from hetlab.vocab import MODES, OPTIMIZERS, TRANSFERS
 
 @dataclass(frozen=True)
 class Options:
-    """How a parameter-server run trains; see ``ParameterServerTraining`` for each one."""
+    """How a parameter-server run trains: checked once, saved whole in every checkpoint (notebooks 05, 08).
+
+    ``"sync"``: all workers compute on the same weights, the server combines Σ (b_i/Σb)·g_i and steps.
+    ``"async"``: each gradient applied as it arrives (scaled b_i/mean b), a fast worker made to WAIT
+    (never discarded) so staleness ≤ ``max_staleness``. ``"local_sgd"``: H Adam steps per worker, then
+    the server applies the samples-weighted mean delta with outer SGD; one step = one such round."""
 
     mode: str = "sync"                  # "sync" | "async" | "local_sgd"
     lr: float = 1e-3                    # the server's optimizer (local SGD: the workers' inner Adam)
     optimizer: str = "adam"             # the server's, in sync and async modes: "adam" | "sgd"
     max_staleness: int = 2              # async: the most updates a gradient may be late
-    local_steps: int | tuple = 8        # local SGD: H, one for all or one per worker
+    local_steps: int | tuple = 8        # local SGD: H, one for all or one per worker (speed-scaled, notebook 08)
     outer_lr: float = 1.0               # local SGD: the server's outer SGD
     outer_momentum: float = 0.0         # local SGD: Nesterov momentum when > 0 (DiLoCo)
     transfer: str = "fp32"              # gradients / deltas on the wire

@@ -1,13 +1,8 @@
 """The workers of a parameter-server run and the messages to them (notebook 05).
 
-A ``WorkerPool`` holds one ``Member`` per live worker (its spec, batch size, actor) and does
-four plain things for the loops in ``hetlab.ps.loop``: ``submit`` a message (positions of the
-shuffled stream plus the current weights), ``gather`` the answers within a deadline (never
-an unbounded ``ray.get``), ``fetch`` their gradients, and ``drop`` a worker that went away,
-rebalancing the global batch over the rest (``hetlab.balance.split_batch``) and telling the
-learner. ``publish`` makes the server's new weights what the next messages carry: a small
-model's in pieces that Ray copies into each call, a big one's put once into Ray's object
-store (``hetlab.flat.pieces_for``; ``benchmarks/ray_round_trips.py`` says why).
+A ``WorkerPool`` holds one ``Member`` per live worker and, for ``hetlab.ps.loop``, can ``submit`` a
+message (stream positions + weights), ``gather`` answers within a deadline (never an unbounded
+``ray.get``), ``fetch`` gradients, ``drop`` a lost worker and ``publish`` new weights (``flat.pieces_for``).
 """
 from __future__ import annotations
 

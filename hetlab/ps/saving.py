@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hetlab.checkpoint import FORMAT, load_checkpoint, param_signature, save_checkpoint
+from hetlab.checkpoint import FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
 from hetlab.data import Stream, n_samples
 from hetlab.errors import HetlabError
 
@@ -22,7 +22,7 @@ def save(training, path=None) -> Path:
     if path is None:
         if not training.checkpoint_dir:
             raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
-        path = Path(training.checkpoint_dir) / f"step-{training.step:06d}.pt"
+        path = checkpoint_path(training.checkpoint_dir, training.step)
     pool, history = training.pool, training.history
     local, lost = pool.collect({m.spec.name: m.actor.local_state.remote() for m in pool.members})
     pool.drop(lost, history)

@@ -1,20 +1,8 @@
 """The parameter server: one flat fp32 weight buffer and the optimizer that updates it (notebook 05).
 
-Workers send gradients (or local-SGD deltas); the server combines them weighted by
-how many samples each one stands for — Σ (b_i / Σb) · g_i, not the plain mean (which
-over-weights a small batch) nor the sum (which scales with the number of workers) —
-and takes one optimizer step. The arithmetic (coefficients, async scale, staleness
-bound) is in ``hetlab.ps.specs``, plain functions that tests call without Ray.
-
-It lives in the driver's process, not in an actor of its own: every gradient reaches the
-driver anyway (the driver waits for each one), so an actor would add a second trip per step
-(gradients on to it, weights back) for nothing (``benchmarks/server_trip.py`` times both).
-
-Its updates run on a thread of their own in the driver's process, which uses ``threads`` torch
-threads (default 1). The driver's machine also runs a worker, and for a small model a second
-torch thread here slows that worker more than it speeds the update (Adam's square root spreads
-over the cores from a few thousand values on). OpenMP counts threads per thread, so the
-driver's own torch threads are never changed.
+It combines the workers' gradients weighted by the samples each stands for, Σ (b_i / Σb) · g_i (not
+the mean, which over-weights a small batch, nor the sum; arithmetic in ``hetlab.ps.specs``), in the
+driver's process: an actor would add a second trip per step (``benchmarks/server_trip.py``).
 """
 from __future__ import annotations
 
@@ -29,6 +17,7 @@ from torch import nn
 from hetlab.flat import flat_weights
 from hetlab.models import make_model
 from hetlab.ps.messages import Update
+from hetlab.step import make_optimizer
 
 
 class Server:
@@ -43,7 +32,7 @@ class Server:
             self.opt = torch.optim.SGD([self.w], lr=outer_lr, momentum=outer_momentum,
                                        nesterov=outer_momentum > 0)
         else:
-            self.opt = (torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam)([self.w], lr=lr)
+            self.opt = make_optimizer(optimizer, [self.w], lr=lr)
         self.version = 0
         self._thread = _thread_with_torch_threads(threads)
 
@@ -80,6 +69,9 @@ class Server:
         return self.version
 
 
+# Default 1 thread: the driver's machine also runs a worker, and for a small model a second torch
+# thread here slows that worker more than it speeds the update (Adam's square root spreads over the
+# cores from a few thousand values on). OpenMP counts threads per thread: the driver's own stay.
 def _thread_with_torch_threads(threads: int) -> ThreadPoolExecutor:
     """One thread whose torch ops use ``threads`` threads. ``torch.set_num_threads`` there sets
     that thread's count, and also torch's default for threads started later: that default is

@@ -35,15 +35,17 @@ class WorkerSpec:
 
 @dataclass
 class StepRecord:
-    """One worker's share of one step (see the module docstring for each time)."""
+    """One worker's share of one step: where its time went (notebooks 05, 06)."""
 
     step: int
     worker: str
     batch_size: int
-    compute_s: float
-    simulated_s: float
-    wait_s: float
-    comm_s: float
+    compute_s: float             # measured by the worker around its forward/backward (device synced)
+    simulated_s: float           # the sleep of a *simulated* slower device (hetlab.simulate)
+    wait_s: float                # sync: from its result to the step's last one (idle behind the straggler);
+    #                              async: idle before this message started (staleness bound, or the update)
+    comm_s: float                # the driver's round trip minus compute_s + simulated_s: weights and
+    #                              gradient sent, serialising, Ray's scheduling
     loss: float
     staleness: int = 0
     server_s: float = 0.0        # server combine + optimizer step of this step

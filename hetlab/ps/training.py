@@ -1,27 +1,8 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
-``ParameterServerTraining`` is what a learner holds. It keeps one ``Server`` in the driver's
-process (weights + optimizer; ``hetlab.ps.server`` says why not an actor), a ``WorkerPool``
-of one ``Worker`` actor per ``WorkerSpec`` (pinned to its machine, own device, own batch size;
-the training set goes into Ray's object store once and each worker keeps a copy on its
-device), the one cursor into the shuffled data (``hetlab.data.Stream``: every sample drawn at
-the same rate whatever the split, a lost worker's samples trained by the others) and the
-run's ``History``. ``run`` calls the loops of ``hetlab.ps.loop`` (``sync_step``: the code
-notebook 05 has the learner write) with hooks around them (``hetlab.ps.hooks``).
-
-Each step the server's new weights exist ONCE and every worker gets the same ones; each
-worker sends back one flat CPU buffer (fp32, or fp16/bf16 with ``transfer=``); weights
-always travel in fp32. ``bytes_sent`` counts both directions. Every step records, per
-worker, where the time went (``StepRecord``):
-
-* ``compute_s``: measured by the worker around its forward/backward (device synced);
-* ``simulated_s``: the sleep of a *simulated* slower device (``hetlab.simulate``);
-* ``comm_s``: the round trip the driver measured minus the worker's compute_s + simulated_s:
-  sending weights and gradient, serialising, Ray's scheduling;
-* ``wait_s``: sync — from this worker's result to the step's last one (idle behind the
-  straggler); async — idle before this message started (the staleness bound, or the update);
-* ``server_s`` (per step): combining + the optimizer step on the server;
-* ``update_s`` (per step): fetching the gradients, ``server_s``, the new weights made ready.
+``ParameterServerTraining`` holds one ``Server`` in the driver's process, a ``WorkerPool`` of one
+actor per ``WorkerSpec``, the one cursor into the shuffled data (``hetlab.data.Stream``) and the
+run's ``History``; ``run`` calls ``hetlab.ps.loop`` with hooks around it. Per step: ``StepRecord``.
 """
 from __future__ import annotations
 
@@ -54,28 +35,12 @@ __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
 class ParameterServerTraining:
     """Train one model on unlike workers through a parameter server (notebooks 05, 06, 08).
 
-    ``mode="sync"``: every step all workers compute on the same weights, the server
-    combines Σ (b_i/Σb)·g_i and steps. ``"async"``: each gradient is applied as it
-    arrives (scaled b_i/mean b), with staleness ≤ ``max_staleness`` guaranteed by making
-    a fast worker WAIT (never by discarding work). ``"local_sgd"``: each worker takes
-    ``local_steps`` Adam steps of its own (or one H per worker: speed-scaled, notebook 08),
-    the server averages the weight deltas (weighted by samples) and applies them with outer
-    SGD (Nesterov when ``outer_momentum`` > 0, as in DiLoCo); one step = one such round. The
-    server's optimizer in sync and async modes is Adam, or plain SGD with ``optimizer="sgd"``.
-    These keyword arguments (``mode``, ``lr``, ``optimizer``, ``max_staleness``, ``local_steps``,
-    ``outer_lr``, ``outer_momentum``, ``transfer``, ``seed``) are its ``Options``, checked once and
-    saved whole in every checkpoint; ``training.options`` holds them (``training.mode``, … read them).
+    ``**options``: those of ``Options`` (``mode``, ``lr``, ``optimizer``, …; ``training.options``). Weights
+    travel once per step in fp32, gradients in ``transfer``; ``bytes_sent`` counts both ways. ``model``,
+    ``train_data``, ``loss``: yours or the built-ins (as ``train``). A context manager, or ``shutdown()``."""
 
-    Around the steps: ``progress`` (a bar), ``checkpoint_dir`` + ``checkpoint_every``
-    (automatic checkpoints) build its default ``hooks``; ``run(hooks=[...])`` takes others.
-    ``worker_timeout_s``: how long the driver waits for a worker's answer. Use as a context
-    manager, or call ``shutdown()``.
-
-    Your own model and data: ``model=`` a built-in name or a factory (a picklable function
-    returning an ``nn.Module``), ``train_data`` a hetlab Dataset, ``(x, y)`` tensors or a
-    map-style torch Dataset, ``loss=`` any ``loss(outputs, labels)`` (default cross-entropy).
-    """
-
+    # progress (a bar) and checkpoint_dir + checkpoint_every (automatic checkpoints) make the default
+    # hooks; run(hooks=[...]) takes others. worker_timeout_s: how long the driver waits for an answer.
     def __init__(self, workers: list[WorkerSpec], train_data, model="small", *, batch_sizes: list[int] | None = None,
                  loss=None, checkpoint_dir=None, checkpoint_every: int = 0, progress: bool = True,
                  worker_timeout_s: float = 120.0, **options):

@@ -1,15 +1,8 @@
 """One parameter-server worker: a device, the training set, the samples it is told (notebook 05).
 
-A ``Worker`` actor lives on its own machine, picks its own device there
-(``hetlab.devices.resolve`` runs inside the actor, never on the driver), keeps the
-whole training set on that device (normalised fp32: about 188 MB for all of MNIST),
-and per message trains on the positions of the shuffled stream the driver sends with
-it (``hetlab.data.Stream``: spans, as many positions as its batch size). It returns ONE
-flat CPU buffer: the gradient of that batch (sync / async) or the change of its
-weights after H local steps (local SGD); a small model's buffer goes in a few pieces that
-Ray hands inside the call (``hetlab.flat.pieces_for``). A worker told ``slowdown=N`` sleeps
-(N−1)× that work's typical compute time after computing (``hetlab.simulate.SlowDevice``): a
-*simulated* slower device, always labelled as such.
+A ``Worker`` actor picks its device on its own machine, keeps the whole training set there (fp32:
+~188 MB for MNIST), trains on the stream positions each message names, and returns ONE flat CPU
+buffer: the gradient (sync, async) or the change after H local steps (local SGD).
 """
 from __future__ import annotations
 
@@ -164,15 +157,10 @@ class Worker:
 
     def warm(self, batch_size: int, local_sgd: bool = False) -> bool:
         """One untimed forward + backward at ``batch_size`` if this worker has not run that shape yet.
-        With ``local_sgd``, also make the inner Adam now (its first construction imports parts
-        of torch for a second or more, which the first timed round would otherwise pay).
 
-        The driver calls it before any step at a new size (``ParameterServerTraining.run``,
-        hence ``measure``), so the timed steps never pay for compiling the shape (MPS
-        compiles per shape; see ``hetlab.devices.warm_up``). The training state is left as
-        it was: random samples (not the data position), weights untouched, gradients
-        cleared, the random generators (dropout) restored. True if it ran.
-        """
+        The driver calls it before any step at a new size, so timed steps never pay for compiling the shape
+        (MPS; ``devices.warm_up``). With ``local_sgd`` it also builds the inner Adam (its first construction
+        imports torch parts for a second or more). Weights, data position and generators stay as they were."""
         def step():
             with _fork_rng(self.device):
                 self._loss_backward(*self._random_batch(batch_size, torch.Generator().manual_seed(batch_size)))

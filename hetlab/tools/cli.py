@@ -1,13 +1,8 @@
-"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``wslconfig`` (notebook 04), ``train`` (notebook 07),
-``search`` (notebook 09), ``rehearse`` (the real pair rehearsed on one Linux box) and ``gpu-check``
-(the course's CUDA claims on a machine with an NVIDIA card).
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``wslconfig`` (notebook 04), ``train`` (07),
+``search`` (09), ``rehearse`` (the pair rehearsed on one Linux box) and ``gpu-check`` (an NVIDIA card).
 
-Each subcommand is one ``_add_<name>(subparsers)`` that registers its arguments
-and one ``_<name>(args) -> int`` that does the work; ``main`` turns a HetlabError
-into its one line on stderr and exit status 2. The small ones are here; a larger one has its
-own module ``cli_<name>.py`` (``cli_train``, ``cli_search``, ``cli_rehearse``, ``cli_gpu_check``). To add a
-subcommand, write the pair (in its own module if it is more than a few lines; ``cli_base``
-has the subparser with examples) and list the ``_add_`` function in ``SUBCOMMANDS``.
+A subcommand is ``_add_<name>(subparsers)`` plus ``_<name>(args) -> int``, listed in ``SUBCOMMANDS``
+(a larger one in ``cli_<name>.py``); ``main`` turns a HetlabError into one line and exit status 2.
 """
 from __future__ import annotations
 

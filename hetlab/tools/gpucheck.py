@@ -1,33 +1,9 @@
 """Check a real NVIDIA GPU: the course's CUDA claims in one command (README "Check a real NVIDIA
 GPU"; ``hetlab gpu-check``, ``make gpu-check``; docs/gpu-machine.md for a leased GPU machine).
 
-Every notebook runs on a CPU, and CI has no GPU. This check runs, on a machine with CUDA, what
-the course says about one, each time with a goal:
-
-* ``describe``: ``devices.describe`` on the card, and why every timing here waits for it
-  (``devices.synchronize``): a timer that does not wait measures only the kernel launches.
-* ``single_device``: ``benchmarks/single_device.py`` on CUDA (tensor pipeline vs DataLoader).
-* ``notebook01``: notebook 01's full run (``hetlab.train.train``, its recipe) to ≥ 99 %.
-* ``pair_ps``: a real unlike pair in one box, nothing simulated: a "desktop" worker on the
-  CUDA card (it asks Ray for the GPU) and a "mac" worker on this machine's CPU, on two
-  practice nodes, through the parameter server in sync mode with an auto-tuned split.
-  Efficiency = together ÷ the sum of the two standalone speeds (each at its share), measured in
-  the same run, at a global batch sized so that the card's step is about 100 ms
-  (``pair_batch_for``), and as an info row at 16,384; each row says where the step's time went.
-  Accuracy against a single-device run on the same samples (same batch, same epochs).
-* ``pair_raytrain``: the same pair through Ray Train (gloo on CPU copies, ``hetlab.raytrain``).
-* ``autocast``: fp16 and bf16 autocast on the CUDA worker through the parameter server, the
-  fp16 overflow fallback provoked on purpose, and fp16 gradients on the wire.
-* ``sweep``: notebook 02's throughput-vs-batch sweep (``devices.throughput``) on CUDA.
-
-Each check returns rows (name, figure, goal, pass/fail, note); ``run`` prints a table and,
-as its last line, one JSON object, and with ``record=DIR`` writes the dated record
-(``DATE-GPU.json`` + ``.md``, for docs/measured/). Without CUDA it refuses in one line before
-anything starts. Ray is imported only by the checks that use it.
-
-This module runs them; the rows and the record are in ``gpucheck_report``, what the checks
-share (sizes, the pair, ``Context``) in ``gpucheck_context``, the checks in ``gpucheck_device``,
-``gpucheck_pair`` and ``gpucheck_autocast``.
+Every notebook runs on a CPU; this runs what the course says about CUDA, each check with a goal
+(``CHECKS``), and prints a table of rows, then one JSON line; ``record=DIR`` writes the dated record
+(``gpucheck_report``). Without CUDA it refuses in one line; Ray is imported only where used.
 """
 from __future__ import annotations
 
@@ -45,14 +21,22 @@ from hetlab.tools.gpucheck_pair import check_pair_ps, check_pair_raytrain
 from hetlab.tools.gpucheck_report import Row, error_row, render_table, summary, versions, write_record
 
 
+# Each returns rows (name, figure, goal, pass/fail, note); what they share is in gpucheck_context.
 CHECKS: dict[str, Callable[[Context], list[Row]]] = {
+    # the card, and why every timing waits for it (a timer that does not measures only launches)
     "describe": check_describe,
-    "single_device": check_single_device,
-    "notebook01": check_notebook01,
+    "single_device": check_single_device,   # benchmarks/single_device.py: tensor pipeline vs DataLoader
+    "notebook01": check_notebook01,         # notebook 01's full run (its recipe) to ≥ 99 %
+    # a real unlike pair in one box, nothing simulated: a "desktop" worker on the card and a "mac"
+    # worker on the CPU, two practice nodes, sync parameter server, auto-tuned split. Efficiency =
+    # together ÷ the two standalone speeds at their shares, same run, at a global batch where the
+    # card's step is ~100 ms (pair_batch_for), and an info row at 16,384; accuracy against a
+    # single-device run on the same samples
     "pair_ps": check_pair_ps,
-    "pair_raytrain": check_pair_raytrain,
+    "pair_raytrain": check_pair_raytrain,   # the same pair through Ray Train (gloo on CPU copies)
+    # fp16 and bf16 autocast on the CUDA worker, the fp16 overflow fallback provoked, fp16 on the wire
     "autocast": check_autocast,
-    "sweep": check_sweep,
+    "sweep": check_sweep,                   # notebook 02's throughput-vs-batch sweep on CUDA
 }
 
 

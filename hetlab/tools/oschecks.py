@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hetlab import commands, windows
 from hetlab.tools import winchecks
-from hetlab.tools.preflight import FAIL, OK, WARN, Check
+from hetlab.tools.checks import FAIL, OK, WARN, Check
 from hetlab.vocab import MAC_IP_ENV, Ports
 
 CAFFEINATE = "caffeinate -dims"   # in a second Terminal during a run: no display, idle, disk or system sleep

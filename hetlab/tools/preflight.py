@@ -13,34 +13,15 @@ import os
 import platform
 import socket
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from hetlab.errors import HetlabError
 from hetlab.machine import local_report
+from hetlab.tools import oschecks
+from hetlab.tools.checks import FAIL, OK, WARN, Check  # noqa: F401 - preflight.OK … as the notebooks name them
+from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV
 
-OK, WARN, FAIL = "ok", "warn", "FAIL"
 PINNED_PYTHON = "3.11.7"  # environment-mac.yml and environment-cuda.yml (tests/test_envfiles.py checks)
-MATCH_LEVEL_ENV = "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"
-MAC_OPT_IN_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-
-
-@dataclass
-class Check:
-    """One preflight finding; ``fix`` says what to do when ``status`` is not ok."""
-
-    name: str
-    status: str
-    detail: str
-    fix: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status != FAIL
-
-    def __str__(self) -> str:
-        tail = f"  → {self.fix}" if self.fix and self.status != OK else ""
-        return f"[{self.status:>4}] {self.name}: {self.detail}{tail}"
 
 
 def python_check(here: str | None = None, pinned: str = PINNED_PYTHON, level: str | None = None) -> Check:
@@ -59,19 +40,19 @@ def python_check(here: str | None = None, pinned: str = PINNED_PYTHON, level: st
         return Check("Python for the pair", FAIL, f"{here}; the pair pins {pinned}",
                      f"use the course's environment: conda env create -f environment-mac.yml (or "
                      f"-cuda.yml), which installs Python {pinned}")
-    fix = (f"install Python {pinned} on both machines (conda: python={pinned}), or set {MATCH_LEVEL_ENV}=minor "
+    fix = (f"install Python {pinned} on both machines (conda: python={pinned}), or set {RAY_PYTHON_MATCH_ENV}=minor "
            f"on every node and driver (Ray then joins {'.'.join(pin[:2])}.x with a warning)")
     if level == "minor":
-        return Check("Python for the pair", OK, f"{here}; the pair pins {pinned}; {MATCH_LEVEL_ENV}=minor lets "
+        return Check("Python for the pair", OK, f"{here}; the pair pins {pinned}; {RAY_PYTHON_MATCH_ENV}=minor lets "
                                                 f"another patch join (with a warning)", fix)
     return Check("Python for the pair", WARN, f"{here}; the pair pins {pinned}: Ray refuses a node whose patch "
                                               f"differs from the head's (match level patch)", fix)
 
 
 def _level(level: str | None) -> str:
-    level = level or os.environ.get(MATCH_LEVEL_ENV, "patch")
+    level = level or os.environ.get(RAY_PYTHON_MATCH_ENV, "patch")
     if level not in ("patch", "minor"):
-        raise HetlabError(f"{MATCH_LEVEL_ENV}={level!r}: use 'patch' (Ray's default) or 'minor'.")
+        raise HetlabError(f"{RAY_PYTHON_MATCH_ENV}={level!r}: use 'patch' (Ray's default) or 'minor'.")
     return level
 
 
@@ -103,7 +84,7 @@ def compare_versions(here: dict, head: dict, python_match: str | None = None) ->
         checks.append(Check("Python version", status,
                             f"here {here['python']}, head {head['python']} (match level {level})",
                             f"use Python {head['python']} here (conda: python={head['python']})"
-                            + ("" if not minor else f", or set {MATCH_LEVEL_ENV}=minor on every node and driver")))
+                            + ("" if not minor else f", or set {RAY_PYTHON_MATCH_ENV}=minor on every node and driver")))
     if "torch" in here and "torch" in head:
         same = _base(here["torch"]) == _base(head["torch"])
         checks.append(Check("torch version", OK if same else WARN,
@@ -157,12 +138,12 @@ def macos_checks(env: dict | None = None, system: str | None = None) -> list[Che
     env = os.environ if env is None else env
     if (system or platform.system()) != "Darwin":
         return []
-    exported = MAC_OPT_IN_ENV in env
+    exported = RAY_MAC_CLUSTER_ENV in env
     return [
         Check("macOS cluster opt-in", WARN if exported else OK,
-              f"{MAC_OPT_IN_ENV}={env[MAC_OPT_IN_ENV]} for every process of this shell" if exported
-              else f"{MAC_OPT_IN_ENV} is not exported; the `ray start` line from `hetlab join` sets it",
-              f"unset {MAC_OPT_IN_ENV} (it moves even a local Ray off 127.0.0.1); keep it only on the "
+              f"{RAY_MAC_CLUSTER_ENV}={env[RAY_MAC_CLUSTER_ENV]} for every process of this shell" if exported
+              else f"{RAY_MAC_CLUSTER_ENV} is not exported; the `ray start` line from `hetlab join` sets it",
+              f"unset {RAY_MAC_CLUSTER_ENV} (it moves even a local Ray off 127.0.0.1); keep it only on the "
               f"`ray start` line that `hetlab join` prints"),
         Check("node IP", WARN, "macOS host-name lookup often fails or gives the wrong address",
               f"pass --node-ip-address explicitly (`hetlab join --head HEAD_IP --ip MAC_IP` "
@@ -246,7 +227,6 @@ def local_checks() -> list[Check]:
     import torch
 
     from hetlab import devices, windows
-    from hetlab.tools import oschecks
     report = local_report()
     system = "WSL" if windows.in_wsl() else platform.system()
     card = _nvidia_card()
@@ -262,9 +242,9 @@ def local_checks() -> list[Check]:
               accelerator_check(f"{', '.join(devices.available())}; accelerator: {report['accelerator']}",
                                 report["accelerator"] != "none", system, platform.machine(),
                                 card, torch.version.cuda)]
-    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
-        checks.append(Check("token auth", WARN, "RAY_AUTH_MODE is not 'token' in this shell",
-                            "export RAY_AUTH_MODE=token (every node and every driver) and keep the "
+    if os.environ.get(RAY_AUTH_ENV, "").lower() != "token":
+        checks.append(Check("token auth", WARN, f"{RAY_AUTH_ENV} is not 'token' in this shell",
+                            f"export {RAY_AUTH_ENV}=token (every node and every driver) and keep the "
                             "head's token in ~/.ray/auth_token (chmod 600)"))
     return checks + token_file_checks() + macos_checks()
 
@@ -344,7 +324,7 @@ def port_checks(rows: list[dict], timeout: float = 3.0) -> list[Check]:
 
 def _fix_for(message: str, host: str) -> str:
     if "token" in message:
-        return ("export RAY_AUTH_MODE=token and put the head's token (`ray get-auth-token` there) in "
+        return (f"export {RAY_AUTH_ENV}=token and put the head's token (`ray get-auth-token` there) in "
                 "~/.ray/auth_token here, chmod 600 (`hetlab join` prints how)")
     if "version" in message:
         return "install the head's exact Ray and Python versions here"

@@ -1,23 +1,8 @@
 """The real pair, rehearsed on one Linux box: two hosts, a capped link, two firewalls (``hetlab rehearse``).
 
-Each *host* is a network namespace with its own address on a private link (addresses
-that exist only inside these namespaces: nothing leaves this machine), its own
-hostname that resolves to 127.0.1.1 as on a default Ubuntu install, its own home
-and Ray temp folder, and an nftables firewall that admits from the peer exactly the
-ports that hetlab's printed instructions open and drops everything else. The link is
-capped with ``tc tbf``; this kernel has no ``netem``, so **latency is not emulated**.
-
-Ray is started in each host by running the very lines ``hetlab head`` / ``hetlab join``
-print, with one honest difference: ``--num-gpus 1``, because Ray reports a GPU on both
-real machines; torch in the rehearsal still sees only a CPU. The "mac" host is a Linux
-namespace, not a Mac: it only borrows macOS's ephemeral port range, so that the Mac's
-printed firewall rule is the one tested. Every label a learner sees says "rehearsal".
-
-Everything is stopped by namespace and PID (``ip netns pids``), never by ``ray stop``,
-which would stop every Ray on the machine. Needs root, ``ip``, ``tc``, ``nft``, ``unshare``.
-
-The hosts themselves (namespaces, link, firewalls, teardown) are in ``rehearsal_hosts``; this
-module runs Ray on them, and commands and JupyterLab in them.
+Each host is a network namespace (``rehearsal_hosts``) running the very lines ``hetlab head`` /
+``join`` print; this module runs Ray on them, and commands and JupyterLab in them. Every label says
+"rehearsal". Stopped by namespace and PID, never ``ray stop``. Needs root, ip, tc, nft, unshare.
 """
 from __future__ import annotations
 
@@ -59,6 +44,12 @@ def _start_ray(host: Host, lines: list[str]) -> None:
         f"rehearsal: Ray did not start on the {host.role} host: {exc}"))
 
 
+# A host: its own address on a private link (nothing leaves this machine), a hostname resolving to
+# 127.0.1.1 as on a default Ubuntu, its own home and Ray temp folder, and an nftables firewall that
+# admits from the peer exactly the ports hetlab's printed instructions open. The link is capped with
+# tc tbf; this kernel has no netem, so **latency is not emulated**. One honest difference from the
+# printed lines: --num-gpus 1 (Ray reports a GPU on both real machines; torch here sees a CPU). The
+# "mac" host is Linux: it borrows macOS's ephemeral port range so the Mac's firewall rule is tested.
 def up(profile: str = "wifi", ports: commands.Ports = commands.Ports()) -> dict:
     """Build both hosts, start Ray in each with the printed lines; returns the state (also saved)."""
     if profile not in PROFILES:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from hetlab import commands, windows, winsteps, wslconfig
-from hetlab.tools.preflight import FAIL, OK, WARN, Check
+from hetlab.tools.checks import FAIL, OK, WARN, Check
 
 RESTART = "then `wsl --shutdown` in PowerShell (no reboot needed) and open Ubuntu again"
 WORDS = {"STANDBYIDLE": "sleep", "HIBERNATEIDLE": "hibernation"}
