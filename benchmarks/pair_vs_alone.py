@@ -5,8 +5,8 @@ measured inputs, all taken here first, apart from the timed runs:
 
 * each device's step time t(b) = fixed + b × per-sample, fitted to a batch sweep
   (``hetlab.steptime``): the desktop's plain loop in this process (what ``hetlab.train`` runs),
-  and each worker alone where it runs (``standalone_throughput``: its threads, its node, the
-  simulated slowdown of a practice Mac);
+  and each worker where it runs (``standalone_throughput(together=True)``: its threads, its node,
+  the simulated slowdown of a practice Mac, both at work at once as in the pair);
 * the engine's own cost per exchange: sync steps of 1 + 1 samples (``specs.engine_cost``);
 * the link (``--link-mbit``; the practice cluster has none).
 
@@ -54,9 +54,10 @@ def fit_plain_loop(sizes, steps: int) -> steptime.StepTime:
 
 
 def fit_workers(training, sizes, steps: int) -> list[steptime.StepTime]:
-    """Each worker alone where it runs, swept and fitted."""
-    rates = [training.standalone_throughput(b, steps=steps) for b in sizes]
-    return [steptime.from_sweep(sizes, [r[i] for r in rates], f"{label}, alone where it runs")
+    """Each worker where it runs, training on its own while the other does too (on one machine
+    they share its cores, as in the pair), swept and fitted."""
+    rates = [training.standalone_throughput(b, steps=steps, together=True) for b in sizes]
+    return [steptime.from_sweep(sizes, [r[i] for r in rates], f"{label}, where it runs")
             for i, label in enumerate(training.labels)]
 
 
@@ -97,7 +98,7 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.95, help="test accuracy to reach")
     parser.add_argument("--slowdown", type=float, default=4.0, help="the practice Mac's simulated slowdown")
     parser.add_argument("--link-mbit", type=float, default=None, help="the link's cap (default: none)")
-    parser.add_argument("--sweep-steps", type=int, default=6)
+    parser.add_argument("--sweep-steps", type=int, default=20, help="timed steps per batch size of each sweep")
     parser.add_argument("--card", action="store_true", help="a GPU machine: its card + its CPU, nothing simulated")
     parser.add_argument("--rehearsal", choices=("wifi", "gigabit"), default=None,
                         help="build the two-host rehearsal with this link cap and run there (root)")
@@ -112,10 +113,11 @@ def main() -> None:
     link = (planner.SAME_MACHINE if args.link_mbit is None
             else planner.Link(args.link_mbit, 0.0, f"a {args.link_mbit:g} Mbit/s cap, no latency"))
     started = time.perf_counter()
+    alone_line = fit_plain_loop(SWEEP, args.sweep_steps)   # before Ray starts: its start-up takes CPU
     with the_pair(args) as pair:
-        alone_line = fit_plain_loop(SWEEP, args.sweep_steps)
         with ParameterServerTraining(pair.workers, data, batch_sizes=[b // 2, b - b // 2], seed=0,
                                      progress=False) as probe:
+            probe.run(4)                                   # warm-up: the workers' first steps
             lines = fit_workers(probe, SWEEP, args.sweep_steps)
             probe.run(2, batch_sizes=[1, 1])
             engine = engine_cost(probe.run(12, batch_sizes=[1, 1]))

@@ -247,15 +247,19 @@ class ParameterServerTraining:
                 self.batch_sizes = old
         return per_worker_samples_per_s(records, [s.name for s in self.workers])
 
-    def standalone_throughput(self, batch_size, steps: int = 5) -> list[float]:
-        """Each worker alone (one after another, no waiting, no communication): samples/s
-        of full training steps on its device, simulated slowdown included."""
+    def standalone_throughput(self, batch_size, steps: int = 5, together: bool = False) -> list[float]:
+        """Each worker training on its own (no waiting, no communication): samples/s of full
+        steps on its device, simulated slowdown included. One after another; ``together=True``:
+        all at once, as they run in the pair (on one machine they then share its cores)."""
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
         weights = self.server.weights()
-        return [self.pool.answers({m.spec.name: m.actor.standalone.remote(weights, b, steps)},
-                                  "timing it alone")[m.spec.name]
-                for m, b in zip(self.pool.members, sizes)]  # one after another
+        calls = [(m.spec.name, lambda m=m, b=b: m.actor.standalone.remote(weights, b, steps))
+                 for m, b in zip(self.pool.members, sizes)]
+        if together:
+            got = self.pool.answers({name: call() for name, call in calls}, "timing it alone")
+            return [got[name] for name, _ in calls]
+        return [self.pool.answers({name: call()}, "timing it alone")[name] for name, call in calls]
 
     def samples_per_s(self, records: list[StepRecord] | None = None) -> float:
         """Cluster samples/s over ``records`` (default: all so far)."""
