@@ -1,5 +1,6 @@
 """The parameter server on a real local Ray with real actors and real MNIST (notebooks 05, 08)."""
 import math
+import os
 import statistics
 import threading
 
@@ -494,3 +495,21 @@ def test_bad_batch_sizes_on_a_running_training(sync_run):
     with pytest.raises(HetlabError, match="steps"):
         ps.run(-1)
     assert ps.step == step and ps.batch_sizes == sizes  # nothing changed
+
+
+def test_one_machine_is_its_kernel_not_its_host_name():
+    """Two rehearsal hosts are network namespaces with host names of their own on one box: their
+    workers share its cores, so "one machine" is the running kernel (its boot id), not the name."""
+    import shutil
+    import subprocess
+    import sys
+
+    from hetlab.ps.worker import this_machine
+    with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+        assert this_machine() == f.read().strip()
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("a host name of its own needs root and unshare (the rehearsal's own tools)")
+    code = "import socket; from hetlab.ps.worker import this_machine; print(socket.gethostname(), this_machine())"
+    out = subprocess.run(["unshare", "--uts", "sh", "-c", f"hostname other-host && {sys.executable} -c '{code}'"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["other-host", this_machine()]

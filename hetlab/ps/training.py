@@ -105,8 +105,8 @@ class ParameterServerTraining:
                 m.info = info
         except ray.exceptions.RayError as e:
             raise HetlabError(f"a worker failed to start: {_one_line(e)}") from None
-        hosts = [m.info["host"] for m in self.pool.members]  # each worker's process: its machine's share of cores
-        self.pool.answers({m.spec.name: m.actor.set_threads.remote(hosts.count(m.info["host"]))
+        machines = [m.info["machine"] for m in self.pool.members]  # each worker: its machine's share of cores
+        self.pool.answers({m.spec.name: m.actor.set_threads.remote(machines.count(m.info["machine"]))
                            for m in self.pool.members},
                           "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
         self.pool.publish(self.server.weights())

@@ -96,7 +96,7 @@ class Worker:
         return {"name": self.name, "node_id": ray.get_runtime_context().get_node_id(),
                 "device": str(self.device), "precision": amp, "pid": os.getpid(),
                 "threads": torch.get_num_threads(), "samples": len(self.y),
-                "host": socket.gethostname(), "device_note": self.device_note,
+                "host": socket.gethostname(), "machine": this_machine(), "device_note": self.device_note,
                 "rehearsal": os.environ.get(REHEARSAL_ENV)}
 
     def set_threads(self, sharing: int) -> int:
@@ -255,6 +255,16 @@ class Worker:
             compute_s = time.perf_counter() - t0
             total += compute_s + self.slow.after(("alone", batch_size), compute_s)
         return batch_size * steps / total
+
+
+def this_machine() -> str:
+    """What tells one machine's processes from another's: the running kernel's boot id on Linux
+    (network namespaces and containers of one box share it, and share its cores), else the host name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return socket.gethostname()
 
 
 def _fork_rng(device: torch.device):
