@@ -152,15 +152,17 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples, val_samples=val_samples,
                               epochs=epochs, slowdowns=dict(slowdowns or {}), checkpoints=checkpoints)
     storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
+    cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
+    unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
     searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
-                                  {r: p["rate"] for r, p in plan.items()}, work=epochs * train_samples)
+                                  {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
     shapes = {r: p["shape"] for r, p in plan.items()}
     watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
     watcher.movable(searcher, shapes)
     tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, len(configs), epochs, grace,
                    time_budget_s, max_failures, storage, name, watcher, checkpoints, early_stopping)
     try:
-        with _quiet_tune(sum(p["slots"] for p in plan.values())):
+        with _quiet_tune(sum(p["slots"] + slots.SlotSearcher.WAITING for p in plan.values())):
             tuner.fit()
     finally:
         watcher.close()
@@ -297,7 +299,7 @@ def _quiet_tune(slot_count: int):
     prints no "Configuration for experiment" box) with a silent reporter, and Tune's loggers
     at CRITICAL (hetlab reports every failed trial in one line itself). Of Tune's result files
     only ``result.json`` per trial is written (no CSV, no TensorBoard: less work per epoch).
-    Tune may hold as many trials waiting to start as there are slots (its default with a
+    Tune may hold as many trials waiting to start as the searcher hands out (its default with a
     searcher is one: packed trials would start one after another)."""
     import contextlib
     import logging

@@ -116,53 +116,73 @@ class _Prober:
         return step_rate(model, width, batch_size, seconds, threads)
 
 
+def width_cost(config: dict) -> float:
+    """A configuration's relative cost per sample: the CNN's width (the course's CNN trains
+    about in proportion to it; the batch size matters much less)."""
+    return float(config.get("width", 1))
+
+
 class SlotSearcher(Searcher):
     """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest
     machine first. A slower machine takes a trial only if the faster ones would not finish all
     the configurations left (this one included) before it finished this one: the search does
-    not end waiting for the slow machine's last trial."""
+    not end waiting for the slow machine's last trial. With ``cost`` (a configuration's relative
+    cost per sample, e.g. its width) the fastest machine takes the costliest configuration left
+    and a slower one the cheapest (the longest-first rule of scheduling); without, they go in
+    order. A machine whose speed is known gets one trial waiting beyond its slots, so Ray Tune
+    hands it the process of the trial that ends (no new process per trial)."""
 
-    def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float):
+    WAITING = 1
+
+    def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None):
         super().__init__(metric="accuracy", mode="max")
-        self.configs, self.slots, self.work = list(configs), dict(slots), work
-        self.rates = {r: float(v) for r, v in rates.items()}      # role → samples/s per slot (estimate)
-        self.seen = {r: [0.0, 0.0] for r in slots}                  # role → [samples, seconds] measured
-        self.last: dict = {}                                        # trial → samples at its last result
+        self.left, self.slots, self.work, self.cost = list(configs), dict(slots), work, cost
+        self.rates = {r: float(v) for r, v in rates.items()}        # role → cost units per second per slot
+        self.seen = {r: [0.0, 0.0] for r in slots}                  # role → [cost units, seconds] measured
         self.running = {r: 0 for r in slots}
         self.role_of: dict = {}
-        self.next = 0
+        self.config_of: dict = {}
+        self.last: dict = {}                                        # trial → samples at its last result
+
+    def _cost(self, config: dict) -> float:
+        return float(self.cost(config)) if self.cost else 1.0
 
     def suggest(self, trial_id: str):
-        if self.next >= len(self.configs):
+        if not self.left:
             return Searcher.FINISHED
-        role = self._pick()
-        if role is None:
+        picked = self._pick()
+        if picked is None:
             return None
+        role, config = picked
+        self.left.remove(config)
         self.running[role] += 1
-        self.role_of[trial_id] = role
-        self.next += 1
-        return {"config": self.configs[self.next - 1], "role": role}
+        self.role_of[trial_id], self.config_of[trial_id] = role, config
+        return {"config": config, "role": role}
 
     def _rate(self, role: str) -> float:
-        samples, seconds = self.seen[role]
-        return samples / seconds if seconds > 0 and samples > 0 else self.rates.get(role, 0.0)
+        units, seconds = self.seen[role]
+        return units / seconds if seconds > 0 and units > 0 else self.rates.get(role, 0.0)
 
     def _pick(self):
         by_speed = sorted(self.slots, key=lambda r: -self._rate(r))
-        left = len(self.configs) - self.next
+        ordered = sorted(self.left, key=self._cost) if self.cost else self.left
         for n, role in enumerate(by_speed):
-            if self.running[role] >= self.slots[role]:
-                continue
-            faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # samples/s
             mine = self._rate(role)
-            if n == 0 or faster <= 0 or mine <= 0 or self.work / mine <= left * self.work / faster:
-                return role
+            if self.slots[role] == 0 or self.running[role] >= self.slots[role] + (self.WAITING if mine > 0 else 0):
+                continue
+            config = ordered[-1] if n == 0 and self.cost else ordered[0]
+            faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s
+            rounds = self.running[role] // self.slots[role] + 1               # its trials ahead of this one, + 1
+            if n == 0 or faster <= 0 or mine <= 0 or (
+                    rounds * self._cost(config) / mine <= sum(map(self._cost, self.left)) / faster):
+                return role, config
         return None
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         role = result.get("role")
-        if role in self.seen and result.get("time_this_iter_s"):
-            self.seen[role][0] += max(0, result["samples"] - self.last.get(trial_id, 0))
+        if role in self.seen and result.get("time_this_iter_s") and trial_id in self.config_of:
+            new = max(0, result["samples"] - self.last.get(trial_id, 0))
+            self.seen[role][0] += new * self._cost(self.config_of[trial_id]) / self.work
             self.seen[role][1] += result["time_this_iter_s"]
             self.last[trial_id] = result["samples"]
 

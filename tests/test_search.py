@@ -77,6 +77,28 @@ def test_sampling_is_reproducible_and_without_replacement():
     assert len({tuple(c[n] for n in SPACE) for c in every}) == 16
 
 
+def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner():
+    configs = search.sample(search.check_space(SPACE), 6, seed=0)
+    searcher = slots.SlotSearcher(configs, {"desktop": 2, "mac": 1}, {"desktop": 1.0, "mac": 0.8}, 1000)
+    given = [searcher.suggest(f"t{i}") for i in range(5)]
+    assert [g["role"] for g in given[:3]] == ["desktop"] * 3            # 2 slots + 1 waiting, fastest first
+    assert given[3]["role"] == "mac" and given[4] is None               # then the mac; then all are busy
+    searcher.on_trial_complete("t0")
+    assert searcher.suggest("t5")["role"] == "desktop"                  # 2 left: the desktop's
+    searcher.on_trial_complete("t3")                                    # the mac is free, 1 left:
+    assert searcher.suggest("t6") is None                               # the desktop would finish it sooner
+    searcher.on_trial_complete("t1")
+    assert searcher.suggest("t7")["role"] == "desktop" and searcher.suggest("t8") == "FINISHED"
+
+
+def test_by_cost_the_fast_machine_takes_the_costliest_the_slow_one_the_cheapest():
+    configs = [{"width": w, "trial": i} for i, w in enumerate([16, 32, 8, 16])]
+    searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 0.0, "mac": 0.0}, 1000,
+                                  slots.width_cost)
+    assert searcher.suggest("a") == {"config": configs[1], "role": "desktop"}   # speeds unknown: no waiting
+    assert searcher.suggest("b") == {"config": configs[2], "role": "mac"}
+
+
 @pytest.fixture(scope="module")
 def practice():
     with PracticeCluster(("desktop", "mac"), accounted_gpus={"desktop": 1}) as pc:
