@@ -87,13 +87,12 @@ def _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain)
         return Packing(role, 1, device, note=f"{cpus} CPU(s): one trial")
     prober = ray.remote(_Prober).options(num_cpus=0, num_gpus=1 / max(tries) if device == "GPU" else 0,
                                          resources={role_resource(role): ROLE_SLIVER})
-    actors: list = []
+    actors = [prober.remote() for _ in range(max(tries))]  # started together: one start-up's wait
     rates: dict = {}
     best = 1
     try:
+        ray.get([a.ready.remote() for a in actors], timeout=120)
         for k in tries:
-            actors += [prober.remote() for _ in range(k - len(actors))]
-            ray.get([a.ready.remote() for a in actors], timeout=120)
             threads = max(1, cpus // k)
             rates[k] = sum(ray.get([a.rate.remote(model, width, batch_size, seconds, threads)
                                     for a in actors[:k]], timeout=120))

@@ -19,7 +19,7 @@ from hetlab.errors import HetlabError
 from hetlab.models import small_cnn
 from hetlab.practice import PracticeCluster
 
-SMALL = dict(trials=4, epochs=2, train_samples=600, val_samples=200, progress=False, packing={"desktop": 2})
+SMALL = dict(trials=4, epochs=2, train_samples=600, val_samples=200, progress=False, packing={"desktop": 1})
 SPACE = {"lr": [1e-3, 3e-3], "batch_size": [32, 64], "width": [4, 8], "optimizer": ["adam", "sgd"]}
 MAC = "mac (simulated 4× slower)"
 
@@ -107,7 +107,7 @@ def practice():
 
 @pytest.fixture(scope="module")
 def pair_run(practice):
-    return search.search(SPACE, slowdowns={"mac": 4}, **SMALL)
+    return search.search(SPACE, slowdowns={"mac": 4}, **{**SMALL, "packing": {"desktop": 2}})
 
 
 def test_trials_run_on_both_machines_each_labelled_where_it_ran(practice, pair_run):
@@ -138,7 +138,7 @@ def test_a_gpu_on_one_machine_only_takes_that_machines_trials_k_at_once(pair_run
 def test_desktop_only_is_pinned_and_repeats_the_pair_runs_results(practice, pair_run):
     alone = search.search(SPACE, roles=("desktop",), checkpoints=False, **SMALL)
     assert {t.node_id for t in alone.trials} == {practice.node_id("desktop")}
-    assert set(alone.resources) == {"desktop"} and alone.resources["desktop"]["GPU"] == 0.5
+    assert set(alone.resources) == {"desktop"} and alone.resources["desktop"]["GPU"] == 1
     for a, b in zip(alone.trials, pair_run.trials):       # same configs, seeds, data: same accuracy
         assert a.config == b.config
         if a.epochs == b.epochs:
@@ -153,7 +153,7 @@ def fails_in_a_trial(width=16):
 
 def test_trials_that_raise_are_one_line_each(practice, capsys):
     with pytest.raises(HetlabError) as e:
-        search.search(SPACE, model=fails_in_a_trial, max_failures=0, checkpoints=False, **SMALL)
+        search.search(SPACE, model=fails_in_a_trial, max_failures=0, checkpoints=False, **{**SMALL, "trials": 2})
     assert "every trial failed; the first: RuntimeError: out of memory at width" in str(e.value)
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
