@@ -128,8 +128,9 @@ class SlotSearcher(Searcher):
     not end waiting for the slow machine's last trial. With ``cost`` (a configuration's relative
     cost per sample, e.g. its width) the fastest machine takes the costliest configuration left
     and a slower one the cheapest (the longest-first rule of scheduling); without, they go in
-    order. A machine whose speed is known gets one trial waiting beyond its slots, so Ray Tune
-    hands it the process of the trial that ends (no new process per trial)."""
+    order. The faster machines' running trials count as half done. Each machine gets one trial
+    waiting beyond its slots, so Ray Tune hands it the process of the trial that ends (no new
+    process per trial)."""
 
     WAITING = 1
 
@@ -167,15 +168,21 @@ class SlotSearcher(Searcher):
         ordered = sorted(self.left, key=self._cost) if self.cost else self.left
         for n, role in enumerate(by_speed):
             mine = self._rate(role)
-            if self.slots[role] == 0 or self.running[role] >= self.slots[role] + (self.WAITING if mine > 0 else 0):
+            if self.slots[role] == 0 or self.running[role] >= self.slots[role] + self.WAITING:
                 continue
             config = ordered[-1] if n == 0 and self.cost else ordered[0]
             faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s
             rounds = self.running[role] // self.slots[role] + 1               # its trials ahead of this one, + 1
+            ahead = sum(self._ahead(r) for r in by_speed[:n])
             if n == 0 or faster <= 0 or mine <= 0 or (
-                    rounds * self._cost(config) / mine <= sum(map(self._cost, self.left)) / faster):
+                    rounds * self._cost(config) / mine <= (sum(map(self._cost, self.left)) + ahead) / faster):
                 return role, config
         return None
+
+    def _ahead(self, role: str) -> float:
+        """Cost units ``role`` still has to train: its running trials half done, its waiting one whole."""
+        costs = [self._cost(self.config_of[t]) for t, r in self.role_of.items() if r == role]
+        return sum(costs) - 0.5 * sum(costs) * min(len(costs), self.slots[role]) / max(1, len(costs))
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         role = result.get("role")
