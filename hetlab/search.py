@@ -101,7 +101,8 @@ def placement_plan(roles, packing, slowdowns, model) -> dict:
         k = measured[role].k
         rate = measured[role].rates.get(k, 0.0) / k
         plan[role] = {"k": k, "device": measured[role].device, "shape": slots.slot_shape(nodes[role], role, k),
-                      "slots": slots.slots_of(nodes[role], k), "rate": rate, "packing": measured[role]}
+                      "slots": slots.slots_of(nodes[role], k), "rate": rate, "packing": measured[role],
+                      "node": nodes[role]["NodeID"]}
     return plan
 
 
@@ -154,15 +155,17 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
     cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
     unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
+    here = ray.get_runtime_context().get_node_id()  # the machine running this search
     searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
-                                  {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
+                                  {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost,
+                                  waiting=[r for r, p in plan.items() if p["node"] == here])
     shapes = {r: p["shape"] for r, p in plan.items()}
     watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
     watcher.movable(searcher, shapes)
     tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, len(configs), epochs, grace,
                    time_budget_s, max_failures, storage, name, watcher, checkpoints, early_stopping)
     try:
-        with _quiet_tune(sum(p["slots"] + slots.SlotSearcher.WAITING for p in plan.values())):
+        with _quiet_tune(sum(p["slots"] + 1 for p in plan.values())):
             tuner.fit()
     finally:
         watcher.close()

@@ -128,15 +128,15 @@ class SlotSearcher(Searcher):
     not end waiting for the slow machine's last trial. With ``cost`` (a configuration's relative
     cost per sample, e.g. its width) the fastest machine takes the costliest configuration left
     and a slower one the cheapest (the longest-first rule of scheduling); without, they go in
-    order. The faster machines' running trials count as half done. Each machine gets one trial
-    waiting beyond its slots, so Ray Tune hands it the process of the trial that ends (no new
-    process per trial)."""
+    order. The faster machines' running trials count as half done. The machines in ``waiting``
+    (the one running this search: if it is lost, so is the search) get one trial waiting beyond
+    their slots, so Ray Tune hands it the process of the trial that ends (no new process per
+    trial); a waiting trial of a machine that is lost could not move to another."""
 
-    WAITING = 1
-
-    def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None):
+    def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None, waiting=()):
         super().__init__(metric="accuracy", mode="max")
         self.left, self.slots, self.work, self.cost = list(configs), dict(slots), work, cost
+        self.waiting = {r: int(r in waiting) for r in slots}
         self.rates = {r: float(v) for r, v in rates.items()}        # role → cost units per second per slot
         self.seen = {r: [0.0, 0.0] for r in slots}                  # role → [cost units, seconds] measured
         self.running = {r: 0 for r in slots}
@@ -168,7 +168,7 @@ class SlotSearcher(Searcher):
         ordered = sorted(self.left, key=self._cost) if self.cost else self.left
         for n, role in enumerate(by_speed):
             mine = self._rate(role)
-            if self.slots[role] == 0 or self.running[role] >= self.slots[role] + self.WAITING:
+            if self.slots[role] == 0 or self.running[role] >= self.slots[role] + self.waiting[role]:
                 continue
             config = ordered[-1] if n == 0 and self.cost else ordered[0]
             faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s

@@ -79,7 +79,8 @@ def test_sampling_is_reproducible_and_without_replacement():
 
 def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner():
     configs = search.sample(search.check_space(SPACE), 6, seed=0)
-    searcher = slots.SlotSearcher(configs, {"desktop": 2, "mac": 1}, {"desktop": 1.0, "mac": 0.5}, 1000)
+    searcher = slots.SlotSearcher(configs, {"desktop": 2, "mac": 1}, {"desktop": 1.0, "mac": 0.5}, 1000,
+                                  waiting=["desktop"])
     given = [searcher.suggest(f"t{i}") for i in range(5)]
     assert [g["role"] for g in given[:3]] == ["desktop"] * 3            # 2 slots + 1 waiting, fastest first
     assert given[3]["role"] == "mac" and given[4] is None               # then the mac; then all are busy
@@ -94,7 +95,7 @@ def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner()
 def test_by_cost_the_fast_machine_takes_the_costliest_the_slow_one_the_cheapest():
     configs = [{"width": w, "trial": i} for i, w in enumerate([16, 32, 8, 16])]
     searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 0.0, "mac": 0.0}, 1000,
-                                  slots.width_cost)
+                                  slots.width_cost, waiting=["desktop"])
     assert searcher.suggest("a") == {"config": configs[1], "role": "desktop"}   # speeds unknown: in turn
     assert searcher.suggest("b")["role"] == "desktop"                            # its waiting trial
     assert searcher.suggest("c") == {"config": configs[2], "role": "mac"}
