@@ -1,22 +1,22 @@
-"""Does a hyperparameter search on the pair reach the sum of its machines? (notebook 09, issue 29)
+"""Does a hyperparameter search on the pair reach the sum of its machines? (notebook 09, issue 35)
 
-The same Ray Tune search (``hetlab.search``: the same configurations, seeds and ASHA) runs
-with the same time budget on the desktop alone, on the mac alone and on both, on the practice
-cluster (two real Ray nodes on this machine; the "mac" is SIMULATED 4× slower: after each step
-it sleeps 3× that step's typical compute time, ``hetlab.simulate``). With HETLAB_ADDRESS set,
-your own pair instead (``hetlab.pair.the_pair``).
+The same K configurations (``hetlab.search``: the same seeds, ASHA off, every trial to its last
+epoch) run on the desktop alone, on the mac alone and on both, each machine with its measured
+number of trials at once (``hetlab.slots.measure_packing``: the best single-machine search is the
+packed one). On the practice cluster (two real Ray nodes on this machine) the "mac" is SIMULATED
+slower (``hetlab.simulate``); its measured slowdown, start-up and evaluation included, is printed.
+With HETLAB_ADDRESS set, your own pair instead (``hetlab.pair.the_pair``).
 
-    throughput = samples trained by all trials ÷ the search's wall time
+    throughput = samples trained by all trials ÷ (the last trial's end − the first trial's start)
     pair_vs_sum = pair ÷ (desktop alone + mac alone),  pair_vs_desktop = pair ÷ desktop alone
 
-Each search gets more configurations than it can finish, so every machine has work until the
-budget ends; a fixed number of trials would instead end with the fast machine idle while the
-slow one finishes its last trial. The three searches alternate ``desktop, mac, pair`` then
-``pair, mac, desktop`` (``--repeats`` rounds of both orders), so that a machine whose speed drifts
-(a shared box) hits all three alike; each figure is the mean over its runs. The load average
-before and after is printed, for the record.
+Every search does the same work, so samples/s compare like with like. ``--rounds`` rounds, the
+first a warm-up that is printed but not counted; the order alternates (desktop, mac, pair, then
+pair, mac, desktop) so a drifting machine hits all three alike. Every round is printed, then the
+median and the spread (lowest–highest) of the counted rounds. The load average before and after
+is printed, for the record.
 
-    .venv/bin/python benchmarks/pair_search.py [--budget 45] [--repeats 1] [--configs 200]
+    .venv/bin/python benchmarks/pair_search.py [--rounds 3] [--configs 16] [--train-samples 1000]
 
 The last line printed is one JSON object.
 """
@@ -26,53 +26,72 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 from hetlab import search
 from hetlab.pair import the_pair
-from hetlab.results import comparison_table
 
 ROLES = {"desktop": ("desktop",), "mac": ("mac",), "pair": ("desktop", "mac")}
 
 
+def one_round(n: int, args, slowdowns: dict, packing: dict) -> dict:
+    order = ["desktop", "mac", "pair"] if n % 2 == 0 else ["pair", "mac", "desktop"]
+    rate = {}
+    for name in order:
+        result = search.search(None, args.configs, roles=ROLES[name], epochs=args.epochs,
+                               train_samples=args.train_samples, val_samples=500, slowdowns=slowdowns,
+                               packing={r: packing[r] for r in ROLES[name]}, early_stopping=False,
+                               checkpoints=False, progress=False, seed=args.seed)
+        assert len(result.finished) == args.configs, result.summary()      # the same work in all three
+        rate[name] = result.samples_per_s
+    total = rate["desktop"] + rate["mac"]
+    return {**rate, "sum": total, "pair_vs_sum": rate["pair"] / total, "pair_vs_desktop": rate["pair"] / rate["desktop"],
+            "mac_slowdown": rate["desktop"] / rate["mac"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--budget", type=float, default=45.0, help="seconds per search (default 45)")
-    parser.add_argument("--repeats", type=int, default=1, help="rounds of both orders (default 1)")
-    parser.add_argument("--configs", type=int, default=200, help="configurations offered to each search (more than it finishes)")
-    parser.add_argument("--train-samples", type=int, default=2000, help="samples a trial trains per epoch")
-    parser.add_argument("--epochs", type=int, default=3, help="most epochs per trial (ASHA's max_t)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, the first a warm-up (default 3, at least 3)")
+    parser.add_argument("--configs", type=int, default=16, help="configurations each search runs to the end")
+    parser.add_argument("--train-samples", type=int, default=1000, help="samples a trial trains per epoch")
+    parser.add_argument("--epochs", type=int, default=2, help="epochs of every trial")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the configurations")
     args = parser.parse_args()
+    if args.rounds < 3:
+        parser.error("--rounds must be at least 3: the first is a warm-up, and a median needs two more")
     load_before = os.getloadavg()
-    runs: dict = {name: [] for name in ROLES}
     with the_pair() as pair:
         print(pair)
         slowdowns = {w.role: w.slowdown for w in pair.workers}
-        order = ["desktop", "mac", "pair", "pair", "mac", "desktop"] * args.repeats
-        for name in order:
-            t0 = time.perf_counter()
-            result = search.search(None, args.configs, roles=ROLES[name], epochs=args.epochs, grace=1,
-                                   train_samples=args.train_samples, val_samples=500, slowdowns=slowdowns,
-                                   time_budget_s=args.budget, checkpoints=False, progress=False)
-            runs[name].append(result)
-            print(f"{name:8s} {result.samples_per_s:8,.0f} samples/s  {len(result.finished):3d} trials finished"
-                  f"  {result.trials_per_hour:7,.0f} trials/hour  ({time.perf_counter() - t0:.0f} s)")
-    mean = {name: statistics.mean(r.samples_per_s for r in results) for name, results in runs.items()}
-    tph = {name: statistics.mean(r.trials_per_hour for r in results) for name, results in runs.items()}
-    total = mean["desktop"] + mean["mac"]
-    figures = {"desktop_samples_per_s": mean["desktop"], "mac_samples_per_s": mean["mac"],
-               "sum_samples_per_s": total, "pair_samples_per_s": mean["pair"],
-               "pair_vs_desktop": mean["pair"] / mean["desktop"], "pair_vs_sum": mean["pair"] / total,
-               "best_possible_vs_desktop": total / mean["desktop"], "trials_per_hour": tph}
-    print()
-    print(comparison_table(figures))
-    print(json.dumps({"pair_vs_sum": round(figures["pair_vs_sum"], 3),
-                      "pair_vs_desktop": round(figures["pair_vs_desktop"], 3),
-                      "sum_vs_desktop": round(figures["best_possible_vs_desktop"], 3),
-                      "samples_per_s": {k: round(v) for k, v in mean.items()},
-                      "trials_per_hour": {k: round(v) for k, v in tph.items()},
-                      "budget_s": args.budget, "runs_each": 2 * args.repeats,
-                      "mac": "simulated 4x slower" if pair.practice is not None else "real",
+        measured = search.slots.measure_packing(("desktop", "mac"), slowdowns=slowdowns)
+        for p in measured.values():
+            print(p)
+        packing = {role: p.k for role, p in measured.items()}
+        print(f"{'round':8s}{'desktop':>10s}{'mac':>10s}{'sum':>10s}{'pair':>10s}{'pair/sum':>10s}"
+              f"{'pair/desk':>10s}{'desk/mac':>11s}")
+        rounds = []
+        for n in range(args.rounds):
+            r = one_round(n, args, slowdowns, packing)
+            rounds.append(r)
+            print(f"{n + 1:<3d}{'(warm-up)' if n == 0 else '':5s}{r['desktop']:10,.0f}{r['mac']:10,.0f}{r['sum']:10,.0f}"
+                  f"{r['pair']:10,.0f}{r['pair_vs_sum']:10.3f}{r['pair_vs_desktop']:10.3f}{r['mac_slowdown']:10.2f}×",
+                  flush=True)
+    counted = rounds[1:]
+    keys = ("desktop", "mac", "sum", "pair", "pair_vs_sum", "pair_vs_desktop", "mac_slowdown")
+    median = {k: statistics.median(r[k] for r in counted) for k in keys}
+    spread = {k: (min(r[k] for r in counted), max(r[k] for r in counted)) for k in keys}
+    print(f"{'median':8s}{median['desktop']:10,.0f}{median['mac']:10,.0f}{median['sum']:10,.0f}{median['pair']:10,.0f}"
+          f"{median['pair_vs_sum']:10.3f}{median['pair_vs_desktop']:10.3f}{median['mac_slowdown']:10.2f}×")
+    print(f"spread: pair/sum {spread['pair_vs_sum'][0]:.3f}–{spread['pair_vs_sum'][1]:.3f}, pair/desktop "
+          f"{spread['pair_vs_desktop'][0]:.3f}–{spread['pair_vs_desktop'][1]:.3f} over {len(counted)} counted rounds")
+    print(json.dumps({"pair_vs_sum": round(median["pair_vs_sum"], 3),
+                      "pair_vs_desktop": round(median["pair_vs_desktop"], 3),
+                      "pair_vs_sum_rounds": [round(r["pair_vs_sum"], 3) for r in counted],
+                      "warm_up_pair_vs_sum": round(rounds[0]["pair_vs_sum"], 3),
+                      "samples_per_s": {k: round(median[k]) for k in ("desktop", "mac", "sum", "pair")},
+                      "mac_measured_slowdown": round(median["mac_slowdown"], 2), "trials_at_once": packing,
+                      "configs": args.configs, "epochs": args.epochs, "train_samples": args.train_samples,
+                      "rounds_counted": len(counted),
+                      "mac": "simulated" if pair.practice is not None else "real",
                       "load_avg_before_after": [round(load_before[0], 1), round(os.getloadavg()[0], 1)]}))
 
 

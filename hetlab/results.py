@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -38,6 +39,8 @@ class TrialRecord:
     device: str = ""                  # cuda, mps or cpu
     role: str = ""                    # the hetlab role of that machine's node
     node_id: str = ""                 # and the Ray node it ran on
+    ray_gpu: bool = False             # Ray gave it (a share of) a GPU
+    resumed_from: int = 0             # the epoch its last start began at: > 0 if it resumed from a checkpoint
     spans: list = field(default_factory=list)  # [machine, start_s, end_s] since the search began
     retries: int = 0
     error: str = ""                   # one line, if it failed
@@ -55,8 +58,9 @@ class SearchResult:
     trials: list[TrialRecord]
     wall_s: float
     roles: list[str]
-    resources: dict           # what each trial asked Ray for
+    resources: dict           # role → what each trial there asked Ray for
     folder: str               # Tune's results and hetlab-trials.json
+    packing: dict = field(default_factory=dict)  # role → trials at once on its device
 
     @property
     def finished(self) -> list[TrialRecord]:
@@ -106,9 +110,19 @@ class SearchResult:
         """One line per trial that failed or was retried (e.g. its machine was lost)."""
         lines = [f"trial {t.trial} failed after {t.retries} retries: {t.error}" for t in self.trials
                  if t.status == "failed"]
-        lines += [f"trial {t.trial} was retried {t.retries}× and finished on {t.machine}" for t in self.trials
-                  if t.retries and t.status != "failed"]
+        lines += [f"trial {t.trial} was retried {t.retries}× and finished on {t.machine}, "
+                  + (f"resumed from epoch {t.resumed_from}" if t.resumed_from else "restarted from epoch 0")
+                  for t in self.trials if t.retries and t.status != "failed"]
         return lines
+
+    def best_line(self) -> str:
+        """The best configuration in one line, or why there is none."""
+        best = self.best
+        if best is None:
+            return ("best: none — no trial finished (every epoch, or stopped early by ASHA) before the "
+                    "search ended: give it more seconds (time_budget_s, --budget) or fewer train_samples.")
+        return (f"best: {best.config} held-out accuracy {best.accuracy:.4f} after {best.epochs} epochs "
+                f"({best.machine}, {best.device})")
 
     def rows(self) -> list[dict]:
         """The table's rows, best first; configurations the search never started are left out."""
@@ -139,12 +153,19 @@ class SearchResult:
 class Watcher(Callback):
     """Ray Tune callback in the driver: records, one progress bar, and a JSON copy on disk."""
 
-    def __init__(self, configs: list[dict], path: str, progress: bool, epochs: int):
+    def __init__(self, configs: list[dict], path: tuple, progress: bool, epochs: int):
         self.records = [TrialRecord(c["trial"], {k: v for k, v in c.items() if k not in ("seed", "trial")},
                                     c["seed"]) for c in configs]
-        self.path, self.epochs = path, epochs
+        self.fs, self.path = path  # a pyarrow filesystem and the JSON file's path in it
+        self.epochs = epochs
+        self.searcher, self.shapes = None, {}
         self.t0 = time.time()
         self.bar = progress_bar(len(configs), "search", progress)
+
+    def movable(self, searcher, shapes: dict) -> None:
+        """Where a trial whose machine was lost goes: ``searcher`` (a ``SlotSearcher``) and each
+        role's slot shape."""
+        self.searcher, self.shapes = searcher, shapes
 
     def __getstate__(self) -> dict:
         """Tune pickles its callbacks with the experiment's state; a notebook's progress bar (a
@@ -166,7 +187,7 @@ class Watcher(Callback):
         record = self._record(trial)
         record.epochs = int(result["training_iteration"])
         record.accuracy = float(result["accuracy"])
-        for key in ("samples", "busy_s", "machine", "device", "role", "node_id"):
+        for key in ("samples", "busy_s", "machine", "device", "role", "node_id", "ray_gpu", "resumed_from"):
             setattr(record, key, result[key])
         if not record.spans:
             record.spans.append(["", self._now(), self._now()])
@@ -176,6 +197,30 @@ class Watcher(Callback):
         record = self._record(trial)
         record.retries += 1
         record.error = _error_line(trial)
+        self._move_if_lost(trial)
+
+    def _move_if_lost(self, trial) -> None:
+        self._move_from_lost([trial])
+
+    def _move_from_lost(self, trials) -> None:
+        """A trial waits for a slot of its machine; if that machine is gone, it asks for a slot
+        of another (its checkpoint, if any, goes with it through the shared storage)."""
+        import ray
+        from ray.tune import PlacementGroupFactory
+        from ray.tune.experiment import Trial
+
+        from hetlab.cluster import role_resource
+        if self.searcher is None:
+            return
+        alive = {r for r in self.shapes if any(n.get("Alive") and n["Resources"].get(role_resource(r), 0) > 0
+                                                for n in ray.nodes())}
+        for trial in trials:
+            role = self.searcher.role_of.get(trial.trial_id)
+            if role is None or role in alive or not alive or trial.status not in (Trial.PENDING, Trial.PAUSED):
+                continue
+            to = max(alive, key=lambda r: self.searcher.slots.get(r, 0))
+            trial.update_resources(PlacementGroupFactory([self.shapes[to]]))
+            self.searcher.moved(trial.trial_id, role, to)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         record = self._record(trial)
@@ -195,8 +240,8 @@ class Watcher(Callback):
         self.save()
 
     def save(self) -> None:
-        with open(self.path, "w") as f:
-            json.dump([asdict(r) for r in self.records], f, indent=1)
+        with self.fs.open_output_stream(self.path) as f:
+            f.write(json.dumps([asdict(r) for r in self.records], indent=1).encode())
 
     def close(self) -> None:
         for record in self.records:
@@ -236,6 +281,7 @@ def compare(alone: SearchResult, other: SearchResult, pair: SearchResult) -> dic
             "pair_vs_desktop": pair.samples_per_s / alone.samples_per_s if alone.samples_per_s else 0.0,
             "pair_vs_sum": pair.samples_per_s / total if total else 0.0,
             "best_possible_vs_desktop": total / alone.samples_per_s if alone.samples_per_s else 0.0,
+            "mac_slowdown": alone.samples_per_s / other.samples_per_s if other.samples_per_s else math.inf,
             "trials_per_hour": {"desktop": alone.trials_per_hour, "mac": other.trials_per_hour,
                                 "pair": pair.trials_per_hour}}
 
@@ -249,5 +295,7 @@ def comparison_table(figures: dict) -> str:
         f"{'mac alone':24s}{figures['mac_samples_per_s']:12,.0f}{tph['mac']:14,.0f}",
         f"{'sum of the two alone':24s}{figures['sum_samples_per_s']:12,.0f}{tph['desktop'] + tph['mac']:14,.0f}",
         f"{'the pair':24s}{figures['pair_samples_per_s']:12,.0f}{tph['pair']:14,.0f}",
+        f"the mac alone: {figures['mac_slowdown']:.2f}× slower than the desktop alone (measured: start-up and "
+        f"evaluation included)",
         f"pair ÷ desktop alone: {figures['pair_vs_desktop']:.2f}  (at best, the sum ÷ desktop: "
         f"{figures['best_possible_vs_desktop']:.2f});  pair ÷ sum: {figures['pair_vs_sum']:.2f}"])

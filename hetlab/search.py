@@ -12,20 +12,18 @@ first. Tune's own printing is kept quiet: a progress bar, then ``SearchResult``'
 from __future__ import annotations
 
 import math
-import os
 import random
-import tempfile
 import time
-import uuid
 
 import ray
 
-from hetlab import environment
-from hetlab.cluster import ROLE_SLIVER, placement, role_resource
+from hetlab import environment, slots
+from hetlab.cluster import placement
 from hetlab.errors import HetlabError
 from hetlab.models import as_factory, check_model_and_loss, model_label
 from hetlab.results import SearchResult, Watcher
-from hetlab.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, sees, split_data
+from hetlab.storage import Storage, check_storage, open_storage
+from hetlab.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data
 
 SPACE = {"lr": [3e-4, 1e-3, 3e-3, 1e-2], "batch_size": [32, 64, 128], "width": [8, 16, 32],
          "optimizer": ["adam", "sgd"]}
@@ -66,87 +64,125 @@ def _valid(name: str, value) -> bool:
 
 
 def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
-    """``trials`` configurations drawn from ``space`` with ``seed`` (the same every time), each
-    with its own training seed: a search you can repeat."""
-    rng = random.Random(seed)
-    return [{**{name: rng.choice(choices) for name, choices in space.items()}, "seed": seed * 1000 + i,
-             "trial": i} for i in range(trials)]
+    """``trials`` distinct configurations drawn from ``space`` with ``seed`` (without
+    replacement, the same every time), each with its own training seed: a search you can repeat."""
+    names = list(space)
+    combos = math.prod(len(space[n]) for n in names)
+    if trials > combos:
+        raise HetlabError(f"trials={trials} is more than the {combos} distinct configurations of this "
+                          f"space: give trials ≤ {combos}, or more choices in the space.")
+    out = []
+    for i, index in enumerate(random.Random(seed).sample(range(combos), trials)):
+        config = {}
+        for name in names:
+            index, pick = divmod(index, len(space[name]))
+            config[name] = space[name][pick]
+        out.append({**config, "seed": seed * 1000 + i, "trial": i})
+    return out
 
 
-def trial_resources(roles) -> dict:
-    """What each trial asks Ray for: the GPU where every chosen machine has one (CUDA or MPS),
-    else all the CPUs of the smallest chosen machine; one role: pinned there too."""
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-    mine = [n for n in alive if any(n["Resources"].get(role_resource(r), 0) > 0 for r in roles)]
-    for role in roles:
-        placement(role)  # one line if no live node has this role
-    if all(n["Resources"].get("GPU", 0) >= 1 for n in mine):
-        wanted = {"CPU": 1, "GPU": 1}
+def placement_plan(roles, packing, slowdowns, model) -> dict:
+    """Per role: how many trials at once (``packing``: role → k, or None to measure it with
+    ``hetlab.slots.measure_packing``), what each asks Ray for, and the samples/s of one slot."""
+    nodes = {role: slots.node_of(role) for role in roles}
+    if packing is None:
+        key = (tuple((r, nodes[r]["NodeID"], float((slowdowns or {}).get(r, 1))) for r in roles), model_label(model))
+        if key not in _MEASURED:  # measured once per machine and model in this session
+            _MEASURED[key] = slots.measure_packing(roles, model=model, slowdowns=slowdowns)
+        measured = _MEASURED[key]
     else:
-        wanted = {"CPU": min(n["Resources"].get("CPU", 1) for n in mine)}
-    if len(roles) == 1:
-        wanted[role_resource(roles[0])] = ROLE_SLIVER
-    return wanted
+        if not isinstance(packing, dict) or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
+                                                for k in packing.values()):
+            raise HetlabError(f"packing={packing!r}: give role → trials at once, e.g. {{'desktop': 2}}.")
+        measured = {role: slots.Packing(role, packing.get(role, 1), "GPU" if nodes[role]["Resources"].get("GPU", 0)
+                                        >= 1 else "CPU") for role in roles}
+    plan = {}
+    for role in roles:
+        k = measured[role].k
+        rate = measured[role].rates.get(k, 0.0) / k
+        plan[role] = {"k": k, "device": measured[role].device, "shape": slots.slot_shape(nodes[role], role, k),
+                      "slots": slots.slots_of(nodes[role], k), "rate": rate, "packing": measured[role],
+                      "node": nodes[role]["NodeID"]}
+    return plan
 
 
-def check_storage(path: str, roles) -> str | None:
-    """None if every node of ``roles`` sees ``path`` (a file written here is read there), else
-    the first role that does not (Ray Tune's checkpoints from that machine would fail). It also
-    warms each node for its first trial (``hetlab.trial.sees``)."""
-    os.makedirs(path, exist_ok=True)
-    marker = os.path.join(path, f".hetlab-reach-{uuid.uuid4().hex[:8]}")
-    with open(marker, "w") as f:
-        f.write("hetlab")
-    try:
-        probe = ray.remote(num_cpus=0)(sees)
-        seen = ray.get([probe.options(**placement(role)).remote(marker) for role in roles], timeout=60)
-        return next((role for role, ok in zip(roles, seen) if not ok), None)
-    finally:
-        os.remove(marker)
+_MEASURED: dict = {}
+
+
+def plan_line(plan: dict) -> str:
+    """One line: each machine's trials at once, on which device."""
+    return "trials at once: " + ", ".join(f"{role} {p['k']} per {p['device']}" + (
+        f" ({p['packing'].note})" if p["packing"].note else "") for role, p in plan.items())
 
 
 def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac"), epochs: int = 3,
            grace: int = 1, train_samples: int = 4000, val_samples: int = 1000, seed: int = 0,
            model=DEFAULT_MODEL, slowdowns: dict | None = None, storage_path: str | None = None,
-           checkpoints: bool | str = "auto", time_budget_s: float | None = None,
-           max_failures: int = 1, progress: bool = True, name: str | None = None) -> SearchResult:
+           storage_filesystem=None, checkpoints: bool | str = "auto", time_budget_s: float | None = None,
+           max_failures: int = 1, packing: dict | None = None, early_stopping: bool = True,
+           progress: bool = True, name: str | None = None) -> SearchResult:
     """Run ``trials`` configurations of ``space`` on the machines with ``roles`` and return a
     ``SearchResult`` (table, best, throughput, timeline).
 
     ``slowdowns``: role → simulated slowdown (``{w.role: w.slowdown for w in pair.workers}``).
-    ``storage_path``: where results and checkpoints go (default: a new folder in the temp
-    dir); checkpoints need it visible from every machine: ``checkpoints=True`` fails in one line
-    if it is not, ``"auto"`` turns them off with a note, ``False`` never writes one. A trial that
-    fails (e.g. its machine lost) is retried ``max_failures`` times, from its last checkpoint.
+    ``packing``: role → trials at once on that machine's device (default: measured).
+    ``early_stopping``: ASHA on (False: every trial runs all its epochs, for a fair measure).
+    ``storage_path``: a folder or URI (``s3://…``; or a path in ``storage_filesystem``, a
+    pyarrow filesystem) for results and checkpoints (default: a new temp folder). Checkpoints
+    need it usable from every machine: ``checkpoints=True`` fails in one line if it is not,
+    ``"auto"`` turns them off with a note, ``False`` never writes one. A failed trial (e.g. its
+    machine lost) is retried ``max_failures`` times, from its last checkpoint.
     """
     space = check_space(SPACE if space is None else space)
     roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles)
     if max(space["batch_size"]) > train_samples:
         raise HetlabError(f"batch_size {max(space['batch_size'])} is larger than train_samples={train_samples}.")
+    configs = sample(space, trials, seed)
     _check_model(model, space["width"])
+    storage = open_storage(storage_path, storage_filesystem)
     if not ray.is_initialized():
         raise HetlabError("not connected to Ray: call hetlab.pair.the_pair() (or cluster.connect()) first.")
-    resources = trial_resources(roles)
-    storage_path = os.path.abspath(storage_path or tempfile.mkdtemp(prefix="hetlab-search-"))
-    checkpoints = _checkpoints(checkpoints, storage_path, roles)
+    for role in roles:
+        placement(role)  # one line if no live node has this role
+    plan = placement_plan(roles, packing, slowdowns, model)
+    print(plan_line(plan))
+    checkpoints = _checkpoints(checkpoints, storage, roles)
     split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here
-    configs = sample(space, trials, seed)
     name = name or f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
     from ray import tune
     fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples, val_samples=val_samples,
                               epochs=epochs, slowdowns=dict(slowdowns or {}), checkpoints=checkpoints)
-    os.makedirs(os.path.join(storage_path, name), exist_ok=True)
-    watcher = Watcher(configs, os.path.join(storage_path, name, "hetlab-trials.json"), progress, epochs)
-    tuner = _tuner(tune.with_resources(fn, resources), configs, epochs, grace, time_budget_s,
-                   max_failures, storage_path, name, watcher, checkpoints)
+    storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
+    cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
+    unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
+    here = ray.get_runtime_context().get_node_id()  # the machine running this search
+    searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
+                                  {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost,
+                                  waiting=[r for r, p in plan.items() if p["node"] == here])
+    shapes = {r: p["shape"] for r, p in plan.items()}
+    watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
+    watcher.movable(searcher, shapes)
+    tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, len(configs), epochs, grace,
+                   time_budget_s, max_failures, storage, name, watcher, checkpoints, early_stopping)
     try:
-        with _quiet_tune():
+        with _quiet_tune(sum(p["slots"] + 1 for p in plan.values())):
             tuner.fit()
     finally:
         watcher.close()
-    result = SearchResult(watcher.records, time.time() - watcher.t0, list(roles), resources,
-                          os.path.join(storage_path, name))
+    result = SearchResult(watcher.records, time.time() - watcher.t0, list(roles), shapes, storage.shown(name),
+                          {r: p["k"] for r, p in plan.items()})
     return _checked_result(result, time_budget_s)
+
+
+class _Shapes:
+    """Tune's resource request of a trial: its machine's slot shape (``config["role"]``)."""
+
+    def __init__(self, shapes: dict):
+        self.shapes = shapes
+
+    def __call__(self, config: dict):
+        from ray.tune import PlacementGroupFactory
+        return PlacementGroupFactory([self.shapes[config["role"]]])
 
 
 def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_MODEL, device=None) -> dict:
@@ -213,38 +249,39 @@ def _cross_entropy():
     return torch.nn.functional.cross_entropy
 
 
-def _checkpoints(checkpoints, storage_path: str, roles) -> bool:
+def _checkpoints(checkpoints, storage: Storage, roles) -> bool:
     if checkpoints not in (True, False, "auto"):
         raise HetlabError(f"checkpoints={checkpoints!r}: use True, False or 'auto'.")
-    blind = check_storage(storage_path, roles)
+    blind = check_storage(storage, roles)
     if checkpoints is False:
         return False
     if blind is None:
         return True
-    message = (f"storage_path {storage_path} is not visible from the {blind} machine, so its trials "
-               f"cannot save checkpoints there: give storage_path= a folder both machines share at the "
-               f"same path (e.g. a network share), or checkpoints=False.")
+    message = (f"storage_path {storage.ray_path} is not usable from the {blind[0]} machine ({blind[1]}), so "
+               f"its trials cannot save checkpoints there and a trial whose machine is lost restarts from "
+               f"epoch 0: give storage_path= a folder both machines share at the same path, or a URI "
+               f"(e.g. s3://bucket/runs), or checkpoints=False.")
     if checkpoints is True:
         raise HetlabError(message)
     print(f"note: checkpoints off — {message}")
     return False
 
 
-def _tuner(trainable, configs, epochs, grace, time_budget_s, max_failures, storage_path, name, watcher,
-           checkpoints):
+def _tuner(trainable, searcher, count, epochs, grace, time_budget_s, max_failures, storage: Storage, name,
+           watcher, checkpoints, early_stopping):
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
-    from ray.tune.schedulers import ASHAScheduler
-    scheduler = ASHAScheduler(time_attr="training_iteration", max_t=epochs, grace_period=grace,
-                              reduction_factor=2)
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    scheduler = (ASHAScheduler(time_attr="training_iteration", max_t=epochs, grace_period=grace,
+                               reduction_factor=2) if early_stopping else FIFOScheduler())
     run_config = tune.RunConfig(
-        name=name, storage_path=storage_path, verbose=0, callbacks=[watcher, JsonLoggerCallback()], log_to_file=True,
-        progress_reporter=_Silent(), failure_config=tune.FailureConfig(max_failures=max_failures),
+        name=name, storage_path=storage.ray_path, storage_filesystem=storage.ray_fs, verbose=0,
+        callbacks=[watcher, JsonLoggerCallback()], log_to_file=True, progress_reporter=_Silent(),
+        failure_config=tune.FailureConfig(max_failures=max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1 if checkpoints else None))
-    tune_config = tune.TuneConfig(metric="accuracy", mode="max", scheduler=scheduler, num_samples=1,
-                                  time_budget_s=time_budget_s, reuse_actors=True)
-    return tune.Tuner(trainable, param_space={"config": tune.grid_search(configs)}, tune_config=tune_config,
-                      run_config=run_config)
+    tune_config = tune.TuneConfig(metric="accuracy", mode="max", scheduler=scheduler, search_alg=searcher,
+                                  num_samples=count, time_budget_s=time_budget_s, reuse_actors=True)
+    return tune.Tuner(trainable, tune_config=tune_config, run_config=run_config)
 
 
 class _Silent:
@@ -260,11 +297,13 @@ class _Silent:
         pass
 
 
-def _quiet_tune():
+def _quiet_tune(slot_count: int):
     """Tune's printing off for one fit: the old reporter path (``RAY_AIR_NEW_OUTPUT=0``, which
     prints no "Configuration for experiment" box) with a silent reporter, and Tune's loggers
     at CRITICAL (hetlab reports every failed trial in one line itself). Of Tune's result files
-    only ``result.json`` per trial is written (no CSV, no TensorBoard: less work per epoch)."""
+    only ``result.json`` per trial is written (no CSV, no TensorBoard: less work per epoch).
+    Tune may hold as many trials waiting to start as the searcher hands out (its default with a
+    searcher is one: packed trials would start one after another)."""
     import contextlib
     import logging
 
@@ -275,7 +314,8 @@ def _quiet_tune():
         for lg in loggers:
             lg.setLevel(logging.CRITICAL)
         try:
-            with environment({"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}):
+            with environment({"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+                              "TUNE_MAX_PENDING_TRIALS_PG": str(max(1, slot_count))}):
                 yield
         finally:
             for lg, level in zip(loggers, levels):

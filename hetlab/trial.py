@@ -63,25 +63,29 @@ def build(cfg: dict, model, dev: torch.device):
 
 def epochs_of(net, opt, x, y, cfg: dict, dev, first: int, last: int, slow: SlowDevice):
     """Train epochs ``first``..``last - 1`` with hetlab's step; after each, yield
-    ``(epoch, samples, busy_s)`` of that epoch (busy: compute and any simulated sleep)."""
+    ``(epoch, samples, busy_s)`` of that epoch (busy: compute and any simulated sleep). The
+    device is synchronised once per epoch, not per step: a GPU keeps its queue full. A
+    simulated device (a CPU, where a step's time is known at once) sleeps after each step."""
     loss_fn = torch.nn.functional.cross_entropy
     for epoch in range(first, last):
-        samples, busy_s = 0, 0.0
+        samples, started = 0, time.perf_counter()
         for xb, yb in batches(x, y, cfg["batch_size"], shuffle=True, seed=cfg["seed"], epoch=epoch):
             t0 = time.perf_counter()
             train_step(net, opt, loss_fn, xb, yb)
-            synchronize(dev)
-            compute_s = time.perf_counter() - t0
-            busy_s += compute_s + slow.after(len(yb), compute_s)
+            if slow.slowdown > 1:
+                slow.after(len(yb), time.perf_counter() - t0)
             samples += len(yb)
-        yield epoch, samples, busy_s
+        synchronize(dev)
+        yield epoch, samples, time.perf_counter() - started
 
 
 def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epochs: int,
               slowdowns: dict, checkpoints: bool) -> None:
     """Train ``config["config"]`` (lr, batch_size, width, optimizer, seed) for up to ``epochs``
     epochs, reporting accuracy, samples and busy seconds after each; resumes from Tune's last
-    checkpoint when the trial is retried (e.g. on the other machine after one was lost)."""
+    checkpoint when the trial is retried (e.g. on the other machine after one was lost), and
+    every report says the epoch it started from (``resumed_from``: 0 for a fresh start)."""
+    import ray
     from ray import tune
     for noisy in ("ray.train", "ray.tune"):  # no "Checkpoint successfully created" per epoch
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -92,6 +96,7 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
     x, y = x.to(dev), y.to(dev)  # copies on a GPU; on the CPU the cached tensors, which no step changes
     net, opt = build(cfg, model, dev)
     start, samples, busy_s = 0, 0, 0.0
+    slow = SlowDevice(slowdown)
     restored = tune.get_checkpoint()
     if restored is not None:
         with restored.as_directory() as folder:
@@ -99,11 +104,14 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
-    node = _node_id()
-    for epoch, n, s in epochs_of(net, opt, x, y, cfg, dev, start, epochs, SlowDevice(slowdown)):
+    node, ray_gpu = _node_id(), bool(ray.get_gpu_ids())
+    for epoch, n, s in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
         samples, busy_s = samples + n, busy_s + s
-        metrics = {"accuracy": evaluate(net, val, dev), "samples": samples, "busy_s": busy_s,
-                   "machine": machine, "role": role, "device": dev.type, "node_id": node}
+        t0 = time.perf_counter()
+        accuracy = evaluate(net, val, dev)
+        slow.after("evaluation", time.perf_counter() - t0)  # a slower device evaluates slower too
+        metrics = {"accuracy": accuracy, "samples": samples, "busy_s": busy_s, "resumed_from": start,
+                   "machine": machine, "role": role, "device": dev.type, "node_id": node, "ray_gpu": ray_gpu}
         if not checkpoints:
             tune.report(metrics)
             continue
@@ -113,10 +121,54 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
 
 
-def sees(path: str) -> bool:
-    """Run on a node before the search: does it see ``path``? Importing this module there (torch
-    with it) also leaves that node a warm worker process, which Ray hands to the first trial."""
-    return os.path.exists(path)
+def probe_storage(where, folder: str, marker: str) -> str:
+    """Run on a node before the search: read the driver's ``marker`` in ``folder``, then write,
+    read back and delete a file of its own. Returns "" if all worked, else what failed, in a few
+    words. ``where``: a URI or a pyarrow filesystem (the same one the search writes to). Importing
+    this module there (torch with it) also leaves that node a warm process for its first trial."""
+    import uuid
+
+    from pyarrow import fs as pafs
+    try:
+        filesystem = pafs.FileSystem.from_uri(where)[0] if isinstance(where, str) else where
+        with filesystem.open_input_stream(f"{folder}/{marker}") as f:
+            if f.read() != b"hetlab":
+                return "read the desktop's test file but found other content"
+    except Exception as e:  # noqa: BLE001 - any filesystem's error, as one line
+        return f"cannot read the test file the driver wrote ({type(e).__name__})"
+    mine = f"{folder}/.hetlab-node-{uuid.uuid4().hex[:8]}"
+    try:
+        with filesystem.open_output_stream(mine) as f:
+            f.write(b"node")
+        with filesystem.open_input_stream(mine) as f:
+            ok = f.read() == b"node"
+        filesystem.delete_file(mine)
+        return "" if ok else "wrote a file but read back other content"
+    except Exception as e:  # noqa: BLE001
+        return f"cannot write, read back and delete a file there ({type(e).__name__}: {str(e)[:80]})"
+
+
+def step_rate(model, width: int, batch_size: int, seconds: float, threads: int) -> float:
+    """Samples per second of the course's model training on this process's device (the GPU Ray
+    gave it, else the CPU with ``threads`` threads) for about ``seconds``: one packed trial's
+    share of its device, measured by ``hetlab.slots.measure_packing`` (notebook 09)."""
+    torch.set_num_threads(max(1, threads))
+    dev = device_here()
+    cfg = {"width": width, "seed": 0, "optimizer": "adam", "lr": 1e-3}
+    net, opt = build(cfg, model, dev)
+    x = torch.randn(batch_size, 1, 28, 28, device=dev)
+    y = torch.randint(0, 10, (batch_size,), device=dev)
+    loss_fn = torch.nn.functional.cross_entropy
+    for _ in range(3):  # warm-up: kernels chosen, memory allocated
+        train_step(net, opt, loss_fn, x, y)
+    synchronize(dev)
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(10):  # one synchronisation per 10 steps: the queue stays full
+            train_step(net, opt, loss_fn, x, y)
+        synchronize(dev)
+        steps += 10
+    return steps * batch_size / (time.perf_counter() - t0)
 
 
 def _node_id() -> str:

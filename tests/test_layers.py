@@ -28,7 +28,7 @@ LAYERS = {
                 "tools.winchecks"],
     "engines": ["ps", "ps.specs", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
                 "ps.hooks", "ps.loop", "ps.saving", "ps.training", "raytrain",
-                "raytrain_config", "raytrain_loop", "raytrain_failure", "pair", "trial", "results", "search"],
+                "raytrain_config", "raytrain_loop", "raytrain_failure", "pair", "trial", "slots", "storage", "results", "search"],
     "front ends": ["tools", "tools.cli", "tools.cli_base", "tools.cli_train", "tools.cli_rehearse",
                    "tools.cli_gpu_check", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck",
                    "tools.gpucheck_report", "tools.gpucheck_context", "tools.gpucheck_device",

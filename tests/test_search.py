@@ -1,6 +1,11 @@
 """hetlab.search (notebook 09): real Ray Tune trials on real MNIST, on the practice cluster (two real
-Ray nodes here, the "mac" a simulated 4× slower machine), one trial per node at a time; bad input
-in one line; a lost machine; the table, labels and where each trial ran."""
+Ray nodes here, the "mac" a simulated 4× slower machine); bad input in one line; a lost machine
+and a resumed trial; the table, labels and where each trial ran.
+
+The practice "desktop" is started with ``accounted_gpus={"desktop": 1}``: Ray COUNTS one GPU
+there although this box has none (the one fake here: a node with a GPU beside one without).
+Ray's accounting is real (a trial there gets a share of that GPU from Ray); torch still trains
+on the CPU inside, since it finds no CUDA."""
 import json
 import os
 import threading
@@ -9,12 +14,12 @@ import time
 import pytest
 import ray
 
-from hetlab import search
+from hetlab import search, slots, trial
 from hetlab.errors import HetlabError
 from hetlab.models import small_cnn
 from hetlab.practice import PracticeCluster
 
-SMALL = dict(trials=4, epochs=2, train_samples=600, val_samples=200, progress=False)
+SMALL = dict(trials=4, epochs=2, train_samples=600, val_samples=200, progress=False, packing={"desktop": 1})
 SPACE = {"lr": [1e-3, 3e-3], "batch_size": [32, 64], "width": [4, 8], "optimizer": ["adam", "sgd"]}
 MAC = "mac (simulated 4× slower)"
 
@@ -40,11 +45,14 @@ def test_a_bad_space_is_one_line_before_ray(space, says):
     (dict(trials=0), "trials=0"), (dict(epochs=2, grace=3), "grace=3 is more than epochs=2"),
     (dict(time_budget_s=0), "time_budget_s=0"), (dict(max_failures=-1), "max_failures=-1"),
     (dict(roles=()), "roles=()"), (dict(train_samples=50), "batch_size 128 is larger than train_samples=50"),
+    (dict(trials=73), "trials=73 is more than the 72 distinct configurations"),
+    (dict(storage_path="nosuchscheme://x/y"), "storage_path nosuchscheme://x/y: pyarrow cannot open it"),
+    (dict(storage_path="runs", storage_filesystem="s3"), "storage_filesystem='s3': give a pyarrow.fs.FileSystem"),
 ])
 def test_bad_numbers_are_one_line(kwargs, says):
     with pytest.raises(HetlabError) as e:
         search.search(None, **kwargs)
-    assert says in str(e.value)
+    assert says in str(e.value) and "\n" not in str(e.value)
 
 
 def raises_at_width_4(width=16):
@@ -60,22 +68,48 @@ def test_a_model_that_raises_fails_before_any_trial():
     assert not ray.is_initialized()
 
 
-def test_sampling_is_reproducible():
+def test_sampling_is_reproducible_and_without_replacement():
     space = search.check_space(SPACE)
     assert search.sample(space, 6, seed=3) == search.sample(space, 6, seed=3)
     assert search.sample(space, 6, seed=3) != search.sample(space, 6, seed=4)
     assert {c["seed"] for c in search.sample(space, 6, seed=3)} == {3000 + i for i in range(6)}
+    every = search.sample(space, 16, seed=3)            # all 2 × 2 × 2 × 2 configurations, each once
+    assert len({tuple(c[n] for n in SPACE) for c in every}) == 16
+
+
+def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner():
+    configs = search.sample(search.check_space(SPACE), 6, seed=0)
+    searcher = slots.SlotSearcher(configs, {"desktop": 2, "mac": 1}, {"desktop": 1.0, "mac": 0.5}, 1000,
+                                  waiting=["desktop"])
+    given = [searcher.suggest(f"t{i}") for i in range(5)]
+    assert [g["role"] for g in given[:3]] == ["desktop"] * 3            # 2 slots + 1 waiting, fastest first
+    assert given[3]["role"] == "mac" and given[4] is None               # then the mac; then all are busy
+    searcher.on_trial_complete("t0")
+    assert searcher.suggest("t5")["role"] == "desktop"                  # 2 left: the desktop's
+    searcher.on_trial_complete("t3")                                    # the mac is free, 1 left:
+    assert searcher.suggest("t6") is None                               # the desktop would finish it sooner
+    searcher.on_trial_complete("t1")
+    assert searcher.suggest("t7")["role"] == "desktop" and searcher.suggest("t8") == "FINISHED"
+
+
+def test_by_cost_the_fast_machine_takes_the_costliest_the_slow_one_the_cheapest():
+    configs = [{"width": w, "trial": i} for i, w in enumerate([16, 32, 8, 16])]
+    searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 0.0, "mac": 0.0}, 1000,
+                                  slots.width_cost, waiting=["desktop"])
+    assert searcher.suggest("a") == {"config": configs[1], "role": "desktop"}   # speeds unknown: in turn
+    assert searcher.suggest("b")["role"] == "desktop"                            # its waiting trial
+    assert searcher.suggest("c") == {"config": configs[2], "role": "mac"}
 
 
 @pytest.fixture(scope="module")
 def practice():
-    with PracticeCluster(("desktop", "mac")) as pc:
+    with PracticeCluster(("desktop", "mac"), accounted_gpus={"desktop": 1}) as pc:
         yield pc
 
 
 @pytest.fixture(scope="module")
 def pair_run(practice):
-    return search.search(SPACE, slowdowns={"mac": 4}, **SMALL)
+    return search.search(SPACE, slowdowns={"mac": 4}, **{**SMALL, "packing": {"desktop": 2}})
 
 
 def test_trials_run_on_both_machines_each_labelled_where_it_ran(practice, pair_run):
@@ -83,8 +117,8 @@ def test_trials_run_on_both_machines_each_labelled_where_it_ran(practice, pair_r
     assert {t.machine for t in pair_run.trials} == {"desktop", MAC}      # both machines took trials
     for t in pair_run.trials:
         assert t.node_id == practice.node_id(t.role), t                   # ran where its label says
-        assert t.device == "cpu" and t.epochs >= 1 and 0 <= t.accuracy <= 1
-    assert pair_run.resources == {"CPU": 1.0}                            # one whole practice node each
+        assert t.device == "cpu" and t.epochs >= 1 and 0.05 < t.accuracy <= 1
+        assert t.ray_gpu == (t.role == "desktop") and t.resumed_from == 0  # the GPU only where there is one
     per = pair_run.per_machine()
     assert per["desktop"]["device_samples_per_s"] > per[MAC]["device_samples_per_s"]   # 4× slower, simulated
     table = str(pair_run)
@@ -93,10 +127,20 @@ def test_trials_run_on_both_machines_each_labelled_where_it_ran(practice, pair_r
     assert [r["trial"] for r in saved] == [0, 1, 2, 3] and all(r["status"] for r in saved)
 
 
+def test_a_gpu_on_one_machine_only_takes_that_machines_trials_k_at_once(pair_run):
+    # The desktop counts a GPU and the mac none: the desktop's trials ask for half the GPU each
+    # (packing 2), the mac's for its CPU, whatever the other machine has.
+    assert pair_run.resources == {"desktop": {"GPU": 0.5, "CPU": 0.5, "hetlab-role:desktop": 0.001},
+                                  "mac": {"CPU": 1.0, "hetlab-role:mac": 0.001}}
+    assert pair_run.packing == {"desktop": 2, "mac": 1}
+    desktop = [span for t in pair_run.trials for span in t.spans if t.role == "desktop"]
+    at_once = max(sum(s[1] <= start < s[2] for s in desktop) for _, start, _ in desktop)
+    assert at_once == 2                                                   # two trials shared its GPU
+
 def test_desktop_only_is_pinned_and_repeats_the_pair_runs_results(practice, pair_run):
     alone = search.search(SPACE, roles=("desktop",), checkpoints=False, **SMALL)
     assert {t.node_id for t in alone.trials} == {practice.node_id("desktop")}
-    assert alone.resources["hetlab-role:desktop"] > 0
+    assert set(alone.resources) == {"desktop"} and alone.resources["desktop"]["GPU"] == 1
     for a, b in zip(alone.trials, pair_run.trials):       # same configs, seeds, data: same accuracy
         assert a.config == b.config
         if a.epochs == b.epochs:
@@ -111,7 +155,7 @@ def fails_in_a_trial(width=16):
 
 def test_trials_that_raise_are_one_line_each(practice, capsys):
     with pytest.raises(HetlabError) as e:
-        search.search(SPACE, model=fails_in_a_trial, max_failures=0, checkpoints=False, **SMALL)
+        search.search(SPACE, model=fails_in_a_trial, max_failures=0, checkpoints=False, **{**SMALL, "trials": 2})
     assert "every trial failed; the first: RuntimeError: out of memory at width" in str(e.value)
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
@@ -127,16 +171,33 @@ def test_a_budget_too_small_for_one_epoch_is_one_line_and_keeps_the_records(prac
 
 def test_checkpoints_where_the_mac_cannot_see_them(practice, monkeypatch, capsys, tmp_path):
     # A folder one machine cannot see cannot exist on one machine: check_storage is told so (fake).
-    monkeypatch.setattr(search, "check_storage", lambda path, roles: "mac")
+    monkeypatch.setattr(search, "check_storage", lambda storage, roles: ("mac", "cannot read the test file"))
+    storage = search.open_storage(str(tmp_path))
     with pytest.raises(HetlabError) as e:
-        search._checkpoints(True, str(tmp_path), ("desktop", "mac"))
-    assert "not visible from the mac machine" in str(e.value) and "checkpoints=False" in str(e.value)
-    assert search._checkpoints("auto", str(tmp_path), ("desktop", "mac")) is False
-    assert "note: checkpoints off" in capsys.readouterr().out
+        search._checkpoints(True, storage, ("desktop", "mac"))
+    assert "not usable from the mac machine (cannot read the test file)" in str(e.value)
+    assert "checkpoints=False" in str(e.value) and "\n" not in str(e.value)
+    assert search._checkpoints("auto", storage, ("desktop", "mac")) is False
+    out = capsys.readouterr().out
+    assert "note: checkpoints off" in out and "a trial whose machine is lost restarts from epoch 0" in out
 
 
-def test_every_node_sees_a_local_folder_here(practice, tmp_path):
-    assert search.check_storage(str(tmp_path), ("desktop", "mac")) is None
+def test_every_node_writes_reads_and_deletes_in_a_folder_a_uri_or_a_filesystem(practice, tmp_path):
+    from pyarrow import fs
+    for storage in (search.open_storage(str(tmp_path / "a")), search.open_storage(f"file://{tmp_path}/b"),
+                    search.open_storage(str(tmp_path / "c"), fs.LocalFileSystem())):
+        assert search.check_storage(storage, ("desktop", "mac")) is None
+        assert os.listdir(storage.folder) == []                            # every test file deleted
+    said = trial.probe_storage(fs.LocalFileSystem(), str(tmp_path / "a"), "no-such-marker")
+    assert said.startswith("cannot read the test file the driver wrote")
+
+
+def test_packing_is_measured_per_machine(practice):
+    measured = slots.measure_packing(("desktop", "mac"), slowdowns={"mac": 4}, ks=(1, 2), seconds=0.2)
+    desktop, mac = measured["desktop"], measured["mac"]
+    assert desktop.device == "GPU" and desktop.k in (1, 2) and 1 in desktop.rates   # counted GPU: probed
+    assert desktop.rates[desktop.k] == max(desktop.rates.values()) and all(r > 0 for r in desktop.rates.values())
+    assert (mac.k, mac.device, mac.rates) == (1, "CPU", {}) and "simulated" in mac.note
 
 
 def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_path):
@@ -164,8 +225,10 @@ def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_pa
     moved = [t for t in result.trials if t.retries]
     assert len(moved) == 1 and moved[0].machine == "desktop"          # retried on the desktop
     assert [s[0] for s in moved[0].spans] == ["mac (simulated 8× slower)", "desktop"]  # mac → desktop
-    assert moved[0].epochs == 3 and moved[0].samples == 3 * 600       # resumed from its checkpoint
-    assert result.problems() == [f"trial {moved[0].trial} was retried 1× and finished on desktop"]
+    assert moved[0].epochs == 3 and moved[0].samples == 3 * 600
+    assert moved[0].resumed_from >= 1                                 # resumed from its checkpoint, not restarted
+    assert result.problems() == [f"trial {moved[0].trial} was retried 1× and finished on desktop, "
+                                 f"resumed from epoch {moved[0].resumed_from}"]
 
 
 def test_train_best_here_repeats_its_trial_exactly(pair_run):
@@ -184,10 +247,23 @@ def test_cli_bad_input_is_one_line_before_ray(capsys):
     assert err == "HetlabError: trials=0: give a whole number ≥ 1.\n"
 
 
-def test_cli_searches_the_cluster_at_an_address(practice, capsys):
+def test_cli_searches_the_cluster_at_an_address_into_a_uri(practice, capsys, tmp_path):
     from hetlab.tools import cli
     assert cli.main(["search", "--address", practice.address, "--trials", "2", "--epochs", "1",
-                     "--train-samples", "600", "--quiet"]) == 0
+                     "--train-samples", "600", "--quiet", "--at-once", "1", "--storage", f"file://{tmp_path}",
+                     "--max-failures", "0"]) == 0
     out = capsys.readouterr().out
     assert "2 of 2 configurations finished on desktop + mac" in out and "best: {'lr'" in out
     assert "mac (simulated)" in out or "desktop" in out.split("best:")[1]
+    assert f"results: file://{tmp_path}/search-desktop-mac-" in out
+    assert len(list(tmp_path.glob("search-desktop-mac-*/hetlab-trials.json"))) == 1
+
+
+def test_cli_mac_only():
+    import argparse
+
+    from hetlab.tools.cli_search import _add_search
+    parser = argparse.ArgumentParser()
+    _add_search(parser.add_subparsers())
+    args = parser.parse_args(["search", "--mac-only", "--max-failures", "3", "--storage", "s3://b/runs"])
+    assert (args.roles, args.max_failures, args.storage) == (("mac",), 3, "s3://b/runs")

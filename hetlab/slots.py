@@ -1,0 +1,206 @@
+"""Where the trials of a search run: each machine's own device, k trials at once (notebook 09).
+
+A small model leaves a card mostly idle: one trial at batch 64 launches tiny kernels and the
+card waits for the next. Several trials on one card at once fill it. ``measure_packing`` finds
+that number k for each machine (1, 2, 4 … trials at once, until more stop paying), and
+``slot_shape`` turns it into what each trial asks Ray for: ``{"GPU": 1/k}`` on a machine with a
+GPU, whatever the other machine has; a share of the CPUs on one without. ``SlotSearcher`` is
+the Ray Tune searcher that hands each configuration to a machine with a free slot, the
+fastest first, and keeps the slower machine from taking a last trial that the faster one
+would finish sooner.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ray
+from ray.tune.search import Searcher
+
+from hetlab.cluster import ROLE_SLIVER, role_resource
+from hetlab.errors import HetlabError
+from hetlab.trial import DEFAULT_MODEL, step_rate
+
+
+@dataclass
+class Packing:
+    """How many trials one machine runs at once, and what it measured to choose."""
+
+    role: str
+    k: int
+    device: str                                  # "GPU" or "CPU" (as Ray counts the node)
+    rates: dict = field(default_factory=dict)    # k → samples/s of the k trials together
+    note: str = ""
+
+    def __str__(self) -> str:
+        tried = ", ".join(f"{n} at once {r:,.0f}" for n, r in self.rates.items())
+        return f"{self.role}: {self.k} trial(s) per {self.device}" + (f" ({tried} samples/s)" if tried else "") + (
+            f"; {self.note}" if self.note else "")
+
+
+def node_of(role: str) -> dict:
+    """The live Ray node of ``role``, or a one-line error."""
+    for node in ray.nodes():
+        if node.get("Alive") and node["Resources"].get(role_resource(role), 0) > 0:
+            return node
+    raise HetlabError(f"no live machine has the role {role!r}: join it (hetlab join) or leave it out of roles.")
+
+
+def slot_shape(node: dict, role: str, k: int) -> dict:
+    """What one of ``k`` trials on ``node`` asks Ray for: 1/k of its GPU (and a CPU, or its
+    share of the CPUs), else 1/k of its CPUs; always pinned to ``role``."""
+    cpus, gpus = node["Resources"].get("CPU", 1), node["Resources"].get("GPU", 0)
+    if gpus >= 1:
+        shape = {"GPU": 1 / k, "CPU": min(1.0, cpus / (k * int(gpus)))}
+    else:
+        shape = {"CPU": cpus / k}
+    return {**shape, role_resource(role): ROLE_SLIVER}
+
+
+def slots_of(node: dict, k: int) -> int:
+    """How many trials ``slot_shape(node, role, k)`` fits on ``node`` at once."""
+    gpus = node["Resources"].get("GPU", 0)
+    return k * int(gpus) if gpus >= 1 else k
+
+
+def measure_packing(roles, *, model=DEFAULT_MODEL, slowdowns: dict | None = None, width: int = 16,
+                    batch_size: int = 64, ks=(1, 2, 4), seconds: float = 1.0, gain: float = 1.1) -> dict:
+    """Role → ``Packing``: on each machine in turn, k trials of the course's model train at once
+    for ``seconds`` (k in ``ks``), and the k whose samples/s (all k together) is highest wins,
+    stopping at the first k that adds less than ``gain``. On a CPU machine k is at most its CPUs
+    (k trials share them). A simulated machine keeps k = 1: its sleeps would overlap and
+    overstate what packing gives; a real slower device is busy while it computes."""
+    out = {}
+    for role in roles:
+        node = node_of(role)
+        gpus, cpus = node["Resources"].get("GPU", 0), int(node["Resources"].get("CPU", 1))
+        device = "GPU" if gpus >= 1 else "CPU"
+        if float((slowdowns or {}).get(role, 1)) > 1:
+            out[role] = Packing(role, 1, device, note="simulated: one trial at a time")
+            continue
+        tries = [k for k in ks if device == "GPU" or k <= cpus]
+        out[role] = _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain)
+    return out
+
+
+def _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain) -> Packing:
+    if tries == [1] or not tries:
+        return Packing(role, 1, device, note=f"{cpus} CPU(s): one trial")
+    prober = ray.remote(_Prober).options(num_cpus=0, num_gpus=1 / max(tries) if device == "GPU" else 0,
+                                         resources={role_resource(role): ROLE_SLIVER})
+    actors = [prober.remote() for _ in range(max(tries))]  # started together: one start-up's wait
+    rates: dict = {}
+    best = 1
+    try:
+        ray.get([a.ready.remote() for a in actors], timeout=120)
+        for k in tries:
+            threads = max(1, cpus // k)
+            rates[k] = sum(ray.get([a.rate.remote(model, width, batch_size, seconds, threads)
+                                    for a in actors[:k]], timeout=120))
+            if k > 1 and rates[k] < gain * rates[best]:
+                break
+            best = k if rates[k] >= rates[best] else best
+    finally:
+        for a in actors:
+            ray.kill(a)
+    return Packing(role, best, device, rates)
+
+
+class _Prober:
+    """One trial's stand-in on a machine, for ``measure_packing`` (a Ray actor)."""
+
+    def ready(self) -> bool:
+        return True
+
+    def rate(self, model, width, batch_size, seconds, threads) -> float:
+        return step_rate(model, width, batch_size, seconds, threads)
+
+
+def width_cost(config: dict) -> float:
+    """A configuration's relative cost per sample: the CNN's width (the course's CNN trains
+    about in proportion to it; the batch size matters much less)."""
+    return float(config.get("width", 1))
+
+
+class SlotSearcher(Searcher):
+    """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest
+    machine first. A slower machine takes a trial only if the faster ones would not finish all
+    the configurations left (this one included) before it finished this one: the search does
+    not end waiting for the slow machine's last trial. With ``cost`` (a configuration's relative
+    cost per sample, e.g. its width) the fastest machine takes the costliest configuration left
+    and a slower one the cheapest (the longest-first rule of scheduling); without, they go in
+    order. The faster machines' running trials count as half done. The machines in ``waiting``
+    (the one running this search: if it is lost, so is the search) get one trial waiting beyond
+    their slots, so Ray Tune hands it the process of the trial that ends (no new process per
+    trial); a waiting trial of a machine that is lost could not move to another."""
+
+    def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None, waiting=()):
+        super().__init__(metric="accuracy", mode="max")
+        self.left, self.slots, self.work, self.cost = list(configs), dict(slots), work, cost
+        self.waiting = {r: int(r in waiting) for r in slots}
+        self.rates = {r: float(v) for r, v in rates.items()}        # role → cost units per second per slot
+        self.seen = {r: [0.0, 0.0] for r in slots}                  # role → [cost units, seconds] measured
+        self.running = {r: 0 for r in slots}
+        self.role_of: dict = {}
+        self.config_of: dict = {}
+        self.last: dict = {}                                        # trial → samples at its last result
+
+    def _cost(self, config: dict) -> float:
+        return float(self.cost(config)) if self.cost else 1.0
+
+    def suggest(self, trial_id: str):
+        if not self.left:
+            return Searcher.FINISHED
+        picked = self._pick()
+        if picked is None:
+            return None
+        role, config = picked
+        self.left.remove(config)
+        self.running[role] += 1
+        self.role_of[trial_id], self.config_of[trial_id] = role, config
+        return {"config": config, "role": role}
+
+    def _rate(self, role: str) -> float:
+        units, seconds = self.seen[role]
+        return units / seconds if seconds > 0 and units > 0 else self.rates.get(role, 0.0)
+
+    def _pick(self):
+        by_speed = sorted(self.slots, key=lambda r: -self._rate(r))
+        ordered = sorted(self.left, key=self._cost) if self.cost else self.left
+        for n, role in enumerate(by_speed):
+            mine = self._rate(role)
+            if self.slots[role] == 0 or self.running[role] >= self.slots[role] + self.waiting[role]:
+                continue
+            config = ordered[-1] if n == 0 and self.cost else ordered[0]
+            faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s
+            rounds = self.running[role] // self.slots[role] + 1               # its trials ahead of this one, + 1
+            ahead = sum(self._ahead(r) for r in by_speed[:n])
+            if n == 0 or faster <= 0 or mine <= 0 or (
+                    rounds * self._cost(config) / mine <= (sum(map(self._cost, self.left)) + ahead) / faster):
+                return role, config
+        return None
+
+    def _ahead(self, role: str) -> float:
+        """Cost units ``role`` still has to train: its running trials half done, its waiting one whole."""
+        costs = [self._cost(self.config_of[t]) for t, r in self.role_of.items() if r == role]
+        return sum(costs) - 0.5 * sum(costs) * min(len(costs), self.slots[role]) / max(1, len(costs))
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        role = result.get("role")
+        if role in self.seen and result.get("time_this_iter_s") and trial_id in self.config_of:
+            new = max(0, result["samples"] - self.last.get(trial_id, 0))
+            self.seen[role][0] += new * self._cost(self.config_of[trial_id]) / self.work
+            self.seen[role][1] += result["time_this_iter_s"]
+            self.last[trial_id] = result["samples"]
+
+    def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
+        role = self.role_of.pop(trial_id, None)
+        if role is not None:
+            self.running[role] -= 1
+
+    def moved(self, trial_id: str, lost: str, to: str) -> None:
+        """A trial whose machine was lost runs on ``to`` now; ``lost`` takes no new trial."""
+        self.slots[lost] = 0
+        if self.role_of.get(trial_id) == lost:
+            self.running[lost] -= 1
+            self.running[to] += 1
+            self.role_of[trial_id] = to
