@@ -1,13 +1,7 @@
 """A hyperparameter search across the pair with Ray Tune: independent trials, each on one
-machine's own device, no exchange per step (notebook 09, ``hetlab search``).
-
-``search(space, trials, roles=...)`` samples ``trials`` configurations (learning rate, batch
-size, the CNN's width, optimizer) from ``space`` with ``seed``, and lets Ray Tune run them:
-each trial asks for the GPU where every chosen machine has one (Ray counts the NVIDIA card
-and the Apple GPU alike), else for a whole machine's CPUs, so two trials never share a
-device; with one role they are pinned there by its resource. ASHA stops poor trials early,
-asynchronously. Results (and checkpoints) go to ``storage_path``, checked from every node
-first. Tune's own printing is kept quiet: a progress bar, then ``SearchResult``'s table.
+machine's own device, no exchange per step (notebook 09, ``hetlab search``). Where each trial
+runs and how many share a device: ``hetlab.slots``; storage: ``hetlab.storage``; ASHA stops poor
+trials early, asynchronously; Tune's own printing is kept quiet.
 """
 from __future__ import annotations
 
@@ -121,17 +115,11 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
            storage_filesystem=None, checkpoints: bool | str = "auto", time_budget_s: float | None = None,
            max_failures: int = 1, packing: dict | None = None, early_stopping: bool = True,
            progress: bool = True, name: str | None = None) -> SearchResult:
-    """Run ``trials`` configurations of ``space`` on the machines with ``roles`` and return a
-    ``SearchResult`` (table, best, throughput, timeline).
-
-    ``slowdowns``: role → simulated slowdown (``{w.role: w.slowdown for w in pair.workers}``).
-    ``packing``: role → trials at once on that machine's device (default: measured).
-    ``early_stopping``: ASHA on (False: every trial runs all its epochs, for a fair measure).
-    ``storage_path``: a folder or URI (``s3://…``; or a path in ``storage_filesystem``, a
-    pyarrow filesystem) for results and checkpoints (default: a new temp folder). Checkpoints
-    need it usable from every machine: ``checkpoints=True`` fails in one line if it is not,
-    ``"auto"`` turns them off with a note, ``False`` never writes one. A failed trial (e.g. its
-    machine lost) is retried ``max_failures`` times, from its last checkpoint.
+    """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``; returns a
+    ``SearchResult`` (table, best, throughput, timeline). ``slowdowns``: role → simulated slowdown;
+    ``packing``: role → trials at once (default: measured); ``early_stopping=False``: every trial
+    runs all its epochs. ``storage_path`` / ``storage_filesystem``: ``hetlab.storage``; checkpoints
+    ``True`` / ``"auto"`` / ``False``; a failed trial is retried ``max_failures`` times from its last one.
     """
     space = check_space(SPACE if space is None else space)
     roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles)

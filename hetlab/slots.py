@@ -1,13 +1,7 @@
 """Where the trials of a search run: each machine's own device, k trials at once (notebook 09).
-
-A small model leaves a card mostly idle: one trial at batch 64 launches tiny kernels and the
-card waits for the next. Several trials on one card at once fill it. ``measure_packing`` finds
-that number k for each machine (1, 2, 4 … trials at once, until more stop paying), and
-``slot_shape`` turns it into what each trial asks Ray for: ``{"GPU": 1/k}`` on a machine with a
-GPU, whatever the other machine has; a share of the CPUs on one without. ``SlotSearcher`` is
-the Ray Tune searcher that hands each configuration to a machine with a free slot, the
-fastest first, and keeps the slower machine from taking a last trial that the faster one
-would finish sooner.
+A small model leaves a card mostly idle, so several trials share it: ``measure_packing`` finds k,
+``slot_shape`` asks Ray for ``{"GPU": 1/k}`` (or a share of the CPUs), and ``SlotSearcher`` hands
+each configuration to a machine with a free slot, fastest first.
 """
 from __future__ import annotations
 
@@ -122,16 +116,11 @@ def width_cost(config: dict) -> float:
 
 
 class SlotSearcher(Searcher):
-    """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest
-    machine first. A slower machine takes a trial only if the faster ones would not finish all
-    the configurations left (this one included) before it finished this one: the search does
-    not end waiting for the slow machine's last trial. With ``cost`` (a configuration's relative
-    cost per sample, e.g. its width) the fastest machine takes the costliest configuration left
-    and a slower one the cheapest (the longest-first rule of scheduling); without, they go in
-    order. The faster machines' running trials count as half done. The machines in ``waiting``
-    (the one running this search: if it is lost, so is the search) get one trial waiting beyond
-    their slots, so Ray Tune hands it the process of the trial that ends (no new process per
-    trial); a waiting trial of a machine that is lost could not move to another."""
+    """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest first;
+    a slower machine takes one only if the faster would not finish the rest sooner (their running
+    trials counted half done). With ``cost``, the fastest takes the costliest left (longest first).
+    ``waiting`` machines (the head) get one trial beyond their slots, so Tune reuses the process of
+    the trial that ends; a lost machine's waiting trial could not move, so only the head has one."""
 
     def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None, waiting=()):
         super().__init__(metric="accuracy", mode="max")
