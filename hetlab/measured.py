@@ -39,9 +39,10 @@ ASSUMED_STEP = {"small": {"desktop": (2.2e-3, 0.6e-6), "mac": (4.4e-3, 6.6e-6)},
                 "classic": {"desktop": (2.5e-3, 1.85e-6), "mac": (5.0e-3, 20e-6)}}
 
 # The engine's own cost per exchange (messages, the server's update, the driver), without the
-# link: measured on the practice cluster, 2 CPU cores, 2026-11-26 (benchmarks/pair_vs_alone.py).
+# link: measured on the practice cluster, 2 CPU cores, 2026-11-26: 3.2 to 4.5 ms in five runs of
+# benchmarks/pair_vs_alone.py (docs/reference-figures.md).
 ENGINE_FILE = "engine"
-ENGINE_DEFAULT_S = 6.0e-3
+ENGINE_DEFAULT_S = 4.0e-3
 ENGINE_DEFAULT_WHERE = "measured on the practice cluster (2 CPU cores), not on your pair"
 
 
