@@ -192,10 +192,9 @@ def the_pair(args):
     if not args.card:
         return pair.the_pair(practice_slowdown=args.slowdown)
     from hetlab.practice import PracticeCluster
-    from hetlab.ps import WorkerSpec
+    from hetlab.tools.gpucheck_context import pair_workers   # the GPU check's pair: the card, then the CPU
     cluster = PracticeCluster(("desktop", "mac"), accounted_gpus={"desktop": 1})  # Ray counts the card there
-    workers = [WorkerSpec("desktop", role="desktop", device="cuda"), WorkerSpec("mac", role="mac", device="cpu")]
-    return pair.Pair(workers, None, cluster)
+    return pair.Pair(pair_workers("cuda"), None, cluster)
 
 
 def in_rehearsal(args) -> None:

@@ -16,6 +16,16 @@ from importlib import metadata
 from pathlib import Path
 
 
+def this_machine() -> str:
+    """What tells one machine's processes from another's: the running kernel's boot id on Linux
+    (network namespaces and containers of one box share it, and share its cores), else the host name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return socket.gethostname()
+
+
 def accelerator() -> str:
     """The accelerator torch can use here: CUDA card name, Apple chip (MPS), or "none"."""
     import torch

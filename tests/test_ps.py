@@ -504,12 +504,12 @@ def test_one_machine_is_its_kernel_not_its_host_name():
     import subprocess
     import sys
 
-    from hetlab.ps.worker import this_machine
+    from hetlab.machine import this_machine
     with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
         assert this_machine() == f.read().strip()
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("a host name of its own needs root and unshare (the rehearsal's own tools)")
-    code = "import socket; from hetlab.ps.worker import this_machine; print(socket.gethostname(), this_machine())"
+    code = "import socket; from hetlab.machine import this_machine; print(socket.gethostname(), this_machine())"
     out = subprocess.run(["unshare", "--uts", "sh", "-c", f"hostname other-host && {sys.executable} -c '{code}'"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["other-host", this_machine()]

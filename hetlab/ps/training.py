@@ -253,13 +253,18 @@ class ParameterServerTraining:
         all at once, as they run in the pair (on one machine they then share its cores)."""
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
-        weights = self.server.weights()
-        calls = [(m.spec.name, lambda m=m, b=b: m.actor.standalone.remote(weights, b, steps))
-                 for m, b in zip(self.pool.members, sizes)]
+        weights, members = self.server.weights(), list(zip(self.pool.members, sizes))
+
+        def timed(group):   # start these workers' timings at once, wait for them all
+            return self.pool.answers({m.spec.name: m.actor.standalone.remote(weights, b, steps) for m, b in group},
+                                     "timing it alone")
         if together:
-            got = self.pool.answers({name: call() for name, call in calls}, "timing it alone")
-            return [got[name] for name, _ in calls]
-        return [self.pool.answers({name: call()}, "timing it alone")[name] for name, call in calls]
+            got = timed(members)
+        else:
+            got = {}
+            for pair in members:   # one after another
+                got |= timed([pair])
+        return [got[m.spec.name] for m, _ in members]
 
     def samples_per_s(self, records: list[StepRecord] | None = None) -> float:
         """Cluster samples/s over ``records`` (default: all so far)."""

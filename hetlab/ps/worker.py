@@ -18,6 +18,7 @@ from torch import nn
 from hetlab.data import as_tensors, stream_indices
 from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
 from hetlab.flat import flat_grad, join_pieces, load_flat, split_pieces
+from hetlab.machine import this_machine
 from hetlab.models import make_model
 from hetlab.ps.messages import WorkerReply
 from hetlab.ps.options import Options
@@ -255,16 +256,6 @@ class Worker:
             compute_s = time.perf_counter() - t0
             total += compute_s + self.slow.after(("alone", batch_size), compute_s)
         return batch_size * steps / total
-
-
-def this_machine() -> str:
-    """What tells one machine's processes from another's: the running kernel's boot id on Linux
-    (network namespaces and containers of one box share it, and share its cores), else the host name."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return socket.gethostname()
 
 
 def _fork_rng(device: torch.device):
