@@ -119,8 +119,8 @@ class SlotSearcher(Searcher):
     """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest first;
     a slower machine takes one only if the faster would not finish the rest sooner (their running
     trials counted half done). With ``cost``, the fastest takes the costliest left (longest first).
-    ``waiting`` machines (the head) get one trial beyond their slots, so Tune reuses the process of
-    the trial that ends; a lost machine's waiting trial could not move, so only the head has one."""
+    ``waiting`` machines get one trial beyond their slots, so Tune hands it the process of the trial
+    that ends (a new trial process costs seconds); ``Watcher`` moves it if its machine is lost."""
 
     def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None, waiting=()):
         super().__init__(metric="accuracy", mode="max")
