@@ -58,17 +58,16 @@ def train_loop(config: dict) -> None:
 
 def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
                  seed: int = 0) -> torch.Tensor:
-    """Which samples rank ``rank`` trains at ``step``: its slice of the step's global batch.
+    """Which samples rank ``rank`` trains at ``step``: its share of the step's global batch.
 
-    Every rank reads the same shuffled stream (``hetlab.data.stream_indices``, one
-    permutation per epoch, as the parameter server does): step t is positions
-    [t·B, (t+1)·B) of it and rank r takes its consecutive b_r of them, so together the
-    ranks train each sample once per epoch, whatever the split.
+    Step t is positions [t·B, (t+1)·B) of the shuffled stream (``hetlab.data.stream_indices``), cut
+    by ``hetlab.data.split_spans`` as the parameter server cuts its steps: with the same sizes, rank i
+    and parameter-server worker i train the same samples, and each sample once per epoch.
     """
-    from hetlab.data import stream_indices
+    from hetlab.data import split_spans, stream_indices
 
-    start = step * sum(batch_sizes) + sum(batch_sizes[:rank])
-    return stream_indices(n_samples, seed, [(start, batch_sizes[rank])])
+    total = sum(batch_sizes)
+    return stream_indices(n_samples, seed, split_spans([(step * total, total)], batch_sizes)[rank])
 
 
 def where_am_i(config: dict) -> tuple[int, str]:
