@@ -206,7 +206,9 @@ def fit_step_time(sizes: Sequence[float], seconds: Sequence[float],
 
     A least-squares line through (batch size, seconds per step); where noise decides it (sizes closer
     than ``min_spread`` of the largest, no positive per-sample time, a negative fixed time or one above
-    the quickest step), one point with fixed = 0: the newest (``"last"``) or the largest batch's."""
+    the quickest step), one point with fixed = 0: the newest (``"last"``) or the largest batch's. Not
+    ``steptime.fit`` (a sweep's weighted, clamped line): on auto-tune's few, close, noisy rounds that line
+    settles other splits (tried: tests/test_balance.py fails), where this one falls back to a point."""
     n = len(sizes)
     mean_b, mean_s = sum(sizes) / n, sum(seconds) / n
     spread = sum((b - mean_b) ** 2 for b in sizes)

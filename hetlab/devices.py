@@ -131,9 +131,9 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
     """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data).
 
     Times whole training steps (forward, backward, ``optimizer`` update: Adam, as hetlab
-    trains, unless told otherwise), synchronising the device around the timed region. Before timing, ``warmup=None`` runs one untimed step only when this
-    process has not yet run this model's layers at this batch size on this device
-    (``warm_up``: MPS compiles per shape); an int runs that many untimed steps every time.
+    trains, unless told otherwise), synchronised around the timed run (``timed_steps``). Before timing,
+    ``warmup=None`` runs one untimed step only when this process has not yet run this model's layers
+    at this batch size on this device (MPS compiles per shape); an int: that many untimed steps every time.
     Your own model: ``data=(x, y)`` to take the batch from (default: random MNIST-shaped
     inputs, 10 classes) and ``loss`` (default cross-entropy).
     """
@@ -154,17 +154,38 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
     def step():
         train_step(model, opt, loss, x, y)
 
-    key = shape_key(model, dev, batch_size, optimizer)
+    seconds, _ = timed_steps(step, dev, steps, shape_key(model, dev, batch_size, optimizer), warmup)
+    return batch_size * steps / seconds
+
+
+def timed_steps(step, device: str | torch.device, steps: int, key, warmup: int | None = None,
+                slow=None) -> tuple[float, int]:
+    """Seconds ``steps`` calls of ``step()`` take on ``device``, and how many untimed warm-up steps ran first.
+
+    ``warmup=None``: one, only if ``key`` is new to this process (``warm_up``); an int: that many every time.
+    The one timer of ``throughput`` (notebook 02) and a parameter-server worker timing itself alone
+    (notebook 05): without ``slow`` the steps are one synchronised run; with a ``hetlab.simulate.SlowDevice``
+    each step is timed to its end and followed by the simulated device's wait, which is counted."""
     if warmup is None:
-        warm_up(key, step, dev)
+        warmups = int(warm_up(key, step, device))
     else:
         for _ in range(warmup):
             step()
         if warmup > 0:
             _WARM.add(key)
-    synchronize(dev)
-    t0 = time.perf_counter()
+        warmups = warmup
+    synchronize(device)
+    if slow is None:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        synchronize(device)
+        return time.perf_counter() - t0, warmups
+    total = 0.0
     for _ in range(steps):
+        t0 = time.perf_counter()
         step()
-    synchronize(dev)
-    return batch_size * steps / (time.perf_counter() - t0)
+        synchronize(device)
+        compute_s = time.perf_counter() - t0
+        total += compute_s + slow.after(key, compute_s)
+    return total, warmups

@@ -11,20 +11,20 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import torch
 from torch import nn
 
 from hetlab.errors import HetlabError
-from hetlab.raytrain_config import (RENDEZVOUS_TIMEOUT_S, TRAIN_ENV, check_cluster, loop_config, run_config,
-                                    scaling_config, torch_config, train_env)
+from hetlab.raytrain_config import (RENDEZVOUS_TIMEOUT_S, TRAIN_ENV, LoopConfig, check_cluster, loop_config,
+                                    run_config, scaling_config, torch_config, train_env)
 from hetlab.raytrain_failure import explain_failure
 from hetlab.raytrain_loop import RankReport, rank_indices, train_loop, weights_digest
 
-__all__ = ["RENDEZVOUS_TIMEOUT_S", "TRAIN_ENV", "RankReport", "RayTrainResult", "explain_failure", "rank_indices",
-           "scaling_config", "torch_config", "train_env", "train_loop", "train_mixed", "weights_digest"]
+__all__ = ["RENDEZVOUS_TIMEOUT_S", "TRAIN_ENV", "LoopConfig", "RankReport", "RayTrainResult", "explain_failure",
+           "rank_indices", "scaling_config", "torch_config", "train_env", "train_loop", "train_mixed", "weights_digest"]
 
 
 @dataclass
@@ -95,13 +95,14 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     import ray
     from ray.train.torch import TorchTrainer
 
-    config = loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
-                         test_samples, progress, loss, train_data, test_data)
+    cfg = loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
+                      test_samples, progress, loss, train_data, test_data)
     check_cluster(roles, storage_path)
-    for key in ("train_data", "test_data"):  # your own data goes once into Ray's object store
-        config[key] = ray.put(config[key]) if config[key] is not None else None
-    trainer = TorchTrainer(train_loop, train_loop_config=config, torch_config=torch_config(rendezvous_port, timeout_s),
-                           scaling_config=scaling_config(roles, len(config["slowdowns"])),
+    own = {"train_data": cfg.train_data, "test_data": cfg.test_data}
+    cfg = replace(cfg, **{k: ray.put(v) for k, v in own.items() if v is not None})  # into Ray's object store, once
+    trainer = TorchTrainer(train_loop, train_loop_config={"loop": cfg},  # Ray Train's config is a dict
+                           torch_config=torch_config(rendezvous_port, timeout_s),
+                           scaling_config=scaling_config(roles, len(cfg.slowdowns)),
                            run_config=run_config(storage_path))
     t0 = time.perf_counter()
     try:
@@ -109,4 +110,4 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
             result = trainer.fit()
     except Exception as e:  # Train wraps worker errors; keep their one-line reason
         raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s, roles or ())) from None
-    return RayTrainResult.read(result, time.perf_counter() - t0, steps, model, config["model"])
+    return RayTrainResult.read(result, time.perf_counter() - t0, steps, model, cfg.model)

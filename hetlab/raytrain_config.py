@@ -1,7 +1,8 @@
 """Ray Train's configuration for a Mac and a CUDA desktop (notebook 07): what each default would get
 wrong on an unlike pair, and what hetlab sets instead (the comment at each setting says why).
 
-``loop_config`` checks every argument of ``train_mixed`` in one line each, before anything starts.
+``loop_config`` checks every argument of ``train_mixed`` in one line each, before anything starts,
+and returns the ``LoopConfig`` every rank's loop reads.
 """
 from __future__ import annotations
 
@@ -121,6 +122,32 @@ def run_config(storage_path: str | None):
                      name=f"hetlab-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
+@dataclass(frozen=True)
+class LoopConfig:
+    """What every rank's loop reads: ``train_mixed``'s arguments, checked by ``loop_config`` (notebook 07).
+
+    Ray Train hands its loop one dict (``train_loop_config``); this object travels in it whole, as
+    ``{"loop": LoopConfig(...)}``, so every rank reads the same checked, unchangeable fields by name
+    (``asdict`` and a rebuild on each rank would deep-copy your data and the object-store references)."""
+
+    steps: int
+    global_batch: int                  # B, cut into the ranks' shares b_i
+    ratio: tuple | None                # one weight per rank; None: split by the ranks' measured speeds
+    roles: tuple | None                # rank i's machine role (its node label); None: any node
+    devices: tuple                     # per rank: "auto", "cuda", "mps", "cpu", …, resolved on its machine
+    slowdowns: tuple                   # per rank: 1 = real speed, N = a simulated N× slower device
+    model: object = "small"            # a built-in name or your factory
+    lr: float = 1e-3
+    seed: int = 0
+    progress: bool = True              # rank 0 prints five lines of loss
+    loss: object = None                # None: cross-entropy
+    train_data: object = None          # your (x, y); train_mixed puts them in Ray's object store
+    test_data: object = None
+    train_samples: int | None = None   # a part of MNIST (None: all of it)
+    test_samples: int | None = None
+    label_key: str | None = None       # the node label that names a machine's role
+
+
 def _per_rank(value, n: int, what: str) -> list:
     values = list(value) if isinstance(value, (list, tuple)) else [value] * n
     if len(values) != n:
@@ -129,9 +156,9 @@ def _per_rank(value, n: int, what: str) -> list:
 
 
 def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
-                test_samples, progress, loss, train_data, test_data) -> dict:
+                test_samples, progress, loss, train_data, test_data) -> LoopConfig:
     """``train_mixed``'s arguments checked (one line each, before anything starts) and turned into
-    the dict every rank's loop reads. Your own data stays tensors under ``train_data`` /
+    the ``LoopConfig`` every rank's loop reads. Your own data stays tensors under ``train_data`` /
     ``test_data``: the launch puts them in Ray's object store."""
     from hetlab.balance import check_weights
     from hetlab.cluster import role_label
@@ -162,13 +189,12 @@ def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr
         if len(own[0][1]) < global_batch:
             raise HetlabError(f"{len(own[0][1])} training samples are fewer than one global batch of {global_batch}.")
         check_model_and_loss(factory, loss, *own[0])
-    return {"steps": steps, "global_batch": global_batch, "ratio": ratio_list,
-            "roles": list(roles) if roles else None, "devices": _per_rank(devices, n, "devices"),
-            "slowdowns": slow, "model": factory, "lr": lr, "seed": seed, "progress": progress,
-            "loss": loss if loss is not nn.functional.cross_entropy else None,
-            "train_data": own[0], "test_data": own[1],
-            "train_samples": train_samples, "test_samples": test_samples,
-            "label_key": next(iter(role_label(roles[0]))) if roles else None}
+    return LoopConfig(steps=steps, global_batch=global_batch, ratio=tuple(ratio_list) if ratio_list else None,
+                      roles=tuple(roles) if roles else None, devices=tuple(_per_rank(devices, n, "devices")),
+                      slowdowns=tuple(slow), model=factory, lr=lr, seed=seed, progress=progress,
+                      loss=loss if loss is not nn.functional.cross_entropy else None,
+                      train_data=own[0], test_data=own[1], train_samples=train_samples,
+                      test_samples=test_samples, label_key=next(iter(role_label(roles[0]))) if roles else None)
 
 
 def check_cluster(roles: Sequence[str] | None, storage_path: str | None) -> None:

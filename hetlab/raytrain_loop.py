@@ -26,22 +26,24 @@ from hetlab.devices import resolve, synchronize
 from hetlab.errors import HetlabError
 from hetlab.flat import flat_grad, set_flat_grad
 from hetlab.models import make_model
+from hetlab.raytrain_config import LoopConfig
 from hetlab.simulate import SlowDevice, labelled
 from hetlab.vocab import REHEARSAL_ENV
 
 
 def train_loop(config: dict) -> None:
     """What every rank runs: its own device, its own share of the batch, one weighted all-reduce."""
-    rank, role = where_am_i(config)
-    device = resolve(config["devices"][rank])                 # "auto": cuda, mps or cpu, on this machine
-    x, y, loss_fn = rank_data(config, device)
-    sizes, speed = agree_on_split(config, rank, x, y, loss_fn, device)  # the same b_i on every rank
-    share = sizes[rank] / config["global_batch"]              # b_i / B
-    model = make_model(config["model"], seed=config["seed"]).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=config["lr"])
-    log = RankLog(device, config["slowdowns"][rank], show_progress=config["progress"] and rank == 0)
-    for step in range(config["steps"]):
-        idx = rank_indices(step, sizes, rank, len(y), config["seed"]).to(device)
+    cfg = config["loop"]                                      # the LoopConfig train_mixed checked
+    rank, role = where_am_i(cfg)
+    device = resolve(cfg.devices[rank])                       # "auto": cuda, mps or cpu, on this machine
+    x, y, loss_fn = rank_data(cfg, device)
+    sizes, speed = agree_on_split(cfg, rank, x, y, loss_fn, device)  # the same b_i on every rank
+    share = sizes[rank] / cfg.global_batch                    # b_i / B
+    model = make_model(cfg.model, seed=cfg.seed).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    log = RankLog(device, cfg.slowdowns[rank], show_progress=cfg.progress and rank == 0)
+    for step in range(cfg.steps):
+        idx = rank_indices(step, sizes, rank, len(y), cfg.seed).to(device)
         with log.compute(work=sizes[rank]):                   # a simulated slower device sleeps after it
             opt.zero_grad(set_to_none=False)
             loss = loss_fn(model(x[idx]), y[idx])
@@ -52,66 +54,65 @@ def train_loop(config: dict) -> None:
             set_flat_grad(model, buf[:-1])                    # back onto this rank's device
         with log.compute():
             opt.step()
-        log.loss(buf[-1].item(), config["steps"])             # the global batch's loss, for free
-    report(config, model, rank, role, device, sizes[rank], speed, log)
+        log.loss(buf[-1].item(), cfg.steps)                   # the global batch's loss, for free
+    report(cfg, model, rank, role, device, sizes[rank], speed, log)
 
 
 def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
                  seed: int = 0) -> torch.Tensor:
-    """Which samples rank ``rank`` trains at ``step``: its slice of the step's global batch.
+    """Which samples rank ``rank`` trains at ``step``: its share of the step's global batch.
 
-    Every rank reads the same shuffled stream (``hetlab.data.stream_indices``, one
-    permutation per epoch, as the parameter server does): step t is positions
-    [t·B, (t+1)·B) of it and rank r takes its consecutive b_r of them, so together the
-    ranks train each sample once per epoch, whatever the split.
+    Step t is positions [t·B, (t+1)·B) of the shuffled stream (``hetlab.data.stream_indices``), cut
+    by ``hetlab.data.split_spans`` as the parameter server cuts its steps: with the same sizes, rank i
+    and parameter-server worker i train the same samples, and each sample once per epoch.
     """
-    from hetlab.data import stream_indices
+    from hetlab.data import split_spans, stream_indices
 
-    start = step * sum(batch_sizes) + sum(batch_sizes[:rank])
-    return stream_indices(n_samples, seed, [(start, batch_sizes[rank])])
+    total = sum(batch_sizes)
+    return stream_indices(n_samples, seed, split_spans([(step * total, total)], batch_sizes)[rank])
 
 
-def where_am_i(config: dict) -> tuple[int, str]:
+def where_am_i(cfg: LoopConfig) -> tuple[int, str]:
     """This rank's number and its machine's role (from its node's label), checked against the plan."""
     import ray
     import ray.train
 
     rank = ray.train.get_context().get_world_rank()
     labels = ray.get_runtime_context().get_node_labels()
-    role = labels.get(config["label_key"], f"rank {rank}") if config["label_key"] else f"rank {rank}"
-    if config["roles"] and role != config["roles"][rank]:
-        raise HetlabError(f"rank {rank} landed on node role {role!r}, expected {config['roles'][rank]!r}.")
+    role = labels.get(cfg.label_key, f"rank {rank}") if cfg.label_key else f"rank {rank}"
+    if cfg.roles and role != cfg.roles[rank]:
+        raise HetlabError(f"rank {rank} landed on node role {role!r}, expected {cfg.roles[rank]!r}.")
     return rank, role
 
 
-def rank_data(config: dict, device: torch.device):
+def rank_data(cfg: LoopConfig, device: torch.device):
     """The training set on this rank's device (MNIST, or yours from Ray's object store), and the loss."""
     import ray
 
     from hetlab.data import load_mnist
 
-    if config["train_data"] is not None:
-        x, y = (t.to(device) for t in ray.get(config["train_data"]))
+    if cfg.train_data is not None:
+        x, y = (t.to(device) for t in ray.get(cfg.train_data))
     else:
         train = load_mnist("train")
-        if config["train_samples"]:
-            train = train.subset(config["train_samples"], seed=config["seed"])
+        if cfg.train_samples:
+            train = train.subset(cfg.train_samples, seed=cfg.seed)
         x, y = train.normalized().to(device), train.labels.to(device)
-    return x, y, config["loss"] or nn.functional.cross_entropy
+    return x, y, cfg.loss or nn.functional.cross_entropy
 
 
-def agree_on_split(config: dict, rank: int, x, y, loss_fn, device) -> tuple[list[int], float]:
+def agree_on_split(cfg: LoopConfig, rank: int, x, y, loss_fn, device) -> tuple[list[int], float]:
     """Each rank measures its own samples/s (a simulated slowdown divides it), the ranks swap the
     numbers, and every rank derives the same split of the global batch: (sizes, this rank's speed)."""
     from hetlab.balance import split_batch
     from hetlab.devices import throughput
 
-    world, batch = dist.get_world_size(), config["global_batch"]
-    speed = throughput(make_model(config["model"], seed=config["seed"]), device, batch_size=max(1, batch // world),
-                       steps=5, data=(x, y), loss=loss_fn) / config["slowdowns"][rank]
+    world, batch = dist.get_world_size(), cfg.global_batch
+    speed = throughput(make_model(cfg.model, seed=cfg.seed), device, batch_size=max(1, batch // world),
+                       steps=5, data=(x, y), loss=loss_fn) / cfg.slowdowns[rank]
     speeds = [None] * world
     dist.all_gather_object(speeds, speed)
-    return split_batch(batch, config["ratio"] or speeds, world), speed
+    return split_batch(batch, cfg.ratio or speeds, world), speed
 
 
 @dataclass
@@ -178,7 +179,7 @@ def weights_digest(model: nn.Module) -> str:
     return h.hexdigest()
 
 
-def report(config, model, rank, role, device, batch_size, speed, log: RankLog) -> None:
+def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: RankLog) -> None:
     """Every rank's ``RankReport`` to rank 0, which tests the model and reports metrics and a checkpoint."""
     import ray
     import ray.train
@@ -188,7 +189,7 @@ def report(config, model, rank, role, device, batch_size, speed, log: RankLog) -
     if os.environ.get(REHEARSAL_ENV):
         label += " (rehearsal host)"
     mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), batch_size, speed,
-                      batch_size * config["steps"], log.compute_s, log.simulated_s, log.allreduce_s,
+                      batch_size * cfg.steps, log.compute_s, log.simulated_s, log.allreduce_s,
                       weights_digest(model))
     world = dist.get_world_size()
     reports = [None] * world
@@ -197,7 +198,7 @@ def report(config, model, rank, role, device, batch_size, speed, log: RankLog) -
         ray.train.report({"rank": rank})
         return
     values = sum(p.numel() for p in model.parameters()) + 1  # the all-reduced buffer: gradient and loss
-    metrics = {"ranks": reports, "accuracy": accuracy_on_test(config, model, device), "train_s": train_s,
+    metrics = {"ranks": reports, "accuracy": accuracy_on_test(cfg, model, device), "train_s": train_s,
                "allreduce_bytes_per_step": 4 * values * 2 * (world - 1) // world}
     with tempfile.TemporaryDirectory() as tmp:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(tmp, "model.pt"))
@@ -206,18 +207,18 @@ def report(config, model, rank, role, device, batch_size, speed, log: RankLog) -
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
 
-def accuracy_on_test(config: dict, model: nn.Module, device) -> float:
+def accuracy_on_test(cfg: LoopConfig, model: nn.Module, device) -> float:
     """Accuracy on your test data, else on MNIST's test set; NaN for your own data without a test set."""
     import ray
 
     from hetlab.data import load_mnist
     from hetlab.train import evaluate
 
-    if config["test_data"] is not None:
-        return evaluate(model, ray.get(config["test_data"]), device)
-    if config["train_data"] is not None:
+    if cfg.test_data is not None:
+        return evaluate(model, ray.get(cfg.test_data), device)
+    if cfg.train_data is not None:
         return float("nan")
     test = load_mnist("test")
-    if config["test_samples"]:
-        test = test.subset(config["test_samples"], seed=config["seed"])
+    if cfg.test_samples:
+        test = test.subset(cfg.test_samples, seed=cfg.seed)
     return evaluate(model, test, device)

@@ -55,7 +55,9 @@ def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "f
     """The line ``fixed + b · per_sample`` closest to these step times, in relative error.
 
     Weighted least squares (weights 1/t²): a 2 ms step off by 0.2 ms counts as much as a 2 s step
-    off by 0.2 s. Both parts are kept ≥ 0: a flat sweep gives per_sample 0.
+    off by 0.2 s. Both parts are kept ≥ 0: a flat sweep gives per_sample 0. Not ``balance.fit_step_time``:
+    a sweep's sizes lie far apart and every point counts, where auto-tune's online rounds need a plain
+    line that falls back to one point when noise decides it (its tuned splits are tested as they are).
     """
     b = [float(x) for x in batch_sizes]
     t = [float(x) for x in seconds]

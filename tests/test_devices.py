@@ -11,6 +11,7 @@ from torch import nn
 
 from hetlab import HetlabError, devices
 from hetlab.models import make_model
+from hetlab.simulate import SlowDevice
 
 
 def test_cpu_is_always_there_and_real():
@@ -42,6 +43,17 @@ def test_throughput_warms_up_once_per_new_batch_size():
     assert steps_run(29) == 3   # another batch size is another shape
     assert steps_run(23, warmup=2) == 4  # an explicit count is always run
     assert steps_run(31, warmup=0) == 2 and steps_run(31) == 3  # warmup=0 warms nothing up
+
+
+def test_timed_steps_hands_each_step_to_a_simulated_device():
+    """The one timer of ``throughput`` and of a parameter-server worker alone: the warm-up rule, and
+    with a ``SlowDevice`` every timed step is timed on its own and handed to it (its wait follows)."""
+    ran, slow, key = [], SlowDevice(1.0), ("cpu", "a step no other test times", 1)
+    seconds, warmups = devices.timed_steps(lambda: ran.append(1), "cpu", 3, key, slow=slow)
+    assert (warmups, len(ran), len(slow._recent[key])) == (1, 4, 3)   # 1 untimed, 3 timed, 3 handed over
+    assert devices.timed_steps(lambda: ran.append(1), "cpu", 2, key)[1] == 0 and len(ran) == 6
+    assert devices.timed_steps(lambda: ran.append(1), "cpu", 1, key, warmup=2)[1] == 2 and len(ran) == 9
+    assert math.isfinite(seconds)
 
 
 def test_warm_up_runs_a_step_once_per_key():

@@ -65,6 +65,37 @@ def test_rank_indices_cover_each_global_batch_once():
     assert len(set(first_epoch.tolist())) == len(first_epoch) == 98
 
 
+def test_rank_i_and_parameter_server_worker_i_train_the_same_samples():
+    """One cut of the global batch: the parameter server's step (its stream's next B positions,
+    ``split_spans``, what its worker i reads) and Ray Train's rank i give the same samples, step for
+    step, across an epoch's end (100 samples, 7 a step) and with unequal shares."""
+    from hetlab.data import Stream, split_spans
+    from hetlab.ps import WorkerSpec
+    from hetlab.ps.options import Options
+    from hetlab.ps.worker import Worker
+
+    sizes, data = [5, 2], (torch.zeros(100, 1, 28, 28), torch.arange(100) % 10)
+    workers = [Worker(WorkerSpec(f"w{i}", device="cpu"), data, "small", Options(seed=3)) for i in range(2)]
+    stream = Stream()
+    for step in range(20):
+        shares = split_spans(stream.take(sum(sizes)), sizes)     # the parameter server's sync step
+        for rank, (worker, share) in enumerate(zip(workers, shares)):
+            assert torch.equal(worker._indices(share), rank_indices(step, sizes, rank, 100, seed=3))
+
+
+def test_the_loop_reads_one_frozen_checked_config():
+    """``loop_config`` checks ``train_mixed``'s arguments into one ``LoopConfig``, per-rank values
+    one per rank; no rank can change what the others read."""
+    import dataclasses
+
+    cfg = raytrain_config.loop_config(10, 64, [3, 1], ("desktop", "mac"), "auto", [1, 2], "small", 1e-3, 0,
+                                      None, None, False, None, None, None)
+    assert (cfg.devices, cfg.slowdowns, cfg.ratio) == (("auto", "auto"), (1.0, 2.0), (3.0, 1.0))
+    assert cfg.label_key == "hetlab-role" and cfg.roles == ("desktop", "mac") and cfg.loss is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.steps = 5
+
+
 def test_result_model_is_the_network_that_was_trained(tmp_path):
     """``model()`` rebuilds the network the run trained: model="classic" came back as 'small'
     (load_state_dict failed on every key)."""

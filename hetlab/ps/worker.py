@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from hetlab.data import as_tensors, stream_indices
-from hetlab.devices import describe, resolve, shape_key, synchronize, warm_up
+from hetlab.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key, timed_steps, warm_up
 from hetlab.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.machine import this_machine
 from hetlab.models import make_model
@@ -24,7 +24,7 @@ from hetlab.ps.messages import WorkerReply
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerSpec
 from hetlab.simulate import SlowDevice
-from hetlab.step import train_step
+from hetlab.step import make_optimizer, train_step
 from hetlab.vocab import REHEARSAL_ENV
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -137,11 +137,9 @@ class Worker:
         redone in fp32 rather than sending inf to the server.
         """
         amp_dtype = self.amp_dtype if amp_dtype == "default" else amp_dtype
-        ctx = (torch.autocast(self.device.type, dtype=amp_dtype)
-               if amp_dtype is not None else contextlib.nullcontext())
         for p in self.params:
             p.grad = None
-        with ctx:
+        with _autocast(self.device, amp_dtype):
             loss = self.loss(self.model(xb), yb)
         scale = LOSS_SCALE if amp_dtype == torch.float16 else 1.0
         (loss * scale if scale != 1.0 else loss).backward()   # no extra kernel on a launch-bound card
@@ -221,41 +219,28 @@ class Worker:
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
                    warmup: int | None = None) -> float:
-        """Samples/s of this device training alone (simulated slowdown included), in the
-        precision it trains in (autocast for ``precision="bf16"``/``"fp16"``).
+        """Samples/s of this device training alone, simulated slowdown and precision (autocast) included.
 
-        Full Adam steps on a scratch copy of the model and random samples of the training set:
-        the training state (weights, data position) is left untouched. ``warmup=None``:
-        one untimed step first only if this worker has not yet timed alone at this batch
-        size (``hetlab.devices.warm_up``); an int: that many untimed steps every time.
-        """
+        Full Adam steps on a scratch copy of the model and random samples of the training set, timed by
+        ``hetlab.devices.timed_steps`` (its warm-up rule); the training state is left untouched."""
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(model, weights)
-        opt = torch.optim.Adam(model.parameters(), lr=self.lr)
+        opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=self.lr)
         g = torch.Generator().manual_seed(12345)
 
-        amp = (torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None
-               else contextlib.nullcontext())  # the precision this worker trains in, timed as such
-
         def step():
-            with amp:
+            with _autocast(self.device, self.amp_dtype):  # the precision this worker trains in
                 train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
-            synchronize(self.device)
 
-        if warmup is None:
-            self.warmups += warm_up(shape_key(model, self.device, batch_size, "alone", self.amp_dtype),
-                                    step, self.device)
-        else:
-            for _ in range(warmup):
-                step()
-            self.warmups += warmup
-        total = 0.0
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step()
-            compute_s = time.perf_counter() - t0
-            total += compute_s + self.slow.after(("alone", batch_size), compute_s)
-        return batch_size * steps / total
+        key = shape_key(model, self.device, batch_size, "alone", self.amp_dtype)
+        seconds, warmups = timed_steps(step, self.device, steps, key, warmup, slow=self.slow)
+        self.warmups += warmups
+        return batch_size * steps / seconds
+
+
+def _autocast(device: torch.device, amp_dtype: torch.dtype | None):
+    """Autocast to ``amp_dtype`` on ``device``, or nothing (fp32) when it is None."""
+    return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext()
 
 
 def _fork_rng(device: torch.device):
