@@ -20,6 +20,7 @@ import torch
 from hetlab.cluster import ROLE_LABEL, SIMULATED_LABEL
 from hetlab.data import batches, load_mnist
 from hetlab.devices import best, synchronize
+from hetlab.machine import this_machine
 from hetlab.models import make_model, small_cnn
 from hetlab.simulate import SlowDevice, labelled
 from hetlab.step import train_step
@@ -104,14 +105,15 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
-    node, ray_gpu = _node_id(), bool(ray.get_gpu_ids())
+    node, ray_gpu, computer = _node_id(), bool(ray.get_gpu_ids()), this_machine()
     for epoch, n, s in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
         samples, busy_s = samples + n, busy_s + s
         t0 = time.perf_counter()
         accuracy = evaluate(net, val, dev)
         slow.after("evaluation", time.perf_counter() - t0)  # a slower device evaluates slower too
         metrics = {"accuracy": accuracy, "samples": samples, "busy_s": busy_s, "resumed_from": start,
-                   "machine": machine, "role": role, "device": dev.type, "node_id": node, "ray_gpu": ray_gpu}
+                   "machine": machine, "role": role, "device": dev.type, "node_id": node, "ray_gpu": ray_gpu,
+                   "computer": computer}
         if not checkpoints:
             tune.report(metrics)
             continue

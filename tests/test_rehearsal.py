@@ -150,7 +150,7 @@ def test_a_driver_on_the_mac_is_told_in_one_line(pair):
 # pair ÷ sum (true of two machines) fail here (2026-11-26: "far from the sum"). It runs on the
 # practice cluster in `make test`; its placement across two nodes is tested in tests/test_search.py.
 # To do: have 09 say what to expect when both "machines" share one CPU, and run it here again.
-ON_TWO_MACHINES_ONLY = {"09_where_the_pair_pays.ipynb"}
+ON_TWO_MACHINES_ONLY: set = set()
 
 
 @needs_pair

@@ -16,6 +16,7 @@ import ray
 
 from hetlab import search, slots, trial
 from hetlab.errors import HetlabError
+from hetlab.machine import this_machine
 from hetlab.models import small_cnn
 from hetlab.practice import PracticeCluster
 
@@ -121,6 +122,7 @@ def test_trials_run_on_both_machines_each_labelled_where_it_ran(practice, pair_r
         assert t.ray_gpu == (t.role == "desktop") and t.resumed_from == 0  # the GPU only where there is one
     per = pair_run.per_machine()
     assert per["desktop"]["device_samples_per_s"] > per[MAC]["device_samples_per_s"]   # 4× slower, simulated
+    assert {t.computer for t in pair_run.trials} == {this_machine()} and pair_run.one_computer  # shared cores
     table = str(pair_run)
     assert MAC in table and "trials/hour" in table and table.count("\n") == 2 + 4
     saved = json.load(open(os.path.join(pair_run.folder, "hetlab-trials.json")))
