@@ -10,7 +10,7 @@ import ray  # noqa: E402
 from hetlab.balance import split_batch  # noqa: E402
 from hetlab.cluster import connect  # noqa: E402
 from hetlab.data import load_mnist  # noqa: E402
-from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
+from hetlab.ps import ParameterServerTraining, Resplit, WorkerSpec  # noqa: E402
 from hetlab.widgets import RatioTuner  # noqa: E402
 
 PNG = b"\x89PNG"
@@ -42,6 +42,7 @@ def test_slider_run_auto_and_errors_against_real_training(training):
     tuner.run_button.click()
     assert tuner.error is None
     assert training.step == step_before + 2
+    assert training.events[-1] == Resplit(step_before, (32, 32), (51, 13), "widget")  # the split's one writer
     run = tuner.runs[-1]
     assert [r.batch_size for r in run["records"]] == [51, 13, 51, 13]
     assert run["samples_per_s"] > 0 and 0 < run["efficiency"] <= 1.05
