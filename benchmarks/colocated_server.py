@@ -110,7 +110,7 @@ def main() -> None:
     with the_pair(address="local") as pair:  # the practice cluster (docstring)
         with ParameterServerTraining(pair.workers, train, seed=0, progress=False,
                                      batch_sizes=[384, 128]) as engine:
-            mac = engine.members[1].actor  # the same mac for both designs; they take turns
+            mac = engine.pool.members[1].actor  # the same mac for both designs; they take turns
             host = Host.options(**actor_options(pair.workers[0])).remote(
                 ray.put(train), mac, "small", 0, 1e-3, engine.pool.pieces)
             # the same steps give the same weights (sync: Σ (b_i/B)·g_i, then Adam)

@@ -24,7 +24,7 @@ import time
 from hetlab import balance
 from hetlab.data import load_mnist
 from hetlab.pair import the_pair
-from hetlab.ps import ParameterServerTraining
+from hetlab.ps import ParameterServerTraining, Resplit
 from hetlab.ps.specs import step_budget, wall_s
 
 
@@ -96,7 +96,7 @@ def main() -> None:
             bracket = [statistics.mean(pair) for pair in zip(*alone_each[-2:])]  # before and after
             for name, rate in rates.items():
                 eff_each[name].append(balance.efficiency(rate, bracket))
-        moves = [e for e in training.events if e["event"] == "split_retuned"]
+        moves = [e for e in training.events if isinstance(e, Resplit) and e.why == "follow"]
 
     alone = [statistics.mean(a) for a in zip(*alone_each)]
     rate = {name: training.samples_per_s(recs) for name, recs in runs.items()}
@@ -156,7 +156,7 @@ def main() -> None:
           f"still cap the cluster at {ceiling:.1%} of those speeds")
     followed = step_budget(runs["followed"])
     print(f"  the followed split (retune_every={args.follow_every}, from the tuned one): moved {len(moves)}× "
-          f"({' → '.join(balance.format_ratio(m['to']).split(' ')[0] for m in moves) or 'never'}); its steps:"
+          f"({' → '.join(balance.format_ratio(m.after).split(' ')[0] for m in moves) or 'never'}); its steps:"
           f"\n    {followed}")
     print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),
                       "efficiency_tuned": round(eff["tuned"], 4),

@@ -84,7 +84,7 @@ def run_pair(workers, plan: planner.Plan, data, test, epochs: int, target: float
         run.run(1)   # warm-up (each worker's first step at its size): untimed, but its samples count
         for epoch in range(epochs):   # evaluated at the same sample counts as the desktop alone
             records += run.run(per_pass - (epoch == 0))
-            points.append((run.history.samples_seen, run.evaluate(test)))
+            points.append((run.samples_seen, run.evaluate(test)))
     return {"samples_per_s": samples_per_s(records), "to_target": accuracy_curve(points, target),
             "accuracy": points[-1][1]}
 

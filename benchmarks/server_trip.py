@@ -66,7 +66,7 @@ def actor_steps(training, actor, weights: list, n: int) -> tuple[list, list, lis
         t0 = time.perf_counter()
         shares = split_spans(training.stream.take(sum(sizes)), sizes)
         sent = [m.actor.gradient.options(num_returns=kg + 1).remote(spans, *weights, pieces=kg)
-                for m, spans in zip(training.members, shares)]
+                for m, spans in zip(training.pool.members, shares)]
         replies = ray.get([s[-1] for s in sent], timeout=60)
         *weights, version = actor.apply.options(num_returns=kw + 1).remote(
             combine_coefficients([r.samples for r in replies]), kg, kw, *[p for s in sent for p in s[:-1]])
@@ -107,7 +107,7 @@ def main() -> None:
 
     with the_pair() as pair, ParameterServerTraining(pair.workers, load_mnist("train"), seed=0,
                                                      progress=False) as training:
-        training.set_batch_sizes(balance.split_batch(g, training.standalone_throughput(g // 2, steps=3)))
+        training.resplit(balance.split_batch(g, training.standalone_throughput(g // 2, steps=3)))
         training.run(3)  # warm-up at these sizes
         actor = ServerActor.options(num_cpus=0).remote(training.factory, 0, training.lr, training.mode)
         ray.get(actor.ready.remote(), timeout=60)

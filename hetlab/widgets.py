@@ -131,7 +131,8 @@ class RatioTuner:
     def run(self) -> dict:
         """Run ``steps`` measured steps at the sliders' split; update the plot and labels."""
         sizes = self.batch_sizes()
-        records = self.training.run(self.steps, batch_sizes=sizes, hooks=[])  # a look: no bar, no checkpoint
+        self.training.resplit(sizes, "widget")
+        records = self.training.run(self.steps, hooks=[])  # a look: no bar, no checkpoint
         rates = per_worker_samples_per_s(records, self.names)
         cluster = self.training.samples_per_s(records)
         run = {"batch_sizes": sizes, "records": records, "samples_per_s": cluster,

@@ -8,7 +8,7 @@ import pytest
 from hetlab import HetlabError
 from hetlab.data import load_mnist
 from hetlab.practice import PracticeCluster
-from hetlab.ps import Hook, ParameterServerTraining, WorkerSpec
+from hetlab.ps import Hook, ParameterServerTraining, Resplit, WorkerLost, WorkerSpec
 
 
 @pytest.fixture(scope="module")
@@ -30,19 +30,19 @@ class NodeGoes(Hook):
     def __init__(self, cluster, role: str, step: int, at_rest: bool = False):
         self.cluster, self.role, self.step, self.when_at_rest, self.gone_at = cluster, role, step, at_rest, None
 
-    def after_step(self, training):
-        if not self.when_at_rest and self.gone_at is None and training.step == self.step:
-            self.leave(training)
+    def after_step(self, run):
+        if not self.when_at_rest and self.gone_at is None and run.step == self.step:
+            self.leave(run)
 
-    def wants_rest(self, training):
-        return self.when_at_rest and self.gone_at is None and training.step == self.step
+    def wants_rest(self, run):
+        return self.when_at_rest and self.gone_at is None and run.step == self.step
 
-    def at_rest(self, training):
-        self.leave(training)
+    def at_rest(self, run):
+        self.leave(run)
 
-    def leave(self, training):
+    def leave(self, run):
         self.cluster.remove_node(self.role)
-        self.gone_at = training.step
+        self.gone_at = run.step
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
     specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac", slowdown=2)]
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False,
                                  worker_timeout_s=60) as ps:
-        placed = {info["name"]: info["node_id"] for info in ps.worker_info}
+        placed = {info.name: info.node_id for info in ps.worker_info}
         assert placed == {"desktop": cluster.node_id("desktop"), "mac": cluster.node_id("mac")}
         ps.run(10)
         assert [s.name for s in ps.workers] == ["desktop", "mac"]
@@ -68,14 +68,16 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
         ps.run(70, hooks=[goes])
 
         assert goes.gone_at == 15 and ps.step == 80  # every step finished, with the survivor
-        lost = [e for e in ps.events if e["event"] == "worker_lost"]
-        assert len(lost) == 1 and "mac" in lost[0]["worker"] and "simulated" in lost[0]["worker"]
-        assert lost[0]["step"] == 16 and "went away" in lost[0]["reason"]  # the next step found it gone
+        lost = [e for e in ps.events if isinstance(e, WorkerLost)]
+        assert len(lost) == 1 and "mac" in lost[0].worker and "simulated" in lost[0].worker
+        assert lost[0].step == 16 and "went away" in lost[0].reason  # the next step found it gone
+        assert lost[0].survivors == ("desktop",) and ps.events[ps.events.index(lost[0]) + 1] == Resplit(
+            16, (40,), (64,), "lost")  # the split goes through its one writer, and says why
         assert {r.worker for r in ps.records if r.step <= 15} == {"desktop", "mac"}
         assert [s.name for s in ps.workers] == ["desktop"] and ps.batch_sizes == [64]  # rebalanced
         # the mac's batch of the step it was lost in went back to the stream and was trained next step
         assert ps.stream.pending == [] and ps.stream.cursor == ps.samples_seen
-        after = [r for r in ps.records if r.step > lost[0]["step"] + 1]
+        after = [r for r in ps.records if r.step > lost[0].step + 1]
         assert after and all(r.worker == "desktop" and r.batch_size == 64 for r in after)
         assert "lost worker mac" in capsys.readouterr().out  # the learner is told
         assert ps.evaluate(test) >= 0.85  # and the run still reaches its target
@@ -91,20 +93,20 @@ def test_a_gradient_lost_with_its_node_after_its_worker_answered_drops_that_work
         ps.pool.pieces = {"weights": 1, "gradient": 1}  # as a model too big for pieces inside the calls
         ps.pool.publish(ps.server.weights())
         ps.run(2)
-        gather = ps.pool.gather
+        wait = ps.pool._wait
 
         def answered_then_gone(*args, **kwargs):
-            answers = gather(*args, **kwargs)
+            answers = wait(*args, **kwargs)
             cluster.remove_node("mac")  # both answered; the mac's gradient is still on its node
             return answers
 
-        ps.pool.gather = answered_then_gone  # in step 3 only
+        ps.pool._wait = answered_then_gone  # in step 3 only: between the round's answers and its fetch
         ps.run(1)
-        ps.pool.gather = gather
+        ps.pool._wait = wait
         ps.run(2)
 
-        lost = [e for e in ps.events if e["event"] == "worker_lost"]
-        assert len(lost) == 1 and lost[0]["worker"].startswith("mac") and "lost with its node" in lost[0]["reason"]
+        lost = [e for e in ps.events if isinstance(e, WorkerLost)]
+        assert len(lost) == 1 and lost[0].worker.startswith("mac") and "lost with its node" in lost[0].reason
         step3 = [r for r in ps.records if r.step == 3]
         assert [r.worker for r in step3] == ["desktop"] and step3[0].batch_size == 40  # applied without it
         assert ps.step == 5 and ps.batch_sizes == [64]
@@ -128,8 +130,8 @@ def test_a_node_lost_just_before_a_checkpoint_is_dropped_and_the_run_goes_on(clu
 
         saved = sorted(tmp_path.glob("step-*.pt"))
         at = int(saved[0].stem.split("-")[1])
-        lost = [e for e in ps.events if e["event"] == "worker_lost"]
-        assert len(lost) == 1 and lost[0]["step"] == at and lost[0]["worker"].startswith("mac")
+        lost = [e for e in ps.events if isinstance(e, WorkerLost)]
+        assert len(lost) == 1 and lost[0].step == at and lost[0].worker.startswith("mac")
         assert goes.gone_at == at and ps.step == 7 and ps.batch_sizes == [64]
         assert {r.worker for r in ps.records if r.step > at} == {"desktop"}
         assert "lost worker mac" in capsys.readouterr().out

@@ -1,6 +1,8 @@
 """The parameter server on a real local Ray with real actors and real MNIST (notebooks 05, 08)."""
 import math
 import os
+import pathlib
+import re
 import statistics
 import threading
 
@@ -14,7 +16,7 @@ from hetlab import HetlabError
 from hetlab.checkpoint import load_checkpoint
 from hetlab.data import load_mnist, stream_indices
 from hetlab.models import make_model
-from hetlab.ps import ParameterServerTraining, WorkerSpec
+from hetlab.ps import Hook, ParameterServerTraining, Resplit, RunView, Slowdown, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps.loop import sync_step
 from hetlab.ps.pool import _one_line
@@ -265,7 +267,7 @@ def test_one_sync_step_is_the_hand_computed_weighted_update(data):
     with ParameterServerTraining([WorkerSpec("fast"), WorkerSpec("slow")], train, batch_sizes=sizes, seed=SEED,
                                  optimizer="sgd", lr=lr, progress=False) as ps:
         w0 = ps.server.weights()
-        sync_step(ps.pool, ps.server, ps.stream, ps.history)
+        sync_step(ps.pool, ps.server, ps.stream, ps.log)
         _, _, parts = next(concatenated_batches(train, sizes, 1))
         g = [grad_of(x, y) for x, y in parts]
         by_hand = w0 - lr * (40 / 64 * g[0] + 24 / 64 * g[1])
@@ -423,14 +425,23 @@ def test_a_simulated_throttle_mid_run_is_followed_by_the_split(data):
     specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
     with ParameterServerTraining(specs, data[0], batch_sizes=[40, 24], seed=SEED, progress=False) as ps:
         ps.run(2)
+        ps.run(1, batch_sizes=[40, 24])   # the same split: no change, no event
+        ps.measure([48, 16], steps=1)     # there and back: two events
         ps.set_slowdown("slow", 6)
         assert ps.labels[1].endswith("(simulated 6× slower)") and ps.workers[1].label == "slow (simulated 6× slower)"
         with pytest.raises(HetlabError, match="no worker named 'mac'"):
             ps.set_slowdown("mac", 2)
         ps.run(4, retune_every=2)
-        retuned = [e for e in ps.events if e["event"] == "split_retuned"]
-        assert retuned and retuned[0]["from"] == [40, 24] and retuned[0]["step"] == 4
-        assert ps.batch_sizes[1] < 24 and sum(ps.batch_sizes) == 64
+        resplits = [e for e in ps.events if isinstance(e, Resplit)]
+        assert [(e.why, e.before, e.after) for e in resplits[:2]] == [
+            ("measure", (40, 24), (48, 16)), ("measure", (48, 16), (40, 24))]
+        assert [e.step for e in ps.events[:3]] == [3, 4, 4] and isinstance(ps.events[2], Slowdown)
+        retuned = resplits[2:]
+        assert retuned and all(e.why == "follow" for e in retuned)
+        assert retuned[0].before == (40, 24) and retuned[0].step == 6 and len(retuned[0].samples_per_s) == 2
+        assert list(retuned[-1].after) == ps.batch_sizes and ps.batch_sizes[1] < 24 and sum(ps.batch_sizes) == 64
+        ps.run(0, batch_sizes=[32, 32])
+        assert ps.events[-1] == Resplit(ps.step, retuned[-1].after, (32, 32), "set")
         assert specs[1].slowdown == 2  # the learner's own WorkerSpec is left as it was
 
 
@@ -491,7 +502,7 @@ def test_bad_batch_sizes_on_a_running_training(sync_run):
     with pytest.raises(HetlabError, match="whole number"):
         ps.run(1, batch_sizes=[0, 64])
     with pytest.raises(HetlabError, match="3 batch sizes for 2 workers"):
-        ps.set_batch_sizes([32, 16, 16])
+        ps.resplit([32, 16, 16])
     with pytest.raises(HetlabError, match="steps"):
         ps.run(-1)
     assert ps.step == step and ps.batch_sizes == sizes  # nothing changed
@@ -513,3 +524,44 @@ def test_one_machine_is_its_kernel_not_its_host_name():
     out = subprocess.run(["unshare", "--uts", "sh", "-c", f"hostname other-host && {sys.executable} -c '{code}'"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["other-host", this_machine()]
+
+
+def test_only_the_pool_writes_a_workers_batch_size():
+    """One writer of the split: ``WorkerPool.resplit`` is the only code that assigns a member's
+    ``batch_size`` once the pool exists (so every change leaves a ``Resplit`` event)."""
+    root = pathlib.Path(__file__).resolve().parent.parent / "hetlab"
+    writes = [(p.relative_to(root).as_posix(), line.strip()) for p in sorted(root.rglob("*.py"))
+              for line in p.read_text().splitlines() if re.search(r"\.batch_size\s*=(?!=)", line)]
+    assert writes == [("ps/pool.py", "m.batch_size = b")], writes
+    source = (root / "ps" / "pool.py").read_text()
+    assert source.index("def resplit") < source.index("m.batch_size = b") < source.index("def message_sizes")
+
+
+def test_a_hook_sees_a_read_only_view_and_changes_the_split_only_through_it(sync_run):
+    """A hook gets ``RunView``: assigning to it, or changing its records, fails; ``resplit`` is the
+    one way it changes the run, and leaves an event saying why."""
+    ps = sync_run["ps"]
+    sizes = list(ps.batch_sizes)
+
+    class Peek(Hook):
+        seen, refused = [], []
+
+        def after_step(self, run):
+            self.seen.append((run.step, run.batch_sizes, run.names, len(run.records), run.records[-1].step))
+            for change in (lambda: setattr(run, "batch_sizes", (1, 63)), lambda: setattr(run, "_training", None),
+                           lambda: run.records.append(None), lambda: run.records.__setitem__(0, None)):
+                with pytest.raises((AttributeError, TypeError)) as err:
+                    change()
+                self.refused.append(type(err.value).__name__)
+            run.resplit([33, 31], "peek")
+
+    start, n_records = ps.step, len(ps.records)
+    ps.run(2, hooks=[Peek()])
+    assert Peek.seen[0] == (start + 1, tuple(sizes), ("fast", "slow"), n_records + 2, start + 1)
+    assert Peek.seen[1][1] == (33, 31) and len(Peek.refused) == 8
+    with pytest.raises(AttributeError, match="read-only"):
+        RunView(ps).step = 3
+    assert [e for e in ps.events if isinstance(e, Resplit) and e.why == "peek"] == [
+        Resplit(start + 1, tuple(sizes), (33, 31), "peek")]  # the second look changed nothing
+    ps.resplit(sizes)
+    assert ps.batch_sizes == sizes

@@ -10,7 +10,7 @@ import ray  # noqa: E402
 from hetlab.balance import split_batch  # noqa: E402
 from hetlab.cluster import connect  # noqa: E402
 from hetlab.data import load_mnist  # noqa: E402
-from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
+from hetlab.ps import ParameterServerTraining, Resplit, WorkerSpec  # noqa: E402
 from hetlab.widgets import RatioTuner  # noqa: E402
 
 PNG = b"\x89PNG"
@@ -38,10 +38,11 @@ def test_slider_run_auto_and_errors_against_real_training(training):
     tuner.sliders[0].value = 0.8
     assert tuner.batch_sizes() == [51, 13] and "<b>51</b>" in tuner.split_label.value
 
-    step_before = training.step
+    step_before, split_before = training.step, tuple(training.batch_sizes)
     tuner.run_button.click()
     assert tuner.error is None
     assert training.step == step_before + 2
+    assert training.events[-1] == Resplit(step_before, split_before, (51, 13), "widget")  # the split's one writer
     run = tuner.runs[-1]
     assert [r.batch_size for r in run["records"]] == [51, 13, 51, 13]
     assert run["samples_per_s"] > 0 and 0 < run["efficiency"] <= 1.05

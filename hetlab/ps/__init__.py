@@ -2,12 +2,15 @@
 workers and messages, ``server`` the weights and optimizer, ``worker`` the Ray actor of a device,
 ``messages`` what travels, ``options``, ``hooks``, ``specs`` (arithmetic, no Ray), ``training``
 (``ParameterServerTraining``, what a learner holds) and ``saving`` (checkpoints, ``resume``).
-``from hetlab.ps import ParameterServerTraining, WorkerSpec`` is what notebooks need.
+``from hetlab.ps import ParameterServerTraining, WorkerSpec`` is what notebooks need; the events
+of ``training.events`` (``Resplit``, ``WorkerLost``, …) come from here too.
 """
-from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hook, Progress
+from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hook, Progress, RunView
+from hetlab.ps.messages import AllWorkersLost, Checkpoint, Event, Resplit, Resumed, Slowdown, WorkerLost
 from hetlab.ps.options import Options
 from hetlab.ps.specs import StepRecord, WorkerSpec
 from hetlab.ps.training import ParameterServerTraining
 
-__all__ = ["AutoCheckpoint", "FollowSpeeds", "Hook", "Options", "ParameterServerTraining", "Progress",
-           "StepRecord", "WorkerSpec"]
+__all__ = ["AllWorkersLost", "AutoCheckpoint", "Checkpoint", "Event", "FollowSpeeds", "Hook", "Options",
+           "ParameterServerTraining", "Progress", "Resplit", "Resumed", "RunView", "Slowdown", "StepRecord",
+           "WorkerLost", "WorkerSpec"]

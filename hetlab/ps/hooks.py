@@ -3,11 +3,13 @@
 The loops in ``hetlab.ps.loop`` only train; a ``Hook`` watches and acts between steps, as
 fast.ai's miniai callbacks do: ``Progress`` (a progress bar), ``FollowSpeeds`` (re-split the
 global batch when the machines' speeds change, notebook 06) and ``AutoCheckpoint`` (notebook
-08). ``ParameterServerTraining(progress=..., checkpoint_dir=..., checkpoint_every=...)`` and
+08). A hook sees the run through a read-only ``RunView`` and changes it only by ``view.resplit``.
+``ParameterServerTraining(progress=..., checkpoint_dir=..., checkpoint_every=...)`` and
 ``run(retune_every=N)`` are shorthands that build them; ``run(steps, hooks=[...])`` takes any.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from hetlab import progress_bar
@@ -15,53 +17,102 @@ from hetlab.balance import fit_step_time, follow_split
 from hetlab.checkpoint import CHECKPOINT_GLOB, checkpoint_path
 from hetlab.errors import HetlabError
 from hetlab.ps.options import check_count
+from hetlab.ps.specs import worker_speed
 
 KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in their folder (the newest ones)
 
 
 class Hook:
-    """Override what you need; each method gets the training. After a step, a hook whose
-    ``wants_rest`` is true gets ``at_rest`` once nothing is in flight (async waits for it)."""
+    """Override what you need; each method gets the run's read-only ``RunView``. After a step, a
+    hook whose ``wants_rest`` is true gets ``at_rest`` once nothing is in flight (async waits for it)."""
 
-    def before_run(self, training, steps: int) -> None:
+    def before_run(self, run: "RunView", steps: int) -> None:
         """Before the first step of ``run``; a hook that cannot work in this run raises here."""
 
-    def after_step(self, training) -> None:
+    def after_step(self, run: "RunView") -> None:
         """After every step (async: every update)."""
 
-    def wants_rest(self, training) -> bool:
+    def wants_rest(self, run: "RunView") -> bool:
         return False
 
-    def at_rest(self, training) -> None:
+    def at_rest(self, run: "RunView") -> None:
         """Nothing is in flight: the server's state and the data cursor tell the same story."""
 
-    def after_run(self, training) -> None:
+    def after_run(self, run: "RunView") -> None:
         """After the last step, or when the run stopped with an error."""
 
 
+class ReadOnly(Sequence):
+    """A list a hook may read but not change (no copy: the run's records grow under it)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list):
+        self._items = items
+
+    def __getitem__(self, i):
+        return self._items[i]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class RunView:
+    """What a hook sees of a run: its records, step, mode, workers, batch sizes and events, read-only.
+    It changes the run only through ``resplit`` (the split) and ``save_checkpoint``."""
+
+    __slots__ = ("_training",)
+
+    def __init__(self, training):
+        object.__setattr__(self, "_training", training)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a hook's view of the run is read-only (setting {name!r}): "
+                             f"change the split with resplit(sizes, why)")
+
+    records = property(lambda self: ReadOnly(self._training.records), doc="One StepRecord per worker and step.")
+    events = property(lambda self: ReadOnly(self._training.events), doc="Resplits, lost workers, ...")
+    step = property(lambda self: self._training.step)
+    mode = property(lambda self: self._training.mode)
+    batch_sizes = property(lambda self: tuple(self._training.batch_sizes))
+    names = property(lambda self: tuple(s.name for s in self._training.workers), doc="The live workers.")
+    labels = property(lambda self: tuple(self._training.labels))
+    slowdowns = property(lambda self: tuple(s.slowdown for s in self._training.workers))
+
+    def resplit(self, sizes, why: str, **seen):
+        """Split the global batch anew (a ``Resplit`` event); the new sizes' first step is not timed."""
+        event = self._training.resplit(sizes, why, **seen)
+        if event is not None:
+            self._training.pool.warm_up()  # MPS compiles per shape
+        return event
+
+    def save_checkpoint(self, path):
+        return self._training.save_checkpoint(path)
+
+
 class Hooks:
-    """One run's hooks, in order, bound to its training: what the loops call."""
+    """One run's hooks, in order, with the view of the run they get: what the loops call."""
 
     def __init__(self, hooks, training):
-        self.hooks, self.training, self.waiting = list(hooks), training, []
+        self.hooks, self.view, self.waiting = list(hooks), RunView(training), []
 
     def before_run(self, steps: int) -> None:
         for hook in self.hooks:
-            hook.before_run(self.training, steps)
+            hook.before_run(self.view, steps)
 
     def after_step(self) -> None:
         for hook in self.hooks:
-            hook.after_step(self.training)
-        self.waiting += [h for h in self.hooks if h not in self.waiting and h.wants_rest(self.training)]
+            hook.after_step(self.view)
+        self.waiting += [h for h in self.hooks if h not in self.waiting and h.wants_rest(self.view)]
 
     def at_rest(self) -> None:
         waiting, self.waiting = self.waiting, []
         for hook in waiting:
-            hook.at_rest(self.training)
+            hook.at_rest(self.view)
 
     def after_run(self) -> None:
         for hook in self.hooks:
-            hook.after_run(self.training)
+            hook.after_run(self.view)
 
 
 class Progress(Hook):
@@ -70,18 +121,18 @@ class Progress(Hook):
     def __init__(self):
         self.bar = None
 
-    def before_run(self, training, steps):
-        self.bar = progress_bar(steps, f"{training.mode}, {len(training.workers)} workers")
+    def before_run(self, run, steps):
+        self.bar = progress_bar(steps, f"{run.mode}, {len(run.names)} workers")
 
-    def after_step(self, training):
-        last = training.records[-1]
+    def after_step(self, run):
+        last = run.records[-1]
         self.bar.update(1)
-        if training.mode == "async":
+        if run.mode == "async":
             self.bar.set_postfix(loss=f"{last.loss:.3f}", staleness=last.staleness, refresh=False)
         else:
             self.bar.set_postfix(loss=f"{last.loss:.3f}", refresh=False)
 
-    def after_run(self, training):
+    def after_run(self, run):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
@@ -95,11 +146,11 @@ class AutoCheckpoint(Hook):
     def __init__(self, folder, every: int, keep: int = KEEP_CHECKPOINTS):
         self.folder, self.every, self.keep = Path(folder), check_count("checkpoint_every", every, 1), keep
 
-    def wants_rest(self, training):
-        return training.step % self.every == 0
+    def wants_rest(self, run):
+        return run.step % self.every == 0
 
-    def at_rest(self, training):
-        training.save_checkpoint(checkpoint_path(self.folder, training.step))
+    def at_rest(self, run):
+        run.save_checkpoint(checkpoint_path(self.folder, run.step))
         for old in sorted(self.folder.glob(CHECKPOINT_GLOB))[:-self.keep]:
             old.unlink(missing_ok=True)
 
@@ -108,46 +159,40 @@ class FollowSpeeds(Hook):
     """Every ``every`` steps, re-split the global batch for the speeds measured in those steps
     when that gains more than 5 % of predicted efficiency (``balance.follow_split``; notebook 06).
 
-    Each worker's step takes about fixed + batch / speed seconds on its device (compute +
-    simulated), plus its communication. The last two looks at different sizes give both terms
-    (``balance.fit_step_time``: a line through two points); with one size only, fixed = 0. The
-    fixed part matters: a smaller share does not shrink a step's fixed cost, and ignoring it
-    would move the split further at every look.
+    A worker's step takes about fixed + batch / speed s on its device, plus its messages. Its last
+    two looks at different sizes give both terms (``balance.fit_step_time``); with one, fixed = 0.
+    Ignoring the fixed part would move the split further at every look. A hook keeps its looks.
     """
 
     def __init__(self, every: int):
         self.every, self.steps, self.window = check_count("retune_every", every, 1), 0, 0
+        self.looks: dict = {}   # worker → (its slowdown, batch per step, busy s per step) at its last look
 
-    def before_run(self, training, steps):
-        if training.mode == "async":
+    def before_run(self, run, steps):
+        if run.mode == "async":
             raise HetlabError("retune_every is for mode 'sync' or 'local_sgd': in async mode nobody "
                               "waits for a straggler, so there is no split to follow.")
-        self.steps, self.window = 0, len(training.records)
+        self.steps, self.window = 0, len(run.records)
 
-    def after_step(self, training):
+    def after_step(self, run):
         self.steps += 1
         if self.steps % self.every == 0:
-            self.follow(training, training.records[self.window:])
-            self.window = len(training.records)
+            self.follow(run, run.records[self.window:])
+            self.window = len(run.records)
 
-    @staticmethod
-    def follow(training, records) -> None:
-        """Re-split for the speeds in ``records`` if that gains enough; an event says so."""
+    def follow(self, run, records) -> None:
+        """Re-split for the speeds in ``records`` if that gains enough (a ``Resplit`` says so). A
+        look from before the worker's simulated slowdown changed is out of date: dropped."""
         speeds, overheads = [], []
-        for m in training.pool.members:
-            mine = [r for r in records if r.worker == m.spec.name]
-            if not mine:
+        for name, slowdown in zip(run.names, run.slowdowns):
+            seen = worker_speed(r for r in records if r.worker == name)
+            if seen.device <= 0:
                 return  # a worker has no record here (one was just lost): look again next time
-            n = sum(r.batch_size for r in mine) / len(mine)  # per step (local SGD: per inner step)
-            busy = sum((r.compute_s + r.simulated_s) * r.batch_size / r.samples for r in mine) / len(mine)
-            looks = [m.look, (n, busy)] if m.look else [(n, busy)]
-            speed, fixed = fit_step_time(*zip(*looks), min_spread=0.0)
-            m.look = (n, busy)
+            look, last = (seen.batch, seen.batch / seen.device), self.looks.get(name)
+            points = [last[1:], look] if last and last[0] == slowdown else [look]
+            speed, fixed = fit_step_time(*zip(*points), min_spread=0.0)
+            self.looks[name] = (slowdown, *look)
             speeds.append(speed)
-            overheads.append(fixed + sum(r.comm_s for r in mine) / len(mine))
-        sizes = follow_split(training.batch_sizes, speeds, overheads)
-        if sizes != training.batch_sizes:
-            training.events.append({"event": "split_retuned", "step": training.step, "from": list(training.batch_sizes),
-                                    "to": sizes, "samples_per_s": speeds, "fixed_s": overheads})
-            training.batch_sizes = sizes
-            training.pool.warm_up()  # the new sizes' first step is not timed (MPS compiles per shape)
+            overheads.append(fixed + seen.comm_s)
+        sizes = follow_split(list(run.batch_sizes), speeds, overheads)
+        run.resplit(sizes, "follow", samples_per_s=tuple(speeds), fixed_s=tuple(overheads))

@@ -1,10 +1,10 @@
 """What travels in a parameter-server run, and what the driver keeps of it (notebook 05).
 
 * ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta);
-* ``InFlight``: one message on its way, as the driver remembers it;
-* ``Answer`` / ``Lost``: a message that came back, or a worker that did not;
-* ``Update``: what the server did with the gradients;
-* ``History``: the step count, the ``StepRecord``s and the events of a run.
+* ``InFlight`` a message on its way; ``Answer`` / ``Lost`` one that came back, or a worker that did not;
+* ``Round``: what one wait for answers brought; ``Update``: what the server did with the gradients;
+* events (``Resplit``, ``WorkerLost``, ``Slowdown``, ``Checkpoint`` …): what happened, at a step;
+* ``RunLog``: the step count, the ``StepRecord``s and the events of a run.
 """
 from __future__ import annotations
 
@@ -61,6 +61,17 @@ class Lost:
     spans: list = field(default_factory=list)  # the positions it was given, to hand out again
 
 
+@dataclass(frozen=True, eq=False)
+class Round:
+    """What one wait for answers brought: their gradients (in order), the answers kept, the
+    workers lost (deadline, node gone, result lost with its node) and when the wait ended."""
+
+    grads: list
+    answers: list[Answer]
+    lost: list[Lost]
+    gathered_at: float    # perf_counter when the answers were in: the update's time starts here
+
+
 @dataclass(frozen=True)
 class Update:
     """One step of the server: the new weights, its version and its own time."""
@@ -70,28 +81,84 @@ class Update:
     server_s: float       # combining the gradients + the optimizer step
 
 
+@dataclass(frozen=True)
+class Event:
+    """Something that happened to a run, at server step ``step`` (``training.events``)."""
+
+    step: int
+
+
+@dataclass(frozen=True)
+class Resplit(Event):
+    """The global batch was split anew, ``before`` → ``after``; ``why``: "set" (``run(batch_sizes=)``,
+    ``resplit``), "measure", "follow" (``FollowSpeeds``, with the speeds it saw) or "lost"."""
+
+    before: tuple
+    after: tuple
+    why: str
+    samples_per_s: tuple = ()   # follow: each device's fitted samples/s
+    fixed_s: tuple = ()         # follow: each worker's fixed seconds per step (messages included)
+
+
+@dataclass(frozen=True)
+class WorkerLost(Event):
+    """A worker did not answer and was dropped; ``survivors`` train on."""
+
+    worker: str
+    reason: str
+    survivors: tuple
+    time: float               # time.time() when the driver noticed
+
+
+@dataclass(frozen=True)
+class AllWorkersLost(Event):
+    """Nobody was left to train: the run stopped."""
+
+
+@dataclass(frozen=True)
+class Slowdown(Event):
+    """Worker ``worker`` (its label) became a simulated ``slowdown``× slower device."""
+
+    worker: str
+    slowdown: float
+
+
+@dataclass(frozen=True)
+class Checkpoint(Event):
+    """A checkpoint was written to ``path``."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class Resumed(Event):
+    """This run continues the checkpoint at ``path``."""
+
+    path: str
+
+
 @dataclass
-class History:
-    """A run's step count, records and events; the loops add to it (``keep_*``)."""
+class RunLog:
+    """A parameter-server run's step count, records and events; the loops add to it (``keep_*``)."""
 
     step: int = 0
     samples_seen: int = 0
     records: list[StepRecord] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
-    def keep_round(self, answers: list[Answer], update: Update, since: float, update_s: float) -> None:
+    def keep_round(self, got: Round, update: Update, since: float) -> None:
         """The records of one synchronous step (or local-SGD round) begun at ``since``: each
         worker's round trip from then, and its wait for the last answer of the step."""
-        end, last = time.perf_counter(), max(a.arrived_at for a in answers)
-        for a in answers:
-            self._keep(a, update, update_s, a.arrived_at - since, last - a.arrived_at, 0, end - since)
+        end, last = time.perf_counter(), max(a.arrived_at for a in got.answers)
+        for a in got.answers:
+            self._keep(a, update, end - got.gathered_at, a.arrived_at - since, last - a.arrived_at, 0, end - since)
         self.step += 1
 
-    def keep_update(self, answer: Answer, update: Update, since: float, update_s: float) -> float:
+    def keep_update(self, answer: Answer, update: Update, since: float, gathered_at: float) -> float:
         """The record of one asynchronous update (the step since the update before, at ``since``);
         returns when it ended."""
         end, message = time.perf_counter(), answer.message
-        self._keep(answer, update, update_s, answer.arrived_at - message.sent_at, message.held_s,
+        self._keep(answer, update, end - gathered_at, answer.arrived_at - message.sent_at, message.held_s,
                    self.step - message.read, end - since)
         self.step += 1
         return end

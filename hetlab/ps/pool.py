@@ -1,8 +1,9 @@
 """The workers of a parameter-server run and the messages to them (notebook 05).
 
 A ``WorkerPool`` holds one ``Member`` per live worker and, for ``hetlab.ps.loop``, can ``submit`` a
-message (stream positions + weights), ``gather`` answers within a deadline (never an unbounded
-``ray.get``), ``fetch`` gradients, ``drop`` a lost worker and ``publish`` new weights (``flat.pieces_for``).
+message (stream positions + weights), wait a ``round`` of answers and their gradients within a deadline
+(never an unbounded ``ray.get``), ``drop`` a lost worker, ``publish`` new weights (``flat.pieces_for``)
+and ``resplit`` the global batch: the one writer of the split, which logs a ``Resplit`` event.
 """
 from __future__ import annotations
 
@@ -16,32 +17,43 @@ import torch
 from hetlab.balance import split_batch
 from hetlab.errors import HetlabError
 from hetlab.flat import join_pieces, pieces_for, split_pieces
-from hetlab.ps.messages import Answer, History, InFlight, Lost, WorkerReply
+from hetlab.data import Stream
+from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, WorkerLost,
+                                WorkerReply)
 from hetlab.ps.options import Options
-from hetlab.ps.specs import WorkerSpec, check_batch_sizes
+from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes
 from hetlab.simulate import labelled
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
 
 
 @dataclasses.dataclass
 class Member:
-    """One worker of a running training: what it is, its share of the work, its actor, what it
-    reported when it started, and what the driver remembers of it."""
+    """One worker of a running training: what it is, its share of the work (``batch_size``: only
+    ``WorkerPool.resplit`` changes it), its actor, what it reported when it started."""
 
     spec: WorkerSpec
     batch_size: int
     local_steps: int                 # H: local SGD's steps per round (other modes: unused)
     actor: object = None             # its Worker actor, once started
-    info: dict = dataclasses.field(default_factory=dict)       # Worker.info(): host, device, ...
+    info: WorkerInfo | None = None   # Worker.info(): host, device, precision, ...
     warm_sizes: set = dataclasses.field(default_factory=set)   # batch sizes it has warmed up
-    look: tuple | None = None        # the split that follows: (samples per step, busy s) at its last look
+
+
+@dataclasses.dataclass(frozen=True)
+class Waited:
+    """What ``WorkerPool._wait`` saw: {ref: result}, {ref: when it arrived}, [(key, why it was lost)]."""
+
+    results: dict
+    arrived: dict
+    lost: list
 
 
 class WorkerPool:
-    """The live workers: submit, gather with a deadline, fetch, drop the lost and rebalance."""
+    """The live workers: submit, a round of answers within a deadline, drop the lost, resplit.
+    ``log``: the run's ``RunLog``, where its events go."""
 
-    def __init__(self, members: list[Member], options: Options, n_params: int, timeout_s: float):
-        self.members, self.timeout_s = members, timeout_s
+    def __init__(self, members: list[Member], options: Options, n_params: int, timeout_s: float, log: RunLog):
+        self.members, self.timeout_s, self.log = members, timeout_s, log
         self.local_sgd = options.mode == "local_sgd"   # its messages are rounds of H steps
         self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * n_params       # one message down
         self.gradient_bytes = BYTES_PER_VALUE[options.transfer] * n_params  # one message up
@@ -59,10 +71,17 @@ class WorkerPool:
     def batch_sizes(self) -> list[int]:
         return [m.batch_size for m in self.members]
 
-    @batch_sizes.setter
-    def batch_sizes(self, sizes: list[int]) -> None:
-        for m, b in zip(self.members, check_batch_sizes(sizes, len(self.members))):
+    def resplit(self, sizes: list[int], why: str, **seen) -> Resplit | None:
+        """Give each live worker its batch size: the one writer of the split once started. A change
+        is logged as a ``Resplit`` event (``seen``: what ``FollowSpeeds`` saw) and returned."""
+        sizes, before = check_batch_sizes(sizes, len(self.members)), self.batch_sizes
+        if sizes == before:
+            return None
+        for m, b in zip(self.members, sizes):
             m.batch_size = b
+        event = Resplit(self.log.step, tuple(before), tuple(sizes), why, **seen)
+        self.log.events.append(event)
+        return event
 
     def message_sizes(self) -> list[int]:
         """The samples of each worker's next message: b_i, or H_i · b_i in local SGD."""
@@ -91,16 +110,14 @@ class WorkerPool:
             refs = m.actor.gradient.options(num_returns=k + 1).remote(spans, *self.weights, pieces=k)
         return InFlight(name, m.batch_size, refs[:-1], refs[-1], read, spans, time.perf_counter(), held_s)
 
-    def gather(self, messages: list[InFlight], deadline: float, first: bool = False):
-        """The answers to ``messages`` that come by ``deadline`` (``first``: return once one has
-        come or gone), and the workers lost: ([Answer], [Lost])."""
-        replies, arrived, lost = self._wait({m.reply: m for m in messages}, deadline, first)
-        return ([Answer(m, WorkerReply(*replies[m.reply]), arrived[m.reply]) for m in messages if m.reply in replies],
-                [Lost(m.worker, why, m.spans) for m, why in lost])
-
-    def fetch(self, answers: list[Answer], lost: list[Lost]):
-        """The gradients of ``answers`` (one get, one deadline): ([flat gradient], the answers
-        kept, ``lost`` + a worker whose gradient was lost with its node after it answered)."""
+    def round(self, messages: list[InFlight], deadline: float, first: bool = False) -> Round:
+        """Wait for the answers to ``messages`` until ``deadline`` (``first``: until one has come or
+        gone), then fetch their gradients in one get: a ``Round`` (a worker whose gradient was
+        lost with its node after it answered is among its ``lost``)."""
+        waited = self._wait({m.reply: m for m in messages}, deadline, first)
+        answers = [Answer(m, WorkerReply(*waited.results[m.reply]), waited.arrived[m.reply])
+                   for m in messages if m.reply in waited.results]
+        lost, gathered_at = [Lost(m.worker, why, m.spans) for m, why in waited.lost], time.perf_counter()
         while answers:
             try:
                 got = iter(ray.get([r for a in answers for r in a.message.grad], timeout=self.timeout_s))
@@ -115,8 +132,8 @@ class WorkerPool:
                 answers = [a for a, fine in zip(answers, ok) if fine]
                 continue
             self.bytes_up += len(grads) * self.gradient_bytes
-            return grads, answers, lost
-        return [], [], lost
+            return Round(grads, answers, lost, gathered_at)
+        return Round([], [], lost, gathered_at)
 
     def publish(self, weights: torch.Tensor) -> None:
         """Make ``weights`` what the next messages carry: in pieces inside the calls, or put
@@ -124,36 +141,39 @@ class WorkerPool:
         pieces = split_pieces(weights, self.pieces["weights"])
         self.weights = [ray.put(p) if isinstance(p, torch.Tensor) else p for p in pieces]
 
-    def drop(self, lost: list[Lost], history: History) -> None:
-        """Drop the lost workers, rebalance the global batch over the rest, tell the learner
-        (a printed line and an event); nobody left is a HetlabError."""
+    def drop(self, lost: list[Lost], stream: Stream) -> None:
+        """Drop the lost workers, give their positions back to ``stream`` (trained next step),
+        resplit the global batch over the rest, tell the learner (a line and events); nobody
+        left is a HetlabError."""
         if not lost:
             return
-        why = {g.worker: g.why for g in lost}
+        for gone in lost:
+            stream.give_back(gone.spans)
+        why, step = {g.worker: g.why for g in lost}, self.log.step
         labels, global_batch = dict(zip(self.names, self.labels)), sum(self.batch_sizes)
         for name in why:
             _kill(self.member(name).actor)
         keep = [m for m in self.members if m.spec.name not in why]
         if not keep:
-            history.events.append({"event": "all_workers_lost", "step": history.step})
-            raise HetlabError(f"every worker was lost at step {history.step} ({'; '.join(why.values())}): "
+            self.log.events.append(AllWorkersLost(step))
+            raise HetlabError(f"every worker was lost at step {step} ({'; '.join(why.values())}): "
                               f"reconnect the machines and resume from the last checkpoint.")
-        sizes = split_batch(max(global_batch, len(keep)), [m.batch_size for m in keep])
         self.members = keep              # each survivor keeps its actor, H, warm sizes ...
-        self.batch_sizes = sizes
-        for name in sorted(why, key=list(labels).index):
-            history.events.append({"event": "worker_lost", "step": history.step, "time": time.time(),
-                                   "worker": labels[name], "reason": why[name],
-                                   "survivors": self.names, "batch_sizes": list(sizes)})
-            print(f"⚠ lost worker {labels[name]} at step {history.step} ({why[name]}); training goes on with "
+        gone = sorted(why, key=list(labels).index)
+        self.log.events += [WorkerLost(step, labels[n], why[n], tuple(self.names), time.time()) for n in gone]
+        sizes = split_batch(max(global_batch, len(keep)), [m.batch_size for m in keep])
+        self.resplit(sizes, "lost")
+        for name in gone:
+            print(f"⚠ lost worker {labels[name]} at step {step} ({why[name]}); training goes on with "
                   f"{', '.join(self.labels)}; batch sizes rebalanced to {sizes} (global batch {sum(sizes)}).")
 
     # --- calls that are not steps ---------------------------------------------------------
     def collect(self, refs: dict):
         """{name: answer} of calls to the workers named in ``refs`` ({name: a call's ref}) within
         the deadline, and the workers lost meanwhile: ({name: answer}, [Lost])."""
-        got, _, lost = self._wait({ref: name for name, ref in refs.items()}, time.perf_counter() + self.timeout_s)
-        return {name: got[ref] for name, ref in refs.items() if ref in got}, [Lost(n, why) for n, why in lost]
+        waited = self._wait({ref: name for name, ref in refs.items()}, time.perf_counter() + self.timeout_s)
+        return ({name: waited.results[ref] for name, ref in refs.items() if ref in waited.results},
+                [Lost(n, why) for n, why in waited.lost])
 
     def answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
         """``collect``, where a worker that went away is one line, not Ray's traceback."""
@@ -188,9 +208,9 @@ class WorkerPool:
             _kill(m.actor)
             m.actor = None
 
-    def _wait(self, pending: dict, deadline: float, first: bool = False):
-        """Wait for the refs in ``pending`` ({ref: key}) until ``deadline``: ({ref: result},
-        {ref: when it arrived}, [(key, why it was lost)])."""
+    def _wait(self, pending: dict, deadline: float, first: bool = False) -> Waited:
+        """Wait for the refs in ``pending`` ({ref: key}) until ``deadline`` (``first``: until one
+        has come or gone): what came, when, and who was lost."""
         pending, results, arrived, lost = dict(pending), {}, {}, []
         while pending and not (first and (results or lost)):
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.perf_counter()))
@@ -207,18 +227,18 @@ class WorkerPool:
                 except ray.exceptions.RayTaskError as e:
                     who = key.worker if isinstance(key, InFlight) else key
                     raise HetlabError(f"worker {self.member(who).spec.label} failed: {_one_line(e)}") from None
-        return results, arrived, lost
+        return Waited(results, arrived, lost)
 
 
 def _label(m: Member) -> str:
     """name · device precision, and what differs from what was asked (simulated, rehearsal, …)."""
     spec, info = m.spec, m.info
-    prec = info["precision"]
+    prec = info.precision
     if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
-        prec += f" ({spec.precision} off on {info['device'].split(':')[0]})"
-    where = f" (rehearsal host {info['rehearsal']})" if info.get("rehearsal") else ""
-    note = f" ({info['device_note']})" if info.get("device_note") else ""  # cuda:N, see worker
-    return labelled(f"{spec.name} · {info['device']}{note} {prec}", spec.slowdown) + where
+        prec += f" ({spec.precision} off on {info.device.split(':')[0]})"
+    where = f" (rehearsal host {info.rehearsal})" if info.rehearsal else ""
+    note = f" ({info.device_note})" if info.device_note else ""  # cuda:N, see worker
+    return labelled(f"{spec.name} · {info.device}{note} {prec}", spec.slowdown) + where
 
 
 def _kill(actor) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from hetlab.checkpoint import FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
 from hetlab.data import Stream, n_samples
 from hetlab.errors import HetlabError
+from hetlab.ps.messages import Checkpoint, Resumed
 
 
 def save(training, path=None) -> Path:
@@ -23,16 +24,16 @@ def save(training, path=None) -> Path:
         if not training.checkpoint_dir:
             raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
         path = checkpoint_path(training.checkpoint_dir, training.step)
-    pool, history = training.pool, training.history
+    pool, log = training.pool, training.log
     local, lost = pool.collect({m.spec.name: m.actor.local_state.remote() for m in pool.members})
-    pool.drop(lost, history)
+    pool.drop(lost, training.stream)
     state = {"format": FORMAT, "model": training.model_name, "signature": param_signature(training.factory),
-             "options": training.options.saved(), "step": history.step, "samples_seen": history.samples_seen,
+             "options": training.options.saved(), "step": log.step, "samples_seen": log.samples_seen,
              "server": training.server.state(), "workers": [{"name": n, **local[n]} for n in pool.names],
              "batch_sizes": list(pool.batch_sizes), "stream": training.stream.state(),
              "data_len": training.data_len, "bytes_to_workers": pool.bytes_down, "bytes_to_server": pool.bytes_up}
     path = save_checkpoint(state, path)
-    history.events.append({"event": "checkpoint", "step": history.step, "path": str(path)})
+    log.events.append(Checkpoint(log.step, str(path)))
     return path
 
 
@@ -59,13 +60,13 @@ def resume(cls, path, workers: list, train_data, **overrides):
         run.pool.answers({m.spec.name: m.actor.load_local_state.remote(w) for m, w in zip(run.pool.members, saved)},
                          "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
         run.stream = Stream.from_state(ckpt["stream"])
-        run.history.step, run.history.samples_seen = ckpt["step"], ckpt["samples_seen"]
+        run.log.step, run.log.samples_seen = ckpt["step"], ckpt["samples_seen"]
         run.pool.bytes_down, run.pool.bytes_up = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
         run.pool.publish(run.server.weights())
     except BaseException:
         run.shutdown()
         raise
-    run.events.append({"event": "resumed", "step": run.step, "path": str(path)})
+    run.events.append(Resumed(run.step, str(path)))
     if run.progress:
         print(f"resumed from {path} at step {run.step}")
     return run

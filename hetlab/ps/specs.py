@@ -33,6 +33,27 @@ class WorkerSpec:
         return labelled(self.name, self.slowdown)
 
 
+@dataclass(frozen=True)
+class WorkerInfo:
+    """What a worker reported when it started (``Worker.info``: a plain dict on the wire)."""
+
+    name: str
+    node_id: str
+    device: str                  # the torch device it resolved on its own machine
+    precision: str               # what autocast really uses there ("fp32" on the CPU)
+    host: str
+    machine: str                 # its kernel's id (``hetlab.machine.this_machine``): workers sharing cores
+    pid: int = 0
+    threads: int = 0
+    samples: int = 0             # training samples it holds
+    device_note: str = ""        # e.g. Ray gave it another GPU than asked
+    rehearsal: str | None = None  # the rehearsal host it plays, if any
+
+    @classmethod
+    def from_wire(cls, info: dict) -> "WorkerInfo":
+        return cls(**{f: info[f] for f in cls.__dataclass_fields__ if f in info})
+
+
 @dataclass
 class StepRecord:
     """One worker's share of one step: where its time went (notebooks 05, 06)."""
@@ -133,24 +154,39 @@ def idle_share(records, name: str) -> float:
     return sum(r.wait_s for r in records if r.worker == name) / wall if wall > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class WorkerSpeed:
+    """One worker's speed from its step records: the one home of it (notebooks 05, 06)."""
+
+    device: float      # its device: Σ samples ÷ Σ (compute + simulated) s (the split and step_budget)
+    comm_s: float      # its messages: mean seconds per step
+    batch: float       # its mean batch per step (local SGD: per inner step)
+    rate: float        # median of each step's samples ÷ (compute + simulated + comm): what auto_tune splits by
+
+
+def worker_speed(records) -> WorkerSpeed:
+    """``WorkerSpeed`` of the records of ONE worker. ``rate`` stays a median with comm in it: a step
+    something else on the machine slowed is one of them, not a share of the mean (``auto_tune``)."""
+    records = list(records)
+    if not records:
+        return WorkerSpeed(0.0, 0.0, 0.0, 0.0)
+    busy = sum(r.compute_s + r.simulated_s for r in records)
+    samples = sum(r.samples or r.batch_size for r in records)
+    rates = [(r.samples or r.batch_size) / s for r in records if (s := r.compute_s + r.simulated_s + r.comm_s) > 0]
+    return WorkerSpeed(samples / busy if busy > 0 else 0.0, sum(r.comm_s for r in records) / len(records),
+                       sum(r.batch_size for r in records) / len(records), statistics.median(rates) if rates else 0.0)
+
+
 def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
-    """Each worker's own rate when it is not waiting: samples ÷ (compute + simulated + comm),
-    the median over its steps (a step that something else on the machine slowed down is one
-    of them, not a share of the average: ``auto_tune`` splits the batch by these)."""
-    out = []
-    for name in names:
-        busy = [(r.samples or r.batch_size, r.compute_s + r.simulated_s + r.comm_s)
-                for r in records if r.worker == name]
-        rates = [samples / seconds for samples, seconds in busy if seconds > 0]
-        out.append(statistics.median(rates) if rates else 0.0)
-    return out
+    """Each worker's own rate when it is not waiting (``WorkerSpeed.rate``): ``auto_tune`` splits by it."""
+    return [worker_speed(r for r in records if r.worker == name).rate for name in names]
 
 
 @dataclass
 class StepBudget:
     """Why synchronous steps took longer than ideal, in mean seconds per step (notebook 06).
     ``ideal + split + noise + overhead == step``. ``speeds``: each worker's device, samples/s;
-    ``comm``: each worker's messages, mean seconds per step."""
+    ``comm``: each worker's messages, mean seconds per step (``worker_speed``)."""
 
     ideal: float       # the batch ÷ Σ speeds: every device busy all the time, nothing else
     split: float       # the slower worker's mean time above a split balanced for these speeds and messages
@@ -189,8 +225,8 @@ def step_budget(records) -> StepBudget:
         raise HetlabError("step_budget needs the records of at least one step, e.g. training.run(8).")
     n, names = len(by_step), list(mine)
     samples = {w: sum(r.samples or r.batch_size for r in rs) for w, rs in mine.items()}
-    speeds = {w: samples[w] / sum(r.compute_s + r.simulated_s for r in rs) for w, rs in mine.items()}
-    comm = {w: sum(r.comm_s for r in rs) / n for w, rs in mine.items()}
+    seen = {w: worker_speed(rs) for w, rs in mine.items()}
+    speeds, comm = {w: s.device for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
     total = sum(speeds.values())
     ideal = sum(samples.values()) / n / total
     balanced = ideal + sum(speeds[w] * comm[w] for w in names) / total

@@ -2,7 +2,7 @@
 
 ``ParameterServerTraining`` holds one ``Server`` in the driver's process, a ``WorkerPool`` of one
 actor per ``WorkerSpec``, the one cursor into the shuffled data (``hetlab.data.Stream``) and the
-run's ``History``; ``run`` calls ``hetlab.ps.loop`` with hooks around it. Per step: ``StepRecord``.
+run's ``RunLog``; ``run`` calls ``hetlab.ps.loop`` with hooks around it. Per step: ``StepRecord``.
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model,
 from hetlab.ps import saving
 from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hooks, Progress
 from hetlab.ps.loop import async_updates, sync_steps
-from hetlab.ps.messages import History
+from hetlab.ps.messages import Resplit, RunLog, Slowdown
 from hetlab.ps.options import Options, check_count, check_local_steps, check_positive
 from hetlab.ps.pool import Member, WorkerPool, _one_line
 from hetlab.ps.server import Server
-from hetlab.ps.specs import (StepRecord, WorkerSpec, check_batch_sizes, check_spec,
+from hetlab.ps.specs import (StepRecord, WorkerInfo, WorkerSpec, check_batch_sizes, check_spec,
                              per_worker_samples_per_s, samples_per_s)
 from hetlab.ps.worker import Worker
 from hetlab.train import evaluate
@@ -72,11 +72,12 @@ class ParameterServerTraining:
         self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
         self.checkpoint_dir, self.progress = checkpoint_dir, progress
         self.n_params = flat_weights(make_model(factory, seed=None)).numel()
+        self.log = RunLog()     # the step count, records and events
         self.pool = WorkerPool([Member(s, b, h) for s, b, h in zip(workers, sizes, hs)], self.options,
-                               self.n_params, worker_timeout_s)
+                               self.n_params, worker_timeout_s, self.log)
         self.data_len = n_samples(payload)
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.data.epoch_order)
-        self.history = History()
+        self._follow: dict = {}  # retune_every → its FollowSpeeds, kept between runs (its looks)
         self.server = None
         _ensure_ray()
         where = [actor_options(s) for s in workers]
@@ -102,11 +103,11 @@ class ParameterServerTraining:
                               f"check hetlab.cluster.node_table() shows their machines.")
         try:
             for m, info in zip(self.pool.members, ray.get(refs)):
-                m.info = info
+                m.info = WorkerInfo.from_wire(info)
         except ray.exceptions.RayError as e:
             raise HetlabError(f"a worker failed to start: {_one_line(e)}") from None
-        machines = [m.info["machine"] for m in self.pool.members]  # each worker: its machine's share of cores
-        self.pool.answers({m.spec.name: m.actor.set_threads.remote(machines.count(m.info["machine"]))
+        machines = [m.info.machine for m in self.pool.members]  # each worker: its machine's share of cores
+        self.pool.answers({m.spec.name: m.actor.set_threads.remote(machines.count(m.info.machine))
                            for m in self.pool.members},
                           "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
         self.pool.publish(self.server.weights())
@@ -122,16 +123,12 @@ class ParameterServerTraining:
         raise AttributeError(name)
 
     @property
-    def members(self) -> list[Member]:
-        return self.pool.members
-
-    @property
     def workers(self) -> list[WorkerSpec]:
         """The live workers' specs, in order (a lost worker is dropped)."""
         return [m.spec for m in self.pool.members]
 
     @property
-    def worker_info(self) -> list[dict]:
+    def worker_info(self) -> list[WorkerInfo]:
         """What each live worker reported when it started: host, node, device, precision."""
         return [m.info for m in self.pool.members]
 
@@ -144,20 +141,16 @@ class ParameterServerTraining:
     def batch_sizes(self) -> list[int]:
         return self.pool.batch_sizes
 
-    @batch_sizes.setter
-    def batch_sizes(self, sizes: list[int]) -> None:
-        self.pool.batch_sizes = sizes
-
     @property
     def local_steps(self) -> list[int]:
         """Local SGD's H per live worker (one list, even when one H was given for all)."""
         return [m.local_steps for m in self.pool.members]
 
-    # the run so far: its History and the pool's counters
-    step = property(lambda self: self.history.step, doc="Server updates (local SGD: rounds) so far.")
-    records = property(lambda self: self.history.records, doc="One StepRecord per worker and step.")
-    events = property(lambda self: self.history.events, doc="Lost workers, re-splits, checkpoints, ...")
-    samples_seen = property(lambda self: self.history.samples_seen, doc="Samples behind the applied updates.")
+    # the run so far: its RunLog and the pool's counters
+    step = property(lambda self: self.log.step, doc="Server updates (local SGD: rounds) so far.")
+    records = property(lambda self: self.log.records, doc="One StepRecord per worker and step.")
+    events = property(lambda self: self.log.events, doc="Resplits, lost workers, checkpoints, ... (messages.Event)")
+    samples_seen = property(lambda self: self.log.samples_seen, doc="Samples behind the applied updates.")
     warmups = property(lambda self: self.pool.warmups, doc="Untimed warm-up steps (one per worker and new size).")
     bytes_to_workers = property(lambda self: self.pool.bytes_down, doc="Weights sent to workers, bytes.")
     bytes_to_server = property(lambda self: self.pool.bytes_up, doc="Gradients or deltas sent back, bytes.")
@@ -176,9 +169,10 @@ class ParameterServerTraining:
         return self.pool.members.index(self.pool.member(name))
 
     # --- changing it between runs ---------------------------------------------------------
-    def set_batch_sizes(self, sizes: list[int]) -> None:
-        """Give each worker its batch size (one whole number ≥ 1 per worker)."""
-        self.batch_sizes = sizes
+    def resplit(self, sizes: list[int], why: str = "set", **seen) -> Resplit | None:
+        """Give each worker its batch size (one whole number ≥ 1 per worker): every change of the
+        split goes through here and leaves a ``Resplit`` event saying ``why`` (None: no change)."""
+        return self.pool.resplit(sizes, why, **seen)
 
     def set_local_steps(self, local_steps) -> None:
         """Local SGD's H from the next round on: one for all, or one per worker (notebook 08)."""
@@ -194,9 +188,8 @@ class ParameterServerTraining:
         spec = dataclasses.replace(m.spec, slowdown=slowdown)
         check_spec(spec)
         self.pool.answers({name: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
-        m.spec = spec
-        m.look = None  # its speed changed: what FollowSpeeds saw of it is out of date
-        self.events.append({"event": "slowdown", "step": self.step, "worker": self.labels[self.index_of(name)]})
+        m.spec = spec  # FollowSpeeds sees the new slowdown and drops its older looks of this worker
+        self.events.append(Slowdown(self.step, self.labels[self.index_of(name)], spec.slowdown))
 
     # --- training -------------------------------------------------------------------------
     def run(self, steps: int, batch_sizes: list[int] | None = None, retune_every: int = 0,
@@ -212,21 +205,21 @@ class ParameterServerTraining:
             raise HetlabError(f"steps must be a whole number ≥ 0, got {steps!r}.")
         if isinstance(retune_every, bool) or not isinstance(retune_every, int) or retune_every < 0:
             raise HetlabError(f"retune_every must be a whole number of steps ≥ 0, got {retune_every!r}.")
-        hooks = ([FollowSpeeds(retune_every)] if retune_every else []) + list(self.hooks if hooks is None else hooks)
-        hooks = Hooks(hooks, self)
+        follow = [self._follow.setdefault(retune_every, FollowSpeeds(retune_every))] if retune_every else []
+        hooks = Hooks(follow + list(self.hooks if hooks is None else hooks), self)
         if self.is_shut_down:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
         start = len(self.records)
         try:
             hooks.before_run(steps)
             if batch_sizes is not None:
-                self.set_batch_sizes(batch_sizes)
+                self.resplit(batch_sizes, "set")
             if steps:
                 self.pool.warm_up()
             if self.mode == "async":
-                async_updates(self.pool, self.server, self.stream, self.history, steps, self.max_staleness, hooks)
+                async_updates(self.pool, self.server, self.stream, self.log, steps, self.max_staleness, hooks)
             else:
-                sync_steps(self.pool, self.server, self.stream, self.history, steps, hooks)
+                sync_steps(self.pool, self.server, self.stream, self.log, steps, hooks)
         finally:
             hooks.after_run()
         return self.records[start:]
@@ -241,10 +234,11 @@ class ParameterServerTraining:
         """
         old = list(self.batch_sizes)
         try:
-            records = self.run(steps, batch_sizes, hooks=[])
+            self.resplit(batch_sizes, "measure")
+            records = self.run(steps, hooks=[])
         finally:
             if len(old) == len(self.workers):
-                self.batch_sizes = old
+                self.resplit(old, "measure")
         return per_worker_samples_per_s(records, [s.name for s in self.workers])
 
     def standalone_throughput(self, batch_size, steps: int = 5, together: bool = False) -> list[float]:

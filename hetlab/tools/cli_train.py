@@ -259,10 +259,10 @@ def _train(args) -> int:
                 print(f"batch sizes from the checkpoint: {format_ratio(run.batch_sizes)}")
             elif opts["ratio"] == "auto":
                 tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), args.global_batch, 2, rounds=4)
-                run.set_batch_sizes(tuned.batch_sizes)
+                run.resplit(tuned.batch_sizes, "auto_tune")
                 print(f"ratio auto (measured over {run.step} training steps): {tuned}")
             else:
-                run.set_batch_sizes(split_batch(args.global_batch, opts["ratio"]))
+                run.resplit(split_batch(args.global_batch, opts["ratio"]), "ratio")
             print(f"model {run.model_name} ({run.n_params:,} parameters); "
                   f"workers: {'; '.join(run.labels)}; batch {format_ratio(run.batch_sizes)}")
             records = run.run(max(0, args.steps - run.step), hooks=hooks)
