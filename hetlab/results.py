@@ -165,7 +165,7 @@ class Watcher(Callback):
         self.fs, self.path = path  # a pyarrow filesystem and the JSON file's path in it
         self.epochs = epochs
         self.searcher, self.shapes = None, {}
-        self.t0 = self.next_look = time.time()
+        self.t0 = time.time()
         self.bar = progress_bar(len(configs), "search", progress)
 
     def movable(self, searcher, shapes: dict) -> None:
@@ -198,12 +198,6 @@ class Watcher(Callback):
         if not record.spans:
             record.spans.append(["", self._now(), self._now()])
         record.spans[-1][0], record.spans[-1][2] = record.machine, self._now()
-
-    def on_step_begin(self, iteration, trials, **info):
-        """About once a second: a trial waiting for a lost machine's slot moves to another."""
-        if self.searcher is not None and time.time() >= self.next_look:
-            self.next_look = time.time() + 1.0
-            self._move_from_lost([t for t in trials if t.status == "PENDING"])
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         record = self._record(trial)

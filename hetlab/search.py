@@ -90,6 +90,9 @@ def placement_plan(roles, packing, slowdowns, model) -> dict:
             raise HetlabError(f"packing={packing!r}: give role → trials at once, e.g. {{'desktop': 2}}.")
         measured = {role: slots.Packing(role, packing.get(role, 1), "GPU" if nodes[role]["Resources"].get("GPU", 0)
                                         >= 1 else "CPU") for role in roles}
+    if len(roles) > 1:
+        measured = slots.share_computers(measured, slots.computers(roles),
+                                         {r: nodes[r]["Resources"].get("CPU", 1) for r in roles})
     plan = {}
     for role in roles:
         k = measured[role].k
@@ -143,9 +146,10 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
     cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
     unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
+    here = ray.get_runtime_context().get_node_id()  # the machine running this search
     searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
                                   {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost,
-                                  waiting=list(plan))
+                                  waiting=[r for r, p in plan.items() if p["node"] == here])
     shapes = {r: p["shape"] for r, p in plan.items()}
     watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
     watcher.movable(searcher, shapes)

@@ -56,6 +56,37 @@ def slots_of(node: dict, k: int) -> int:
     return k * int(gpus) if gpus >= 1 else k
 
 
+def computers(roles) -> dict:
+    """Role → (the computer its node runs on, that computer's cores), asked there
+    (``hetlab.machine.this_machine``); a machine that does not answer within 60 s counts apart."""
+    ask = ray.remote(num_cpus=0)(_this_computer)
+    refs = {role: ask.options(resources={role_resource(role): ROLE_SLIVER}).remote() for role in roles}
+    try:
+        return dict(zip(refs, ray.get(list(refs.values()), timeout=60)))
+    except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+        return {role: (role, 0) for role in roles}
+
+
+def _this_computer() -> tuple:
+    import os
+
+    from hetlab.machine import this_machine
+    return this_machine(), os.cpu_count() or 1
+
+
+def share_computers(packing: dict, where: dict, cpus: dict) -> dict:
+    """``packing`` (role → ``Packing``) with k divided among roles whose nodes are one computer and
+    together claim more CPUs (``cpus``: role → Ray's count) than it has: each measured k alone, on
+    every core, so together they run about as many trials as one of them alone."""
+    out = dict(packing)
+    for role, p in packing.items():
+        mates = [r for r in packing if where[r][0] == where[role][0]]
+        if len(mates) > 1 and p.k > 1 and sum(cpus[r] for r in mates) > where[role][1]:
+            out[role] = Packing(p.role, max(1, p.k // len(mates)), p.device, p.rates,
+                                f"its node shares one computer's cores with {', '.join(r for r in mates if r != role)}")
+    return out
+
+
 def measure_packing(roles, *, model=DEFAULT_MODEL, slowdowns: dict | None = None, width: int = 16,
                     batch_size: int = 64, ks=(1, 2, 4), seconds: float = 1.0, gain: float = 1.1) -> dict:
     """Role → ``Packing``: on each machine in turn, k trials of the course's model train at once
@@ -119,8 +150,8 @@ class SlotSearcher(Searcher):
     """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest first;
     a slower machine takes one only if the faster would not finish the rest sooner (their running
     trials counted half done). With ``cost``, the fastest takes the costliest left (longest first).
-    ``waiting`` machines get one trial beyond their slots, so Tune hands it the process of the trial
-    that ends (a new trial process costs seconds); ``Watcher`` moves it if its machine is lost."""
+    ``waiting`` machines (the head) get one trial beyond their slots, so Tune reuses the process of
+    the trial that ends; a lost machine's waiting trial could not move, so only the head has one."""
 
     def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None, waiting=()):
         super().__init__(metric="accuracy", mode="max")

@@ -93,6 +93,15 @@ def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner()
     assert searcher.suggest("t7")["role"] == "desktop" and searcher.suggest("t8") == "FINISHED"
 
 
+def test_nodes_on_one_computer_that_claim_its_cores_twice_share_their_trials_at_once():
+    packing = {r: slots.Packing(r, 4, "GPU") for r in ("desktop", "mac")}
+    one, apart = {"desktop": ("box", 2), "mac": ("box", 2)}, {"desktop": ("a", 2), "mac": ("b", 2)}
+    shared = slots.share_computers(packing, one, {"desktop": 2, "mac": 2})     # 2 + 2 CPUs claimed on 2 cores
+    assert {r: p.k for r, p in shared.items()} == {"desktop": 2, "mac": 2} and "shares" in shared["mac"].note
+    assert slots.share_computers(packing, one, {"desktop": 1, "mac": 1}) == packing   # 1 + 1: the practice cluster
+    assert slots.share_computers(packing, apart, {"desktop": 2, "mac": 2}) == packing  # two computers
+
+
 def test_by_cost_the_fast_machine_takes_the_costliest_the_slow_one_the_cheapest():
     configs = [{"width": w, "trial": i} for i, w in enumerate([16, 32, 8, 16])]
     searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 0.0, "mac": 0.0}, 1000,
@@ -192,6 +201,10 @@ def test_every_node_writes_reads_and_deletes_in_a_folder_a_uri_or_a_filesystem(p
         assert os.listdir(storage.folder) == []                            # every test file deleted
     said = trial.probe_storage(fs.LocalFileSystem(), str(tmp_path / "a"), "no-such-marker")
     assert said.startswith("cannot read the test file the driver wrote")
+
+
+def test_the_practice_nodes_are_one_computer(practice):
+    assert slots.computers(("desktop", "mac")) == {r: (this_machine(), os.cpu_count()) for r in ("desktop", "mac")}
 
 
 def test_packing_is_measured_per_machine(practice):
