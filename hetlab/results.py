@@ -206,9 +206,6 @@ class Watcher(Callback):
         self._move_if_lost(trial)
 
     def _move_if_lost(self, trial) -> None:
-        self._move_from_lost([trial])
-
-    def _move_from_lost(self, trials) -> None:
         """A trial waits for a slot of its machine; if that machine is gone, it asks for a slot
         of another (its checkpoint, if any, goes with it through the shared storage)."""
         import ray
@@ -216,17 +213,16 @@ class Watcher(Callback):
         from ray.tune.experiment import Trial
 
         from hetlab.cluster import role_resource
-        if self.searcher is None:
+        role = None if self.searcher is None else self.searcher.role_of.get(trial.trial_id)
+        if role is None or trial.status not in (Trial.PENDING, Trial.PAUSED):
             return
         alive = {r for r in self.shapes if any(n.get("Alive") and n["Resources"].get(role_resource(r), 0) > 0
                                                 for n in ray.nodes())}
-        for trial in trials:
-            role = self.searcher.role_of.get(trial.trial_id)
-            if role is None or role in alive or not alive or trial.status not in (Trial.PENDING, Trial.PAUSED):
-                continue
-            to = max(alive, key=lambda r: self.searcher.slots.get(r, 0))
-            trial.update_resources(PlacementGroupFactory([self.shapes[to]]))
-            self.searcher.moved(trial.trial_id, role, to)
+        if role in alive or not alive:
+            return
+        to = max(alive, key=lambda r: self.searcher.slots.get(r, 0))
+        trial.update_resources(PlacementGroupFactory([self.shapes[to]]))
+        self.searcher.moved(trial.trial_id, role, to)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         record = self._record(trial)

@@ -91,7 +91,10 @@ def placement_plan(roles, packing, slowdowns, model) -> dict:
         measured = {role: slots.Packing(role, packing.get(role, 1), "GPU" if nodes[role]["Resources"].get("GPU", 0)
                                         >= 1 else "CPU") for role in roles}
     if len(roles) > 1:
-        measured = slots.share_computers(measured, slots.computers(roles),
+        ids = tuple(nodes[r]["NodeID"] for r in roles)
+        if ids not in _COMPUTERS:  # asked once per set of nodes in this session
+            _COMPUTERS[ids] = slots.computers(roles)
+        measured = slots.share_computers(measured, _COMPUTERS[ids],
                                          {r: nodes[r]["Resources"].get("CPU", 1) for r in roles})
     plan = {}
     for role in roles:
@@ -104,6 +107,7 @@ def placement_plan(roles, packing, slowdowns, model) -> dict:
 
 
 _MEASURED: dict = {}
+_COMPUTERS: dict = {}   # node ids → role → (computer, cores)
 
 
 def plan_line(plan: dict) -> str:
