@@ -208,16 +208,14 @@ class Watcher(Callback):
     def _move_if_lost(self, trial) -> None:
         """A trial waits for a slot of its machine; if that machine is gone, it asks for a slot
         of another (its checkpoint, if any, goes with it through the shared storage)."""
-        import ray
         from ray.tune import PlacementGroupFactory
         from ray.tune.experiment import Trial
 
-        from hetlab.cluster import role_resource
+        from hetlab.slots import alive_roles
         role = None if self.searcher is None else self.searcher.role_of.get(trial.trial_id)
         if role is None or trial.status not in (Trial.PENDING, Trial.PAUSED):
             return
-        alive = {r for r in self.shapes if any(n.get("Alive") and n["Resources"].get(role_resource(r), 0) > 0
-                                                for n in ray.nodes())}
+        alive = alive_roles(self.shapes)
         if role in alive or not alive:
             return
         to = max(alive, key=lambda r: self.searcher.slots.get(r, 0))
@@ -225,6 +223,8 @@ class Watcher(Callback):
         self.searcher.moved(trial.trial_id, role, to)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        if self.searcher is not None and trial.trial_id in self.searcher.handed_back:
+            return  # its configuration runs again, as another trial
         record = self._record(trial)
         record.status = "done" if record.epochs >= self.epochs else "stopped early"
         self._finished()

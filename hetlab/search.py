@@ -150,15 +150,12 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
     cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
     unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
-    here = ray.get_runtime_context().get_node_id()  # the machine running this search
     searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
-                                  {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost,
-                                  waiting=[r for r, p in plan.items() if p["node"] == here])
+                                  {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
     shapes = {r: p["shape"] for r, p in plan.items()}
     watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
     watcher.movable(searcher, shapes)
-    tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, len(configs), epochs, grace,
-                   time_budget_s, max_failures, storage, name, watcher, checkpoints, early_stopping)
+    tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, epochs, grace, time_budget_s, max_failures, storage, name, watcher, checkpoints, early_stopping)
     try:
         with _quiet_tune(sum(p["slots"] + 1 for p in plan.values())):
             tuner.fit()
@@ -262,21 +259,51 @@ def _checkpoints(checkpoints, storage: Storage, roles) -> bool:
     return False
 
 
-def _tuner(trainable, searcher, count, epochs, grace, time_budget_s, max_failures, storage: Storage, name,
+def _tuner(trainable, searcher, epochs, grace, time_budget_s, max_failures, storage: Storage, name,
            watcher, checkpoints, early_stopping):
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-    scheduler = (ASHAScheduler(time_attr="training_iteration", max_t=epochs, grace_period=grace,
-                               reduction_factor=2) if early_stopping else FIFOScheduler())
+    if early_stopping:
+        scheduler = _HandsBack.onto(ASHAScheduler)(time_attr="training_iteration", max_t=epochs,
+                                                   grace_period=grace, reduction_factor=2)
+    else:
+        scheduler = _HandsBack.onto(FIFOScheduler)()
+    scheduler.searcher = searcher
     run_config = tune.RunConfig(
         name=name, storage_path=storage.ray_path, storage_filesystem=storage.ray_fs, verbose=0,
         callbacks=[watcher, JsonLoggerCallback()], log_to_file=True, progress_reporter=_Silent(),
         failure_config=tune.FailureConfig(max_failures=max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1 if checkpoints else None))
     tune_config = tune.TuneConfig(metric="accuracy", mode="max", scheduler=scheduler, search_alg=searcher,
-                                  num_samples=count, time_budget_s=time_budget_s, reuse_actors=True)
+                                  num_samples=-1, time_budget_s=time_budget_s, reuse_actors=True)
     return tune.Tuner(trainable, tune_config=tune_config, run_config=run_config)
+
+
+class _HandsBack:
+    """Mixed into Tune's scheduler: before it picks a trial to run, a trial waiting for a slot
+    of a machine that is gone, and never run, goes back to the searcher and is stopped (Tune
+    staged it there, where it would wait for ever). It looks at Ray's nodes once a second.
+    The searcher ends the search (``num_samples=-1``: as many trials as it hands out)."""
+
+    searcher: slots.SlotSearcher
+    looked = 0.0
+
+    @classmethod
+    def onto(cls, scheduler: type) -> type:
+        return type(f"HandsBack{scheduler.__name__}", (cls, scheduler), {})
+
+    def choose_trial_to_run(self, tune_controller):
+        if time.monotonic() - self.looked > 1:
+            self.looked = time.monotonic()
+            alive = slots.alive_roles(self.searcher.slots)
+            for trial in tune_controller.get_trials():
+                role = self.searcher.role_of.get(trial.trial_id)
+                if trial.status == "PENDING" and alive and role not in alive | {None} and (
+                        trial.trial_id not in self.searcher.last):
+                    self.searcher.hand_back(trial.trial_id)
+                    tune_controller.stop_trial(trial)
+        return super().choose_trial_to_run(tune_controller)
 
 
 class _Silent:

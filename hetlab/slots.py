@@ -39,6 +39,12 @@ def node_of(role: str) -> dict:
     raise HetlabError(f"no live machine has the role {role!r}: join it (hetlab join) or leave it out of roles.")
 
 
+def alive_roles(roles) -> set:
+    """Those of ``roles`` that a live Ray node has now."""
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    return {r for r in roles if any(res.get(role_resource(r), 0) > 0 for res in nodes)}
+
+
 def slot_shape(node: dict, role: str, k: int) -> dict:
     """What one of ``k`` trials on ``node`` asks Ray for: 1/k of its GPU (and a CPU, or its
     share of the CPUs), else 1/k of its CPUs; always pinned to ``role``."""
@@ -150,26 +156,26 @@ class SlotSearcher(Searcher):
     """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest first;
     a slower machine takes one only if the faster would not finish the rest sooner (their running
     trials counted half done). With ``cost``, the fastest takes the costliest left (longest first).
-    ``waiting`` machines (the head) get one trial beyond their slots, so Tune reuses the process of
-    the trial that ends; a lost machine's waiting trial could not move, so only the head has one."""
+    Each machine gets one trial beyond its slots, waiting, so Tune hands it the process of the trial
+    that ends there (a new process costs seconds); a lost machine's waiting trial is handed back."""
 
-    def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None, waiting=()):
+    def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None):
         super().__init__(metric="accuracy", mode="max")
         self.left, self.slots, self.work, self.cost = list(configs), dict(slots), work, cost
-        self.waiting = {r: int(r in waiting) for r in slots}
         self.rates = {r: float(v) for r, v in rates.items()}        # role → cost units per second per slot
         self.seen = {r: [0.0, 0.0] for r in slots}                  # role → [cost units, seconds] measured
         self.running = {r: 0 for r in slots}
         self.role_of: dict = {}
         self.config_of: dict = {}
         self.last: dict = {}                                        # trial → samples at its last result
+        self.handed_back: set = set()                               # trials whose lost machine never ran them
 
     def _cost(self, config: dict) -> float:
         return float(self.cost(config)) if self.cost else 1.0
 
     def suggest(self, trial_id: str):
-        if not self.left:
-            return Searcher.FINISHED
+        if not self.left:  # finished once no trial can still be handed back
+            return Searcher.FINISHED if all(t in self.last for t in self.role_of) else None
         picked = self._pick()
         if picked is None:
             return None
@@ -188,7 +194,7 @@ class SlotSearcher(Searcher):
         ordered = sorted(self.left, key=self._cost) if self.cost else self.left
         for n, role in enumerate(by_speed):
             mine = self._rate(role)
-            if self.slots[role] == 0 or self.running[role] >= self.slots[role] + self.waiting[role]:
+            if self.slots[role] == 0 or self.running[role] > self.slots[role]:
                 continue
             config = ordered[-1] if n == 0 and self.cost else ordered[0]
             faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s
@@ -216,6 +222,15 @@ class SlotSearcher(Searcher):
         role = self.role_of.pop(trial_id, None)
         if role is not None:
             self.running[role] -= 1
+
+    def hand_back(self, trial_id: str) -> None:
+        """A trial that waited for a slot of a machine now lost, and never ran: its configuration
+        goes back to the list (Tune then stops that trial), and the machine takes no new trial."""
+        role = self.role_of.pop(trial_id)
+        self.slots[role] = 0
+        self.running[role] -= 1
+        self.left.insert(0, self.config_of[trial_id])
+        self.handed_back.add(trial_id)
 
     def moved(self, trial_id: str, lost: str, to: str) -> None:
         """A trial whose machine was lost runs on ``to`` now; ``lost`` takes no new trial."""

@@ -80,8 +80,7 @@ def test_sampling_is_reproducible_and_without_replacement():
 
 def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner():
     configs = search.sample(search.check_space(SPACE), 6, seed=0)
-    searcher = slots.SlotSearcher(configs, {"desktop": 2, "mac": 1}, {"desktop": 1.0, "mac": 0.5}, 1000,
-                                  waiting=["desktop"])
+    searcher = slots.SlotSearcher(configs, {"desktop": 2, "mac": 1}, {"desktop": 1.0, "mac": 0.5}, 1000)
     given = [searcher.suggest(f"t{i}") for i in range(5)]
     assert [g["role"] for g in given[:3]] == ["desktop"] * 3            # 2 slots + 1 waiting, fastest first
     assert given[3]["role"] == "mac" and given[4] is None               # then the mac; then all are busy
@@ -90,7 +89,25 @@ def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner()
     searcher.on_trial_complete("t3")                                    # the mac is free, 1 left:
     assert searcher.suggest("t6") is None                               # the desktop would finish it sooner
     searcher.on_trial_complete("t1")
-    assert searcher.suggest("t7")["role"] == "desktop" and searcher.suggest("t8") == "FINISHED"
+    assert searcher.suggest("t7")["role"] == "desktop" and searcher.suggest("t8") is None  # all given out;
+    #                                                   finished once every trial has run (see the next test)
+
+
+def test_a_trial_waiting_for_a_lost_machine_goes_back_and_runs_on_the_other():
+    configs = search.sample(search.check_space(SPACE), 4, seed=0)
+    searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 1.0, "mac": 1.0}, 1000)
+    given = {t: searcher.suggest(t) for t in "abcd"}            # each machine: 1 slot + 1 waiting
+    assert [g["role"] for g in given.values()] == ["desktop", "desktop", "mac", "mac"]
+    for t in "ac":
+        searcher.on_trial_result(t, {"role": given[t]["role"], "samples": 100, "time_this_iter_s": 1.0})
+    searcher.moved("c", "mac", "desktop")                      # the mac is lost: its running trial moves,
+    searcher.hand_back("d")                                    # its waiting one goes back
+    assert searcher.suggest("e") is None                       # the desktop is full (a, b, c)
+    searcher.on_trial_complete("a")
+    searcher.on_trial_complete("b")
+    assert searcher.suggest("e") == {**given["d"], "role": "desktop"} and searcher.suggest("f") is None
+    searcher.on_trial_result("e", {"role": "desktop", "samples": 100, "time_this_iter_s": 1.0})
+    assert searcher.suggest("f") == "FINISHED" and searcher.handed_back == {"d"}
 
 
 def test_nodes_on_one_computer_that_claim_its_cores_twice_share_their_trials_at_once():
@@ -105,7 +122,7 @@ def test_nodes_on_one_computer_that_claim_its_cores_twice_share_their_trials_at_
 def test_by_cost_the_fast_machine_takes_the_costliest_the_slow_one_the_cheapest():
     configs = [{"width": w, "trial": i} for i, w in enumerate([16, 32, 8, 16])]
     searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 0.0, "mac": 0.0}, 1000,
-                                  slots.width_cost, waiting=["desktop"])
+                                  slots.width_cost)
     assert searcher.suggest("a") == {"config": configs[1], "role": "desktop"}   # speeds unknown: in turn
     assert searcher.suggest("b")["role"] == "desktop"                            # its waiting trial
     assert searcher.suggest("c") == {"config": configs[2], "role": "mac"}
@@ -237,6 +254,7 @@ def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_pa
         if "mac" not in practice._nodes:
             practice.add_node("mac")
     assert len(result.finished) == 4                                   # the search finished
+    assert {t.machine for t in result.trials} == {"desktop"}          # the mac's waiting trial went back too
     moved = [t for t in result.trials if t.retries]
     assert len(moved) == 1 and moved[0].machine == "desktop"          # retried on the desktop
     assert [s[0] for s in moved[0].spans] == ["mac (simulated 8× slower)", "desktop"]  # mac → desktop
