@@ -16,7 +16,7 @@ pair, mac, desktop) so a drifting machine hits all three alike. Every round is p
 median and the spread (lowest–highest) of the counted rounds. The load average before and after
 is printed, for the record.
 
-    .venv/bin/python benchmarks/pair_search.py [--rounds 3] [--configs 16] [--train-samples 1000]
+    .venv/bin/python benchmarks/pair_search.py [--rounds 3] [--configs 32] [--train-samples 1000]
 
 The last line printed is one JSON object.
 """
@@ -51,7 +51,7 @@ def one_round(n: int, args, slowdowns: dict, packing: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the first a warm-up (default 3, at least 3)")
-    parser.add_argument("--configs", type=int, default=16, help="configurations each search runs to the end")
+    parser.add_argument("--configs", type=int, default=32, help="configurations each search runs to the end (default 32: the end of a search costs about one trial per machine, whatever their number)")
     parser.add_argument("--train-samples", type=int, default=1000, help="samples a trial trains per epoch")
     parser.add_argument("--epochs", type=int, default=2, help="epochs of every trial")
     parser.add_argument("--seed", type=int, default=0, help="seed of the configurations")

@@ -80,7 +80,9 @@ class RunView:
     slowdowns = property(lambda self: tuple(s.slowdown for s in self._training.workers))
 
     def resplit(self, sizes, why: str, **seen):
-        """Split the global batch anew (a ``Resplit`` event); the new sizes' first step is not timed."""
+        """Split the global batch anew (a ``Resplit`` event) and warm the new sizes up here: inside a
+        run a timed step follows (``training.resplit`` alone leaves that to ``run``, which warms up
+        only when steps follow)."""
         event = self._training.resplit(sizes, why, **seen)
         if event is not None:
             self._training.pool.warm_up()  # MPS compiles per shape
