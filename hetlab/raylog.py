@@ -1,8 +1,9 @@
-"""Ray's log lines that hetlab explains once instead of showing every time (notebooks 03–08).
+"""Ray's log lines that hetlab explains once instead of showing every time (notebooks 03–09).
 
 Ray's "Token authentication is enabled" warning (the secure default the course wants) becomes one
 notice per process (``explain_token_auth``); a practice cluster drops Ray's "Overwriting previous
-Ray address" note and Ray Train's "Failed to query … actor state" (``practice_worker_setup``).
+Ray address" note and Ray Train's "Failed to query … actor state" (``practice_worker_setup``); a
+search drops the traceback a trial process prints when Ray stops it (``quiet_stopped_processes``).
 """
 from __future__ import annotations
 
@@ -107,3 +108,46 @@ def quiet_address_note():
         yield
     finally:
         logger.removeFilter(quiet)
+
+
+# --- a trial process that Ray stops (notebook 09) ------------------------------------------------
+# Ray stops a process with SIGTERM, and its handler raises SystemExit (ray/_private/worker.py,
+# sigterm_handler, Ray 2.60). When the signal lands inside a weakref callback, Python cannot raise
+# there and prints "Exception ignored in: …", the traceback and "SystemExit: 1" to the process's
+# stderr, which Ray forwards to the driver: a red traceback about a trial that had already ended.
+
+def without_sigterm_noise(lines: list[str]) -> list[str]:
+    """``lines`` less each block from "Exception ignored in" to its "SystemExit" line whose
+    traceback passes through Ray's SIGTERM handler; every other line, in order."""
+    out, block = [], None
+    for line in lines:
+        if block is None:
+            if line.startswith("Exception ignored in"):
+                block = [line]
+            else:
+                out.append(line)
+            continue
+        block.append(line)
+        if line.startswith("SystemExit"):
+            out += [] if any("sigterm_handler" in b for b in block) else block
+            block = None
+    return out + (block or [])
+
+
+def quiet_stopped_processes() -> None:
+    """Wrap this driver's printer of worker output (Ray's "ray_print_logs" handler) once, so that
+    it drops ``without_sigterm_noise``'s blocks. Called when a search starts (``hetlab.search``)."""
+    from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+    with dispatcher._lock:
+        for i, (name, handle) in enumerate(dispatcher.handlers):
+            if name == "ray_print_logs" and not getattr(handle, "hetlab_quiet", False):
+                dispatcher.handlers[i] = (name, _quiet(handle))
+
+
+def _quiet(handle):
+    def printer(data: dict) -> None:
+        lines = without_sigterm_noise(data.get("lines") or [])
+        if lines:
+            handle({**data, "lines": lines})
+    printer.hetlab_quiet = True
+    return printer

@@ -15,6 +15,7 @@ from hetlab import environment, slots
 from hetlab.cluster import placement
 from hetlab.errors import HetlabError
 from hetlab.models import as_factory, check_model_and_loss, model_label
+from hetlab.raylog import quiet_stopped_processes
 from hetlab.results import SearchResult, Watcher
 from hetlab.storage import Storage, check_storage, open_storage
 from hetlab.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data
@@ -101,8 +102,7 @@ def placement_plan(roles, packing, slowdowns, model) -> dict:
         k = measured[role].k
         rate = measured[role].rates.get(k, 0.0) / k
         plan[role] = {"k": k, "device": measured[role].device, "shape": slots.slot_shape(nodes[role], role, k),
-                      "slots": slots.slots_of(nodes[role], k), "rate": rate, "packing": measured[role],
-                      "node": nodes[role]["NodeID"]}
+                      "slots": slots.slots_of(nodes[role], k), "rate": rate, "packing": measured[role]}
     return plan
 
 
@@ -139,6 +139,7 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
         raise HetlabError("not connected to Ray: call hetlab.pair.the_pair() (or cluster.connect()) first.")
     for role in roles:
         placement(role)  # one line if no live node has this role
+    quiet_stopped_processes()
     plan = placement_plan(roles, packing, slowdowns, model)
     print(plan_line(plan))
     checkpoints = _checkpoints(checkpoints, storage, roles)
@@ -155,7 +156,8 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     shapes = {r: p["shape"] for r, p in plan.items()}
     watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
     watcher.movable(searcher, shapes)
-    tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, epochs, grace, time_budget_s, max_failures, storage, name, watcher, checkpoints, early_stopping)
+    tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, epochs, grace, time_budget_s,
+                   max_failures, storage, name, watcher, checkpoints, early_stopping)
     try:
         with _quiet_tune(sum(p["slots"] + 1 for p in plan.values())):
             tuner.fit()
@@ -296,11 +298,10 @@ class _HandsBack:
     def choose_trial_to_run(self, tune_controller):
         if time.monotonic() - self.looked > 1:
             self.looked = time.monotonic()
-            alive = slots.alive_roles(self.searcher.slots)
-            for trial in tune_controller.get_trials():
-                role = self.searcher.role_of.get(trial.trial_id)
-                if trial.status == "PENDING" and alive and role not in alive | {None} and (
-                        trial.trial_id not in self.searcher.last):
+            lost = set(self.searcher.slots) - slots.alive_roles(self.searcher.slots)
+            for trial in tune_controller.get_trials() if 0 < len(lost) < len(self.searcher.slots) else ():
+                if (trial.status == "PENDING" and self.searcher.role_of.get(trial.trial_id) in lost
+                        and trial.trial_id not in self.searcher.last):
                     self.searcher.hand_back(trial.trial_id)
                     tune_controller.stop_trial(trial)
         return super().choose_trial_to_run(tune_controller)

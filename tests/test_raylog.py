@@ -123,3 +123,23 @@ def test_a_practice_cluster_replacing_an_earlier_ray_says_nothing_of_it():
     out = run_without_token_mode(script)
     assert raylog.OVERWRITING not in out.stderr
     assert "another line on the same logger" in out.stderr
+
+
+# What a trial process printed when Ray's SIGTERM landed in a weakref callback (a make test run).
+STOPPED = ["Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f04ef0e4720>",
+           "Traceback (most recent call last):",
+           '  File "/usr/lib/python3.11/_weakrefset.py", line 39, in _remove',
+           "    def _remove(item, selfref=ref(self)):",
+           "",
+           '  File "/x/.venv/lib/python3.11/site-packages/ray/_private/worker.py", line 1063, in sigterm_handler',
+           "    raise_sys_exit_with_custom_error_message(",
+           '  File "python/ray/_raylet.pyx", line 712, in ray._raylet.raise_sys_exit_with_custom_error_message',
+           "SystemExit: 1"]
+
+
+def test_a_stopped_process_traceback_goes_and_every_other_line_stays():
+    other = ["Exception ignored in: <function f at 0x1>", "Traceback (most recent call last):",
+             '  File "mine.py", line 3, in f', "SystemExit: 2"]            # not Ray's handler: kept
+    assert raylog.without_sigterm_noise(["epoch 1"] + STOPPED + ["epoch 2"]) == ["epoch 1", "epoch 2"]
+    assert raylog.without_sigterm_noise(other + STOPPED) == other
+    assert raylog.without_sigterm_noise(STOPPED[:4]) == STOPPED[:4]       # a block cut short: shown
