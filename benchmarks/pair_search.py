@@ -51,7 +51,9 @@ def one_round(n: int, args, slowdowns: dict, packing: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the first a warm-up (default 3, at least 3)")
-    parser.add_argument("--configs", type=int, default=32, help="configurations each search runs to the end (default 32: the end of a search costs about one trial per machine, whatever their number)")
+    parser.add_argument("--configs", type=int, default=32,
+                        help="configurations each search runs to the end (default 32: the end of a search "
+                             "costs about one trial per machine, whatever their number)")
     parser.add_argument("--train-samples", type=int, default=1000, help="samples a trial trains per epoch")
     parser.add_argument("--epochs", type=int, default=2, help="epochs of every trial")
     parser.add_argument("--seed", type=int, default=0, help="seed of the configurations")

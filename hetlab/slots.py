@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import ray
 from ray.tune.search import Searcher
 
-from hetlab.cluster import ROLE_SLIVER, role_resource
+from hetlab.cluster import ROLE_SLIVER, placement, role_resource
 from hetlab.errors import HetlabError
 from hetlab.trial import DEFAULT_MODEL, step_rate
 
@@ -66,7 +66,7 @@ def computers(roles) -> dict:
     """Role → (the computer its node runs on, that computer's cores), asked there
     (``hetlab.machine.this_machine``); a machine that does not answer within 60 s counts apart."""
     ask = ray.remote(num_cpus=0)(_this_computer)
-    refs = {role: ask.options(resources={role_resource(role): ROLE_SLIVER}).remote() for role in roles}
+    refs = {role: ask.options(**placement(role)).remote() for role in roles}
     try:
         return dict(zip(refs, ray.get(list(refs.values()), timeout=60)))
     except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
@@ -117,7 +117,7 @@ def _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain)
     if tries == [1] or not tries:
         return Packing(role, 1, device, note=f"{cpus} CPU(s): one trial")
     prober = ray.remote(_Prober).options(num_cpus=0, num_gpus=1 / max(tries) if device == "GPU" else 0,
-                                         resources={role_resource(role): ROLE_SLIVER})
+                                         **placement(role))
     actors = [prober.remote() for _ in range(max(tries))]  # started together: one start-up's wait
     rates: dict = {}
     best = 1
@@ -164,8 +164,7 @@ class SlotSearcher(Searcher):
         self.left, self.slots, self.work, self.cost = list(configs), dict(slots), work, cost
         self.rates = {r: float(v) for r, v in rates.items()}        # role → cost units per second per slot
         self.seen = {r: [0.0, 0.0] for r in slots}                  # role → [cost units, seconds] measured
-        self.running = {r: 0 for r in slots}
-        self.role_of: dict = {}
+        self.role_of: dict = {}                                     # trial → role, while it runs or waits
         self.config_of: dict = {}
         self.last: dict = {}                                        # trial → samples at its last result
         self.handed_back: set = set()                               # trials whose lost machine never ran them
@@ -181,9 +180,12 @@ class SlotSearcher(Searcher):
             return None
         role, config = picked
         self.left.remove(config)
-        self.running[role] += 1
         self.role_of[trial_id], self.config_of[trial_id] = role, config
         return {"config": config, "role": role}
+
+    def _running(self, role: str) -> int:
+        """Trials of ``role`` running or waiting there."""
+        return sum(r == role for r in self.role_of.values())
 
     def _rate(self, role: str) -> float:
         units, seconds = self.seen[role]
@@ -194,11 +196,11 @@ class SlotSearcher(Searcher):
         ordered = sorted(self.left, key=self._cost) if self.cost else self.left
         for n, role in enumerate(by_speed):
             mine = self._rate(role)
-            if self.slots[role] == 0 or self.running[role] > self.slots[role]:
+            if self.slots[role] == 0 or self._running(role) > self.slots[role]:
                 continue
             config = ordered[-1] if n == 0 and self.cost else ordered[0]
             faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s
-            rounds = self.running[role] // self.slots[role] + 1               # its trials ahead of this one, + 1
+            rounds = self._running(role) // self.slots[role] + 1               # its trials ahead of this one, + 1
             ahead = sum(self._ahead(r) for r in by_speed[:n])
             if n == 0 or faster <= 0 or mine <= 0 or (
                     rounds * self._cost(config) / mine <= (sum(map(self._cost, self.left)) + ahead) / faster):
@@ -219,16 +221,12 @@ class SlotSearcher(Searcher):
             self.last[trial_id] = result["samples"]
 
     def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
-        role = self.role_of.pop(trial_id, None)
-        if role is not None:
-            self.running[role] -= 1
+        self.role_of.pop(trial_id, None)
 
     def hand_back(self, trial_id: str) -> None:
         """A trial that waited for a slot of a machine now lost, and never ran: its configuration
         goes back to the list (Tune then stops that trial), and the machine takes no new trial."""
-        role = self.role_of.pop(trial_id)
-        self.slots[role] = 0
-        self.running[role] -= 1
+        self.slots[self.role_of.pop(trial_id)] = 0
         self.left.insert(0, self.config_of[trial_id])
         self.handed_back.add(trial_id)
 
@@ -236,6 +234,4 @@ class SlotSearcher(Searcher):
         """A trial whose machine was lost runs on ``to`` now; ``lost`` takes no new trial."""
         self.slots[lost] = 0
         if self.role_of.get(trial_id) == lost:
-            self.running[lost] -= 1
-            self.running[to] += 1
             self.role_of[trial_id] = to
