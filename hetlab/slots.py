@@ -192,11 +192,13 @@ class SlotSearcher(Searcher):
         return units / seconds if seconds > 0 and units > 0 else self.rates.get(role, 0.0)
 
     def _pick(self):
-        by_speed = sorted(self.slots, key=lambda r: -self._rate(r))
+        known = all(self._rate(r) > 0 for r in self.slots if self.slots[r])  # until then: in the roles' order
+        by_speed = sorted(self.slots, key=lambda r: -self._rate(r)) if known else list(self.slots)
         ordered = sorted(self.left, key=self._cost) if self.cost else self.left
         for n, role in enumerate(by_speed):
             mine = self._rate(role)
-            if self.slots[role] == 0 or self._running(role) > self.slots[role]:
+            if self.slots[role] == 0 or self._running(role) > self.slots[role] or (
+                    self._running(role) == self.slots[role] and not known):  # waiting trials: once speeds are known
                 continue
             config = ordered[-1] if n == 0 and self.cost else ordered[0]
             faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s

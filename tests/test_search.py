@@ -124,8 +124,12 @@ def test_by_cost_the_fast_machine_takes_the_costliest_the_slow_one_the_cheapest(
     searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 0.0, "mac": 0.0}, 1000,
                                   slots.width_cost)
     assert searcher.suggest("a") == {"config": configs[1], "role": "desktop"}   # speeds unknown: in turn
-    assert searcher.suggest("b")["role"] == "desktop"                            # its waiting trial
-    assert searcher.suggest("c") == {"config": configs[2], "role": "mac"}
+    assert searcher.suggest("b") == {"config": configs[2], "role": "mac"}
+    assert searcher.suggest("c") is None                     # no waiting trial while a machine's speed is unknown
+    searcher.on_trial_result("b", {"role": "mac", "samples": 100, "time_this_iter_s": 1.0})
+    assert searcher.suggest("c") is None                     # the mac's speed alone: it does not rank it first
+    searcher.on_trial_result("a", {"role": "desktop", "samples": 100, "time_this_iter_s": 0.1})
+    assert searcher.suggest("c") == {"config": configs[3], "role": "desktop"}   # both known: its waiting trial
 
 
 @pytest.fixture(scope="module")
