@@ -154,8 +154,10 @@ def width_cost(config: dict) -> float:
 
 class SlotSearcher(Searcher):
     """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest first;
-    a slower machine takes one only if the faster would not finish the rest sooner (their running
-    trials counted half done). With ``cost``, the fastest takes the costliest left (longest first).
+    a slower machine takes one only if it surely finishes it before the faster would finish the rest:
+    the faster machines' running trials counted done, its own whole (a late trial on the slow machine
+    delays the whole search; one it declines costs only its idle end). With ``cost``, the fastest
+    takes the costliest left (longest first).
     Each machine gets one trial beyond its slots, waiting, so Tune hands it the process of the trial
     that ends there (a new process costs seconds); a lost machine's waiting trial is handed back."""
 
@@ -202,17 +204,18 @@ class SlotSearcher(Searcher):
                 continue
             config = ordered[-1] if n == 0 and self.cost else ordered[0]
             faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s
-            rounds = self._running(role) // self.slots[role] + 1               # its trials ahead of this one, + 1
-            ahead = sum(self._ahead(r) for r in by_speed[:n])
-            if n == 0 or faster <= 0 or mine <= 0 or (
-                    rounds * self._cost(config) / mine <= (sum(map(self._cost, self.left)) + ahead) / faster):
+            if n == 0 or faster <= 0 or mine <= 0:
+                return role, config
+            mine_s = (sum(self._costs(role)) / self.slots[role] + self._cost(config)) / mine
+            theirs_s = (sum(map(self._cost, self.left)) + sum(sum(self._costs(r)[self.slots[r]:])
+                                                               for r in by_speed[:n])) / faster
+            if mine_s <= theirs_s:
                 return role, config
         return None
 
-    def _ahead(self, role: str) -> float:
-        """Cost units ``role`` still has to train: its running trials half done, its waiting one whole."""
-        costs = [self._cost(self.config_of[t]) for t, r in self.role_of.items() if r == role]
-        return sum(costs) - 0.5 * sum(costs) * min(len(costs), self.slots[role]) / max(1, len(costs))
+    def _costs(self, role: str) -> list:
+        """The costs of ``role``'s trials, running or waiting, costliest first (so the running)."""
+        return sorted((self._cost(self.config_of[t]) for t, r in self.role_of.items() if r == role), reverse=True)
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         role = result.get("role")

@@ -93,6 +93,16 @@ def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner()
     #                                                   finished once every trial has run (see the next test)
 
 
+def test_the_slow_machine_counts_the_fast_ones_running_trials_done():
+    # a running trial may be a moment from its end; a late trial on the mac delays the whole search
+    configs = search.sample(search.check_space(SPACE), 3, seed=0)
+    searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 1.0, "mac": 0.4}, 1000)
+    assert [searcher.suggest(t)["role"] for t in "ab"] == ["desktop", "desktop"]   # running + waiting
+    assert searcher.suggest("c") is None     # the desktop: 2 s at least, 3 s at most; the mac: 2.5 s
+    searcher.on_trial_complete("a")
+    assert searcher.suggest("c")["role"] == "desktop"
+
+
 def test_a_trial_waiting_for_a_lost_machine_goes_back_and_runs_on_the_other():
     configs = search.sample(search.check_space(SPACE), 4, seed=0)
     searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, {"desktop": 1.0, "mac": 1.0}, 1000)
