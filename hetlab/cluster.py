@@ -80,10 +80,16 @@ def placement(role: str | None = None, *, node_id: str | None = None, gpu: bool 
     return options
 
 
+def live_nodes(role: str | None = None) -> list[dict]:
+    """Ray's live nodes now (``ray.nodes()`` entries), only those with ``role`` when it is given:
+    the one place that says where a role lives (placement, the search's slots, a lost machine)."""
+    return [n for n in ray.nodes() if n.get("Alive") and (
+        role is None or n["Resources"].get(role_resource(role), 0) > 0)]
+
+
 def _check_placeable(role, node_id, gpu) -> None:
-    alive = [n for n in ray.nodes() if n.get("Alive")]
+    alive = live_nodes(role)
     if role is not None:
-        alive = [n for n in alive if n["Resources"].get(role_resource(role), 0) > 0]
         if not alive:
             raise HetlabError(f"no live node has role {role!r}: start it with the command from "
                               f"`hetlab join`/`hetlab head`, or use PracticeCluster for practice.")
@@ -273,7 +279,7 @@ def nodes(timeout: float = 60.0) -> list[dict]:
 
     if not ray.is_initialized():
         raise HetlabError("not connected to Ray: call hetlab.cluster.connect() (or start a PracticeCluster) first.")
-    alive = sorted((n for n in ray.nodes() if n.get("Alive")),
+    alive = sorted(live_nodes(),
                    key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
     probe = ray.remote(num_cpus=0)(_node_report)
     refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()

@@ -10,7 +10,7 @@ import time
 
 import ray
 
-from hetlab.cluster import role_resource
+from hetlab.cluster import live_nodes
 from hetlab.errors import HetlabError
 
 RELEASE_WAIT_S = 10.0  # a GPU released just now (training.shutdown(): ray.kill is asynchronous; a
@@ -24,12 +24,11 @@ def _where(role: str | None) -> str:
 
 def gpu_nodes(role: str | None) -> list[str]:
     """Ids of the live nodes (of ``role``, or any) whose Ray reports at least one GPU."""
-    return [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU", 0) >= 1
-            and (role is None or n["Resources"].get(role_resource(role), 0) > 0)]
+    return [n["NodeID"] for n in live_nodes(role) if n["Resources"].get("GPU", 0) >= 1]
 
 
 def gpus_total(node_ids: list[str]) -> float:
-    by_id = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+    by_id = {n["NodeID"]: n for n in live_nodes()}
     return sum(by_id[i]["Resources"].get("GPU", 0) for i in node_ids if i in by_id)
 
 

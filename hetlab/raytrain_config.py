@@ -202,11 +202,11 @@ def check_cluster(roles: Sequence[str] | None, storage_path: str | None) -> None
     role, and rank 0 on this machine unless ``storage_path`` is a folder every node reaches."""
     import ray
 
-    from hetlab.cluster import ROLE_LABEL, role_label
+    from hetlab.cluster import ROLE_LABEL, live_nodes, role_label
 
     if not ray.is_initialized():
         raise HetlabError("Ray is not connected: call hetlab.cluster.connect() or start a PracticeCluster first.")
-    alive = [n for n in ray.nodes() if n.get("Alive")]
+    alive = live_nodes()
     for role in roles or ():
         want = role_label(role)
         if not any(all((n.get("Labels") or {}).get(k) == v for k, v in want.items()) for n in alive):

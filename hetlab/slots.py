@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import ray
 from ray.tune.search import Searcher
 
-from hetlab.cluster import ROLE_SLIVER, placement, role_resource
+from hetlab.cluster import ROLE_SLIVER, live_nodes, placement, role_resource
 from hetlab.errors import HetlabError
 from hetlab.trial import DEFAULT_MODEL, step_rate
 
@@ -33,16 +33,14 @@ class Packing:
 
 def node_of(role: str) -> dict:
     """The live Ray node of ``role``, or a one-line error."""
-    for node in ray.nodes():
-        if node.get("Alive") and node["Resources"].get(role_resource(role), 0) > 0:
-            return node
+    for node in live_nodes(role):
+        return node
     raise HetlabError(f"no live machine has the role {role!r}: join it (hetlab join) or leave it out of roles.")
 
 
 def alive_roles(roles) -> set:
     """Those of ``roles`` that a live Ray node has now."""
-    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
-    return {r for r in roles if any(res.get(role_resource(r), 0) > 0 for res in nodes)}
+    return {r for r in roles if live_nodes(r)}
 
 
 def slot_shape(node: dict, role: str, k: int) -> dict:

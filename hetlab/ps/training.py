@@ -12,7 +12,7 @@ import ray
 import torch
 
 from hetlab import gpus
-from hetlab.cluster import connect, placement, role_resource
+from hetlab.cluster import connect, live_nodes, placement
 from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
 from hetlab.flat import flat_weights, load_flat
@@ -328,13 +328,12 @@ def actor_options(spec: WorkerSpec) -> dict:
     reports the Mac's GPU as ``GPU: 1`` too); ``"auto"`` asks when the worker's node has a GPU.
     """
     kind = str(spec.device).split(":")[0]
-    if kind in ("cuda", "mps") and spec.role is None and sum(bool(n.get("Alive")) for n in ray.nodes()) > 1:
+    if kind in ("cuda", "mps") and spec.role is None and len(live_nodes()) > 1:
         raise HetlabError(f"worker {spec.name!r} asks for device={spec.device!r} but has no role: Ray "
                           f"reports a GPU on the Mac too, so on several machines it could start there; "
                           f"give it role={'desktop' if kind == 'cuda' else 'mac'!r}.")
     gpu = kind in ("cuda", "mps") or (kind == "auto" and spec.role is not None and any(
-        n["Resources"].get("GPU", 0) >= 1 and n["Resources"].get(role_resource(spec.role), 0) > 0
-        for n in ray.nodes() if n.get("Alive")))
+        n["Resources"].get("GPU", 0) >= 1 for n in live_nodes(spec.role)))
     if spec.role is None and not gpu:
         return {}
     return placement(spec.role, gpu=gpu)
