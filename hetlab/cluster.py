@@ -80,19 +80,22 @@ def placement(role: str | None = None, *, node_id: str | None = None, gpu: bool 
     return options
 
 
+def has_role(node: dict, role: str) -> bool:
+    """Whether a ``ray.nodes()`` entry carries ``role``'s resource."""
+    return node["Resources"].get(role_resource(role), 0) > 0
+
+
 def live_nodes(role: str | None = None) -> list[dict]:
     """Ray's live nodes now (``ray.nodes()`` entries), only those with ``role`` when it is given:
     the one place that says where a role lives (placement, the search's slots, a lost machine)."""
-    return [n for n in ray.nodes() if n.get("Alive") and (
-        role is None or n["Resources"].get(role_resource(role), 0) > 0)]
+    return [n for n in ray.nodes() if n.get("Alive") and (role is None or has_role(n, role))]
 
 
 def _check_placeable(role, node_id, gpu) -> None:
     alive = live_nodes(role)
-    if role is not None:
-        if not alive:
-            raise HetlabError(f"no live node has role {role!r}: start it with the command from "
-                              f"`hetlab join`/`hetlab head`, or use PracticeCluster for practice.")
+    if role is not None and not alive:
+        raise HetlabError(f"no live node has role {role!r}: start it with the command from "
+                          f"`hetlab join`/`hetlab head`, or use PracticeCluster for practice.")
     if node_id is not None:
         alive = [n for n in alive if n["NodeID"] == node_id]
         if not alive:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import ray
 from ray.tune.search import Searcher
 
-from hetlab.cluster import ROLE_SLIVER, live_nodes, placement, role_resource
+from hetlab.cluster import ROLE_SLIVER, has_role, live_nodes, placement, role_resource
 from hetlab.errors import HetlabError
 from hetlab.trial import DEFAULT_MODEL, step_rate
 
@@ -33,14 +33,16 @@ class Packing:
 
 def node_of(role: str) -> dict:
     """The live Ray node of ``role``, or a one-line error."""
-    for node in live_nodes(role):
-        return node
-    raise HetlabError(f"no live machine has the role {role!r}: join it (hetlab join) or leave it out of roles.")
+    nodes = live_nodes(role)
+    if not nodes:
+        raise HetlabError(f"no live machine has the role {role!r}: join it (hetlab join) or leave it out of roles.")
+    return nodes[0]
 
 
 def alive_roles(roles) -> set:
-    """Those of ``roles`` that a live Ray node has now."""
-    return {r for r in roles if live_nodes(r)}
+    """Those of ``roles`` that a live Ray node has now (one look at Ray's nodes for all of them)."""
+    nodes = live_nodes()
+    return {r for r in roles if any(has_role(n, r) for n in nodes)}
 
 
 def slot_shape(node: dict, role: str, k: int) -> dict:
@@ -183,10 +185,6 @@ class SlotSearcher(Searcher):
         self.role_of[trial_id], self.config_of[trial_id] = role, config
         return {"config": config, "role": role}
 
-    def _running(self, role: str) -> int:
-        """Trials of ``role`` running or waiting there."""
-        return sum(r == role for r in self.role_of.values())
-
     def _rate(self, role: str) -> float:
         units, seconds = self.seen[role]
         return units / seconds if seconds > 0 and units > 0 else self.rates.get(role, 0.0)
@@ -195,17 +193,18 @@ class SlotSearcher(Searcher):
         known = all(self._rate(r) > 0 for r in self.slots if self.slots[r])  # until then: in the roles' order
         by_speed = sorted(self.slots, key=lambda r: -self._rate(r)) if known else list(self.slots)
         ordered = sorted(self.left, key=self._cost) if self.cost else self.left
+        held = {r: self._costs(r) for r in by_speed}   # each machine's trials, running or waiting
         for n, role in enumerate(by_speed):
             mine = self._rate(role)
-            if self.slots[role] == 0 or self._running(role) > self.slots[role] or (
-                    self._running(role) == self.slots[role] and not known):  # waiting trials: once speeds are known
+            if self.slots[role] == 0 or len(held[role]) > self.slots[role] or (
+                    len(held[role]) == self.slots[role] and not known):  # waiting trials: once speeds are known
                 continue
             config = ordered[-1] if n == 0 and self.cost else ordered[0]
             faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s
             if n == 0 or faster <= 0 or mine <= 0:
                 return role, config
-            mine_s = (sum(self._costs(role)) / self.slots[role] + self._cost(config)) / mine
-            theirs_s = (sum(map(self._cost, self.left)) + sum(sum(self._costs(r)[self.slots[r]:])
+            mine_s = (sum(held[role]) / self.slots[role] + self._cost(config)) / mine
+            theirs_s = (sum(map(self._cost, self.left)) + sum(sum(held[r][self.slots[r]:])
                                                                for r in by_speed[:n])) / faster
             if mine_s <= theirs_s:
                 return role, config
