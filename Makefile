@@ -45,7 +45,7 @@ endif
 LAB_SETTINGS := $(CURDIR)/jupyter/settings
 
 lab: $(STAMP)
-	@$(BIN)/python -c 'from hetlab.tools.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this environment: {c.name}: {c.detail}. For the real pair: {c.fix}; or use the conda environment of environment-*.yml: conda activate hetlab, then make lab")'
+	@$(BIN)/python -c 'from hetlab.tools.doctor.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this environment: {c.name}: {c.detail}. For the real pair: {c.fix}; or use the conda environment of environment-*.yml: conda activate hetlab, then make lab")'
 	cd notebooks && $(abspath $(BIN))/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
 
 test: $(STAMP)

@@ -8,7 +8,7 @@ were set up in advance: Ray's documentation promises under 50 µs per call inste
 (fp32 weights down, a gradient of the same size up) and a fixed sleep standing in for each
 worker's compute, so that only Ray's part differs:
 
-* ordinary calls, the buffers in the pieces hetlab sends (``hetlab.flat.pieces_for``);
+* ordinary calls, the buffers in the pieces hetlab sends (``hetlab.core.flat.pieces_for``);
 * one compiled graph over the same two actors (``ray.dag``, ``experimental_compile``), the
   weights as one array, which its channels carry whole.
 
@@ -30,9 +30,9 @@ import time
 import numpy as np
 import ray
 
-from hetlab.cluster import placement
-from hetlab.flat import flat_weights, pieces_for, split_pieces
-from hetlab.models import make_model
+from hetlab.cluster.ray_cluster import placement
+from hetlab.core.flat import flat_weights, pieces_for, split_pieces
+from hetlab.core.models import make_model
 from hetlab.pair import the_pair
 
 

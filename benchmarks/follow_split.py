@@ -19,8 +19,8 @@ import argparse
 import json
 import statistics
 
-from hetlab import balance
-from hetlab.data import load_mnist
+from hetlab.arithmetic import balance
+from hetlab.core.data import load_mnist
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
 

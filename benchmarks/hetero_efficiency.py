@@ -1,6 +1,6 @@
 """How much of two unlike workers does a parameter-server cluster use? (notebook 06)
 
-Two workers on the practice cluster, the "mac" SIMULATED 4× slower (``hetlab.simulate``), or
+Two workers on the practice cluster, the "mac" SIMULATED 4× slower (``hetlab.core.simulate``), or
 your own pair with HETLAB_ADDRESS set. Three splits (equal, auto-tuned, and one that follows
 the machine) run side by side in alternation, each worker alone before and after each:
 
@@ -21,8 +21,8 @@ import json
 import statistics
 import time
 
-from hetlab import balance
-from hetlab.data import load_mnist
+from hetlab.arithmetic import balance
+from hetlab.core.data import load_mnist
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, Resplit
 from hetlab.ps.specs import step_budget, wall_s

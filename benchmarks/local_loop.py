@@ -1,7 +1,7 @@
 """Is local SGD's inner loop as fast as the plain loop? One worker, one device, side by side (notebook 08).
 
 Local SGD pays for its exchange once per H steps, so between exchanges a worker should train as
-fast as ``hetlab.train.train`` at the same batch on the same device. This times both, alternated:
+fast as ``hetlab.core.train.train`` at the same batch on the same device. This times both, alternated:
 
 * ``train``: the plain loop in this process, on the best device here;
 * ``local SGD``: one ``Worker`` on a one-node practice cluster, ``mode="local_sgd"`` rounds of H
@@ -21,12 +21,12 @@ import statistics
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from hetlab import devices  # noqa: E402
-from hetlab.data import load_mnist  # noqa: E402
-from hetlab.practice import PracticeCluster  # noqa: E402
+from hetlab.core import devices  # noqa: E402
+from hetlab.core.data import load_mnist  # noqa: E402
+from hetlab.cluster.practice import PracticeCluster  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
 from hetlab.ps.specs import samples_per_s  # noqa: E402
-from hetlab.train import train  # noqa: E402
+from hetlab.core.train import train  # noqa: E402
 
 
 def main() -> None:

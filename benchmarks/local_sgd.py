@@ -22,8 +22,8 @@ import time
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from hetlab import is_quick  # noqa: E402
-from hetlab.balance import scale_local_steps, split_batch  # noqa: E402
-from hetlab.data import load_mnist  # noqa: E402
+from hetlab.arithmetic.balance import scale_local_steps, split_batch  # noqa: E402
+from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.pair import the_pair  # noqa: E402
 from hetlab.ps import ParameterServerTraining  # noqa: E402
 

@@ -1,10 +1,10 @@
 """Does a hyperparameter search on the pair reach the sum of its machines? (notebook 09, issue 35)
 
-The same K configurations (``hetlab.search``: the same seeds, ASHA off, every trial to its last
+The same K configurations (``hetlab.search.driver``: the same seeds, ASHA off, every trial to its last
 epoch) run on the desktop alone, on the mac alone and on both, each machine with its measured
-number of trials at once (``hetlab.slots.measure_packing``: the best single-machine search is the
+number of trials at once (``hetlab.search.slots.measure_packing``: the best single-machine search is the
 packed one). On the practice cluster (two real Ray nodes on this machine) the "mac" is SIMULATED
-slower (``hetlab.simulate``); its measured slowdown, start-up and evaluation included, is printed.
+slower (``hetlab.core.simulate``); its measured slowdown, start-up and evaluation included, is printed.
 With HETLAB_ADDRESS set, your own pair instead (``hetlab.pair.the_pair``).
 
     throughput = samples trained by all trials ÷ (the last trial's end − the first trial's start)

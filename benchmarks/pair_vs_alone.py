@@ -1,24 +1,24 @@
 """Does the pair beat the desktop alone, as the planner predicts? Every plan run, predicted beside measured.
 
-The planner (``hetlab.planner``, notebooks 02 and 08) predicts each plan's samples/s from three
+The planner (``hetlab.arithmetic.planner``, notebooks 02 and 08) predicts each plan's samples/s from three
 measured inputs, all taken here first, apart from the timed runs:
 
 * each device's step time t(b) = fixed + b × per-sample, fitted to a batch sweep
-  (``hetlab.steptime``): the desktop's plain loop in this process (what ``hetlab.train`` runs),
+  (``hetlab.arithmetic.steptime``): the desktop's plain loop in this process (what ``hetlab.core.train`` runs),
   and each worker where it runs (``standalone_throughput(together=True)``: its threads, its node,
   the simulated slowdown of a practice Mac, both at work at once as in the pair);
 * the engine's own cost per exchange: sync steps of 1 + 1 samples (``specs.engine_cost``);
 * the link (``--link-mbit``; the practice cluster has none).
 
 Then it runs, on the same samples (a fixed subset, ``--epochs`` passes): the desktop alone with
-``hetlab.train``; per-step sync; local SGD at the planner's H (the fastest local plan with the
+``hetlab.core.train``; per-step sync; local SGD at the planner's H (the fastest local plan with the
 Mac kept in); and the plan the planner picks. Repeated ``--repeats`` times, alternating; every
 run printed, with the median. Time to the target accuracy = samples until the test accuracy first
 reached ``--target`` (evaluated after each pass) ÷ the run's samples/s.
 
     .venv/bin/python benchmarks/pair_vs_alone.py [--global-batch 128] [--repeats 3]
 
-On the practice cluster the Mac is SIMULATED (``--slowdown``× slower, hetlab.simulate) and both
+On the practice cluster the Mac is SIMULATED (``--slowdown``× slower, hetlab.core.simulate) and both
 workers share this machine's cores. ``--card``: a GPU machine (docs/gpu-machine.md) as a real
 unlike pair, its card the desktop and its CPU the Mac, nothing simulated (the CPU worker gets half
 the cores, so the card's launching thread keeps one). With HETLAB_ADDRESS set it runs on that
@@ -37,12 +37,13 @@ import time
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from hetlab import devices, planner, steptime  # noqa: E402
-from hetlab.data import load_mnist  # noqa: E402
-from hetlab.models import count_params, make_model  # noqa: E402
+from hetlab.core import devices  # noqa: E402
+from hetlab.arithmetic import planner, steptime
+from hetlab.core.data import load_mnist  # noqa: E402
+from hetlab.core.models import count_params, make_model  # noqa: E402
 from hetlab.ps import ParameterServerTraining  # noqa: E402
 from hetlab.ps.specs import engine_cost, samples_per_s  # noqa: E402
-from hetlab.train import train  # noqa: E402
+from hetlab.core.train import train  # noqa: E402
 
 SWEEP = (16, 64, 128, 256)
 
@@ -191,8 +192,8 @@ def the_pair(args):
     from hetlab import pair
     if not args.card:
         return pair.the_pair(practice_slowdown=args.slowdown)
-    from hetlab.practice import PracticeCluster
-    from hetlab.tools.gpucheck_context import pair_workers   # the GPU check's pair: the card, then the CPU
+    from hetlab.cluster.practice import PracticeCluster
+    from hetlab.tools.gpucheck.context import pair_workers   # the GPU check's pair: the card, then the CPU
     cluster = PracticeCluster(("desktop", "mac"), accounted_gpus={"desktop": 1})  # Ray counts the card there
     return pair.Pair(pair_workers("cuda"), None, cluster)
 

@@ -13,9 +13,9 @@ it. This times the pieces on your cluster, with buffers the size of the course's
 * a worker call carrying new weights made on the driver's node (where the server's are), to an
   actor on that node, then on the other node;
 * a call carrying half the model's fp32 buffer (one of its pieces) there and back, as a torch
-  tensor and as a numpy array (the pieces go as numpy arrays: ``hetlab.flat.split_pieces``);
+  tensor and as a numpy array (the pieces go as numpy arrays: ``hetlab.core.flat.split_pieces``);
 * then real training steps (``ParameterServerTraining``, sync, the split ∝ each worker's speed
-  alone), alternating the model's buffers as one object and in pieces (``hetlab.flat.pieces_for``):
+  alone), alternating the model's buffers as one object and in pieces (``hetlab.core.flat.pieces_for``):
   the server's update (in the driver), and each worker's communication, per step.
 
 On the practice cluster "the other node" is the simulated mac's node of this same machine;
@@ -38,11 +38,11 @@ import time
 import ray
 import torch
 
-from hetlab.balance import split_batch
-from hetlab.cluster import placement
-from hetlab.data import load_mnist
-from hetlab.flat import flat_weights
-from hetlab.models import make_model
+from hetlab.arithmetic.balance import split_batch
+from hetlab.cluster.ray_cluster import placement
+from hetlab.core.data import load_mnist
+from hetlab.core.flat import flat_weights
+from hetlab.core.models import make_model
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
 

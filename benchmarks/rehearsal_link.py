@@ -11,7 +11,7 @@ parameter server with a desktop and a mac worker, 1:1 split of a 128 batch:
 
 Measured per step: bytes that crossed the link (the kernel's counters of the desktop's
 interface: Ray's framing and TCP included), step time, samples/s. Predicted:
-``hetlab.planner.round_seconds`` from each worker's compute speed measured in the same run
+``hetlab.arithmetic.planner.round_seconds`` from each worker's compute speed measured in the same run
 (samples ÷ compute seconds), the server's measured update time, the cap, and the engine's fixed
 cost per exchange, measured apart first: sync steps of 1 + 1 samples (compute ≈ 0), less what the
 planner already counts (transfer at the cap, server, compute). Both hosts share this box's CPU: the figures are
@@ -30,7 +30,7 @@ import time
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from hetlab import planner  # noqa: E402
+from hetlab.arithmetic import planner  # noqa: E402
 from hetlab.tools import rehearsal  # noqa: E402
 
 H = 8
@@ -57,8 +57,8 @@ def engine_overhead(run, link, steps: int = 10) -> float:
 
 def drive(mbit: int, steps: int) -> dict:
     """On the desktop host: train each mode, measure, predict (printed as one JSON line)."""
-    from hetlab.cluster import connect
-    from hetlab.data import load_mnist
+    from hetlab.cluster.ray_cluster import connect
+    from hetlab.core.data import load_mnist
     from hetlab.ps import ParameterServerTraining, WorkerSpec
 
     connect()

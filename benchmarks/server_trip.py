@@ -30,9 +30,9 @@ import time
 import ray
 import torch
 
-from hetlab import balance
-from hetlab.data import load_mnist, split_spans
-from hetlab.flat import join_pieces, split_pieces
+from hetlab.arithmetic import balance
+from hetlab.core.data import load_mnist, split_spans
+from hetlab.core.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, server
 from hetlab.ps.specs import combine_coefficients

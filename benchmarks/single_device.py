@@ -17,11 +17,11 @@ import time
 import torch
 from torch import nn
 
-from hetlab.data import batches, load_mnist
-from hetlab.devices import resolve, synchronize
-from hetlab.models import make_model
-from hetlab.step import train_step
-from hetlab.textbook import textbook_loader
+from hetlab.core.data import batches, load_mnist
+from hetlab.core.devices import resolve, synchronize
+from hetlab.core.models import make_model
+from hetlab.core.train_step import train_step
+from hetlab.course.textbook import textbook_loader
 
 
 def hetlab_batches(data, batch_size, dev, seed):

@@ -3,7 +3,7 @@
 The textbook is the synchronous loop of Ray's "Parameter Server" example, written out
 below: a ``ParameterServer`` actor and ``DataWorker`` actors, the driver chaining
 ``compute_gradients`` → ``apply_gradients`` without ever waiting. Both engines train
-the same ConvNet (``hetlab.models.ray_example_cnn``, 1,960 parameters, same initial
+the same ConvNet (``hetlab.core.models.ray_example_cnn``, 1,960 parameters, same initial
 weights), with plain SGD, 2 workers × 128 samples, 200 sync steps per run, on one local
 Ray. Ray's ConvNet ends in log_softmax + nll_loss; here both use cross-entropy on the
 same logits (the same thing), and the textbook sums the gradients with lr/2 where hetlab
@@ -12,7 +12,7 @@ takes Σ (b_i/B)·g_i with lr: the same update.
 Three variants, alternating ``--repeats`` times (median run of each kept):
 
 * ``textbook per-sample``: each worker iterates a DataLoader over PerSampleMNIST
-  (``hetlab.textbook``), as in Ray's example;
+  (``hetlab.course.textbook``), as in Ray's example;
 * ``textbook tensors``: each worker slices batches from one normalised tensor;
 * ``hetlab``: ``ParameterServerTraining`` (weighting, per-step timings, fault handling).
 
@@ -40,12 +40,12 @@ import ray  # noqa: E402
 import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from hetlab.cluster import connect  # noqa: E402
-from hetlab.data import batches, load_mnist  # noqa: E402
-from hetlab.models import make_model  # noqa: E402
+from hetlab.cluster.ray_cluster import connect  # noqa: E402
+from hetlab.core.data import batches, load_mnist  # noqa: E402
+from hetlab.core.models import make_model  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
-from hetlab.textbook import textbook_loader  # noqa: E402
-from hetlab.train import evaluate  # noqa: E402
+from hetlab.course.textbook import textbook_loader  # noqa: E402
+from hetlab.core.train import evaluate  # noqa: E402
 
 LR = 0.01
 

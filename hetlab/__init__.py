@@ -15,8 +15,8 @@ __version__ = "0.1.0"
 @contextlib.contextmanager
 def environment(values: dict, keep_set: bool = False):
     """``values`` in this process's environment inside the block, and as before after it; the
-    processes started inside inherit them (a practice node's raylet: ``hetlab.raylog``; Ray Train
-    passes some on to its controller: ``hetlab.raytrain``). ``keep_set``: a variable you have set
+    processes started inside inherit them (a practice node's raylet: ``hetlab.cluster.raylog``; Ray Train
+    passes some on to its controller: ``hetlab.raytrain.mixed``). ``keep_set``: a variable you have set
     keeps your value."""
     old = {k: os.environ.get(k) for k in values}
     os.environ.update({k: v for k, v in values.items() if not (keep_set and old[k] is not None)})

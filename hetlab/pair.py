@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetlab.cluster import connect, requested_address
+from hetlab.cluster.ray_cluster import connect, requested_address
 from hetlab.ps.specs import WorkerSpec
 
 
@@ -67,7 +67,7 @@ def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
         connect(target)  # fails within seconds, in one line, if the head is not there
         practice, device, mac_slowdown = None, "auto", slowdown or 1.0
     else:
-        from hetlab.practice import PracticeCluster  # Ray's cluster_utils: only when practising
+        from hetlab.cluster.practice import PracticeCluster  # Ray's cluster_utils: only when practising
         practice, device, mac_slowdown = PracticeCluster(("desktop", "mac")), "cpu", slowdown or practice_slowdown
         target = None
     workers = [WorkerSpec("desktop", role="desktop", device=device),

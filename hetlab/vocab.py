@@ -14,7 +14,7 @@ BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2}   # of each transfer format
 WEIGHTS_DOWN = "fp32"                                 # the server always sends fp32 weights
 OPTIMIZERS = ("adam", "sgd")                          # the server's, in sync and async modes
 DEVICE_KINDS = ("cuda", "mps", "cpu")                 # what torch can train on (01)
-MODEL_NAMES = ("small", "classic", "ray_example")     # the built-in networks, hetlab.models.MODELS
+MODEL_NAMES = ("small", "classic", "ray_example")     # the built-in networks, hetlab.core.models.MODELS
 ROLES = ("desktop", "mac")                            # the two machines of the course (03)
 
 # environment variables hetlab reads
@@ -22,7 +22,7 @@ ADDRESS_ENV = "HETLAB_ADDRESS"      # the Ray head of the real pair: notebooks 0
 QUICK_ENV = "HETLAB_QUICK"          # 1: the short runs of `make test`
 REHEARSAL_ENV = "HETLAB_REHEARSAL"  # set on the hosts of `hetlab rehearse`: the host's role
 DATA_ENV = "HETLAB_DATA"            # a folder holding MNIST's files instead of the repository's data/
-MEASURED_ENV = "HETLAB_MEASURED"    # a folder for the figures notebooks save (hetlab.measured)
+MEASURED_ENV = "HETLAB_MEASURED"    # a folder for the figures notebooks save (hetlab.arithmetic.measured)
 COMMIT_ENV = "HETLAB_COMMIT"        # hetlab's git commit where no git is (`hetlab gpu-check`)
 RAY_WHEEL_ENV = "HETLAB_RAY_WHEEL"  # the Ray wheel carried to a GPU machine (`hetlab gpu-check`)
 MAC_IP_ENV = "HETLAB_MAC_IP"        # the Mac's LAN address (notebook 04; the doctor checks Windows' rules name it)

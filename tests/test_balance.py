@@ -1,4 +1,4 @@
-"""hetlab.balance: batch splitting (pure arithmetic) and auto-tuning (synthetic and real)."""
+"""hetlab.arithmetic.balance: batch splitting (pure arithmetic) and auto-tuning (synthetic and real)."""
 import math
 import random
 import time
@@ -6,12 +6,12 @@ import time
 import pytest
 import torch
 
-from hetlab.balance import (auto_tune, check_weights, efficiency, equal_finish_split, fit_step_time,
+from hetlab.arithmetic.balance import (auto_tune, check_weights, efficiency, equal_finish_split, fit_step_time,
                             follow_split, format_ratio,
                             idle_fractions, predicted_efficiency, predicted_samples_per_s, predicted_step_time,
                             ratio_of, scale_local_steps, split_batch)
-from hetlab.data import load_mnist
-from hetlab.models import make_model
+from hetlab.core.data import load_mnist
+from hetlab.core.models import make_model
 from hetlab.errors import HetlabError
 
 

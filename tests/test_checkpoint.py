@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from hetlab import HetlabError
-from hetlab.checkpoint import (FORMAT, latest_checkpoint, load_checkpoint, param_signature,
+from hetlab.core.checkpoint import (FORMAT, latest_checkpoint, load_checkpoint, param_signature,
                                save_checkpoint)
-from hetlab.data import load_mnist
-from hetlab.models import make_model
+from hetlab.core.data import load_mnist
+from hetlab.core.models import make_model
 from hetlab.ps.options import Options
 from hetlab.ps.server import Server
 

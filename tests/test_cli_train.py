@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hetlab.tools import rehearsal
-from hetlab.tools.cli import main
-from hetlab.tools.cli_train import parse_ratio
+from hetlab.tools.cli.app import main
+from hetlab.tools.cli.train import parse_ratio
 from hetlab.errors import HetlabError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ OWN_EVERYTHING = ["--model", "mynet:mlp", "--data", "mynet:blobs", "--loss", "my
 
 def hetlab_train(*args, cwd=REPO, timeout=240):
     env = {**os.environ, "HETLAB_QUICK": "1", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "hetlab.tools.cli", "train", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "hetlab", "train", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -60,7 +60,7 @@ def test_bad_input_is_one_line_and_non_zero(args, words, capsys):
 def saved_checkpoint(folder, step=30, seed=0, data_len=3000) -> Path:
     """A real checkpoint file as a run at ``step`` writes it, built without Ray: a ``Server``
     used as a plain Python object gives the state (as in test_checkpoint.py)."""
-    from hetlab.checkpoint import FORMAT, param_signature, save_checkpoint
+    from hetlab.core.checkpoint import FORMAT, param_signature, save_checkpoint
     from hetlab.ps.options import Options
     from hetlab.ps.server import Server
     server = Server("small", seed=seed, lr=1e-3, mode="sync")
@@ -88,8 +88,8 @@ def test_resume_that_cannot_continue_is_one_line(args, words, tmp_path, capsys):
 
 
 def test_resume_takes_seed_and_samples_from_the_checkpoint(tmp_path):
-    from hetlab.tools.cli import build_parser
-    from hetlab.tools.cli_train import _check_train_args
+    from hetlab.tools.cli.app import build_parser
+    from hetlab.tools.cli.train import _check_train_args
     ckpt = saved_checkpoint(tmp_path, seed=7, data_len=6000)
     opts = _check_train_args(build_parser().parse_args(["train", "--resume", str(ckpt), "--steps", "31"]))
     assert (opts["resume"], opts["seed"], opts["train_samples"]) == (ckpt, 7, 6000)
@@ -142,7 +142,7 @@ def test_a_short_run_trains_and_checkpoints(checkpoints):
 @pytest.mark.skipif(rehearsal.missing() is None,
                     reason="--address and --resume run across two hosts in tests/test_rehearsal.py")
 def test_resume_through_address_continues_the_step_count(checkpoints):
-    from hetlab.practice import PracticeCluster
+    from hetlab.cluster.practice import PracticeCluster
 
     folder, _ = checkpoints
     with PracticeCluster(("desktop", "mac"), connect=False) as practice:
@@ -167,7 +167,7 @@ def test_own_model_data_and_loss_train(tmp_path):
 
 
 def test_cli_model_names_match_the_library():
-    from hetlab.models import MODELS
+    from hetlab.core.models import MODELS
     from hetlab.vocab import MODEL_NAMES
     assert set(MODEL_NAMES) == set(MODELS)
 
@@ -247,14 +247,14 @@ def test_own_data_and_loss_bad_input_is_one_line(args, words, mynet_here, capsys
 def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
     """A checkpoint of `--model mynet:tiny` resumes only with `--model mynet:tiny` again, and
     a function building another network is refused by the parameter-shape signature."""
-    from hetlab.checkpoint import FORMAT, param_signature, save_checkpoint
-    from hetlab.tools.cli import build_parser
-    from hetlab.tools.cli_train import _check_train_args
-    from hetlab.models import model_label
+    from hetlab.core.checkpoint import FORMAT, param_signature, save_checkpoint
+    from hetlab.tools.cli.app import build_parser
+    from hetlab.tools.cli.train import _check_train_args
+    from hetlab.core.models import model_label
     from hetlab.ps.options import Options
     from hetlab.ps.server import Server
     tmp_path = mynet_here
-    (tmp_path / "mynet.py").write_text(MYNET + "\n\ndef other():\n    from hetlab.models import make_model\n"
+    (tmp_path / "mynet.py").write_text(MYNET + "\n\ndef other():\n    from hetlab.core.models import make_model\n"
                                        "    return make_model('small')\n")
     import importlib
     sys.path.insert(0, str(tmp_path))                       # (a copy, put back after the test)

@@ -1,4 +1,4 @@
-"""hetlab.cluster: address checks, fast failures on loopback only, embedded Ray, node table."""
+"""hetlab.cluster.ray_cluster: address checks, fast failures on loopback only, embedded Ray, node table."""
 import os
 import socket
 import subprocess
@@ -9,7 +9,9 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab import authtoken, cluster, machine
+from hetlab.cluster import authtoken
+from hetlab.cluster import ray_cluster as cluster
+from hetlab.core import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,7 +71,7 @@ def test_listener_that_never_answers_is_not_a_hang():
 
 def test_importing_hetlab_changes_no_global_hook():
     # Ray's own import sets sys.excepthook (its custom_excepthook): take the hook after it
-    code = "import sys, ray; hook = sys.excepthook; import hetlab, hetlab.cluster, hetlab.ps; print(sys.excepthook is hook)"
+    code = "import sys, ray; hook = sys.excepthook; import hetlab, hetlab.cluster.ray_cluster, hetlab.ps; print(sys.excepthook is hook)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert done.stdout.strip() == "True", done.stdout + done.stderr
@@ -77,7 +79,7 @@ def test_importing_hetlab_changes_no_global_hook():
 
 def test_script_gets_one_line_and_nonzero_exit():
     code = ("from hetlab.errors import one_line_errors; one_line_errors(); one_line_errors()\n"
-            "import hetlab.cluster as c; c.connect('127.0.0.1:1', timeout=10)")
+            "import hetlab.cluster.ray_cluster as c; c.connect('127.0.0.1:1', timeout=10)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert done.returncode != 0
@@ -125,7 +127,7 @@ def test_embedded_local_ray_and_node_table(local_ray):
 
 
 def test_the_rehearsals_rejoin_waits_for_the_old_node_to_go_and_the_new_one_to_come(local_ray, monkeypatch):
-    from hetlab.tools import rehearsal
+    from hetlab.tools.rehearsal import run as rehearsal
     here = ray.nodes()[0]["NodeManagerAddress"]
     looks = []
     real_nodes = ray.nodes
@@ -148,7 +150,7 @@ def test_nodes_without_connection_is_one_line_error():
 def test_a_node_that_missed_its_start_up_window_is_started_once_more():
     """reach.start_with_retry, the one retry behind connect(), PracticeCluster.add_node, the
     rehearsal and the tests' local Ray (a real time-out needs a machine busier than CI's)."""
-    from hetlab.reach import start_with_retry
+    from hetlab.cluster.reach import start_with_retry
 
     def starts(*outcomes):
         tries, cleaned = [], []

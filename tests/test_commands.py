@@ -1,4 +1,4 @@
-"""hetlab.commands: the printed ray start commands, checked as text and then run for real.
+"""hetlab.cluster.commands: the printed ray start commands, checked as text and then run for real.
 
 The real test starts a head and a joining node on 127.0.0.1 with exactly the argv
 that hetlab prints (free ports chosen here, a private temp dir and HOME so the token
@@ -24,9 +24,10 @@ import time
 import psutil
 import pytest
 
-from hetlab import HetlabError, commands
+from hetlab import HetlabError
+from hetlab.cluster import commands
 from hetlab.tools import rehearsal
-from hetlab.commands import Ports
+from hetlab.cluster.commands import Ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
@@ -314,7 +315,7 @@ def test_printed_commands_make_an_authenticated_two_node_cluster(real_pair):
     runs = {  # all at once: each is a fresh Python that imports Ray
         "good": _client({**env, "RAY_AUTH_MODE": "token"}, CLIENT, address),
         "doctor": _client({**env, "RAY_AUTH_MODE": "token"},
-                          ["-m", "hetlab.tools.cli", "doctor", "--head", address], address),
+                          ["-m", "hetlab", "doctor", "--head", address], address),
         "no_token": _client({**env, "HOME": no_token_home}, CLIENT, address),
         "wrong_token": _client({**env, "HOME": no_token_home, "RAY_AUTH_MODE": "token",
                                 "RAY_AUTH_TOKEN": secrets.token_hex(32)}, CLIENT, address),

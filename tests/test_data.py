@@ -1,4 +1,4 @@
-"""hetlab.data on the real MNIST files shipped in data/ (no network but 127.0.0.1)."""
+"""hetlab.core.data on the real MNIST files shipped in data/ (no network but 127.0.0.1)."""
 import functools
 import gzip
 import http.server
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from hetlab import HetlabError
-from hetlab.balance import split_batch
-from hetlab.data import (FILES, SHA256, Stream, batches, default_root, download_mnist, load_mnist,
+from hetlab.arithmetic.balance import split_batch
+from hetlab.core.data import (FILES, SHA256, Stream, batches, default_root, download_mnist, load_mnist,
                          split_spans, stream_indices)
 
 

@@ -1,4 +1,4 @@
-"""hetlab.devices. The CPU path runs for real. There is no CUDA card and no Apple GPU
+"""hetlab.core.devices. The CPU path runs for real. There is no CUDA card and no Apple GPU
 on this machine, so the cuda and mps branches are tested by faking ONLY torch's
 availability and property answers (monkeypatch); everything else is real."""
 import math
@@ -9,9 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from hetlab import HetlabError, devices
-from hetlab.models import make_model
-from hetlab.simulate import SlowDevice
+from hetlab import HetlabError
+from hetlab.core import devices
+from hetlab.core.models import make_model
+from hetlab.core.simulate import SlowDevice
 
 
 def test_cpu_is_always_there_and_real():
@@ -137,9 +138,9 @@ def test_mps_branch(fake_mps):
 
 
 def test_a_simulated_slow_device_sleeps_the_typical_time_not_a_hiccup_again():
-    """hetlab.simulate.SlowDevice (real sleeps, short ones): 3× slower sleeps 2 × the median
+    """hetlab.core.simulate.SlowDevice (real sleeps, short ones): 3× slower sleeps 2 × the median
     of the last timings of the same work, so a one-off 40 ms hiccup is not slept again."""
-    from hetlab.simulate import RECENT, SlowDevice
+    from hetlab.core.simulate import RECENT, SlowDevice
 
     slow = SlowDevice(3)
     slept = [slow.after(64, t) for t in (0.010, 0.010, 0.050, 0.010)]

@@ -8,7 +8,7 @@ import ray
 import torch
 import yaml
 
-from hetlab.tools import preflight
+from hetlab.tools.doctor import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,8 +6,8 @@ races the steps.
 import pytest
 
 from hetlab import HetlabError
-from hetlab.data import load_mnist
-from hetlab.practice import PracticeCluster
+from hetlab.core.data import load_mnist
+from hetlab.cluster.practice import PracticeCluster
 from hetlab.ps import Hook, ParameterServerTraining, Resplit, WorkerLost, WorkerSpec
 
 

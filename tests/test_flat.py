@@ -1,9 +1,9 @@
-"""Flat buffers and the pieces they travel in (hetlab.flat; the actors run here as plain objects, no Ray)."""
+"""Flat buffers and the pieces they travel in (hetlab.core.flat; the actors run here as plain objects, no Ray)."""
 import numpy as np
 import torch
 
-from hetlab.data import load_mnist
-from hetlab.flat import INLINE_BYTES, MOST_PIECES, PIECE_BYTES, join_pieces, pieces_for, split_pieces
+from hetlab.core.data import load_mnist
+from hetlab.core.flat import INLINE_BYTES, MOST_PIECES, PIECE_BYTES, join_pieces, pieces_for, split_pieces
 from hetlab.ps.messages import WorkerReply
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerSpec

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from hetlab.tools import (cli, cli_gpu_check, gpucheck, gpucheck_autocast, gpucheck_context, gpucheck_pair,
-                          gpucheck_report)
+from hetlab.tools import cli
+from hetlab.tools.gpucheck import claims as gpucheck
+from hetlab.tools.cli import gpu_check as cli_gpu_check
+from hetlab.tools.gpucheck import autocast as gpucheck_autocast, context as gpucheck_context, pair as gpucheck_pair, report as gpucheck_report
 from hetlab.errors import HetlabError
-from hetlab.tools.gpucheck_report import Goal, Row
+from hetlab.tools.gpucheck.report import Goal, Row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -256,7 +258,7 @@ def test_the_pair_batch_is_sized_to_the_card():
 def test_autocast_checks_worker_code_runs_on_the_cpu():
     """The autocast check drives a parameter-server Worker in this process (CUDA only in real
     use); run its helpers on the CPU so a change of Worker's API breaks this test, not the GPU run."""
-    from hetlab.models import count_params, make_model
+    from hetlab.core.models import count_params, make_model
     ctx = gpucheck.Context("cpu", TINY)
     grad, worker = gpucheck_autocast._worker_gradient(ctx, "fp32", 1.0)
     assert grad.shape == (count_params(make_model("small")),) and bool(torch.isfinite(grad).all())

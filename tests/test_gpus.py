@@ -14,10 +14,12 @@ import time
 import pytest
 import ray
 
-from hetlab import HetlabError, devices, gpus
-from hetlab.cluster import placement
-from hetlab.data import load_mnist
-from hetlab.practice import PracticeCluster
+from hetlab import HetlabError
+from hetlab.core import devices
+from hetlab.cluster import gpu_holders as gpus
+from hetlab.cluster.ray_cluster import placement
+from hetlab.core.data import load_mnist
+from hetlab.cluster.practice import PracticeCluster
 from hetlab.ps import ParameterServerTraining, WorkerSpec
 from hetlab.ps.specs import check_spec
 from hetlab.ps.worker import cuda_in_worker

@@ -3,7 +3,7 @@ one, rejects typical mistakes in one line that names them, and says "your turn" 
 skeleton. Each notebook's skeleton is committed unfilled, and its check cell follows it and prints "your turn"
 (`make test` also runs every notebook that way, through nbval).
 
-The mistakes below are written here, independently of hetlab.grading's own list: a grader that
+The mistakes below are written here, independently of hetlab.course.grading's own list: a grader that
 matched only its own list would pass a test built from it."""
 import json
 import math
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hetlab import balance, grading
+from hetlab.arithmetic import balance
+from hetlab.course import grading
 from hetlab.errors import HetlabError
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"

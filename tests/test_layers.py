@@ -20,20 +20,25 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
-    "basics": ["hetlab", "errors", "vocab", "flat", "simulate", "machine", "authtoken",
-               "step", "data", "models", "devices", "steptime", "measured", "checkpoint", "balance", "planner",
-               "textbook", "train", "wslconfig", "grading"],
-    "cluster": ["raylog", "reach", "cluster", "commands", "windows", "winsteps", "gpus", "practice",
-                "tools.rehearsal", "tools.rehearsal_hosts", "tools.checks", "tools.preflight", "tools.oschecks",
-                "tools.winchecks"],
+    "basics": ["hetlab", "errors", "vocab", "core", "core.flat", "core.simulate", "core.machine",
+               "cluster.authtoken", "core.train_step", "core.data", "core.models", "core.devices",
+               "arithmetic", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
+               "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train",
+               "windows", "windows.wslconfig", "course.grading"],
+    "cluster": ["cluster.raylog", "cluster.reach", "cluster", "cluster.ray_cluster", "cluster.commands",
+                "windows.wsl", "windows.steps", "cluster.gpu_holders", "cluster.practice",
+                "tools.rehearsal", "tools.rehearsal.run", "tools.rehearsal.hosts", "tools.doctor",
+                "tools.doctor.checks", "tools.doctor.preflight", "tools.doctor.oschecks",
+                "tools.doctor.winchecks"],
     "engines": ["ps", "ps.specs", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
-                "ps.hooks", "ps.loop", "ps.saving", "ps.training", "raytrain",
-                "raytrain_config", "raytrain_loop", "raytrain_failure", "pair", "trial", "slots", "storage", "results", "search"],
-    "front ends": ["tools", "tools.cli", "tools.cli_base", "tools.cli_train", "tools.cli_rehearse",
-                   "tools.cli_gpu_check", "__main__", "widgets", "plots", "diagrams", "tools.gpucheck",
-                   "tools.gpucheck_report", "tools.gpucheck_context", "tools.gpucheck_device",
-                   "tools.gpucheck_pair", "tools.gpucheck_autocast", "searchplot",
-                   "tools.cli_search"],
+                "ps.hooks", "ps.loop", "ps.saving", "ps.training", "raytrain", "raytrain.mixed",
+                "raytrain.config", "raytrain.loop", "raytrain.failure", "pair", "search.trial", "search.slots",
+                "search.storage", "search.results", "search", "search.driver"],
+    "front ends": ["tools", "tools.cli", "tools.cli.app", "tools.cli.base", "tools.cli.train",
+                   "tools.cli.rehearse", "tools.cli.gpu_check", "__main__", "views", "views.widgets",
+                   "views.plots", "views.diagrams", "tools.gpucheck", "tools.gpucheck.claims",
+                   "tools.gpucheck.report", "tools.gpucheck.context", "tools.gpucheck.device",
+                   "tools.gpucheck.pair", "tools.gpucheck.autocast", "views.searchplot", "tools.cli.search"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 
@@ -60,10 +65,10 @@ def hetlab_imports(path: Path) -> set[str]:
 
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-TOOLING = {"cli", "preflight", "rehearsal", "gpucheck"}
+TOOLING = {"cli", "doctor", "rehearsal", "gpucheck"}
 # Ray in the basic layer: only here, only inside the function, only Ray's cloudpickle (what Ray
 # sends a learner's model and loss with, so the check is the one that matters).
-RAY_IN_BASICS = {("models", "_send_by_value"), ("models", "_check_picklable")}
+RAY_IN_BASICS = {("core.models", "_send_by_value"), ("core.models", "_check_picklable")}
 
 
 def ray_imports(path: Path) -> set[tuple[str, str]]:
@@ -119,8 +124,8 @@ def test_the_basic_layer_imports_no_ray():
 
 
 def test_the_check_finds_ray_where_it_is_imported():
-    cluster = ray_imports(MODULES["cluster"])
-    assert ("cluster", "") in cluster and ray_imports(MODULES["errors"]) == set()
+    cluster = ray_imports(MODULES["cluster.ray_cluster"])
+    assert ("cluster.ray_cluster", "") in cluster and ray_imports(MODULES["errors"]) == set()
 
 
 def test_tooling_lives_in_hetlab_tools():
@@ -157,3 +162,14 @@ def test_no_module_over_400_lines():
     long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
     assert long == {}
+
+
+def test_the_package_is_folders_of_one_idea_each():
+    """Issue 46: a few modules at the top (the package, its entry point, errors, vocabulary, the one
+    call that gives notebooks the pair); everything else in a folder named for its idea, whose
+    ``__init__`` says what the folder is."""
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 8, f"modules directly in hetlab/: {top}"
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc.splitlines()) <= 8, f"{init.relative_to(PACKAGE)}: a docstring of a few lines"

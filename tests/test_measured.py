@@ -1,11 +1,12 @@
-"""hetlab.measured: notebook 02 saves each machine's speeds, 06 and 08 (and the planner) read them.
+"""hetlab.arithmetic.measured: notebook 02 saves each machine's speeds, 06 and 08 (and the planner) read them.
 Pure: files in a temporary folder, no torch, no Ray."""
 import json
 import math
 
 import pytest
 
-from hetlab import HetlabError, measured, planner
+from hetlab import HetlabError
+from hetlab.arithmetic import measured, planner
 
 DEVICE = {"device": "cuda", "name": "NVIDIA GeForce RTX 4070 Ti"}
 SIZES = [1, 16, 256]

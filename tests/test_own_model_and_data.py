@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from hetlab import HetlabError
-from hetlab.data import as_tensors, load_mnist
-from hetlab.models import as_factory, count_params, make_model, model_label
+from hetlab.core.data import as_tensors, load_mnist
+from hetlab.core.models import as_factory, count_params, make_model, model_label
 from hetlab.ps import ParameterServerTraining, WorkerSpec
-from hetlab.train import evaluate, train
+from hetlab.core.train import evaluate, train
 
 
 class Strokes(torch.utils.data.Dataset):
@@ -180,14 +180,14 @@ def test_parameter_server_learns_own_model_and_data_and_resumes_it(local_ray, st
     (dict(model=stroke_net, train_data=Strokes(20)), "fewer than one global batch"),
 ])
 def test_ray_train_refuses_bad_own_model_or_data_in_one_line(kwargs, message):
-    from hetlab.raytrain import train_mixed
+    from hetlab.raytrain.mixed import train_mixed
     with pytest.raises(HetlabError, match=message) as err:
         train_mixed(steps=5, global_batch=32, **kwargs)
     assert "\n" not in str(err.value)
 
 
 def test_ray_train_result_rebuilds_a_custom_network(tmp_path):
-    from hetlab.raytrain import RayTrainResult, weights_digest
+    from hetlab.raytrain.mixed import RayTrainResult, weights_digest
     trained = make_model(stroke_net, seed=7)
     torch.save({k: v.cpu() for k, v in trained.state_dict().items()}, tmp_path / "model.pt")  # as rank 0 does
     result = RayTrainResult(ranks=[], accuracy=0.0, loss=[], fit_s=0.0, train_s=0.0, allreduce_bytes_per_step=0,

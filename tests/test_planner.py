@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from hetlab import HetlabError, planner
-from hetlab.planner import (GIGABIT, WIFI, Link, advise, break_even_local_steps,
+from hetlab import HetlabError
+from hetlab.arithmetic import planner
+from hetlab.arithmetic.planner import (GIGABIT, WIFI, Link, advise, break_even_local_steps,
                             desktop_alone, exchange_seconds, round_seconds, table, with_mac)
 
 # 8 Mbit/s = 1e6 bytes/s, so 1000 fp32 parameters up + down = 8000 bytes = 8 ms.

@@ -1,4 +1,4 @@
-"""hetlab.plots: figure structure (bars, legend labels), not pixels."""
+"""hetlab.views.plots: figure structure (bars, legend labels), not pixels."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -7,7 +7,7 @@ import pytest  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from hetlab import plots  # noqa: E402
+from hetlab.views import plots  # noqa: E402
 from hetlab.errors import HetlabError  # noqa: E402
 from hetlab.ps import StepRecord  # noqa: E402  (StepRecord is plain data)
 
@@ -86,11 +86,12 @@ def test_step_loss_weights_each_worker_by_its_samples():
     assert plots.step_loss(records) == [pytest.approx(1.5), pytest.approx(0.5)]
 
 
-# hetlab.diagrams: the pictures of notebooks 05, 07, 08 show the numbers they are computed from
+# hetlab.views.diagrams: the pictures of notebooks 05, 07, 08 show the numbers they are computed from
 
-from hetlab import diagrams, planner  # noqa: E402
+from hetlab.views import diagrams  # noqa: E402
+from hetlab.arithmetic import planner
 
-SMALL_CNN = 29_066  # hetlab.models.count_params(make_model("small"))
+SMALL_CNN = 29_066  # hetlab.core.models.count_params(make_model("small"))
 
 
 def all_text(fig):

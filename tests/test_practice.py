@@ -8,10 +8,12 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab import authtoken, cluster, machine
-from hetlab.tools import preflight
-from hetlab.cluster import placement, role_label
-from hetlab.practice import PracticeCluster, display_name
+from hetlab.cluster import authtoken, reach
+from hetlab import cluster
+from hetlab.core import machine
+from hetlab.tools.doctor import preflight
+from hetlab.cluster.ray_cluster import placement, role_label
+from hetlab.cluster.practice import PracticeCluster, display_name
 from hetlab.ps import WorkerSpec
 from hetlab.ps.training import actor_options
 
@@ -71,7 +73,7 @@ class CleanerLog:
     def kept(self):
         import logging
 
-        from hetlab.raylog import CLEANER_LOGGER
+        from hetlab.cluster.raylog import CLEANER_LOGGER
         logger = logging.getLogger(CLEANER_LOGGER)
         return [bool(logger.filter(logger.makeRecord(logger.name, logging.WARNING, __file__, 0, msg, None, None)))
                 for msg in ("Failed to query Ray Train Controller actor state. State API may be temporarily "
@@ -141,7 +143,7 @@ def test_a_driver_on_a_machine_without_a_node_is_told_in_one_line(practice):
 
 
 def test_doctor_against_the_practice_head(practice):
-    host, port, _ = cluster.parse_address(practice.address)
+    host, port, _ = reach.parse_address(practice.address)
     assert preflight.head_versions(host, port) == {"ray": ray.__version__,
                                                    "python": machine.local_report()["python"]}
     checks = preflight.head_checks(practice.address, timeout=30)  # connects, then disconnects

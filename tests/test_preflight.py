@@ -1,4 +1,4 @@
-"""hetlab.tools.preflight: local report, version comparison, macOS traps, doctor without and with a head."""
+"""hetlab.tools.doctor.preflight: local report, version comparison, macOS traps, doctor without and with a head."""
 import gzip
 import hashlib
 import os
@@ -11,8 +11,9 @@ import ray
 import torch
 
 import hetlab
-from hetlab import HetlabError, data, devices, machine
-from hetlab.tools import preflight
+from hetlab import HetlabError
+from hetlab.core import data, devices, machine
+from hetlab.tools.doctor import preflight
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -138,7 +139,7 @@ def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):
 
 def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
     # A temporary HOME: the real ~/.ray/auth_token is never touched. No Ray needed.
-    from hetlab import authtoken
+    from hetlab.cluster import authtoken
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)

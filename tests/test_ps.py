@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from hetlab import HetlabError
-from hetlab.checkpoint import load_checkpoint
-from hetlab.data import load_mnist, stream_indices
-from hetlab.models import make_model
+from hetlab.core.checkpoint import load_checkpoint
+from hetlab.core.data import load_mnist, stream_indices
+from hetlab.core.models import make_model
 from hetlab.ps import Hook, ParameterServerTraining, Resplit, RunView, Slowdown, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps.loop import sync_step
@@ -23,11 +23,11 @@ from hetlab.ps.pool import _one_line
 from hetlab.ps.server import Server
 from hetlab.ps.specs import (StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s,
                              staleness_allows, step_budget)
-from hetlab.flat import flat_weights
-from hetlab.train import evaluate
+from hetlab.core.flat import flat_weights
+from hetlab.core.train import evaluate
 from hetlab.ps import worker as worker_module
 from hetlab.ps.worker import autocast_dtype
-from hetlab.simulate import RECENT
+from hetlab.core.simulate import RECENT
 
 SEED = 0
 
@@ -325,7 +325,7 @@ def test_records_time_split_and_simulated_label(sync_run):
     slow = [r for r in recs if r.worker == "slow"]
     fast = [r for r in recs if r.worker == "fast"]
     assert all(r.simulated_s > 0 for r in slow) and all(r.simulated_s == 0 for r in fast)
-    for k, r in enumerate(slow):  # 2× slower: it sleeps its typical compute time (hetlab.simulate)
+    for k, r in enumerate(slow):  # 2× slower: it sleeps its typical compute time (hetlab.core.simulate)
         recent = [s.compute_s for s in slow[max(0, k + 1 - RECENT):k + 1]]
         assert math.isclose(r.simulated_s, statistics.median(recent), rel_tol=1e-6)
     for r in recs:  # compute + simulated + comm + wait adds up to the worker's round, within the step
@@ -515,12 +515,12 @@ def test_one_machine_is_its_kernel_not_its_host_name():
     import subprocess
     import sys
 
-    from hetlab.machine import this_machine
+    from hetlab.core.machine import this_machine
     with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
         assert this_machine() == f.read().strip()
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("a host name of its own needs root and unshare (the rehearsal's own tools)")
-    code = "import socket; from hetlab.machine import this_machine; print(socket.gethostname(), this_machine())"
+    code = "import socket; from hetlab.core.machine import this_machine; print(socket.gethostname(), this_machine())"
     out = subprocess.run(["unshare", "--uts", "sh", "-c", f"hostname other-host && {sys.executable} -c '{code}'"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["other-host", this_machine()]

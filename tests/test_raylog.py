@@ -1,4 +1,4 @@
-"""hetlab.raylog: Ray 2.60's "Token authentication is enabled" warning becomes one hetlab line,
+"""hetlab.cluster.raylog: Ray 2.60's "Token authentication is enabled" warning becomes one hetlab line,
 and nothing else is hidden. Each case starts a REAL local Ray in a fresh Python with
 RAY_AUTH_MODE unset (Ray warns only then, once per process)."""
 import logging
@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from hetlab import raylog
+from hetlab.cluster import raylog
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 STARTS = {
-    "connect": "from hetlab.cluster import connect; connect(num_cpus=1); ray.shutdown()",
-    "practice": "from hetlab.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()",
+    "connect": "from hetlab.cluster.ray_cluster import connect; connect(num_cpus=1); ray.shutdown()",
+    "practice": "from hetlab.cluster.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()",
 }
 
 
@@ -98,7 +98,7 @@ def test_a_practice_cluster_after_an_earlier_one_starts_without_the_address_note
         os.makedirs(os.path.join(tmp, "ray"))
         with open(os.path.join(tmp, "ray", "ray_current_cluster"), "w") as f:
             f.write("127.0.0.1:1")                # the earlier cluster's address
-        script = "from hetlab.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()"
+        script = "from hetlab.cluster.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()"
         env = {**os.environ, "PYTHONPATH": ROOT, "RAY_TMPDIR": tmp}
         out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
                              text=True, timeout=240)
@@ -114,9 +114,9 @@ def test_a_practice_cluster_replacing_an_earlier_ray_says_nothing_of_it():
     INFO line on the same logger still shows."""
     script = "\n".join([
         "import logging, ray",
-        "from hetlab.cluster import connect; connect(num_cpus=1); ray.shutdown()",
+        "from hetlab.cluster.ray_cluster import connect; connect(num_cpus=1); ray.shutdown()",
         "logging.getLogger('ray').setLevel(logging.INFO)  # as in a kernel whose earlier Ray ran in another",
-        "from hetlab.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()",
+        "from hetlab.cluster.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()",
         "from ray._private import utils",
         "utils.logger.setLevel(logging.INFO); utils.logger.info('another line on the same logger')",
     ])

@@ -11,15 +11,16 @@ import pytest
 import torch
 from torch import nn
 
-from hetlab import HetlabError, raytrain_config
-from hetlab.data import load_mnist
-from hetlab.models import make_model
-from hetlab.flat import flat_grad, set_flat_grad
-from hetlab.raytrain import RayTrainResult, train_mixed
-from hetlab.raytrain_config import scaling_config, torch_config
-from hetlab.raytrain_failure import explain_failure
-from hetlab.raytrain_loop import rank_indices, train_loop, weights_digest
-from hetlab.train import evaluate
+from hetlab import HetlabError
+from hetlab.raytrain import config as raytrain_config
+from hetlab.core.data import load_mnist
+from hetlab.core.models import make_model
+from hetlab.core.flat import flat_grad, set_flat_grad
+from hetlab.raytrain.mixed import RayTrainResult, train_mixed
+from hetlab.raytrain.config import scaling_config, torch_config
+from hetlab.raytrain.failure import explain_failure
+from hetlab.raytrain.loop import rank_indices, train_loop, weights_digest
+from hetlab.core.train import evaluate
 
 STEPS, BATCH, RATIO = 60, 64, [3, 1]
 
@@ -69,7 +70,7 @@ def test_rank_i_and_parameter_server_worker_i_train_the_same_samples():
     """One cut of the global batch: the parameter server's step (its stream's next B positions,
     ``split_spans``, what its worker i reads) and Ray Train's rank i give the same samples, step for
     step, across an epoch's end (100 samples, 7 a step) and with unequal shares."""
-    from hetlab.data import Stream, split_spans
+    from hetlab.core.data import Stream, split_spans
     from hetlab.ps import WorkerSpec
     from hetlab.ps.options import Options
     from hetlab.ps.worker import Worker
@@ -160,7 +161,7 @@ def test_train_mixed_runs_the_loop_notebook_07_shows():
     """The loop a learner reads is the one Ray Train gets: train_mixed hands over train_loop itself."""
     import inspect
 
-    from hetlab import raytrain
+    from hetlab.raytrain import mixed as raytrain
 
     assert "TorchTrainer(train_loop," in inspect.getsource(raytrain.train_mixed)
     assert raytrain.train_loop is train_loop
@@ -173,7 +174,7 @@ def test_train_mixed_runs_the_loop_notebook_07_shows():
 
 @pytest.fixture(scope="module")
 def practice():
-    from hetlab.practice import PracticeCluster
+    from hetlab.cluster.practice import PracticeCluster
 
     with PracticeCluster(roles=("desktop", "mac")) as pc:
         yield pc

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hetlab import diagrams, measured, planner
-from hetlab.models import count_params, make_model
+from hetlab.views import diagrams
+from hetlab.arithmetic import measured, planner
+from hetlab.core.models import count_params, make_model
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "reference-figures.md").read_text(encoding="utf-8")

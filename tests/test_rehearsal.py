@@ -1,4 +1,4 @@
-"""The real pair, rehearsed: notebooks 03–08 and `hetlab train` across two hosts (hetlab.tools.rehearsal).
+"""The real pair, rehearsed: notebooks 03–08 and `hetlab train` across two hosts (hetlab.tools.rehearsal.run).
 
 Two network namespaces on this box play the desktop and the Mac: private addresses that exist
 only inside them, a link capped with tc, nftables firewalls built from the printed rules, and
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hetlab.tools import rehearsal
+from hetlab.tools.rehearsal import run as rehearsal
 
 REPO = Path(__file__).resolve().parents[1]
 WHY = rehearsal.missing()
@@ -53,7 +53,7 @@ def tail(done) -> str:
 PROBE = """
 import json, socket, ray
 from hetlab import cluster
-from hetlab.reach import port_open
+from hetlab.cluster.reach import port_open
 cluster.connect(timeout=30)
 rows = cluster.nodes()
 @ray.remote(num_cpus=0)
@@ -82,7 +82,7 @@ def test_two_hosts_two_addresses_gpus_for_ray_and_labels(pair):
 
 
 FIREWALL = """
-from hetlab.reach import port_open
+from hetlab.cluster.reach import port_open
 print(repr({port: port_open("%s", port, timeout=2) for port in (6379, 6386, 8266)}))
 """
 
@@ -106,7 +106,7 @@ def test_doctor_passes_and_a_missing_or_wrong_token_is_one_line(pair, tmp_path):
     client without the token, or with a wrong one, is refused in one line."""
     import secrets
     from test_commands import CLIENT
-    doctor = on("mac", sys.executable, "-m", "hetlab.tools.cli", "doctor", "--head", pair["address"], driver=False)
+    doctor = on("mac", sys.executable, "-m", "hetlab", "doctor", "--head", pair["address"], driver=False)
     assert doctor.returncode == 0 and "2 node(s)" in doctor.stdout and "FAIL" not in doctor.stdout, tail(doctor)
     assert "[  ok] Ray version" in doctor.stdout and "ports of mac (rehearsal)" in doctor.stdout, doctor.stdout
     for token in ({}, {"RAY_AUTH_TOKEN": secrets.token_hex(32)}):
@@ -120,7 +120,7 @@ def test_doctor_passes_and_a_missing_or_wrong_token_is_one_line(pair, tmp_path):
 def test_only_the_printed_ports_listen(pair):
     """Every TCP port that Ray listens on in either host is one the printed rule lists, or a
     local-only one of the head (which the firewall drops); the dashboard binds 127.0.0.1."""
-    from hetlab import commands
+    from hetlab.cluster import commands
     ports = commands.Ports()
     for host, head in ((rehearsal.DESKTOP, True), (rehearsal.MAC, False)):
         out = subprocess.run(["ip", "netns", "exec", host.netns, "ss", "-ltnH"], capture_output=True,
@@ -167,7 +167,7 @@ def test_notebook_runs_on_the_rehearsed_pair(pair, notebook):
 def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     ckpt = tmp_path / "ckpt"
     common = ["--train-samples", "3000", "--global-batch", "64", "--quiet", "--ratio", "1:1"]
-    hetlab = [sys.executable, "-m", "hetlab.tools.cli", "train"]
+    hetlab = [sys.executable, "-m", "hetlab", "train"]
     sync = on("desktop", *hetlab, "--steps", "20", "--checkpoint-dir", ckpt, "--checkpoint-every", "10", *common)
     assert sync.returncode == 0, tail(sync)
     assert "rehearsal host mac" in sync.stdout and "step 20" in sync.stdout
@@ -189,7 +189,7 @@ RAYTRAIN_BLOCKED = """
 import time
 from hetlab import cluster
 from hetlab.errors import HetlabError
-from hetlab.raytrain import train_mixed
+from hetlab.raytrain.mixed import train_mixed
 cluster.connect(timeout=30)
 t0 = time.perf_counter()
 try:
@@ -221,7 +221,7 @@ def test_down_leaves_nothing(pair):
 # --- pure parts: no namespaces needed -------------------------------------------------------
 
 def test_firewall_ruleset_is_the_printed_rule():
-    from hetlab import commands
+    from hetlab.cluster import commands
     ports = commands.Ports()
     desktop = rehearsal.firewall(rehearsal.DESKTOP, rehearsal.MAC, ports)
     mac = rehearsal.firewall(rehearsal.MAC, rehearsal.DESKTOP, ports)
@@ -236,7 +236,7 @@ def test_firewall_ruleset_is_the_printed_rule():
 
 
 def test_rehearsal_runs_the_printed_lines_plus_one_gpu():
-    from hetlab import commands
+    from hetlab.cluster import commands
     head = rehearsal._command_lines(commands.render_head(rehearsal.DESKTOP.ip, gpus=1))
     assert any(line.startswith("ray get-auth-token --generate") for line in head)
     start = [line for line in head if "ray start --head" in line]
@@ -263,7 +263,7 @@ def test_lab_forwarder_carries_tcp_to_a_unix_socket(tmp_path):
             writer.close()
 
         unix = await asyncio.start_unix_server(echo, str(sock))
-        from hetlab.practice import free_ports
+        from hetlab.cluster.practice import free_ports
         port = free_ports(1)[0]
         forward = asyncio.ensure_future(rehearsal._forward(port, sock))
 

@@ -1,4 +1,4 @@
-"""hetlab.search (notebook 09): real Ray Tune trials on real MNIST, on the practice cluster (two real
+"""hetlab.search.driver (notebook 09): real Ray Tune trials on real MNIST, on the practice cluster (two real
 Ray nodes here, the "mac" a simulated 4× slower machine); bad input in one line; a lost machine
 and a resumed trial; the table, labels and where each trial ran.
 
@@ -14,11 +14,13 @@ import time
 import pytest
 import ray
 
-from hetlab import raylog, search, slots, trial
+from hetlab.cluster import raylog
+from hetlab import search
+from hetlab.search import slots, trial
 from hetlab.errors import HetlabError
-from hetlab.machine import this_machine
-from hetlab.models import small_cnn
-from hetlab.practice import PracticeCluster
+from hetlab.core.machine import this_machine
+from hetlab.core.models import small_cnn
+from hetlab.cluster.practice import PracticeCluster
 
 SMALL = dict(trials=4, epochs=2, train_samples=600, val_samples=200, progress=False, packing={"desktop": 1})
 SPACE = {"lr": [1e-3, 3e-3], "batch_size": [32, 64], "width": [4, 8], "optimizer": ["adam", "sgd"]}
@@ -225,22 +227,22 @@ def test_a_budget_too_small_for_one_epoch_is_one_line_and_keeps_the_records(prac
 
 def test_checkpoints_where_the_mac_cannot_see_them(practice, monkeypatch, capsys, tmp_path):
     # A folder one machine cannot see cannot exist on one machine: check_storage is told so (fake).
-    monkeypatch.setattr(search, "check_storage", lambda storage, roles: ("mac", "cannot read the test file"))
-    storage = search.open_storage(str(tmp_path))
+    monkeypatch.setattr(search.driver, "check_storage", lambda storage, roles: ("mac", "cannot read the test file"))
+    storage = search.storage.open_storage(str(tmp_path))
     with pytest.raises(HetlabError) as e:
-        search._checkpoints(True, storage, ("desktop", "mac"))
+        search.driver._checkpoints(True, storage, ("desktop", "mac"))
     assert "not usable from the mac machine (cannot read the test file)" in str(e.value)
     assert "checkpoints=False" in str(e.value) and "\n" not in str(e.value)
-    assert search._checkpoints("auto", storage, ("desktop", "mac")) is False
+    assert search.driver._checkpoints("auto", storage, ("desktop", "mac")) is False
     out = capsys.readouterr().out
     assert "note: checkpoints off" in out and "a trial whose machine is lost restarts from epoch 0" in out
 
 
 def test_every_node_writes_reads_and_deletes_in_a_folder_a_uri_or_a_filesystem(practice, tmp_path):
     from pyarrow import fs
-    for storage in (search.open_storage(str(tmp_path / "a")), search.open_storage(f"file://{tmp_path}/b"),
-                    search.open_storage(str(tmp_path / "c"), fs.LocalFileSystem())):
-        assert search.check_storage(storage, ("desktop", "mac")) is None
+    for storage in (search.storage.open_storage(str(tmp_path / "a")), search.storage.open_storage(f"file://{tmp_path}/b"),
+                    search.storage.open_storage(str(tmp_path / "c"), fs.LocalFileSystem())):
+        assert search.storage.check_storage(storage, ("desktop", "mac")) is None
         assert os.listdir(storage.folder) == []                            # every test file deleted
     said = trial.probe_storage(fs.LocalFileSystem(), str(tmp_path / "a"), "no-such-marker")
     assert said.startswith("cannot read the test file the driver wrote")
@@ -291,7 +293,7 @@ def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_pa
 
 
 def test_train_best_here_repeats_its_trial_exactly(pair_run):
-    from hetlab.trial import split_data
+    from hetlab.search.trial import split_data
     best = pair_run.best
     train, val = split_data(600, 200)                      # the trial's own data
     out = search.train_best(best, best.epochs, train, val, device="cpu")
@@ -321,7 +323,7 @@ def test_cli_searches_the_cluster_at_an_address_into_a_uri(practice, capsys, tmp
 def test_cli_mac_only():
     import argparse
 
-    from hetlab.tools.cli_search import _add_search
+    from hetlab.tools.cli.search import _add_search
     parser = argparse.ArgumentParser()
     _add_search(parser.add_subparsers())
     args = parser.parse_args(["search", "--mac-only", "--max-failures", "3", "--storage", "s3://b/runs"])

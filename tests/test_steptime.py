@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from hetlab import HetlabError, balance, planner, steptime
+from hetlab import HetlabError
+from hetlab.arithmetic import balance, planner, steptime
 from hetlab.ps.specs import StepRecord, engine_cost, exchange_costs
-from hetlab.steptime import StepTime
+from hetlab.arithmetic.steptime import StepTime
 
 SIZES = [1, 4, 16, 64, 256, 1024]
 CARD = StepTime(2.4e-3, 0.3e-6, "a launch-bound card")     # flat: 2.4 ms at 1, 2.7 ms at 1024

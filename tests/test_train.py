@@ -1,13 +1,13 @@
-"""Single-device training on real MNIST (hetlab.models + hetlab.train)."""
+"""Single-device training on real MNIST (hetlab.core.models + hetlab.core.train)."""
 
 import pytest
 import torch
 
-import hetlab.devices
+import hetlab.core.devices
 from hetlab import HetlabError
-from hetlab.data import load_mnist
-from hetlab.models import count_params, make_model
-from hetlab.train import evaluate, train
+from hetlab.core.data import load_mnist
+from hetlab.core.models import count_params, make_model
+from hetlab.core.train import evaluate, train
 
 
 def test_models_are_reproducible_and_sized_as_documented():
@@ -59,7 +59,7 @@ def test_progress_bar_redraws_at_most_every_2_s(monkeypatch):
     clock stands still here, so a redraw comes only from the training loop's own calls."""
     import io
     from tqdm import tqdm
-    import hetlab.train
+    import hetlab.core.train
     out, bars = io.StringIO(), []
 
     def still_bar(total, desc, enabled):  # hetlab.progress_bar's tqdm, writing to out
@@ -68,7 +68,7 @@ def test_progress_bar_redraws_at_most_every_2_s(monkeypatch):
         bars.append(bar)
         return bar
 
-    monkeypatch.setattr(hetlab.train, "progress_bar", still_bar)
+    monkeypatch.setattr(hetlab.core.train, "progress_bar", still_bar)
     data = load_mnist("train").subset(1280)
     train(make_model("small", seed=0), data, data.subset(64), epochs=2, batch_size=32, device="cpu")
     assert len(bars) == 1 and bars[0].n == 80                       # 2 epochs of 40 steps
@@ -81,7 +81,7 @@ def test_evaluate_runs_where_the_model_is_unless_told_otherwise(monkeypatch):
     the CPU: by default ``evaluate`` runs where the model is, and a device given moves the model
     there, as ``train`` does. FAKED: this box has no GPU, so ``best()`` names the ``meta``
     device instead, which would fail any computation sent to it."""
-    monkeypatch.setattr(hetlab.devices, "best", lambda: "meta")
+    monkeypatch.setattr(hetlab.core.devices, "best", lambda: "meta")
     test_set = load_mnist("test").subset(500)
     model = make_model("small", seed=0)
     accuracy = evaluate(model, test_set)                     # not sent to best() (meta would fail)

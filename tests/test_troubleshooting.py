@@ -23,13 +23,13 @@ PREFIX = 60  # characters of each message that must be quoted on the page
 
 # functions whose returned strings are one-line explanations shown to the learner
 EXPLAINERS = {
-    "cluster.py": ("_explain", "driver_notice"),
-    "reach.py": ("port_open", "probe_gcs"),
-    "raytrain_failure.py": ("explain_failure",),
-    "rehearsal_hosts.py": ("missing",),
-    "widgets.py": ("shut_down_note",),
+    "cluster/ray_cluster.py": ("_explain", "driver_notice"),
+    "cluster/reach.py": ("port_open", "probe_gcs"),
+    "raytrain/failure.py": ("explain_failure",),
+    "tools/rehearsal/hosts.py": ("missing",),
+    "views/widgets.py": ("shut_down_note",),
 }
-NOTICES = {"raylog.py": ("NOTICE",)}  # module-level one-line notices
+NOTICES = {"cluster/raylog.py": ("NOTICE",)}  # module-level one-line notices
 
 
 def _constants(tree: ast.Module) -> dict[str, str]:
@@ -77,27 +77,28 @@ def prefix(message: str) -> str:
 
 @functools.lru_cache(maxsize=None)  # parsed once per test session
 def library_messages(root: Path = ROOT) -> dict[str, str]:
-    """{where: message} for every one-line error or notice in ``hetlab/*.py``, ``hetlab/ps/*.py``
-    and ``hetlab/tools/*.py``."""
+    """{where: message} for every one-line error or notice in ``hetlab/`` (where: the module's path
+    under ``hetlab/`` and a line)."""
     found = {}
-    folders = (root / "hetlab", root / "hetlab" / "ps", root / "hetlab" / "tools")
-    vocab = _constants(ast.parse((root / "hetlab" / "vocab.py").read_text(encoding="utf-8")))
-    for path in sorted(p for folder in folders for p in folder.glob("*.py")):
+    package = root / "hetlab"
+    vocab = _constants(ast.parse((package / "vocab.py").read_text(encoding="utf-8")))
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"))
         constants = {**vocab, **_constants(tree)}  # vocab's names (env variables) read as their text
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "HetlabError" and node.args:
                 text = render(node.args[0], constants)
                 if text is not None:
-                    found[f"{path.name}:{node.lineno}"] = text
-            if isinstance(node, ast.FunctionDef) and node.name in EXPLAINERS.get(path.name, ()):
+                    found[f"{where}:{node.lineno}"] = text
+            if isinstance(node, ast.FunctionDef) and node.name in EXPLAINERS.get(where, ()):
                 for ret in ast.walk(node):
                     if isinstance(ret, ast.Return) and ret.value is not None:
                         text = render(ret.value, constants)
                         if text is not None:
-                            found[f"{path.name}:{ret.lineno} ({node.name})"] = text
-        for name in NOTICES.get(path.name, ()):
-            found[f"{path.name}:{name}"] = constants[name]
+                            found[f"{where}:{ret.lineno} ({node.name})"] = text
+        for name in NOTICES.get(where, ()):
+            found[f"{where}:{name}"] = constants[name]
     return found
 
 
@@ -108,7 +109,7 @@ def doctor_checks(root: Path = ROOT) -> dict[str, str]:
     """{where: check name} for every doctor Check that can warn or fail (status not plain OK)."""
     found = {}
     for module in DOCTOR:
-        tree = ast.parse((root / "hetlab" / "tools" / module).read_text(encoding="utf-8"))
+        tree = ast.parse((root / "hetlab" / "tools" / "doctor" / module).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check" and len(node.args) >= 2:
                 status = node.args[1]
@@ -147,7 +148,7 @@ def test_every_doctor_check_that_can_fail_is_on_the_page(page):
 
 def test_the_check_fails_when_a_message_is_missing(page):
     messages = library_messages()
-    where, message = next((w, m) for w, m in messages.items() if w.startswith("checkpoint.py"))
+    where, message = next((w, m) for w, m in messages.items() if w.startswith("core/checkpoint.py"))
     without = normalize(page).replace(prefix(message), "")
     assert missing_from(without, messages) == [f"{where}: {prefix(message)!r}"]
     assert missing_from(page, {"new.py:1": "a message nobody has written down yet"}) != []
@@ -180,15 +181,15 @@ READ_ONLY = {"sudo ufw status numbered",  # list what is left, change nothing
 
 
 def _printed() -> tuple[str, str]:
-    from hetlab import commands
+    from hetlab.cluster import commands
     return (commands.render_head("192.168.1.10"),
             commands.render_join("192.168.1.10", "192.168.1.20"))
 
 
 def check_teardown_line(line: str) -> str | None:
     """None if ``line`` is a command the teardown may name, else why not."""
-    from hetlab import commands
-    from hetlab.tools.cli import build_parser
+    from hetlab.cluster import commands
+    from hetlab.tools.cli.app import build_parser
     head, join = _printed()
     printed = head + "\n" + join
     try:
@@ -251,7 +252,7 @@ def test_teardown_check_refuses_a_command_nobody_printed():
 def check_windows_teardown_line(line: str) -> str | None:
     """None if a PowerShell teardown ``line`` undoes what `hetlab head --windows` prints (as
     ``winsteps.undo_steps``, which `hetlab wslconfig --undo` prints, writes it), else why not."""
-    from hetlab import winsteps
+    from hetlab.windows import steps as winsteps
     printed = winsteps.render_head("192.168.1.10", "192.168.1.20")
     removed = re.fullmatch(r"Remove-(NetFirewallHyperVRule|NetFirewallRule) -DisplayName '([^']+)'"
                            r" -ErrorAction SilentlyContinue", line)
@@ -271,7 +272,7 @@ def check_windows_teardown_line(line: str) -> str | None:
 
 
 def test_windows_teardown_undoes_exactly_the_printed_windows_steps(page):
-    from hetlab import winsteps
+    from hetlab.windows import steps as winsteps
     lines = teardown_commands(page, ("powershell",))
     assert {line: check_windows_teardown_line(line) for line in lines} == {line: None for line in lines}
     for name in (winsteps.RULE, winsteps.TRAIN_RULE):  # each printed rule has its removal, in both firewalls

@@ -1,4 +1,4 @@
-"""hetlab.widgets.RatioTuner, headless: set the slider, click the buttons, against a REAL
+"""hetlab.views.widgets.RatioTuner, headless: set the slider, click the buttons, against a REAL
 ParameterServerTraining on a real local Ray with real MNIST (one worker simulated 4× slower)."""
 import matplotlib
 
@@ -7,11 +7,11 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 import ray  # noqa: E402
 
-from hetlab.balance import split_batch  # noqa: E402
-from hetlab.cluster import connect  # noqa: E402
-from hetlab.data import load_mnist  # noqa: E402
+from hetlab.arithmetic.balance import split_batch  # noqa: E402
+from hetlab.cluster.ray_cluster import connect  # noqa: E402
+from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.ps import ParameterServerTraining, Resplit, WorkerSpec  # noqa: E402
-from hetlab.widgets import RatioTuner  # noqa: E402
+from hetlab.views.widgets import RatioTuner  # noqa: E402
 
 PNG = b"\x89PNG"
 

@@ -1,4 +1,4 @@
-"""A Windows desktop (WSL2) and a Mac's power for a long run: hetlab.windows and the doctor's OS checks.
+"""A Windows desktop (WSL2) and a Mac's power for a long run: hetlab.windows.wsl and the doctor's OS checks.
 
 No Windows machine and no Mac exist here. Every WSL sign below (kernel release strings, WSL's
 environment variables, addresses and MAC prefixes, ``wslinfo`` output, ``.wslconfig`` text) and
@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 
 import pwsh_grammar as pwsh
-from hetlab import HetlabError, commands, windows, winsteps
-from hetlab.commands import Ports
-from hetlab.tools import cli, oschecks, preflight, winchecks
+from hetlab import HetlabError
+from hetlab.cluster import commands
+from hetlab.windows import wsl as windows, steps as winsteps
+from hetlab.cluster.commands import Ports
+from hetlab.tools import cli
+from hetlab.tools.doctor import oschecks, preflight, winchecks
 
 # --- supplied signs (not this machine's) ---
 WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"   # uname -r in WSL 2 (Ubuntu on Windows 11)

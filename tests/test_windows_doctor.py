@@ -15,8 +15,9 @@ import subprocess
 import sys
 
 import pwsh_grammar as pwsh
-from hetlab import windows, winsteps, wslconfig
-from hetlab.tools import cli, oschecks, preflight, winchecks
+from hetlab.windows import wsl as windows, steps as winsteps, wslconfig
+from hetlab.tools import cli
+from hetlab.tools.doctor import oschecks, preflight, winchecks
 from hetlab.vocab import Ports
 
 WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"

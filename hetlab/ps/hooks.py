@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hetlab import progress_bar
-from hetlab.balance import fit_step_time, follow_split
-from hetlab.checkpoint import CHECKPOINT_GLOB, checkpoint_path
+from hetlab.arithmetic.balance import fit_step_time, follow_split
+from hetlab.core.checkpoint import CHECKPOINT_GLOB, checkpoint_path
 from hetlab.errors import HetlabError
 from hetlab.ps.options import check_count
 from hetlab.ps.specs import worker_speed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from hetlab.data import Stream, split_spans
+from hetlab.core.data import Stream, split_spans
 from hetlab.ps.hooks import Hooks
 from hetlab.ps.messages import InFlight, RunLog
 from hetlab.ps.pool import WorkerPool

@@ -22,7 +22,7 @@ class WorkerReply:
 
     loss: float
     compute_s: float      # forward + backward (local SGD: H steps), device synced
-    simulated_s: float    # the sleep of a simulated slower device (hetlab.simulate)
+    simulated_s: float    # the sleep of a simulated slower device (hetlab.core.simulate)
     samples: int          # b_i (local SGD: H_i · b_i)
 
     def wire(self) -> tuple:
@@ -37,7 +37,7 @@ class InFlight:
 
     worker: str
     batch_size: int
-    grad: list            # refs of the gradient's (or delta's) pieces (hetlab.flat.pieces_for)
+    grad: list            # refs of the gradient's (or delta's) pieces (hetlab.core.flat.pieces_for)
     reply: object         # ref of its WorkerReply
     read: int             # the server's step when the weights were sent (staleness = applied − read)
     spans: list           # its positions of the shuffled stream

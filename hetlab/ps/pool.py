@@ -14,15 +14,15 @@ import time
 import ray
 import torch
 
-from hetlab.balance import split_batch
+from hetlab.arithmetic.balance import split_batch
 from hetlab.errors import HetlabError
-from hetlab.flat import join_pieces, pieces_for, split_pieces
-from hetlab.data import Stream
+from hetlab.core.flat import join_pieces, pieces_for, split_pieces
+from hetlab.core.data import Stream
 from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, WorkerLost,
                                 WorkerReply)
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes
-from hetlab.simulate import labelled
+from hetlab.core.simulate import labelled
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
 
 
@@ -186,7 +186,7 @@ class WorkerPool:
     def warm_up(self) -> None:
         """Before steps at a batch size a worker has not run yet: one untimed forward + backward
         there (``Worker.warm``), so no recorded step pays for compiling the new shape (MPS
-        compiles per shape; ``hetlab.devices.warm_up`` says why every device does it). Sizes
+        compiles per shape; ``hetlab.core.devices.warm_up`` says why every device does it). Sizes
         already warmed cost nothing, not even a message. A worker that fails here is left
         to the step itself, which handles a lost worker."""
         refs = {m.actor.warm.remote(m.batch_size, self.local_sgd): (m, m.batch_size)

@@ -2,15 +2,15 @@
 
 ``save`` writes what the run needs to go on: the server's weights and optimizer, each worker's
 own state (local SGD's inner Adam), the data cursor, the step and counters, the batch sizes
-and the ``Options`` whole (``hetlab.checkpoint`` writes the file atomically). ``resume`` builds
+and the ``Options`` whole (``hetlab.core.checkpoint`` writes the file atomically). ``resume`` builds
 a new ``ParameterServerTraining`` from it that continues bit for bit as the first would have.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from hetlab.checkpoint import FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
-from hetlab.data import Stream, n_samples
+from hetlab.core.checkpoint import FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
+from hetlab.core.data import Stream, n_samples
 from hetlab.errors import HetlabError
 from hetlab.ps.messages import Checkpoint, Resumed
 
@@ -58,7 +58,7 @@ def resume(cls, path, workers: list, train_data, **overrides):
     try:
         run.server.load_state(ckpt["server"])
         run.pool.answers({m.spec.name: m.actor.load_local_state.remote(w) for m, w in zip(run.pool.members, saved)},
-                         "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
+                         "loading the checkpoint", then="check hetlab.cluster.ray_cluster.node_table() and resume again")
         run.stream = Stream.from_state(ckpt["stream"])
         run.log.step, run.log.samples_seen = ckpt["step"], ckpt["samples_seen"]
         run.pool.bytes_down, run.pool.bytes_up = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]

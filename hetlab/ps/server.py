@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import nn
 
-from hetlab.flat import flat_weights
-from hetlab.models import make_model
+from hetlab.core.flat import flat_weights
+from hetlab.core.models import make_model
 from hetlab.ps.messages import Update
-from hetlab.step import make_optimizer
+from hetlab.core.train_step import make_optimizer
 
 
 class Server:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from hetlab.errors import HetlabError
-from hetlab.simulate import labelled
+from hetlab.core.simulate import labelled
 from hetlab.vocab import DEVICE_KINDS, PRECISIONS
 
 
@@ -22,7 +22,7 @@ class WorkerSpec:
     """What one worker is: a name, where it runs, which device, how fast, which precision."""
 
     name: str
-    role: str | None = None      # pins to a node via hetlab.cluster.placement(role)
+    role: str | None = None      # pins to a node via hetlab.cluster.ray_cluster.placement(role)
     device: str = "auto"         # resolved ON the worker's own node
     slowdown: float = 1.0        # > 1: simulated slower device
     precision: str = "fp32"      # "fp32" | "bf16" | "fp16" (autocast where supported)
@@ -42,7 +42,7 @@ class WorkerInfo:
     device: str                  # the torch device it resolved on its own machine
     precision: str               # what autocast really uses there ("fp32" on the CPU)
     host: str
-    machine: str                 # its kernel's id (``hetlab.machine.this_machine``): workers sharing cores
+    machine: str                 # its kernel's id (``hetlab.core.machine.this_machine``): workers sharing cores
     pid: int = 0
     threads: int = 0
     samples: int = 0             # training samples it holds
@@ -62,7 +62,7 @@ class StepRecord:
     worker: str
     batch_size: int
     compute_s: float             # measured by the worker around its forward/backward (device synced)
-    simulated_s: float           # the sleep of a *simulated* slower device (hetlab.simulate)
+    simulated_s: float           # the sleep of a *simulated* slower device (hetlab.core.simulate)
     wait_s: float                # sync: from its result to the step's last one (idle behind the straggler);
     #                              async: idle before this message started (staleness bound, or the update)
     comm_s: float                # the driver's round trip minus compute_s + simulated_s: weights and

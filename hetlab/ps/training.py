@@ -1,7 +1,7 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
 ``ParameterServerTraining`` holds one ``Server`` in the driver's process, a ``WorkerPool`` of one
-actor per ``WorkerSpec``, the one cursor into the shuffled data (``hetlab.data.Stream``) and the
+actor per ``WorkerSpec``, the one cursor into the shuffled data (``hetlab.core.data.Stream``) and the
 run's ``RunLog``; ``run`` calls ``hetlab.ps.loop`` with hooks around it. Per step: ``StepRecord``.
 """
 from __future__ import annotations
@@ -11,12 +11,12 @@ import dataclasses
 import ray
 import torch
 
-from hetlab import gpus
-from hetlab.cluster import connect, live_nodes, placement
-from hetlab.data import Dataset, Stream, as_tensors, compact, n_samples
+from hetlab.cluster import gpu_holders as gpus
+from hetlab.cluster.ray_cluster import connect, live_nodes, placement
+from hetlab.core.data import Dataset, Stream, as_tensors, compact, n_samples
 from hetlab.errors import HetlabError
-from hetlab.flat import flat_weights, load_flat
-from hetlab.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
+from hetlab.core.flat import flat_weights, load_flat
+from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps import saving
 from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hooks, Progress
 from hetlab.ps.loop import async_updates, sync_steps
@@ -27,7 +27,7 @@ from hetlab.ps.server import Server
 from hetlab.ps.specs import (StepRecord, WorkerInfo, WorkerSpec, check_batch_sizes, check_spec,
                              per_worker_samples_per_s, samples_per_s)
 from hetlab.ps.worker import Worker
-from hetlab.train import evaluate
+from hetlab.core.train import evaluate
 
 __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
 
@@ -76,7 +76,7 @@ class ParameterServerTraining:
         self.pool = WorkerPool([Member(s, b, h) for s, b, h in zip(workers, sizes, hs)], self.options,
                                self.n_params, worker_timeout_s, self.log)
         self.data_len = n_samples(payload)
-        self.stream = Stream()  # the one cursor into the shuffled data (hetlab.data.epoch_order)
+        self.stream = Stream()  # the one cursor into the shuffled data (hetlab.core.data.epoch_order)
         self._follow: dict = {}  # retune_every → its FollowSpeeds, kept between runs (its looks)
         self.server = None
         _ensure_ray()
@@ -100,7 +100,7 @@ class ParameterServerTraining:
         if len(ready) < len(refs):
             late = [s.name for s, r in zip(self.workers, refs) if r not in ready]
             raise HetlabError(f"workers {late} did not start within {self.pool.timeout_s:.0f} s: "
-                              f"check hetlab.cluster.node_table() shows their machines.")
+                              f"check hetlab.cluster.ray_cluster.node_table() shows their machines.")
         try:
             for m, info in zip(self.pool.members, ray.get(refs)):
                 m.info = WorkerInfo.from_wire(info)
@@ -109,7 +109,7 @@ class ParameterServerTraining:
         machines = [m.info.machine for m in self.pool.members]  # each worker: its machine's share of cores
         self.pool.answers({m.spec.name: m.actor.set_threads.remote(machines.count(m.info.machine))
                            for m in self.pool.members},
-                          "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
+                          "starting", then="check hetlab.cluster.ray_cluster.node_table() shows its machine and start again")
         self.pool.publish(self.server.weights())
         if self.progress:
             for label in self.labels:

@@ -15,16 +15,16 @@ import ray
 import torch
 from torch import nn
 
-from hetlab.data import as_tensors, stream_indices
-from hetlab.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key, timed_steps, warm_up
-from hetlab.flat import flat_grad, join_pieces, load_flat, split_pieces
-from hetlab.machine import this_machine
-from hetlab.models import make_model
+from hetlab.core.data import as_tensors, stream_indices
+from hetlab.core.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key, timed_steps, warm_up
+from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
+from hetlab.core.machine import this_machine
+from hetlab.core.models import make_model
 from hetlab.ps.messages import WorkerReply
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerSpec
-from hetlab.simulate import SlowDevice
-from hetlab.step import make_optimizer, train_step
+from hetlab.core.simulate import SlowDevice
+from hetlab.core.train_step import make_optimizer, train_step
 from hetlab.vocab import REHEARSAL_ENV
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -181,7 +181,7 @@ class Worker:
     def gradient(self, spans: list, *weights: torch.Tensor, pieces: int = 1):
         """The mean-loss gradient at ``weights`` (the flat buffer, in its pieces) of the batch at
         ``spans`` (positions of the shuffled stream): (flat CPU buffer in wire dtype, in
-        ``pieces`` pieces (``hetlab.flat.pieces_for``), then its ``WorkerReply`` as a plain tuple)."""
+        ``pieces`` pieces (``hetlab.core.flat.pieces_for``), then its ``WorkerReply`` as a plain tuple)."""
         t0 = time.perf_counter()
         self._load(join_pieces(weights))
         idx = self._indices(spans)
@@ -222,7 +222,7 @@ class Worker:
         """Samples/s of this device training alone, simulated slowdown and precision (autocast) included.
 
         Full Adam steps on a scratch copy of the model and random samples of the training set, timed by
-        ``hetlab.devices.timed_steps`` (its warm-up rule); the training state is left untouched."""
+        ``hetlab.core.devices.timed_steps`` (its warm-up rule); the training state is left untouched."""
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(model, weights)
         opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=self.lr)

@@ -1,0 +1,5 @@
+"""The pair's arithmetic, plain Python with no torch and no Ray: a device's step time
+(``steptime``), the split that ends both machines together (``balance``), what the pair can gain
+and the verdict (``planner``), and the figures a learner measured (``measured``). Notebooks 02, 05,
+06 and 09 print from here; tests call these functions directly.
+"""

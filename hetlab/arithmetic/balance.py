@@ -1,0 +1,271 @@
+"""Per-worker batch sizes from measured speed, and an auto-tuner (notebooks 05, 06).
+
+Synchronous data parallelism waits for the slowest worker: a batch ``b_i ∝ t_i`` (its samples/s)
+makes every worker take the same ``b_i / t_i`` seconds. ``split_batch`` turns a ratio into integer
+sizes that add up to the global batch; ``auto_tune`` re-splits with a step of fixed + batch ÷ speed.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from hetlab.errors import HetlabError
+from hetlab.arithmetic.steptime import StepTime
+
+
+def check_weights(weights: Sequence[float], n: int | None = None) -> list[float]:
+    """Validate a ratio / throughput list: finite, positive numbers, ``n`` of them if given."""
+    if isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__"):
+        raise HetlabError(f"ratio {weights!r} must be a list of numbers, e.g. [4, 1].")
+    values = list(weights)
+    if not values:
+        raise HetlabError("ratio is empty: give one positive number per worker, e.g. [4, 1].")
+    if n is not None and len(values) != n:
+        raise HetlabError(
+            f"ratio {values} has {len(values)} entries but there are {n} workers: give one per worker."
+        )
+    for i, w in enumerate(values):
+        if isinstance(w, bool) or not isinstance(w, Real):
+            raise HetlabError(f"ratio entry {i} is {w!r}: every entry must be a number.")
+        if not math.isfinite(w):
+            raise HetlabError(f"ratio entry {i} is {w}: every entry must be a finite number.")
+        if w <= 0:
+            raise HetlabError(
+                f"ratio entry {i} is {w}: every worker needs a positive share (remove a worker instead of giving it 0)."
+            )
+    return [float(w) for w in values]
+
+
+def split_batch(global_batch: int, weights: Sequence[float], n: int | None = None) -> list[int]:
+    """Split ``global_batch`` into integer sizes ≥ 1 proportional to ``weights`` (notebook 05).
+
+    Largest-remainder rounding: each worker gets the floor of its exact share, and the
+    samples left over go to the largest fractional parts, so the sizes sum exactly to
+    ``global_batch``. ``split_batch(64, [4, 1]) == [51, 13]``.
+    """
+    w = check_weights(weights, n)
+    if isinstance(global_batch, bool) or not isinstance(global_batch, Integral):
+        raise HetlabError(f"global batch {global_batch!r} must be a whole number, e.g. 128.")
+    global_batch = int(global_batch)
+    if global_batch < len(w):
+        raise HetlabError(
+            f"global batch {global_batch} is smaller than the number of workers ({len(w)}): each worker needs at least one sample."
+        )
+    total = sum(w)
+    quotas = [global_batch * wi / total for wi in w]
+    sizes = [math.floor(q) for q in quotas]
+    left = global_batch - sum(sizes)
+    by_remainder = sorted(range(len(w)), key=lambda i: (-(quotas[i] - sizes[i]), i))
+    for i in by_remainder[:left]:
+        sizes[i] += 1
+    for i in range(len(sizes)):  # a tiny share still gets one sample ...
+        if sizes[i] == 0:
+            sizes[i] = 1
+    while sum(sizes) > global_batch:  # ... taken from whoever got most above its share
+        donor = max((j for j in range(len(sizes)) if sizes[j] > 1),
+                    key=lambda j: (sizes[j] - quotas[j], sizes[j]))
+        sizes[donor] -= 1
+    return sizes
+
+
+def ratio_of(sizes: Sequence[float]) -> list[float]:
+    """Sizes (or throughputs) as fractions that sum to 1, e.g. [48, 16] → [0.75, 0.25]."""
+    w = check_weights(sizes)
+    total = sum(w)
+    return [wi / total for wi in w]
+
+
+def format_ratio(sizes: Sequence[float]) -> str:
+    """A readable ratio, e.g. [51, 13] → '51:13 (80% / 20%)'."""
+    parts = ":".join(f"{s:g}" for s in sizes)
+    return f"{parts} ({' / '.join(f'{100 * r:.0f}%' for r in ratio_of(sizes))})"
+
+
+# --- efficiency arithmetic (notebook 06) -------------------------------------------------
+
+def predicted_step_time(batch_sizes: Sequence[int], throughputs: Sequence[float],
+                        overheads: Sequence[float] | None = None) -> float:
+    """Seconds per synchronous step: every worker waits for the slowest, max(c_i + b_i / t_i)
+    (``overheads`` c_i: each worker's fixed cost per step, 0 if not given)."""
+    t = check_weights(throughputs, len(batch_sizes))
+    c = overheads or [0.0] * len(t)
+    return max(ci + b / ti for b, ti, ci in zip(batch_sizes, t, c))
+
+
+def predicted_samples_per_s(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
+    """Cluster samples per second of a synchronous step, Σb / max(b_i / t_i)."""
+    return sum(batch_sizes) / predicted_step_time(batch_sizes, throughputs)
+
+
+def efficiency(cluster_samples_per_s: float, standalone_samples_per_s: Sequence[float]) -> float:
+    """Cluster samples/s ÷ Σ each worker's standalone samples/s (1.0 = nothing wasted)."""
+    return cluster_samples_per_s / sum(check_weights(standalone_samples_per_s))
+
+
+def predicted_efficiency(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
+    """The efficiency a split would reach if nothing but waiting for the straggler were lost."""
+    return efficiency(predicted_samples_per_s(batch_sizes, throughputs), throughputs)
+
+
+def idle_fractions(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> list[float]:
+    """Per worker, the fraction of each step spent waiting for the slowest one."""
+    step = predicted_step_time(batch_sizes, throughputs)
+    return [1 - (b / t) / step for b, t in zip(batch_sizes, throughputs)]
+
+
+# --- auto-tuning (notebook 06) -------------------------------------------------------------
+
+@dataclass
+class TuneRound:
+    """One measurement: the sizes tried and the per-worker samples/s they gave."""
+
+    batch_sizes: list[int]
+    throughputs: list[float]
+
+    @property
+    def predicted_efficiency(self) -> float:
+        return predicted_efficiency(self.batch_sizes, self.throughputs)
+
+
+@dataclass
+class TuneResult:
+    """What ``auto_tune`` recommends, and every round it measured on the way."""
+
+    batch_sizes: list[int]
+    ratio: list[float]               # fractions of the global batch, summing to 1
+    history: list[TuneRound] = field(default_factory=list)
+    converged: bool = False
+
+    def __str__(self) -> str:
+        state = "settled" if self.converged else "not settled"
+        return f"batch sizes {format_ratio(self.batch_sizes)} after {len(self.history)} rounds ({state})"
+
+
+# Each round fits fixed + b / speed per worker (``fit_step_time``; a split ∝ samples/s alone leaves
+# the fast one waiting) and moves ``damping`` of the way to ``equal_finish_split``, halving it when a
+# size turns back. Settled: the move gains less than ``tol`` or rounds to nothing. ``confirm``: one
+# round on a busy box can be 10 % off; on the practice pair 1 tuning in 10 settled > 5 % from the
+# best step, 1 in 24 with a confirming round (tests/test_balance.py).
+def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int,
+              n_workers: int, rounds: int = 6, tol: float = 0.02,
+              damping: float = 1.0, confirm: int = 1, start: Sequence[int] | None = None) -> TuneResult:
+    """Measure, fit each worker's step time, re-split so all finish together; repeat (notebook 06).
+
+    ``measure(batch_sizes)``: each worker's samples/s at those sizes (``training.measure``, which warms
+    each new size up first: MPS compiles per shape). Starts from ``start`` (else an equal split); stops
+    ``converged`` once ``confirm`` more rounds agree on a settled split, else after ``rounds``."""
+    if isinstance(n_workers, bool) or not isinstance(n_workers, Integral) or n_workers < 1:
+        raise HetlabError(f"n_workers must be a positive whole number, got {n_workers!r}.")
+    if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 1:
+        raise HetlabError(f"rounds must be at least 1, got {rounds!r}.")
+    if not (isinstance(tol, Real) and 0 <= tol < 1):
+        raise HetlabError(f"tol must be a fraction of the step time in [0, 1), got {tol!r}.")
+    if not (isinstance(damping, Real) and 0 < damping <= 1):
+        raise HetlabError(f"damping must be in (0, 1], got {damping!r}.")
+    if isinstance(confirm, bool) or not isinstance(confirm, Integral) or confirm < 0:
+        raise HetlabError(f"confirm must be a whole number of rounds ≥ 0, got {confirm!r}.")
+    sizes = split_batch(global_batch, list(start) if start is not None else [1.0] * n_workers, n_workers)
+    history: list[TuneRound] = []
+    last_move, agreed = [0] * n_workers, 0
+    for _ in range(rounds):
+        measured = list(measure(list(sizes)))
+        try:
+            throughputs = check_weights(measured, n_workers)
+        except HetlabError as e:
+            raise HetlabError(f"measure({sizes}) returned {measured!r}, not one positive samples/s per worker ({e})") from None
+        history.append(TuneRound(list(sizes), throughputs))
+        speeds, fixed = zip(*(fit_step_time([r.batch_sizes[i] for r in history],
+                                            [r.batch_sizes[i] / r.throughputs[i] for r in history],
+                                            fallback="largest")
+                              for i in range(n_workers)))
+        target = equal_finish_split(global_batch, speeds, fixed)
+        settled = predicted_step_time(sizes, speeds, fixed) <= (1 + tol) * predicted_step_time(target, speeds, fixed)
+        if not settled:
+            move = [t - s for t, s in zip(target, sizes)]
+            if any(m * lm < 0 for m, lm in zip(move, last_move)):
+                damping /= 2
+            new = split_batch(global_batch, [max(s + damping * m, 1e-9) for s, m in zip(sizes, move)])
+            settled = new == sizes  # the damped move rounds to no change: settled as far as integers go
+        if settled:
+            agreed += 1
+            if agreed > confirm:
+                return TuneResult(list(sizes), ratio_of(sizes), history, converged=True)
+            continue  # measure these sizes once more before trusting them
+        last_move, agreed = [n - s for n, s in zip(new, sizes)], 0
+        sizes = new
+    return TuneResult(list(sizes), ratio_of(sizes), history, converged=False)
+
+
+# fallback "last" follows speeds that change (``run(retune_every=N)``); "largest" suits ``auto_tune``:
+# a step of a few samples is mostly fixed cost, and its speed per sample reads several times too slow.
+def fit_step_time(sizes: Sequence[float], seconds: Sequence[float],
+                  min_spread: float = 0.1, fallback: str = "last") -> tuple[float, float]:
+    """One worker's step as ``fixed + size / speed``, fitted to its measurements: (speed, fixed).
+
+    A least-squares line through (batch size, seconds per step); where noise decides it (sizes closer
+    than ``min_spread`` of the largest, no positive per-sample time, a negative fixed time or one above
+    the quickest step), one point with fixed = 0: the newest (``"last"``) or the largest batch's. Not
+    ``steptime.fit`` (a sweep's weighted, clamped line): on auto-tune's few, close, noisy rounds that line
+    settles other splits (tried: tests/test_balance.py fails), where this one falls back to a point."""
+    n = len(sizes)
+    mean_b, mean_s = sum(sizes) / n, sum(seconds) / n
+    spread = sum((b - mean_b) ** 2 for b in sizes)
+    if spread > 0 and max(sizes) - min(sizes) >= min_spread * max(sizes):
+        slope = sum((b - mean_b) * (s - mean_s) for b, s in zip(sizes, seconds)) / spread
+        fixed = mean_s - slope * mean_b
+        if slope > 0 and 0 <= fixed <= min(seconds):
+            return 1 / slope, fixed
+    if fallback not in ("last", "largest"):
+        raise HetlabError(f"fallback must be 'last' or 'largest', got {fallback!r}.")
+    i = n - 1 if fallback == "last" else max(range(n), key=lambda j: (sizes[j], j))
+    return sizes[i] / seconds[i], 0.0
+
+
+def equal_finish_split(global_batch: int, speeds: Sequence[float],
+                       fixed: Sequence[float] | None = None) -> list[int]:
+    """Sizes with which every worker finishes together: b_i = t_i·(T − c_i), where worker i
+    needs c_i + b_i / t_i seconds and T = (B + Σ c_i·t_i) / Σ t_i (notebook 06)."""
+    t = check_weights(speeds)
+    c = [0.0] * len(t) if fixed is None else [max(0.0, float(x)) for x in fixed]
+    finish = (global_batch + sum(ci * ti for ci, ti in zip(c, t))) / sum(t)
+    return split_batch(global_batch, [max(ti * (finish - ci), 1e-9) for ti, ci in zip(t, c)])
+
+
+def split_for(global_batch: int, lines: Sequence[StepTime], extra_s: Sequence[float] | None = None) -> list[int]:
+    """The split with which every device ends its step together, each step ``fixed + b × per-sample``
+    (``hetlab.arithmetic.steptime``) plus ``extra_s`` (e.g. its messages): ``equal_finish_split`` (notebooks 02, 06)."""
+    extra = [0.0] * len(lines) if extra_s is None else list(extra_s)
+    speeds = [1 / max(line.per_sample_s, 1e-12) for line in lines]   # a flat device: nearly all fixed cost
+    return equal_finish_split(global_batch, speeds, [line.fixed_s + e for line, e in zip(lines, extra)])
+
+
+# --- following the machines during training (notebooks 06, 08) ------------------------------
+
+def follow_split(batch_sizes: Sequence[int], throughputs: Sequence[float],
+                 overheads: Sequence[float] | None = None, min_gain: float = 0.05) -> list[int]:
+    """The split to use next, given the speeds just measured (notebook 06, "the split that follows").
+
+    Worker i needs ``overheads[i] + b_i / throughputs[i]`` seconds per step (its messages'
+    fixed cost, then its device's time); ``equal_finish_split`` gives the sizes with which
+    all finish together. That split is returned when it makes the step more than
+    ``min_gain`` faster; otherwise ``batch_sizes`` stay, so noise does not move the split.
+    """
+    if not (isinstance(min_gain, Real) and 0 <= min_gain < 1):
+        raise HetlabError(f"min_gain must be a fraction in [0, 1), got {min_gain!r}.")
+    t = check_weights(throughputs, len(batch_sizes))
+    c = [0.0] * len(t) if overheads is None else [max(0.0, float(x)) for x in overheads]
+    target = equal_finish_split(sum(batch_sizes), t, c)
+    now, then = (predicted_step_time(sizes, t, c) for sizes in (batch_sizes, target))
+    return target if now > (1 + min_gain) * then else list(batch_sizes)
+
+
+def scale_local_steps(local_steps: int, throughputs: Sequence[float]) -> list[int]:
+    """Speed-scaled local SGD (notebook 08): the fastest worker takes ``local_steps`` steps
+    per round, every other one ∝ its speed (at least 1), so with equal batches all finish
+    a round together. ``scale_local_steps(8, [2000, 1000]) == [8, 4]``."""
+    if isinstance(local_steps, bool) or not isinstance(local_steps, Integral) or local_steps < 1:
+        raise HetlabError(f"local_steps must be a whole number ≥ 1, got {local_steps!r}.")
+    t = check_weights(throughputs)
+    return [max(1, round(local_steps * ti / max(t))) for ti in t]

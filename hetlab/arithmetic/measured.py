@@ -1,0 +1,239 @@
+"""Each machine's own figures, kept in small files: notebooks 02 and 05 write, 06 and 08 read.
+
+Notebook 02 saves its batch-size sweep and the step time fitted to it (``hetlab.arithmetic.steptime``) as
+``measured/<role>.json`` (``desktop.json``, ``mac.json``: copy the Mac's to the desktop);
+notebook 05 saves the engine's own cost per exchange as ``measured/engine.json``. Every figure
+read back says where it came from (``.source``): "measured on <host> …", or the course's
+"assumed"/"estimated" one. The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``,
+else ``~/.cache/hetlab/measured``. Pure Python (the planner uses it).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Sequence
+
+from hetlab.errors import HetlabError
+from hetlab.arithmetic.steptime import StepTime, from_sweep
+from hetlab.vocab import MEASURED_ENV
+
+FOLDER_ENV = MEASURED_ENV
+FORMAT = 1
+
+ASSUMED_BATCH = 128
+ASSUMED_WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}
+
+# Estimated step times (not measured on these machines). The fixed part: an H100 machine's
+# measured sweep (docs/measured/2026-11-24-h100.json: 2.2 ms small, 2.5 ms classic; a launch-bound
+# step costs about the same on any recent NVIDIA card), twice that for MPS, whose dispatch costs
+# more. The per-sample part: that H100's, scaled by FP32 peaks (H100 67, 4070 Ti 40, M2 3.6 TFLOP/s).
+_ESTIMATE = "estimated from an H100's sweep and FP32 peaks; not measured"
+ASSUMED_STEP = {"small": {"desktop": (2.2e-3, 0.6e-6), "mac": (4.4e-3, 6.6e-6)},
+                "classic": {"desktop": (2.5e-3, 1.85e-6), "mac": (5.0e-3, 20e-6)}}
+
+# The engine's own cost per exchange (messages, the server's update, the driver), without the
+# link: measured on the practice cluster, 2 CPU cores, 2026-11-26: 3.2 to 4.5 ms in five runs of
+# benchmarks/pair_vs_alone.py (docs/reference-figures.md).
+ENGINE_FILE = "engine"
+ENGINE_DEFAULT_S = 4.0e-3
+ENGINE_DEFAULT_WHERE = "measured on the practice cluster (2 CPU cores), not on your pair"
+
+
+class Labelled(float):
+    """A number (usable wherever a float is) and where it came from (``.source``)."""
+
+    source: str
+    unit = ""
+
+    def __new__(cls, value: float, source: str):
+        obj = super().__new__(cls, value)
+        obj.source = source
+        return obj
+
+    @property
+    def measured(self) -> bool:
+        return self.source.startswith("measured")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({float(self):,.4g}{self.unit}, {self.source})"
+
+
+class Speed(Labelled):
+    """Training samples/s and where it came from."""
+
+    unit = " samples/s"
+
+
+class Seconds(Labelled):
+    """A time in seconds and where it came from."""
+
+    unit = " s"
+
+
+def folder() -> Path:
+    """Where the figures live: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache."""
+    if os.environ.get(FOLDER_ENV):
+        return Path(os.environ[FOLDER_ENV])
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file():
+        return root / "measured"
+    return Path.home() / ".cache" / "hetlab" / "measured"
+
+
+def guess_role() -> str:
+    """``"mac"`` on macOS, else ``"desktop"`` (the course's two machines)."""
+    return "mac" if sys.platform == "darwin" else "desktop"
+
+
+def path(role: str, where: str | Path | None = None) -> Path:
+    if not isinstance(role, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", role):
+        raise HetlabError(f"role {role!r} must be a simple name such as 'desktop' or 'mac'.")
+    return Path(where if where is not None else folder()) / f"{role}.json"
+
+
+def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str, Sequence[float]],
+         optimizer: str = "adam", where: str | Path | None = None) -> Path:
+    """Write one machine's figures (``{model: samples/s per batch size}``) to ``<role>.json``.
+
+    ``device`` is ``hetlab.core.devices.describe(...)`` of the device that was timed.
+    """
+    batch_sizes = [int(b) for b in batch_sizes]
+    models = {}
+    for model, values in figures.items():
+        values = [float(v) for v in values]
+        if len(values) != len(batch_sizes) or not all(math.isfinite(v) and v > 0 for v in values):
+            raise HetlabError(f"figures for {model!r} need one positive samples/s per batch size "
+                              f"{batch_sizes}, got {values}.")
+        models[model] = values
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    fits = {}
+    if len(set(batch_sizes)) >= 2:
+        for model, values in models.items():
+            line = from_sweep(batch_sizes, values)
+            fits[model] = {"fixed_s": line.fixed_s, "per_sample_s": line.per_sample_s}
+    data = {"format": FORMAT, "role": role, "host": platform.node() or "this machine",
+            "device": device.get("device"), "accelerator": device.get("name"), "torch": torch_version,
+            "date": datetime.datetime.now().isoformat(timespec="minutes"), "optimizer": optimizer,
+            "batch_sizes": batch_sizes, "samples_per_s": models, "step_time": fits}
+    return _write(path(role, where), data)
+
+
+def _write(target: Path, data: dict) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def load(role: str, where: str | Path | None = None) -> dict | None:
+    """The figures notebook 02 saved for ``role``, or None if there is no file."""
+    p = path(role, where)
+    if not p.is_file():
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        sizes, models = data["batch_sizes"], data["samples_per_s"]
+        ok = (data.get("format") == FORMAT and sizes and all(isinstance(b, int) and b >= 1 for b in sizes)
+              and all(len(v) == len(sizes) and all(isinstance(x, (int, float)) and x > 0 for x in v)
+                      for v in models.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise HetlabError(f"{p} is not a measurement file from notebook 02: delete it and run "
+                          f"notebook 02 on that machine again.")
+    return data
+
+
+def interpolate(batch_sizes: Sequence[int], values: Sequence[float], batch_size: float) -> float:
+    """samples/s at ``batch_size``: straight lines between measured sizes on log-log axes (as
+    notebook 02 plots them); outside the measured range, the nearest measured value."""
+    pairs = sorted(zip(batch_sizes, values))
+    exact = [v for b, v in pairs if b == batch_size]
+    if exact:
+        return float(exact[0])
+    if batch_size <= pairs[0][0]:
+        return float(pairs[0][1])
+    for (b0, v0), (b1, v1) in zip(pairs, pairs[1:]):
+        if batch_size <= b1:
+            f = math.log(batch_size / b0) / math.log(b1 / b0)
+            return math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
+    return float(pairs[-1][1])
+
+
+def assumed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH) -> Speed:
+    """The course's estimated samples/s for ``role`` and ``model`` at ``batch_size``, labelled as such."""
+    line = assumed_step_time(role, model)
+    return Speed(line.samples_per_s(batch_size), f"{line.source}, batch {batch_size}")
+
+
+def speed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH,
+          where: str | Path | None = None) -> Speed:
+    """``role``'s samples/s for ``model`` at ``batch_size``: measured if notebook 02 saved it, else assumed."""
+    data = load(role, where)
+    if data is None or model not in data["samples_per_s"]:
+        return assumed(role, model, batch_size)
+    value = interpolate(data["batch_sizes"], data["samples_per_s"][model], batch_size)
+    return Speed(value, _where_measured(data))
+
+
+def _where_measured(data: dict) -> str:
+    what = ", ".join(str(x) for x in (data.get("device"), data.get("optimizer")) if x)
+    return f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}".rstrip()
+
+
+def assumed_step_time(role: str, model: str = "small") -> StepTime:
+    """The course's estimated step time for ``role`` and ``model``, labelled as such."""
+    if model not in ASSUMED_STEP or role not in ASSUMED_STEP[model]:
+        raise HetlabError(f"no estimated step time for {role!r} with model {model!r}: run notebook 02 on "
+                          f"that machine to measure it (estimates exist for {sorted(ASSUMED_STEP)}).")
+    fixed, per_sample = ASSUMED_STEP[model][role]
+    return StepTime(fixed, per_sample, f"{ASSUMED_WHAT[role]}, {_ESTIMATE}")
+
+
+def step_time(role: str, model: str = "small", where: str | Path | None = None) -> StepTime:
+    """``role``'s step time for ``model``: the line notebook 02 fitted to its sweep, else estimated."""
+    data = load(role, where)
+    if data is None or model not in data["samples_per_s"] or len(set(data["batch_sizes"])) < 2:
+        return assumed_step_time(role, model)
+    fitted = data.get("step_time", {}).get(model)
+    source = f"{_where_measured(data)}, fitted to {len(data['batch_sizes'])} batch sizes"
+    if fitted:
+        return StepTime(float(fitted["fixed_s"]), float(fitted["per_sample_s"]), source)
+    return from_sweep(data["batch_sizes"], data["samples_per_s"][model], source)
+
+
+def save_engine(engine_s: float, link_s: float | None = None, where: str | Path | None = None) -> Path:
+    """Keep the engine's own cost per exchange (and the link's, if measured) that notebook 05 measured."""
+    for name, value in (("engine_s", engine_s), ("link_s", link_s)):
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise HetlabError(f"{name} must be seconds ≥ 0, got {value!r}.")
+    data = {"format": FORMAT, "host": platform.node() or "this machine", "engine_s": float(engine_s),
+            "link_s": None if link_s is None else float(link_s),
+            "date": datetime.datetime.now().isoformat(timespec="minutes")}
+    return _write(path(ENGINE_FILE, where), data)
+
+
+def engine_cost(where: str | Path | None = None) -> Seconds:
+    """The engine's own seconds per exchange: notebook 05's measurement, else the practice figure."""
+    p = path(ENGINE_FILE, where)
+    if p.is_file():
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+            value = float(data["engine_s"])
+            if math.isfinite(value) and value >= 0:
+                return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {str(data.get('date', ''))[:10]}")
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        raise HetlabError(f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again.")
+    return Seconds(ENGINE_DEFAULT_S, ENGINE_DEFAULT_WHERE)

@@ -1,0 +1,247 @@
+"""Will adding the Mac speed training up? A planner from each machine's step time (notebooks 02, 08).
+
+Pure arithmetic, no Ray and no torch. Each machine's step is ``t(b) = fixed + b × per-sample``
+(``hetlab.arithmetic.steptime``); a round of H local steps is ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``
+(``round_seconds``), the desktop alone ``t_d(B)`` a step; ``benchmarks/pair_vs_alone.py`` checks it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from hetlab.arithmetic import measured, steptime
+from hetlab.errors import HetlabError
+from hetlab.arithmetic.steptime import StepTime
+from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
+
+
+@dataclass(frozen=True)
+class Link:
+    """A network link between the two machines: bandwidth in Mbit/s, round trip in ms."""
+
+    bandwidth_mbit_s: float
+    rtt_ms: float
+    name: str = "link"
+
+
+# Assumed figures (not measured here): a good 802.11ac/ax home Wi-Fi link and wired
+# gigabit Ethernet. Replace them with your own `iperf3` / `ping` numbers.
+WIFI = Link(300.0, 5.0, "Wi-Fi (assumed ~300 Mbit/s, ~5 ms)")
+GIGABIT = Link(1000.0, 0.5, "gigabit Ethernet (assumed ~1000 Mbit/s, ~0.5 ms)")
+SAME_MACHINE = Link(1e9, 0.0, "the same machine (no link)")
+
+
+def devices(model: str = "small", where=None) -> tuple[StepTime, StepTime]:
+    """(desktop, mac) step times for ``model``: the lines notebook 02 fitted on each machine where
+    their files exist, else the course's estimates; each says where it came from (``.source``)."""
+    return (measured.step_time("desktop", model, where), measured.step_time("mac", model, where))
+
+
+def assumed_devices(model: str = "small") -> tuple[StepTime, StepTime]:
+    """(desktop, mac) estimated step times: an RTX 4070 Ti and an M2 GPU, labelled as estimates."""
+    return (measured.assumed_step_time("desktop", model), measured.assumed_step_time("mac", model))
+
+
+def as_devices(pair: Sequence) -> tuple[StepTime, StepTime]:
+    """Two StepTimes; plain numbers are samples/s at every batch (``steptime.constant_speed``)."""
+    if isinstance(pair, (str, bytes)) or len(pair) != 2:
+        raise HetlabError(f"give two devices (desktop, mac): step times or samples/s, got {pair!r}.")
+    return tuple(d if isinstance(d, StepTime) else steptime.constant_speed(d) for d in pair)
+
+
+def _check(params: int, global_batch: int, local_steps: int = 1) -> None:
+    if params < 1 or global_batch < 1:
+        raise HetlabError(f"params and global batch must be ≥ 1 (got {params}, {global_batch}).")
+    if isinstance(local_steps, bool) or not isinstance(local_steps, int) or local_steps < 1:
+        raise HetlabError(f"local steps H must be a whole number ≥ 1, got {local_steps!r}.")
+
+
+def ceiling(pair: Sequence, global_batch: int = measured.ASSUMED_BATCH) -> float:
+    """The most the pair can gain over the desktop alone at this global batch (notebook 02):
+    both finish their shares together and nothing is lost to messages. No plan beats it."""
+    d, m = as_devices(pair)
+    _check(1, global_batch)
+    return steptime.ceiling(d, m, global_batch)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One way to train: batch per device, local steps, and the predicted speed."""
+
+    name: str
+    batch_sizes: tuple[int, int]   # (desktop, mac) samples per local step
+    local_steps: int               # H: local steps between exchanges (1 = per-step sync)
+    round_s: float                 # seconds for H global steps (one exchange)
+    comm_s: float                  # seconds of that round spent exchanging: the link + the engine
+    bytes_per_sample: float        # bytes over the link per trained sample
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.local_steps * sum(self.batch_sizes) / self.round_s
+
+    @property
+    def step_s(self) -> float:
+        """Seconds per global step (one global batch)."""
+        return self.round_s / self.local_steps
+
+    @property
+    def uses_mac(self) -> bool:
+        return self.batch_sizes[1] > 0
+
+
+WEIGHTS_DOWN_BYTES = BYTES_PER_VALUE[WEIGHTS_DOWN]  # the server always sends fp32 weights (hetlab.ps)
+
+
+def exchange_bytes(params: int, bytes_per_value: int = 4) -> int:
+    """Bytes of one exchange: the gradient/delta up (``bytes_per_value`` each), fp32 weights down."""
+    return params * (bytes_per_value + WEIGHTS_DOWN_BYTES)
+
+
+def exchange_seconds(params: int, link: Link, bytes_per_value: int = 4) -> float:
+    """One exchange over the link: a round trip plus the gradient up and the fp32 weights down."""
+    if link.bandwidth_mbit_s <= 0 or link.rtt_ms < 0:
+        raise HetlabError(f"link needs bandwidth > 0 and rtt ≥ 0, got {link}.")
+    return link.rtt_ms / 1e3 + exchange_bytes(params, bytes_per_value) * 8 / (link.bandwidth_mbit_s * 1e6)
+
+
+def engine_or_measured(engine_s) -> float:
+    """``engine_s`` checked, or notebook 05's measured cost (else the practice figure) when None."""
+    value = measured.engine_cost() if engine_s is None else engine_s
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise HetlabError(f"engine_s must be seconds ≥ 0, got {engine_s!r}.")
+    return float(value)
+
+
+# The parameter server sits on the desktop (hetlab's layout). The Mac takes H steps at b_m, then
+# exchanges over the link: ``e = rtt + P·(w_up + 4)·8 / bandwidth`` (the gradient or delta up in
+# w_up bytes a value, the fp32 weights down; ``exchange_seconds``). The round ends when the slower is
+# done; then the engine's own cost per exchange (messages, the server's update, the driver;
+# notebook 05 measures it). A desktop flat at B (launch-bound) gains nothing from giving a share
+# away, and the planner says so. Local SGD's accuracy cost is measured (benchmarks/local_sgd.py).
+def round_seconds(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link,
+                  local_steps: int = 1, bytes_per_value: int = 4, engine_s: float | None = None) -> float:
+    """Seconds for H global steps at this split: ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``;
+    the Mac given nothing: the desktop alone, ``H·t_d(B)`` (the plain loop, no engine)."""
+    d, m = as_devices(pair)
+    b_d, b_m = batch_sizes
+    _check(params, b_d + b_m, local_steps)
+    if b_m == 0:
+        return local_steps * d(b_d)
+    return (max(local_steps * d(b_d), local_steps * m(b_m) + exchange_seconds(params, link, bytes_per_value))
+            + engine_or_measured(engine_s))
+
+
+def desktop_alone(pair: Sequence, global_batch: int) -> Plan:
+    """The baseline: the desktop trains every sample with the plain loop, nothing crosses the network."""
+    d, _ = as_devices(pair)
+    _check(1, global_batch)
+    return Plan("desktop alone", (global_batch, 0), 1, d(global_batch), 0.0, 0.0)
+
+
+def with_mac(pair: Sequence, params: int, link: Link, global_batch: int, local_steps: int = 1,
+             bytes_per_value: int = 4, engine_s: float | None = None, keep_mac: bool = False) -> Plan:
+    """Desktop + Mac at the whole-sample split with the shortest round; ``local_steps`` > 1 is local SGD.
+
+    If the best split is no faster than the desktop alone, the plan says so (Mac batch 0, the
+    desktop's own time): a flat desktop, a slow link or the engine's cost can each cause it.
+    ``keep_mac=True`` returns the pair's plan all the same (to measure what it would cost).
+    """
+    d, m = as_devices(pair)
+    _check(params, global_batch, local_steps)
+    h, engine = local_steps, engine_or_measured(engine_s)
+    e = exchange_seconds(params, link, bytes_per_value)
+    x = steptime.balance_point(d, m, global_batch, h, e)
+    tries = {min(global_batch - 1, max(1, k)) for k in (math.floor(x), math.ceil(x))} if x > 0 else {1}
+    rounds = {b_m: round_seconds((d, m), (global_batch - b_m, b_m), params, link, h, bytes_per_value, engine)
+              for b_m in sorted(tries)}
+    b_m = min(rounds, key=lambda k: (round(rounds[k], 12), abs(k - x)))   # a tie: the nearer whole sample
+    name = "sync per step" if h == 1 else f"local SGD H={h}"
+    if rounds[b_m] >= h * d(global_batch) and not keep_mac:
+        return Plan(f"{name} (Mac left out)", (global_batch, 0), h, h * d(global_batch), 0.0, 0.0)
+    return Plan(name, (global_batch - b_m, b_m), h, rounds[b_m], e + engine,
+                exchange_bytes(params, bytes_per_value) / (h * global_batch))
+
+
+def break_even_local_steps(pair: Sequence, params: int, link: Link, global_batch: int,
+                           bytes_per_value: int = 4, engine_s: float | None = None,
+                           most: int = 4096) -> int | None:
+    """Smallest H at which local SGD is faster than the desktop alone; None if none up to ``most``
+    (a flat desktop: its share saves nothing, however rarely the machines exchange)."""
+    for h in range(1, most + 1):
+        if with_mac(pair, params, link, global_batch, h, bytes_per_value, engine_s).uses_mac:
+            return h
+    return None
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The planner's answer: the plans it compared and the one it recommends."""
+
+    plans: list[Plan]
+    best: Plan
+    speedup: float          # best plan's samples/s over the desktop alone
+    verdict: str
+
+
+def advise(pair: Sequence, params: int, link: Link, global_batch: int,
+           local_steps: Sequence[int] = (4, 8, 16, 32, 64), engine_s: float | None = None,
+           min_gain: float = 1.05, alone: StepTime | None = None) -> Advice:
+    """Compare the desktop alone, per-step sync (fp32) and local SGD (16-bit) for each H.
+
+    Recommends the Mac only if it gains at least ``min_gain`` (5 % by default: smaller gains
+    vanish in noise and local SGD's staleness); among plans within 2 % of the fastest, the
+    smallest H (closest to plain SGD) wins. ``engine_s``: default ``measured.engine_cost()``.
+    ``alone``: the desktop's plain loop, where it differs from its worker in the pair.
+    """
+    d, m = as_devices(pair)
+    engine = engine_or_measured(engine_s)
+    alone = desktop_alone((alone or d, m), global_batch)
+    sync = with_mac((d, m), params, link, global_batch, 1, BYTES_PER_VALUE["fp32"], engine)
+    local = [with_mac((d, m), params, link, global_batch, h, BYTES_PER_VALUE["fp16"], engine)
+             for h in local_steps]
+    plans = [alone, sync, *local]
+    fastest = max(p.samples_per_s for p in plans)
+    candidates = [p for p in plans[1:] if p.uses_mac and p.samples_per_s >= 0.98 * fastest
+                  and p.samples_per_s >= min_gain * alone.samples_per_s]
+    if candidates:
+        best = min(candidates, key=lambda p: p.local_steps)
+        speedup = best.samples_per_s / alone.samples_per_s
+        verdict = (f"add the Mac with {best.name}, batch {best.batch_sizes[0]}:{best.batch_sizes[1]} "
+                   f"(desktop:mac): {speedup:.2f}× the desktop alone on {link.name}.")
+        return Advice(plans, best, speedup, verdict)
+    return Advice(plans, alone, 1.0, _why_alone((d, m), params, link, global_batch, engine, min_gain))
+
+
+def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float, min_gain: float) -> str:
+    """The verdict when no plan gains: what a share saves the desktop against what an exchange costs."""
+    d, m = pair
+    top = steptime.ceiling(d, m, global_batch)
+    x = steptime.balance_point(d, m, global_batch)
+    b_m = min(global_batch - 1, max(1, round(x)))
+    saved = d(global_batch) - d(global_batch - b_m)
+    e = exchange_seconds(params, link, BYTES_PER_VALUE["fp32"]) + engine
+    if x < 1:
+        why = (f"at batch {global_batch} the desktop's whole step takes {d(global_batch) * 1e3:.2f} ms, "
+               f"less than the Mac's step at a share of one sample ({m(1) * 1e3:.2f} ms): the pair's "
+               f"ceiling here is 1.00×")
+    elif top < min_gain:
+        why = (f"at batch {global_batch} the desktop's step is {d(global_batch) * 1e3:.2f} ms and giving "
+               f"the Mac {_samples(b_m)} saves it {saved * 1e3:.2f} ms (the pair's ceiling here is "
+               f"{top:.2f}×)")
+    else:
+        why = (f"a share of {_samples(b_m)} saves the desktop {saved * 1e3:.2f} ms a step, but one exchange "
+               f"on {link.name} and the engine cost {e * 1e3:.1f} ms")
+    return f"use the desktop alone: {why}; no plan gains {min_gain - 1:.0%}."
+
+
+def _samples(n: int) -> str:
+    return f"{n} sample" + ("" if n == 1 else "s")
+
+
+def table(plans: Sequence[Plan]) -> list[dict]:
+    """Rows for printing or a DataFrame: one per plan, times in ms."""
+    return [{"plan": p.name, "batch desktop:mac": f"{p.batch_sizes[0]}:{p.batch_sizes[1]}",
+             "step ms": round(p.step_s * 1e3, 2), "comm ms/step": round(p.comm_s / p.local_steps * 1e3, 2),
+             "samples/s": round(p.samples_per_s), "bytes/sample": round(p.bytes_per_sample, 1)}
+            for p in plans]

@@ -1,0 +1,10 @@
+"""Ray and the machines (notebooks 03, 04): connecting and the nodes' roles (``ray_cluster``,
+re-exported here, so ``from hetlab import cluster; cluster.connect()`` reads as before), the
+practice cluster (``practice``), the printed ``ray start`` lines (``commands``), reachability
+(``reach``), the token (``authtoken``), who holds a GPU in Ray (``gpu_holders``) and Ray's logs
+(``raylog``).
+"""
+from hetlab.cluster.ray_cluster import (  # noqa: F401 - re-exported
+    ROLE_LABEL, SIMULATED_LABEL, ROLE_SLIVER, role_resource, role_label, node_labels,
+    node_resources, placement, has_role, live_nodes, requested_address, enable_local_token_auth,
+    check_timeout, connect, driver_notice, TABLE_COLUMNS, node_name, nodes, NodeTable, node_table)

@@ -1,0 +1,307 @@
+"""The exact ``ray start`` commands for a secure two-machine cluster (notebook 04, ``hetlab head/join``).
+
+Plain functions build argv lists (tests start real nodes from them); ``render_head`` and
+``render_join`` turn them into copy-paste shell text with the steps around them. Each flag is
+checked against ``ray/scripts/scripts.py`` of Ray 2.60; the comments at each say what it secures.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import shlex
+
+from hetlab import cluster
+from hetlab.errors import HetlabError
+from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, Ports
+
+TOKEN_PATH = "~/.ray/auth_token"
+AUTH_ENV = {RAY_AUTH_ENV: "token"}  # token authentication everywhere, one shared token
+# macOS's shell (zsh) reads a pasted "# ..." line as a command, and an apostrophe in it as a
+# quote that swallows the lines after it: this first line of the Mac's steps makes "#" a comment.
+ZSH_COMMENTS = "setopt interactivecomments 2>/dev/null || true"
+# Ray refuses a Mac in a cluster without it; on its `ray start` line only: set for every process,
+# it moves even a local Ray off loopback.
+MAC_ENV = {RAY_MAC_CLUSTER_ENV: "1"}
+
+
+def firewall_ranges(ports: Ports, head: bool) -> list[str]:
+    """The ports of ``Ports.listening`` folded into ranges, e.g. ``["6379-6385", "10001-10063"]``."""
+    ranges, values = [], ports.listening(head)
+    start = prev = values[0]
+    for port in values[1:] + [None]:
+        if port is not None and port == prev + 1:
+            prev = port
+            continue
+        ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        if port is not None:
+            start = prev = port
+    return ranges
+
+
+EPHEMERAL_PORTS = {"linux": (32768, 60999), "macos": (49152, 65535)}  # each OS's default range
+
+
+def train_ranges(ports: Ports, system: str, head: bool) -> list[str]:
+    """TCP ports Ray Train's torch process group needs from the other machine (notebook 07).
+
+    Rank 0 (on the head) serves the rendezvous on ``ports.train_rendezvous``; gloo's pair
+    connections listen on ephemeral ports that torch cannot pin, so this machine's whole
+    ephemeral range must admit the other machine (and only it). The parameter server
+    (notebooks 05, 06, 08) needs none of these.
+    """
+    low, high = EPHEMERAL_PORTS[system]
+    return ([str(ports.train_rendezvous)] if head else []) + [f"{low}-{high}"]
+
+
+def check_ip(ip: str, what: str = "IP") -> str:
+    """The IP as text if it is a literal IPv4/IPv6 address, else a one-line HetlabError."""
+    try:
+        return str(ipaddress.ip_address(str(ip).strip()))
+    except ValueError:
+        raise HetlabError(f"{what} {ip!r} is not an IP address: give a LAN IP such as 192.168.1.10 "
+                          f"(find it with `ipconfig getifaddr en0` on macOS, `hostname -I` on "
+                          f"Linux).") from None
+
+
+def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> list[str]:
+    # every port pinned, so a firewall can open exactly these, for the other machine only
+    args = [f"--node-ip-address={ip}",  # explicit: what the node advertises (a Mac's host-name lookup breaks)
+            f"--node-manager-port={ports.node_manager}",
+            f"--object-manager-port={ports.object_manager}",
+            f"--runtime-env-agent-port={ports.runtime_env_agent}",
+            f"--dashboard-agent-grpc-port={ports.dashboard_agent_grpc}",
+            f"--dashboard-agent-listen-port={ports.dashboard_agent_http}",
+            f"--metrics-export-port={ports.metrics_export}",
+            f"--min-worker-port={ports.min_worker}",
+            f"--max-worker-port={ports.max_worker}",
+            f"--resources={json.dumps(cluster.node_resources(role), separators=(',', ':'))}",
+            f"--labels={cluster.ROLE_LABEL}={role}"]  # the hetlab role: a resource and a label (hetlab.cluster.ray_cluster)
+    if cpus is not None:
+        args.append(f"--num-cpus={int(cpus)}")
+    if gpus is not None:
+        args.append(f"--num-gpus={int(gpus)}")
+    if temp_dir:
+        args.append(f"--temp-dir={temp_dir}")
+    if block:
+        args.append("--block")
+    return args
+
+
+def head_command(ip: str, ports: Ports = Ports(), role: str = "desktop", cpus: int | None = None,
+                 gpus: int | None = None, dashboard: bool = True, dashboard_host: str = "127.0.0.1",
+                 block: bool = False, temp_dir: str | None = None) -> list[str]:
+    """argv of ``ray start --head`` for the desktop (the Linux machine is the head).
+
+    ``dashboard=False`` starts no dashboard at all (one web server less to protect). It listens on
+    127.0.0.1 only: open it on the desktop, or from the Mac through ``ssh -L 8265:127.0.0.1:8265``.
+    """
+    ip = check_ip(ip, "head IP")
+    web = ([f"--dashboard-host={check_ip(dashboard_host, 'dashboard host')}",
+            f"--dashboard-port={ports.dashboard}"] if dashboard else ["--include-dashboard=false"])
+    return (["ray", "start", "--head", f"--port={ports.gcs}",
+             f"--ray-client-server-port={ports.client_server}", *web, "--disable-usage-stats"]
+            + _common(ip, role, ports, cpus, gpus, block, temp_dir))
+
+
+def join_command(head_ip: str, ip: str | None, ports: Ports = Ports(), role: str = "mac",
+                 head_port: int | None = None, cpus: int | None = None, gpus: int | None = None,
+                 block: bool = False, temp_dir: str | None = None) -> list[str]:
+    """argv of ``ray start --address=HEAD:PORT`` for the joining machine (the Mac).
+
+    ``ip=None`` leaves the placeholder ``MAC_IP`` for the learner to fill in.
+    """
+    head_ip = check_ip(head_ip, "head IP")
+    address = f"[{head_ip}]" if ":" in head_ip else head_ip
+    return (["ray", "start", f"--address={address}:{head_port or ports.gcs}"]
+            + _common("MAC_IP" if ip is None else check_ip(ip, "this machine's IP"), role, ports, cpus, gpus, block, temp_dir))
+
+
+def head_env(python_match: str = "patch", ports: Ports = Ports()) -> dict:
+    """Environment for ``ray start --head``: token auth, and the two metrics ports that
+    have no ``ray start`` flag (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``)."""
+    return {**AUTH_ENV, **_match_env(python_match),
+            "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
+            "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics)}
+
+
+def join_env(mac: bool = True, python_match: str = "patch") -> dict:
+    """Environment for the joining machine; a Mac must opt in to multi-node clusters."""
+    return {**AUTH_ENV, **(MAC_ENV if mac else {}), **_match_env(python_match)}
+
+
+def _match_env(level: str) -> dict:
+    if level not in ("patch", "minor"):
+        raise HetlabError(f"python_match={level!r}: use 'patch' (Ray's default) or 'minor'.")
+    return {} if level == "patch" else {RAY_PYTHON_MATCH_ENV: "minor"}
+
+
+def shell_line(argv: list[str], env: dict | None = None) -> str:
+    """One copy-paste line: ``VAR=value … ray start …`` with shell quoting."""
+    prefix = [f"{key}={shlex.quote(value)}" for key, value in (env or {}).items()]
+    return " ".join(prefix + [shlex.join(argv)])
+
+
+def ufw_steps(ports: Ports = Ports()) -> list[str]:
+    """The Linux desktop's firewall step: ufw rules for exactly the head's ports, from the Mac only."""
+    ranges = " ".join(firewall_ranges(ports, head=True))
+    closed = ", ".join(str(p) for p in ports.local_only(head=True))
+    return [
+        f"# 2) firewall: allow TCP {ranges} from the Mac's IP only, e.g. with ufw:",
+        f"#    for p in {ranges}; do sudo ufw allow proto tcp from MAC_IP to any port ${{p/-/:}}; done",
+        f"#    keep {closed} closed (dashboard and metrics: local use only)",
+        f"#    Ray Train (notebook 07) only: also allow TCP {' '.join(train_ranges(ports, 'linux', head=True))} "
+        f"from the Mac's IP (its rendezvous, and gloo's connections on Linux's ephemeral ports)",
+    ]
+
+
+def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (Linux, the head)",
+                firewall: list[str] | None = None, mac: bool = False, **options) -> str:
+    """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``).
+
+    ``firewall`` replaces the ufw step (a Windows desktop's rules are PowerShell: ``hetlab.windows.steps``).
+    ``mac``: the Mac is the head (``hetlab head`` on macOS), and the desktop joins it: the Mac's
+    application firewall, and the Mac's opt-in on its ``ray start`` line.
+    """
+    argv = head_command(ip, ports, **options)
+    env = {**head_env(ports=ports), **(MAC_ENV if mac else {})}
+    if mac:
+        where = "On the Mac (the head; the desktop joins it)"
+        firewall = macos_firewall_steps(" ".join(firewall_ranges(ports, head=True))) + [
+            f"#    Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral ports; the Python "
+            f"rule admits it."]
+    other, tunnel = ("desktop", "here") if mac else ("Mac", "here; from the Mac, ssh -L 8265:127.0.0.1:8265 "
+                                                             "USER@DESKTOP_IP, with openssh-server on the desktop")
+    return "\n".join([
+        *([ZSH_COMMENTS] if mac else []),
+        f"# {where}. 1) one token for the whole cluster, private to you:",
+        "ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH,
+        *(ufw_steps(ports) if firewall is None else firewall),
+        f"# 3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 {tunnel}):",
+        shell_line(argv, env),
+        *token_handover_head(other),
+        f"# 5) drivers (notebooks) on this machine: export {_exports(AUTH_ENV)} "
+        f"HETLAB_ADDRESS={_host(argv)}:{ports.gcs}",
+        "# stop: ray stop (stops every Ray process of this user on this machine)",
+    ])
+
+
+def token_handover_head(other: str = "Mac") -> list[str]:
+    """How the token leaves the head for the ``other`` machine: printed, copied by hand; scp only
+    as an option.
+
+    Neither machine runs an SSH server out of the box (macOS: Remote Login is off;
+    Ubuntu Desktop: no openssh-server), so the default route needs none.
+    """
+    server = ("turn on Remote Login on the Mac (System Settings > General > Sharing > Remote Login)"
+              if other == "Mac" else "the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server)")
+    host = f"USER@{other.upper()}_IP"
+    return [
+        f"# 4) give the {other} the token, no SSH needed: print it, copy it (the {other}'s `hetlab join` says "
+        f"where it goes):",
+        "ray get-auth-token",
+        "#    it travels in clear text: only on your own LAN (elsewhere: a VPN or an SSH tunnel).",
+        f"#    prefer scp? {server}, then:",
+        f"#    ssh {host} 'mkdir -p ~/.ray' && scp {TOKEN_PATH} {host}:.ray/auth_token "
+        f"&& ssh {host} 'chmod 600 {TOKEN_PATH}'",
+    ]
+
+
+_READ_TOKEN = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}) '
+               f'&& chmod 600 {TOKEN_PATH}')
+
+
+def token_setup_join(mac: bool = True, head: str = "desktop") -> list[str]:
+    """How the joining machine writes the desktop's token to ``~/.ray/auth_token`` (mode 600).
+
+    ``~/.ray`` may not exist yet (a Mac's home is ``/Users/NAME``; Ray creates the folder
+    only when it starts), so it is made first; ``umask 077`` keeps the file private from
+    its first byte. No SSH server is needed on either machine. ``head``: ``"desktop"``, or ``"Mac"``
+    where a Windows desktop joins a Mac's head (``hetlab join --windows``).
+    """
+    write = (f"mkdir -p ~/.ray && (umask 077 && pbpaste > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"
+             if mac else _READ_TOKEN)
+    how = ("run `ray get-auth-token` on the desktop and bring the line it prints here by a way you "
+           "trust (the desktop's clipboard does not reach a Mac: type it, or a USB stick), copy it here "
+           "(Cmd-C), then:" if mac
+           else f"run `ray get-auth-token` on the {head}, then here paste it (nothing echoes) and press Enter:")
+    lines = [f"#    {how}",
+             write]
+    if mac:
+        lines.append(f'#    or paste it unseen (then Enter): {_READ_TOKEN}')
+    lines += [
+        "#    or no file at all: read -rs RAY_AUTH_TOKEN && export RAY_AUTH_TOKEN (in every shell that "
+        "runs ray start or a notebook here)",
+        ("#    prefer scp? the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server), then:"
+         if head == "desktop" else "#    prefer scp? turn on Remote Login on the Mac (System Settings > General > "
+                                   "Sharing > Remote Login), then:"),
+        f"#    mkdir -p ~/.ray && scp USER@{head.upper()}_IP:.ray/auth_token {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
+    ]
+    return lines
+
+
+MACOS_FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
+# The programs that accept connections on a Mac node: the conda env's Python (workers and
+# Ray's agents) and Ray's raylet (node and object manager); gcs_server only on a head.
+MACOS_APPS = ("import ray, os, sys; d = os.path.join(os.path.dirname(ray.__file__), 'core', 'src', 'ray'); "
+              "print(os.path.realpath(sys.executable)); print(os.path.join(d, 'raylet', 'raylet')); "
+              "print(os.path.join(d, 'gcs', 'gcs_server'))")
+
+
+def macos_firewall_steps(ranges: str) -> list[str]:
+    """The Mac's firewall: per application, not per port or address; and Local Network privacy, which
+    exempts tools run from Terminal and asks for the app that hosts any other shell (Apple's TN3179)."""
+    return [
+        f"# 2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here).",
+        "#    The macOS firewall is per APPLICATION, not per port or address: if it is on (System Settings >",
+        "#    Network > Firewall), allow incoming connections for the programs that accept them, with the",
+        "#    conda env active: its Python, and Ray's raylet and gcs_server:",
+        f'python -c "{MACOS_APPS}" | while read -r app; do sudo {MACOS_FIREWALL} --add "$app" '
+        f'&& sudo {MACOS_FIREWALL} --unblockapp "$app"; done',
+        "#    macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from",
+        "#    another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy &",
+        "#    Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run.",
+    ]
+
+
+def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
+                where: str | None = None, firewall: list[str] | None = None, head: str = "desktop",
+                **options) -> str:
+    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``).
+
+    ``firewall`` replaces the firewall step (a Windows desktop's rules are PowerShell: ``hetlab.windows.steps``).
+    """
+    argv = join_command(head_ip, ip, ports, **options)
+    env = join_env(mac=mac)
+    ranges = " ".join(firewall_ranges(ports, head=False))
+    where = where or ("On the Mac (joins the desktop's head)" if mac else "On the joining machine")
+    gloo = " ".join(train_ranges(ports, "macos" if mac else "linux", head=False))
+    firewall = firewall or (macos_firewall_steps(ranges) + [
+                    f"#    Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral ports "
+                    f"({gloo}); the Python rule admits it."] if mac else
+                [f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP.",
+                 f"#    Ray Train (notebook 07) only: also allow TCP {gloo} from the desktop's IP "
+                 f"(gloo's connections on this machine's ephemeral ports)."])
+    opt_in = (f"# 3) join ({RAY_MAC_CLUSTER_ENV}=1 on this line only: set for every process it moves even "
+              f"a local Ray off 127.0.0.1):" if mac else "# 3) join:")
+    return "\n".join([
+        *([ZSH_COMMENTS] if mac else []),
+        f"# {where}. 1) the {head}'s token in {TOKEN_PATH}, private to you:",
+        *token_setup_join(mac, head),
+        *firewall,
+        opt_in,
+        shell_line(argv, env),
+        "# 4) check from here (the head asks for the token: RAY_AUTH_MODE=token in this shell, and in the "
+        "one that starts a notebook here):",
+        f"export {_exports(AUTH_ENV)} && hetlab doctor --head {argv[2].split('=', 1)[1]}",
+        *(["# 5) during a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
+           "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change"] if mac else []),
+    ])
+
+
+def _exports(env: dict) -> str:
+    return " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+
+
+def _host(argv: list[str]) -> str:
+    ip = next(a.split("=", 1)[1] for a in argv if a.startswith("--node-ip-address="))
+    return f"[{ip}]" if ":" in ip else ip

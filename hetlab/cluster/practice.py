@@ -1,0 +1,156 @@
+"""A real multi-node Ray cluster on one machine, for practice (notebooks 04, 05, 08).
+
+``ray.cluster_utils.Cluster`` starts separate Ray nodes (each its own raylet, object store and
+resources), each with the role resource and label ``hetlab head``/``join`` give the real machines,
+so ``placement(role)`` behaves as on the pair. The other machine's node is named simulated.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+import ray
+from ray.cluster_utils import Cluster
+
+from hetlab import cluster as _cluster
+from hetlab.errors import HetlabError
+from hetlab.cluster.raylog import practice_workers_env, quiet_address_note
+from hetlab.cluster.reach import start_with_retry, stop_children_since
+
+REAL_HERE = {"mac"} if sys.platform == "darwin" else {"desktop"}  # the role this box honestly is
+
+
+def display_name(role: str) -> str:
+    """Learner-facing name of a practice node: ``"desktop"`` or ``"mac (simulated)"`` on Linux
+    (on a Mac: ``"desktop (simulated)"`` or ``"mac"``)."""
+    return role if role in REAL_HERE else f"{role} (simulated)"
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports that are free on this machine right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class PracticeCluster:
+    """Context manager: one small Ray node per role on this machine, driver connected.
+
+    The first role is the head (the driver connects through it); the others can be removed and
+    re-added to practise losing a machine. ``shutdown()`` is idempotent and also runs on errors."""
+
+    # token_auth (the default, like Ray's own local default): only clients holding this user's
+    # token (~/.ray/auth_token, kept 0600) can connect. accounted_gpus, e.g. {"desktop": 1}, for
+    # scheduling tests only: Ray *counts* GPUs this machine does not have (by default none); the
+    # other role's node is "mac (simulated)" on a Linux box, "desktop (simulated)" on a Mac.
+    def __init__(self, roles=("desktop", "mac"), cpus_per_node: int = 1,
+                 object_store_mb: int = 100, connect: bool = True, token_auth: bool = True,
+                 accounted_gpus: dict | None = None):
+        roles = tuple(roles)
+        if not roles or len(set(roles)) != len(roles):
+            raise HetlabError(f"roles {roles!r} must be distinct and non-empty, e.g. ('desktop', 'mac').")
+        for role in roles:
+            _cluster.role_resource(role)  # validates the role
+        if cpus_per_node < 1:
+            raise HetlabError(f"cpus_per_node={cpus_per_node}: give each node at least 1 CPU.")
+        self.roles = roles
+        self._cpus = int(cpus_per_node)
+        self._store = int(object_store_mb) * 2**20
+        self._nodes: dict = {}
+        self._gpus = dict(accounted_gpus or {})  # role → GPUs Ray counts there; none is real
+        if ray.is_initialized():
+            ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
+        if token_auth:
+            _cluster.enable_local_token_auth()  # token file created / made 0600
+        self._cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
+        try:
+            for role in roles:
+                self.add_node(role)
+            if connect:
+                ray.init(address=self._cluster.address, logging_level=logging.WARNING)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _node_args(self, role: str) -> dict:
+        # Fixed agent ports: with port 0 the raylet waits for each agent to write its port to
+        # a file and aborts after ~15 s, which a busy 2-core machine can exceed.
+        agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
+                           "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
+        return dict(num_cpus=self._cpus, num_gpus=self._gpus.get(role, 0), object_store_memory=self._store, **agents,
+                    resources=_cluster.node_resources(role), labels=_cluster.node_labels(role, simulated=role not in REAL_HERE),
+                    include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
+
+    @property
+    def address(self) -> str:
+        """GCS address of the head node (``ray.init(address=...)`` connects here)."""
+        if self._cluster is None:
+            raise HetlabError("this practice cluster is shut down: start a new PracticeCluster().")
+        return self._cluster.address
+
+    def node_id(self, role: str) -> str:
+        """Ray node id of the node that plays ``role``."""
+        if role not in self._nodes:
+            raise HetlabError(f"no practice node has role {role!r} now (running: {sorted(self._nodes)}).")
+        return self._nodes[role].node_id
+
+    def names(self) -> dict:
+        """Node id → learner-facing name, e.g. ``{"ab12…": "mac (simulated)"}``."""
+        return {node.node_id: display_name(role) for role, node in self._nodes.items()}
+
+    def add_node(self, role: str) -> str:
+        """Start (or restart) the node for ``role``; returns its node id."""
+        if self._cluster is None:
+            raise HetlabError("this practice cluster is shut down: start a new PracticeCluster().")
+        _cluster.role_resource(role)
+        if role in self._nodes:
+            raise HetlabError(f"the {display_name(role)} node is already running.")
+        def start() -> str:
+            with practice_workers_env(), quiet_address_note():  # the node's processes inherit the env
+                self._nodes[role] = self._cluster.add_node(**self._node_args(role))
+            return self._nodes[role].node_id
+
+        def clean_up(started: float) -> None:  # a half-started node; the running ones stay
+            keep = {info.process.pid for node in self._nodes.values()
+                    for infos in node.all_processes.values() for info in infos}
+            stop_children_since(started, keep=keep)
+
+        return start_with_retry(start, clean_up, lambda exc, timed_out: HetlabError(
+            f"the {display_name(role)} practice node did not start in time (this machine is busy): "
+            f"close other Ray sessions and run this again.") if timed_out else None)
+
+    def remove_node(self, role: str) -> None:
+        """Stop the node for ``role`` (its actors die), as if that machine went away."""
+        if role not in self._nodes:
+            raise HetlabError(f"no practice node has role {role!r} now (running: {sorted(self._nodes)}).")
+        if self._nodes[role] is self._cluster.head_node:
+            raise HetlabError(f"the {display_name(role)} node is the head (the driver connects through "
+                              f"it): remove another role, or put this role later in roles=.")
+        self._cluster.remove_node(self._nodes.pop(role))
+
+    def shutdown(self) -> None:
+        """Disconnect the driver and stop every node; safe to call twice."""
+        if ray.is_initialized():
+            ray.shutdown()
+        if getattr(self, "_cluster", None) is not None:
+            self._cluster.shutdown()
+            self._cluster = None
+        self._nodes = {}
+
+    def __enter__(self) -> "PracticeCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        running = ", ".join(display_name(r) for r in self._nodes) or "shut down"
+        return f"PracticeCluster({running})"

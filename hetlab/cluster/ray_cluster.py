@@ -1,0 +1,339 @@
+"""Connect to Ray, see what every node runs, and pin actors to machines (notebooks 03, 04).
+
+Every hetlab node carries its *role* ("desktop" or "mac") twice: as a custom
+resource (``hetlab-role:mac``, the robust pin for actors) and as a node label
+(``hetlab-role=mac``, what Ray Train's ``ScalingConfig(label_selector=...)`` uses).
+``placement(role)`` asks for a sliver of that resource, so an actor lands on its
+machine and never where Ray happens to find room.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+
+import ray
+
+from hetlab.cluster.authtoken import secure_token_files
+from hetlab.errors import HetlabError
+from hetlab.vocab import ADDRESS_ENV, REHEARSAL_ENV, ROLES
+from hetlab.cluster.raylog import explain_token_auth
+from hetlab.cluster.reach import parse_address, port_open, probe_gcs, start_with_retry, stop_children_since
+
+ROLE_LABEL = "hetlab-role"
+SIMULATED_LABEL = "hetlab-simulated"  # set on practice stand-ins ("mac (simulated)")
+ROLE_SLIVER = 0.001  # an actor asks for this much of its node's role resource (node has 1)
+
+
+def _check_role(role: str) -> str:
+    if role not in ROLES:
+        raise HetlabError(f"unknown role {role!r}: use one of {', '.join(ROLES)}.")
+    return role
+
+
+def role_resource(role: str) -> str:
+    """Name of the custom resource a node of this role carries, e.g. ``hetlab-role:mac``."""
+    return f"{ROLE_LABEL}:{_check_role(role)}"
+
+
+def role_label(role: str) -> dict:
+    """Label selector for a role, e.g. ``{"hetlab-role": "mac"}`` (for Ray Train's ScalingConfig)."""
+    return {ROLE_LABEL: _check_role(role)}
+
+
+def node_labels(role: str, simulated: bool = False) -> dict:
+    """The labels a node of this role is started with; practice stand-ins say they are simulated."""
+    return {**role_label(role), **({SIMULATED_LABEL: "true"} if simulated else {})}
+
+
+def node_resources(role: str) -> dict:
+    """The custom resources a node of this role is started with."""
+    return {role_resource(role): 1.0}
+
+
+def placement(role: str | None = None, *, node_id: str | None = None, gpu: bool = False) -> dict:
+    """Keyword arguments for ``ActorClass.options(**...)`` that pin an actor (notebook 03).
+
+    ``role`` pins to the machine with that role, ``node_id`` to one exact node;
+    ``gpu=True`` asks for the GPU so Ray accounts for it and keeps other GPU work
+    off it. When Ray is connected, a role or GPU that no live node has fails now
+    with a HetlabError instead of leaving the actor pending forever.
+    """
+    if role is not None and node_id is not None:
+        raise HetlabError("give placement() a role or a node_id, not both.")
+    options: dict = {}
+    if role is not None:
+        options["resources"] = {role_resource(role): ROLE_SLIVER}
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        try:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+        except ValueError:
+            raise HetlabError(f"node_id {node_id!r} is not a Ray node id: pick one from "
+                              f"hetlab.cluster.ray_cluster.nodes().") from None
+    if gpu:
+        options["num_gpus"] = 1
+    if ray.is_initialized():
+        _check_placeable(role, node_id, gpu)
+    return options
+
+
+def has_role(node: dict, role: str) -> bool:
+    """Whether a ``ray.nodes()`` entry carries ``role``'s resource."""
+    return node["Resources"].get(role_resource(role), 0) > 0
+
+
+def live_nodes(role: str | None = None) -> list[dict]:
+    """Ray's live nodes now (``ray.nodes()`` entries), only those with ``role`` when it is given:
+    the one place that says where a role lives (placement, the search's slots, a lost machine)."""
+    return [n for n in ray.nodes() if n.get("Alive") and (role is None or has_role(n, role))]
+
+
+def _check_placeable(role, node_id, gpu) -> None:
+    alive = live_nodes(role)
+    if role is not None and not alive:
+        raise HetlabError(f"no live node has role {role!r}: start it with the command from "
+                          f"`hetlab join`/`hetlab head`, or use PracticeCluster for practice.")
+    if node_id is not None:
+        alive = [n for n in alive if n["NodeID"] == node_id]
+        if not alive:
+            raise HetlabError(f"no live node with id {node_id[:12]}…: pick one from hetlab.cluster.ray_cluster.nodes().")
+    if gpu and not any(n["Resources"].get("GPU", 0) >= 1 for n in alive):
+        where = f"the {role!r} node" if role else "any live node"
+        raise HetlabError(f"{where} has no GPU for Ray to give: use gpu=False (CPU/MPS) "
+                          f"or start that node where `ray start` detects its GPU.")
+
+
+def requested_address(address: str | None = None) -> str | None:
+    """The cluster asked for: ``address``, else ``HETLAB_ADDRESS``, else ``RAY_ADDRESS`` (None: none)."""
+    for value in (address, os.environ.get(ADDRESS_ENV), os.environ.get("RAY_ADDRESS")):
+        if value is not None and str(value).strip():
+            return str(value).strip()
+    return None
+
+
+def enable_local_token_auth() -> None:
+    """Token auth as Ray 2.60's own local ``ray.init()`` does it, with a private token file.
+
+    Unless ``RAY_AUTH_MODE`` is set, turn token auth on for this process and its children,
+    and create ``~/.ray/auth_token`` if no token exists — under umask 077, so the file is
+    0600 from the start (Ray alone leaves it 0644) — then chmod 600 any token file that
+    is still open to others (``hetlab.cluster.authtoken``).
+    """
+    from ray._private.authentication.authentication_token_setup import (
+        enable_token_auth_by_default, ensure_token_if_auth_enabled)
+    explain_token_auth()  # Ray's "Token authentication is enabled" warning → one hetlab line
+    enable_token_auth_by_default()
+    previous = os.umask(0o077)
+    try:
+        ensure_token_if_auth_enabled(None, create_token_if_missing=True)
+    finally:
+        os.umask(previous)
+    secure_token_files()
+
+
+def check_timeout(timeout) -> float:
+    """``timeout`` as seconds, or a one-line HetlabError unless it is a finite number > 0."""
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(timeout, bool) or not 0 < seconds < math.inf:
+        raise HetlabError(f"timeout={timeout!r}: give the seconds to wait for the head as a number "
+                          f"above 0, e.g. timeout=15.")
+    return seconds
+
+
+def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | None = None,
+            dashboard: bool = False):
+    """Connect this process to Ray and return Ray's context (notebooks 03, 04).
+
+    No address (and neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set): start an
+    embedded local Ray, quiet, dashboard off unless asked. With an address, connect
+    to that cluster or fail within ``timeout`` seconds with one line saying what to
+    check; never fall back to a local Ray. Calling it again replaces the connection.
+    The token file (``~/.ray/auth_token`` or ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
+    """
+    timeout = check_timeout(timeout)
+    target = requested_address(address)
+    local = target is None or target == "local"
+    if not local:
+        host, port, client = parse_address(target)  # a typo fails before anything changes
+    if ray.is_initialized():
+        ray.shutdown()
+    if local:
+        enable_local_token_auth()  # what ray.init() would do, but the token file private
+        def clean_up(started: float) -> None:
+            ray.shutdown()
+            stop_children_since(started)
+
+        return start_with_retry(
+            lambda: ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
+                             logging_level=logging.WARNING),
+            clean_up,
+            lambda exc, _: HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "
+                                       f"close other Ray sessions or busy programs and run this again."))
+    secure_token_files()  # the token this client sends must not be readable by others here
+    problem = port_open(host, port, timeout=min(3.0, timeout))
+    if problem:
+        raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}; "
+                          f"run `hetlab doctor --head {host}:{port}` for the full check.")
+    problem = None if client else probe_gcs(host, port, timeout=min(5.0, timeout))
+    if problem:
+        raise HetlabError(f"cannot use the Ray head at {host}:{port}: {problem}.")
+    if not client and not _local_nodes():  # ray.init would look for one for 60 s, then fail
+        raise HetlabError(f"no Ray node runs on this machine, and a notebook (a Ray driver) must run on a "
+                          f"machine of the cluster: run it on the desktop, the head at {host}:{port}, or "
+                          f"first start this machine's node with the `ray start --address ...` line of "
+                          f"`hetlab join`.")
+    context = _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
+    if not client:
+        notice = driver_notice()
+        if notice:
+            print(notice)
+    return context
+
+
+def _local_nodes() -> list:
+    """The Ray nodes (raylets) running on this machine, found as ``ray.init`` finds them: by
+    their processes. A driver attaches to one of them; without one it cannot connect."""
+    from ray._private.services import find_node_ids
+    return list(find_node_ids())
+
+
+def driver_notice() -> str | None:
+    """One line when this driver is not on the head: the course runs its notebooks on the
+    desktop (the head), where the parameter server and Ray Train's controller then live."""
+    here = ray.get_runtime_context().get_node_id()
+    me = next((n for n in ray.nodes() if n["NodeID"] == here), None)
+    if me is None or "node:__internal_head__" in me["Resources"]:
+        return None
+    role = (me.get("Labels") or {}).get(ROLE_LABEL, "a worker")
+    return (f"note: this driver runs on the {role} node, not on the head: the course runs notebooks on "
+            f"the desktop (the head), where the parameter server and Ray Train's controller then live; "
+            f"start JupyterLab there.")
+
+
+def _init_with_deadline(address: str, timeout: float):
+    """``ray.init(address)`` has no timeout of its own: run it in a thread and stop waiting."""
+    outcome: dict = {}
+
+    def attempt():
+        try:
+            outcome["context"] = ray.init(address=address, logging_level=logging.WARNING)
+            if outcome.get("abandoned"):  # the caller already gave up: do not stay connected
+                ray.shutdown()
+        except BaseException as exc:  # noqa: BLE001 - reported below as one line
+            outcome["error"] = exc
+
+    logging.getLogger("ray._private.worker").addFilter(_not_main_thread_note)
+    thread = threading.Thread(target=attempt, name="hetlab-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        outcome["abandoned"] = True
+        raise HetlabError(f"the Ray head at {address} accepted the connection but did not answer as "
+                          f"Ray within {timeout:.0f} s: check the port is the GCS port from "
+                          f"`hetlab head`, and that RAY_AUTH_MODE=token and the token are set here.")
+    if "error" in outcome:
+        raise HetlabError(_explain(outcome["error"], address)) from None
+    return outcome["context"]
+
+
+def _not_main_thread_note(record) -> bool:
+    """Drop Ray's note that a connect thread cannot set a SIGTERM handler (expected here)."""
+    return "not the main thread" not in record.getMessage()
+
+
+def _explain(exc: BaseException, address: str) -> str:
+    text = " ".join(str(exc).split())
+    lowered = text.lower()
+    if "auth" in lowered or "token" in lowered or "unauthenticated" in lowered:
+        return (f"the Ray head at {address} refused this client's token: set RAY_AUTH_MODE=token and "
+                f"copy the head's token (`ray get-auth-token` there) to ~/.ray/auth_token here.")
+    if "version" in lowered:
+        return f"version mismatch with the Ray head at {address}: {text[:200]} — run `hetlab doctor --head {address}`."
+    return f"could not connect to the Ray head at {address}: {type(exc).__name__}: {text[:200]}"
+
+
+TABLE_COLUMNS = [("name", "node"), ("hostname", "host"), ("os", "OS"), ("ip", "IP"), ("cpus", "CPUs"),
+                 ("accelerator", "accelerator"), ("gpus_for_ray", "GPUs for Ray"),
+                 ("memory_gb", "memory GiB"), ("python", "Python"),
+                 ("ray", "Ray"), ("torch", "torch")]
+
+
+def node_name(labels: dict, fallback: str) -> str:
+    """Learner-facing node name: its role, marked "(simulated)" on a practice stand-in."""
+    role = labels.get(ROLE_LABEL)
+    if not role:
+        return fallback
+    return f"{role} (simulated)" if labels.get(SIMULATED_LABEL) == "true" else role
+
+
+def nodes(timeout: float = 60.0) -> list[dict]:
+    """Ask every live node what it runs (a tiny task pinned to each node) (notebooks 03, 04).
+
+    Each row: node_id, name, role, is_head, ip, ports, plus ``machine.local_report()``
+    as measured on that node (hostname, os, cpus, accelerator, memory_gb, versions).
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if not ray.is_initialized():
+        raise HetlabError("not connected to Ray: call hetlab.cluster.ray_cluster.connect() (or start a PracticeCluster) first.")
+    alive = sorted(live_nodes(),
+                   key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
+    probe = ray.remote(num_cpus=0)(_node_report)
+    refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+            for n in alive]
+    try:
+        reports = ray.get(refs, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise HetlabError(f"a node did not answer within {timeout:.0f} s: check `ray status` on the head "
+                          f"and that hetlab is installed on every node.") from None
+    rows = []
+    for node, report in zip(alive, reports):
+        labels = node.get("Labels") or {}
+        name = node_name(labels, report["hostname"])
+        rows.append({"node_id": node["NodeID"],
+                     "name": f"{name} (rehearsal)" if report.get("rehearsal") else name,
+                     "role": labels.get(ROLE_LABEL), "is_head": "node:__internal_head__" in node["Resources"],
+                     "ip": node["NodeManagerAddress"],
+                     "ports": {"node manager": node.get("NodeManagerPort"),
+                               "object manager": node.get("ObjectManagerPort"),
+                               "metrics export": node.get("MetricsExportPort")},
+                     "gpus_for_ray": node["Resources"].get("GPU", 0), **report})
+    return rows
+
+
+def _node_report() -> dict:
+    """What a node says about itself (``machine.local_report``), and whether it is a rehearsal host."""
+    from hetlab.core.machine import local_report
+    return {**local_report(), "rehearsal": os.environ.get(REHEARSAL_ENV)}
+
+
+class NodeTable(list):
+    """Rows from ``nodes()``; a readable table in a notebook (HTML) and a terminal (text)."""
+
+    def _cells(self):
+        return [[str(row.get(key, "")) for key, _ in TABLE_COLUMNS] for row in self]
+
+    def __str__(self) -> str:
+        header = [title for _, title in TABLE_COLUMNS]
+        cells = self._cells()
+        widths = [max(len(x) for x in column) for column in zip(header, *cells)]
+        lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [header] + cells]
+        return "\n".join(lines[:1] + ["  ".join("-" * w for w in widths)] + lines[1:])
+
+    def _repr_html_(self) -> str:
+        import html
+        head = "".join(f"<th>{html.escape(title)}</th>" for _, title in TABLE_COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                       for row in self._cells())
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def node_table(timeout: float = 60.0) -> NodeTable:
+    """``nodes()`` as a NodeTable: display it in a notebook, ``print`` it in a terminal."""
+    return NodeTable(nodes(timeout))

@@ -1,0 +1,153 @@
+"""Ray's log lines that hetlab explains once instead of showing every time (notebooks 03–09).
+
+Ray's "Token authentication is enabled" warning (the secure default the course wants) becomes one
+notice per process (``explain_token_auth``); a practice cluster drops Ray's "Overwriting previous
+Ray address" note and Ray Train's "Failed to query … actor state" (``practice_worker_setup``); a
+search drops the traceback a trial process prints when Ray stops it (``quiet_stopped_processes``).
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+
+from hetlab import environment
+
+# Ray 2.60 turns token authentication on in every process that starts a local cluster while
+# RAY_AUTH_MODE is unset (plain ray.init(), cluster.connect() without an address, a PracticeCluster)
+# and logs, from this logger (_warn_token_auth_enabled), "WARNING authentication_token_setup.py:85
+# -- Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.
+# ...": a red stderr box in every notebook. The filter drops exactly that record; every other
+# passes, Ray's warning that token authentication is *disabled* included.
+TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
+TOKEN_ENABLED = "Token authentication is enabled for this Ray cluster."
+NOTICE = ("hetlab: Ray turned on token authentication for this local Ray (its default since 2.52: only "
+          "processes holding your token, ~/.ray/auth_token, can connect); nothing to fix — see "
+          "README, Troubleshooting.")
+
+
+class TokenNotice(logging.Filter):
+    """Swap Ray's "Token authentication is enabled ..." warning for hetlab's one-line notice."""
+
+    shown = False  # per process: the notice is printed once, Ray's warning never
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith(TOKEN_ENABLED):
+            return True
+        if not TokenNotice.shown:
+            TokenNotice.shown = True
+            print(NOTICE)
+        return False
+
+
+def explain_token_auth() -> None:
+    """Install the filter on Ray's token-setup logger (only there; idempotent)."""
+    logger = logging.getLogger(TOKEN_LOGGER)
+    if not any(isinstance(f, TokenNotice) for f in logger.filters):
+        logger.addFilter(TokenNotice())
+
+
+# --- the practice cluster's workers (notebook 07) ------------------------------------------------
+
+CLEANER_LOGGER = "ray.train.v2._internal.execution.controller.placement_group_cleaner"
+NO_STATE_API = "Failed to query Ray Train Controller actor state."
+
+
+class NoStateApi(logging.Filter):
+    """Drop Ray Train's "Failed to query Ray Train Controller actor state …" warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(NO_STATE_API)
+
+
+def practice_worker_setup() -> None:
+    """Runs in every worker process of a practice cluster's nodes (``practice_workers_env``).
+
+    A practice cluster starts no dashboard (fewer processes on a small machine), so Ray's State
+    API is absent there. Ray Train's placement-group cleaner (a safety net that frees the
+    training's resources if its controller dies) asks that API every second whether the
+    controller still lives, and logs each failure: 17 identical warnings in one run of notebook
+    07. This drops exactly that message, in the practice cluster's processes only; on your pair
+    (dashboard on) the API answers and there is nothing to drop."""
+    logger = logging.getLogger(CLEANER_LOGGER)
+    if not any(isinstance(f, NoStateApi) for f in logger.filters):
+        logger.addFilter(NoStateApi())
+
+
+def practice_workers_env():
+    """While a practice node starts, name ``practice_worker_setup`` in Ray's setup-hook variable
+    (the one ``runtime_env={"worker_process_setup_hook": …}`` sets): the node's raylet inherits
+    it and so does every worker it starts. Through a ``runtime_env`` instead, every actor's start
+    went through Ray's runtime-env agent: 0.4 s more to start a training here."""
+    from ray._private.ray_constants import WORKER_PROCESS_SETUP_HOOK_ENV_VAR
+    return environment({WORKER_PROCESS_SETUP_HOOK_ENV_VAR: f"{__name__}.practice_worker_setup"})
+
+
+# --- a practice cluster's start (notebooks 05, 06, 08) -------------------------------------------
+
+ADDRESS_LOGGER = "ray._private.utils"
+OVERWRITING = "Overwriting previous Ray address"
+
+
+class NoAddressNote(logging.Filter):
+    """Drop Ray's "Overwriting previous Ray address (…)" note."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(OVERWRITING)
+
+
+@contextmanager
+def quiet_address_note():
+    """While a practice node starts. Ray writes the newest local cluster's address to a file (for
+    ``ray.init(address="auto")``) and, when a kernel starts a practice cluster after an earlier
+    one, logs "Overwriting previous Ray address (…)": a red box in JupyterLab. hetlab connects to
+    its practice cluster by address, so there is nothing to act on; dropped here only."""
+    logger = logging.getLogger(ADDRESS_LOGGER)
+    quiet = NoAddressNote()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+# --- a trial process that Ray stops (notebook 09) ------------------------------------------------
+# Ray stops a process with SIGTERM, and its handler raises SystemExit (ray/_private/worker.py,
+# sigterm_handler, Ray 2.60). When the signal lands inside a weakref callback, Python cannot raise
+# there and prints "Exception ignored in: …", the traceback and "SystemExit: 1" to the process's
+# stderr, which Ray forwards to the driver: a red traceback about a trial that had already ended.
+
+def without_sigterm_noise(lines: list[str]) -> list[str]:
+    """``lines`` less each block from "Exception ignored in" to its "SystemExit" line whose
+    traceback passes through Ray's SIGTERM handler; every other line, in order."""
+    out, block = [], None
+    for line in lines:
+        if block is None:
+            if line.startswith("Exception ignored in"):
+                block = [line]
+            else:
+                out.append(line)
+            continue
+        block.append(line)
+        if line.startswith("SystemExit"):
+            out += [] if any("sigterm_handler" in b for b in block) else block
+            block = None
+    return out + (block or [])
+
+
+def quiet_stopped_processes() -> None:
+    """Wrap this driver's printer of worker output (Ray's "ray_print_logs" handler) once, so that
+    it drops ``without_sigterm_noise``'s blocks. Called when a search starts (``hetlab.search.driver``)."""
+    from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+    with dispatcher._lock:
+        for i, (name, handle) in enumerate(dispatcher.handlers):
+            if name == "ray_print_logs" and not getattr(handle, "hetlab_quiet", False):
+                dispatcher.handlers[i] = (name, _quiet(handle))
+
+
+def _quiet(handle):
+    def printer(data: dict) -> None:
+        lines = without_sigterm_noise(data.get("lines") or [])
+        if lines:
+            handle({**data, "lines": lines})
+    printer.hetlab_quiet = True
+    return printer

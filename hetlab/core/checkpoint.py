@@ -1,0 +1,113 @@
+"""Checkpoints of a parameter-server run, on the driver's disk, written atomically (notebook 08).
+
+A plain dict of tensors, numbers, strings and lists (``torch.load(weights_only=True)``: no pickled
+code), written to a temporary file, fsynced and renamed over the target: a crash leaves the old file.
+It names the model and its parameter shapes, so another model's checkpoint is refused in one line.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from hetlab.errors import HetlabError
+from hetlab.core.models import MODELS, make_model
+
+FORMAT = "hetlab-ps-checkpoint/3"  # /3: the options saved whole; /2: one data cursor; /1: shards
+REQUIRED = ("model", "signature", "options", "step", "server", "workers", "batch_sizes", "stream")
+
+
+def param_signature(model) -> list[list]:
+    """``[[parameter name, [shape…]], …]`` of a model (a built-in name or a factory): what a
+    checkpoint must fit."""
+    return [[name, list(p.shape)] for name, p in make_model(model, seed=None).named_parameters()]
+
+
+def save_checkpoint(state: dict, path) -> Path:
+    """Write ``state`` to ``path`` atomically (temp file in the same folder, fsync, os.replace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+    return path
+
+
+def load_checkpoint(path, model=None) -> dict:
+    """Read and check a checkpoint; ``model`` (if given: a built-in name or a factory) must
+    match the one it was saved from. A checkpoint of your own model needs its factory."""
+    path = Path(path)
+    if not path.is_file():
+        raise HetlabError(f"no checkpoint at {path}: check the path (see latest_checkpoint(dir)).")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - truncated zip, garbage bytes, pickle errors …
+        raise HetlabError(f"{path} is not a readable checkpoint (truncated or corrupted: "
+                          f"{type(e).__name__}); use an earlier checkpoint.") from None
+    if isinstance(state, dict) and str(state.get("format", "")).startswith("hetlab-ps-checkpoint/") \
+            and state["format"] != FORMAT:
+        raise HetlabError(f"{path} was written by another version of hetlab ({state['format']}, this one "
+                          f"reads {FORMAT}): start a fresh run, or resume it with that version.")
+    if not isinstance(state, dict) or state.get("format") != FORMAT or \
+            any(k not in state for k in REQUIRED):
+        raise HetlabError(f"{path} is not a hetlab parameter-server checkpoint: use a file "
+                          f"written by ParameterServerTraining.save_checkpoint.")
+    saved = state["model"]
+    if isinstance(model, str) and model != saved:
+        raise HetlabError(f"{path} holds model {saved!r}, not {model!r}: resume with model={saved!r}.")
+    if model is None and saved not in MODELS:
+        raise HetlabError(f"{path} holds your own model {saved!r}: resume with model= the same "
+                          f"factory that trained it.")
+    try:
+        expected = param_signature(model if model is not None else saved)
+    except HetlabError:
+        raise HetlabError(f"{path} holds an unknown model {saved!r}: it was written by another "
+                          f"version of hetlab.") from None
+    if state["signature"] != expected:
+        raise HetlabError(f"{path} has parameter shapes that do not fit model {saved!r}: it is "
+                          f"a checkpoint of a different network; start a fresh run instead.")
+    weights = state["server"].get("weights") if isinstance(state["server"], dict) else None
+    n = sum(_numel(shape) for _, shape in expected)
+    if not isinstance(weights, torch.Tensor) or weights.numel() != n:
+        raise HetlabError(f"{path} holds {getattr(weights, 'numel', lambda: 0)()} weights, model "
+                          f"{saved!r} has {n}: the file is damaged; use an earlier checkpoint.")
+    return state
+
+
+CHECKPOINT_GLOB = "step-*.pt"   # what checkpoint_path names; zero-padded, so they sort by step
+
+
+def checkpoint_path(directory, step: int) -> Path:
+    """Where the checkpoint of ``step`` goes in ``directory``: ``step-NNNNNN.pt``."""
+    return Path(directory) / f"step-{step:06d}.pt"
+
+
+def latest_checkpoint(directory) -> Path | None:
+    """The newest ``step-NNNNNN.pt`` in ``directory`` (highest step), or None."""
+    found = sorted(Path(directory).glob(CHECKPOINT_GLOB))
+    return found[-1] if found else None
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

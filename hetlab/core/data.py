@@ -1,0 +1,378 @@
+"""MNIST as tensors, read straight from the IDX files shipped in ``data/`` (notebook 01), and uniform
+sampling for workers with unequal batches (notebook 05).
+
+No PIL images, no DataLoader: the set is decoded once into a tensor and batches are slices of it.
+A training keeps ONE cursor (``Stream``) into one shuffled stream, so every sample is drawn at the
+same rate whatever the split (equal shards would revisit a bigger batch's shard more often).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from hetlab.errors import HetlabError
+from hetlab.vocab import DATA_ENV
+
+MEAN, STD = 0.1307, 0.3081  # of the 60,000 training images, pixels scaled to [0, 1]
+
+FILES = {
+    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
+# sha256 of each file's *decompressed* contents (the original IDX bytes): a copy from any mirror is
+# accepted (gzip bytes differ between mirrors, contents do not).
+SHA256 = {
+    "train-images-idx3-ubyte.gz": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte.gz": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte.gz": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte.gz": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+)
+
+
+def default_root() -> Path:
+    """``$HETLAB_DATA``, else the repo's ``data/`` folder, else ``~/.cache/hetlab/mnist``."""
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
+    repo_data = Path(__file__).resolve().parents[2] / "data"
+    if repo_data.is_dir():
+        return repo_data
+    return Path.home() / ".cache" / "hetlab" / "mnist"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """MNIST images (uint8, N×28×28) and labels (int64, N), on the CPU."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def normalized(self) -> torch.Tensor:
+        """Float32 N×1×28×28, scaled to [0, 1] then standardised with MEAN and STD."""
+        x = self.images.float()  # one new buffer, then in place: the same values, no temporaries
+        return x.div_(255.0).sub_(MEAN).div_(STD).unsqueeze(1)
+
+    def subset(self, n: int, seed: int = 0) -> "Dataset":
+        """A deterministic random subset of ``n`` samples (the same for the same seed)."""
+        if not 0 < n <= len(self):
+            raise HetlabError(f"subset size {n} is out of range: choose 1..{len(self)}.")
+        idx = epoch_order(len(self), seed, 0)[:n]
+        return Dataset(self.images[idx], self.labels[idx])
+
+
+def batches(
+    x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True, seed: int = 0, epoch: int = 0
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yield (x, y) mini-batches for one epoch; the last batch may be short.
+
+    The order is ``epoch_order(len(y), seed, epoch)``, the one shuffle every engine uses.
+    Shuffling gathers the whole epoch once (one large copy, fast on any device), then
+    every batch is a zero-copy slice: far cheaper than a gather per batch.
+    """
+    if batch_size < 1:
+        raise HetlabError(f"batch size must be at least 1, got {batch_size}.")
+    if shuffle:
+        order = epoch_order(len(y), seed, epoch).to(x.device)
+        x, y = x[order], y[order]
+    for i in range(0, len(y), batch_size):
+        yield x[i : i + batch_size], y[i : i + batch_size]
+
+
+def as_tensors(data) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training data in any of three forms → ``(x, y)``: float32 inputs, int64 labels, on the CPU.
+
+    * a hetlab ``Dataset`` (MNIST): its normalised images and labels;
+    * a tuple ``(x, y)`` of tensors or arrays with the same first dimension;
+    * any map-style ``torch.utils.data.Dataset`` whose items are ``(input, label)``:
+      every item is read once and stacked (fine for data that fits in memory).
+    """
+    if isinstance(data, Dataset):
+        return data.normalized(), data.labels
+    if isinstance(data, (tuple, list)) and len(data) == 2 and not isinstance(data, torch.utils.data.Dataset):
+        try:
+            x, y = torch.as_tensor(data[0]), torch.as_tensor(data[1])
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise HetlabError(f"data=(x, y) must be two tensors or arrays ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0][:100]}).") from None
+        return _checked(x, y)
+    if isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__len__") and hasattr(data, "__getitem__"):
+        if len(data) == 0:
+            raise HetlabError("the dataset is empty: it needs at least one (input, label) item.")
+        xs, ys = [], []
+        for i in range(len(data)):
+            item = data[i]
+            if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                raise HetlabError(f"dataset item {i} is a {type(item).__name__}, not (input, label): "
+                                  f"make __getitem__ return (tensor, int label).")
+            xs.append(torch.as_tensor(item[0]))
+            ys.append(torch.as_tensor(item[1]))
+        try:
+            x, y = torch.stack(xs), torch.stack(ys)
+        except RuntimeError as e:
+            raise HetlabError(f"dataset items do not stack into one tensor ({' '.join(str(e).split())[:120]}): "
+                              f"every input must have the same shape.") from None
+        return _checked(x, y)
+    raise HetlabError(f"data must be a hetlab Dataset, a tuple (x, y) of tensors, or a map-style "
+                      f"torch.utils.data.Dataset, got {type(data).__name__}.")
+
+
+def _checked(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if x.ndim < 1 or y.ndim != 1 or len(x) != len(y) or len(y) == 0:
+        raise HetlabError(f"data must be inputs x (N×…) and labels y (N), got x {list(x.shape)} and y "
+                          f"{list(y.shape)}.")
+    if y.is_floating_point() or y.is_complex():
+        raise HetlabError(f"labels must be whole numbers (class indices), got {y.dtype}.")
+    # on the CPU: data on a GPU would travel through Ray's object store as CUDA (or MPS) storage,
+    # which the other machine cannot load
+    return x.detach().cpu().float().contiguous(), y.detach().cpu().long().contiguous()
+
+
+def n_samples(data) -> int:
+    """How many samples ``data`` holds (any form ``as_tensors`` takes), without converting it."""
+    if isinstance(data, (tuple, list)) and len(data) == 2 and not isinstance(data, torch.utils.data.Dataset):
+        return len(data[1])
+    return len(data)
+
+
+def compact(data):
+    """What the parameter server puts in Ray's object store: a hetlab Dataset as it is (uint8
+    images, a quarter of the normalised bytes; each worker normalises), anything else as ``(x, y)``."""
+    return data if isinstance(data, Dataset) else as_tensors(data)
+
+
+@lru_cache(maxsize=4)
+def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
+    """The shuffled order of ``n`` samples in epoch ``epoch``: a pure function of its arguments,
+    and hetlab's one shuffle (``batches``, ``Dataset.subset``, the parameter server's stream,
+    Ray Train's ranks; notebooks 01 and 05). Cached, since every batch of an epoch reads it;
+    callers only slice it."""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+
+
+def stream_indices(n: int, seed: int, spans: Sequence[tuple[int, int]]) -> torch.Tensor:
+    """The samples at ``spans`` of the stream epoch 0's order, then epoch 1's, … (notebook 05).
+
+    A span ``(start, size)`` is a range of positions in that stream: position p is sample
+    ``epoch_order(n, seed, p // n)[p % n]``, so a span may run on into the next epoch.
+    """
+    parts = []
+    for start, size in spans:
+        while size > 0:
+            epoch, offset = divmod(start, n)
+            part = epoch_order(n, seed, epoch)[offset: offset + size]
+            parts.append(part)
+            start, size = start + len(part), size - len(part)
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+
+
+def split_spans(spans: Sequence[tuple[int, int]], sizes: Sequence[int]) -> list[list[tuple[int, int]]]:
+    """Cut ``spans`` into consecutive pieces of ``sizes`` positions: worker i's share of a step."""
+    queue, out = [tuple(s) for s in spans], []
+    for size in sizes:
+        mine = []
+        while size > 0:
+            start, n = queue.pop(0)
+            take = min(n, size)
+            mine.append((start, take))
+            if take < n:
+                queue.insert(0, (start + take, n - take))
+            size -= take
+        out.append(mine)
+    return out
+
+
+def _merged(spans) -> list[tuple[int, int]]:
+    """Sorted spans, neighbours joined: [(0, 4), (4, 2), (9, 1)] → [(0, 6), (9, 1)]."""
+    out: list[tuple[int, int]] = []
+    for start, size in sorted(tuple(s) for s in spans):
+        if out and out[-1][0] + out[-1][1] == start:
+            out[-1] = (out[-1][0], out[-1][1] + size)
+        else:
+            out.append((start, size))
+    return out
+
+
+@dataclass
+class Stream:
+    """A training's one cursor into the shuffled stream of positions (notebook 05).
+
+    ``take(b)`` hands out the next ``b`` positions: first any that were handed out before
+    and given back (a lost worker's batch), then new ones from ``cursor``. Whoever hands
+    positions out owns them until its update is applied or it gives them back, so a
+    lost worker's samples are trained by someone else, and a checkpoint (taken when
+    nothing is out) plus this cursor resume the data order exactly.
+    """
+
+    cursor: int = 0
+    pending: list[tuple[int, int]] = field(default_factory=list)  # given back, handed out first
+
+    def take(self, size: int) -> list[tuple[int, int]]:
+        """The next ``size`` positions, as spans ``(start, size)``."""
+        spans, self.pending = [], list(self.pending)
+        while size > 0 and self.pending:
+            start, n = self.pending.pop(0)
+            if n > size:
+                self.pending.insert(0, (start + size, n - size))
+                n = size
+            spans.append((start, n))
+            size -= n
+        if size > 0:
+            spans.append((self.cursor, size))
+            self.cursor += size
+        return _merged(spans)
+
+    def give_back(self, spans: Sequence[tuple[int, int]]) -> None:
+        """Positions handed out but never applied: the next ``take`` hands them out again."""
+        self.pending = _merged([*self.pending, *spans])
+
+    @property
+    def used(self) -> int:
+        """Positions handed out and not given back (samples trained, when nothing is in flight)."""
+        return self.cursor - sum(n for _, n in self.pending)
+
+    def state(self) -> dict:
+        """Plain numbers for a checkpoint."""
+        return {"cursor": self.cursor, "pending": [list(s) for s in self.pending]}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Stream":
+        return cls(int(state["cursor"]), [(int(a), int(b)) for a, b in state["pending"]])
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    """Decode one gzipped IDX file after checking its contents' sha256."""
+    name = path.name
+    if not path.exists():
+        raise HetlabError(
+            f"MNIST file {path} is missing: restore it with `git checkout -- data/` "
+            f"or call hetlab.core.data.download_mnist()."
+        )
+    try:
+        with gzip.open(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as e:
+        raise HetlabError(
+            f"MNIST file {path} is not a readable gzip file ({e}): delete it and run "
+            f"`git checkout -- data/` or hetlab.core.data.download_mnist()."
+        ) from None
+    if hashlib.sha256(raw).hexdigest() != SHA256[name]:
+        raise HetlabError(
+            f"MNIST file {path} is corrupted (sha256 mismatch): delete it and run "
+            f"`git checkout -- data/` or hetlab.core.data.download_mnist()."
+        )
+    magic = int.from_bytes(raw[:4], "big")
+    ndim = magic & 0xFF
+    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+@lru_cache(maxsize=4)
+def _load(split: str, root: str) -> Dataset:
+    img_name, lbl_name = FILES[split]
+    images = _read_idx(Path(root) / img_name)
+    labels = _read_idx(Path(root) / lbl_name)
+    return Dataset(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)))
+
+
+def load_mnist(split: str = "train", root: str | os.PathLike | None = None,
+               download: bool = False) -> Dataset:
+    """Load the 60,000 ``"train"`` or 10,000 ``"test"`` MNIST samples as tensors.
+
+    Missing files are fetched from the usual mirrors only when ``download=True``.
+    """
+    if split not in FILES:
+        raise HetlabError(f"unknown MNIST split {split!r}: use 'train' or 'test'.")
+    root = Path(root) if root is not None else default_root()
+    if download and not all((root / f).exists() for f in FILES[split]):
+        download_mnist(root)
+    return _load(split, str(root))
+
+
+_CHECKSUMS: dict = {}  # (root, (name, size, mtime_ns) per file) -> checksums
+
+
+def checksums(root: str | os.PathLike | None = None) -> dict[str, str | None]:
+    """sha256 of each MNIST file's decompressed contents in ``root`` (None: missing or unreadable).
+
+    What ``hetlab doctor`` compares between the machines (``preflight.local_report``):
+    contents, not gzip bytes, so copies from different mirrors agree. Computed once per
+    process and folder, and again only when a file's size or modification time changes.
+    """
+    root = Path(root) if root is not None else default_root()
+    stats = []
+    for name in SHA256:
+        try:
+            st = (root / name).stat()
+            stats.append((name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            stats.append((name, None, None))
+    key = (str(root), tuple(stats))
+    if key not in _CHECKSUMS:
+        found = {}
+        for name in SHA256:
+            try:
+                with gzip.open(root / name, "rb") as f:
+                    found[name] = hashlib.sha256(f.read()).hexdigest()
+            except (OSError, EOFError):
+                found[name] = None
+        _CHECKSUMS[key] = found
+    return dict(_CHECKSUMS[key])
+
+
+def checksum_status(found: dict[str, str | None]) -> str:
+    """One word or phrase for ``checksums()``: ``"verified"`` when every file is the real MNIST."""
+    missing = [n for n, h in found.items() if h is None]
+    wrong = [n for n, h in found.items() if h is not None and h != SHA256.get(n)]
+    if not missing and not wrong:
+        return "verified"
+    return "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
+                                       f"corrupted {', '.join(wrong)}" if wrong else "") if part)
+
+
+def download_mnist(root: str | os.PathLike | None = None, mirrors: Sequence[str] = MIRRORS,
+                   timeout: float = 30.0) -> Path:
+    """Fetch any missing MNIST file into ``root``, verify its sha256, write it atomically."""
+    root = Path(root) if root is not None else default_root()
+    root.mkdir(parents=True, exist_ok=True)
+    for name in SHA256:
+        target = root / name
+        if target.exists():
+            continue
+        errors = []
+        for mirror in mirrors:
+            try:
+                with urllib.request.urlopen(mirror + name, timeout=timeout) as resp:
+                    blob = resp.read()
+                if hashlib.sha256(gzip.decompress(blob)).hexdigest() != SHA256[name]:
+                    errors.append(f"{mirror}: checksum mismatch")
+                    continue
+            except Exception as e:  # any network or gzip failure: try the next mirror
+                errors.append(f"{mirror}: {type(e).__name__}")
+                continue
+            with tempfile.NamedTemporaryFile(dir=root, delete=False) as tmp:
+                tmp.write(blob)
+            shutil.move(tmp.name, target)
+            break
+        else:
+            raise HetlabError(
+                f"could not download {name} ({'; '.join(errors)}): check your network, "
+                f"or copy the MNIST files into {root}."
+            )
+    return root

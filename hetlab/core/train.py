@@ -1,0 +1,123 @@
+"""Train and evaluate one model on one device (notebook 01).
+
+The whole training set is moved to the device once, as normalised float tensors;
+each step then slices a batch from it. ``History`` records what a learner wants to
+see: loss per step, test accuracy per epoch, samples per second, and where the
+time went (batching, compute, evaluation).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from hetlab import progress_bar
+from hetlab.core.data import as_tensors, batches
+from hetlab.core.devices import resolve, synchronize
+from hetlab.errors import HetlabError
+from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
+from hetlab.core.train_step import train_step
+
+
+@dataclass
+class History:
+    """What one training run did: per-step loss, per-epoch accuracy, speed and time split."""
+
+    device: str = "cpu"
+    loss: list[float] = field(default_factory=list)          # one per step
+    lr: list[float] = field(default_factory=list)            # learning rate used at each step
+    test_accuracy: list[float] = field(default_factory=list)  # one per epoch
+    samples: int = 0
+    seconds_batching: float = 0.0
+    seconds_compute: float = 0.0
+    seconds_eval: float = 0.0
+    model: nn.Module | None = field(default=None, repr=False)  # the trained network
+
+    @property
+    def samples_per_s(self) -> float:
+        """Training throughput, evaluation excluded."""
+        busy = self.seconds_batching + self.seconds_compute
+        return self.samples / busy if busy else 0.0
+
+    @property
+    def final_accuracy(self) -> float:
+        return self.test_accuracy[-1] if self.test_accuracy else float("nan")
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data, device=None, batch_size: int = 2000) -> float:
+    """Fraction of ``data`` (a hetlab Dataset, ``(x, y)`` tensors or a map-style torch
+    Dataset) that ``model`` classifies correctly, on ``device`` (the model moves there, as
+    ``train`` moves it); by default on the device the model is on."""
+    if device is None:
+        dev = next((p.device for p in model.parameters()), torch.device("cpu"))
+    else:
+        dev = resolve(device)
+        model.to(dev)
+    was_training = model.training
+    model.eval()
+    x, y = as_tensors(data)
+    correct = 0
+    for i in range(0, len(y), batch_size):
+        out = model(x[i : i + batch_size].to(dev))
+        correct += (out.argmax(1).cpu() == y[i : i + batch_size]).sum().item()
+    model.train(was_training)
+    return correct / len(y)
+
+
+def train(model, train_data, test_data=None,
+          epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
+          seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None) -> History:
+    """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
+
+    ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
+    then ``History.model``). Data: a hetlab Dataset, ``(x, y)`` or a map-style torch Dataset.
+    ``schedule="cosine"`` decays the rate to zero over the run: the last epochs settle (≥ 99 %)."""
+    if epochs < 1:
+        raise HetlabError(f"epochs must be at least 1, got {epochs}.")
+    if schedule not in ("constant", "cosine"):
+        raise HetlabError(f"unknown schedule {schedule!r}: use 'constant' or 'cosine'.")
+    x, y = as_tensors(train_data)
+    if not 1 <= batch_size <= len(y):
+        raise HetlabError(f"batch size must be in 1..{len(y)}, got {batch_size}.")
+    loss_fn = as_loss(loss)
+    if not isinstance(model, nn.Module):
+        factory = as_factory(model)
+        check_model_and_loss(factory, loss_fn, x, y)
+        model = make_model(factory, seed=seed)
+    dev = resolve(device)
+    torch.manual_seed(seed)
+    model.to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    x, y = x.to(dev), y.to(dev)
+    hist = History(device=str(dev), model=model)
+    steps_per_epoch = -(-len(y) // batch_size)
+    sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
+             if schedule == "cosine" else None)
+    bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
+    for epoch in range(epochs):
+        t = time.perf_counter()
+        for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
+            t_batch = time.perf_counter()
+            loss = train_step(model, opt, loss_fn, xb, yb)
+            hist.lr.append(opt.param_groups[0]["lr"])
+            if sched is not None:
+                sched.step()
+            hist.loss.append(loss.item())  # .item() synchronises the device
+            t_done = time.perf_counter()
+            hist.seconds_batching += t_batch - t
+            hist.seconds_compute += t_done - t_batch
+            hist.samples += len(yb)
+            t = t_done
+            bar.update(1)
+            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)
+        if test_data is not None:
+            synchronize(dev)
+            t0 = time.perf_counter()
+            hist.test_accuracy.append(evaluate(model, test_data, dev))
+            hist.seconds_eval += time.perf_counter() - t0
+            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", acc=f"{hist.test_accuracy[-1]:.4f}")
+    bar.close()
+    return hist

@@ -1,0 +1,49 @@
+"""One line from the wall of text a failed Ray Train run raises (notebook 07).
+
+``TorchTrainer.fit()`` wraps a rank's error in tens of lines of controller and worker
+tracebacks. The learner needs one of three answers: hetlab's own check refused the run, a
+rank's machine went away (a Mac asleep, a lost link), or the ranks could not reach each other
+(the rendezvous port or gloo's ports blocked by a firewall).
+"""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from hetlab.vocab import Ports
+
+NETWORK_SIGNS = ("timed out", "connect timeout", "connection refused", "socket", "tcpstore",
+                 "rendezvous", "process group")
+GONE_SIGNS = ("node has died", "actor died", "worker health check failed",  # a rank's machine left
+              "failed to initialize")                                          # ... as the run started
+
+
+def lost_ranks(text: str) -> list[int]:
+    """The ranks whose error snippet says their machine or process went away."""
+    snippets = re.findall(r"\[Rank (\d+) Error Snippet\]:(.*?)(?=\[Rank \d+ Error|$)", str(text), flags=re.S)
+    return [int(rank) for rank, snippet in snippets if any(sign in snippet.lower() for sign in GONE_SIGNS)]
+
+
+def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence[str] = ()) -> str:
+    """One line from the wall of text a failed ``TorchTrainer.fit()`` raises (``roles``: each
+    rank's machine, to name the one that went away)."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    hetlab_line = next((line for line in lines if "HetlabError" in line), None)
+    if hetlab_line:
+        return f"Ray Train run failed: {hetlab_line}"
+    lowered = " ".join(lines).lower()
+    gone = lost_ranks(text)
+    network = any(sign in lowered for sign in NETWORK_SIGNS)
+    if gone or (not network and any(sign in lowered for sign in GONE_SIGNS)):
+        who = (", ".join(f"the {roles[r]} (rank {r})" if r < len(roles) else f"rank {r}" for r in gone)
+               or "a rank's machine")
+        return (f"Ray Train run failed: {who} went away (its Ray node or a rank's process died: a Mac "
+                f"asleep, a lost link). A Ray Train run needs every rank: bring that machine back "
+                f"(`hetlab.cluster.ray_cluster.node_table()` shows it) and run again; the parameter server goes on "
+                f"without it (notebook 08).")
+    if network:
+        port = port or Ports.train_rendezvous
+        return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP {port} "
+                f"(the rendezvous, on rank 0's machine) and the ephemeral ports gloo uses to the other "
+                f"machine's IP: `hetlab head` / `hetlab join` print the rule (Ray Train only).")
+    return f"Ray Train run failed: {lines[0] if lines else 'no reason given'}"

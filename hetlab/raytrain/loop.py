@@ -1,0 +1,224 @@
+"""The loop every rank runs inside Ray Train's ``TorchTrainer`` (notebook 07 shows it first).
+
+Each rank chooses its device on its own machine (CUDA on the desktop, MPS on the Mac, else the
+CPU) and trains its own share b_i of each global batch B. Once per step it scales its gradient
+by b_i / B, copies it to the CPU as one flat buffer (gloo takes no MPS tensors, and NCCL cannot
+reach a Mac) and SUM all-reduces it with gloo: every rank then applies Σ (b_i / B) · g_i, the
+gradient of the whole global batch, and the ranks' weights stay identical (bitwise on alike
+devices; CUDA and MPS may round Adam's arithmetic differently in the last bit).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hetlab.core.devices import resolve, synchronize
+from hetlab.errors import HetlabError
+from hetlab.core.flat import flat_grad, set_flat_grad
+from hetlab.core.models import make_model
+from hetlab.raytrain.config import LoopConfig
+from hetlab.core.simulate import SlowDevice, labelled
+from hetlab.vocab import REHEARSAL_ENV
+
+
+def train_loop(config: dict) -> None:
+    """What every rank runs: its own device, its own share of the batch, one weighted all-reduce."""
+    cfg = config["loop"]                                      # the LoopConfig train_mixed checked
+    rank, role = where_am_i(cfg)
+    device = resolve(cfg.devices[rank])                       # "auto": cuda, mps or cpu, on this machine
+    x, y, loss_fn = rank_data(cfg, device)
+    sizes, speed = agree_on_split(cfg, rank, x, y, loss_fn, device)  # the same b_i on every rank
+    share = sizes[rank] / cfg.global_batch                    # b_i / B
+    model = make_model(cfg.model, seed=cfg.seed).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    log = RankLog(device, cfg.slowdowns[rank], show_progress=cfg.progress and rank == 0)
+    for step in range(cfg.steps):
+        idx = rank_indices(step, sizes, rank, len(y), cfg.seed).to(device)
+        with log.compute(work=sizes[rank]):                   # a simulated slower device sleeps after it
+            opt.zero_grad(set_to_none=False)
+            loss = loss_fn(model(x[idx]), y[idx])
+            loss.backward()
+        with log.allreduce():                                 # one flat CPU buffer: b_i/B × (gradient, loss)
+            buf = torch.cat([flat_grad(model), loss.detach().float().cpu().view(1)]) * share
+            dist.all_reduce(buf, op=dist.ReduceOp.SUM)        # gloo: now Σ (b_i/B)·g_i on every rank
+            set_flat_grad(model, buf[:-1])                    # back onto this rank's device
+        with log.compute():
+            opt.step()
+        log.loss(buf[-1].item(), cfg.steps)                   # the global batch's loss, for free
+    report(cfg, model, rank, role, device, sizes[rank], speed, log)
+
+
+def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
+                 seed: int = 0) -> torch.Tensor:
+    """Which samples rank ``rank`` trains at ``step``: its share of the step's global batch.
+
+    Step t is positions [t·B, (t+1)·B) of the shuffled stream (``hetlab.core.data.stream_indices``), cut
+    by ``hetlab.core.data.split_spans`` as the parameter server cuts its steps: with the same sizes, rank i
+    and parameter-server worker i train the same samples, and each sample once per epoch.
+    """
+    from hetlab.core.data import split_spans, stream_indices
+
+    total = sum(batch_sizes)
+    return stream_indices(n_samples, seed, split_spans([(step * total, total)], batch_sizes)[rank])
+
+
+def where_am_i(cfg: LoopConfig) -> tuple[int, str]:
+    """This rank's number and its machine's role (from its node's label), checked against the plan."""
+    import ray
+    import ray.train
+
+    rank = ray.train.get_context().get_world_rank()
+    labels = ray.get_runtime_context().get_node_labels()
+    role = labels.get(cfg.label_key, f"rank {rank}") if cfg.label_key else f"rank {rank}"
+    if cfg.roles and role != cfg.roles[rank]:
+        raise HetlabError(f"rank {rank} landed on node role {role!r}, expected {cfg.roles[rank]!r}.")
+    return rank, role
+
+
+def rank_data(cfg: LoopConfig, device: torch.device):
+    """The training set on this rank's device (MNIST, or yours from Ray's object store), and the loss."""
+    import ray
+
+    from hetlab.core.data import load_mnist
+
+    if cfg.train_data is not None:
+        x, y = (t.to(device) for t in ray.get(cfg.train_data))
+    else:
+        train = load_mnist("train")
+        if cfg.train_samples:
+            train = train.subset(cfg.train_samples, seed=cfg.seed)
+        x, y = train.normalized().to(device), train.labels.to(device)
+    return x, y, cfg.loss or nn.functional.cross_entropy
+
+
+def agree_on_split(cfg: LoopConfig, rank: int, x, y, loss_fn, device) -> tuple[list[int], float]:
+    """Each rank measures its own samples/s (a simulated slowdown divides it), the ranks swap the
+    numbers, and every rank derives the same split of the global batch: (sizes, this rank's speed)."""
+    from hetlab.arithmetic.balance import split_batch
+    from hetlab.core.devices import throughput
+
+    world, batch = dist.get_world_size(), cfg.global_batch
+    speed = throughput(make_model(cfg.model, seed=cfg.seed), device, batch_size=max(1, batch // world),
+                       steps=5, data=(x, y), loss=loss_fn) / cfg.slowdowns[rank]
+    speeds = [None] * world
+    dist.all_gather_object(speeds, speed)
+    return split_batch(batch, cfg.ratio or speeds, world), speed
+
+
+@dataclass
+class RankLog:
+    """Where one rank's time went (compute, simulated sleep, all-reduce with its wait) and its losses."""
+
+    device: torch.device
+    slowdown: float = 1.0
+    show_progress: bool = False        # rank 0, when asked: five lines of loss
+    compute_s: float = 0.0
+    simulated_s: float = 0.0
+    allreduce_s: float = 0.0
+    losses: list = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+    def __post_init__(self):
+        self._slow = SlowDevice(self.slowdown)
+
+    @contextmanager
+    def compute(self, work=None):
+        """Work on the device, timed to its end; after ``work`` a simulated slower device sleeps."""
+        t0 = time.perf_counter()
+        yield
+        synchronize(self.device)
+        self.compute_s += time.perf_counter() - t0
+        if work is not None:
+            self.simulated_s += self._slow.after(work, time.perf_counter() - t0)
+
+    @contextmanager
+    def allreduce(self):
+        t0 = time.perf_counter()
+        yield
+        self.allreduce_s += time.perf_counter() - t0
+
+    def loss(self, value: float, steps: int) -> None:
+        self.losses.append(value)
+        if self.show_progress and len(self.losses) % max(1, steps // 5) == 0:
+            print(f"[hetlab rank 0] step {len(self.losses)}/{steps} loss {value:.3f}")
+
+
+@dataclass
+class RankReport:
+    """What one rank did: where it ran, its batch, and where its time went."""
+
+    rank: int
+    role: str
+    label: str                # says "simulated" when slowdown > 1
+    node_id: str
+    device: str
+    batch_size: int
+    measured_samples_per_s: float
+    samples: int
+    compute_s: float          # forward, backward and optimizer step on the device
+    simulated_s: float        # the simulated slowdown's sleep
+    allreduce_s: float        # flattening, gloo all-reduce, and waiting for the other rank
+    weights_sha256: str
+
+
+def weights_digest(model: nn.Module) -> str:
+    """sha256 of all parameters' bytes: equal digests mean bitwise-equal weights."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: RankLog) -> None:
+    """Every rank's ``RankReport`` to rank 0, which tests the model and reports metrics and a checkpoint."""
+    import ray
+    import ray.train
+
+    train_s = time.perf_counter() - log.started
+    label = labelled(f"{role} · {device.type}", log.slowdown)  # the parameter server's label format
+    if os.environ.get(REHEARSAL_ENV):
+        label += " (rehearsal host)"
+    mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), batch_size, speed,
+                      batch_size * cfg.steps, log.compute_s, log.simulated_s, log.allreduce_s,
+                      weights_digest(model))
+    world = dist.get_world_size()
+    reports = [None] * world
+    dist.all_gather_object(reports, asdict(mine))
+    if rank != 0:
+        ray.train.report({"rank": rank})
+        return
+    values = sum(p.numel() for p in model.parameters()) + 1  # the all-reduced buffer: gradient and loss
+    metrics = {"ranks": reports, "accuracy": accuracy_on_test(cfg, model, device), "train_s": train_s,
+               "allreduce_bytes_per_step": 4 * values * 2 * (world - 1) // world}
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(tmp, "model.pt"))
+        with open(os.path.join(tmp, "loss.json"), "w") as f:
+            json.dump(log.losses, f)
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
+
+
+def accuracy_on_test(cfg: LoopConfig, model: nn.Module, device) -> float:
+    """Accuracy on your test data, else on MNIST's test set; NaN for your own data without a test set."""
+    import ray
+
+    from hetlab.core.data import load_mnist
+    from hetlab.core.train import evaluate
+
+    if cfg.test_data is not None:
+        return evaluate(model, ray.get(cfg.test_data), device)
+    if cfg.train_data is not None:
+        return float("nan")
+    test = load_mnist("test")
+    if cfg.test_samples:
+        test = test.subset(cfg.test_samples, seed=cfg.seed)
+    return evaluate(model, test, device)

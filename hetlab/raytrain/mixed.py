@@ -1,0 +1,113 @@
+"""Ray Train's TorchTrainer on a Mac and a CUDA desktop at once (notebook 07): the launch.
+
+``train_mixed`` runs exactly ``hetlab.raytrain.loop.train_loop`` on every rank, with the
+configuration of ``hetlab.raytrain.config`` (gloo, no GPU request, a label per rank, a pinned
+rendezvous, no retries), and turns a failed run into one line (``hetlab.raytrain.failure``).
+Checkpoints: Train needs a ``storage_path`` that every node can reach (NFS, a bucket) on a real
+multi-node cluster; by default a temp dir here, allowed only when rank 0 runs on this machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from hetlab.errors import HetlabError
+from hetlab.raytrain.config import (RENDEZVOUS_TIMEOUT_S, TRAIN_ENV, LoopConfig, check_cluster, loop_config,
+                                    run_config, scaling_config, torch_config, train_env)
+from hetlab.raytrain.failure import explain_failure
+from hetlab.raytrain.loop import RankReport, rank_indices, train_loop, weights_digest
+
+__all__ = ["RENDEZVOUS_TIMEOUT_S", "TRAIN_ENV", "LoopConfig", "RankReport", "RayTrainResult", "explain_failure",
+           "rank_indices", "scaling_config", "torch_config", "train_env", "train_loop", "train_mixed", "weights_digest"]
+
+
+@dataclass
+class RayTrainResult:
+    """A finished TorchTrainer run: per-rank reports, accuracy, timings, the checkpoint."""
+
+    ranks: list[RankReport]
+    accuracy: float
+    loss: list[float]         # rank 0's global-batch loss per step
+    fit_s: float              # TorchTrainer.fit() wall time, start-up included
+    train_s: float            # the training loop alone (rank 0)
+    allreduce_bytes_per_step: int
+    model_name: str           # the network trained: a built-in name, or the factory's qualified name
+    checkpoint_path: str | None = None
+    steps: int = 0
+    extra: dict = field(default_factory=dict)
+    factory: object = field(default=None, repr=False)  # train_mixed's model= when it was a factory
+
+    @classmethod
+    def read(cls, result, fit_s: float, steps: int, model, factory) -> "RayTrainResult":
+        """From Ray Train's ``Result``: rank 0's metrics and the losses saved beside its checkpoint."""
+        from hetlab.core.models import model_label
+
+        m, path = result.metrics, result.checkpoint.path
+        with open(os.path.join(path, "loss.json")) as f:
+            loss = json.load(f)
+        return cls(ranks=[RankReport(**r) for r in m["ranks"]], accuracy=m["accuracy"], loss=loss, fit_s=fit_s,
+                   train_s=m["train_s"], allreduce_bytes_per_step=m["allreduce_bytes_per_step"],
+                   checkpoint_path=path, steps=steps, model_name=model_label(model),
+                   factory=None if isinstance(model, str) else factory)
+
+    @property
+    def weights_identical(self) -> bool:
+        return len({r.weights_sha256 for r in self.ranks}) == 1
+
+    @property
+    def samples_per_s(self) -> float:
+        return sum(r.samples for r in self.ranks) / self.train_s
+
+    def model(self) -> nn.Module:
+        """The trained weights from rank 0's checkpoint, in a fresh network (``factory`` when the
+        run trained your own model, else the built-in ``model_name``) on the CPU."""
+        from hetlab.core.models import make_model
+
+        model = make_model(self.factory if self.factory is not None else self.model_name)
+        model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, "model.pt"),
+                                         map_location="cpu", weights_only=True))
+        return model
+
+
+# train_data= / test_data= as tensors (x, y) or any map-style torch Dataset (default: MNIST,
+# train_samples …); without test_data the result's accuracy is NaN.
+def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence[float] = "auto",
+                roles: Sequence[str] | None = ("desktop", "mac"), devices="auto", slowdowns=1.0,
+                model="small", lr: float = 1e-3, seed: int = 0,
+                train_samples: int | None = None, test_samples: int | None = None,
+                storage_path: str | None = None, progress: bool = True,
+                rendezvous_port: int | None = None,
+                timeout_s: int = RENDEZVOUS_TIMEOUT_S, loss=None, train_data=None,
+                test_data=None) -> RayTrainResult:
+    """Train on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
+
+    ``ratio="auto"`` splits the global batch by each rank's measured throughput (``[3, 1]``: directly);
+    ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every node
+    (default: a temp dir, only when rank 0 runs here). Ranks meet on ``rendezvous_port`` (in the printed
+    firewall rule) and give up after ``timeout_s``. Own model and data: ``model=``, ``loss=``, ``train_data=``.
+    """
+    import ray
+    from ray.train.torch import TorchTrainer
+
+    cfg = loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
+                      test_samples, progress, loss, train_data, test_data)
+    check_cluster(roles, storage_path)
+    own = {"train_data": cfg.train_data, "test_data": cfg.test_data}
+    cfg = replace(cfg, **{k: ray.put(v) for k, v in own.items() if v is not None})  # into Ray's object store, once
+    trainer = TorchTrainer(train_loop, train_loop_config={"loop": cfg},  # Ray Train's config is a dict
+                           torch_config=torch_config(rendezvous_port, timeout_s),
+                           scaling_config=scaling_config(roles, len(cfg.slowdowns)),
+                           run_config=run_config(storage_path))
+    t0 = time.perf_counter()
+    try:
+        with train_env():
+            result = trainer.fit()
+    except Exception as e:  # Train wraps worker errors; keep their one-line reason
+        raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s, roles or ())) from None
+    return RayTrainResult.read(result, time.perf_counter() - t0, steps, model, cfg.model)

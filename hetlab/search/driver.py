@@ -1,0 +1,361 @@
+"""A hyperparameter search across the pair with Ray Tune: independent trials, each on one
+machine's own device, no exchange per step (notebook 09, ``hetlab search``). Where each trial
+runs and how many share a device: ``hetlab.search.slots``; storage: ``hetlab.search.storage``; ASHA stops poor
+trials early, asynchronously; Tune's own printing is kept quiet.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import ray
+
+from hetlab import environment
+from hetlab.search import slots
+from hetlab.cluster.ray_cluster import placement
+from hetlab.errors import HetlabError
+from hetlab.core.models import as_factory, check_model_and_loss, model_label
+from hetlab.cluster.raylog import quiet_stopped_processes
+from hetlab.search.results import SearchResult, Watcher
+from hetlab.search.storage import Storage, check_storage, open_storage
+from hetlab.search.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data
+
+SPACE = {"lr": [3e-4, 1e-3, 3e-3, 1e-2], "batch_size": [32, 64, 128], "width": [8, 16, 32],
+         "optimizer": ["adam", "sgd"]}
+
+
+def check_space(space) -> dict:
+    """``space`` (name → list of choices) checked, each value in one line; names left out keep
+    the first choice of ``SPACE``'s. An empty or malformed space fails here, before Ray."""
+    if not isinstance(space, dict) or not space:
+        raise HetlabError(f"the search space is empty or not a dict ({space!r}): give e.g. "
+                          f"{{'lr': [1e-3, 3e-3], 'batch_size': [32, 64]}}; names: {', '.join(SPACE)}.")
+    unknown = sorted(set(space) - set(SPACE))
+    if unknown:
+        raise HetlabError(f"unknown name(s) {unknown} in the search space: use {', '.join(SPACE)}.")
+    checked = {name: [choices[0]] for name, choices in SPACE.items()}
+    for name, choices in space.items():
+        if not isinstance(choices, (list, tuple)) or not choices:
+            raise HetlabError(f"search space {name!r} must be a non-empty list of choices, got {choices!r}.")
+        for value in choices:
+            if not _valid(name, value):
+                raise HetlabError(f"search space {name!r}: {value!r} is not a valid choice ({_RULES[name]}).")
+        checked[name] = list(choices)
+    return checked
+
+
+_RULES = {"lr": "a number above 0, e.g. 1e-3", "batch_size": "a whole number ≥ 1, e.g. 64",
+          "width": "a whole number ≥ 1, e.g. 16", "optimizer": f"one of {sorted(OPTIMIZERS)}"}
+
+
+def _valid(name: str, value) -> bool:
+    if name == "optimizer":
+        return value in OPTIMIZERS
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if name == "lr":
+        return 0 < value < math.inf
+    return isinstance(value, int) and value >= 1
+
+
+def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
+    """``trials`` distinct configurations drawn from ``space`` with ``seed`` (without
+    replacement, the same every time), each with its own training seed: a search you can repeat."""
+    names = list(space)
+    combos = math.prod(len(space[n]) for n in names)
+    if trials > combos:
+        raise HetlabError(f"trials={trials} is more than the {combos} distinct configurations of this "
+                          f"space: give trials ≤ {combos}, or more choices in the space.")
+    out = []
+    for i, index in enumerate(random.Random(seed).sample(range(combos), trials)):
+        config = {}
+        for name in names:
+            index, pick = divmod(index, len(space[name]))
+            config[name] = space[name][pick]
+        out.append({**config, "seed": seed * 1000 + i, "trial": i})
+    return out
+
+
+def placement_plan(roles, packing, slowdowns, model) -> dict:
+    """Per role: how many trials at once (``packing``: role → k, or None to measure it with
+    ``hetlab.search.slots.measure_packing``), what each asks Ray for, and the samples/s of one slot."""
+    nodes = {role: slots.node_of(role) for role in roles}
+    if packing is None:
+        key = (tuple((r, nodes[r]["NodeID"], float((slowdowns or {}).get(r, 1))) for r in roles), model_label(model))
+        if key not in _MEASURED:  # measured once per machine and model in this session
+            _MEASURED[key] = slots.measure_packing(roles, model=model, slowdowns=slowdowns)
+        measured = _MEASURED[key]
+    else:
+        if not isinstance(packing, dict) or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
+                                                for k in packing.values()):
+            raise HetlabError(f"packing={packing!r}: give role → trials at once, e.g. {{'desktop': 2}}.")
+        measured = {role: slots.Packing(role, packing.get(role, 1), "GPU" if nodes[role]["Resources"].get("GPU", 0)
+                                        >= 1 else "CPU") for role in roles}
+    if len(roles) > 1:
+        ids = tuple(nodes[r]["NodeID"] for r in roles)
+        if ids not in _COMPUTERS:  # asked once per set of nodes in this session
+            _COMPUTERS[ids] = slots.computers(roles)
+        measured = slots.share_computers(measured, _COMPUTERS[ids],
+                                         {r: nodes[r]["Resources"].get("CPU", 1) for r in roles})
+    plan = {}
+    for role in roles:
+        k = measured[role].k
+        rate = measured[role].rates.get(k, 0.0) / k
+        plan[role] = {"k": k, "device": measured[role].device, "shape": slots.slot_shape(nodes[role], role, k),
+                      "slots": slots.slots_of(nodes[role], k), "rate": rate, "packing": measured[role]}
+    return plan
+
+
+_MEASURED: dict = {}
+_COMPUTERS: dict = {}   # node ids → role → (computer, cores)
+
+
+def plan_line(plan: dict) -> str:
+    """One line: each machine's trials at once, on which device."""
+    return "trials at once: " + ", ".join(f"{role} {p['k']} per {p['device']}" + (
+        f" ({p['packing'].note})" if p["packing"].note else "") for role, p in plan.items())
+
+
+def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac"), epochs: int = 3,
+           grace: int = 1, train_samples: int = 4000, val_samples: int = 1000, seed: int = 0,
+           model=DEFAULT_MODEL, slowdowns: dict | None = None, storage_path: str | None = None,
+           storage_filesystem=None, checkpoints: bool | str = "auto", time_budget_s: float | None = None,
+           max_failures: int = 1, packing: dict | None = None, early_stopping: bool = True,
+           progress: bool = True, name: str | None = None) -> SearchResult:
+    """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``; returns a
+    ``SearchResult`` (table, best, throughput, timeline). ``slowdowns``: role → simulated slowdown;
+    ``packing``: role → trials at once (default: measured); ``early_stopping=False``: every trial
+    runs all its epochs. ``storage_path`` / ``storage_filesystem``: ``hetlab.search.storage``; checkpoints
+    ``True`` / ``"auto"`` / ``False``; a failed trial is retried ``max_failures`` times from its last one.
+    """
+    space = check_space(SPACE if space is None else space)
+    roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles)
+    if max(space["batch_size"]) > train_samples:
+        raise HetlabError(f"batch_size {max(space['batch_size'])} is larger than train_samples={train_samples}.")
+    configs = sample(space, trials, seed)
+    _check_model(model, space["width"])
+    storage = open_storage(storage_path, storage_filesystem)
+    if not ray.is_initialized():
+        raise HetlabError("not connected to Ray: call hetlab.pair.the_pair() (or cluster.connect()) first.")
+    for role in roles:
+        placement(role)  # one line if no live node has this role
+    quiet_stopped_processes()
+    plan = placement_plan(roles, packing, slowdowns, model)
+    print(plan_line(plan))
+    checkpoints = _checkpoints(checkpoints, storage, roles)
+    split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here
+    name = name or f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
+    from ray import tune
+    fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples, val_samples=val_samples,
+                              epochs=epochs, slowdowns=dict(slowdowns or {}), checkpoints=checkpoints)
+    storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
+    cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
+    unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
+    searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
+                                  {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
+    shapes = {r: p["shape"] for r, p in plan.items()}
+    watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
+    watcher.movable(searcher, shapes)
+    tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, epochs, grace, time_budget_s,
+                   max_failures, storage, name, watcher, checkpoints, early_stopping)
+    try:
+        with _quiet_tune(sum(p["slots"] + 1 for p in plan.values())):
+            tuner.fit()
+    finally:
+        watcher.close()
+    result = SearchResult(watcher.records, time.time() - watcher.t0, list(roles), shapes, storage.shown(name),
+                          {r: p["k"] for r, p in plan.items()})
+    return _checked_result(result, time_budget_s)
+
+
+class _Shapes:
+    """Tune's resource request of a trial: its machine's slot shape (``config["role"]``)."""
+
+    def __init__(self, shapes: dict):
+        self.shapes = shapes
+
+    def __call__(self, config: dict):
+        from ray.tune import PlacementGroupFactory
+        return PlacementGroupFactory([self.shapes[config["role"]]])
+
+
+def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_MODEL, device=None) -> dict:
+    """Train one configuration (e.g. ``result.best.config``) to the end on this machine's best
+    device, with the same step and seed as its trial: the advice for a small model is the
+    desktop alone. Returns the test accuracy, samples/s, device and seconds."""
+    import torch
+
+    from hetlab.core.data import as_tensors
+    from hetlab.core.devices import resolve
+    from hetlab.core.simulate import SlowDevice
+    from hetlab.core.train import evaluate
+    from hetlab.search.trial import build, epochs_of
+    if hasattr(config, "seed") and hasattr(config, "config"):  # a TrialRecord, e.g. result.best
+        config = {**config.config, "seed": config.seed}
+    cfg = {**check_space({k: [v] for k, v in config.items() if k in SPACE}), "seed": config.get("seed", 0)}
+    cfg = {k: (v[0] if isinstance(v, list) else v) for k, v in cfg.items()}
+    dev = resolve(device)
+    x, y = (t.to(dev) for t in as_tensors(train_data))
+    net, opt = build(cfg, model, dev)
+    t0, samples, busy_s = time.perf_counter(), 0, 0.0
+    for _, n, s in epochs_of(net, opt, x, y, cfg, dev, 0, epochs, SlowDevice(1)):
+        samples, busy_s = samples + n, busy_s + s
+    return {"accuracy": evaluate(net, test_data, dev), "samples_per_s": samples / busy_s, "device": dev.type,
+            "seconds": time.perf_counter() - t0, "model": net.to(torch.device("cpu"))}
+
+
+def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles) -> tuple:
+    """The search's own numbers and roles, each checked in one line before Ray (``hetlab search`` too)."""
+    for label, value in (("trials", trials), ("epochs", epochs), ("grace", grace)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise HetlabError(f"{label}={value!r}: give a whole number ≥ 1.")
+    if grace > epochs:
+        raise HetlabError(f"grace={grace} is more than epochs={epochs}: ASHA can stop a trial only "
+                          f"after `grace` epochs; use grace ≤ epochs.")
+    if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and 0 < time_budget_s < math.inf):
+        raise HetlabError(f"time_budget_s={time_budget_s!r}: give seconds above 0, or None for no limit.")
+    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
+        raise HetlabError(f"max_failures={max_failures!r}: give a whole number ≥ 0.")
+    roles = (roles,) if isinstance(roles, str) else tuple(roles)
+    if not roles or len(set(roles)) != len(roles):
+        raise HetlabError(f"roles={roles!r}: give distinct roles, e.g. ('desktop', 'mac') or ('desktop',).")
+    return roles
+
+
+def _check_model(model, widths) -> None:
+    """Build the model at every width and run two samples through it, here on the CPU: a model
+    that raises fails in one line before Ray Tune starts a trial."""
+    import functools
+    as_factory(model)  # a name or function Ray can send (the learner's own module goes by value)
+    (x, y), _ = split_data(2, 1)
+    for width in widths:
+        try:
+            check_model_and_loss(functools.partial(model, width=width), _cross_entropy(), x, y)
+        except HetlabError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the learner's model, any error
+            raise HetlabError(f"model {model_label(model)}(width={width}) failed before the search: "
+                              f"{type(e).__name__}: {' '.join(str(e).split())[:160]}.") from None
+
+
+def _cross_entropy():
+    import torch
+    return torch.nn.functional.cross_entropy
+
+
+def _checkpoints(checkpoints, storage: Storage, roles) -> bool:
+    if checkpoints not in (True, False, "auto"):
+        raise HetlabError(f"checkpoints={checkpoints!r}: use True, False or 'auto'.")
+    blind = check_storage(storage, roles)
+    if checkpoints is False:
+        return False
+    if blind is None:
+        return True
+    message = (f"storage_path {storage.ray_path} is not usable from the {blind[0]} machine ({blind[1]}), so "
+               f"its trials cannot save checkpoints there and a trial whose machine is lost restarts from "
+               f"epoch 0: give storage_path= a folder both machines share at the same path, or a URI "
+               f"(e.g. s3://bucket/runs), or checkpoints=False.")
+    if checkpoints is True:
+        raise HetlabError(message)
+    print(f"note: checkpoints off — {message}")
+    return False
+
+
+def _tuner(trainable, searcher, epochs, grace, time_budget_s, max_failures, storage: Storage, name,
+           watcher, checkpoints, early_stopping):
+    from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    if early_stopping:
+        scheduler = _HandsBack.onto(ASHAScheduler)(time_attr="training_iteration", max_t=epochs,
+                                                   grace_period=grace, reduction_factor=2)
+    else:
+        scheduler = _HandsBack.onto(FIFOScheduler)()
+    scheduler.searcher = searcher
+    run_config = tune.RunConfig(
+        name=name, storage_path=storage.ray_path, storage_filesystem=storage.ray_fs, verbose=0,
+        callbacks=[watcher, JsonLoggerCallback()], log_to_file=True, progress_reporter=_Silent(),
+        failure_config=tune.FailureConfig(max_failures=max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1 if checkpoints else None))
+    tune_config = tune.TuneConfig(metric="accuracy", mode="max", scheduler=scheduler, search_alg=searcher,
+                                  num_samples=-1, time_budget_s=time_budget_s, reuse_actors=True)
+    return tune.Tuner(trainable, tune_config=tune_config, run_config=run_config)
+
+
+class _HandsBack:
+    """Mixed into Tune's scheduler: before it picks a trial to run, a trial waiting for a slot
+    of a machine that is gone, and never run, goes back to the searcher and is stopped (Tune
+    staged it there, where it would wait for ever). It looks at Ray's nodes once a second.
+    The searcher ends the search (``num_samples=-1``: as many trials as it hands out)."""
+
+    searcher: slots.SlotSearcher
+    looked = 0.0
+
+    @classmethod
+    def onto(cls, scheduler: type) -> type:
+        return type(f"HandsBack{scheduler.__name__}", (cls, scheduler), {})
+
+    def choose_trial_to_run(self, tune_controller):
+        if time.monotonic() - self.looked > 1:
+            self.looked = time.monotonic()
+            lost = set(self.searcher.slots) - slots.alive_roles(self.searcher.slots)
+            for trial in tune_controller.get_trials() if 0 < len(lost) < len(self.searcher.slots) else ():
+                if (trial.status == "PENDING" and self.searcher.role_of.get(trial.trial_id) in lost
+                        and trial.trial_id not in self.searcher.last):
+                    self.searcher.hand_back(trial.trial_id)
+                    tune_controller.stop_trial(trial)
+        return super().choose_trial_to_run(tune_controller)
+
+
+class _Silent:
+    """A Tune progress reporter that reports nothing (hetlab draws its own bar)."""
+
+    def setup(self, *args, **kwargs):
+        pass
+
+    def should_report(self, trials, done=False):
+        return False
+
+    def report(self, trials, done, *sys_info):
+        pass
+
+
+def _quiet_tune(slot_count: int):
+    """Tune's printing off for one fit: the old reporter path (``RAY_AIR_NEW_OUTPUT=0``, which
+    prints no "Configuration for experiment" box) with a silent reporter, and Tune's loggers
+    at CRITICAL (hetlab reports every failed trial in one line itself). Of Tune's result files
+    only ``result.json`` per trial is written (no CSV, no TensorBoard: less work per epoch).
+    Tune may hold as many trials waiting to start as the searcher hands out (its default with a
+    searcher is one: packed trials would start one after another)."""
+    import contextlib
+    import logging
+
+    @contextlib.contextmanager
+    def quiet():
+        loggers = [logging.getLogger(n) for n in ("ray.tune", "ray.train", "ray.air")]
+        levels = [lg.level for lg in loggers]
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL)
+        try:
+            with environment({"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+                              "TUNE_MAX_PENDING_TRIALS_PG": str(max(1, slot_count))}):
+                yield
+        finally:
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
+    return quiet()
+
+
+def _checked_result(result: SearchResult, time_budget_s) -> SearchResult:
+    reported = [t for t in result.trials if t.epochs > 0]
+    if not reported:
+        failed = [t for t in result.trials if t.error]
+        if failed:
+            raise HetlabError(f"every trial failed; the first: {failed[0].error} (results: {result.folder}).")
+        raise HetlabError(f"time_budget_s={time_budget_s} ended the search before any trial finished one "
+                          f"epoch: give more seconds or fewer train_samples (results: {result.folder}).")
+    for line in result.problems():
+        print(line)
+    return result
+

@@ -1,0 +1,307 @@
+"""What a hyperparameter search did, trial by trial, as the driver saw it (notebook 09).
+
+``Watcher`` is a Ray Tune callback in the driver: it keeps one ``TrialRecord`` per
+configuration (its machine, device, epochs, accuracy, samples and the spans it ran in,
+timed by the driver's clock so that two machines' clocks never disagree), draws one
+progress bar, and writes the records to ``hetlab-trials.json`` after every finished trial,
+so nothing already finished is lost if the search stops. ``SearchResult`` holds them with
+the search's wall time: the table, the best trial, trials per hour and samples per second.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+from ray.tune import Callback
+
+from hetlab import progress_bar
+
+COLUMNS = ("trial", "lr", "batch_size", "width", "optimizer", "machine", "device", "epochs",
+           "accuracy", "samples", "status")
+
+
+@dataclass
+class TrialRecord:
+    """One configuration of the search, as it ended."""
+
+    trial: int
+    config: dict                      # lr, batch_size, width, optimizer
+    seed: int
+    status: str = "not started"       # running, done, stopped early (ASHA), failed, not started
+    epochs: int = 0
+    accuracy: float = float("nan")    # on the held-out part of the training set, last epoch
+    samples: int = 0                  # trained, over all its epochs (and machines)
+    busy_s: float = 0.0               # its device's seconds training (a simulated sleep included)
+    machine: str = ""                 # where it ran last, as labelled ("mac (simulated 4× slower)")
+    device: str = ""                  # cuda, mps or cpu
+    role: str = ""                    # the hetlab role of that machine's node
+    node_id: str = ""                 # and the Ray node it ran on
+    computer: str = ""                # and the computer (``hetlab.core.machine.this_machine``): nodes may share one
+    ray_gpu: bool = False             # Ray gave it (a share of) a GPU
+    resumed_from: int = 0             # the epoch its last start began at: > 0 if it resumed from a checkpoint
+    spans: list = field(default_factory=list)  # [machine, start_s, end_s] since the search began
+    retries: int = 0
+    error: str = ""                   # one line, if it failed
+
+    def row(self) -> dict:
+        return {"trial": self.trial, **self.config, "machine": self.machine, "device": self.device,
+                "epochs": self.epochs, "accuracy": round(self.accuracy, 4), "samples": self.samples,
+                "status": self.status + (f" (retried ×{self.retries})" if self.retries else "")}
+
+
+@dataclass
+class SearchResult:
+    """The trials of one search, its wall time and where it ran."""
+
+    trials: list[TrialRecord]
+    wall_s: float
+    roles: list[str]
+    resources: dict           # role → what each trial there asked Ray for
+    folder: str               # Tune's results and hetlab-trials.json
+    packing: dict = field(default_factory=dict)  # role → trials at once on its device
+
+    @property
+    def finished(self) -> list[TrialRecord]:
+        return [t for t in self.trials if t.status in ("done", "stopped early")]
+
+    @property
+    def samples(self) -> int:
+        return sum(t.samples for t in self.trials)
+
+    @property
+    def running_s(self) -> float:
+        """Seconds from the first trial's start to the search's end: the wall time less Ray Tune's
+        own set-up before any trial (a few seconds, the same for every search, whatever machines)."""
+        starts = [span[1] for t in self.trials for span in t.spans]
+        return self.wall_s - min(starts) if starts else self.wall_s
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples trained by all trials per second while the search ran trials."""
+        return self.samples / self.running_s if self.running_s > 0 else 0.0
+
+    @property
+    def trials_per_hour(self) -> float:
+        """Trials finished (all epochs, or stopped early by ASHA) per hour while the search ran trials."""
+        return len(self.finished) * 3600 / self.running_s if self.running_s > 0 else 0.0
+
+    @property
+    def one_computer(self) -> bool:
+        """Its machines were one computer (the practice cluster, or two nodes on one box): they shared its cores."""
+        return len({t.role for t in self.trials if t.role}) > 1 and len({t.computer for t in self.trials if t.role}) == 1
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """The highest accuracy among the trials that ran every epoch (else among all finished)."""
+        full = [t for t in self.finished if t.epochs == max(t.epochs for t in self.finished)]
+        return max(full, key=lambda t: t.accuracy) if full else None
+
+    def per_machine(self) -> dict:
+        """Machine label → samples trained there and its device's own speed (samples per busy second)."""
+        out: dict = {}
+        for t in self.trials:
+            if t.machine:
+                m = out.setdefault(t.machine, {"trials": 0, "samples": 0, "busy_s": 0.0})
+                m["trials"] += 1
+                m["samples"] += t.samples
+                m["busy_s"] += t.busy_s
+        for m in out.values():
+            m["device_samples_per_s"] = m["samples"] / m["busy_s"] if m["busy_s"] else 0.0
+        return out
+
+    def problems(self) -> list[str]:
+        """One line per trial that failed or was retried (e.g. its machine was lost)."""
+        lines = [f"trial {t.trial} failed after {t.retries} retries: {t.error}" for t in self.trials
+                 if t.status == "failed"]
+        lines += [f"trial {t.trial} was retried {t.retries}× and finished on {t.machine}, "
+                  + (f"resumed from epoch {t.resumed_from}" if t.resumed_from else "restarted from epoch 0")
+                  for t in self.trials if t.retries and t.status != "failed"]
+        return lines
+
+    def best_line(self) -> str:
+        """The best configuration in one line, or why there is none."""
+        best = self.best
+        if best is None:
+            return ("best: none — no trial finished (every epoch, or stopped early by ASHA) before the "
+                    "search ended: give it more seconds (time_budget_s, --budget) or fewer train_samples.")
+        return (f"best: {best.config} held-out accuracy {best.accuracy:.4f} after {best.epochs} epochs "
+                f"({best.machine}, {best.device})")
+
+    def rows(self) -> list[dict]:
+        """The table's rows, best first; configurations the search never started are left out."""
+        ran = [t for t in self.trials if t.status != "not started"]
+        return [t.row() for t in sorted(ran, key=lambda t: -t.accuracy if t.epochs else 1)]
+
+    def __str__(self) -> str:
+        cells = [[str(r.get(c, "")) for c in COLUMNS] for r in self.rows()]
+        widths = [max(len(x) for x in col) for col in zip(COLUMNS, *cells)]
+        lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [list(COLUMNS)] + cells]
+        return "\n".join([self.summary(), *lines[:1], "  ".join("-" * w for w in widths), *lines[1:]])
+
+    def __repr__(self) -> str:
+        return f"<SearchResult: {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{c}</th>" for c in COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in COLUMNS)
+                       + "</tr>" for r in self.rows())
+        return f"<p>{html.escape(self.summary())}</p><table><tr>{head}</tr>{body}</table>"
+
+    def summary(self) -> str:
+        return (f"{len(self.finished)} of {len(self.trials)} configurations finished on {' + '.join(self.roles)} "
+                f"in {self.wall_s:.1f} s: {self.trials_per_hour:,.0f} trials/hour, "
+                f"{self.samples_per_s:,.0f} samples/s")
+
+
+class Watcher(Callback):
+    """Ray Tune callback in the driver: records, one progress bar, and a JSON copy on disk."""
+
+    def __init__(self, configs: list[dict], path: tuple, progress: bool, epochs: int):
+        self.records = [TrialRecord(c["trial"], {k: v for k, v in c.items() if k not in ("seed", "trial")},
+                                    c["seed"]) for c in configs]
+        self.fs, self.path = path  # a pyarrow filesystem and the JSON file's path in it
+        self.epochs = epochs
+        self.searcher, self.shapes = None, {}
+        self.t0 = time.time()
+        self.bar = progress_bar(len(configs), "search", progress)
+
+    def movable(self, searcher, shapes: dict) -> None:
+        """Where a trial whose machine was lost goes: ``searcher`` (a ``SlotSearcher``) and each
+        role's slot shape."""
+        self.searcher, self.shapes = searcher, shapes
+
+    def __getstate__(self) -> dict:
+        """Tune pickles its callbacks with the experiment's state; a notebook's progress bar (a
+        widget holding the kernel's session key) cannot be pickled, and need not be."""
+        return {k: v for k, v in self.__dict__.items() if k != "bar"}
+
+    def _record(self, trial) -> TrialRecord:
+        return self.records[trial.config["config"]["trial"]]
+
+    def _now(self) -> float:
+        return round(time.time() - self.t0, 3)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        record = self._record(trial)
+        record.status = "running"
+        record.spans.append(["", self._now(), self._now()])
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        record = self._record(trial)
+        record.epochs = int(result["training_iteration"])
+        record.accuracy = float(result["accuracy"])
+        for key in ("samples", "busy_s", "machine", "device", "role", "node_id", "ray_gpu", "resumed_from", "computer"):
+            setattr(record, key, result[key])
+        if not record.spans:
+            record.spans.append(["", self._now(), self._now()])
+        record.spans[-1][0], record.spans[-1][2] = record.machine, self._now()
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        record = self._record(trial)
+        record.retries += 1
+        record.error = _error_line(trial)
+        self._move_if_lost(trial)
+
+    def _move_if_lost(self, trial) -> None:
+        """A trial waits for a slot of its machine; if that machine is gone, it asks for a slot
+        of another (its checkpoint, if any, goes with it through the shared storage)."""
+        from ray.tune import PlacementGroupFactory
+        from ray.tune.experiment import Trial
+
+        from hetlab.search.slots import alive_roles
+        role = None if self.searcher is None else self.searcher.role_of.get(trial.trial_id)
+        if role is None or trial.status not in (Trial.PENDING, Trial.PAUSED):
+            return
+        alive = alive_roles(self.shapes)
+        if role in alive or not alive:
+            return
+        to = max(alive, key=lambda r: self.searcher.slots.get(r, 0))
+        trial.update_resources(PlacementGroupFactory([self.shapes[to]]))
+        self.searcher.moved(trial.trial_id, role, to)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        if self.searcher is not None and trial.trial_id in self.searcher.handed_back:
+            return  # its configuration runs again, as another trial
+        record = self._record(trial)
+        record.status = "done" if record.epochs >= self.epochs else "stopped early"
+        self._finished()
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        record = self._record(trial)
+        record.status, record.error = "failed", _error_line(trial)
+        self._finished()
+
+    def _finished(self) -> None:
+        self.bar.update(1)
+        done = [r for r in self.records if r.epochs]
+        if done:
+            self.bar.set_postfix(best=f"{max(r.accuracy for r in done):.4f}", refresh=False)
+        self.save()
+
+    def save(self) -> None:
+        with self.fs.open_output_stream(self.path) as f:
+            f.write(json.dumps([asdict(r) for r in self.records], indent=1).encode())
+
+    def close(self) -> None:
+        for record in self.records:
+            if record.status == "running":
+                record.status = "cut by the time budget" if record.epochs else "not started"
+        self.bar.close()
+        self.save()
+
+
+def _error_line(trial) -> str:
+    """The trial's error as one line: the exception's type and message, no traceback. Read from
+    the trial's local files, which Tune writes before it calls back (its storage copy comes later)."""
+    from ray import cloudpickle
+    from ray.exceptions import RayActorError
+    try:
+        with open(trial.pickled_error_file, "rb") as f:
+            error = cloudpickle.load(f)
+    except Exception:  # noqa: BLE001 - no pickled error: the text Tune wrote, last line
+        try:
+            with open(trial.error_file) as f:
+                return " ".join(f.read().strip().splitlines()[-1:])[:200] or "no error recorded"
+        except Exception:  # noqa: BLE001
+            return "no error recorded"
+    if isinstance(error, RayActorError):
+        return "its machine or its trial process went away (RayActorError)"
+    cause = getattr(error, "cause", None) or error
+    return f"{type(cause).__name__}: {' '.join(str(cause).split())}"[:200]
+
+
+def compare(alone: SearchResult, other: SearchResult, pair: SearchResult) -> dict:
+    """The pair's search throughput against the first machine alone and against the sum of
+    both machines alone (each measured as a search of its own): the figures of notebook 09
+    and ``benchmarks/pair_search.py``."""
+    total = alone.samples_per_s + other.samples_per_s
+    return {"desktop_samples_per_s": alone.samples_per_s, "mac_samples_per_s": other.samples_per_s,
+            "sum_samples_per_s": total, "pair_samples_per_s": pair.samples_per_s, "one_computer": pair.one_computer,
+            "better_alone_vs_sum": max(alone.samples_per_s, other.samples_per_s) / total if total else 0.0,
+            "pair_vs_desktop": pair.samples_per_s / alone.samples_per_s if alone.samples_per_s else 0.0,
+            "pair_vs_sum": pair.samples_per_s / total if total else 0.0,
+            "best_possible_vs_desktop": total / alone.samples_per_s if alone.samples_per_s else 0.0,
+            "mac_slowdown": alone.samples_per_s / other.samples_per_s if other.samples_per_s else math.inf,
+            "trials_per_hour": {"desktop": alone.trials_per_hour, "mac": other.trials_per_hour,
+                                "pair": pair.trials_per_hour}}
+
+
+def comparison_table(figures: dict) -> str:
+    """``compare``'s figures as the few lines a learner reads."""
+    tph = figures["trials_per_hour"]
+    return "\n".join([
+        f"{'':24s}{'samples/s':>12s}{'trials/hour':>14s}",
+        f"{'desktop alone':24s}{figures['desktop_samples_per_s']:12,.0f}{tph['desktop']:14,.0f}",
+        f"{'mac alone':24s}{figures['mac_samples_per_s']:12,.0f}{tph['mac']:14,.0f}",
+        f"{'sum of the two alone':24s}{figures['sum_samples_per_s']:12,.0f}{tph['desktop'] + tph['mac']:14,.0f}",
+        f"{'the pair':24s}{figures['pair_samples_per_s']:12,.0f}{tph['pair']:14,.0f}",
+        f"the mac alone: {figures['mac_slowdown']:.2f}× slower than the desktop alone (measured: start-up and "
+        f"evaluation included)",
+        f"pair ÷ desktop alone: {figures['pair_vs_desktop']:.2f}  (at best, the sum ÷ desktop: "
+        f"{figures['best_possible_vs_desktop']:.2f});  pair ÷ sum: {figures['pair_vs_sum']:.2f}"]
+        + ([f"both machines were one computer here, sharing its cores: the pair ÷ sum can be as low as the "
+            f"better one alone ÷ sum, {figures['better_alone_vs_sum']:.2f}, when each alone kept every core busy"]
+           if figures["one_computer"] else []))

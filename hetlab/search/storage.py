@@ -1,0 +1,79 @@
+"""Where a search writes its results and checkpoints, and whether every machine can use it
+(notebook 09, ``hetlab.search.driver``).
+
+``open_storage`` accepts a folder, a URI (``s3://bucket/runs``, ``gs://…``, ``file://…``) or a
+path inside a pyarrow filesystem (Ray Tune's ``storage_filesystem``). ``check_storage`` then asks
+every machine to read a file written here and to write, read back and delete one of its own:
+a checkpoint is written by the machine that runs the trial, so a folder only the desktop sees
+cannot hold the Mac's.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+
+import ray
+
+from hetlab.cluster.ray_cluster import placement
+from hetlab.errors import HetlabError
+from hetlab.search.trial import probe_storage
+
+
+@dataclass
+class Storage:
+    """Where a search writes: ``fs`` and ``folder`` for this process, ``where`` for a node's probe
+    (a URI each node opens itself, or the pyarrow filesystem), and what Ray Tune is given."""
+
+    fs: object
+    folder: str
+    where: object
+    ray_path: str
+    ray_fs: object = None
+
+    def shown(self, name: str) -> str:
+        return f"{self.ray_path.rstrip('/')}/{name}"
+
+
+def open_storage(storage_path, storage_filesystem=None) -> Storage:
+    """``storage_path`` (a folder, a URI such as ``s3://bucket/runs``, or a path inside
+    ``storage_filesystem``, a pyarrow filesystem) as a ``Storage``, or one line saying what is wrong."""
+    from pyarrow import fs as pafs
+    if storage_filesystem is not None:
+        if not isinstance(storage_filesystem, pafs.FileSystem):
+            raise HetlabError(f"storage_filesystem={storage_filesystem!r}: give a pyarrow.fs.FileSystem "
+                              f"(e.g. pyarrow.fs.S3FileSystem(...)), or None.")
+        if not isinstance(storage_path, str) or not storage_path:
+            raise HetlabError("storage_filesystem= needs storage_path=, the folder inside that filesystem.")
+        return Storage(storage_filesystem, storage_path.rstrip("/"), storage_filesystem, storage_path,
+                       storage_filesystem)
+    if storage_path is not None and not isinstance(storage_path, (str, os.PathLike)):
+        raise HetlabError(f"storage_path={storage_path!r}: give a folder or a URI (e.g. s3://bucket/runs).")
+    if storage_path is not None and "://" in str(storage_path):
+        try:
+            fs, folder = pafs.FileSystem.from_uri(str(storage_path))
+        except Exception as e:  # noqa: BLE001 - pyarrow's error for this URI, as one line
+            raise HetlabError(f"storage_path {storage_path}: pyarrow cannot open it "
+                              f"({' '.join(str(e).split())[:120]}).") from None
+        return Storage(fs, folder.rstrip("/"), str(storage_path), str(storage_path))
+    folder = os.path.abspath(storage_path or tempfile.mkdtemp(prefix="hetlab-search-"))
+    return Storage(pafs.LocalFileSystem(), folder, pafs.LocalFileSystem(), folder)
+
+
+def check_storage(storage: Storage, roles) -> tuple | None:
+    """None if every node of ``roles`` can read a file written here, and write, read back and
+    delete one of its own in ``storage``; else ``(role, what failed)`` for the first that
+    cannot (Ray Tune's checkpoints from that machine would fail). It also warms each node
+    for its first trial."""
+    marker = f".hetlab-reach-{uuid.uuid4().hex[:8]}"
+    storage.fs.create_dir(storage.folder, recursive=True)
+    with storage.fs.open_output_stream(f"{storage.folder}/{marker}") as f:
+        f.write(b"hetlab")
+    try:
+        probe = ray.remote(num_cpus=0)(probe_storage)
+        said = ray.get([probe.options(**placement(role)).remote(storage.where, storage.folder, marker)
+                        for role in roles], timeout=60)
+        return next(((role, why) for role, why in zip(roles, said) if why), None)
+    finally:
+        storage.fs.delete_file(f"{storage.folder}/{marker}")

@@ -1,0 +1,181 @@
+"""One trial of the hyperparameter search: one configuration trained on one machine's own
+device, reporting to Ray Tune after every epoch (notebook 09, ``hetlab.search.driver``).
+
+It runs inside a Ray Tune trial process on whichever node Tune placed it. The device is
+chosen there: the GPU Ray gave this trial (CUDA on the desktop, MPS on a Mac: Ray counts
+both as ``GPU``), else the CPU. On a node labelled as a simulated slower machine (the
+practice cluster's "mac") each step is followed by ``hetlab.core.simulate``'s sleep, and the
+trial's label says "simulated". The data, model, step and evaluation are hetlab's own.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import tempfile
+import time
+
+import torch
+
+from hetlab.cluster.ray_cluster import ROLE_LABEL, SIMULATED_LABEL
+from hetlab.core.data import batches, load_mnist
+from hetlab.core.devices import best, synchronize
+from hetlab.core.machine import this_machine
+from hetlab.core.models import make_model, small_cnn
+from hetlab.core.simulate import SlowDevice, labelled
+from hetlab.core.train_step import train_step
+from hetlab.core.train import evaluate
+
+OPTIMIZERS = {"adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
+              "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9)}
+
+
+@functools.lru_cache(maxsize=2)
+def split_data(train_samples: int, val_samples: int, seed: int = 0):
+    """``(x, y)`` to train on and ``(x, y)`` to score on: disjoint parts of MNIST's *training*
+    set (a search must not choose by the test set), the same on every machine for one seed.
+    Kept per process: the next trial in the same trial process reads no file."""
+    data = load_mnist("train").subset(train_samples + val_samples, seed=seed)
+    x, y = data.normalized(), data.labels
+    return (x[:train_samples], y[:train_samples]), (x[train_samples:], y[train_samples:])
+
+
+def where_am_i(slowdowns: dict) -> tuple[str, str, float]:
+    """This trial's (role, learner-facing machine label, slowdown), from its node's labels."""
+    import ray
+    labels = ray.get_runtime_context().get_node_labels()
+    role = labels.get(ROLE_LABEL) or "unlabelled node"
+    slowdown = float(slowdowns.get(role, 1.0))
+    name = f"{role} (simulated)" if labels.get(SIMULATED_LABEL) == "true" and slowdown <= 1 else role
+    return role, labelled(name, slowdown), slowdown
+
+
+def device_here() -> torch.device:
+    """The GPU Ray gave this trial (CUDA or MPS), else the CPU: never a GPU Ray did not give."""
+    import ray
+    return torch.device(best() if ray.get_gpu_ids() else "cpu")
+
+
+def build(cfg: dict, model, dev: torch.device):
+    """The network and optimizer of one configuration, on ``dev``, with its seed's weights."""
+    net = make_model(functools.partial(model, width=cfg["width"]), seed=cfg["seed"]).to(dev)
+    return net, OPTIMIZERS[cfg["optimizer"]](net.parameters(), cfg["lr"])
+
+
+def epochs_of(net, opt, x, y, cfg: dict, dev, first: int, last: int, slow: SlowDevice):
+    """Train epochs ``first``..``last - 1`` with hetlab's step; after each, yield
+    ``(epoch, samples, busy_s)`` of that epoch (busy: compute and any simulated sleep). The
+    device is synchronised once per epoch, not per step: a GPU keeps its queue full. A
+    simulated device (a CPU, where a step's time is known at once) sleeps after each step."""
+    loss_fn = torch.nn.functional.cross_entropy
+    for epoch in range(first, last):
+        samples, started = 0, time.perf_counter()
+        for xb, yb in batches(x, y, cfg["batch_size"], shuffle=True, seed=cfg["seed"], epoch=epoch):
+            t0 = time.perf_counter()
+            train_step(net, opt, loss_fn, xb, yb)
+            if slow.slowdown > 1:
+                slow.after(len(yb), time.perf_counter() - t0)
+            samples += len(yb)
+        synchronize(dev)
+        yield epoch, samples, time.perf_counter() - started
+
+
+def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epochs: int,
+              slowdowns: dict, checkpoints: bool) -> None:
+    """Train ``config["config"]`` (lr, batch_size, width, optimizer, seed) for up to ``epochs``
+    epochs, reporting accuracy, samples and busy seconds after each; resumes from Tune's last
+    checkpoint when the trial is retried (e.g. on the other machine after one was lost), and
+    every report says the epoch it started from (``resumed_from``: 0 for a fresh start)."""
+    import ray
+    from ray import tune
+    for noisy in ("ray.train", "ray.tune"):  # no "Checkpoint successfully created" per epoch
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    cfg = config["config"]
+    role, machine, slowdown = where_am_i(slowdowns)
+    dev = device_here()
+    (x, y), val = split_data(train_samples, val_samples)
+    x, y = x.to(dev), y.to(dev)  # copies on a GPU; on the CPU the cached tensors, which no step changes
+    net, opt = build(cfg, model, dev)
+    start, samples, busy_s = 0, 0, 0.0
+    slow = SlowDevice(slowdown)
+    restored = tune.get_checkpoint()
+    if restored is not None:
+        with restored.as_directory() as folder:
+            state = torch.load(os.path.join(folder, "trial.pt"), map_location=dev, weights_only=True)
+        net.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
+    node, ray_gpu, computer = _node_id(), bool(ray.get_gpu_ids()), this_machine()
+    for epoch, n, s in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
+        samples, busy_s = samples + n, busy_s + s
+        t0 = time.perf_counter()
+        accuracy = evaluate(net, val, dev)
+        slow.after("evaluation", time.perf_counter() - t0)  # a slower device evaluates slower too
+        metrics = {"accuracy": accuracy, "samples": samples, "busy_s": busy_s, "resumed_from": start,
+                   "machine": machine, "role": role, "device": dev.type, "node_id": node, "ray_gpu": ray_gpu,
+                   "computer": computer}
+        if not checkpoints:
+            tune.report(metrics)
+            continue
+        with tempfile.TemporaryDirectory() as folder:
+            torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
+                        "samples": samples, "busy_s": busy_s}, os.path.join(folder, "trial.pt"))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+
+
+def probe_storage(where, folder: str, marker: str) -> str:
+    """Run on a node before the search: read the driver's ``marker`` in ``folder``, then write,
+    read back and delete a file of its own. Returns "" if all worked, else what failed, in a few
+    words. ``where``: a URI or a pyarrow filesystem (the same one the search writes to). Importing
+    this module there (torch with it) also leaves that node a warm process for its first trial."""
+    import uuid
+
+    from pyarrow import fs as pafs
+    try:
+        filesystem = pafs.FileSystem.from_uri(where)[0] if isinstance(where, str) else where
+        with filesystem.open_input_stream(f"{folder}/{marker}") as f:
+            if f.read() != b"hetlab":
+                return "read the desktop's test file but found other content"
+    except Exception as e:  # noqa: BLE001 - any filesystem's error, as one line
+        return f"cannot read the test file the driver wrote ({type(e).__name__})"
+    mine = f"{folder}/.hetlab-node-{uuid.uuid4().hex[:8]}"
+    try:
+        with filesystem.open_output_stream(mine) as f:
+            f.write(b"node")
+        with filesystem.open_input_stream(mine) as f:
+            ok = f.read() == b"node"
+        filesystem.delete_file(mine)
+        return "" if ok else "wrote a file but read back other content"
+    except Exception as e:  # noqa: BLE001
+        return f"cannot write, read back and delete a file there ({type(e).__name__}: {str(e)[:80]})"
+
+
+def step_rate(model, width: int, batch_size: int, seconds: float, threads: int) -> float:
+    """Samples per second of the course's model training on this process's device (the GPU Ray
+    gave it, else the CPU with ``threads`` threads) for about ``seconds``: one packed trial's
+    share of its device, measured by ``hetlab.search.slots.measure_packing`` (notebook 09)."""
+    torch.set_num_threads(max(1, threads))
+    dev = device_here()
+    cfg = {"width": width, "seed": 0, "optimizer": "adam", "lr": 1e-3}
+    net, opt = build(cfg, model, dev)
+    x = torch.randn(batch_size, 1, 28, 28, device=dev)
+    y = torch.randint(0, 10, (batch_size,), device=dev)
+    loss_fn = torch.nn.functional.cross_entropy
+    for _ in range(3):  # warm-up: kernels chosen, memory allocated
+        train_step(net, opt, loss_fn, x, y)
+    synchronize(dev)
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(10):  # one synchronisation per 10 steps: the queue stays full
+            train_step(net, opt, loss_fn, x, y)
+        synchronize(dev)
+        steps += 10
+    return steps * batch_size / (time.perf_counter() - t0)
+
+
+def _node_id() -> str:
+    import ray
+    return ray.get_runtime_context().get_node_id()
+
+
+DEFAULT_MODEL = small_cnn

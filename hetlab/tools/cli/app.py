@@ -1,0 +1,160 @@
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``wslconfig`` (notebook 04), ``train`` (07),
+``search`` (09), ``rehearse`` (the pair rehearsed on one Linux box) and ``gpu-check`` (an NVIDIA card).
+
+A subcommand is ``_add_<name>(subparsers)`` plus ``_<name>(args) -> int``, listed in ``SUBCOMMANDS``
+(a larger one in ``cli_<name>.py``); ``main`` turns a HetlabError into one line and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hetlab.errors import HetlabError
+from hetlab.tools.cli.gpu_check import _add_gpu_check
+from hetlab.tools.cli.rehearse import _add_rehearse
+from hetlab.tools.cli.search import _add_search
+from hetlab.tools.cli.train import _add_train
+from hetlab.vocab import Ports
+
+
+def _add_doctor(sub) -> None:
+    p = sub.add_parser("doctor", help="check this machine (and the head) before joining a cluster")
+    p.add_argument("--head", metavar="ADDRESS", help="head's IP:PORT, e.g. 192.168.1.10:6379")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the head")
+    p.set_defaults(run=_doctor)
+
+
+def _doctor(args) -> int:
+    from hetlab.tools.doctor import preflight
+    checks = preflight.doctor(head=args.head, timeout=args.timeout)
+    print(preflight.render(checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+GCS_PORT = Ports.gcs  # from hetlab.vocab: building the parser loads no Ray (a bad argument, --help,
+                      # or a command that needs no Ray answers at once)
+
+
+def _ports_args(p) -> None:
+    p.add_argument("--port", type=int, default=GCS_PORT, help=f"head's GCS port (default {GCS_PORT})")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
+    p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
+
+
+def _add_head(sub) -> None:
+    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or WSL2; "
+                       "or a Mac that the desktop joins)")
+    p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I; WSL in "
+                                               "mirrored mode shares Windows' address)")
+    p.add_argument("--role", default=None, help="hetlab role of this node (default desktop; mac on a Mac)")
+    p.add_argument("--windows", action="store_true", help="a Windows desktop running the course in "
+                   "WSL2: print the PowerShell steps too (the default inside WSL)")
+    p.add_argument("--mac-ip", default=None, help="the Mac's LAN IP, the only address the Windows "
+                   "firewall rules admit (default: the placeholder MAC_IP)")
+    _ports_args(p)
+    p.set_defaults(run=_head)
+
+
+def _head(args) -> int:
+    from hetlab.cluster import commands
+    from hetlab.windows import wsl as windows, steps as winsteps
+    ports = commands.Ports(gcs=args.port)
+    mac = sys.platform == "darwin" and not args.windows
+    options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
+    wsl = windows.in_wsl()
+    if winsteps.flavour(sys.platform, wsl, args.windows) == "windows":
+        print(winsteps.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(),
+                                   _windows_build(wsl), **options))
+    else:
+        print(commands.render_head(args.ip, ports, mac=mac, **options))
+    return 0
+
+
+def _windows_build(wsl: bool) -> int | None:
+    """Windows' build, read through WSL's interop (None outside WSL: the steps then say how to check)."""
+    from hetlab.windows import wsl as windows
+    return windows.windows_build(windows.run_windows(["cmd.exe", "/c", "ver"])) if wsl else None
+
+
+def _add_join(sub) -> None:
+    p = sub.add_parser("join", help="print the commands that join a machine (the Mac) to the head")
+    p.add_argument("--head", required=True, help="the head's LAN IP")
+    p.add_argument("--ip", default=None, help="this machine's LAN IP (macOS: ipconfig getifaddr en0)")
+    p.add_argument("--role", default=None, help="hetlab role of this node (default mac; desktop with --windows)")
+    p.add_argument("--linux", action="store_true", help="the joining machine is not a Mac")
+    p.add_argument("--windows", action="store_true", help="a Windows desktop (WSL2) joining a Mac's head: "
+                   "print the PowerShell steps too (the default inside WSL)")
+    _ports_args(p)
+    p.set_defaults(run=_join)
+
+
+def _join(args) -> int:
+    from hetlab.cluster import commands
+    from hetlab.windows import wsl as windows, steps as winsteps
+    ports = commands.Ports(gcs=args.port)
+    wsl = windows.in_wsl()
+    on_windows = not args.linux and winsteps.flavour(sys.platform, wsl, args.windows, "join") == "windows"
+    options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
+    if on_windows:
+        print(winsteps.render_join(args.head, args.ip, ports, windows.ephemeral_range(), _windows_build(wsl),
+                                   **options))
+    else:
+        print(commands.render_join(args.head, args.ip, ports, mac=not args.linux, **options))
+    return 0
+
+
+def _add_wslconfig(sub) -> None:
+    p = sub.add_parser("wslconfig", help="inside WSL: put the course's settings into Windows' .wslconfig "
+                       "(backed up first; your other settings stay), or --undo")
+    p.add_argument("--undo", action="store_true", help="put back the .wslconfig hetlab found, and print "
+                   "the Windows teardown")
+    p.add_argument("--file", default=None, help="the .wslconfig to edit (default: Windows' "
+                   "%%UserProfile%%\\.wslconfig, found from inside WSL)")
+    p.set_defaults(run=_wslconfig)
+
+
+def _wslconfig(args) -> int:
+    from pathlib import Path
+
+    from hetlab.windows import wsl as windows, steps as winsteps, wslconfig
+    path = Path(args.file) if args.file else windows.wslconfig_path()
+    if path is None:
+        raise HetlabError("no Windows profile found from here: run `hetlab wslconfig` inside WSL (Ubuntu) "
+                          "on the Windows desktop, or give --file PATH.")
+    if args.undo:
+        print(f"# {wslconfig.undo(path)}")
+        record = path.with_name(winsteps.POWER_RECORD)
+        before = winsteps.power_before(record.read_text(errors="replace") if record.exists() else None)
+        print("\n".join(winsteps.undo_steps(before)))
+        return 0
+    changed = wslconfig.write(path)
+    print(f"{path}: " + (f"set {', '.join(changed)} (the file as it was: {path.name}{wslconfig.BACKUP_SUFFIX}); "
+                         f"`wsl --shutdown` in PowerShell applies it" if changed
+                         else "already has the course's settings; nothing changed"))
+    return 0
+
+
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_wslconfig, _add_train, _add_search, _add_rehearse, _add_gpu_check]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(prog="hetlab", description="Train one model across unlike machines.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hetlab`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except HetlabError as exc:
+        print(f"HetlabError: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

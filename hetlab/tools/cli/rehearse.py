@@ -1,0 +1,59 @@
+"""``hetlab rehearse``: the real pair rehearsed on one Linux box, two network namespaces
+(hetlab.tools.rehearsal.run does the work). Its arguments, and the dispatch of its actions: up,
+down, status, run (a command on a rehearsal host) and lab (JupyterLab on the rehearsal desktop).
+"""
+from __future__ import annotations
+
+import argparse
+
+from hetlab.errors import HetlabError
+from hetlab.tools.cli.base import _subcommand
+
+
+def _add_rehearse(sub) -> None:
+    p = _subcommand(
+        sub, "rehearse", "rehearse the real pair on this Linux box: two hosts, a capped link, firewalls",
+        "Two network namespaces play the desktop and the Mac: private addresses, a link\n"
+        "capped with tc (no latency emulated: this needs netem), nftables firewalls that\n"
+        "admit only the printed ports, Ray started by the lines `hetlab head`/`join` print\n"
+        "(+ --num-gpus 1: Ray reports a GPU on both real machines; torch here sees a CPU).\n"
+        "Needs root, ip, tc and nft.",
+        "  sudo hetlab rehearse up --link gigabit\n"
+        "  sudo hetlab rehearse run -- hetlab train --steps 40\n"
+        "  sudo hetlab rehearse lab                   (JupyterLab on the rehearsal desktop)\n"
+        "  sudo hetlab rehearse down")
+    p.add_argument("action", choices=("up", "down", "status", "run", "lab"))
+    p.add_argument("--link", default="wifi", metavar="wifi|gigabit", help="link cap (default wifi, 200 Mbit/s)")
+    p.add_argument("--host", default="desktop", metavar="desktop|mac", help="run: which host (default desktop)")
+    p.add_argument("--port", type=int, default=8888, help="lab: the port on this machine (default 8888)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="run: the command, after --")
+    p.set_defaults(run=_rehearse, usage=p.format_help)
+
+
+def _rehearse(args) -> int:
+    if args.command[:1] in (["-h"], ["--help"]):  # the command's place swallows them: help, not the action
+        print(args.usage())
+        return 0
+    if args.command and args.action != "run":
+        raise HetlabError(f"rehearse {args.action} takes no command ({' '.join(args.command)}): "
+                          f"only `hetlab rehearse run -- COMMAND` runs one.")
+    from hetlab.tools import rehearsal
+    if args.action == "up":
+        print("building the rehearsal: two hosts, firewalls, Ray by the printed lines (a minute or two)")
+        state = rehearsal.up(args.link)
+        print(rehearsal.describe(state))
+    elif args.action == "down":
+        gone = rehearsal.down()
+        print(f"rehearsal down: removed {', '.join(gone) if gone else 'nothing (none was up)'}")
+    elif args.action == "status":
+        state = rehearsal.status()
+        print(rehearsal.describe(state) if state else "no rehearsal is up (sudo hetlab rehearse up)")
+        return 0 if state else 1
+    elif args.action == "lab":
+        return rehearsal.lab(args.port)
+    else:
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not command:
+            raise HetlabError("rehearse run needs a command after --, e.g. hetlab rehearse run -- hetlab train")
+        return rehearsal.run_on(args.host, command).returncode
+    return 0

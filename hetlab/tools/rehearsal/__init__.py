@@ -1,0 +1,8 @@
+"""The real pair rehearsed on one Linux box (``hetlab rehearse``): ``hosts`` makes two network
+namespaces with a capped link and firewalls; ``run`` starts Ray in them from the printed lines
+(re-exported here, so ``from hetlab.tools import rehearsal; rehearsal.up()`` reads as before).
+"""
+from hetlab.tools.rehearsal.run import (  # noqa: F401 - re-exported
+    up, describe, stop_host, rejoin, lab, run_on)
+from hetlab.tools.rehearsal.hosts import (  # noqa: F401 - re-exported
+    DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, down, firewall, host_env, missing, set_link, status)

@@ -1,0 +1,218 @@
+"""The real pair, rehearsed on one Linux box: two hosts, a capped link, two firewalls (``hetlab rehearse``).
+
+Each host is a network namespace (``rehearsal_hosts``) running the very lines ``hetlab head`` /
+``join`` print; this module runs Ray on them, and commands and JupyterLab in them. Every label says
+"rehearsal". Stopped by namespace and PID, never ``ray stop``. Needs root, ip, tc, nft, unshare.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hetlab.cluster import commands
+from hetlab.errors import HetlabError
+from hetlab.cluster.reach import start_with_retry
+from hetlab.tools.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, _in, _kill_all,
+                                          _network, down, host_env, missing, status)
+from hetlab.tools.rehearsal.hosts import firewall, set_link  # noqa: F401 - rehearsal.set_link, .firewall
+
+
+def _command_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _start_ray(host: Host, lines: list[str]) -> None:
+    """Run the printed lines on ``host``. Ray gives its agents fixed start-up windows that a busy
+    machine can miss: then clear the host (by namespace) and run the ``ray start`` line once more."""
+    def start() -> None:
+        script = "set -e\n" + "\n".join(lines)
+        done = subprocess.run(_in(host, ["bash", "-c", script]), env=host_env(host), capture_output=True,
+                              text=True, timeout=240, start_new_session=True)  # Ray outlives its caller
+        if done.returncode != 0:
+            raise RuntimeError(" ".join((done.stderr or done.stdout).split())[-300:])
+
+    def clean_up(started: float) -> None:
+        _kill_all(host.netns)
+        lines[:] = [line for line in lines if "ray start" in line]   # the token is there already
+
+    start_with_retry(start, clean_up, lambda exc, _: HetlabError(
+        f"rehearsal: Ray did not start on the {host.role} host: {exc}"))
+
+
+# A host: its own address on a private link (nothing leaves this machine), a hostname resolving to
+# 127.0.1.1 as on a default Ubuntu, its own home and Ray temp folder, and an nftables firewall that
+# admits from the peer exactly the ports hetlab's printed instructions open. The link is capped with
+# tc tbf; this kernel has no netem, so **latency is not emulated**. One honest difference from the
+# printed lines: --num-gpus 1 (Ray reports a GPU on both real machines; torch here sees a CPU). The
+# "mac" host is Linux: it borrows macOS's ephemeral port range so the Mac's firewall rule is tested.
+def up(profile: str = "wifi", ports: commands.Ports = commands.Ports()) -> dict:
+    """Build both hosts, start Ray in each with the printed lines; returns the state (also saved)."""
+    if profile not in PROFILES:
+        raise HetlabError(f"link profile {profile!r}: use one of {', '.join(PROFILES)}.")
+    why = missing()
+    if why:
+        raise HetlabError(why)
+    down()  # a stale rehearsal (a crash, a killed test) goes first
+    started = time.perf_counter()
+    try:
+        _network(profile, ports)
+        for host in HOSTS:
+            (host.home / ".ray").mkdir(parents=True, exist_ok=True)
+            host.ray_tmp.mkdir(parents=True, exist_ok=True)
+        head_text = commands.render_head(DESKTOP.ip, ports, gpus=1)
+        _start_ray(DESKTOP, _command_lines(head_text))
+        # The learner carries the token to the Mac by hand; here the rehearsal copies the file.
+        token = DESKTOP.home / ".ray" / "auth_token"
+        shutil.copy(token, MAC.home / ".ray" / "auth_token")
+        os.chmod(MAC.home / ".ray" / "auth_token", 0o600)
+        _start_ray(MAC, _join_lines(MAC, ports))
+    except BaseException:
+        down()
+        raise
+    state = {"address": f"{DESKTOP.ip}:{ports.gcs}", "profile": profile, "mbit": PROFILES[profile],
+             "hosts": {h.role: {"ip": h.ip, "netns": h.netns, "hostname": h.hostname} for h in HOSTS},
+             "up_s": round(time.perf_counter() - started, 1)}
+    STATE.write_text(json.dumps(state))
+    return state
+
+
+def describe(state: dict) -> str:
+    """What a learner needs to know about a running rehearsal, a few lines."""
+    desktop, mac = state["hosts"]["desktop"], state["hosts"]["mac"]
+    return "\n".join([
+        f"rehearsal up ({state['up_s']:.0f} s): desktop {desktop['ip']} (head, netns {desktop['netns']}), "
+        f"mac {mac['ip']} (netns {mac['netns']}; a Linux namespace playing the Mac)",
+        f"link: {state['profile']}, capped at {state['mbit']} Mbit/s each way; no latency emulated "
+        f"(this kernel has no netem)",
+        "Ray reports GPU: 1 on both hosts (--num-gpus 1, as on the real pair); torch sees only a CPU",
+        f"drivers run on the desktop with HETLAB_ADDRESS={state['address']}: "
+        f"sudo hetlab rehearse run -- COMMAND, or JupyterLab there: sudo hetlab rehearse lab",
+    ])
+
+
+def stop_host(role: str) -> None:
+    """The machine goes away: every process on that rehearsal host stops (its Ray node too)."""
+    _kill_all(_host(role).netns)
+
+
+def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports(), timeout: float = 60.0) -> None:
+    """The machine is back: run its printed ``ray start --address`` line again (notebook 08).
+
+    From a driver connected to the rehearsal, first wait until the head has counted the old
+    node dead: a node started at the same address while the head still counts the old one
+    alive may never join (a real Mac wakes up long after that). Then wait until the new node
+    is alive, and start it once more if it is not within ``timeout`` seconds.
+    """
+    host = _host(role)
+    if host is DESKTOP:
+        raise HetlabError("the desktop is the head: stopping it ends the cluster; run `hetlab rehearse up`.")
+    if not _node_at(host.ip, alive=False, timeout=timeout):
+        raise HetlabError(f"rehearsal: the head still counts the {role} host's old node alive after "
+                          f"{timeout:.0f} s; run `hetlab rehearse down` and `up`.")
+    for _ in range(2):
+        _start_ray(host, _join_lines(host, ports))
+        if _node_at(host.ip, alive=True, timeout=timeout):
+            return
+        _kill_all(host.netns)
+    raise HetlabError(f"rehearsal: the {role} host's Ray started twice but never joined within "
+                      f"{timeout:.0f} s; run `hetlab rehearse down` and `up`.")
+
+
+def _node_at(ip: str, alive: bool, timeout: float) -> bool:
+    """Wait until a live node at ``ip`` exists (``alive``) or none does; True when it happened.
+    True at once when this process is not connected to Ray: there is nobody to ask."""
+    import ray
+
+    deadline = time.time() + timeout
+    while ray.is_initialized():
+        here = any(n.get("Alive") and n.get("NodeManagerAddress") == ip for n in ray.nodes())
+        if here == alive:
+            return True
+        if time.time() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def _join_lines(host: Host, ports: commands.Ports) -> list[str]:
+    """The printed ``ray start --address`` line for ``host`` (+ --num-gpus 1); the token is copied apart."""
+    text = commands.render_join(DESKTOP.ip, host.ip, ports, gpus=1)
+    return [line for line in _command_lines(text) if "ray start" in line]
+
+
+def _host(role: str) -> Host:
+    host = {h.role: h for h in HOSTS}.get(role)
+    if host is None:
+        raise HetlabError(f"no rehearsal host {role!r}: use desktop or mac.")
+    return host
+
+
+def lab(port: int = 8888, folder: str = "notebooks") -> int:
+    """JupyterLab on the rehearsal desktop, opened from this machine's browser.
+
+    The server and its kernels run in the desktop host (drivers there, ``HETLAB_ADDRESS``
+    set, as on the real desktop) and listen on a Unix socket; this process forwards
+    ``127.0.0.1:port`` here to it (network namespaces do not separate Unix sockets). Ctrl-C stops both.
+    """
+    import asyncio
+    import secrets
+
+    state = status()
+    if state is None:
+        raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
+    token, sock = secrets.token_hex(16), ROOT / "jupyter.sock"
+    jupyter = str(Path(sys.executable).parent / "jupyter")
+    server = subprocess.Popen(_in(DESKTOP, [jupyter, "lab", "--no-browser", "--allow-root", f"--ServerApp.sock={sock}",
+                                            f"--ServerApp.token={token}", f"--ServerApp.root_dir={folder}"]),
+                              env=host_env(DESKTOP, state["address"]))
+    print(f"JupyterLab on the rehearsal desktop: http://127.0.0.1:{port}/lab?token={token}  (Ctrl-C stops it)")
+    try:
+        asyncio.run(_forward(port, sock))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return 0
+
+
+async def _forward(port: int, sock: Path) -> None:
+    """Forward TCP connections on 127.0.0.1:port to the Unix socket ``sock``, both ways."""
+    import asyncio
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def handle(client_reader, client_writer):
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(sock))
+        except OSError:  # the server is still starting
+            client_writer.close()
+            return
+        await asyncio.gather(pipe(client_reader, writer), pipe(reader, client_writer))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+
+def run_on(role: str, argv: list[str], driver: bool = True, **kw) -> subprocess.CompletedProcess:
+    """Run ``argv`` on the rehearsal's ``role`` host; a driver gets ``HETLAB_ADDRESS`` like the learner."""
+    host = _host(role)
+    state = status()
+    if state is None:
+        raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
+    env = {**host_env(host, state["address"] if driver else None), **kw.pop("env", {})}
+    return subprocess.run(_in(host, argv), env=env, **kw)

@@ -1,0 +1,247 @@
+"""Diagrams of the ideas, drawn from the numbers they are about (notebooks 05, 07, 08).
+
+``hetlab.views.plots`` draws what was *measured* (step records, throughputs); this module draws what
+is *explained*: who sends what to whom in a parameter-server step, a ring all-reduce against a
+parameter server, and the bandwidth arithmetic of ``hetlab.arithmetic.planner``. Every byte count and
+every time on a diagram is computed from its arguments (the model's parameter count, the
+devices' speeds, the link), never typed in, and the planner's own functions do the arithmetic.
+Like ``hetlab.views.plots``, each function returns a matplotlib ``Figure`` built without pyplot.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch
+
+from hetlab.arithmetic import measured, planner
+from hetlab.views import plots
+from hetlab.errors import HetlabError
+
+plots._show_figures_in_notebooks()  # a returned Figure shows as a picture in Jupyter
+
+FP32 = planner.BYTES_PER_VALUE["fp32"]
+
+
+def _nbytes(n: float) -> str:
+    """``116,264 B (116.3 kB)``: the exact count a test can find, and a readable one."""
+    return f"{round(n):,} B ({n / 1e3:,.1f} kB)"
+
+
+def _box(ax, x, y, w, h, text, colour, fontsize=9):
+    """A rounded box centred on (x, y) with centred text."""
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.15",
+                                facecolor=colour, edgecolor="black", linewidth=1))
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
+
+
+def _arrow(ax, start, end, colour="black", rad=0.0):
+    ax.annotate("", xy=end, xytext=start,
+                arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=1.6, mutation_scale=14,
+                                shrinkA=0, shrinkB=0, connectionstyle=f"arc3,rad={rad}"))
+
+
+def _canvas(ax, width, height, equal=True):
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    if equal:
+        ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = None,
+                  names: Sequence[str] = ("desktop", "mac")) -> Figure:
+    """One synchronous parameter-server step, numbered 1–4 (notebook 05, section 3).
+
+    1 the server's weights go down to every worker; 2 each worker sends back the mean gradient
+    of its own b_i samples; 3 the server combines Σ (b_i/B)·g_i; 4 one optimizer step (Adam)
+    gives the weights of the next round. With ``params`` each arrow says how many bytes it
+    carries (fp32, as hetlab sends them by default).
+    """
+    sizes = [int(b) for b in batch_sizes]
+    if len(sizes) != len(names) or not 1 <= len(sizes) <= 4 or min(sizes) < 1:
+        raise HetlabError(f"give one batch size ≥ 1 per worker (1 to 4 workers), got {list(batch_sizes)} "
+                          f"for {list(names)}.")
+    total = sum(sizes)
+    fig = Figure(figsize=(10, 6), layout="constrained")
+    ax = fig.add_subplot()
+    width, height = 12.0, 7.4
+    _canvas(ax, width, height, equal=False)
+    terms = " + ".join(f"({b}/{total})·g_{n}" for b, n in zip(sizes, names))
+    _box(ax, width / 2, 6.2, 8.4, 1.8,
+         "parameter server (in the driver's process: your notebook)\nholds the weights w and Adam's state\n"
+         f"3 · combine: g = Σ (b_i/B)·g_i = {terms}\n"
+         "4 · optimizer step: w ← Adam(w, g), the next round's weights",
+         "#dbe9f6", fontsize=10)
+    k = len(sizes)
+    xs = [width / 2] if k == 1 else [2.6 + (width - 5.2) * i / (k - 1) for i in range(k)]
+    for i, (x, b, name) in enumerate(zip(xs, sizes, names)):
+        _box(ax, x, 1.6, 3.6, 1.5, f"{name} worker (its own device)\nforward + backward\non its b_{name} = {b} "
+             f"samples → g_{name},\ntheir mean gradient", "#fde9d3", fontsize=10)
+        side = -1 if x <= width / 2 else 1          # weights on the outer side, gradient on the inner
+        down_x, up_x = x + side * 0.5, x - side * 0.5
+        _arrow(ax, (down_x, 5.25), (down_x, 2.4), "tab:blue")
+        _arrow(ax, (up_x, 2.4), (up_x, 5.25), "tab:orange")
+        ax.text(down_x + side * 0.15, 3.85, "1 · weights w ↓", ha="left" if side > 0 else "right", va="center",
+                fontsize=10, color="tab:blue")
+        ax.text(up_x - side * 0.15, 3.85, f"2 · gradient g_{name} ↑\n(b_{name} = {b} samples)",
+                ha="right" if side > 0 else "left", va="center", fontsize=10, color="tab:orange")
+    carried = (f"Each arrow carries P = {params:,} values × 4 B (fp32) = {_nbytes(params * FP32)} per step. "
+               if params else "")
+    ax.text(width / 2, 0.05, f"B = Σ b_i = {total}. {carried}\nSynchronous: step 3 waits for every gradient, so "
+            "the slowest worker sets the pace; then the round starts again at 1.", ha="center", va="bottom",
+            fontsize=9.5)
+    fig.suptitle("The parameter server's round trip: one synchronous step", fontsize=12)
+    return fig
+
+
+def allreduce_bytes_per_worker(params: int, n_workers: int, bytes_per_value: int = FP32) -> float:
+    """Bytes each worker *sends* per ring all-reduce of ``params`` values: 2(n−1)/n · P values
+    (it receives as many). n−1 reduce-scatter steps, then n−1 all-gather steps, of P/n values each."""
+    if n_workers < 2 or params < 1:
+        raise HetlabError(f"an all-reduce needs ≥ 2 workers and ≥ 1 value, got {n_workers} and {params}.")
+    return 2 * (n_workers - 1) / n_workers * params * bytes_per_value
+
+
+def allreduce_vs_ps(n_workers: int = 2, params: int = 29_066, bytes_per_value: int = FP32,
+                    names: Sequence[str] | None = None) -> Figure:
+    """Ring all-reduce next to a parameter server: who sends what to whom, and the bytes per step
+    (notebook 07, where gloo's all-reduce is introduced).
+
+    Parameter server: each worker sends its gradient up (P values) and gets the weights back
+    (P values, fp32): 2·P values per worker, all through the server, whose link carries n
+    times that. Ring all-reduce: each worker sends 2(n−1)/n·P values to its neighbour and
+    receives as many, with no server. ``params`` is the model's parameter count (default:
+    hetlab's small CNN); ``names`` label the workers (default w1, w2, ...).
+    """
+    n = int(n_workers)
+    if not 2 <= n <= 8:
+        raise HetlabError(f"draw 2 to 8 workers, got {n_workers}.")
+    names = [f"w{i + 1}" for i in range(n)] if names is None else [str(name) for name in names]
+    if len(names) != n:
+        raise HetlabError(f"give one name per worker: {n} workers, {len(names)} names.")
+    up = params * bytes_per_value
+    down = planner.exchange_bytes(params, bytes_per_value) - up  # the fp32 weights coming back
+    ring = allreduce_bytes_per_worker(params, n, bytes_per_value)
+    fig = Figure(figsize=(11, 6.4), layout="constrained")
+    ax_ps, ax_ring = fig.subplots(1, 2)
+    size = 6.0
+    for ax in (ax_ps, ax_ring):
+        _canvas(ax, size, size + 0.4)
+    wire = "fp32" if bytes_per_value == 4 else f"{bytes_per_value} B per value"
+
+    # parameter server: the server above, the workers in a row below
+    _box(ax_ps, size / 2, 5.0, 2.6, 0.8, "server\nweights + optimizer", "#dbe9f6")
+    xs = [size * (i + 0.5) / n for i in range(n)]
+    for i, x in enumerate(xs):
+        _box(ax_ps, x, 1.6, min(1.1, 0.8 * size / n), 0.6, names[i], "#fde9d3")
+        top = (size / 2 + (x - size / 2) * 0.35, 4.6)
+        _arrow(ax_ps, (x - 0.12, 1.9), (top[0] - 0.12, top[1]), "tab:orange")   # gradient up
+        _arrow(ax_ps, (top[0] + 0.12, top[1]), (x + 0.12, 1.9), "tab:blue")     # weights down
+        if i == 0:
+            ax_ps.text((x + top[0]) / 2 - 0.25, 3.25, "gradient ↑", color="tab:orange", fontsize=9, ha="right")
+        if i == n - 1:
+            ax_ps.text((x + top[0]) / 2 + 0.25, 3.25, "weights ↓", color="tab:blue", fontsize=9, ha="left")
+    ax_ps.text(size / 2, 0.95,
+               f"each worker, per step: gradient ↑ {_nbytes(up)}\n"
+               f"+ weights ↓ {_nbytes(down)}\n"
+               f"= 2·P values = {_nbytes(up + down)}, all through the server;\n"
+               f"the server's link carries {n}× that: {_nbytes(n * (up + down))}",
+               ha="center", va="top", fontsize=8.5)
+    ax_ps.text(size / 2, size + 0.3, f"parameter server: {n} workers + a server", ha="center", va="top", fontsize=10.5)
+
+    # ring: the workers on a circle, each sending to the next
+    centre, radius = (size / 2, 3.3), 1.55
+    start = -math.pi / 2 if n == 2 else 0.0          # two workers side by side, more round a circle
+    points = [(centre[0] + radius * math.sin(start + 2 * math.pi * i / n),
+               centre[1] + radius * math.cos(start + 2 * math.pi * i / n)) for i in range(n)]
+    for i, (x, y) in enumerate(points):
+        _box(ax_ring, x, y, 1.1, 0.5, names[i], "#fde9d3")
+    for i in range(n):
+        (x0, y0), (x1, y1) = points[i], points[(i + 1) % n]
+        dx, dy = x1 - x0, y1 - y0
+        d = math.hypot(dx, dy)
+        shrink = 0.6 / d
+        _arrow(ax_ring, (x0 + dx * shrink, y0 + dy * shrink), (x1 - dx * shrink, y1 - dy * shrink),
+               "tab:green", rad=0.35 if n == 2 else 0.15)
+    ax_ring.text(centre[0], centre[1] + (1.1 if n == 2 else 0), f"chunks of P/{n}\nto the next worker",
+                 ha="center", va="center", fontsize=8.5, color="tab:green")
+    ax_ring.text(size / 2, 0.95,
+                 f"each worker, per step: sends 2(n−1)/n·P values = {_nbytes(ring)}\n"
+                 f"to its neighbour and receives as many ({n - 1} reduce-scatter + {n - 1} all-gather\n"
+                 f"steps of P/{n} values); no server, every link carries the same",
+                 ha="center", va="top", fontsize=8.5)
+    ax_ring.text(size / 2, size + 0.3, f"ring all-reduce: {n} workers, peer to peer", ha="center", va="top",
+                 fontsize=10.5)
+
+    fig.suptitle(f"Moving one step's gradients: P = {params:,} parameters, {wire}", fontsize=11)
+    fig.supxlabel(f"Sent + received per worker: parameter server 2·P = {_nbytes(up + down)}, "
+                  f"ring 4(n−1)/n·P = {_nbytes(2 * ring)}.\nThe ring's gain is that no machine is a hot spot, "
+                  "not fewer bytes per worker (at n = 2 they are equal).\nhetlab's server sits on the desktop, so only "
+                  "the Mac's exchange crosses the network (notebook 08's planner).", fontsize=9)
+    return fig
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.2f} ms"
+
+
+def bandwidth_arithmetic(params: int, links: planner.Link | Sequence[planner.Link] = (planner.WIFI, planner.GIGABIT),
+                         pair: Sequence | None = None, global_batch: int = 128,
+                         local_steps: int = 8, bytes_per_value: int = FP32,
+                         local_bytes_per_value: int = planner.BYTES_PER_VALUE["fp16"],
+                         engine_s: float | None = None) -> Figure:
+    """Compute against exchange, per step, in milliseconds (notebook 08, section 5).
+
+    Bars: each machine's step at the whole global batch (``pair``: (desktop, mac) step times or
+    samples/s, default ``planner.assumed_devices()``), the engine's own cost per exchange, then,
+    for each link, one exchange (per-step sync, ``bytes_per_value`` up) and local SGD's exchange
+    per step (every H steps: e/H). The dashed line is the desktop's whole step. Beside each
+    exchange bar, ``planner.with_mac``'s verdict for that plan.
+    """
+    links = [links] if isinstance(links, planner.Link) else list(links)
+    if not links:
+        raise HetlabError("give at least one link, e.g. planner.WIFI.")
+    d, m = planner.as_devices(planner.assumed_devices() if pair is None else pair)
+    engine_s = measured.engine_cost() if engine_s is None else engine_s   # read once: the figure and its source
+    engine, engine_from = planner.engine_or_measured(engine_s), getattr(engine_s, "source", "given")
+    alone = planner.desktop_alone((d, m), global_batch)
+    h = int(local_steps)
+    b = global_batch
+    rows = [(f"desktop's step at the batch of {b}\n({d.source})", d(b), "tab:blue", None, ""),
+            (f"mac's step at the batch of {b}\n({m.source})", m(b), "lightsteelblue", None, ""),
+            (f"the engine's own cost per exchange\n({engine_from})",
+             engine, "tab:gray", None, "")]
+    for link in links:
+        e = planner.exchange_seconds(params, link, bytes_per_value)
+        e_local = planner.exchange_seconds(params, link, local_bytes_per_value)
+        for name, seconds, value_bytes, hatch, steps in (
+                ("per-step sync: one exchange per step", e, bytes_per_value, None, 1),
+                (f"local SGD H={h}: one exchange / {h} steps", e_local / h, local_bytes_per_value, "///", h)):
+            plan = planner.with_mac((d, m), params, link, b, steps, value_bytes, engine)
+            verdict = ("the Mac is left out" if not plan.uses_mac else
+                       f"{plan.samples_per_s / alone.samples_per_s:.2f}× the desktop alone "
+                       f"(batch {plan.batch_sizes[0]}:{plan.batch_sizes[1]})")
+            sent = planner.exchange_bytes(params, value_bytes)
+            rows.append((f"{link.name}\n{name}\n({sent:,} B: {value_bytes * 8}-bit up, fp32 down)",
+                         seconds, "tab:orange", hatch, verdict))
+    fig = Figure(figsize=(11, 1.6 + 0.8 * len(rows)), layout="constrained")
+    ax = fig.add_subplot()
+    ys = list(range(len(rows)))
+    longest = max(r[1] for r in rows)
+    for y, (label, seconds, colour, hatch, verdict) in zip(ys, rows):
+        ax.barh(y, seconds * 1e3, height=0.6, color=colour, hatch=hatch,
+                edgecolor="white" if hatch is None else "saddlebrown", linewidth=0.5)
+        note = _ms(seconds) + (f"  → {verdict}" if verdict else "")
+        ax.text(seconds * 1e3 + longest * 1e3 * 0.01, y, note, va="center", fontsize=8.5)
+    ax.axvline(alone.step_s * 1e3, color="black", linestyle="--", linewidth=1)
+    ax.text(alone.step_s * 1e3, -0.75, f"  t_d(B) = {_ms(alone.step_s)}: the desktop's whole step.\n"
+            "  A share given to the Mac saves part of it; an exchange costs the bars below.", fontsize=8, va="bottom")
+    ax.set_yticks(ys, [r[0] for r in rows], fontsize=8.5)
+    ax.set_ylim(len(rows) - 0.5, -1.3)
+    ax.set_xlim(0, longest * 1e3 * 1.55)
+    ax.set_xlabel("milliseconds per global step")
+    fig.suptitle(f"Compute against exchange: P = {params:,} parameters, global batch {global_batch} "
+                 f"(hetlab.arithmetic.planner)", fontsize=12)
+    return fig

@@ -1,0 +1,4 @@
+"""A Windows desktop, through WSL2 (README, "Windows desktop"; notebook 04): what WSL tells
+about itself (``wsl``), the steps printed for Windows (``steps``) and ``.wslconfig`` edited safely
+(``wslconfig``).
+"""

@@ -1,0 +1,176 @@
+"""A Windows 11 desktop in the course: what WSL2 and Windows look like from inside WSL (README,
+"Windows desktop"; notebook 04).
+
+Natively on Windows Ray has no multi-node clusters and PyPI's torch is a CPU build (``NATIVE``); in
+WSL2 Ubuntu the desktop is a Linux node if Windows has mirrored networking (``MIRRORED_MIN_BUILD``),
+two firewalls let it in, and it stays awake. Detection takes the signs as arguments, so tests supply WSL's.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from hetlab.cluster import commands
+
+WSL_VM_CREATOR = "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # Get-NetFirewallHyperVVMCreator: "WSL"
+NAT_NET = ipaddress.ip_network("172.16.0.0/12")  # where WSL's NAT puts the VM
+HYPERV_MAC = "00:15:5d"                          # the MAC prefix of Hyper-V's virtual adapters
+INTEROP = Path("/proc/sys/fs/binfmt_misc/WSLInterop")
+WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"          # NVIDIA's Windows driver puts its nvidia-smi here
+# Under WSL's default NAT the VM sits behind a 172.16/12 address the Mac cannot reach, and no
+# .wslconfig setting or port forwarding changes that for Ray; mirrored networking shares Windows'
+# LAN address. Inbound TCP passes two firewalls: Hyper-V's (for WSL's VM creator) and Defender's.
+MIRRORED_MIN_BUILD = 22621                       # Windows 11 22H2: the first with mirrored networking
+NO_NAT_ROUTE = ("This course needs Windows 11 22H2 or newer (build 22621+): behind WSL's NAT, Ray "
+                "inside WSL tells the Mac an address the Mac cannot reach, and port forwarding does not "
+                "change that. Update Windows (Settings > Windows Update; winver shows the build), or "
+                "run Ubuntu on the desktop itself")
+NATIVE = ("native Windows: the desktop runs the course inside WSL2 (Ubuntu), because Ray's "
+          "multi-node clusters do not support Windows, PyPI's torch for Windows is a CPU build, "
+          "and the course's steps need bash and make")
+
+
+def is_wsl(kernel_release: str, env: dict, interop: bool = False) -> bool:
+    """Linux under WSL: a kernel release with "microsoft" or "WSL" (e.g.
+    ``5.15.153.1-microsoft-standard-WSL2``), WSL's variables, or its interop binfmt entry."""
+    release = kernel_release.lower()
+    return ("microsoft" in release or "wsl" in release or "WSL_DISTRO_NAME" in env
+            or "WSL_INTEROP" in env or interop)
+
+
+def wsl_version(kernel_release: str) -> int:
+    """2 for WSL2's kernel (``...-microsoft-standard-WSL2``), 1 for WSL1's (``4.4.0-19041-Microsoft``)."""
+    release = kernel_release.lower()
+    return 2 if "wsl2" in release or "microsoft-standard" in release else 1
+
+
+def networking_mode(wslinfo: str | None, route_ip: str | None, route_mac: str | None = None) -> str:
+    """``mirrored`` or ``nat`` (or what ``wslinfo --networking-mode`` says, e.g. ``virtioproxy``).
+
+    Without ``wslinfo`` (older WSL), the address on the default route decides: NAT gives the
+    VM a 172.16/12 address on a Hyper-V adapter (MAC 00:15:5d:...); mirrored mode shows
+    Windows' own LAN address and adapter.
+    """
+    if wslinfo and wslinfo.strip():
+        return wslinfo.strip().splitlines()[0].strip().lower()
+    if route_ip is None:
+        return "unknown"
+    nat_address = ipaddress.ip_address(route_ip) in NAT_NET
+    hyperv = route_mac is None or route_mac.lower().startswith(HYPERV_MAC)
+    return "nat" if nat_address and hyperv else "mirrored"
+
+
+def default_route_interface(proc_net_route: str) -> str | None:
+    """The interface of the IPv4 default route, from the text of ``/proc/net/route``."""
+    for line in proc_net_route.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 2 and fields[1] == "00000000":
+            return fields[0]
+    return None
+
+
+def in_wsl() -> bool:
+    """Is this process inside WSL (this machine's signs)?"""
+    return is_wsl(platform.release(), os.environ, INTEROP.exists())
+
+
+def ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """This Linux's ephemeral ports (where gloo listens), or Linux's default where unreadable."""
+    try:
+        low, high = (int(v) for v in Path(path).read_text().split())
+    except (OSError, ValueError):
+        return commands.EPHEMERAL_PORTS["linux"]
+    return low, high
+
+
+def windows_build(ver: str | None) -> int | None:
+    """Windows' build number from ``cmd.exe /c ver`` ("Microsoft Windows [Version 10.0.22631.4460]"
+    gives 22631; the words vary with the language, the numbers do not), or None."""
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", ver or "")
+    return int(match.group(3)) if match else None
+
+
+def build_problem(build: int | None) -> str | None:
+    """One line when this Windows is too old for mirrored networking, else None (unknown: None)."""
+    if build is None or build >= MIRRORED_MIN_BUILD:
+        return None
+    return (f"Windows build {build}: mirrored networking needs Windows 11 22H2 or newer; no .wslconfig "
+            f"change helps. {NO_NAT_ROUTE}")
+
+
+def package_version(wsl_version_output: str | None) -> tuple[int, ...] | None:
+    """WSL's own version from ``wsl.exe --version`` (first line, e.g. "WSL version: 2.3.26.0"),
+    or None where that command does not exist (WSL from before 1.0, Windows' inbox WSL)."""
+    first = (wsl_version_output or "").strip().splitlines()[:1]
+    match = re.search(r"(\d+(?:\.\d+)+)", first[0]) if first else None
+    return tuple(int(v) for v in match.group(1).split(".")) if match else None
+
+
+def local_signs() -> dict:
+    """This machine's signs for the functions above (read, nothing sent); inside WSL also what
+    Windows says through WSL's interop (build, WSL's version, .wslconfig, NVIDIA's driver)."""
+    signs = {"platform": sys.platform, "release": platform.release(), "env": dict(os.environ),
+             "interop": INTEROP.exists(), "dxg": Path("/dev/dxg").exists()}
+    if not is_wsl(signs["release"], signs["env"], signs["interop"]):
+        return signs
+    signs["wslinfo"] = _run(["wslinfo", "--networking-mode"])
+    signs["route_ip"], signs["route_mac"] = _route_address()
+    smi = shutil.which("nvidia-smi")
+    signs["linux_nvidia_smi"] = smi is not None and not smi.startswith("/usr/lib/wsl/")
+    signs["wsl_smi"] = _run([WSL_SMI, "-L"]) if Path(WSL_SMI).exists() else None
+    signs["build"] = windows_build(_run(["cmd.exe", "/c", "ver"]))
+    signs["wsl_package"] = package_version(_run(["wsl.exe", "--version"]))
+    path = wslconfig_path()
+    try:
+        signs["wslconfig"] = path.read_text(errors="replace") if path else None
+    except OSError:
+        signs["wslconfig"] = None
+    signs["ephemeral"] = ephemeral_range()
+    return signs
+
+
+def run_windows(argv: list[str]) -> str | None:
+    """A Windows program's output, run from inside WSL through its interop; None where it cannot run."""
+    return _run(argv)
+
+
+def _run(argv: list[str]) -> str | None:
+    if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
+        return None
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.replace("\x00", "") if out.returncode == 0 else None
+
+
+def _route_address() -> tuple[str | None, str | None]:
+    import psutil
+    try:
+        name = default_route_interface(Path("/proc/net/route").read_text())
+    except OSError:
+        return None, None
+    addrs = psutil.net_if_addrs().get(name or "", [])
+    ip = next((a.address for a in addrs if a.family == socket.AF_INET), None)
+    mac = next((a.address for a in addrs if a.family == psutil.AF_LINK), None)
+    return ip, mac
+
+
+def profile_dir() -> Path | None:
+    """Windows' ``%UserProfile%`` as a path inside WSL (``/mnt/c/Users/NAME``), through interop; or None."""
+    profile = _run(["cmd.exe", "/c", "echo %USERPROFILE%"])
+    path = _run(["wslpath", "-u", profile.strip()]) if profile and profile.strip() else None
+    return Path(path.strip()) if path and path.strip() else None
+
+
+def wslconfig_path() -> Path | None:
+    """``%UserProfile%\\.wslconfig`` as a path inside WSL, or None outside WSL."""
+    profile = profile_dir()
+    return profile / ".wslconfig" if profile else None
