@@ -6,7 +6,7 @@ that the prototype and hetlab's engine give bitwise the same weights, then auto-
 and runs them in alternation (as ``benchmarks/hetero_efficiency.py``): efficiency, and each
 step's time beyond its slower device's own. The practice cluster only (on a real pair the
 prototype's desktop would ask for the GPU hetlab's desktop worker holds). Method and figures
-measured so far: docs/reference-figures.md, "Benchmarks".
+measured so far: docs/measured/course-runs.md, "Benchmarks".
 
     .venv/bin/python benchmarks/colocated_server.py [--global-batch 512] [--run-steps 24] [--repeats 6]
 

@@ -8,7 +8,7 @@ the machine) run side by side in alternation, each worker alone before and after
 
 then where a tuned step's milliseconds go and why it is longer than its ideal
 (``hetlab.ps.specs.step_budget``). Method and figures measured so far:
-docs/reference-figures.md, "Benchmarks".
+docs/measured/course-runs.md, "Benchmarks".
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
 

@@ -68,6 +68,6 @@ def test_each_environment_is_the_one_environment_of_its_machine():
         pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
         assert any(re.fullmatch(r"-e \.\[test\]", line.split("#")[0].strip()) for line in pip), name
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    steps = readme[readme.index("### One environment per machine"):readme.index("### Connect the pair")]
+    steps = readme[readme.index("### One environment per machine"):readme.index("## 4 · Start the course")]
     assert "conda activate hetlab" in steps and "make clean-venv" in steps
     assert "build no `.venv`" in steps

@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "core", "core.flat", "core.simulate", "core.machine",
                "cluster.authtoken", "core.train_step", "core.data", "core.models", "core.devices",
-               "arithmetic", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
+               "arithmetic", "arithmetic.estimates", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
                "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train",
                "windows", "windows.wslconfig", "course.grading"],
     "cluster": ["cluster.raylog", "cluster.reach", "cluster", "cluster.ray_cluster", "cluster.commands",

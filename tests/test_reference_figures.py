@@ -51,8 +51,6 @@ def test_exact_figures_on_the_page_are_what_the_library_computes():
         f"break-even H at batch 8,192: "
         f"{planner.break_even_local_steps(classic_pair, classic, wifi, 8192, 2, engine)} (Wi-Fi), "
         f"{planner.break_even_local_steps(classic_pair, classic, gigabit, 8192, 2, engine)} (gigabit)",
-        f"4070 Ti {pair[0].fixed_s * 1e3:.2f} ms + b × {pair[0].per_sample_s * 1e6:.2f} µs, "
-        f"M2 GPU {pair[1].fixed_s * 1e3:.2f} ms + b × {pair[1].per_sample_s * 1e6:.2f} µs",
         f"ceiling at 128: {planner.ceiling(pair, 128):.2f}×, at 8,192: {planner.ceiling(pair, 8192):.2f}×",
     ]
     for link, name in ((wifi, "Wi-Fi"), (gigabit, "gigabit")):

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
+from hetlab.arithmetic import estimates
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steptime import StepTime, from_sweep
 from hetlab.vocab import MEASURED_ENV
@@ -30,17 +31,13 @@ FORMAT = 1
 ASSUMED_BATCH = 128
 ASSUMED_WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}
 
-# Estimated step times (not measured on these machines). The fixed part: an H100 machine's
-# measured sweep (docs/measured/2026-11-24-h100.json: 2.2 ms small, 2.5 ms classic; a launch-bound
-# step costs about the same on any recent NVIDIA card), twice that for MPS, whose dispatch costs
-# more. The per-sample part: that H100's, scaled by FP32 peaks (H100 67, 4070 Ti 40, M2 3.6 TFLOP/s).
-_ESTIMATE = "estimated from an H100's sweep and FP32 peaks; not measured"
-ASSUMED_STEP = {"small": {"desktop": (2.2e-3, 0.6e-6), "mac": (4.4e-3, 6.6e-6)},
-                "classic": {"desktop": (2.5e-3, 1.85e-6), "mac": (5.0e-3, 20e-6)}}
+# Estimated step times (not measured on these machines): hetlab.arithmetic.estimates says how.
+_ESTIMATE = "estimated from an H100's training loop and FP32 peaks; not measured"
+ASSUMED_STEP = estimates.STEP
 
 # The engine's own cost per exchange (messages, the server's update, the driver), without the
 # link: measured on the practice cluster, 2 CPU cores, 2026-11-26: 3.2 to 4.5 ms in five runs of
-# benchmarks/pair_vs_alone.py (docs/reference-figures.md).
+# benchmarks/pair_vs_alone.py (docs/measured/course-runs.md).
 ENGINE_FILE = "engine"
 ENGINE_DEFAULT_S = 4.0e-3
 ENGINE_DEFAULT_WHERE = "measured on the practice cluster (2 CPU cores), not on your pair"

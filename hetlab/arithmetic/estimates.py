@@ -1,0 +1,108 @@
+"""Every estimate the course states about an M2 Mac and an RTX 4070 Ti desktop, in one place.
+
+Plain data, no torch and no Ray. Each figure says how it was estimated (``how``). ``measured``
+reads the step lines; the README, the notebooks and the docs write a figure beside a marker
+``<!-- estimate: NAME -->``, and ``tests/test_estimates.py`` checks that the text is ``FIGURES[NAME]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop
+# (hetlab.core.train), Adam, 2 epochs, 2026-11-26: 35,490 samples/s at batch 128 and 171,182 at
+# 1,024. The line through both points is that machine's whole step: launches, update, bookkeeping.
+H100_TRAIN = {128: 35_490.0, 1024: 171_182.0}
+# Published FP32 peaks, TFLOP/s (an M2 with the 10-core GPU; the 8-core one has 2.9).
+FP32_TFLOPS = {"H100": 67.0, "RTX 4070 Ti": 40.0, "M2 GPU": 3.6}
+MPS_DISPATCH = 2.0   # an MPS step's fixed cost against a CUDA launch's: estimated, not measured
+# The classic CNN against the small one on the same H100's sweep (notebook 02, 2026-11-24):
+# fixed part 2.52 against 2.22 ms, per-sample part 0.94 against 0.43 µs.
+CLASSIC_OVER_SMALL = {"fixed": 2.52 / 2.22, "per_sample": 0.94 / 0.43}
+
+
+def _h100_line() -> tuple[float, float]:
+    (b1, s1), (b2, s2) = sorted(H100_TRAIN.items())
+    per_sample = (b2 / s2 - b1 / s1) / (b2 - b1)
+    return b1 / s1 - b1 * per_sample, per_sample
+
+
+def _lines() -> dict:
+    fixed, per_sample = _h100_line()
+    desktop = (fixed, per_sample * FP32_TFLOPS["H100"] / FP32_TFLOPS["RTX 4070 Ti"])
+    mac = (fixed * MPS_DISPATCH, per_sample * FP32_TFLOPS["H100"] / FP32_TFLOPS["M2 GPU"])
+    scale = lambda line: (line[0] * CLASSIC_OVER_SMALL["fixed"], line[1] * CLASSIC_OVER_SMALL["per_sample"])
+    return {"small": {"desktop": desktop, "mac": mac},
+            "classic": {"desktop": scale(desktop), "mac": scale(mac)}}
+
+
+# (fixed seconds, seconds per sample) per model and role: an RTX 4070 Ti ("desktop") and an M2 GPU ("mac").
+STEP = _lines()
+STEP_HOW = ("estimated: an H100's measured training loop (35,490 and 171,182 samples/s at batch 128 and "
+            "1,024), its fixed part kept for the card (launching kernels costs about the same on any "
+            "recent NVIDIA card) and doubled for MPS, its per-sample part scaled by FP32 peaks")
+
+SEARCH_BATCHES = (32, 128)   # notebook 09's trials train at batch 32 to 128, one trial per device
+
+
+def speed(role: str, batch: int, model: str = "small") -> float:
+    """Estimated samples/s of ``role`` at ``batch``."""
+    fixed, per_sample = STEP[model][role]
+    return batch / (fixed + batch * per_sample)
+
+
+def search_gain() -> tuple[float, float]:
+    """The sum of both machines searching alone ÷ the desktop alone: 1 + mac ÷ desktop, at 09's batches."""
+    gains = [1 + speed("mac", b) / speed("desktop", b) for b in SEARCH_BATCHES]
+    return min(gains), max(gains)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure as the course writes it, and how it was estimated."""
+
+    text: str
+    how: str
+
+
+def _about(x: float, digits: int = 2) -> str:
+    from math import floor, log10
+    step = 10 ** (floor(log10(x)) - digits + 1)
+    return f"{round(x / step) * step:,.0f}"
+
+
+def _line(role: str, model: str = "small") -> str:
+    fixed, per_sample = STEP[model][role]
+    return f"{fixed * 1e3:.2f} ms + b × {per_sample * 1e6:.2f} µs"
+
+
+def _minutes(samples: int, batch: int, role: str, start_s: float) -> str:
+    """A full run's minutes: its training samples at the estimated speed, plus start-up and evaluation."""
+    return f"about {(samples / speed(role, batch) + start_s) / 60:.1f}"
+
+
+_GAIN = search_gain()
+_NB_HOW = ("estimated: notebook 01's 6 epochs of 60,000 at batch 64 at the estimated step line, plus "
+           "half a minute for loading and evaluating")
+_RAY_HOW = ("estimated: the full run on a 2-core CPU with no GPU (measured) is the upper end; a Mac or "
+            "a desktop has more cores, and its GPU trains faster; Ray's start-up stays")
+
+FIGURES = {
+    "desktop_line": Estimate(_line("desktop"), STEP_HOW),
+    "mac_line": Estimate(_line("mac"), STEP_HOW),
+    "desktop_classic_line": Estimate(_line("desktop", "classic"), STEP_HOW + "; classic ÷ small as on the H100's sweep"),
+    "mac_classic_line": Estimate(_line("mac", "classic"), STEP_HOW + "; classic ÷ small as on the H100's sweep"),
+    "desktop_128": Estimate(f"about {_about(speed('desktop', 128))} samples/s", STEP_HOW),
+    "mac_128": Estimate(f"about {_about(speed('mac', 128))} samples/s", STEP_HOW),
+    "desktop_64": Estimate(f"about {_about(speed('desktop', 64))} samples/s", STEP_HOW),
+    "mac_64": Estimate(f"about {_about(speed('mac', 64))} samples/s", STEP_HOW),
+    "search_gain": Estimate(f"about {_GAIN[0]:.1f}–{_GAIN[1]:.1f}",
+                            "estimated: 1 + the Mac's ÷ the desktop's estimated samples/s at batch 32 to 128"),
+    "ceiling_128": Estimate("about 1.00×", "exact arithmetic on the estimated step lines: the card's whole step "
+                                           "at 128 is shorter than the Mac's step at one sample"),
+    "nb01_mac": Estimate(f"{_minutes(360_000, 64, 'mac', 30)}", _NB_HOW),
+    "nb01_desktop": Estimate(f"{_minutes(360_000, 64, 'desktop', 30)}", _NB_HOW),
+    "nb_light": Estimate("1–3", _RAY_HOW),
+    "nb_ray": Estimate("2–6", _RAY_HOW),
+    "nb09": Estimate("about 15", "estimated: the search's own time budget (3 minutes for ASHA) and three "
+                                 "searches of 16 configurations, each trial at the estimated speeds"),
+}
