@@ -73,7 +73,7 @@ def test_every_notebook_link_opens_in_the_labs_own_server(tmp_path):
     assert not outside, f"links above the folder `make lab` serves ({root}), dead in the lab: {outside}"
     opened = re.search(r"jupyter lab .*?(\S+\.ipynb)", makefile).group(1)
 
-    port, token = free_ports(1)[0], os.urandom(16).hex()
+    port, token, log = free_ports(1)[0], os.urandom(16).hex(), open(tmp_path / "lab.log", "w")
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
            "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}    # this user's own Jupyter config stays out
     server = subprocess.Popen(
@@ -81,7 +81,7 @@ def test_every_notebook_link_opens_in_the_labs_own_server(tmp_path):
          f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.token={token}",
          f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={ROOT / 'jupyter' / 'settings'}"]
         + (["--allow-root"] if os.geteuid() == 0 else []),     # a container may run the tests as root
-        env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "lab.log", "w"))
+        env=env, stdout=subprocess.DEVNULL, stderr=log)
 
     def get(path: str):
         url = f"http://127.0.0.1:{port}/api/contents/{urllib.parse.quote(path)}"
@@ -130,3 +130,4 @@ def test_every_notebook_link_opens_in_the_labs_own_server(tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+        log.close()
