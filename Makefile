@@ -1,5 +1,5 @@
 # hetlab: two commands, each sets itself up on a fresh machine.
-#   make lab    start the course (JupyterLab on notebooks/, at 00)
+#   make lab    start the course (JupyterLab on the checkout, opened at notebooks/00)
 #   make test   run every test: unit tests + every notebook through nbval (quick mode)
 #   make test-full   every notebook in full mode (HETLAB_QUICK=0): full training runs, slow
 #   make gpu-check   on a machine with an NVIDIA GPU: the course's CUDA claims, a table + JSON
@@ -41,12 +41,17 @@ $(CONDA_ENV)/.hetlab-installed: pyproject.toml
 endif
 
 # The project's own JupyterLab defaults (jupyter/settings/overrides.json): no "get notified
-# about Jupyter news?" pop-up. Your own JupyterLab settings still apply on top.
+# about Jupyter news?" pop-up; Markdown pages open rendered; the file browser follows the open
+# document. Your own JupyterLab settings still apply on top.
 LAB_SETTINGS := $(CURDIR)/jupyter/settings
+
+# JupyterLab serves the whole checkout, opened at notebooks/00: a notebook's links to docs/ (answers,
+# reference figures, troubleshooting) and to the README open in the lab, which opens nothing above
+# the folder it serves (tests/test_lab_links.py asks its server for every link).
 
 lab: $(STAMP)
 	@$(BIN)/python -c 'from hetlab.tools.doctor.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this environment: {c.name}: {c.detail}. For the real pair: {c.fix}; or use the conda environment of environment-*.yml: conda activate hetlab, then make lab")'
-	cd notebooks && $(abspath $(BIN))/jupyter lab --LabApp.app_settings_dir='$(LAB_SETTINGS)' 00_setup_check.ipynb
+	$(abspath $(BIN))/jupyter lab --ServerApp.root_dir='$(CURDIR)' --LabApp.app_settings_dir='$(LAB_SETTINGS)' notebooks/00_setup_check.ipynb
 
 test: $(STAMP)
 	HETLAB_QUICK=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)

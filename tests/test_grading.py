@@ -7,6 +7,7 @@ The mistakes below are written here, independently of hetlab.course.grading's ow
 matched only its own list would pass a test built from it."""
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -53,28 +54,43 @@ RIGHT = {
     "exchange_bytes": lambda p, v: p * v + p * 4,
 }
 
-# Typical mistakes, each with a word the grader's line must contain.
+# The mistakes each grader names: a learner's wrong function, each with a word the grader's line
+# must contain (its hint), and for some a word it must not (a hint that would mislead).
 MISTAKES = {
     "weighted_average": [(lambda g, s: torch.stack(g).mean(0), "plain mean"),
-                         (lambda g, s: sum(b * x for b, x in zip(s, g)), "1/B")],
+                         (lambda g, s: sum(b * x for b, x in zip(s, g)), "1/B"),
+                         (lambda g, s: sum(b * x for b, x in zip(s, g)) / len(s), "÷ n"),
+                         (lambda g, s: torch.stack(g).sum(0), "Σ g_i, a sum")],
     "ps_step": [(lambda w, g, s, lr: w - lr * torch.stack(g).mean(0), "plain mean"),
                 (lambda w, g, s, lr: w - lr * sum(b * x for b, x in zip(s, g)), "1/B"),
-                (lambda w, g, s, lr: w + lr * weighted_average(g, s), "uphill")],
-    "rank_contribution": [(lambda g, b, B: g * b, "1/B"), (lambda g, b, B: g.clone(), "unweighted")],
+                (lambda w, g, s, lr: w + lr * weighted_average(g, s), "uphill"),
+                (lambda w, g, s, lr: w - lr * sum(b * x for b, x in zip(s, g)) / len(g), "÷ n"),
+                (lambda w, g, s, lr: w - lr * torch.stack(g).sum(0), "Σ g_i, a sum")],
+    "rank_contribution": [(lambda g, b, B: g * b, "1/B"), (lambda g, b, B: g.clone(), "unweighted"),
+                          (lambda g, b, B: g / (b / B), "upside down")],
     "samples_per_s": [(lambda b, s: b * len(s) / sum(s), "warm-up"),
-                      (lambda b, s: (sum(s[1:]) / (len(s) - 1)) / b, "turn it over")],
-    "tasks_wall_time": [(lambda n, k, s: n * s, "one after another"), (lambda n, k, s: s * n / k, "round up")],
-    "transfer_seconds": [(lambda n, m: n / m / 1e6, "8 bits"), (lambda n, m: 8 * n / m / 1024**2, "10^6")],
+                      (lambda b, s: (sum(s[1:]) / (len(s) - 1)) / b, "turn it over"),
+                      (lambda b, s: b * len(s) / sum(s[1:]), "off by one")],
+    "tasks_wall_time": [(lambda n, k, s: n * s, "one after another"), (lambda n, k, s: s * n / k, "round up"),
+                        (lambda n, k, s: s * (1 + n // k), "don't add 1"),
+                        (lambda n, k, s: -(-n // k), "not seconds")],
+    "transfer_seconds": [(lambda n, m: n / m / 1e6, "8 bits"), (lambda n, m: 8 * n / m / 1024**2, "10^6"),
+                         (lambda n, m: 1000 * 8 * n / (m * 10**6), "milliseconds", "not 10^3"),
+                         (lambda n, m: 8 * n / m, "10^6")],
     "equal_finish_split": [(lambda B, t, c: balance.split_batch(B, [1 / x for x in t]), "1 / speed"),
                            (lambda B, t, c: balance.split_batch(B, t), "fixed"),
                            (lambda B, t, c: [B // len(t)] * len(t), "equal"),
                            (lambda B, t, c: [int(B * x / sum(t)) for x in t], "sum to")],
     "step_time": [(lambda b, t, c: sum(x / y + z for x, y, z in zip(b, t, c)), "a sum"),
-                  (lambda b, t, c: max(x / y for x, y in zip(b, t)), "fixed")],
+                  (lambda b, t, c: max(x / y for x, y in zip(b, t)), "fixed"),
+                  (lambda b, t, c: min(x / y + z for x, y, z in zip(b, t, c)), "slowest")],
     "scale_local_steps": [(lambda H, t: [max(1, round(H * min(t) / x)) for x in t], "1 / speed"),
                           (lambda H, t: [H for _ in t], "H for everyone"),
-                          (lambda H, t: [math.floor(H * x / max(t)) or 1 for x in t], "round")],
-    "pair_over_sum": [(lambda d, m, p: p / d, "desktop alone"), (lambda d, m, p: (d + m) / d, "ceiling")],
+                          (lambda H, t: [math.floor(H * x / max(t)) or 1 for x in t], "round"),
+                          (lambda H, t: [max(1, round(H * x / t[0])) for x in t], "speeds[0]"),   # first ≠ fastest
+                          (lambda H, t: [max(1, math.ceil(H * x / max(t))) for x in t], "rounded up")],
+    "pair_over_sum": [(lambda d, m, p: p / d, "desktop alone"), (lambda d, m, p: (d + m) / d, "ceiling"),
+                      (lambda d, m, p: p / (d + m) * 100, "percentage")],
     "exchange_bytes": [(lambda p, v: p * v * 2, "fp32"), (lambda p, v: p * v, "one way")],
 }
 
@@ -93,11 +109,30 @@ def test_accepts_the_reference_and_a_learners_own_correct_answer(name):
 
 @pytest.mark.parametrize("name", sorted(grading.EXERCISES))
 def test_rejects_typical_mistakes_in_one_line_that_names_them(name):
-    for mistake, word in MISTAKES[name]:
+    for mistake, word, *misleading in MISTAKES[name]:
         verdict = grading.grade(name, mistake)
         assert verdict.status == grading.WRONG, f"{name}: accepted a mistake ({word})"
         assert "\n" not in verdict.line and verdict.line.startswith("not yet:")
         assert word in verdict.line, f"{name}: {verdict.line!r} does not name the mistake ({word})"
+        assert not any(w in verdict.line for w in misleading), f"{name}: {verdict.line!r} misleads ({misleading})"
+
+
+@pytest.mark.parametrize("name", sorted(grading.EXERCISES))
+def test_every_hint_of_the_grader_is_reached_by_its_own_mistake(name):
+    """No hint is shadowed: a mistake that gives the same answers as an earlier one on every case
+    would never be named (an answer in milliseconds was told "a megabit is 10^6 bits, not 10^3")."""
+    for mistake, hint in grading.EXERCISES[name].mistakes:
+        assert grading.grade(name, mistake).line.endswith(f" — {hint}."), f"{name}: never says {hint!r}"
+
+
+def test_the_fastest_machine_is_not_always_listed_first():
+    """An answer that takes speeds[0] as the fastest is right whenever the fastest comes first."""
+    takes_the_first = MISTAKES["scale_local_steps"][3][0]
+    assert takes_the_first(8, [351, 6306]) == [8, 144] and balance.scale_local_steps(8, [351, 6306]) == [1, 8]
+    rng = random.Random(0)
+    cases = [grading.EXERCISES["scale_local_steps"].cases(rng) for _ in range(grading.CASES)]
+    assert any(max(speeds) != speeds[0] for _, speeds in cases)
+    assert any(max(speeds) == speeds[0] for _, speeds in cases)
 
 
 @pytest.mark.parametrize("name", sorted(grading.EXERCISES))

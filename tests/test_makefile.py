@@ -24,6 +24,13 @@ def test_lab_settings_turn_the_news_prompt_off():
                          f"{name}.json").read_text())
     assert "false" in [choice["const"] for choice in schema["properties"]["fetchNews"]["oneOf"]]
     assert set(overrides[NOTIFICATION]) <= set(schema["properties"])
+    for key, values in overrides.items():   # every override names a setting JupyterLab has
+        plugin, name = key.split(":")
+        schema = json.loads((Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas" / plugin /
+                             f"{name}.json").read_text())
+        assert set(values) <= set(schema["properties"]), key
+    # Markdown opens rendered (the answers pages a notebook links), in a viewer JupyterLab has.
+    assert overrides["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]["markdown"] == "Markdown Preview"
     text = (ROOT / "Makefile").read_text()
     assert "LAB_SETTINGS := $(CURDIR)/jupyter/settings" in text
     assert "--LabApp.app_settings_dir='$(LAB_SETTINGS)'" in recipe("lab")

@@ -167,7 +167,9 @@ def _step_time_case(rng: random.Random) -> tuple:
 def _local_steps_case(rng: random.Random) -> tuple:
     n = rng.choice((2, 2, 3))
     fastest = rng.uniform(1000, 8000)
-    return rng.randint(2, 16), [round(fastest)] + [round(fastest * rng.uniform(0.02, 0.9)) for _ in range(n - 1)]
+    speeds = [round(fastest)] + [round(fastest * rng.uniform(0.02, 0.9)) for _ in range(n - 1)]
+    rng.shuffle(speeds)   # the fastest anywhere: an answer that takes speeds[0] as the fastest fails
+    return rng.randint(2, 16), speeds
 
 
 def _exchange_case(rng: random.Random) -> tuple:
@@ -176,7 +178,7 @@ def _exchange_case(rng: random.Random) -> tuple:
 
 def _search_case(rng: random.Random) -> tuple:
     desktop = rng.uniform(2000, 20000)
-    mac = desktop * rng.uniform(0.05, 0.6)
+    mac = desktop * rng.uniform(0.05, 1.5)   # a Mac may be the faster one: the grader does not assume which
     return round(desktop), round(mac), round((desktop + mac) * rng.uniform(0.8, 1.0))
 
 
@@ -219,6 +221,10 @@ def _no_one_over_b(grads, sizes):
     return sum(g * b for g, b in zip(grads, sizes))
 
 
+def _over_n(grads, sizes):
+    return _no_one_over_b(grads, sizes) / len(grads)
+
+
 def _inverse_weights(grads, sizes):
     inverse = [1 / b for b in sizes]
     return sum(g * (w / sum(inverse)) for g, w in zip(grads, inverse))
@@ -229,11 +235,14 @@ EXERCISES = {e.name: e for e in [
              _gradients_case, _close_tensor, (
                  (_plain_mean, "a plain mean: weight each g_i by b_i / B, so a worker with more samples counts more"),
                  (_no_one_over_b, "the 1/B is missing: Σ b_i·g_i is B times too big; divide by B = Σ b_i"),
-                 (lambda grads, sizes: sum(grads), "a plain sum: weight each g_i by b_i / B"),
+                 (_over_n, "÷ n, the number of workers: divide Σ b_i·g_i by B = Σ b_i, the number of samples"),
+                 (lambda grads, sizes: sum(grads), "Σ g_i, a sum, not an average: weight each g_i by b_i / B"),
                  (_inverse_weights, "the weights are upside down: b_i / B, not ∝ 1 / b_i"))),
     Exercise("ps_step", "ps_step(weights, grads, sizes, lr)", "05", ps_step, _step_case, _close_tensor, (
         (lambda w, g, s, lr: w - lr * _plain_mean(g, s), "a plain mean of the gradients: weight each by b_i / B"),
         (lambda w, g, s, lr: w - lr * _no_one_over_b(g, s), "the 1/B is missing: divide Σ b_i·g_i by B = Σ b_i"),
+        (lambda w, g, s, lr: w - lr * _over_n(g, s), "÷ n, the number of workers: divide Σ b_i·g_i by B = Σ b_i"),
+        (lambda w, g, s, lr: w - lr * sum(g), "Σ g_i, a sum, not the average: step by Σ (b_i / B)·g_i"),
         (lambda w, g, s, lr: w + lr * weighted_average(g, s), "a step uphill: subtract lr × the average gradient"),
         (lambda w, g, s, lr: w - weighted_average(g, s), "the learning rate is missing: subtract lr × the average"),
         (lambda w, g, s, lr: -lr * weighted_average(g, s), "only the step: return the weights minus it"))),
@@ -242,25 +251,38 @@ EXERCISES = {e.name: e for e in [
                  (lambda g, b, B: g, "the gradient unweighted: the all-reduce's sum then counts every rank alike"),
                  (lambda g, b, B: g * b, "the 1/B is missing: multiply by b_i / B, not by b_i"),
                  (lambda g, b, B: g / B, "the b_i is missing: multiply by b_i / B, not by 1 / B"),
-                 (lambda g, b, B: g / 2, "a plain mean over two ranks: weight by b_i / B"))),
+                 (lambda g, b, B: g / 2, "a plain mean over two ranks: weight by b_i / B"),
+                 (lambda g, b, B: g * B / b, "upside down: multiply by b_i / B, not B / b_i"))),
     Exercise("samples_per_s", "samples_per_s(batch_size, step_seconds)", "02", samples_per_s,
              _timing_case, _close_number, (
                  (lambda b, s: b * len(s) / sum(s), "the warm-up step is timed: leave out step_seconds[0]"),
                  (lambda b, s: (len(s) - 1) / sum(s[1:]), "steps per second: multiply by the batch size"),
                  (lambda b, s: sum(s[1:]) / (b * (len(s) - 1)), "seconds per sample: turn it over"),
-                 (lambda b, s: b / statistics.mean(s), "the warm-up step is averaged in: leave out step_seconds[0]"))),
+                 (lambda b, s: b * len(s) / sum(s[1:]), "off by one: you timed len(step_seconds) − 1 steps, "
+                                                        "count those"),
+                 (lambda b, s: b * (len(s) - 1) / sum(s), "the warm-up's seconds are in the sum: add "
+                                                          "step_seconds[1:] only"),
+                 (lambda b, s: b * (len(s) - 2) / sum(s[2:]), "two steps left out: only step_seconds[0] "
+                                                              "is the warm-up"))),
     Exercise("tasks_wall_time", "tasks_wall_time(n_tasks, slots, seconds)", "03", tasks_wall_time,
              _tasks_case, _close_number, (
                  (lambda n, k, s: n * s, "one after another: `slots` tasks run at once"),
                  (lambda n, k, s: n / k * s, "a last, partly filled wave still takes a whole task's time: round up"),
                  (lambda n, k, s: s, "all at once: only `slots` tasks run at a time"),
-                 (lambda n, k, s: (n // k) * s, "rounded down: the last wave still runs, round up"))),
+                 (lambda n, k, s: (n // k) * s, "rounded down: the last wave still runs, round up"),
+                 (lambda n, k, s: (n // k + 1) * s, "one wave too many when the tasks fill the slots exactly: "
+                                                    "round n_tasks / slots up, don't add 1"),
+                 (lambda n, k, s: round(n / k) * s, "rounded to the nearest: a last, partly filled wave still "
+                                                    "takes a whole task's time, round up"),
+                 (lambda n, k, s: math.ceil(n / k), "waves, not seconds: multiply by each task's seconds"))),
     Exercise("transfer_seconds", "transfer_seconds(n_bytes, mbit_per_s)", "04", transfer_seconds,
              _transfer_case, _close_number, (
                  (lambda n, m: n / (m * 1e6), "bytes read as bits: a byte is 8 bits, multiply by 8"),
                  (lambda n, m: n / 8 / (m * 1e6), "divided by 8: a byte is 8 bits, multiply by 8"),
                  (lambda n, m: n * 8 / (m * 2**20), "a megabit on the link is 10^6 bits, not 2^20"),
-                 (lambda n, m: n * 8 / (m * 1e3), "a megabit is 10^6 bits, not 10^3"))),
+                 (lambda n, m: n * 8 / (m * 1e6) * 1e3, "1000 times too big: return seconds, not "
+                                                        "milliseconds (a megabit is 10^6 bits)"),
+                 (lambda n, m: n * 8 / m, "the rate is in megabits a second: multiply mbit_per_s by 10^6"))),
     Exercise("equal_finish_split", "equal_finish_split(global_batch, speeds, fixed)", "06",
              balance.equal_finish_split, _split_case, _within_one, (
                  (lambda B, t, c: balance.split_batch(B, t), "∝ speed alone: each worker's fixed c_i comes first, "
@@ -280,7 +302,9 @@ EXERCISES = {e.name: e for e in [
                  (lambda b, t, c: statistics.mean(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a mean: "
                   "everyone waits for the slowest, take the max"),
                  (lambda b, t, c: max(ci + bi * ti for bi, ti, ci in zip(b, t, c)), "b_i × t_i: a speed is "
-                  "samples per second, divide"))),
+                  "samples per second, divide"),
+                 (lambda b, t, c: min(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "the fastest worker's "
+                  "time: everyone waits for the slowest, take the max"))),
     Exercise("scale_local_steps", "scale_local_steps(local_steps, speeds)", "08", balance.scale_local_steps,
              _local_steps_case, _same_list, (
                  (lambda H, t: [max(1, round(H * min(t) / x)) for x in t], "∝ 1 / speed: the faster "
@@ -290,7 +314,13 @@ EXERCISES = {e.name: e for e in [
                  (lambda H, t: [round(H * x / max(t)) for x in t], "a worker with 0 steps never helps: "
                   "at least 1 each"),
                  (lambda H, t: [max(1, round(H * x / min(t))) for x in t], "scaled from the slowest: the "
-                  "fastest worker takes H steps"))),
+                  "fastest worker takes H steps"),
+                 (lambda H, t: [max(1, round(H * x / t[0])) for x in t], "scaled from speeds[0]: the fastest "
+                  "is max(speeds), which need not come first"),
+                 (lambda H, t: [max(1, math.ceil(H * x / max(t))) for x in t], "rounded up: round to the "
+                  "nearest step"),
+                 (lambda H, t: [max(1, round(H * x / sum(t))) for x in t], "÷ Σ speeds: scale by speed ÷ "
+                  "the fastest's, so the fastest takes H"))),
     Exercise("exchange_bytes", "exchange_bytes(params, bytes_per_value)", "08", planner.exchange_bytes,
              _exchange_case, _close_number, (
                  (lambda p, v: 2 * p * v, "the weights come down as fp32 (4 bytes a value), whatever goes up"),
@@ -302,7 +332,8 @@ EXERCISES = {e.name: e for e in [
                  (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),
                  (lambda d, m, p: p / max(d, m), "the pair ÷ the faster machine: divide by the sum of both"),
                  (lambda d, m, p: (d + m) / d, "the ceiling (sum ÷ desktop), not what the pair reached"),
-                 (lambda d, m, p: (d + m) / p, "upside down: the pair ÷ the sum"))),
+                 (lambda d, m, p: (d + m) / p, "upside down: the pair ÷ the sum"),
+                 (lambda d, m, p: 100 * p / (d + m), "a percentage: return the fraction (0.9, not 90)"))),
 ]}
 
 

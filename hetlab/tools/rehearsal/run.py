@@ -152,8 +152,9 @@ def _host(role: str) -> Host:
     return host
 
 
-def lab(port: int = 8888, folder: str = "notebooks") -> int:
-    """JupyterLab on the rehearsal desktop, opened from this machine's browser.
+def lab(port: int = 8888, folder: str = ".") -> int:
+    """JupyterLab on the rehearsal desktop, opened from this machine's browser. It serves the
+    checkout, as ``make lab`` does, so that the notebooks' links to docs/ open in it.
 
     The server and its kernels run in the desktop host (drivers there, ``HETLAB_ADDRESS``
     set, as on the real desktop) and listen on a Unix socket; this process forwards
