@@ -103,7 +103,7 @@ def _stub_ray(tmp_path, monkeypatch, status=0):
 
 
 def _printed_start(capsys, args):
-    """The `ray start` line that `hetlab ARGS` prints, as (argv, environment)."""
+    """The `ray start` line that `hetlab ARGS` prints: (argv, environment, the line itself)."""
     from hetlab.tools.cli import app
     assert app.main(args) == 0
     line = next(line for line in _commands(capsys.readouterr().out) if " ray start " in line)
