@@ -13,6 +13,7 @@ import json
 import os
 import random
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -64,21 +65,87 @@ def _commands(text):
     return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def test_rendered_steps_tell_how_the_token_travels():
+def test_rendered_steps_give_one_route_for_the_token():
+    """Printed on the head (`ray get-auth-token`), copied, written on the Mac from its clipboard;
+    no scp, no RAY_AUTH_TOKEN, no second way. Only a Linux joiner (no pbpaste) pastes into read."""
     head = commands.render_head("192.168.1.10")
     assert "ray get-auth-token --generate" in head and "chmod 600 ~/.ray/auth_token" in head
     assert "ray get-auth-token" in _commands(head)  # printed on the desktop, copied by hand
     mac = commands.render_join("192.168.1.10", "192.168.1.20")
     linux = commands.render_join("192.168.1.10", "192.168.1.20", mac=False)
-    for text in (head, mac, linux):  # no SSH server runs by default on macOS or Ubuntu Desktop
-        assert not any("scp" in line or "ssh " in line for line in _commands(text)), text
-    assert "Remote Login" in head and "sudo apt install openssh-server" in mac
-    for text in (mac, linux):
-        write = next(line for line in _commands(text) if "auth_token" in line)
-        assert write.startswith("mkdir -p ~/.ray && ") and "umask 077" in write  # ~/.ray may not exist yet
-        assert write.endswith("chmod 600 ~/.ray/auth_token")
-        assert "RAY_AUTH_TOKEN" in text  # the no-file route
-    assert "pbpaste > ~/.ray/auth_token" in mac and "pbpaste" not in linux
+    for text in (head, mac, linux, commands.render_head("192.168.1.20", mac=True)):
+        for other_route in ("scp", "RAY_AUTH_TOKEN", "Remote Login", "prefer ", "or paste"):
+            assert other_route not in text, (other_route, text)
+        assert not any("ssh " in line for line in _commands(text))  # no SSH server runs by default
+    for text, route in ((mac, "pbpaste"), (linux, "read -rs")):
+        writes = [line for line in _commands(text) if "auth_token" in line]
+        assert len(writes) == 1 and route in writes[0], writes  # one line writes the token
+        assert writes[0].startswith("mkdir -p ~/.ray && ") and "umask 077" in writes[0]  # ~/.ray may not exist yet
+        assert writes[0].endswith("chmod 600 ~/.ray/auth_token")
+    assert "read -rs" not in mac and not any("pbpaste" in line for line in _commands(linux))
+
+
+def _stub_ray(tmp_path, monkeypatch, status=0):
+    """A private HOME and a stand-in `ray` first on PATH that records its arguments and environment
+    and exits with ``status``: `--start` is checked without starting Ray (test_printed_commands_make_an_
+    authenticated_two_node_cluster starts a real pair from the same head_start/join_start pairs)."""
+    home, bin_dir = tmp_path / "home", tmp_path / "bin"
+    (home / ".ray").mkdir(parents=True)
+    bin_dir.mkdir()
+    (bin_dir / "ray").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "$HOME/ray.args"\nenv > "$HOME/ray.env"\n'
+                                 f'exit {status}\n')
+    (bin_dir / "ray").chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    for name in ("RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN", "RAY_AUTH_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def _printed_start(capsys, args):
+    """The `ray start` line that `hetlab ARGS` prints: (argv, environment, the line itself)."""
+    from hetlab.tools.cli import app
+    assert app.main(args) == 0
+    line = next(line for line in _commands(capsys.readouterr().out) if " ray start " in line)
+    words = shlex.split(line)
+    at = words.index("ray")
+    return words[at:], dict(word.split("=", 1) for word in words[:at]), line
+
+
+@pytest.mark.parametrize("args", [["head", "--ip", "192.168.1.10", "--num-gpus", "1"],
+                                  ["join", "--head", "192.168.1.10", "--ip", "192.168.1.20"],
+                                  ["join", "--head", "192.168.1.10", "--ip", "192.168.1.20", "--linux"]])
+def test_start_runs_the_printed_line_with_its_environment(args, tmp_path, monkeypatch, capsys):
+    """Day two: `hetlab head/join ... --start` runs exactly the line the steps print, says what it
+    ran, makes the token private, and returns ray start's own exit status."""
+    from hetlab.tools.cli import app
+    home = _stub_ray(tmp_path, monkeypatch, status=7)
+    token = home / ".ray" / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o644)  # as Ray writes it: the start makes it private
+    argv, env, line = _printed_start(capsys, args)
+    assert app.main(args + ["--start"]) == 7
+    assert capsys.readouterr().out == f"hetlab: running {line}\n"
+    assert (home / "ray.args").read_text().splitlines() == argv[1:]
+    ran_env = dict(row.split("=", 1) for row in (home / "ray.env").read_text().splitlines() if "=" in row)
+    assert env and {key: ran_env.get(key) for key in env} == env
+    assert (token.stat().st_mode & 0o777) == 0o600
+
+
+@pytest.mark.parametrize("token, args, says", [
+    (None, ["head", "--ip", "192.168.1.10"], "no Ray token in ~/.ray/auth_token here"),
+    ("", ["join", "--head", "192.168.1.10", "--ip", "192.168.1.20"], "no Ray token in ~/.ray/auth_token here"),
+    ("abc", ["join", "--head", "192.168.1.10"], "--start needs this machine's LAN IP"),
+])
+def test_start_refuses_in_one_line_before_ray_starts(token, args, says, tmp_path, monkeypatch, capsys):
+    from hetlab.tools.cli import app
+    home = _stub_ray(tmp_path, monkeypatch)
+    if token is not None:
+        (home / ".ray" / "auth_token").write_text(token)
+    assert app.main(args + ["--start"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"HetlabError: {says}") and err.count("\n") == 1, err
+    assert not (home / "ray.args").exists()  # ray start never ran
 
 
 def test_the_linux_token_line_writes_a_private_file(tmp_path):
@@ -276,13 +343,13 @@ def real_pair():
     env.update(HOME=home, PATH=f"{BIN}:{env.get('PATH', '')}", PYTHONPATH=ROOT, RAY_USAGE_STATS_ENABLED="0")
     base = _free_block(60)
     head_ports, mac_ports = _ports(base), _ports(base + 30)
-    head_argv = commands.head_command("127.0.0.1", head_ports, cpus=1, block=True, temp_dir=f"{tag}/ray")
-    mac_argv = commands.join_command("127.0.0.1", "127.0.0.1", mac_ports, head_port=head_ports.gcs,
-                                     cpus=1, block=True, temp_dir=f"{tag}/ray")
+    # the (argv, environment) pairs that the printed lines show and `hetlab head/join --start` run
+    head = commands.head_start("127.0.0.1", head_ports, cpus=1, block=True, temp_dir=f"{tag}/ray")
+    mac = commands.join_start("127.0.0.1", "127.0.0.1", mac_ports, head_port=head_ports.gcs,
+                              cpus=1, block=True, temp_dir=f"{tag}/ray")
     procs = []
     try:
-        for argv, extra, name in [(head_argv, commands.head_env(ports=head_ports), "head"),
-                                  (mac_argv, commands.join_env(mac=True), "mac")]:
+        for (argv, extra), name in [(head, "head"), (mac, "mac")]:
             procs.append(_start(argv, {**env, **extra}, os.path.join(tag, f"{name}.log"), tag))
         yield dict(tag=tag, env=env, head=head_ports, mac=mac_ports, token=token)
     finally:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import shlex
+import subprocess
 
 from hetlab import cluster
+from hetlab.cluster import authtoken
 from hetlab.errors import HetlabError
 from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, Ports
 
@@ -135,6 +138,41 @@ def _match_env(level: str) -> dict:
     return {} if level == "patch" else {RAY_PYTHON_MATCH_ENV: "minor"}
 
 
+def head_start(ip: str, ports: Ports = Ports(), mac: bool = False, **options) -> tuple[list[str], dict]:
+    """The head's ``ray start`` as (argv, environment): printed by ``render_head``, run by ``hetlab head --start``.
+    ``mac``: the Mac is the head, so its line carries the Mac's opt-in."""
+    return head_command(ip, ports, **options), {**head_env(ports=ports), **(MAC_ENV if mac else {})}
+
+
+def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
+               **options) -> tuple[list[str], dict]:
+    """The joining machine's ``ray start`` as (argv, environment): printed by ``render_join``, run by
+    ``hetlab join --start``."""
+    return join_command(head_ip, ip, ports, **options), join_env(mac=mac)
+
+
+def start(argv: list[str], env: dict) -> int:
+    """``hetlab head/join --start`` (day two: after a reboot, the token and firewall are in place):
+    run the printed ``ray start`` line with its environment and return its exit status.
+
+    Refuses in one line, before Ray starts, without the token file that day one wrote, or with the
+    placeholder ``MAC_IP`` still in the line.
+    """
+    if not any(path.is_file() and path.stat().st_size for path in authtoken.token_files()):
+        raise HetlabError(f"no Ray token in {TOKEN_PATH} here: --start brings back a pair set up "
+                          f"before; print the steps (the same command without --start) and follow "
+                          f"its token step first.")
+    if "--node-ip-address=MAC_IP" in argv:
+        raise HetlabError("--start needs this machine's LAN IP: add --ip (macOS: ipconfig getifaddr en0).")
+    authtoken.secure_token_files()
+    print(f"hetlab: running {shell_line(argv, env)}", flush=True)
+    try:
+        return subprocess.call(argv, env={**os.environ, **env})
+    except FileNotFoundError:
+        raise HetlabError("no `ray` command here: activate the course's environment first "
+                          "(conda activate hetlab).") from None
+
+
 def shell_line(argv: list[str], env: dict | None = None) -> str:
     """One copy-paste line: ``VAR=value … ray start …`` with shell quoting."""
     prefix = [f"{key}={shlex.quote(value)}" for key, value in (env or {}).items()]
@@ -162,8 +200,7 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
     ``mac``: the Mac is the head (``hetlab head`` on macOS), and the desktop joins it: the Mac's
     application firewall, and the Mac's opt-in on its ``ray start`` line.
     """
-    argv = head_command(ip, ports, **options)
-    env = {**head_env(ports=ports), **(MAC_ENV if mac else {})}
+    argv, env = head_start(ip, ports, mac=mac, **options)
     if mac:
         where = "On the Mac (the head; the desktop joins it)"
         firewall = macos_firewall_steps(" ".join(firewall_ranges(ports, head=True))) + [
@@ -181,62 +218,41 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
         *token_handover_head(other),
         f"# 5) drivers (notebooks) on this machine: export {_exports(AUTH_ENV)} "
         f"HETLAB_ADDRESS={_host(argv)}:{ports.gcs}",
+        "# day two (after a reboot): the same `hetlab head` command with --start runs step 3 again",
         "# stop: ray stop (stops every Ray process of this user on this machine)",
     ])
 
 
 def token_handover_head(other: str = "Mac") -> list[str]:
-    """How the token leaves the head for the ``other`` machine: printed, copied by hand; scp only
-    as an option.
+    """How the token leaves the head for the ``other`` machine: printed here, copied by hand.
 
-    Neither machine runs an SSH server out of the box (macOS: Remote Login is off;
-    Ubuntu Desktop: no openssh-server), so the default route needs none.
+    One route, and it needs no SSH server on either machine (macOS: Remote Login is off;
+    Ubuntu Desktop: no openssh-server out of the box).
     """
-    server = ("turn on Remote Login on the Mac (System Settings > General > Sharing > Remote Login)"
-              if other == "Mac" else "the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server)")
-    host = f"USER@{other.upper()}_IP"
     return [
-        f"# 4) give the {other} the token, no SSH needed: print it, copy it (the {other}'s `hetlab join` says "
-        f"where it goes):",
+        f"# 4) give the {other} the token: print it, copy it (the {other}'s `hetlab join` says where it goes):",
         "ray get-auth-token",
         "#    it travels in clear text: only on your own LAN (elsewhere: a VPN or an SSH tunnel).",
-        f"#    prefer scp? {server}, then:",
-        f"#    ssh {host} 'mkdir -p ~/.ray' && scp {TOKEN_PATH} {host}:.ray/auth_token "
-        f"&& ssh {host} 'chmod 600 {TOKEN_PATH}'",
     ]
-
-
-_READ_TOKEN = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}) '
-               f'&& chmod 600 {TOKEN_PATH}')
 
 
 def token_setup_join(mac: bool = True, head: str = "desktop") -> list[str]:
-    """How the joining machine writes the desktop's token to ``~/.ray/auth_token`` (mode 600).
+    """How the joining machine writes the head's token to ``~/.ray/auth_token`` (mode 600).
 
-    ``~/.ray`` may not exist yet (a Mac's home is ``/Users/NAME``; Ray creates the folder
-    only when it starts), so it is made first; ``umask 077`` keeps the file private from
-    its first byte. No SSH server is needed on either machine. ``head``: ``"desktop"``, or ``"Mac"``
-    where a Windows desktop joins a Mac's head (``hetlab join --windows``).
+    One route: the token, printed by ``ray get-auth-token`` on the head, copied on the Mac and
+    written from its clipboard (``pbpaste``). A Linux joiner (a Windows desktop in WSL joining a
+    Mac's head: ``hetlab join --windows``) has no ``pbpaste``: it pastes into ``read -rs``
+    instead. ``~/.ray`` may not exist yet (Ray makes it only when it starts), so it is made first;
+    ``umask 077`` keeps the file private from its first byte.
     """
-    write = (f"mkdir -p ~/.ray && (umask 077 && pbpaste > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"
-             if mac else _READ_TOKEN)
-    how = ("run `ray get-auth-token` on the desktop and bring the line it prints here by a way you "
-           "trust (the desktop's clipboard does not reach a Mac: type it, or a USB stick), copy it here "
-           "(Cmd-C), then:" if mac
-           else f"run `ray get-auth-token` on the {head}, then here paste it (nothing echoes) and press Enter:")
-    lines = [f"#    {how}",
-             write]
     if mac:
-        lines.append(f'#    or paste it unseen (then Enter): {_READ_TOKEN}')
-    lines += [
-        "#    or no file at all: read -rs RAY_AUTH_TOKEN && export RAY_AUTH_TOKEN (in every shell that "
-        "runs ray start or a notebook here)",
-        ("#    prefer scp? the desktop needs an SSH server (Ubuntu: sudo apt install openssh-server), then:"
-         if head == "desktop" else "#    prefer scp? turn on Remote Login on the Mac (System Settings > General > "
-                                   "Sharing > Remote Login), then:"),
-        f"#    mkdir -p ~/.ray && scp USER@{head.upper()}_IP:.ray/auth_token {TOKEN_PATH} && chmod 600 {TOKEN_PATH}",
-    ]
-    return lines
+        return [f"#    run `ray get-auth-token` on the {head}, bring the line it prints here by a way you trust "
+                f"(type it, or a USB stick: the {head}'s clipboard does not reach a Mac), copy it (Cmd-C), then:",
+                f"mkdir -p ~/.ray && (umask 077 && pbpaste > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"]
+    return [f"#    run `ray get-auth-token` on the {head}; here Linux has no pbpaste: run this line, paste "
+            f"the token (nothing echoes), press Enter:",
+            f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}) '
+            f'&& chmod 600 {TOKEN_PATH}']
 
 
 MACOS_FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
@@ -270,8 +286,7 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
 
     ``firewall`` replaces the firewall step (a Windows desktop's rules are PowerShell: ``hetlab.windows.steps``).
     """
-    argv = join_command(head_ip, ip, ports, **options)
-    env = join_env(mac=mac)
+    argv, env = join_start(head_ip, ip, ports, mac=mac, **options)
     ranges = " ".join(firewall_ranges(ports, head=False))
     where = where or ("On the Mac (joins the desktop's head)" if mac else "On the joining machine")
     gloo = " ".join(train_ranges(ports, "macos" if mac else "linux", head=False))
@@ -293,6 +308,7 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
         "# 4) check from here (the head asks for the token: RAY_AUTH_MODE=token in this shell, and in the "
         "one that starts a notebook here):",
         f"export {_exports(AUTH_ENV)} && hetlab doctor --head {argv[2].split('=', 1)[1]}",
+        "# day two (after a reboot): the same `hetlab join` command with --start runs step 3 again",
         *(["# 5) during a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
            "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change"] if mac else []),
     ])

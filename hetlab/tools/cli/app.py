@@ -39,11 +39,13 @@ def _ports_args(p) -> None:
     p.add_argument("--port", type=int, default=GCS_PORT, help=f"head's GCS port (default {GCS_PORT})")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
+    p.add_argument("--start", action="store_true", help="day two (after a reboot): run this machine's "
+                   "printed `ray start` line instead of printing the steps (the token must be in place)")
 
 
 def _add_head(sub) -> None:
-    p = sub.add_parser("head", help="print the commands that start the head (the desktop: Linux, or WSL2; "
-                       "or a Mac that the desktop joins)")
+    p = sub.add_parser("head", help="print (or --start: run) the commands that start the head (the desktop: "
+                       "Linux, or WSL2; or a Mac that the desktop joins)")
     p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I; WSL in "
                                                "mirrored mode shares Windows' address)")
     p.add_argument("--role", default=None, help="hetlab role of this node (default desktop; mac on a Mac)")
@@ -62,7 +64,10 @@ def _head(args) -> int:
     mac = sys.platform == "darwin" and not args.windows
     options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
     wsl = windows.in_wsl()
-    if winsteps.flavour(sys.platform, wsl, args.windows) == "windows":
+    on_windows = winsteps.flavour(sys.platform, wsl, args.windows) == "windows"  # native Windows: refused
+    if args.start:
+        return commands.start(*commands.head_start(args.ip, ports, mac=mac, **options))
+    if on_windows:
         print(winsteps.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(),
                                    _windows_build(wsl), **options))
     else:
@@ -77,7 +82,8 @@ def _windows_build(wsl: bool) -> int | None:
 
 
 def _add_join(sub) -> None:
-    p = sub.add_parser("join", help="print the commands that join a machine (the Mac) to the head")
+    p = sub.add_parser("join", help="print (or --start: run) the commands that join a machine (the Mac) to "
+                       "the head")
     p.add_argument("--head", required=True, help="the head's LAN IP")
     p.add_argument("--ip", default=None, help="this machine's LAN IP (macOS: ipconfig getifaddr en0)")
     p.add_argument("--role", default=None, help="hetlab role of this node (default mac; desktop with --windows)")
@@ -95,6 +101,9 @@ def _join(args) -> int:
     wsl = windows.in_wsl()
     on_windows = not args.linux and winsteps.flavour(sys.platform, wsl, args.windows, "join") == "windows"
     options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
+    if args.start:
+        return commands.start(*commands.join_start(args.head, args.ip, ports, mac=not (args.linux or on_windows),
+                                                   **options))
     if on_windows:
         print(winsteps.render_join(args.head, args.ip, ports, windows.ephemeral_range(), _windows_build(wsl),
                                    **options))
