@@ -26,7 +26,7 @@ LAYERS = {
                "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train",
                "windows", "windows.wslconfig", "course.grading"],
     "cluster": ["cluster.raylog", "cluster.reach", "cluster", "cluster.ray_cluster", "cluster.commands",
-                "windows.wsl", "windows.steps", "cluster.gpu_holders", "cluster.practice",
+                "windows.wsl", "windows.steps", "cluster.gpu_holders", "cluster.practice", "cluster.figures",
                 "tools.rehearsal", "tools.rehearsal.run", "tools.rehearsal.hosts", "tools.doctor",
                 "tools.doctor.checks", "tools.doctor.preflight", "tools.doctor.oschecks",
                 "tools.doctor.winchecks"],

@@ -66,6 +66,23 @@ def test_placement_pins_actor_to_role(practice):
         ray.kill(actor)
 
 
+def test_the_macs_figures_travel_through_the_cluster(practice, tmp_path):
+    """The desktop reads the mac's saved figures on the mac's own node; with none there, it has
+    them measured there first. ``there`` stands for the mac's folder, ``where`` for the desktop's."""
+    from hetlab.arithmetic import measured
+    from hetlab.cluster import figures
+    mac_side, desktop_side = tmp_path / "mac", tmp_path / "desktop"
+    first = figures.fetch("mac", desktop_side, there=str(mac_side), quick=True, models=("small",))
+    assert first.measured_now and first.node_id == practice.node_id("mac")
+    assert measured.load("mac", mac_side) == first.data          # saved on the mac's side too
+    again = figures.fetch("mac", desktop_side, there=str(mac_side), measure=False)
+    assert not again.measured_now and again.node_id == practice.node_id("mac")
+    assert measured.load("mac", desktop_side) == measured.load("mac", mac_side)
+    assert measured.step_time("mac", "small", desktop_side).source.startswith("measured on")
+    with pytest.raises(HetlabError, match="run notebook 02 there"):
+        figures.fetch("mac", desktop_side, there=str(tmp_path / "empty"), measure=False)
+
+
 @ray.remote(num_cpus=0)
 class CleanerLog:
     """Which of two warnings Ray Train's placement-group cleaner logger lets through, in a worker."""

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from hetlab.arithmetic import balance, planner
+from hetlab.arithmetic.steptime import StepTime
 from hetlab.errors import HetlabError
 
 RIGHT, WRONG, YOUR_TURN = "right", "wrong", "your turn"
@@ -180,6 +181,13 @@ def _search_case(rng: random.Random) -> tuple:
     return round(desktop), round(mac), round((desktop + mac) * rng.uniform(0.8, 1.0))
 
 
+def _gain_case(rng: random.Random) -> tuple:
+    desktop = StepTime(round(rng.uniform(1e-3, 5e-3), 5), round(rng.uniform(0.3e-6, 3e-6), 9), "desktop")
+    mac = StepTime(round(desktop.fixed_s * rng.uniform(1.2, 3), 5),
+                   round(desktop.per_sample_s * rng.uniform(2, 20), 9), "mac")
+    return desktop, mac, rng.choice((32, 64, 128, 256))
+
+
 # --- the references (hetlab's own where it has one) and the typical mistakes ----------------------
 
 def weighted_average(grads, sizes):
@@ -209,6 +217,10 @@ def transfer_seconds(n_bytes, mbit_per_s):
 
 def pair_over_sum(desktop, mac, pair):
     return pair / (desktop + mac)
+
+
+def pair_gain(desktop, mac, batch_size):
+    return 1 + mac.samples_per_s(batch_size) / desktop.samples_per_s(batch_size)
 
 
 def _plain_mean(grads, sizes):
@@ -303,6 +315,17 @@ EXERCISES = {e.name: e for e in [
                  (lambda d, m, p: p / max(d, m), "the pair ÷ the faster machine: divide by the sum of both"),
                  (lambda d, m, p: (d + m) / d, "the ceiling (sum ÷ desktop), not what the pair reached"),
                  (lambda d, m, p: (d + m) / p, "upside down: the pair ÷ the sum"))),
+    Exercise("pair_gain", "pair_gain(desktop, mac, batch_size)", "09", pair_gain, _gain_case, _close_number, (
+        (lambda d, m, b: m.samples_per_s(b) / d.samples_per_s(b), "the Mac ÷ the desktop: the pair is the "
+         "desktop plus the Mac, add 1"),
+        (lambda d, m, b: 1 + d.samples_per_s(b) / m.samples_per_s(b), "upside down: add the Mac's samples/s "
+         "÷ the desktop's (or the desktop's step time ÷ the Mac's), not the Mac's step ÷ the desktop's"),
+        (lambda d, m, b: 1 + d.per_sample_s / m.per_sample_s, "the fixed cost is left out: a step takes "
+         "fixed_s + b × per_sample_s, so compare samples_per_s(batch_size)"),
+        (lambda d, m, b: d.samples_per_s(b) + m.samples_per_s(b), "the pair's samples/s: divide it by "
+         "the desktop's to get the gain"),
+        (lambda d, m, b: 100 * (1 + m.samples_per_s(b) / d.samples_per_s(b)), "a percentage: give the "
+         "ratio, e.g. 1.4, not 140"))),
 ]}
 
 
