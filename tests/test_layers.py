@@ -38,7 +38,8 @@ LAYERS = {
                    "tools.cli.rehearse", "tools.cli.gpu_check", "__main__", "views", "views.widgets",
                    "views.plots", "views.diagrams", "tools.gpucheck", "tools.gpucheck.claims",
                    "tools.gpucheck.report", "tools.gpucheck.context", "tools.gpucheck.device",
-                   "tools.gpucheck.pair", "tools.gpucheck.autocast", "views.searchplot", "tools.cli.search"],
+                   "tools.gpucheck.pair", "tools.gpucheck.autocast", "views.searchplot", "tools.cli.search",
+                   "views.report", "tools.cli.report"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 
