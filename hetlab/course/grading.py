@@ -219,10 +219,6 @@ def pair_over_sum(desktop, mac, pair):
     return pair / (desktop + mac)
 
 
-def pair_gain(desktop, mac, batch_size):
-    return 1 + mac.samples_per_s(batch_size) / desktop.samples_per_s(batch_size)
-
-
 def _plain_mean(grads, sizes):
     return sum(grads) / len(grads)
 
@@ -315,7 +311,7 @@ EXERCISES = {e.name: e for e in [
                  (lambda d, m, p: p / max(d, m), "the pair ÷ the faster machine: divide by the sum of both"),
                  (lambda d, m, p: (d + m) / d, "the ceiling (sum ÷ desktop), not what the pair reached"),
                  (lambda d, m, p: (d + m) / p, "upside down: the pair ÷ the sum"))),
-    Exercise("pair_gain", "pair_gain(desktop, mac, batch_size)", "09", pair_gain, _gain_case, _close_number, (
+    Exercise("pair_gain", "pair_gain(desktop, mac, batch_size)", "09", planner.search_gain, _gain_case, _close_number, (
         (lambda d, m, b: m.samples_per_s(b) / d.samples_per_s(b), "the Mac ÷ the desktop: the pair is the "
          "desktop plus the Mac, add 1"),
         (lambda d, m, b: 1 + d.samples_per_s(b) / m.samples_per_s(b), "upside down: add the Mac's samples/s "
