@@ -1,14 +1,10 @@
-"""Each machine's own figures, kept in small files: notebooks 02 and 05 write, 06 and 08 read.
+"""Each machine's own figures, kept in small files: notebooks 02, 05, 06, 08, 09 write; 06, 08, report read.
 
-Notebook 02 saves its batch-size sweep and the step time fitted to it (``hetlab.arithmetic.steptime``) as
-``measured/<role>.json`` (``desktop.json``, ``mac.json``: from notebook 04 on, the desktop fetches
-the Mac's through the cluster, ``hetlab.cluster.figures``);
-notebook 05 saves the engine's own cost per exchange as ``measured/engine.json``; notebooks 05, 06,
-08 and 09 save what each run measured, and what the course predicted, as ``notebook-NN.json``
-(``save_run``), from which ``hetlab report`` writes the learner's page. Every figure
-read back says where it came from (``.source``): "measured on <host> …", or the course's
-"assumed"/"estimated" one. The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``,
-else ``~/.cache/hetlab/measured``. Pure Python (the planner uses it).
+Notebook 02 saves its sweep and the step time fitted to it (``hetlab.arithmetic.steptime``) as
+``measured/<role>.json`` (the Mac's reaches the desktop through the cluster, ``hetlab.cluster.figures``);
+05 saves the engine's cost per exchange as ``engine.json``; 05–09 save each run and its predictions as
+``notebook-NN.json`` (``save_run``) for ``hetlab report``. Every figure read back says where it came
+from (``.source``). The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache.
 """
 from __future__ import annotations
 
