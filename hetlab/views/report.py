@@ -99,11 +99,16 @@ def _engine_and_link(lines: list, runs: dict, where) -> None:
     lines.append("")
 
 
+def _section(lines: list, runs: dict, notebook: str, heading: str) -> dict | None:
+    """Open a section on notebook ``notebook``'s run: the run, or None (and a line) if it has none."""
+    lines += [f"## {heading} (notebook {notebook})", ""]
+    if notebook not in runs:
+        lines += [f"Not yet measured: run notebook {notebook}.", ""]
+    return runs.get(notebook)
+
+
 def _split(lines: list, out: Path, runs: dict) -> None:
-    run = runs.get("06")
-    lines += ["## The tuned split and its efficiency (notebook 06)", ""]
-    if not run:
-        lines += ["Not yet measured: run notebook 06.", ""]
+    if not (run := _section(lines, runs, "06", "The tuned split and its efficiency")):
         return
     f, label = run["figures"], run_label(run)
     split = ":".join(str(int(b)) for b in f["tuned_split"])
@@ -145,10 +150,7 @@ def _predictions(lines: list, out: Path, runs: dict) -> None:
 
 
 def _search(lines: list, out: Path, runs: dict) -> None:
-    run = runs.get("09")
-    lines += ["## The search: the pair against the sum of its machines (notebook 09)", ""]
-    if not run:
-        lines += ["Not yet measured: run notebook 09.", ""]
+    if not (run := _section(lines, runs, "09", "The search: the pair against the sum of its machines")):
         return
     f, label = run["figures"], run_label(run)
     lines += [f"Pair ÷ sum: {f['pair_vs_sum']:.2f}; pair ÷ desktop alone: {f['pair_vs_desktop']:.2f} ({label}).", ""]
