@@ -52,6 +52,8 @@ RIGHT = {
     "scale_local_steps": scale_local_steps,
     "pair_over_sum": lambda d, m, p: p / (d + m),
     "exchange_bytes": lambda p, v: p * v + p * 4,
+    "pair_gain": lambda d, m, b: (d.fixed_s + b * d.per_sample_s + m.fixed_s + b * m.per_sample_s)
+                                 / (m.fixed_s + b * m.per_sample_s),
 }
 
 # The mistakes each grader names: a learner's wrong function, each with a word the grader's line
@@ -92,6 +94,10 @@ MISTAKES = {
     "pair_over_sum": [(lambda d, m, p: p / d, "desktop alone"), (lambda d, m, p: (d + m) / d, "ceiling"),
                       (lambda d, m, p: p / (d + m) * 100, "percentage")],
     "exchange_bytes": [(lambda p, v: p * v * 2, "fp32"), (lambda p, v: p * v, "one way")],
+    "pair_gain": [(lambda d, m, b: (b / m(b)) / (b / d(b)), "add 1"),
+                  (lambda d, m, b: 1 + m(b) / d(b), "upside down"),
+                  (lambda d, m, b: 1 + d.per_sample_s / m.per_sample_s, "fixed cost"),
+                  (lambda d, m, b: 100 + 100 * d(b) / m(b), "percentage")],
 }
 
 

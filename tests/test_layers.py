@@ -24,9 +24,9 @@ LAYERS = {
                "cluster.authtoken", "core.train_step", "core.data", "core.models", "core.devices",
                "arithmetic", "arithmetic.estimates", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
                "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train",
-               "windows", "windows.wslconfig", "course.grading"],
+               "windows", "windows.wslconfig", "course.exercises", "course.grading"],
     "cluster": ["cluster.raylog", "cluster.reach", "cluster", "cluster.ray_cluster", "cluster.commands",
-                "windows.wsl", "windows.steps", "cluster.gpu_holders", "cluster.practice",
+                "windows.wsl", "windows.steps", "cluster.gpu_holders", "cluster.practice", "cluster.figures",
                 "tools.rehearsal", "tools.rehearsal.run", "tools.rehearsal.hosts", "tools.doctor",
                 "tools.doctor.checks", "tools.doctor.preflight", "tools.doctor.oschecks",
                 "tools.doctor.winchecks"],
@@ -38,7 +38,8 @@ LAYERS = {
                    "tools.cli.rehearse", "tools.cli.gpu_check", "__main__", "views", "views.widgets",
                    "views.plots", "views.diagrams", "tools.gpucheck", "tools.gpucheck.claims",
                    "tools.gpucheck.report", "tools.gpucheck.context", "tools.gpucheck.device",
-                   "tools.gpucheck.pair", "tools.gpucheck.autocast", "views.searchplot", "tools.cli.search"],
+                   "tools.gpucheck.pair", "tools.gpucheck.autocast", "views.searchplot", "tools.cli.search",
+                   "views.report", "tools.cli.report"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 

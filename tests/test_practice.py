@@ -66,6 +66,71 @@ def test_placement_pins_actor_to_role(practice):
         ray.kill(actor)
 
 
+def test_the_macs_figures_travel_through_the_cluster(practice, tmp_path):
+    """The desktop reads the mac's saved figures on the mac's own node; with none there, it has
+    them measured there first. ``there`` stands for the mac's folder, ``where`` for the desktop's."""
+    from hetlab.arithmetic import measured
+    from hetlab.cluster import figures
+    mac_side, desktop_side = tmp_path / "mac", tmp_path / "desktop"
+    first = figures.fetch("mac", desktop_side, there=str(mac_side), quick=True, models=("small",))
+    assert first.measured_now and first.node_id == practice.node_id("mac")
+    assert measured.load("mac", mac_side) == first.data          # saved on the mac's side too
+    again = figures.fetch("mac", desktop_side, there=str(mac_side), measure=False)
+    assert not again.measured_now and again.node_id == practice.node_id("mac")
+    assert measured.load("mac", desktop_side) == measured.load("mac", mac_side)
+    assert measured.step_time("mac", "small", desktop_side).source.startswith("measured on")
+    with pytest.raises(HetlabError, match="run notebook 02 there"):
+        figures.fetch("mac", desktop_side, there=str(tmp_path / "empty"), measure=False)
+
+
+def test_the_report_labels_every_figure_and_holds_no_address(practice, tmp_path):
+    """`hetlab report` on the practice cluster, from figures measured here in seconds: both machines'
+    sweeps (fetched through the cluster), a short parameter-server run at an equal and a tilted
+    split (notebooks 05, 06), each saved as the notebooks save theirs; every figure labelled, the
+    practice runs labelled simulated, and no address or token in the page."""
+    import re
+    from hetlab.arithmetic import balance, measured
+    from hetlab.cluster import figures
+    from hetlab.ps import ParameterServerTraining
+    from hetlab.ps.specs import engine_cost, exchange_costs
+    from hetlab.core.data import load_mnist
+    from hetlab.tools.cli.app import main
+    where = tmp_path / "measured"
+    for role in ("desktop", "mac"):
+        figures.fetch(role, where, there=str(tmp_path / role), quick=True, models=("small",))
+    workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
+               WorkerSpec("mac", role="mac", device="cpu", slowdown=4)]
+    with ParameterServerTraining(workers, load_mnist("train").subset(2000, seed=0), seed=0, progress=False,
+                                 batch_sizes=[32, 32]) as run:
+        alone = run.standalone_throughput(64, steps=3)
+        rates = {}
+        for name, sizes in (("equal", [32, 32]), ("tuned", balance.split_batch(64, alone))):
+            records = run.run(4, batch_sizes=sizes)
+            rates[name] = (sizes, run.samples_per_s(records))
+    engine = engine_cost(records)
+    measured.save_run("05", {"engine_s": engine, "link_s": max(exchange_costs(records).values()) - engine},
+                      simulated=True, where=where)
+    tuned, eff = rates["tuned"][0], balance.efficiency(rates["tuned"][1], alone)
+    measured.save_run("06", {"tuned_split": tuned, "efficiency_tuned": eff,
+                             "efficiency_equal": balance.efficiency(rates["equal"][1], alone)}, simulated=True,
+                      predictions={"efficiency of the tuned split": (balance.predicted_efficiency(tuned, alone), eff,
+                                                                     "balance.predicted_efficiency")}, where=where)
+    assert main(["report", "--measured", str(where), "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "report.md").read_text()
+    images = re.findall(r"!\[([^\]]*)\]\(([^)]+)\)", page)
+    assert {png for _, png in images} == {"steps.png", "split.png", "predictions.png"}
+    for alt, png in images:
+        assert (tmp_path / "out" / png).stat().st_size > 1000
+        assert "measured on" in alt or "estimated" in alt, alt
+    assert all("simulated" in alt for alt, png in images if png != "steps.png")
+    assert "measured ÷ predicted" in page and "| 06 | efficiency of the tuned split |" in page
+    assert not re.search(r"\b\d{1,3}(\.\d{1,3}){3}\b", page) and practice.address.split(":")[0] not in page
+    for token_file in practice.token_files:
+        if token_file.is_file():
+            assert token_file.read_text().strip() not in page
+    assert main(["report", "--measured", str(tmp_path / "nothing")]) == 2      # nothing measured: one line
+
+
 @ray.remote(num_cpus=0)
 class CleanerLog:
     """Which of two warnings Ray Train's placement-group cleaner logger lets through, in a worker."""

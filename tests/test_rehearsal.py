@@ -145,6 +145,41 @@ def test_a_driver_on_the_mac_is_told_in_one_line(pair):
     assert len(notes) == 1 and "mac node, not on the head" in notes[0]
 
 
+SWEEP_HERE = """
+import sys
+from hetlab.arithmetic import measured
+from hetlab.core import devices
+from hetlab.core.models import make_model
+sizes = [1, 8]
+measured.save("mac", devices.describe("cpu"), sizes,
+              {"small": [devices.throughput(make_model("small"), "cpu", b, steps=2) for b in sizes]}, where=sys.argv[1])
+"""
+
+FETCH = """
+import json, sys
+from hetlab import cluster
+from hetlab.cluster import figures
+cluster.connect(timeout=30)
+got = figures.fetch("mac", sys.argv[1], there=sys.argv[2], measure=False)
+print(json.dumps({"hostname": got.hostname, "kept": str(got.path), "host": got.data["host"]}))
+"""
+
+
+@needs_pair
+def test_the_desktop_reads_the_macs_figures_through_the_cluster(pair, tmp_path):
+    """Notebook 02 ran on the mac host (its figures in its own folder); the desktop host reads them
+    through a task pinned to the mac's node and keeps them as its own measured/mac.json."""
+    from hetlab.arithmetic import measured
+    mac_folder = rehearsal.MAC.home / "measured"
+    saved = on("mac", sys.executable, "-c", SWEEP_HERE, mac_folder, driver=False)
+    assert saved.returncode == 0, tail(saved)
+    done = on("desktop", sys.executable, "-c", FETCH, tmp_path / "desktop", mac_folder)
+    assert done.returncode == 0, tail(done)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["hostname"] == seen["host"] == "mac-rehearsal"          # read on the mac, written by the mac
+    assert measured.load("mac", tmp_path / "desktop") == measured.load("mac", mac_folder)
+
+
 # Notebook 09 on the rehearsal: its two hosts are one computer, which a search sees
 # (SearchResult.one_computer), and it divides their trials (slots.share_computers). It passed here
 # twice on 2026-11-26 and failed once ("slower than one machine alone": below 0.8 × the better one

@@ -1,11 +1,10 @@
-"""Each machine's own figures, kept in small files: notebooks 02 and 05 write, 06 and 08 read.
+"""Each machine's own figures, kept in small files: notebooks 02, 05, 06, 08, 09 write; 06, 08, report read.
 
-Notebook 02 saves its batch-size sweep and the step time fitted to it (``hetlab.arithmetic.steptime``) as
-``measured/<role>.json`` (``desktop.json``, ``mac.json``: copy the Mac's to the desktop);
-notebook 05 saves the engine's own cost per exchange as ``measured/engine.json``. Every figure
-read back says where it came from (``.source``): "measured on <host> …", or the course's
-"assumed"/"estimated" one. The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``,
-else ``~/.cache/hetlab/measured``. Pure Python (the planner uses it).
+Notebook 02 saves its sweep and the step time fitted to it (``hetlab.arithmetic.steptime``) as
+``measured/<role>.json`` (the Mac's reaches the desktop through the cluster, ``hetlab.cluster.figures``);
+05 saves the engine's cost per exchange as ``engine.json``; 05–09 save each run and its predictions as
+``notebook-NN.json`` (``save_run``) for ``hetlab report``. Every figure read back says where it came
+from (``.source``). The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache.
 """
 from __future__ import annotations
 
@@ -140,16 +139,31 @@ def load(role: str, where: str | Path | None = None) -> dict | None:
         return None
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
-        sizes, models = data["batch_sizes"], data["samples_per_s"]
-        ok = (data.get("format") == FORMAT and sizes and all(isinstance(b, int) and b >= 1 for b in sizes)
-              and all(len(v) == len(sizes) and all(isinstance(x, (int, float)) and x > 0 for x in v)
-                      for v in models.values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        ok = False
-    if not ok:
+    except (OSError, ValueError):
+        data = None
+    if not is_sweep(data):
         raise HetlabError(f"{p} is not a measurement file from notebook 02: delete it and run "
                           f"notebook 02 on that machine again.")
     return data
+
+
+def is_sweep(data) -> bool:
+    """Whether ``data`` is what ``save`` writes: one positive samples/s per batch size, per model."""
+    try:
+        sizes, models = data["batch_sizes"], data["samples_per_s"]
+        return bool(data.get("format") == FORMAT and sizes and all(isinstance(b, int) and b >= 1 for b in sizes)
+                    and all(len(v) == len(sizes) and all(isinstance(x, (int, float)) and x > 0 for x in v)
+                            for v in models.values()))
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
+def keep(role: str, data: dict, where: str | Path | None = None) -> Path:
+    """Write another machine's figures, as its own ``save`` wrote them, to ``<role>.json`` here."""
+    if not is_sweep(data) or data.get("role") != role:
+        raise HetlabError(f"the figures received for {role!r} are not notebook 02's file of that machine: "
+                          f"run notebook 02 on it again.")
+    return _write(path(role, where), data)
 
 
 def interpolate(batch_sizes: Sequence[int], values: Sequence[float], batch_size: float) -> float:
@@ -234,3 +248,41 @@ def engine_cost(where: str | Path | None = None) -> Seconds:
             pass
         raise HetlabError(f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again.")
     return Seconds(ENGINE_DEFAULT_S, ENGINE_DEFAULT_WHERE)
+
+
+RUN_PREFIX = "notebook-"
+
+
+def save_run(notebook: str, figures: dict, *, simulated: bool,
+             predictions: dict[str, tuple[float, float, str]] | None = None,
+             where: str | Path | None = None) -> Path:
+    """Keep what notebook ``notebook`` measured (``figures``: name → number or list of numbers) and
+    each prediction the course made beside it (name → (predicted, measured, how it was predicted)),
+    as ``notebook-NN.json``; ``simulated`` says the run had a simulated machine (the practice cluster)."""
+    def number(value) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise HetlabError(f"notebook {notebook}'s figures must be finite numbers, got {value!r}.")
+        return float(value)
+
+    kept = {name: [number(v) for v in value] if isinstance(value, (list, tuple)) else number(value)
+            for name, value in figures.items()}
+    guesses = {name: {"predicted": number(p), "measured": number(m), "how": str(how)}
+               for name, (p, m, how) in (predictions or {}).items()}
+    data = {"format": FORMAT, "notebook": str(notebook), "host": platform.node() or "this machine",
+            "date": datetime.datetime.now().isoformat(timespec="minutes"), "simulated": bool(simulated),
+            "figures": kept, "predictions": guesses}
+    return _write(path(f"{RUN_PREFIX}{notebook}", where), data)
+
+
+def load_run(notebook: str, where: str | Path | None = None) -> dict | None:
+    """What ``save_run`` kept for ``notebook``, or None if that notebook has not saved a run here."""
+    p = path(f"{RUN_PREFIX}{notebook}", where)
+    if not p.is_file():
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if data.get("format") == FORMAT and isinstance(data["figures"], dict) and isinstance(data["predictions"], dict):
+            return data
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    raise HetlabError(f"{p} is not a run saved by notebook {notebook}: delete it and run that notebook again.")

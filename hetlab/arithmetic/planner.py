@@ -65,6 +65,14 @@ def ceiling(pair: Sequence, global_batch: int = measured.ASSUMED_BATCH) -> float
     return steptime.ceiling(d, m, global_batch)
 
 
+def search_gain(desktop, mac, batch_size: int = 64) -> float:
+    """Independent trials on both machines against the desktop alone (notebook 09): 1 + the Mac's
+    samples/s ÷ the desktop's at the trials' batch, from each machine's step line. Nothing is exchanged."""
+    d, m = as_devices((desktop, mac))
+    _check(1, batch_size)
+    return 1 + m.samples_per_s(batch_size) / d.samples_per_s(batch_size)
+
+
 @dataclass(frozen=True)
 class Plan:
     """One way to train: batch per device, local steps, and the predicted speed."""

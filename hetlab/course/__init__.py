@@ -1,3 +1,4 @@
-"""The course itself: the exercises' graders (``grading``, every notebook) and the textbook
-loader that notebook 01 races against the library's (``textbook``).
+"""The course itself: the graded exercises (``exercises`` says what each asks and which mistakes it
+names; ``grading`` runs a learner's function against it, every notebook) and the textbook loader
+that notebook 01 races against the library's (``textbook``).
 """

@@ -9,15 +9,11 @@ reasoning, are in ``docs/answers/``.
 from __future__ import annotations
 
 import copy
-import math
 import random
-import statistics
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-import torch
-
-from hetlab.arithmetic import balance, planner
+from hetlab.course.exercises import EXERCISES, Exercise, show
 from hetlab.errors import HetlabError
 
 RIGHT, WRONG, YOUR_TURN = "right", "wrong", "your turn"
@@ -33,308 +29,6 @@ class Verdict:
 
     def __str__(self) -> str:
         return self.line
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """A function to write: its signature, hetlab's answer, random inputs, and typical mistakes."""
-
-    name: str
-    signature: str
-    notebook: str
-    reference: Callable
-    cases: Callable[[random.Random], tuple]         # one random argument tuple
-    same: Callable[[Any, Any], bool]                 # the learner's answer against the reference's
-    mistakes: tuple[tuple[Callable, str], ...] = ()  # (a typical wrong function, what to fix)
-    precheck: Callable[[Any, tuple], str | None] = lambda answer, args: None   # a shape/sum problem
-
-
-# --- comparing answers ---------------------------------------------------------------------------
-
-def _close_tensor(answer, expected) -> bool:
-    try:
-        answer = torch.as_tensor(answer, dtype=expected.dtype)
-    except (TypeError, ValueError, RuntimeError):
-        return False
-    return answer.shape == expected.shape and torch.allclose(answer, expected, rtol=1e-5, atol=1e-9)
-
-
-def _close_number(answer, expected) -> bool:
-    try:
-        return math.isclose(float(answer), float(expected), rel_tol=1e-6, abs_tol=1e-12)
-    except (TypeError, ValueError):
-        return False
-
-
-def _whole_numbers(answer) -> list[int] | None:
-    try:
-        values = [float(v) for v in answer]
-    except (TypeError, ValueError):
-        return None
-    return [int(v) for v in values] if all(v == int(v) for v in values) else None
-
-
-def _same_list(answer, expected) -> bool:
-    return _whole_numbers(answer) == list(expected)
-
-
-def _within_one(answer, expected) -> bool:
-    got = _whole_numbers(answer)
-    return got is not None and len(got) == len(expected) and sum(got) == sum(expected) \
-        and all(abs(a - e) <= 1 for a, e in zip(got, expected))
-
-
-def _sums_to(total_at: int):
-    """A precheck: sizes must be whole numbers summing to the global batch (argument ``total_at``)."""
-    def check(answer, args):
-        got = _whole_numbers(answer) if answer is not None else None
-        if got is None:
-            return "return whole numbers, one per worker: round with balance.split_batch(B, exact_sizes)"
-        if sum(got) != args[total_at]:
-            return (f"your sizes sum to {sum(got)}, not the global batch {args[total_at]}: "
-                    f"round with balance.split_batch(B, exact_sizes)")
-        return None
-    return check
-
-
-def _show(value) -> str:
-    if isinstance(value, torch.Tensor):
-        values = [round(v, 4) for v in value.flatten().tolist()]
-        return "tensor(" + str(values[:4])[:-1] + (", …]" if len(values) > 4 else "]") + ")"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_show(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
-    return repr(value)
-
-
-# --- random inputs -------------------------------------------------------------------------------
-
-def _vector(rng: random.Random, n: int = 3) -> torch.Tensor:
-    return torch.tensor([round(rng.uniform(-2, 2), 3) for _ in range(n)], dtype=torch.float64)
-
-
-def _unequal_sizes(rng: random.Random, n: int) -> list[int]:
-    return rng.sample(range(1, 97), n)   # distinct: a plain mean then differs from the weighted one
-
-
-def _gradients_case(rng: random.Random) -> tuple:
-    n = rng.choice((2, 2, 3))
-    return [_vector(rng) for _ in range(n)], _unequal_sizes(rng, n)
-
-
-def _step_case(rng: random.Random) -> tuple:
-    grads, sizes = _gradients_case(rng)
-    return _vector(rng), grads, sizes, rng.choice((0.1, 0.05, 0.01))
-
-
-def _share_case(rng: random.Random) -> tuple:
-    size, other = _unequal_sizes(rng, 2)
-    return _vector(rng), size, size + other
-
-
-def _timing_case(rng: random.Random) -> tuple:
-    steps = [round(rng.uniform(0.01, 0.05), 4) for _ in range(rng.randint(3, 8))]
-    return rng.choice((8, 64, 128, 256)), [round(rng.uniform(0.5, 2.0), 3)] + steps   # first: warm-up
-
-
-def _tasks_case(rng: random.Random) -> tuple:
-    slots = rng.randint(2, 8)
-    return rng.randint(slots + 1, 5 * slots), slots, rng.choice((0.5, 1.0, 2.0))
-
-
-def _transfer_case(rng: random.Random) -> tuple:
-    return rng.randint(10**5, 10**9), rng.choice((50.0, 200.0, 940.0, 2350.0))
-
-
-def _split_case(rng: random.Random) -> tuple:
-    while True:
-        n = rng.choice((2, 2, 3))
-        speeds = [round(rng.uniform(300, 6000)) for _ in range(n)]
-        fixed = [round(rng.uniform(0.0, 0.04), 4) for _ in range(n)]
-        batch = rng.choice((64, 128, 256, 512, 1024))
-        finish = (batch + sum(c * t for c, t in zip(fixed, speeds))) / sum(speeds)
-        if all(t * (finish - c) >= 2 for t, c in zip(speeds, fixed)):   # every exact share ≥ 2
-            return batch, speeds, fixed
-
-
-def _step_time_case(rng: random.Random) -> tuple:
-    batch, speeds, fixed = _split_case(rng)
-    return balance.split_batch(batch, [rng.uniform(1, 4) for _ in speeds]), speeds, fixed
-
-
-def _local_steps_case(rng: random.Random) -> tuple:
-    n = rng.choice((2, 2, 3))
-    fastest = rng.uniform(1000, 8000)
-    speeds = [round(fastest)] + [round(fastest * rng.uniform(0.02, 0.9)) for _ in range(n - 1)]
-    rng.shuffle(speeds)   # the fastest anywhere: an answer that takes speeds[0] as the fastest fails
-    return rng.randint(2, 16), speeds
-
-
-def _exchange_case(rng: random.Random) -> tuple:
-    return rng.randint(1_000, 2_000_000), rng.choice((2, 2, 4))   # fp16/bf16 or fp32 values up
-
-
-def _search_case(rng: random.Random) -> tuple:
-    desktop = rng.uniform(2000, 20000)
-    mac = desktop * rng.uniform(0.05, 1.5)   # a Mac may be the faster one: the grader does not assume which
-    return round(desktop), round(mac), round((desktop + mac) * rng.uniform(0.8, 1.0))
-
-
-# --- the references (hetlab's own where it has one) and the typical mistakes ----------------------
-
-def weighted_average(grads, sizes):
-    return sum(g * c for g, c in zip(grads, balance.ratio_of(sizes)))   # c_i = b_i / B
-
-
-def ps_step(weights, grads, sizes, lr):
-    return weights - lr * weighted_average(grads, sizes)
-
-
-def rank_contribution(grad, size, global_batch):
-    return grad * (size / global_batch)
-
-
-def samples_per_s(batch_size, step_seconds):
-    timed = step_seconds[1:]
-    return batch_size * len(timed) / sum(timed)
-
-
-def tasks_wall_time(n_tasks, slots, seconds):
-    return math.ceil(n_tasks / slots) * seconds
-
-
-def transfer_seconds(n_bytes, mbit_per_s):
-    return n_bytes * 8 / (mbit_per_s * 1e6)
-
-
-def pair_over_sum(desktop, mac, pair):
-    return pair / (desktop + mac)
-
-
-def _plain_mean(grads, sizes):
-    return sum(grads) / len(grads)
-
-
-def _no_one_over_b(grads, sizes):
-    return sum(g * b for g, b in zip(grads, sizes))
-
-
-def _over_n(grads, sizes):
-    return _no_one_over_b(grads, sizes) / len(grads)
-
-
-def _inverse_weights(grads, sizes):
-    inverse = [1 / b for b in sizes]
-    return sum(g * (w / sum(inverse)) for g, w in zip(grads, inverse))
-
-
-EXERCISES = {e.name: e for e in [
-    Exercise("weighted_average", "weighted_average(grads, sizes)", "05", weighted_average,
-             _gradients_case, _close_tensor, (
-                 (_plain_mean, "a plain mean: weight each g_i by b_i / B, so a worker with more samples counts more"),
-                 (_no_one_over_b, "the 1/B is missing: Σ b_i·g_i is B times too big; divide by B = Σ b_i"),
-                 (_over_n, "÷ n, the number of workers: divide Σ b_i·g_i by B = Σ b_i, the number of samples"),
-                 (lambda grads, sizes: sum(grads), "Σ g_i, a sum, not an average: weight each g_i by b_i / B"),
-                 (_inverse_weights, "the weights are upside down: b_i / B, not ∝ 1 / b_i"))),
-    Exercise("ps_step", "ps_step(weights, grads, sizes, lr)", "05", ps_step, _step_case, _close_tensor, (
-        (lambda w, g, s, lr: w - lr * _plain_mean(g, s), "a plain mean of the gradients: weight each by b_i / B"),
-        (lambda w, g, s, lr: w - lr * _no_one_over_b(g, s), "the 1/B is missing: divide Σ b_i·g_i by B = Σ b_i"),
-        (lambda w, g, s, lr: w - lr * _over_n(g, s), "÷ n, the number of workers: divide Σ b_i·g_i by B = Σ b_i"),
-        (lambda w, g, s, lr: w - lr * sum(g), "Σ g_i, a sum, not the average: step by Σ (b_i / B)·g_i"),
-        (lambda w, g, s, lr: w + lr * weighted_average(g, s), "a step uphill: subtract lr × the average gradient"),
-        (lambda w, g, s, lr: w - weighted_average(g, s), "the learning rate is missing: subtract lr × the average"),
-        (lambda w, g, s, lr: -lr * weighted_average(g, s), "only the step: return the weights minus it"))),
-    Exercise("rank_contribution", "rank_contribution(grad, size, global_batch)", "07", rank_contribution,
-             _share_case, _close_tensor, (
-                 (lambda g, b, B: g, "the gradient unweighted: the all-reduce's sum then counts every rank alike"),
-                 (lambda g, b, B: g * b, "the 1/B is missing: multiply by b_i / B, not by b_i"),
-                 (lambda g, b, B: g / B, "the b_i is missing: multiply by b_i / B, not by 1 / B"),
-                 (lambda g, b, B: g / 2, "a plain mean over two ranks: weight by b_i / B"),
-                 (lambda g, b, B: g * B / b, "upside down: multiply by b_i / B, not B / b_i"))),
-    Exercise("samples_per_s", "samples_per_s(batch_size, step_seconds)", "02", samples_per_s,
-             _timing_case, _close_number, (
-                 (lambda b, s: b * len(s) / sum(s), "the warm-up step is timed: leave out step_seconds[0]"),
-                 (lambda b, s: (len(s) - 1) / sum(s[1:]), "steps per second: multiply by the batch size"),
-                 (lambda b, s: sum(s[1:]) / (b * (len(s) - 1)), "seconds per sample: turn it over"),
-                 (lambda b, s: b * len(s) / sum(s[1:]), "off by one: you timed len(step_seconds) − 1 steps, "
-                                                        "count those"),
-                 (lambda b, s: b * (len(s) - 1) / sum(s), "the warm-up's seconds are in the sum: add "
-                                                          "step_seconds[1:] only"),
-                 (lambda b, s: b * (len(s) - 2) / sum(s[2:]), "two steps left out: only step_seconds[0] "
-                                                              "is the warm-up"))),
-    Exercise("tasks_wall_time", "tasks_wall_time(n_tasks, slots, seconds)", "03", tasks_wall_time,
-             _tasks_case, _close_number, (
-                 (lambda n, k, s: n * s, "one after another: `slots` tasks run at once"),
-                 (lambda n, k, s: n / k * s, "a last, partly filled wave still takes a whole task's time: round up"),
-                 (lambda n, k, s: s, "all at once: only `slots` tasks run at a time"),
-                 (lambda n, k, s: (n // k) * s, "rounded down: the last wave still runs, round up"),
-                 (lambda n, k, s: (n // k + 1) * s, "one wave too many when the tasks fill the slots exactly: "
-                                                    "round n_tasks / slots up, don't add 1"),
-                 (lambda n, k, s: round(n / k) * s, "rounded to the nearest: a last, partly filled wave still "
-                                                    "takes a whole task's time, round up"),
-                 (lambda n, k, s: math.ceil(n / k), "waves, not seconds: multiply by each task's seconds"))),
-    Exercise("transfer_seconds", "transfer_seconds(n_bytes, mbit_per_s)", "04", transfer_seconds,
-             _transfer_case, _close_number, (
-                 (lambda n, m: n / (m * 1e6), "bytes read as bits: a byte is 8 bits, multiply by 8"),
-                 (lambda n, m: n / 8 / (m * 1e6), "divided by 8: a byte is 8 bits, multiply by 8"),
-                 (lambda n, m: n * 8 / (m * 2**20), "a megabit on the link is 10^6 bits, not 2^20"),
-                 (lambda n, m: n * 8 / (m * 1e6) * 1e3, "1000 times too big: return seconds, not "
-                                                        "milliseconds (a megabit is 10^6 bits)"),
-                 (lambda n, m: n * 8 / m, "the rate is in megabits a second: multiply mbit_per_s by 10^6"))),
-    Exercise("equal_finish_split", "equal_finish_split(global_batch, speeds, fixed)", "06",
-             balance.equal_finish_split, _split_case, _within_one, (
-                 (lambda B, t, c: balance.split_batch(B, t), "∝ speed alone: each worker's fixed c_i comes first, "
-                                                             "b_i = t_i·(T − c_i)"),
-                 (lambda B, t, c: balance.split_batch(B, [1 / x for x in t]), "∝ 1 / speed: the faster worker "
-                                                                              "must get more samples, not fewer"),
-                 (lambda B, t, c: balance.split_batch(B, [1] * len(t)), "an equal split: give each ∝ its speed, "
-                                                                        "less its fixed time"),
-                 (lambda B, t, c: balance.split_batch(B, [x * (1 + y) for x, y in zip(t, c)]), "the fixed time "
-                  "added: a worker with a larger c_i has less of the step left for samples")),
-             _sums_to(0)),
-    Exercise("step_time", "step_time(sizes, speeds, fixed)", "06", balance.predicted_step_time,
-             _step_time_case, _close_number, (
-                 (lambda b, t, c: sum(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a sum: the workers run "
-                  "at the same time, the step lasts as long as the slowest"),
-                 (lambda b, t, c: max(bi / ti for bi, ti in zip(b, t)), "the fixed c_i is missing: add it"),
-                 (lambda b, t, c: statistics.mean(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a mean: "
-                  "everyone waits for the slowest, take the max"),
-                 (lambda b, t, c: max(ci + bi * ti for bi, ti, ci in zip(b, t, c)), "b_i × t_i: a speed is "
-                  "samples per second, divide"),
-                 (lambda b, t, c: min(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "the fastest worker's "
-                  "time: everyone waits for the slowest, take the max"))),
-    Exercise("scale_local_steps", "scale_local_steps(local_steps, speeds)", "08", balance.scale_local_steps,
-             _local_steps_case, _same_list, (
-                 (lambda H, t: [max(1, round(H * min(t) / x)) for x in t], "∝ 1 / speed: the faster "
-                  "worker takes more steps, the slower fewer"),
-                 (lambda H, t: [H] * len(t), "H for everyone: scale each worker's steps by its speed"),
-                 (lambda H, t: [max(1, int(H * x / max(t))) for x in t], "truncated: round to the nearest step"),
-                 (lambda H, t: [round(H * x / max(t)) for x in t], "a worker with 0 steps never helps: "
-                  "at least 1 each"),
-                 (lambda H, t: [max(1, round(H * x / min(t))) for x in t], "scaled from the slowest: the "
-                  "fastest worker takes H steps"),
-                 (lambda H, t: [max(1, round(H * x / t[0])) for x in t], "scaled from speeds[0]: the fastest "
-                  "is max(speeds), which need not come first"),
-                 (lambda H, t: [max(1, math.ceil(H * x / max(t))) for x in t], "rounded up: round to the "
-                  "nearest step"),
-                 (lambda H, t: [max(1, round(H * x / sum(t))) for x in t], "÷ Σ speeds: scale by speed ÷ "
-                  "the fastest's, so the fastest takes H"))),
-    Exercise("exchange_bytes", "exchange_bytes(params, bytes_per_value)", "08", planner.exchange_bytes,
-             _exchange_case, _close_number, (
-                 (lambda p, v: 2 * p * v, "the weights come down as fp32 (4 bytes a value), whatever goes up"),
-                 (lambda p, v: p * v, "one way only: the delta goes up, then the weights come down"),
-                 (lambda p, v: 8 * p, "fp32 both ways: the delta goes up at `bytes_per_value` bytes a value"),
-                 (lambda p, v: 8 * p * (v + 4), "bits, not bytes: leave out the 8"))),
-    Exercise("pair_over_sum", "pair_over_sum(desktop, mac, pair)", "09", pair_over_sum,
-             _search_case, _close_number, (
-                 (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),
-                 (lambda d, m, p: p / max(d, m), "the pair ÷ the faster machine: divide by the sum of both"),
-                 (lambda d, m, p: (d + m) / d, "the ceiling (sum ÷ desktop), not what the pair reached"),
-                 (lambda d, m, p: (d + m) / p, "upside down: the pair ÷ the sum"),
-                 (lambda d, m, p: 100 * p / (d + m), "a percentage: return the fraction (0.9, not 90)"))),
-]}
 
 
 # --- grading -------------------------------------------------------------------------------------
@@ -364,10 +58,10 @@ def grade(name: str, fn: Callable | None, cases: int = CASES, seed: int = 0) -> 
         except NotImplementedError:
             return _your_turn(exercise)
         except Exception as e:   # the learner's bug, in one line
-            return Verdict(WRONG, f"not yet: {exercise.name}{_show(args)} raised {type(e).__name__}: {e}")
+            return Verdict(WRONG, f"not yet: {exercise.name}{show(args)} raised {type(e).__name__}: {e}")
         if answer is None or answer is Ellipsis:
             return _your_turn(exercise) if not answers else \
-                Verdict(WRONG, f"not yet: {exercise.name}{_show(args)} returned {answer!r}; every input needs an answer.")
+                Verdict(WRONG, f"not yet: {exercise.name}{show(args)} returned {answer!r}; every input needs an answer.")
         answers.append(answer)
     expected = [_call(exercise.reference, args) for args in inputs]
     wrong = [i for i, (a, e) in enumerate(zip(answers, expected)) if not exercise.same(a, e)]
@@ -375,8 +69,8 @@ def grade(name: str, fn: Callable | None, cases: int = CASES, seed: int = 0) -> 
         return Verdict(RIGHT, f"right: your {exercise.name} agrees with hetlab's on {cases} random inputs.")
     i = wrong[0]
     hint = exercise.precheck(answers[i], inputs[i]) or _named_mistake(exercise, inputs, answers)
-    return Verdict(WRONG, f"not yet: {exercise.name}{_show(inputs[i])} gave {_show(answers[i])}, "
-                          f"expected {_show(expected[i])}" + (f" — {hint}." if hint else "."))
+    return Verdict(WRONG, f"not yet: {exercise.name}{show(inputs[i])} gave {show(answers[i])}, "
+                          f"expected {show(expected[i])}" + (f" — {hint}." if hint else "."))
 
 
 def _named_mistake(exercise: Exercise, inputs: Sequence[tuple], answers: Sequence) -> str | None:
