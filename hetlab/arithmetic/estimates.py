@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hetlab.arithmetic.steptime import StepTime, independent_gain
+
 # The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop
 # (hetlab.core.train), Adam, 2 epochs, 2026-11-26: 35,490 samples/s at batch 128 and 171,182 at
 # 1,024. The line through both points is that machine's whole step: launches, update, bookkeeping.
@@ -44,15 +46,19 @@ STEP_HOW = ("estimated: an H100's measured training loop (35,490 and 171,182 sam
 SEARCH_BATCHES = (32, 128)   # notebook 09's trials train at batch 32 to 128, one trial per device
 
 
+def line(role: str, model: str = "small") -> StepTime:
+    """The estimated step line of ``role`` ("desktop" or "mac")."""
+    return StepTime(*STEP[model][role], source="estimated")
+
+
 def speed(role: str, batch: int, model: str = "small") -> float:
     """Estimated samples/s of ``role`` at ``batch``."""
-    fixed, per_sample = STEP[model][role]
-    return batch / (fixed + batch * per_sample)
+    return line(role, model).samples_per_s(batch)
 
 
 def search_gain() -> tuple[float, float]:
-    """The sum of both machines searching alone ÷ the desktop alone: 1 + mac ÷ desktop, at 09's batches."""
-    gains = [1 + speed("mac", b) / speed("desktop", b) for b in SEARCH_BATCHES]
+    """The sum of both machines searching alone ÷ the desktop alone, at 09's batches (lowest, highest)."""
+    gains = [independent_gain(line("desktop"), line("mac"), b) for b in SEARCH_BATCHES]
     return min(gains), max(gains)
 
 

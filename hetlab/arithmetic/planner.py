@@ -70,7 +70,7 @@ def search_gain(desktop, mac, batch_size: int = 64) -> float:
     samples/s ÷ the desktop's at the trials' batch, from each machine's step line. Nothing is exchanged."""
     d, m = as_devices((desktop, mac))
     _check(1, batch_size)
-    return 1 + m.samples_per_s(batch_size) / d.samples_per_s(batch_size)
+    return steptime.independent_gain(d, m, batch_size)
 
 
 @dataclass(frozen=True)

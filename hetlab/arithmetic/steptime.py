@@ -104,3 +104,9 @@ def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_ste
     if per_sample == 0:
         return float(global_batch) if gap > 0 else -1.0
     return gap / (local_steps * per_sample)
+
+
+def independent_gain(first: StepTime, second: StepTime, batch_size: float) -> float:
+    """Two devices each doing work of their own (notebook 09's trials) against ``first`` alone:
+    1 + the second's samples/s ÷ the first's. Nothing is exchanged, so nothing is lost."""
+    return 1 + second.samples_per_s(batch_size) / first.samples_per_s(batch_size)
