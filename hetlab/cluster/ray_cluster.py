@@ -154,9 +154,9 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     No address (and neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set): start an
     embedded local Ray, quiet, dashboard off unless asked. With an address, connect
     to that cluster or fail within ``timeout`` seconds with one line saying what to
-    check; never fall back to a local Ray. A node whose hetlab is not this process's is
-    refused (``check_same_code``; ``same_code=False``: the doctor, which reports it). Calling it again replaces the connection.
-    The token file (``~/.ray/auth_token`` or ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
+    check; never fall back to a local Ray. A node whose hetlab is not this process's is refused
+    (``check_same_code``; ``same_code=False``: the doctor, which reports it instead). Calling it
+    again replaces the connection. The token file (``~/.ray/auth_token``, ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
     """
     timeout = check_timeout(timeout)
     target = requested_address(address)

@@ -12,7 +12,7 @@ import time
 from hetlab.arithmetic.balance import split_batch
 from hetlab.core.data import Stream, split_spans
 from hetlab.ps.hooks import Hooks
-from hetlab.ps.messages import InFlight, Lost, Round, RunLog
+from hetlab.ps.messages import InFlight, Lost, RunLog
 from hetlab.ps.pool import WorkerPool
 from hetlab.ps.server import Server
 from hetlab.ps.specs import async_scale, combine_coefficients, staleness_allows
@@ -24,8 +24,8 @@ def sync_step(pool: WorkerPool, server: Server, stream: Stream, log: RunLog) -> 
     deadline. A worker that did not is dropped, its positions trained in the next step."""
     t0, sizes = time.perf_counter(), pool.batch_sizes
     shares = split_spans(stream.take(sum(sizes)), sizes)                 # B consecutive positions, b_i each
-    back = pool.round([pool.submit(name, share, weights_step=log.step) for name, share in zip(pool.names, shares)],
-                      deadline=t0 + pool.timeout_s)
+    messages = [pool.submit(name, share, weights_step=log.step) for name, share in zip(pool.names, shares)]
+    back = pool.round(messages, deadline=t0 + pool.timeout_s)           # what came back by the deadline
     if back.answers:
         update = server.apply(combine_coefficients([a.reply.samples for a in back.answers]), back.grads)
         pool.publish(update.weights)                                     # what the next messages carry
@@ -39,8 +39,8 @@ def local_sgd_round(pool: WorkerPool, server: Server, stream: Stream, log: RunLo
     of the changes that came by the deadline. One round is one server step of the run."""
     t0, sizes = time.perf_counter(), [h * b for h, b in zip(pool.local_steps, pool.batch_sizes)]
     shares = split_spans(stream.take(sum(sizes)), sizes)                 # H_i·b_i positions each
-    back = pool.round([pool.submit_round(name, share, weights_step=log.step) for name, share in zip(pool.names, shares)],
-                      deadline=t0 + pool.timeout_s)
+    messages = [pool.submit_round(name, share, weights_step=log.step) for name, share in zip(pool.names, shares)]
+    back = pool.round(messages, deadline=t0 + pool.timeout_s)
     if back.answers:
         update = server.apply(combine_coefficients([a.reply.samples for a in back.answers]), back.grads)
         pool.publish(update.weights)

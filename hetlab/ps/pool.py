@@ -126,7 +126,8 @@ class WorkerPool:
 
     def _sent(self, m: Member, refs: list, spans: list, weights_step: int, held_s: float) -> InFlight:
         self.bytes_down += self.weights_bytes
-        return InFlight(m.spec.name, m.batch_size, refs[:-1], refs[-1], weights_step, spans, time.perf_counter(), held_s)
+        return InFlight(m.spec.name, m.batch_size, refs[:-1], refs[-1], weights_step, spans, time.perf_counter(),
+                        held_s)
 
     def round(self, messages: list[InFlight], deadline: float, first: bool = False) -> Round:
         """Wait for the answers to ``messages`` until ``deadline`` (``first``: until one has come or

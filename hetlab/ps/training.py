@@ -41,9 +41,10 @@ class ParameterServerTraining:
 
     # progress (a bar) and checkpoint_dir + checkpoint_every (automatic checkpoints) make the default
     # hooks; run(hooks=[...]) takes others. worker_timeout_s: how long the driver waits for an answer.
+    # local_steps: local SGD's H, one for all or one per worker (speed-scaled, notebook 08).
     def __init__(self, workers: list[WorkerSpec], train_data, model="small", *, batch_sizes: list[int] | None = None,
-                 local_steps: int | list[int] = 8, loss=None, checkpoint_dir=None, checkpoint_every: int = 0, progress: bool = True,
-                 worker_timeout_s: float = 120.0, **options):
+                 local_steps: int | list[int] = 8, loss=None, checkpoint_dir=None, checkpoint_every: int = 0,
+                 progress: bool = True, worker_timeout_s: float = 120.0, **options):
         if isinstance(workers, WorkerSpec) or not isinstance(workers, (list, tuple)) or not workers:
             raise HetlabError("workers must be a non-empty list of WorkerSpec, e.g. [WorkerSpec('desktop')].")
         for spec in workers:
