@@ -70,8 +70,7 @@ class Host:
             update = self.server.apply(combine_coefficients([mine_reply.samples, their_reply.samples]),
                                        [join_pieces(grad), join_pieces(theirs)])
             weights = split_pieces(update.weights, down)
-            beyond.append(time.perf_counter() - t0 - max(mine_reply.compute_s,
-                                                         their_reply.compute_s + their_reply.simulated_s))
+            beyond.append(time.perf_counter() - t0 - max(mine_reply.compute_s, their_reply.device_s))
         return {"beyond_s": beyond, "desktop_s": mine, "mac_s": macs, "samples": steps * sum(sizes)}
 
     def weights(self) -> torch.Tensor:
@@ -88,7 +87,7 @@ def beyond_slowest(records) -> list[float]:
     steps: dict = {}
     for r in records:
         step_s, own = steps.get(r.step, (r.step_s, 0.0))
-        steps[r.step] = (step_s, max(own, r.compute_s + r.simulated_s))
+        steps[r.step] = (step_s, max(own, r.device_s))
     return [step_s - own for step_s, own in steps.values()]
 
 

@@ -92,7 +92,7 @@ def training_steps(pair, model: str, global_batch: int, steps: int, rounds: int)
                 median_ms([r.comm_s for r in records[way] if r.worker == spec.name]) for way in ways]
         for spec in training.workers:  # not Ray's, but it moves the whole step as much
             rows[f"{spec.name}'s compute + simulated"] = [
-                median_ms([r.compute_s + r.simulated_s for r in records[way] if r.worker == spec.name])
+                median_ms([r.device_s for r in records[way] if r.worker == spec.name])
                 for way in ways]
         rows["whole step"] = [median_ms([r.step_s for r in records[way]]) for way in ways]
         return sizes, ways["pieces"], rows

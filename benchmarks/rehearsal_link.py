@@ -80,7 +80,7 @@ def drive(mbit: int, steps: int) -> dict:
             speeds = []
             for name in ("desktop", "mac"):
                 mine = [r for r in records if r.worker == name]
-                speeds.append(sum(r.samples or r.batch_size for r in mine) / sum(r.compute_s for r in mine))
+                speeds.append(sum(r.samples for r in mine) / sum(r.compute_s for r in mine))
             server_s = sum(r.server_s for r in records if r.worker == "desktop") / rounds
             predicted = planner.round_seconds(speeds, SPLIT, run.n_params, link, h, width, server_s + overhead_s) / h
             measured = wall / (rounds * h)

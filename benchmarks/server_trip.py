@@ -72,7 +72,7 @@ def actor_steps(training, actor, weights: list, n: int) -> tuple[list, list, lis
             combine_coefficients([r.samples for r in replies]), kg, kw, *[p for s in sent for p in s[:-1]])
         ray.get(version, timeout=60)
         steps.append(time.perf_counter() - t0)
-        busy.append(max(r.compute_s + r.simulated_s for r in replies))
+        busy.append(max(r.device_s for r in replies))
     return steps, busy, weights
 
 
@@ -82,7 +82,7 @@ def driver_steps(training, n: int) -> tuple[list, list]:
     steps = {r.step: r.step_s for r in records}
     busy: dict = {}
     for r in records:
-        busy[r.step] = max(busy.get(r.step, 0.0), r.compute_s + r.simulated_s)
+        busy[r.step] = max(busy.get(r.step, 0.0), r.device_s)
     return [steps[s] for s in sorted(steps)], [busy[s] for s in sorted(steps)]
 
 

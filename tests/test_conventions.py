@@ -114,3 +114,43 @@ def test_the_checks_find_what_they_look_for():
         "    time.sleep(0.01)  # clock-ok: the simulated slowdown itself\n"
     )
     assert clock_races(good) == []
+
+
+# --- one home per formula (issue 46) ------------------------------------------------------------
+DEVICE_TIME = r"\.compute_s\s*[+-]\s*[\w.]*\.simulated_s"       # a device's time, added up by hand
+RECORD_SAMPLES = r"\.samples\s+or\s+[\w.]*\.?batch_size"         # a record's samples, guessed by hand
+RUN_LOGS = {  # the classes that log a run, each with why it is not one of the others
+    "core/train.py History": "one device's epochs in one process (notebook 01): loss, accuracy, samples/s",
+    "ps/messages.py RunLog": "per step, each worker's share and where its time went, and the run's events",
+    "raytrain/loop.py RankLog": "inside one Ray Train rank: its own timings, sent back in its report",
+}
+
+
+def formula_copies(pattern: str, sources: dict) -> list[str]:
+    """``path:line`` of every match of ``pattern`` in ``sources`` ({path: text})."""
+    import re
+    return [f"{path}:{text[:m.start()].count(chr(10)) + 1}" for path, text in sources.items()
+            for m in re.finditer(pattern, text)]
+
+
+def run_log_classes(sources: dict) -> set[str]:
+    """``path Name`` of every class named like a run's log (``…Log``, ``…History``)."""
+    return {f"{path} {node.name}" for path, text in sources.items() for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Log", "History"))}
+
+
+def _sources(*folders) -> dict:
+    return {str(p.relative_to(ROOT / folders[0] if len(folders) == 1 else ROOT)): p.read_text(encoding="utf-8")
+            for folder in folders for p in sorted((ROOT / folder).rglob("*.py"))}
+
+
+def test_one_home_for_a_records_speed_and_one_run_log_per_idea():
+    """A device's time is added up in ``ps.specs.device_seconds`` only, a record's samples are its
+    ``samples`` (never guessed from its batch), and every run log is one of ``RUN_LOGS``."""
+    code = _sources("hetlab", "benchmarks")
+    assert [c.split(":")[0] for c in formula_copies(DEVICE_TIME, code)] == ["hetlab/ps/specs.py"]  # device_seconds
+    assert formula_copies(RECORD_SAMPLES, code) == []
+    assert run_log_classes(_sources("hetlab")) == set(RUN_LOGS)
+    planted = {"x.py": "class TrialLog:\n    pass\nbusy = r.compute_s + r.simulated_s\nn = r.samples or r.batch_size\n"}
+    assert formula_copies(DEVICE_TIME, planted) == ["x.py:3"] and formula_copies(RECORD_SAMPLES, planted) == ["x.py:4"]
+    assert run_log_classes(planted) == {"x.py TrialLog"}

@@ -20,7 +20,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
-    "basics": ["hetlab", "errors", "vocab", "core", "core.flat", "core.simulate", "core.machine",
+    "basics": ["hetlab", "errors", "vocab", "core", "core.flat", "core.simulate", "core.samecode", "core.machine",
                "cluster.authtoken", "core.train_step", "core.data", "core.models", "core.devices",
                "arithmetic", "arithmetic.estimates", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
                "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train",

@@ -7,7 +7,8 @@ import sys
 import pytest
 import ray
 
-from hetlab import HetlabError
+import hetlab
+from hetlab import HetlabError, environment
 from hetlab.cluster import authtoken, reach
 from hetlab import cluster
 from hetlab.core import machine
@@ -258,6 +259,35 @@ def test_losing_and_regaining_the_mac(practice):
     new_id = practice.add_node("mac")
     again = WhereAmI.options(**placement("mac")).remote()
     assert ray.get(again.node.remote(), timeout=60) == new_id
+
+
+def test_a_mac_on_another_commit_is_refused_at_connect(practice, tmp_path):
+    """A Mac left on an older commit after files moved failed deep in a worker (ModuleNotFoundError):
+    connect asks every node which hetlab it runs and refuses another one in one line that says
+    which machine to update. FAKE: the mac's node starts with GIT_DIR naming another repository
+    (one empty commit), so git reads another commit there; on the pair it is the Mac's checkout."""
+    other = tmp_path / "other"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    subprocess.run(["git", "-C", str(other), "-c", "user.name=fake", "-c", "user.email=fake@example.org",
+                    "commit", "-q", "--allow-empty", "-m", "fake"], check=True)
+    fake = subprocess.run(["git", "-C", str(other), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    mac = display_name("mac")
+    practice.remove_node("mac")
+    try:
+        with environment({"GIT_DIR": str(other / ".git")}):  # the mac node's processes inherit it
+            practice.add_node("mac")
+        with pytest.raises(HetlabError) as refused:
+            cluster.connect(practice.address, timeout=30)
+        assert str(refused.value) == (
+            f"the {mac} runs hetlab {hetlab.__version__} at {fake}, the {display_name('desktop')} at "
+            f"{machine.hetlab_commit()}: on the {mac} run `git pull` in hetlab's folder (to match the "
+            f"{display_name('desktop')}: `git checkout {machine.hetlab_commit()}`), then connect again.")
+        assert not ray.is_initialized()   # refused: not left connected
+    finally:
+        practice.remove_node("mac")
+        practice.add_node("mac")
+    cluster.connect(practice.address, timeout=30)   # one code on both again: connected
 
 
 def test_shutdown_on_error_is_clean_and_idempotent(practice):

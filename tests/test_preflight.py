@@ -12,7 +12,7 @@ import torch
 
 import hetlab
 from hetlab import HetlabError
-from hetlab.core import data, devices, machine
+from hetlab.core import data, devices, machine, samecode
 from hetlab.tools.doctor import preflight
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,11 +84,25 @@ def test_comparison_flags_each_mismatch_with_its_fix():
     missing_here = {**FACTS, "mnist_sha256": {**FACTS["mnist_sha256"], "train-images-idx3-ubyte.gz": None}}
     assert "restore MNIST here" in _by_name(missing_here, FACTS)["MNIST files"].fix
     same_version = _by_name(FACTS, {**FACTS, "hetlab_commit": "abc1234"})["hetlab version"]
-    assert same_version.status == "warn" and "git checkout abc1234" in same_version.fix
+    assert same_version.status == "FAIL" and "git checkout abc1234" in same_version.fix
     pip_installed = _by_name(FACTS, {**FACTS, "hetlab_commit": None})["hetlab version"]
     assert pip_installed.status == "ok"  # no commit to compare on one side
     for c in checks.values():
         assert "\n" not in c.fix and (c.status == "ok" or c.fix)
+
+
+def test_one_code_on_every_machine_or_one_line_naming_the_machine_to_update():
+    """``connect``'s comparison (``samecode.mismatch``); the practice cluster shows it end to end."""
+    head = {"hetlab": "0.1.0", "commit": "def5678"}
+    assert samecode.mismatch("the desktop", head, {"the desktop": head, "the mac": dict(head)}) is None
+    assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": "0.1.0", "commit": None}}) is None
+    assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": "0.0.9", "commit": None}}) == (
+        "the mac runs hetlab 0.0.9, the desktop hetlab 0.1.0 at def5678 (a commit is unknown: versions "
+        "compared only): on the mac run `git pull` in hetlab's folder (to match the desktop: "
+        "`git checkout def5678`), then connect again.")
+    assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": None, "commit": None}}).startswith(
+        "the mac cannot import hetlab, the desktop runs hetlab 0.1.0 at def5678: install it there")
+    assert samecode.code_here() == {"hetlab": hetlab.__version__, "commit": machine.hetlab_commit()}
 
 
 def test_python_match_levels():

@@ -1,4 +1,5 @@
 """The parameter server on a real local Ray with real actors and real MNIST (notebooks 05, 08)."""
+import dataclasses
 import math
 import os
 import pathlib
@@ -534,7 +535,31 @@ def test_only_the_pool_writes_a_workers_batch_size():
               for line in p.read_text().splitlines() if re.search(r"\.batch_size\s*=(?!=)", line)]
     assert writes == [("ps/pool.py", "m.batch_size = b")], writes
     source = (root / "ps" / "pool.py").read_text()
-    assert source.index("def resplit") < source.index("m.batch_size = b") < source.index("def message_sizes")
+    assert source.index("def resplit") < source.index("m.batch_size = b") < source.index("def local_steps")
+
+
+ONE_WRITER = {  # what a run's records are, written by one module each (issue 46)
+    r"\.(step|samples_seen)\s*\+?=(?!=)|\.events\s*(\+=|=(?!=))|\.events\.(append|extend|insert)": "messages.py",
+    r"\.(local_steps|spec|batch_size)\s*=(?!=)": "pool.py",
+}
+
+
+def record_writers(sources: dict) -> dict:
+    """{pattern: sorted modules of ``sources`` ({name: text}) that write what it names}."""
+    return {pattern: sorted({name for name, text in sources.items() if re.search(pattern, text)})
+            for pattern in ONE_WRITER}
+
+
+def test_the_run_log_and_the_pool_are_the_only_writers_of_a_runs_records():
+    """The run log writes the step, the samples and the events (``event``, ``restore``); the pool
+    writes each member (split, H, slowdown); a ``StepRecord`` is frozen."""
+    folder = pathlib.Path(__file__).resolve().parent.parent / "hetlab" / "ps"
+    found = record_writers({p.name: p.read_text() for p in sorted(folder.glob("*.py"))})
+    assert found == {pattern: [module] for pattern, module in ONE_WRITER.items()}, found
+    planted = record_writers({"saving.py": "log.step = 3\nrun.events.append(e)\n", "training.py": "m.local_steps = h\n"})
+    assert planted == {p: (["saving.py"] if m == "messages.py" else ["training.py"]) for p, m in ONE_WRITER.items()}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        StepRecord(1, "w", 8, 0.1, 0.0, 0.0, 0.0, 1.0).loss = 0.0
 
 
 def test_a_hook_sees_a_read_only_view_and_changes_the_split_only_through_it(sync_run):

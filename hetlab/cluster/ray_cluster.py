@@ -17,6 +17,7 @@ import time
 import ray
 
 from hetlab.cluster.authtoken import secure_token_files
+from hetlab.core import samecode
 from hetlab.errors import HetlabError
 from hetlab.vocab import ADDRESS_ENV, REHEARSAL_ENV, ROLES
 from hetlab.cluster.raylog import explain_token_auth
@@ -147,14 +148,15 @@ def check_timeout(timeout) -> float:
 
 
 def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | None = None,
-            dashboard: bool = False):
+            dashboard: bool = False, same_code: bool = True):
     """Connect this process to Ray and return Ray's context (notebooks 03, 04).
 
     No address (and neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set): start an
     embedded local Ray, quiet, dashboard off unless asked. With an address, connect
     to that cluster or fail within ``timeout`` seconds with one line saying what to
-    check; never fall back to a local Ray. Calling it again replaces the connection.
-    The token file (``~/.ray/auth_token`` or ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
+    check; never fall back to a local Ray. A node whose hetlab is not this process's is refused
+    (``check_same_code``; ``same_code=False``: the doctor, which reports it instead). Calling it
+    again replaces the connection. The token file (``~/.ray/auth_token``, ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
     """
     timeout = check_timeout(timeout)
     target = requested_address(address)
@@ -189,6 +191,12 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
                           f"first start this machine's node with the `ray start --address ...` line of "
                           f"`hetlab join`.")
     context = _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
+    try:
+        if same_code:
+            check_same_code()
+    except HetlabError:
+        ray.shutdown()  # refused: not left connected to a pair that would run two codes
+        raise
     if not client:
         notice = driver_notice()
         if notice:
@@ -278,20 +286,7 @@ def nodes(timeout: float = 60.0) -> list[dict]:
     Each row: node_id, name, role, is_head, ip, ports, plus ``machine.local_report()``
     as measured on that node (hostname, os, cpus, accelerator, memory_gb, versions).
     """
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    if not ray.is_initialized():
-        raise HetlabError("not connected to Ray: call hetlab.cluster.ray_cluster.connect() (or start a PracticeCluster) first.")
-    alive = sorted(live_nodes(),
-                   key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
-    probe = ray.remote(num_cpus=0)(_node_report)
-    refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
-            for n in alive]
-    try:
-        reports = ray.get(refs, timeout=timeout)
-    except ray.exceptions.GetTimeoutError:
-        raise HetlabError(f"a node did not answer within {timeout:.0f} s: check `ray status` on the head "
-                          f"and that hetlab is installed on every node.") from None
+    alive, reports = _on_every_node(_node_report, timeout)
     rows = []
     for node, report in zip(alive, reports):
         labels = node.get("Labels") or {}
@@ -305,6 +300,41 @@ def nodes(timeout: float = 60.0) -> list[dict]:
                                "metrics export": node.get("MetricsExportPort")},
                      "gpus_for_ray": node["Resources"].get("GPU", 0), **report})
     return rows
+
+
+def _on_every_node(fn, timeout: float) -> tuple[list[dict], list]:
+    """``fn()`` run once on every live node, head first: (Ray's node entries, their answers)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if not ray.is_initialized():
+        raise HetlabError("not connected to Ray: call hetlab.cluster.ray_cluster.connect() (or start a PracticeCluster) first.")
+    alive = sorted(live_nodes(),
+                   key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
+    probe = ray.remote(num_cpus=0)(fn)
+    refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+            for n in alive]
+    try:
+        return alive, ray.get(refs, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise HetlabError(f"a node did not answer within {timeout:.0f} s: check `ray status` on the head "
+                          f"and that hetlab is installed on every node.") from None
+
+
+def check_same_code(timeout: float = 60.0) -> None:
+    """Refuse, in one line naming the machine to update, a node whose hetlab (version and git
+    commit, ``hetlab.core.samecode``) is not this process's: its workers would run other code.
+    The report goes to the nodes by value, so a node on an older layout answers it too."""
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(samecode)
+    alive, reports = _on_every_node(samecode.code_here, timeout)
+    names = ["the " + node_name(n.get("Labels") or {}, n["NodeManagerAddress"]) for n in alive]
+    here = ray.get_runtime_context().get_node_id()
+    mine = next((name for n, name in zip(alive, names) if n["NodeID"] == here), "this notebook")
+    problem = samecode.mismatch(mine, samecode.code_here(),
+                                {("this notebook's node" if n == mine else n): r for n, r in zip(names, reports)})
+    if problem:
+        raise HetlabError(problem)
 
 
 def _node_report() -> dict:

@@ -15,6 +15,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from hetlab.core.samecode import git_commit
+
 
 def this_machine() -> str:
     """What tells one machine's processes from another's: the running kernel's boot id on Linux
@@ -48,19 +50,10 @@ def _apple_chip() -> str:
 
 @functools.lru_cache(maxsize=1)
 def hetlab_commit() -> str | None:
-    """The git commit hetlab runs from (``git rev-parse --short HEAD`` in the package's parent
-    folder), or None when it is not a git checkout or git does not answer within 5 s."""
+    """The git commit hetlab runs from (``samecode.git_commit`` of the package's parent folder),
+    or None when it is not a git checkout or git does not answer within 5 s."""
     import hetlab
-    parent = Path(hetlab.__file__).resolve().parents[1]
-    if not (parent / ".git").exists():  # a folder, or a file in a git worktree
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(parent), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip() if out.returncode == 0 else ""
-    return commit or None
+    return git_commit(Path(hetlab.__file__).resolve().parents[1])
 
 
 def local_report() -> dict:

@@ -3,9 +3,9 @@
 The loops in ``hetlab.ps.loop`` only train; a ``Hook`` watches and acts between steps, as
 fast.ai's miniai callbacks do: ``Progress`` (a progress bar), ``FollowSpeeds`` (re-split the
 global batch when the machines' speeds change, notebook 06) and ``AutoCheckpoint`` (notebook
-08). A hook sees the run through a read-only ``RunView`` and changes it only by ``view.resplit``.
-``ParameterServerTraining(progress=..., checkpoint_dir=..., checkpoint_every=...)`` and
-``run(retune_every=N)`` are shorthands that build them; ``run(steps, hooks=[...])`` takes any.
+08). A hook sees the run through a read-only ``RunView`` and changes it only by its methods
+(``resplit``, ``save_checkpoint``). ``ParameterServerTraining(progress=..., checkpoint_dir=...,
+checkpoint_every=...)`` and ``run(retune_every=N)`` build them; ``run(steps, hooks=[...])`` takes any.
 """
 from __future__ import annotations
 
@@ -59,7 +59,9 @@ class ReadOnly(Sequence):
 
 class RunView:
     """What a hook sees of a run: its records, step, mode, workers, batch sizes and events, read-only.
-    It changes the run only through ``resplit`` (the split) and ``save_checkpoint``."""
+    It changes the run only through its two methods: ``resplit`` and ``save_checkpoint`` (which
+    drops a worker gone since its last step and resplits, as a step would). ``_training`` is the
+    view's own: a hook that reaches through it is outside the contract."""
 
     __slots__ = ("_training",)
 
@@ -71,7 +73,7 @@ class RunView:
                              f"change the split with resplit(sizes, why)")
 
     records = property(lambda self: ReadOnly(self._training.records), doc="One StepRecord per worker and step.")
-    events = property(lambda self: ReadOnly(self._training.events), doc="Resplits, lost workers, ...")
+    events = property(lambda self: ReadOnly(self._training.log.events), doc="Resplits, lost workers, ...")
     step = property(lambda self: self._training.step)
     mode = property(lambda self: self._training.mode)
     batch_sizes = property(lambda self: tuple(self._training.batch_sizes))
@@ -85,10 +87,11 @@ class RunView:
         only when steps follow)."""
         event = self._training.resplit(sizes, why, **seen)
         if event is not None:
-            self._training.pool.warm_up()  # MPS compiles per shape
+            self._training.pool.warm_up(self.mode == "local_sgd")  # MPS compiles per shape
         return event
 
     def save_checkpoint(self, path):
+        """A checkpoint at ``path``, taken at rest (``AutoCheckpoint``)."""
         return self._training.save_checkpoint(path)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from hetlab.ps.specs import StepRecord
+from hetlab.ps.specs import StepRecord, device_seconds
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class WorkerReply:
     compute_s: float      # forward + backward (local SGD: H steps), device synced
     simulated_s: float    # the sleep of a simulated slower device (hetlab.core.simulate)
     samples: int          # b_i (local SGD: H_i · b_i)
+
+    device_s = property(lambda self: device_seconds(self), doc="compute + simulated (``specs.device_seconds``).")
 
     def wire(self) -> tuple:
         """As sent: a plain tuple, which Ray serialises without pickle (a dataclass would be
@@ -39,7 +41,7 @@ class InFlight:
     batch_size: int
     grad: list            # refs of the gradient's (or delta's) pieces (hetlab.core.flat.pieces_for)
     reply: object         # ref of its WorkerReply
-    read: int             # the server's step when the weights were sent (staleness = applied − read)
+    weights_step: int     # the server's step of the weights it carries (staleness = applied − this)
     spans: list           # its positions of the shuffled stream
     sent_at: float
     held_s: float = 0.0   # async: how long the worker sat idle before this message
@@ -139,12 +141,27 @@ class Resumed(Event):
 
 @dataclass
 class RunLog:
-    """A parameter-server run's step count, records and events; the loops add to it (``keep_*``)."""
+    """A parameter-server run's step count, records and events, and their only writer: the loops
+    add steps (``keep_*``), the pool and the training add events (``event``), a checkpoint read
+    back sets where the run stands (``restore``). Everything else reads them.
+
+    Why not one log with ``core.train.History`` and Ray Train's ``RankLog``: those keep one device's
+    epochs (loss, accuracy, samples/s), taken by one process; this keeps, per step, each worker's
+    share and where its time went (``StepRecord``), and what happened to the run (events)."""
 
     step: int = 0
     samples_seen: int = 0
     records: list[StepRecord] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+
+    def event(self, event: Event) -> Event:
+        """Add what happened to the run (a ``Resplit``, ``WorkerLost``, ``Checkpoint`` …); returns it."""
+        self.events.append(event)
+        return event
+
+    def restore(self, step: int, samples_seen: int) -> None:
+        """Where a resumed run stands: the step and samples of the checkpoint it continues."""
+        self.step, self.samples_seen = step, samples_seen
 
     def keep_round(self, got: Round, update: Update, since: float) -> None:
         """The records of one synchronous step (or local-SGD round) begun at ``since``: each
@@ -159,7 +176,7 @@ class RunLog:
         returns when it ended."""
         end, message = time.perf_counter(), answer.message
         self._keep(answer, update, end - gathered_at, answer.arrived_at - message.sent_at, message.held_s,
-                   self.step - message.read, end - since)
+                   self.step - message.weights_step, end - since)
         self.step += 1
         return end
 
@@ -169,6 +186,6 @@ class RunLog:
         self.records.append(StepRecord(
             step=self.step + 1, worker=a.message.worker, batch_size=a.message.batch_size,
             compute_s=r.compute_s, simulated_s=r.simulated_s, wait_s=wait_s,
-            comm_s=max(0.0, round_trip - r.compute_s - r.simulated_s), loss=r.loss, staleness=staleness,
+            comm_s=max(0.0, round_trip - r.device_s), loss=r.loss, staleness=staleness,
             server_s=update.server_s, update_s=update_s, step_s=step_s, samples=r.samples))
         self.samples_seen += r.samples

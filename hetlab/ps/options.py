@@ -23,13 +23,14 @@ class Options:
     ``"sync"``: all workers compute on the same weights, the server combines Σ (b_i/Σb)·g_i and steps.
     ``"async"``: each gradient applied as it arrives (scaled b_i/mean b), a fast worker made to WAIT
     (never discarded) so staleness ≤ ``max_staleness``. ``"local_sgd"``: H Adam steps per worker, then
-    the server applies the samples-weighted mean delta with outer SGD; one step = one such round."""
+    the server applies the samples-weighted mean delta with outer SGD; one step = one such round.
+    Local SGD's H, like the batch sizes, is each worker's share of the work: its one home is the
+    worker's ``Member`` (``ParameterServerTraining(local_steps=...)``, ``set_local_steps``)."""
 
     mode: str = "sync"                  # "sync" | "async" | "local_sgd"
     lr: float = 1e-3                    # the server's optimizer (local SGD: the workers' inner Adam)
     optimizer: str = "adam"             # the server's, in sync and async modes: "adam" | "sgd"
     max_staleness: int = 2              # async: the most updates a gradient may be late
-    local_steps: int | tuple = 8        # local SGD: H, one for all or one per worker (speed-scaled, notebook 08)
     outer_lr: float = 1.0               # local SGD: the server's outer SGD
     outer_momentum: float = 0.0         # local SGD: Nesterov momentum when > 0 (DiLoCo)
     transfer: str = "fp32"              # gradients / deltas on the wire
@@ -47,19 +48,10 @@ class Options:
             check_positive(name, getattr(self, name))
         if not isinstance(self.outer_momentum, (int, float)) or not 0 <= self.outer_momentum < 1:
             raise HetlabError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}.")
-        check_local_steps(self.local_steps, len(self.local_steps) if isinstance(self.local_steps, (list, tuple)) else 1)
-        if isinstance(self.local_steps, list):  # frozen: a tuple (saved as a list)
-            object.__setattr__(self, "local_steps", tuple(self.local_steps))
-
-    def local_steps_for(self, n_workers: int) -> list[int]:
-        """Local SGD's H per worker (``check_local_steps``)."""
-        return check_local_steps(self.local_steps, n_workers)
 
     def saved(self) -> dict:
         """The options as a checkpoint holds them: plain values."""
-        out = dataclasses.asdict(self)
-        out["local_steps"] = list(self.local_steps) if isinstance(self.local_steps, tuple) else self.local_steps
-        return out
+        return dataclasses.asdict(self)
 
 
 def check_count(name: str, value, least: int) -> int:

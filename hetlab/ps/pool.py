@@ -1,9 +1,10 @@
 """The workers of a parameter-server run and the messages to them (notebook 05).
 
 A ``WorkerPool`` holds one ``Member`` per live worker and, for ``hetlab.ps.loop``, can ``submit`` a
-message (stream positions + weights), wait a ``round`` of answers and their gradients within a deadline
-(never an unbounded ``ray.get``), ``drop`` a lost worker, ``publish`` new weights (``flat.pieces_for``)
-and ``resplit`` the global batch: the one writer of the split, which logs a ``Resplit`` event.
+message (stream positions + weights; ``submit_round``: local SGD's H steps), wait a ``round`` of answers
+and their gradients within a deadline (never an unbounded ``ray.get``), ``drop`` a lost worker,
+``publish`` new weights (``flat.pieces_for``) and ``resplit`` the global batch: the one writer of
+each member (its split, H and slowdown), which logs what changed as events in the run's ``RunLog``.
 """
 from __future__ import annotations
 
@@ -14,22 +15,21 @@ import time
 import ray
 import torch
 
-from hetlab.arithmetic.balance import split_batch
 from hetlab.errors import HetlabError
 from hetlab.core.flat import join_pieces, pieces_for, split_pieces
-from hetlab.core.data import Stream
-from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, WorkerLost,
-                                WorkerReply)
-from hetlab.ps.options import Options
-from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes
+from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, Slowdown,
+                                WorkerLost, WorkerReply)
+from hetlab.ps.options import Options, check_local_steps
+from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
 from hetlab.core.simulate import labelled
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
 
 
 @dataclasses.dataclass
 class Member:
-    """One worker of a running training: what it is, its share of the work (``batch_size``: only
-    ``WorkerPool.resplit`` changes it), its actor, what it reported when it started."""
+    """One worker of a running training: what it is, its share of the work (``batch_size`` and
+    local SGD's H), its actor, what it reported when it started. Only the pool writes it
+    (``resplit``, ``set_local_steps``, ``set_slowdown``)."""
 
     spec: WorkerSpec
     batch_size: int
@@ -54,7 +54,6 @@ class WorkerPool:
 
     def __init__(self, members: list[Member], options: Options, n_params: int, timeout_s: float, log: RunLog):
         self.members, self.timeout_s, self.log = members, timeout_s, log
-        self.local_sgd = options.mode == "local_sgd"   # its messages are rounds of H steps
         self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * n_params       # one message down
         self.gradient_bytes = BYTES_PER_VALUE[options.transfer] * n_params  # one message up
         self.pieces = {"weights": pieces_for(self.weights_bytes), "gradient": pieces_for(self.gradient_bytes)}
@@ -79,13 +78,26 @@ class WorkerPool:
             return None
         for m, b in zip(self.members, sizes):
             m.batch_size = b
-        event = Resplit(self.log.step, tuple(before), tuple(sizes), why, **seen)
-        self.log.events.append(event)
-        return event
+        return self.log.event(Resplit(self.log.step, tuple(before), tuple(sizes), why, **seen))
 
-    def message_sizes(self) -> list[int]:
-        """The samples of each worker's next message: b_i, or H_i · b_i in local SGD."""
-        return [m.batch_size * (m.local_steps if self.local_sgd else 1) for m in self.members]
+    @property
+    def local_steps(self) -> list[int]:
+        return [m.local_steps for m in self.members]
+
+    def set_local_steps(self, local_steps) -> None:
+        """Local SGD's H from the next round on: one for all, or one per worker (notebook 08)."""
+        for m, h in zip(self.members, check_local_steps(local_steps, len(self.members))):
+            m.local_steps = h
+
+    def set_slowdown(self, name: str, slowdown: float) -> None:
+        """Make worker ``name`` a *simulated* ``slowdown``× slower device from its next message on
+        (a ``Slowdown`` event); its spec says so, and ``FollowSpeeds`` drops its older looks."""
+        m = self.member(name)
+        spec = dataclasses.replace(m.spec, slowdown=slowdown)
+        check_spec(spec)
+        self.answers({name: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
+        m.spec = spec
+        self.log.event(Slowdown(self.log.step, _label(m), spec.slowdown))
 
     def member(self, name: str) -> Member:
         for m in self.members:
@@ -99,16 +111,23 @@ class WorkerPool:
         return [_label(m) for m in self.members]
 
     # --- the messages -----------------------------------------------------------------------
-    def submit(self, name: str, spans: list, read: int, held_s: float = 0.0) -> InFlight:
-        """Send worker ``name`` the current weights and the positions ``spans``: a gradient, or
-        in local SGD a round of its H steps (their weights' change)."""
+    def submit(self, name: str, spans: list, weights_step: int, held_s: float = 0.0) -> InFlight:
+        """Send worker ``name`` the current weights and the positions ``spans``: one gradient back."""
         m, k = self.member(name), self.pieces["gradient"]
+        refs = m.actor.gradient.options(num_returns=k + 1).remote(spans, *self.weights, pieces=k)
+        return self._sent(m, refs, spans, weights_step, held_s)
+
+    def submit_round(self, name: str, spans: list, weights_step: int) -> InFlight:
+        """Send worker ``name`` the current weights and ``spans`` for local SGD: its H steps, their
+        weights' change back (in the gradient's place)."""
+        m, k = self.member(name), self.pieces["gradient"]
+        refs = m.actor.local_round.options(num_returns=k + 1).remote(spans, m.local_steps, *self.weights, pieces=k)
+        return self._sent(m, refs, spans, weights_step, 0.0)
+
+    def _sent(self, m: Member, refs: list, spans: list, weights_step: int, held_s: float) -> InFlight:
         self.bytes_down += self.weights_bytes
-        if self.local_sgd:
-            refs = m.actor.local_round.options(num_returns=k + 1).remote(spans, m.local_steps, *self.weights, pieces=k)
-        else:
-            refs = m.actor.gradient.options(num_returns=k + 1).remote(spans, *self.weights, pieces=k)
-        return InFlight(name, m.batch_size, refs[:-1], refs[-1], read, spans, time.perf_counter(), held_s)
+        return InFlight(m.spec.name, m.batch_size, refs[:-1], refs[-1], weights_step, spans, time.perf_counter(),
+                        held_s)
 
     def round(self, messages: list[InFlight], deadline: float, first: bool = False) -> Round:
         """Wait for the answers to ``messages`` until ``deadline`` (``first``: until one has come or
@@ -141,31 +160,22 @@ class WorkerPool:
         pieces = split_pieces(weights, self.pieces["weights"])
         self.weights = [ray.put(p) if isinstance(p, torch.Tensor) else p for p in pieces]
 
-    def drop(self, lost: list[Lost], stream: Stream) -> None:
-        """Drop the lost workers, give their positions back to ``stream`` (trained next step),
-        resplit the global batch over the rest, tell the learner (a line and events); nobody
-        left is a HetlabError."""
-        if not lost:
-            return
-        for gone in lost:
-            stream.give_back(gone.spans)
-        why, step = {g.worker: g.why for g in lost}, self.log.step
-        labels, global_batch = dict(zip(self.names, self.labels)), sum(self.batch_sizes)
+    def drop(self, lost: list[Lost]) -> dict:
+        """Stop the lost workers and take them out (a ``WorkerLost`` event each); returns {label: why}.
+        Nobody left is a HetlabError (an ``AllWorkersLost`` event). ``loop.drop_lost`` does the rest."""
+        why, step, labels = {g.worker: g.why for g in lost}, self.log.step, dict(zip(self.names, self.labels))
         for name in why:
             _kill(self.member(name).actor)
         keep = [m for m in self.members if m.spec.name not in why]
         if not keep:
-            self.log.events.append(AllWorkersLost(step))
+            self.log.event(AllWorkersLost(step))
             raise HetlabError(f"every worker was lost at step {step} ({'; '.join(why.values())}): "
                               f"reconnect the machines and resume from the last checkpoint.")
         self.members = keep              # each survivor keeps its actor, H, warm sizes ...
         gone = sorted(why, key=list(labels).index)
-        self.log.events += [WorkerLost(step, labels[n], why[n], tuple(self.names), time.time()) for n in gone]
-        sizes = split_batch(max(global_batch, len(keep)), [m.batch_size for m in keep])
-        self.resplit(sizes, "lost")
-        for name in gone:
-            print(f"⚠ lost worker {labels[name]} at step {step} ({why[name]}); training goes on with "
-                  f"{', '.join(self.labels)}; batch sizes rebalanced to {sizes} (global batch {sum(sizes)}).")
+        for n in gone:
+            self.log.event(WorkerLost(step, labels[n], why[n], tuple(self.names), time.time()))
+        return {labels[n]: why[n] for n in gone}
 
     # --- calls that are not steps ---------------------------------------------------------
     def collect(self, refs: dict):
@@ -183,13 +193,13 @@ class WorkerPool:
             raise HetlabError(f"a worker went away while {what} ({who}): {then}.")
         return got
 
-    def warm_up(self) -> None:
+    def warm_up(self, local_sgd: bool) -> None:
         """Before steps at a batch size a worker has not run yet: one untimed forward + backward
         there (``Worker.warm``), so no recorded step pays for compiling the new shape (MPS
         compiles per shape; ``hetlab.core.devices.warm_up`` says why every device does it). Sizes
         already warmed cost nothing, not even a message. A worker that fails here is left
         to the step itself, which handles a lost worker."""
-        refs = {m.actor.warm.remote(m.batch_size, self.local_sgd): (m, m.batch_size)
+        refs = {m.actor.warm.remote(m.batch_size, local_sgd): (m, m.batch_size)
                 for m in self.members if m.batch_size not in m.warm_sizes}
         if not refs:
             return

@@ -12,6 +12,7 @@ from pathlib import Path
 from hetlab.core.checkpoint import FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
 from hetlab.core.data import Stream, n_samples
 from hetlab.errors import HetlabError
+from hetlab.ps.loop import drop_lost
 from hetlab.ps.messages import Checkpoint, Resumed
 
 
@@ -26,14 +27,14 @@ def save(training, path=None) -> Path:
         path = checkpoint_path(training.checkpoint_dir, training.step)
     pool, log = training.pool, training.log
     local, lost = pool.collect({m.spec.name: m.actor.local_state.remote() for m in pool.members})
-    pool.drop(lost, training.stream)
+    drop_lost(pool, training.stream, lost)
     state = {"format": FORMAT, "model": training.model_name, "signature": param_signature(training.factory),
              "options": training.options.saved(), "step": log.step, "samples_seen": log.samples_seen,
              "server": training.server.state(), "workers": [{"name": n, **local[n]} for n in pool.names],
-             "batch_sizes": list(pool.batch_sizes), "stream": training.stream.state(),
+             "batch_sizes": list(pool.batch_sizes), "local_steps": pool.local_steps, "stream": training.stream.state(),
              "data_len": training.data_len, "bytes_to_workers": pool.bytes_down, "bytes_to_server": pool.bytes_up}
     path = save_checkpoint(state, path)
-    log.events.append(Checkpoint(log.step, str(path)))
+    log.event(Checkpoint(log.step, str(path)))
     return path
 
 
@@ -50,6 +51,8 @@ def resume(cls, path, workers: list, train_data, **overrides):
         raise HetlabError(f"{path} was trained on {ckpt['data_len']} samples, not {n_samples(train_data)}: "
                           f"resume with the same training data.")
     kwargs = {**ckpt["options"], "batch_sizes": ckpt["batch_sizes"], **overrides}
+    if "local_steps" in ckpt:   # older checkpoints kept H among the options
+        kwargs.setdefault("local_steps", ckpt["local_steps"])
     mode = ckpt["options"]["mode"]
     if (kwargs["mode"] == "local_sgd") != (mode == "local_sgd"):
         raise HetlabError(f"{path} is a {mode} checkpoint: local_sgd uses another optimizer, "
@@ -60,13 +63,13 @@ def resume(cls, path, workers: list, train_data, **overrides):
         run.pool.answers({m.spec.name: m.actor.load_local_state.remote(w) for m, w in zip(run.pool.members, saved)},
                          "loading the checkpoint", then="check hetlab.cluster.ray_cluster.node_table() and resume again")
         run.stream = Stream.from_state(ckpt["stream"])
-        run.log.step, run.log.samples_seen = ckpt["step"], ckpt["samples_seen"]
+        run.log.restore(ckpt["step"], ckpt["samples_seen"])
         run.pool.bytes_down, run.pool.bytes_up = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
         run.pool.publish(run.server.weights())
     except BaseException:
         run.shutdown()
         raise
-    run.events.append(Resumed(run.step, str(path)))
+    run.log.event(Resumed(run.step, str(path)))
     if run.progress:
         print(f"resumed from {path} at step {run.step}")
     return run

@@ -54,7 +54,7 @@ class WorkerInfo:
         return cls(**{f: info[f] for f in cls.__dataclass_fields__ if f in info})
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepRecord:
     """One worker's share of one step: where its time went (notebooks 05, 06)."""
 
@@ -72,7 +72,19 @@ class StepRecord:
     server_s: float = 0.0        # server combine + optimizer step of this step
     update_s: float = 0.0        # the driver's time for the update: gradients in, server_s, weights out
     step_s: float = 0.0          # wall time of the whole step (async: since the previous update)
-    samples: int = 0             # samples behind this message (local SGD: H × batch_size)
+    samples: int = 0             # samples behind this message (local SGD: H × batch_size); 0: batch_size
+
+    def __post_init__(self):
+        if not self.samples:
+            object.__setattr__(self, "samples", self.batch_size)
+
+    device_s = property(lambda self: device_seconds(self), doc="Its device's time (``device_seconds``).")
+
+
+def device_seconds(x) -> float:
+    """A worker's device time on one message (a ``StepRecord`` or ``WorkerReply``): its compute +
+    the sleep of a simulated slower device; the one place the two are added."""
+    return x.compute_s + x.simulated_s
 
 
 def combine_coefficients(samples: Sequence[int]) -> list[float]:
@@ -142,7 +154,7 @@ def wall_s(records) -> float:
 def samples_per_s(records) -> float:
     """Cluster throughput: samples of all records ÷ the wall time of their steps."""
     wall = wall_s(records)
-    return sum(r.samples or r.batch_size for r in records) / wall if wall > 0 else 0.0
+    return sum(r.samples for r in records) / wall if wall > 0 else 0.0
 
 
 def idle_share(records, name: str) -> float:
@@ -170,9 +182,9 @@ def worker_speed(records) -> WorkerSpeed:
     records = list(records)
     if not records:
         return WorkerSpeed(0.0, 0.0, 0.0, 0.0)
-    busy = sum(r.compute_s + r.simulated_s for r in records)
-    samples = sum(r.samples or r.batch_size for r in records)
-    rates = [(r.samples or r.batch_size) / s for r in records if (s := r.compute_s + r.simulated_s + r.comm_s) > 0]
+    busy = sum(r.device_s for r in records)
+    samples = sum(r.samples for r in records)
+    rates = [r.samples / s for r in records if (s := r.device_s + r.comm_s) > 0]
     return WorkerSpeed(samples / busy if busy > 0 else 0.0, sum(r.comm_s for r in records) / len(records),
                        sum(r.batch_size for r in records) / len(records), statistics.median(rates) if rates else 0.0)
 
@@ -224,14 +236,14 @@ def step_budget(records) -> StepBudget:
     if not by_step:
         raise HetlabError("step_budget needs the records of at least one step, e.g. training.run(8).")
     n, names = len(by_step), list(mine)
-    samples = {w: sum(r.samples or r.batch_size for r in rs) for w, rs in mine.items()}
+    samples = {w: sum(r.samples for r in rs) for w, rs in mine.items()}
     seen = {w: worker_speed(rs) for w, rs in mine.items()}
     speeds, comm = {w: s.device for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
     total = sum(speeds.values())
     ideal = sum(samples.values()) / n / total
     balanced = ideal + sum(speeds[w] * comm[w] for w in names) / total
     slower = max(samples[w] / n / speeds[w] + comm[w] for w in names)
-    longest = sum(max(r.compute_s + r.simulated_s + r.comm_s for r in rs) for rs in by_step.values()) / n
+    longest = sum(max(r.device_s + r.comm_s for r in rs) for rs in by_step.values()) / n
     step = sum(rs[0].step_s for rs in by_step.values()) / n
     noise = longest - slower if longest - slower > 1e-9 else 0.0   # ≥ 0 but for float rounding
     return StepBudget(ideal, slower - balanced, noise, balanced - ideal + step - longest, step,
@@ -243,7 +255,7 @@ def exchange_costs(records) -> dict[str, float]:
     nor its wait for the others: its messages (the link included) and the server's update."""
     costs: dict[str, list[float]] = {}
     for r in records:
-        costs.setdefault(r.worker, []).append(r.step_s - r.compute_s - r.simulated_s - r.wait_s)
+        costs.setdefault(r.worker, []).append(r.step_s - r.device_s - r.wait_s)
     return {name: max(0.0, statistics.median(c)) for name, c in costs.items()}
 
 

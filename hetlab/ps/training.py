@@ -19,8 +19,8 @@ from hetlab.core.flat import flat_weights, load_flat
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps import saving
 from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hooks, Progress
-from hetlab.ps.loop import async_updates, sync_steps
-from hetlab.ps.messages import Resplit, RunLog, Slowdown
+from hetlab.ps.loop import async_updates, local_sgd_round, sync_step, sync_steps
+from hetlab.ps.messages import Resplit, RunLog
 from hetlab.ps.options import Options, check_count, check_local_steps, check_positive
 from hetlab.ps.pool import Member, WorkerPool, _one_line
 from hetlab.ps.server import Server
@@ -41,9 +41,10 @@ class ParameterServerTraining:
 
     # progress (a bar) and checkpoint_dir + checkpoint_every (automatic checkpoints) make the default
     # hooks; run(hooks=[...]) takes others. worker_timeout_s: how long the driver waits for an answer.
+    # local_steps: local SGD's H, one for all or one per worker (speed-scaled, notebook 08).
     def __init__(self, workers: list[WorkerSpec], train_data, model="small", *, batch_sizes: list[int] | None = None,
-                 loss=None, checkpoint_dir=None, checkpoint_every: int = 0, progress: bool = True,
-                 worker_timeout_s: float = 120.0, **options):
+                 local_steps: int | list[int] = 8, loss=None, checkpoint_dir=None, checkpoint_every: int = 0,
+                 progress: bool = True, worker_timeout_s: float = 120.0, **options):
         if isinstance(workers, WorkerSpec) or not isinstance(workers, (list, tuple)) or not workers:
             raise HetlabError("workers must be a non-empty list of WorkerSpec, e.g. [WorkerSpec('desktop')].")
         for spec in workers:
@@ -62,7 +63,7 @@ class ParameterServerTraining:
                  else (payload[0][:2], payload[1][:2]))
         check_model_and_loss(factory, loss, *as_tensors(probe))  # shapes that don't fit → now
         sizes = check_batch_sizes(batch_sizes or [64] * len(workers), len(workers))
-        hs = self.options.local_steps_for(len(workers))
+        hs = check_local_steps(local_steps, len(workers))  # local SGD's H, one per worker
         check_positive("worker_timeout_s", worker_timeout_s)
         check_count("checkpoint_every", checkpoint_every, 0)
         self.hooks = [Progress()] if progress else []   # the default hooks of run()
@@ -144,12 +145,12 @@ class ParameterServerTraining:
     @property
     def local_steps(self) -> list[int]:
         """Local SGD's H per live worker (one list, even when one H was given for all)."""
-        return [m.local_steps for m in self.pool.members]
+        return self.pool.local_steps
 
     # the run so far: its RunLog and the pool's counters
     step = property(lambda self: self.log.step, doc="Server updates (local SGD: rounds) so far.")
     records = property(lambda self: self.log.records, doc="One StepRecord per worker and step.")
-    events = property(lambda self: self.log.events, doc="Resplits, lost workers, checkpoints, ... (messages.Event)")
+    events = property(lambda self: tuple(self.log.events), doc="Resplits, lost workers, checkpoints, ... (messages.Event)")
     samples_seen = property(lambda self: self.log.samples_seen, doc="Samples behind the applied updates.")
     warmups = property(lambda self: self.pool.warmups, doc="Untimed warm-up steps (one per worker and new size).")
     bytes_to_workers = property(lambda self: self.pool.bytes_down, doc="Weights sent to workers, bytes.")
@@ -176,20 +177,12 @@ class ParameterServerTraining:
 
     def set_local_steps(self, local_steps) -> None:
         """Local SGD's H from the next round on: one for all, or one per worker (notebook 08)."""
-        hs = check_local_steps(local_steps, len(self.pool.members))
-        for m, h in zip(self.pool.members, hs):
-            m.local_steps = h
-        self.options = dataclasses.replace(self.options, local_steps=tuple(hs))  # a checkpoint saves these
+        self.pool.set_local_steps(local_steps)
 
     def set_slowdown(self, name: str, slowdown: float) -> None:
         """Make worker ``name`` a *simulated* ``slowdown``× slower device from the next step on
         (notebook 06: a laptop that throttles as it heats). 1 = its own speed; labels say it."""
-        m = self.pool.member(name)
-        spec = dataclasses.replace(m.spec, slowdown=slowdown)
-        check_spec(spec)
-        self.pool.answers({name: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
-        m.spec = spec  # FollowSpeeds sees the new slowdown and drops its older looks of this worker
-        self.events.append(Slowdown(self.step, self.labels[self.index_of(name)], spec.slowdown))
+        self.pool.set_slowdown(name, slowdown)
 
     # --- training -------------------------------------------------------------------------
     def run(self, steps: int, batch_sizes: list[int] | None = None, retune_every: int = 0,
@@ -215,11 +208,12 @@ class ParameterServerTraining:
             if batch_sizes is not None:
                 self.resplit(batch_sizes, "set")
             if steps:
-                self.pool.warm_up()
+                self.pool.warm_up(self.mode == "local_sgd")
             if self.mode == "async":
                 async_updates(self.pool, self.server, self.stream, self.log, steps, self.max_staleness, hooks)
             else:
-                sync_steps(self.pool, self.server, self.stream, self.log, steps, hooks)
+                step = local_sgd_round if self.mode == "local_sgd" else sync_step
+                sync_steps(self.pool, self.server, self.stream, self.log, steps, hooks, step)
         finally:
             hooks.after_run()
         return self.records[start:]

@@ -18,6 +18,7 @@ from pathlib import Path
 from hetlab.errors import HetlabError
 from hetlab.cluster.reach import parse_address, port_open, probe_gcs
 from hetlab.core.machine import local_report
+from hetlab.core.samecode import mismatch
 from hetlab.tools.doctor import oschecks
 from hetlab.tools.doctor.checks import FAIL, OK, WARN, Check  # noqa: F401 - preflight.OK … as the notebooks name them
 from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV
@@ -100,19 +101,13 @@ def compare_versions(here: dict, head: dict, python_match: str | None = None) ->
 
 
 def _compare_hetlab(here: dict, head: dict) -> Check:
+    """hetlab's version and commit, as ``connect`` compares them (``samecode.mismatch``)."""
     mine, theirs = here.get("hetlab_commit"), head.get("hetlab_commit")
     detail = (f"here {here['hetlab']}" + (f" ({mine})" if mine else "")
               + f", head {head['hetlab']}" + (f" ({theirs})" if theirs else ""))
-    if here["hetlab"] != head["hetlab"]:
-        return Check("hetlab version", FAIL, detail,
-                     f"install the same hetlab on both machines (workers run the hetlab of their own "
-                     f"machine): check out the head's commit{f' {theirs}' if theirs else ''} and "
-                     f"pip install -e . in both checkouts")
-    if mine and theirs and mine != theirs:
-        return Check("hetlab version", WARN, detail + ": different commits",
-                     f"run the same commit on both machines (git pull, or git checkout {theirs}, in "
-                     f"both checkouts)")
-    return Check("hetlab version", OK, detail)
+    problem = mismatch("the head", {"hetlab": head["hetlab"], "commit": theirs},
+                       {"this machine": {"hetlab": here["hetlab"], "commit": mine}})
+    return Check("hetlab version", FAIL if problem else OK, detail, problem or "")
 
 
 def _compare_mnist(mine: dict, theirs: dict) -> Check:
@@ -290,7 +285,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
     if not all(c.ok for c in checks):
         return checks
     try:
-        cluster.connect(f"{host}:{port}", timeout=timeout)
+        cluster.connect(f"{host}:{port}", timeout=timeout, same_code=False)  # compared below, as a check
     except HetlabError as exc:
         return checks + [Check("driver connection", WARN, str(exc),
                                "a notebook connects from a machine that is a node: run the `ray start` "
