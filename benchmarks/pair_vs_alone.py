@@ -56,11 +56,11 @@ def sweep_sizes(global_batch: int) -> tuple[int, ...]:
     return tuple(sorted({b for b in SWEEP if b < global_batch} | {global_batch}))
 
 
-def local_steps_for(global_batch: int, available: int) -> tuple[int, ...]:
+def local_steps_for(global_batch: int, available: int, wanted=LOCAL_STEPS) -> tuple[int, ...]:
     """The H weighed at this batch: those whose round fits in the data (H·B ≤ ``available``)."""
-    hs = tuple(h for h in LOCAL_STEPS if h * global_batch <= available)
+    hs = tuple(h for h in wanted if h * global_batch <= available)
     if not hs:
-        raise SystemExit(f"pair_vs_alone: a round of H={LOCAL_STEPS[0]} at batch {global_batch:,} needs more "
+        raise SystemExit(f"pair_vs_alone: a round of H={min(wanted)} at batch {global_batch:,} needs more "
                          f"than the {available:,} samples there are: a smaller --global-batch.")
     return hs
 
@@ -139,15 +139,22 @@ def main() -> None:
     parser.add_argument("--link-mbit", type=float, default=None, help="the link's cap (default: none)")
     parser.add_argument("--sweep-steps", type=int, default=20, help="timed steps per batch size of each sweep")
     parser.add_argument("--card", action="store_true", help="a GPU machine: its card + its CPU, nothing simulated")
+    parser.add_argument("--stand-in", action="store_true",
+                        help="with --card, no GPU: Ray counts one on the desktop node, its worker runs on the CPU "
+                             "(the GPU call's dry run; every label says stand-in)")
+    parser.add_argument("--local-steps", default=",".join(map(str, LOCAL_STEPS)),
+                        help="the H to weigh, comma-separated (default %(default)s)")
     parser.add_argument("--rehearsal", choices=("wifi", "gigabit"), default=None,
                         help="build the two-host rehearsal with this link cap and run there (root)")
     args = parser.parse_args()
+    if args.stand_in and not args.card:
+        raise SystemExit("pair_vs_alone: --stand-in stands in for --card: give both.")
     if args.rehearsal:
         return in_rehearsal(args)
 
     b = args.global_batch
     full = load_mnist("train")
-    hs = local_steps_for(b, len(full))
+    hs = local_steps_for(b, len(full), tuple(int(h) for h in args.local_steps.split(",")))
     size, args.epochs = equal_work(args.samples, args.epochs, b, len(full), hs)
     args.samples_used = size
     data = full.subset(size, seed=0)
@@ -180,7 +187,9 @@ def main() -> None:
             for name, plan in plans.items():
                 runs[name].append(run_alone(data, test, b, args.epochs, args.target) if not plan.uses_mac
                                   else run_pair(pair.workers, plan, data, test, args.epochs, args.target))
-        where = ("a GPU machine: its card as the desktop, its CPU as the mac, nothing simulated" if args.card
+        where = ("STAND-IN for a GPU machine: Ray counts a GPU on the desktop node, its worker runs on the CPU"
+                 if args.stand_in else
+                 "a GPU machine: its card as the desktop, its CPU as the mac, nothing simulated" if args.card
                  else str(pair))
     report(args, where, labels, alone_line, lines, engine, link, advice, plans, runs,
            time.perf_counter() - started)
@@ -239,7 +248,8 @@ def the_pair(args):
     from hetlab.cluster.practice import PracticeCluster
     from hetlab.tools.gpucheck.context import pair_workers   # the GPU check's pair: the card, then the CPU
     cluster = PracticeCluster(("desktop", "mac"), accounted_gpus={"desktop": 1})  # Ray counts the card there
-    return pair.Pair(pair_workers("cuda"), None, cluster)
+    # a stand-in's desktop worker asks for that GPU as on the card ("auto": the GPU node's best device)
+    return pair.Pair(pair_workers("auto" if args.stand_in else "cuda"), None, cluster)
 
 
 def in_rehearsal(args) -> None:

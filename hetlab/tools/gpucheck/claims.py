@@ -99,7 +99,7 @@ def run(only: str | list[str] | None = None, quick: bool = False, record: str | 
     result = summary(rows, versions(device), quick, time.perf_counter() - started, names)
     if stand_in:
         result.update(stand_in=True, passed=all(r.status == "stand-in" for r in rows))
-        result["versions"]["gpu"] = "stand-in: this CPU in the card's place"
+        result["versions"]["gpu"] = "stand-in"   # no card: the CPU stood in for it
     out(render_table(rows))
     if record:
         json_path, md_path = write_record(result, record)
