@@ -136,9 +136,8 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
     trains, unless told otherwise), synchronised around the timed run (``timed_steps``). Before timing,
     ``warmup=None`` runs one untimed step only when this process has not yet run this model's layers
     at this batch size on this device (MPS compiles per shape); an int: that many untimed steps every time.
-    Your own model: ``data=(x, y)`` to take the batch from (default: random MNIST-shaped
-    inputs, 10 classes) and ``loss`` (default cross-entropy). The steps are ``hetlab.core.train``'s:
-    no read from the device between them, ``speedups`` as there (tests/test_train.py checks the two agree).
+    Your own model: ``data=(x, y)`` (default: random MNIST-shaped inputs, 10 classes) and ``loss``
+    (default cross-entropy). The steps are ``train``'s, no read between them, ``speedups`` as there.
     """
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")

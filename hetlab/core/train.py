@@ -77,11 +77,9 @@ def train(model, train_data, test_data=None,
 
     ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
     then ``History.model``). Data: a hetlab Dataset, ``(x, y)`` or a map-style torch Dataset.
-    ``schedule="cosine"`` decays the rate to zero over the run: the last epochs settle (≥ 99 %).
-    The losses stay on the device and are read a few times an epoch (``LOSS_READS_PER_EPOCH``): a GPU
-    never waits for the host between steps. ``timing=True`` waits for the device after every step, so
-    that batching and compute are timed apart (notebook 01): on a GPU that wait costs speed.
-    ``speedups``: ``hetlab.core.speedups.Speedups`` (all off: the plain loop)."""
+    ``schedule="cosine"`` decays the rate to zero: the last epochs settle (≥ 99 %). Losses stay on the
+    device, read ``LOSS_READS_PER_EPOCH`` times an epoch; ``timing=True`` waits for the device each step
+    to time batching apart from compute (notebook 01; on a GPU it costs speed). ``speedups``: ``Speedups``."""
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
