@@ -100,6 +100,8 @@ class Context:
 
     def __init__(self, device: str, sizes: Sizes, stand_in: bool = False):
         self.device, self.sizes, self.stand_in = device, sizes, stand_in
+        # the desktop worker's device: as a stand-in "auto", so that it asks Ray for the counted GPU as on the card
+        self.worker_device = "auto" if stand_in else device
         self._cluster = None
         self._cache: dict = {}
 
@@ -160,7 +162,7 @@ class Context:
             if training is not None:
                 return tune(training)
             self.cluster()
-            with ParameterServerTraining(pair_workers(self.device), self.train_data(), seed=0,
+            with ParameterServerTraining(pair_workers(self.worker_device), self.train_data(), seed=0,
                                          progress=False, batch_sizes=split_batch(b, [1, 1])) as run:
                 return tune(run)
         return self.cached("split", make)
@@ -171,7 +173,7 @@ class Context:
             from hetlab.ps import ParameterServerTraining
             sizes = self.accuracy_split()
             self.cluster()
-            with ParameterServerTraining(pair_workers(self.device, precision), self.train_data(),
+            with ParameterServerTraining(pair_workers(self.worker_device, precision), self.train_data(),
                                          seed=0, progress=False, transfer=transfer,
                                          batch_sizes=sizes) as run:
                 records = run.run(self.acc_steps)
