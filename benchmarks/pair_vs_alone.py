@@ -10,7 +10,8 @@ measured inputs, all taken here first, apart from the timed runs:
 * the engine's own cost per exchange: sync steps of 1 + 1 samples (``specs.engine_cost``);
 * the link (``--link-mbit``; the practice cluster has none).
 
-Then it runs, on the same samples (a fixed subset, ``--epochs`` passes): the desktop alone with
+Then it runs, on the same samples (a fixed subset, ``--epochs`` passes, both rounded up by ``equal_work``
+so that every plan trains as many samples, with at least 3 timed rounds at every H): the desktop alone with
 ``hetlab.core.train``; per-step sync; local SGD at the planner's H (the fastest local plan with the
 Mac kept in); and the plan the planner picks. Repeated ``--repeats`` times, alternating; every
 run printed, with the median. Time to the target accuracy = samples until the test accuracy first
@@ -23,7 +24,8 @@ workers share this machine's cores. ``--card``: a GPU machine (docs/gpu-machine.
 unlike pair, its card the desktop and its CPU the Mac, nothing simulated (the CPU worker gets half
 the cores, so the card's launching thread keeps one). With HETLAB_ADDRESS set it runs on that
 cluster: your pair, or the rehearsal (``--rehearsal`` builds it and caps its link).
-The last line printed is one JSON object with ``measured_over_predicted`` per plan (goal: 0.8–1.2).
+The last line printed is one JSON object with ``measured_over_predicted`` per plan (goal: 0.8–1.2) and
+whether the pick was borne out both ways (``borne_out``). ``--card --stand-in``: the GPU call's dry run.
 """
 from __future__ import annotations
 
