@@ -3,6 +3,7 @@
 #   make test   run every test: unit tests + every notebook through nbval (quick mode)
 #   make test-full   every notebook in full mode (HETLAB_QUICK=0): full training runs, slow
 #   make gpu-check   on a machine with an NVIDIA GPU: the course's CUDA claims, a table + JSON
+#   make gpu-dry-run the GPU machine's prepared call, every step, on this CPU (stand-in mode)
 # One environment per machine. In an activated conda environment that already holds the course's
 # Python 3.11, torch and Ray (the one `conda env create -f environment-*.yml` makes: CONDA_PREFIX),
 # hetlab goes into that environment and make uses its python and jupyter: no .venv, no second
@@ -24,7 +25,7 @@ BIN    := $(CONDA_ENV)/bin
 STAMP  := $(CONDA_ENV)/.hetlab-installed
 endif
 
-.PHONY: lab test test-full bench gpu-check clean-venv
+.PHONY: lab test test-full bench gpu-check gpu-dry-run clean-venv
 
 $(VENV)/.hetlab-installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hetlab needs Python 3.11 (Ray refuses nodes with another Python): set PYTHON=/path/to/python3.11")'
@@ -70,6 +71,13 @@ test-full: $(STAMP)
 GPU_CHECK_ARGS ?=
 gpu-check: $(STAMP)
 	$(BIN)/python -m hetlab gpu-check $(GPU_CHECK_ARGS)
+
+# The GPU call of docs/gpu-machine.md, every step, here without a GPU: the same code paths in a stand-in
+# mode (Ray counts one GPU on the desktop node, the workers run on the CPU), tiny sizes; exits non-zero if a
+# step fails. GPU_DRY_RUN_ARGS=--quick: the short form (no notebooks, one pair batch).
+GPU_DRY_RUN_ARGS ?=
+gpu-dry-run: $(STAMP)
+	PYTHON=$(BIN)/python OUT=$${OUT:-/tmp/hetlab-gpu-dry-run} bash scripts/gpu_run.sh --dry-run $(GPU_DRY_RUN_ARGS)
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

@@ -35,13 +35,18 @@ def main() -> None:
     parser.add_argument("--local-steps", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=4, help="local-SGD rounds per measurement")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--stand-in", action="store_true",
+                        help="no GPU: Ray counts one on the node, the worker asks for it and runs on the CPU "
+                             "(the GPU call's dry run)")
     args = parser.parse_args()
     b, h = args.batch, args.local_steps
     device = devices.best()
     data = load_mnist("train").subset(b * h * args.rounds, seed=0)
     plain, loop, whole = [], [], []
-    with PracticeCluster(("desktop",)), \
-            ParameterServerTraining([WorkerSpec("desktop", role="desktop", device=device)], data,
+    # A worker on a card asks Ray for the GPU, so the node must count it ("auto": the node's best device)
+    gpu = device == "cuda" or args.stand_in
+    with PracticeCluster(("desktop",), accounted_gpus={"desktop": 1} if gpu else None), \
+            ParameterServerTraining([WorkerSpec("desktop", role="desktop", device="auto" if gpu else device)], data,
                                     batch_sizes=[b], mode="local_sgd", local_steps=h, seed=0,
                                     progress=False) as run:
         run.run(1)   # warm-up
@@ -52,7 +57,8 @@ def main() -> None:
             whole.append(samples_per_s(records))
     med = {k: statistics.median(v) for k, v in (("train", plain), ("loop", loop), ("whole", whole))}
     pairs = [w / p for w, p in zip(whole, plain)]   # each alternation's own ratio: load hits both alike
-    print(f"local_loop: batch {b}, H={h}, {args.rounds} rounds ({len(data):,} samples) per run, {device}")
+    where = f"STAND-IN (Ray counts a GPU, the worker runs on {device})" if args.stand_in else device
+    print(f"local_loop: batch {b}, H={h}, {args.rounds} rounds ({len(data):,} samples) per run, {where}")
     print(f"  {'':28s} {'each run (samples/s)':>30s} {'median':>9s} {'÷ train':>8s}")
     for name, values, key in (("train (plain loop)", plain, "train"), ("local SGD, its loop alone", loop, "loop"),
                               ("local SGD, end to end", whole, "whole")):
@@ -60,7 +66,7 @@ def main() -> None:
               f"{med[key] / med['train']:8.3f}")
     print(f"  end to end ÷ train, alternation by alternation: {' / '.join(f'{r:.3f}' for r in pairs)}; "
           f"median {statistics.median(pairs):.3f}")
-    print(json.dumps({"bench": "local_loop", "device": str(device), "batch": b, "local_steps": h,
+    print(json.dumps({"bench": "local_loop", "device": str(device), "stand_in": args.stand_in, "batch": b, "local_steps": h,
                       "train": [round(v) for v in plain], "loop": [round(v) for v in loop],
                       "end_to_end": [round(v) for v in whole],
                       "loop_over_train": round(med["loop"] / med["train"], 3),

@@ -10,7 +10,8 @@ measured inputs, all taken here first, apart from the timed runs:
 * the engine's own cost per exchange: sync steps of 1 + 1 samples (``specs.engine_cost``);
 * the link (``--link-mbit``; the practice cluster has none).
 
-Then it runs, on the same samples (a fixed subset, ``--epochs`` passes): the desktop alone with
+Then it runs, on the same samples (a fixed subset, ``--epochs`` passes, both rounded up by ``equal_work``
+so that every plan trains as many samples, with at least 3 timed rounds at every H): the desktop alone with
 ``hetlab.core.train``; per-step sync; local SGD at the planner's H (the fastest local plan with the
 Mac kept in); and the plan the planner picks. Repeated ``--repeats`` times, alternating; every
 run printed, with the median. Time to the target accuracy = samples until the test accuracy first
@@ -23,7 +24,8 @@ workers share this machine's cores. ``--card``: a GPU machine (docs/gpu-machine.
 unlike pair, its card the desktop and its CPU the Mac, nothing simulated (the CPU worker gets half
 the cores, so the card's launching thread keeps one). With HETLAB_ADDRESS set it runs on that
 cluster: your pair, or the rehearsal (``--rehearsal`` builds it and caps its link).
-The last line printed is one JSON object with ``measured_over_predicted`` per plan (goal: 0.8–1.2).
+The last line printed is one JSON object with ``measured_over_predicted`` per plan (goal: 0.8–1.2) and
+whether the pick was borne out both ways (``borne_out``). ``--card --stand-in``: the GPU call's dry run.
 """
 from __future__ import annotations
 
@@ -46,6 +48,44 @@ from hetlab.ps.specs import engine_cost, samples_per_s  # noqa: E402
 from hetlab.core.train import train  # noqa: E402
 
 SWEEP = (16, 64, 128, 256)
+LOCAL_STEPS = (4, 8, 16, 32, 64)   # the H the planner weighs (planner.advise)
+MIN_ROUNDS = 3                     # local SGD's rounds at every H, at least: one round is no measurement
+
+
+def sweep_sizes(global_batch: int) -> tuple[int, ...]:
+    """The sweep's batch sizes, up to the largest share any plan gives (the desktop alone: the whole
+    global batch), so that no plan's prediction extrapolates the fitted line."""
+    return tuple(sorted({b for b in SWEEP if b < global_batch} | {global_batch}))
+
+
+def local_steps_for(global_batch: int, available: int, wanted=LOCAL_STEPS) -> tuple[int, ...]:
+    """The H weighed at this batch: those whose round fits in the data (H·B ≤ ``available``)."""
+    hs = tuple(h for h in wanted if h * global_batch <= available)
+    if not hs:
+        raise SystemExit(f"pair_vs_alone: a round of H={min(wanted)} at batch {global_batch:,} needs more "
+                         f"than the {available:,} samples there are: a smaller --global-batch.")
+    return hs
+
+
+def equal_work(samples: int, epochs: int, global_batch: int, available: int,
+               local_steps=LOCAL_STEPS, rounds: int = MIN_ROUNDS + 1) -> tuple[int, int]:
+    """(subset size, passes) so that every plan trains the same samples: the subset a whole number of
+    rounds at the largest H (hence at every H of the list and at every step), and the passes enough
+    for ``rounds`` rounds at that H (the first a warm-up, untimed). Within ``available`` samples."""
+    unit = max(local_steps) * global_batch
+    size = min(max(unit, -(-samples // unit) * unit), available // unit * unit)
+    return size, max(epochs, -(-rounds * unit // size))
+
+
+def borne_out(pick: str, over_alone: dict, to_target: dict, min_gain: float) -> tuple[bool, str | None]:
+    """Was the planner's pick right both ways? A pair plan picked must beat the desktop alone in the runs
+    (speed and time to target); the desktop alone picked, no pair plan may have gained ``min_gain``
+    (a missed gain). Returns (borne out, the plan it missed or got wrong, if any)."""
+    if pick != "desktop alone":
+        ok = over_alone[pick] >= 1 and to_target[pick] <= to_target["desktop alone"]
+        return ok, None if ok else pick
+    missed = [name for name, r in over_alone.items() if name != pick and r >= min_gain]
+    return not missed, (max(missed, key=over_alone.get) if missed else None)
 
 
 def fit_plain_loop(sizes, steps: int) -> steptime.StepTime:
@@ -101,35 +141,46 @@ def main() -> None:
     parser.add_argument("--link-mbit", type=float, default=None, help="the link's cap (default: none)")
     parser.add_argument("--sweep-steps", type=int, default=20, help="timed steps per batch size of each sweep")
     parser.add_argument("--card", action="store_true", help="a GPU machine: its card + its CPU, nothing simulated")
+    parser.add_argument("--stand-in", action="store_true",
+                        help="with --card, no GPU: Ray counts one on the desktop node, its worker runs on the CPU "
+                             "(the GPU call's dry run; every label says stand-in)")
+    parser.add_argument("--local-steps", default=",".join(map(str, LOCAL_STEPS)),
+                        help="the H to weigh, comma-separated (default %(default)s)")
     parser.add_argument("--rehearsal", choices=("wifi", "gigabit"), default=None,
                         help="build the two-host rehearsal with this link cap and run there (root)")
     args = parser.parse_args()
+    if args.stand_in and not args.card:
+        raise SystemExit("pair_vs_alone: --stand-in stands in for --card: give both.")
     if args.rehearsal:
         return in_rehearsal(args)
 
     b = args.global_batch
-    data = load_mnist("train").subset(args.samples, seed=0)
+    full = load_mnist("train")
+    hs = local_steps_for(b, len(full), tuple(int(h) for h in args.local_steps.split(",")))
+    size, args.epochs = equal_work(args.samples, args.epochs, b, len(full), hs)
+    args.samples_used = size
+    data = full.subset(size, seed=0)
     test = load_mnist("test").subset(2_000, seed=0)
     params = count_params(make_model("small"))
     link = (planner.SAME_MACHINE if args.link_mbit is None
             else planner.Link(args.link_mbit, 0.0, f"a {args.link_mbit:g} Mbit/s cap, no latency"))
     started = time.perf_counter()
-    alone_line = fit_plain_loop(SWEEP, args.sweep_steps)   # before Ray starts: its start-up takes CPU
+    alone_line = fit_plain_loop(sweep_sizes(b), args.sweep_steps)   # before Ray starts: its start-up takes CPU
     with the_pair(args) as pair:
         with ParameterServerTraining(pair.workers, data, batch_sizes=[b // 2, b - b // 2], seed=0,
                                      progress=False) as probe:
             probe.run(4)                                   # warm-up: the workers' first steps
-            lines = fit_workers(probe, SWEEP, args.sweep_steps)
+            lines = fit_workers(probe, sweep_sizes(b), args.sweep_steps)
             probe.run(2, batch_sizes=[1, 1])
             engine = engine_cost(probe.run(12, batch_sizes=[1, 1]))
             labels = probe.labels
         # "desktop alone" is the plain loop; the pair's plans use each worker as it runs in the pair
         pair_lines = (lines[0], lines[1])
-        advice = planner.advise(pair_lines, params, link, b, engine_s=engine, alone=alone_line)
+        advice = planner.advise(pair_lines, params, link, b, hs, engine_s=engine, alone=alone_line)
         alone_plan = planner.desktop_alone((alone_line, lines[1]), b)
         sync = planner.with_mac(pair_lines, params, link, b, 1, 4, engine, keep_mac=True)
         local = max((planner.with_mac(pair_lines, params, link, b, h, 2, engine, keep_mac=True)
-                     for h in (4, 8, 16, 32, 64)), key=lambda p: p.samples_per_s)
+                     for h in hs), key=lambda p: p.samples_per_s)
         plans = {"desktop alone": alone_plan, "sync per step": sync, f"local SGD H={local.local_steps}": local}
         if advice.best.uses_mac:
             plans[f"planner's pick: {advice.best.name}"] = advice.best
@@ -138,7 +189,9 @@ def main() -> None:
             for name, plan in plans.items():
                 runs[name].append(run_alone(data, test, b, args.epochs, args.target) if not plan.uses_mac
                                   else run_pair(pair.workers, plan, data, test, args.epochs, args.target))
-        where = ("a GPU machine: its card as the desktop, its CPU as the mac, nothing simulated" if args.card
+        where = ("STAND-IN for a GPU machine: Ray counts a GPU on the desktop node, its worker runs on the CPU"
+                 if args.stand_in else
+                 "a GPU machine: its card as the desktop, its CPU as the mac, nothing simulated" if args.card
                  else str(pair))
     report(args, where, labels, alone_line, lines, engine, link, advice, plans, runs,
            time.perf_counter() - started)
@@ -146,7 +199,7 @@ def main() -> None:
 
 def report(args, where, labels, alone_line, lines, engine, link, advice, plans, runs, seconds) -> None:
     print(f"pair_vs_alone: {where}")
-    print(f"  global batch {args.global_batch}, {args.samples:,} samples × {args.epochs} passes, "
+    print(f"  global batch {args.global_batch}, {args.samples_used:,} samples × {args.epochs} passes (every plan), "
           f"target {args.target:.0%}, {args.repeats} alternations")
     print(f"  desktop alone (plain loop): {alone_line}")
     for label, line in zip(labels, lines):
@@ -171,14 +224,16 @@ def report(args, where, labels, alone_line, lines, engine, link, advice, plans, 
               f"{' / '.join(f'{x:,.0f}' for x in rates):>30s} {med:8,.0f} {ratios[name]:9.2f} "
               f"{statistics.median(to) if to else float('nan'):11.2f} {statistics.median(out[name]['accuracy']):8.4f}")
     pick = next((name for name in plans if name.startswith("planner's pick")), "desktop alone")
-    alone_to = statistics.median(out["desktop alone"]["seconds_to_target"] or [math.inf])
-    pick_to = statistics.median(out[pick]["seconds_to_target"] or [math.inf])
-    honest = pick == "desktop alone" or (out[pick]["median"] >= alone_rate and pick_to <= alone_to)
+    to_target = {name: statistics.median(o["seconds_to_target"] or [math.inf]) for name, o in out.items()}
+    honest, wrong = borne_out(pick, {name: o["over_alone"] for name, o in out.items()}, to_target,
+                              planner.MIN_GAIN)
     print(f"  the planner picked {pick}: " + ("the desktop alone" if pick == "desktop alone" else
-          f"{out[pick]['over_alone']:.2f}× the desktop alone, target in {pick_to:.2f} s against {alone_to:.2f} s")
-          + ("" if honest else "  ← NOT borne out by the runs"))
+          f"{out[pick]['over_alone']:.2f}× the desktop alone, target in {to_target[pick]:.2f} s against "
+          f"{to_target['desktop alone']:.2f} s")
+          + ("" if honest else f"  ← NOT borne out: {wrong} ran {out[wrong]['over_alone']:.2f}× the desktop alone"))
     print(json.dumps({"bench": "pair_vs_alone", "where": where, "global_batch": args.global_batch,
-                      "pick": pick, "pick_borne_out": honest,
+                      "samples": args.samples_used, "passes": args.epochs,
+                      "pick": pick, "pick_borne_out": honest, "missed_or_false": wrong,
                       "verdict": advice.verdict, "engine_ms": round(engine * 1e3, 3),
                       "desktop_alone_line": [alone_line.fixed_s, alone_line.per_sample_s],
                       "worker_lines": [[x.fixed_s, x.per_sample_s] for x in lines],
@@ -195,7 +250,8 @@ def the_pair(args):
     from hetlab.cluster.practice import PracticeCluster
     from hetlab.tools.gpucheck.context import pair_workers   # the GPU check's pair: the card, then the CPU
     cluster = PracticeCluster(("desktop", "mac"), accounted_gpus={"desktop": 1})  # Ray counts the card there
-    return pair.Pair(pair_workers("cuda"), None, cluster)
+    # a stand-in's desktop worker asks for that GPU as on the card ("auto": the GPU node's best device)
+    return pair.Pair(pair_workers("auto" if args.stand_in else "cuda"), None, cluster)
 
 
 def in_rehearsal(args) -> None:

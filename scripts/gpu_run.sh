@@ -1,40 +1,83 @@
 #!/usr/bin/env bash
-# On a leased GPU machine (docs/gpu-machine.md), in the repository's root: install the carried Ray
-# (.gpu-carry/, built here by scripts/gpu_carry.py) against that machine's own Python and torch,
-# then run `hetlab gpu-check` and leave its record and log in $OUT.
+# The GPU check's prepared call (docs/gpu-machine.md), every step of it, in the repository's root.
 #
-#   bash scripts/gpu_run.sh                  # gpu-check --quick
-#   bash scripts/gpu_run.sh --full           # gpu-check, every check in full
-#   bash scripts/gpu_run.sh --only pair_ps   # any gpu-check options instead (full unless --quick)
+#   bash scripts/gpu_run.sh                    on a single-GPU Linux machine: the quick checks
+#   bash scripts/gpu_run.sh --full             every check in full
+#   bash scripts/gpu_run.sh --dry-run          here, without a GPU: the same steps and code paths in a
+#                                              stand-in mode (Ray counts one GPU on the desktop node, the
+#                                              workers run on the CPU, every label says stand-in), tiny sizes
+#   bash scripts/gpu_run.sh --dry-run --quick  the dry run's short form (no notebooks, one pair batch)
 #
-# Exit status: gpu-check's (0 all goals met, 1 some not, 2 refused), or 3 if Ray did not install.
+# On the GPU machine Ray comes from .gpu-carry/ (scripts/gpu_carry.py) unless `import ray` already works.
+# Each step writes $OUT/STEP.log, printed when the step ends; its exit status is its own (no pipe hides
+# it). The last line is one JSON object: every figure the course claims for a card, and each step's
+# status (scripts/gpu_figures.py). Exit status: 0 every step ran and met its goals, 1 a step failed,
+# 2 a bad option, 3 Ray missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+DRY=0 FULL=0 SHORT=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY=1 ;;
+    --full) FULL=1 ;;
+    --quick) SHORT=1 ;;
+    *) echo "gpu_run.sh: unknown option $arg (use --dry-run, --quick or --full)" >&2; exit 2 ;;
+  esac
+done
 OUT=${OUT:-/tmp/hetlab-gpu-check}
-SITE=${HETLAB_SITE:-/tmp/hetlab-site}
 PY=${PYTHON:-python3}                       # the machine's Python, the one that holds its torch
-mkdir -p "$OUT"
+mkdir -p "$OUT" && rm -f "$OUT"/*.log "$OUT/status.txt"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # Ray's workers inherit it: hetlab imports there too
 
-if ! ls .gpu-carry/wheels/ray-*.whl >/dev/null 2>&1; then
-  echo "no .gpu-carry/wheels/ray-*.whl: build it with scripts/gpu_carry.py and carry .gpu-carry" >&2
-  exit 3
+if ! "$PY" -c "import ray" 2>/dev/null; then          # a machine with no package registry: the carried wheels
+  SITE=${HETLAB_SITE:-/tmp/hetlab-site}
+  if ! ls .gpu-carry/wheels/ray-*.whl >/dev/null 2>&1; then
+    echo "no Ray here and no .gpu-carry/wheels/ray-*.whl: build it with scripts/gpu_carry.py and carry .gpu-carry" >&2
+    exit 3
+  fi
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" .gpu-carry/wheels/*.whl || exit 3
+  export PYTHONPATH="$SITE:$PYTHONPATH"
 fi
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target "$SITE" .gpu-carry/wheels/*.whl || exit 3
-
-export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"   # Ray's workers inherit it: hetlab imports there too
-export HETLAB_COMMIT="$(cat .gpu-carry/hetlab-commit 2>/dev/null || echo unknown)"
+export HETLAB_COMMIT="${HETLAB_COMMIT:-$(cat .gpu-carry/hetlab-commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 export HETLAB_RAY_WHEEL="$(cat .gpu-carry/ray-wheel.txt 2>/dev/null)"
 export RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
-
 "$PY" -c "import platform, ray, torch; print(f'python {platform.python_version()}, ray {ray.__version__}, torch {torch.__version__}, CUDA {torch.version.cuda}, GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}')" || exit 3
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+[ "$DRY" = 1 ] || nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
-if [ "${1:-}" = "--full" ]; then shift; elif [ $# -eq 0 ]; then set -- --quick; fi
-"$PY" -m hetlab gpu-check --record "$OUT" "$@" 2>&1 | tee "$OUT/gpu-check.log"
-rc=${PIPESTATUS[0]}
-if [ "$rc" -eq 1 ] && [ -d /tmp/ray/session_latest/logs ]; then   # what Ray said, for a check that failed
+failed=0
+step() {   # step NAME COMMAND...: its output into $OUT/NAME.log, then shown; its own exit status kept
+  local name=$1; shift
+  echo "=== $name: $*"
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  cat "$OUT/$name.log"
+  echo "=== $name: exit status $rc"
+  echo "$name $rc" >>"$OUT/status.txt"
+  [ "$rc" -eq 0 ] || failed=1
+}
+
+NOTEBOOKS=(notebooks/01_single_device_mnist.ipynb notebooks/02_measure_your_devices.ipynb)
+if [ "$DRY" = 1 ]; then
+  TINY_PAIR=(--card --stand-in --samples 512 --epochs 1 --repeats 1 --sweep-steps 2 --local-steps 4 --target 0.5)
+  if [ "$SHORT" = 1 ]; then GPU_ONLY=(--only describe,sweep,speedups); else GPU_ONLY=(); fi
+  step gpu_check "$PY" -m hetlab gpu-check --stand-in --record "$OUT" "${GPU_ONLY[@]}"
+  step pair_vs_alone_128 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 32
+  [ "$SHORT" = 1 ] || step pair_vs_alone_1024 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 64
+  step local_loop "$PY" benchmarks/local_loop.py --stand-in --batch 32 --local-steps 4 --rounds 2 --repeats 1
+  [ "$SHORT" = 1 ] || step notebooks env HETLAB_QUICK=1 "$PY" scripts/run_cells.py "${NOTEBOOKS[@]}"
+else
+  if [ "$FULL" = 1 ]; then MODE=(); else MODE=(--quick); fi
+  step gpu_check "$PY" -m hetlab gpu-check --record "$OUT" "${MODE[@]}"
+  step pair_vs_alone_128 "$PY" benchmarks/pair_vs_alone.py --card --repeats 3
+  step pair_vs_alone_1024 "$PY" benchmarks/pair_vs_alone.py --card --global-batch 1024 --repeats 3
+  step local_loop "$PY" benchmarks/local_loop.py
+  step notebooks env HETLAB_QUICK="$((1 - FULL))" "$PY" scripts/run_cells.py "${NOTEBOOKS[@]}"
+fi
+
+if [ "$failed" = 1 ] && [ -d /tmp/ray/session_latest/logs ]; then   # what Ray said, for a step that failed
   tar czf "$OUT/ray-logs.tgz" -C /tmp/ray/session_latest logs 2>/dev/null || true
 fi
-echo "gpu-check exit status $rc; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
-exit "$rc"
+echo "files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
+"$PY" scripts/gpu_figures.py "$OUT" || failed=1
+exit "$failed"

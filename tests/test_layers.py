@@ -23,7 +23,7 @@ LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "core", "core.flat", "core.simulate", "core.samecode", "core.machine",
                "cluster.authtoken", "core.train_step", "core.data", "core.models", "core.devices",
                "arithmetic", "arithmetic.estimates", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
-               "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train",
+               "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train", "core.speedups",
                "windows", "windows.wslconfig", "course.exercises", "course.grading"],
     "cluster": ["cluster.raylog", "cluster.reach", "cluster", "cluster.ray_cluster", "cluster.commands",
                 "windows.wsl", "windows.steps", "cluster.gpu_holders", "cluster.practice", "cluster.figures",

@@ -113,7 +113,7 @@ def test_the_verdict_agrees_with_its_own_plans():
         alone = advice.plans[0].samples_per_s
         top = steptime.ceiling(*pair, batch)
         assert all(p.samples_per_s <= top * alone * (1 + 1e-9) for p in advice.plans)
-        gaining = [p for p in advice.plans if p.uses_mac and p.samples_per_s >= 1.05 * alone]
+        gaining = [p for p in advice.plans if p.uses_mac and p.samples_per_s >= planner.MIN_GAIN * alone]
         if advice.verdict.startswith("add the Mac"):
             assert advice.best in gaining and advice.speedup == pytest.approx(advice.best.samples_per_s / alone)
         else:

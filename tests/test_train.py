@@ -1,9 +1,15 @@
 """Single-device training on real MNIST (hetlab.core.models + hetlab.core.train)."""
 
+import collections
+import os
+import statistics
+import sys
+
 import pytest
 import torch
 
 import hetlab.core.devices
+import hetlab.core.train
 from hetlab import HetlabError
 from hetlab.core.data import load_mnist
 from hetlab.core.models import count_params, make_model
@@ -87,3 +93,75 @@ def test_evaluate_runs_where_the_model_is_unless_told_otherwise(monkeypatch):
     accuracy = evaluate(model, test_set)                     # not sent to best() (meta would fail)
     assert next(model.parameters()).device.type == "cpu"     # it stayed on the CPU
     assert accuracy == evaluate(model, test_set, device="cpu")  # and counted there, as on the CPU given
+
+
+def _count_host_reads(monkeypatch) -> collections.Counter:
+    """Every read of a tensor's value into Python (``item``, ``tolist``, ``float()``, ``int()``, ``bool()``),
+    by the file that asked. On a GPU each one waits for the device. Adam's own ``item()`` on its step
+    counters is left out: PyTorch keeps those on the CPU (not fused, not capturable), no device wait."""
+    counts = collections.Counter()
+    for name in ("item", "tolist", "__float__", "__int__", "__bool__"):
+        original = getattr(torch.Tensor, name)
+
+        def read(self, *args, _original=original, _name=name, **kw):
+            caller = sys._getframe(1).f_code.co_filename
+            if not caller.endswith(os.path.join("torch", "optim", "optimizer.py")):
+                counts[f"{_name} in {os.path.basename(caller)}"] += 1
+            return _original(self, *args, **kw)
+
+        monkeypatch.setattr(torch.Tensor, name, read)
+    return counts
+
+
+def test_train_reads_the_device_a_few_times_an_epoch_not_every_step(monkeypatch):
+    """The plain loop keeps its losses on the device: a GPU never waits for the host between steps
+    (issue 44). 2 epochs of 32 steps: the losses read twice an epoch, the accuracy once."""
+    data, test = load_mnist("train").subset(1024), load_mnist("test").subset(200)
+    counts = _count_host_reads(monkeypatch)
+    hist = train("small", data, test, epochs=2, batch_size=32, progress=False)
+    reads = sum(counts.values())
+    assert len(hist.loss) == 64 and len(hist.test_accuracy) == 2
+    assert reads <= 2 * 4, counts                      # a few an epoch, not one a step (32)
+    assert hist.loss[-1] < hist.loss[0]
+
+
+def test_timing_each_step_splits_batching_from_compute():
+    """Notebook 01's lesson on where the time goes: ``timing=True`` (a device wait each step)."""
+    data = load_mnist("train").subset(512)
+    hist = train("small", data, epochs=1, batch_size=64, progress=False, timing=True)
+    assert hist.seconds_compute > hist.seconds_batching > 0 and len(hist.loss) == 8
+
+
+def test_the_sweep_and_train_agree_on_a_device_speed():
+    """One meaning of a device's speed: notebook 02's sweep (``throughput``) and ``train`` at the same
+    batch, alternated (a busy machine slows both alike), medians within noise of each other. One thread:
+    two threads on a machine whose cores other work keeps busy wait on each other, far noisier."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    data = load_mnist("train").subset(768)
+    sweep, plain = [], []
+    try:
+        for _ in range(5):
+            sweep.append(hetlab.core.devices.throughput(make_model("small", seed=0), "cpu", 64, steps=12))
+            plain.append(train("small", data, epochs=1, batch_size=64, device="cpu", progress=False).samples_per_s)
+    finally:
+        torch.set_num_threads(threads)
+    ratio = statistics.median(p / s for p, s in zip(plain, sweep))
+    assert 0.6 < ratio < 1.6, (plain, sweep)   # wide: a machine shared with other work is noisy
+
+
+def test_speedups_run_on_this_cpu_and_train_as_the_plain_loop():
+    """The card's options (issue 44) are plumbed and change nothing but speed here: the fused Adam
+    gives the plain loop's losses, bf16 autocast learns as well. CUDA graphs need CUDA: a clear error."""
+    from hetlab.core.speedups import Speedups
+    data, test = load_mnist("train").subset(1024), load_mnist("test").subset(500)
+    plain = train("small", data, test, epochs=1, batch_size=64, progress=False)
+    fused = train("small", data, test, epochs=1, batch_size=64, progress=False, speedups=Speedups(fused=True))
+    bf16 = train("small", data, test, epochs=1, batch_size=64, progress=False,
+                 speedups=Speedups(bf16=True, tf32=True))
+    assert fused.loss == pytest.approx(plain.loss, rel=1e-3, abs=1e-4)
+    assert abs(bf16.final_accuracy - plain.final_accuracy) < 0.05 and bf16.loss[-1] < bf16.loss[0]
+    assert hetlab.core.devices.throughput(make_model("small"), "cpu", 32, steps=2,
+                                          speedups=Speedups(fused=True, bf16=True)) > 0
+    with pytest.raises(HetlabError, match="cuda_graphs needs a CUDA device"):
+        train("small", data, epochs=1, progress=False, speedups=Speedups(cuda_graphs=True))

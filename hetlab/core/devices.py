@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from hetlab.errors import HetlabError
+from hetlab.core.speedups import PLAIN, Speedups
 from hetlab.core.train_step import make_optimizer, train_step
 
 KINDS = ("cuda", "mps", "cpu")
@@ -127,21 +128,25 @@ TRAINING_OPTIMIZER = "adam"
 
 def throughput(model: nn.Module, device: str | torch.device | None = None,
                batch_size: int = 128, steps: int = 10, warmup: int | None = None,
-               optimizer: str = TRAINING_OPTIMIZER, data=None, loss=None) -> float:
+               optimizer: str = TRAINING_OPTIMIZER, data=None, loss=None,
+               speedups: Speedups = PLAIN) -> float:
     """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data).
 
     Times whole training steps (forward, backward, ``optimizer`` update: Adam, as hetlab
     trains, unless told otherwise), synchronised around the timed run (``timed_steps``). Before timing,
     ``warmup=None`` runs one untimed step only when this process has not yet run this model's layers
     at this batch size on this device (MPS compiles per shape); an int: that many untimed steps every time.
-    Your own model: ``data=(x, y)`` to take the batch from (default: random MNIST-shaped
-    inputs, 10 classes) and ``loss`` (default cross-entropy).
+    Your own model: ``data=(x, y)`` (default: random MNIST-shaped inputs, 10 classes) and ``loss``
+    (default cross-entropy). The steps are ``train``'s, no read between them, ``speedups`` as there.
     """
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
     dev = resolve(device)
+    speedups.check(dev)
     model = model.to(dev)
-    opt = make_optimizer(optimizer, model.parameters(), lr=1e-3)
+    opt = (speedups.optimizer(model.parameters(), 1e-3) if optimizer == "adam"
+           else make_optimizer(optimizer, model.parameters(), lr=1e-3))
+    step_model = speedups.model(model)
     if data is None:
         x = torch.randn(batch_size, 1, 28, 28, device=dev)
         y = torch.randint(0, 10, (batch_size,), device=dev)
@@ -152,9 +157,12 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
     loss = loss or nn.functional.cross_entropy
 
     def step():
-        train_step(model, opt, loss, x, y)
+        with speedups.autocast(dev):
+            train_step(step_model, opt, loss, x, y)
 
-    seconds, _ = timed_steps(step, dev, steps, shape_key(model, dev, batch_size, optimizer), warmup)
+    with speedups.backend(dev):
+        seconds, _ = timed_steps(step, dev, steps, shape_key(model, dev, batch_size, optimizer, *speedups.names),
+                                 warmup)
     return batch_size * steps / seconds
 
 

@@ -18,6 +18,7 @@ from hetlab.core.data import as_tensors, batches
 from hetlab.core.devices import resolve, synchronize
 from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
+from hetlab.core.speedups import PLAIN, Speedups
 from hetlab.core.train_step import train_step
 
 
@@ -59,22 +60,26 @@ def evaluate(model: nn.Module, data, device=None, batch_size: int = 2000) -> flo
     was_training = model.training
     model.eval()
     x, y = as_tensors(data)
-    correct = 0
+    y = y.to(dev)
+    correct = torch.zeros((), dtype=torch.long, device=dev)   # counted on the device, read once
     for i in range(0, len(y), batch_size):
         out = model(x[i : i + batch_size].to(dev))
-        correct += (out.argmax(1).cpu() == y[i : i + batch_size]).sum().item()
+        correct += (out.argmax(1) == y[i : i + batch_size]).sum()
     model.train(was_training)
-    return correct / len(y)
+    return correct.item() / len(y)
 
 
 def train(model, train_data, test_data=None,
           epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
-          seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None) -> History:
+          seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None,
+          timing: bool = False, speedups: Speedups = PLAIN) -> History:
     """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
 
     ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
     then ``History.model``). Data: a hetlab Dataset, ``(x, y)`` or a map-style torch Dataset.
-    ``schedule="cosine"`` decays the rate to zero over the run: the last epochs settle (≥ 99 %)."""
+    ``schedule="cosine"`` decays the rate to zero: the last epochs settle (≥ 99 %). Losses stay on the
+    device, read ``LOSS_READS_PER_EPOCH`` times an epoch; ``timing=True`` waits for the device each step
+    to time batching apart from compute (notebook 01; on a GPU it costs speed). ``speedups``: ``Speedups``."""
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
@@ -88,36 +93,56 @@ def train(model, train_data, test_data=None,
         check_model_and_loss(factory, loss_fn, x, y)
         model = make_model(factory, seed=seed)
     dev = resolve(device)
+    speedups.check(dev)
     torch.manual_seed(seed)
     model.to(dev).train()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = speedups.optimizer(model.parameters(), lr)
+    step_model = speedups.model(model)
     x, y = x.to(dev), y.to(dev)
     hist = History(device=str(dev), model=model)
     steps_per_epoch = -(-len(y) // batch_size)
+    read_every = max(1, -(-steps_per_epoch // LOSS_READS_PER_EPOCH))
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
              if schedule == "cosine" else None)
     bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
-    for epoch in range(epochs):
-        t = time.perf_counter()
-        for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
-            t_batch = time.perf_counter()
-            loss = train_step(model, opt, loss_fn, xb, yb)
-            hist.lr.append(opt.param_groups[0]["lr"])
-            if sched is not None:
-                sched.step()
-            hist.loss.append(loss.item())  # .item() synchronises the device
-            t_done = time.perf_counter()
-            hist.seconds_batching += t_batch - t
-            hist.seconds_compute += t_done - t_batch
-            hist.samples += len(yb)
-            t = t_done
-            bar.update(1)
-            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)
-        if test_data is not None:
-            synchronize(dev)
-            t0 = time.perf_counter()
-            hist.test_accuracy.append(evaluate(model, test_data, dev))
-            hist.seconds_eval += time.perf_counter() - t0
-            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", acc=f"{hist.test_accuracy[-1]:.4f}")
+    with speedups.backend(dev):
+        for epoch in range(epochs):
+            t, pending = time.perf_counter(), []
+            for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
+                t_batch = time.perf_counter()
+                with speedups.autocast(dev):
+                    pending.append(train_step(step_model, opt, loss_fn, xb, yb).detach())
+                hist.lr.append(opt.param_groups[0]["lr"])
+                if sched is not None:
+                    sched.step()
+                if timing:
+                    synchronize(dev)
+                if len(pending) == read_every:
+                    _read_losses(pending, hist, bar)   # waits for the device: counted as compute
+                t_done = time.perf_counter()
+                hist.seconds_batching += t_batch - t
+                hist.seconds_compute += t_done - t_batch
+                hist.samples += len(yb)
+                t = t_done
+                bar.update(1)
+            if pending:
+                _read_losses(pending, hist, bar)
+            hist.seconds_compute += time.perf_counter() - t   # what the device still had queued
+            if test_data is not None:
+                t0 = time.perf_counter()
+                hist.test_accuracy.append(evaluate(model, test_data, dev))
+                hist.seconds_eval += time.perf_counter() - t0
+                bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", acc=f"{hist.test_accuracy[-1]:.4f}")
     bar.close()
     return hist
+
+
+# How often an epoch reads its losses back from the device: each read waits for the device.
+LOSS_READS_PER_EPOCH = 2
+
+
+def _read_losses(pending: list, hist: History, bar) -> None:
+    """Move the losses kept on the device into ``hist.loss`` (one read for all), show the last."""
+    hist.loss += torch.stack(pending).float().tolist()
+    pending.clear()
+    bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)

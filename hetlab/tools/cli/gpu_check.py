@@ -8,7 +8,7 @@ from hetlab.errors import HetlabError
 from hetlab.tools.cli.base import _subcommand
 
 GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "pair_ps", "pair_raytrain", "autocast",
-                   "sweep")  # hetlab.tools.gpucheck.claims.CHECKS, named here for --help without loading torch
+                   "sweep", "speedups")  # hetlab.tools.gpucheck.claims.CHECKS, named here for --help without loading torch
 
 
 def _add_gpu_check(sub) -> None:
@@ -29,6 +29,9 @@ def _add_gpu_check(sub) -> None:
     p.add_argument("--pair-batch", type=int, default=None, metavar="B",
                    help="global batch of the pair's efficiency run (default: sized so that the card's step "
                         "is about 100 ms, long next to the parameter server's fixed cost per step)")
+    p.add_argument("--stand-in", action="store_true",
+                   help="a dry run without a GPU: every check's code on this CPU, Ray counting one GPU on the "
+                        "desktop node, tiny sizes; every row says stand-in and no goal is judged")
     p.set_defaults(run=_gpu_check)
 
 
@@ -43,5 +46,7 @@ def _gpu_check(args) -> int:
         if args.pair_batch < 2:
             raise HetlabError(f"--pair-batch {args.pair_batch}: must be at least 2 (one sample per worker).")
         sizes = replace(sizes, pair_batch=args.pair_batch)
-    result = gpucheck.run(args.only, quick=quick, record=args.record, sizes=sizes)
+    if args.stand_in:
+        sizes = None if args.pair_batch is None else replace(gpucheck.STAND_IN, pair_batch=args.pair_batch)
+    result = gpucheck.run(args.only, quick=quick, record=args.record, sizes=sizes, stand_in=args.stand_in)
     return 0 if result["passed"] else 1

@@ -15,8 +15,9 @@ import torch
 
 from hetlab.errors import HetlabError
 from hetlab.tools.gpucheck.autocast import check_autocast
-from hetlab.tools.gpucheck.context import FULL, QUICK, Context, Sizes
-from hetlab.tools.gpucheck.device import check_describe, check_notebook01, check_single_device, check_sweep
+from hetlab.tools.gpucheck.context import FULL, QUICK, STAND_IN, Context, Sizes
+from hetlab.tools.gpucheck.device import (check_describe, check_notebook01, check_single_device, check_speedups,
+                                          check_sweep)
 from hetlab.tools.gpucheck.pair import check_pair_ps, check_pair_raytrain
 from hetlab.tools.gpucheck.report import Row, error_row, render_table, summary, versions, write_record
 
@@ -37,6 +38,7 @@ CHECKS: dict[str, Callable[[Context], list[Row]]] = {
     # fp16 and bf16 autocast on the CUDA worker, the fp16 overflow fallback provoked, fp16 on the wire
     "autocast": check_autocast,
     "sweep": check_sweep,                   # notebook 02's throughput-vs-batch sweep on CUDA
+    "speedups": check_speedups,             # train at 128: plain, the card options, CUDA graphs (not goals yet)
 }
 
 
@@ -64,17 +66,20 @@ def require_cuda() -> str:
 # --- the runner ---------------------------------------------------------------------------------
 
 def run(only: str | list[str] | None = None, quick: bool = False, record: str | None = None,
-        sizes: Sizes | None = None, device_override: str | None = None, out=print) -> dict:
+        sizes: Sizes | None = None, device_override: str | None = None, out=print,
+        stand_in: bool = False) -> dict:
     """Run the chosen checks, print progress, the table and the JSON object (last line).
 
     ``sizes``: how much each check runs (default ``QUICK`` or ``FULL``). ``device_override`` is
     for tests on a CPU box only (tests/test_gpucheck.py): it runs the checks' code on another
-    device. The CLI never sets it: without CUDA, ``hetlab gpu-check`` refuses.
+    device. ``stand_in`` (``--stand-in``, the GPU call's dry run): the CPU in the card's place, Ray
+    counting one GPU on the desktop node, tiny sizes; every row says "stand-in" and no goal is judged
+    (only a check that broke fails it). Otherwise, without CUDA, ``hetlab gpu-check`` refuses.
     """
     names = select(only)
-    device = device_override or require_cuda()
-    sizes = sizes or (QUICK if quick else FULL)
-    ctx, rows, started = Context(device, sizes), [], time.perf_counter()
+    device = "cpu" if stand_in else (device_override or require_cuda())
+    sizes = sizes or (STAND_IN if stand_in else QUICK if quick else FULL)
+    ctx, rows, started = Context(device, sizes, stand_in), [], time.perf_counter()
     try:
         for name in names:
             out(f"[gpu-check] {name} …")
@@ -85,11 +90,16 @@ def run(only: str | list[str] | None = None, quick: bool = False, record: str | 
                 new = [error_row(name, exc)]
             for row in new:
                 row.details.setdefault("check_seconds", round(time.perf_counter() - t0, 1))
+                if stand_in and row.status != "error":
+                    row.status, row.note = "stand-in", f"stand-in (the CPU, not a card): {row.note}"
                 out(f"[gpu-check]   {row.name}: {row.figure_text} {row.status}")
             rows += new
     finally:
         ctx.close()
     result = summary(rows, versions(device), quick, time.perf_counter() - started, names)
+    if stand_in:
+        result.update(stand_in=True, passed=all(r.status == "stand-in" for r in rows))
+        result["versions"]["gpu"] = "stand-in"   # no card: the CPU stood in for it
     out(render_table(rows))
     if record:
         json_path, md_path = write_record(result, record)

@@ -85,6 +85,11 @@ class Sizes:
 FULL = Sizes()
 QUICK = replace(FULL, bench_repeats=2, pair_steps=4, pair_rounds=5, pair_repeats=6, acc_epochs=1,
                 sweep_batches=(1, 8, 64, 256), sweep_steps=3)
+# The dry run's (``--stand-in``): every check's code path on a CPU, at sizes of seconds.
+STAND_IN = replace(QUICK, bench_samples=1100, bench_repeats=1, nb01_train=2000, nb01_test=500, nb01_epochs=1,
+                   nb01_target=0.5, pair_batch=1024, pair_step_s=0.01, pair_short_batch=128, pair_steps=2,
+                   pair_rounds=2, pair_repeats=1, train_samples=2000, test_samples=500, acc_batch=64,
+                   sweep_batches=(1, 16), sweep_steps=2)
 
 
 # --- what the checks share ----------------------------------------------------------------------
@@ -93,8 +98,10 @@ class Context:
     """Shared, made on first use: data, the practice cluster of the pair, the single-device
     reference, the accuracy runs' tuned split and their results (so ``--only`` works alone)."""
 
-    def __init__(self, device: str, sizes: Sizes):
-        self.device, self.sizes = device, sizes
+    def __init__(self, device: str, sizes: Sizes, stand_in: bool = False):
+        self.device, self.sizes, self.stand_in = device, sizes, stand_in
+        # the desktop worker's device: as a stand-in "auto", so that it asks Ray for the counted GPU as on the card
+        self.worker_device = "auto" if stand_in else device
         self._cluster = None
         self._cache: dict = {}
 
@@ -120,10 +127,11 @@ class Context:
         return self.sizes.acc_epochs * (len(self.train_data()) // self.sizes.acc_batch)
 
     def cluster(self):
-        """Two practice nodes here, "desktop" and "mac"; the desktop's Ray counts the real card."""
+        """Two practice nodes here, "desktop" and "mac"; the desktop's Ray counts the real card (or, as a
+        stand-in, one GPU that is not there: the placement runs as on the card, the worker on the CPU)."""
         if self._cluster is None:
             from hetlab.cluster.practice import PracticeCluster
-            gpus = {"desktop": 1} if torch.device(self.device).type == "cuda" else None
+            gpus = {"desktop": 1} if torch.device(self.device).type == "cuda" or self.stand_in else None
             self._cluster = PracticeCluster(("desktop", "mac"), accounted_gpus=gpus)
         return self._cluster
 
@@ -154,7 +162,7 @@ class Context:
             if training is not None:
                 return tune(training)
             self.cluster()
-            with ParameterServerTraining(pair_workers(self.device), self.train_data(), seed=0,
+            with ParameterServerTraining(pair_workers(self.worker_device), self.train_data(), seed=0,
                                          progress=False, batch_sizes=split_batch(b, [1, 1])) as run:
                 return tune(run)
         return self.cached("split", make)
@@ -165,7 +173,7 @@ class Context:
             from hetlab.ps import ParameterServerTraining
             sizes = self.accuracy_split()
             self.cluster()
-            with ParameterServerTraining(pair_workers(self.device, precision), self.train_data(),
+            with ParameterServerTraining(pair_workers(self.worker_device, precision), self.train_data(),
                                          seed=0, progress=False, transfer=transfer,
                                          batch_sizes=sizes) as run:
                 records = run.run(self.acc_steps)

@@ -1,7 +1,7 @@
 """The GPU checks on one device (hetlab.tools.gpucheck.claims): ``describe`` (and why timers wait for
 the card), ``single_device`` (benchmarks/single_device.py: tensor batches vs DataLoader),
-``notebook01`` (notebook 01's full run to ≥ 99 %) and ``sweep`` (notebook 02's throughput vs
-batch size). Each returns rows with goals.
+``notebook01`` (notebook 01's full run to ≥ 99 %), ``sweep`` (notebook 02's throughput vs
+batch size) and ``speedups`` (the card options beside the plain loop). Each returns rows.
 """
 from __future__ import annotations
 
@@ -106,3 +106,29 @@ def check_sweep(ctx: Context) -> list[Row]:
                 Goal(">", 1.0, "> 1× (bigger model slower)"),
                 f"best small {best['small']:,.0f}, classic {best['classic']:,.0f} samples/s", details=details)]
 
+
+
+def check_speedups(ctx: Context) -> list[Row]:
+    """``train`` at batch 128 (notebook 01's model, one pass) plain, with the card options
+    (``hetlab.core.speedups``), and with CUDA graphs (torch.compile's warm-up counted in its figure):
+    not goals yet, figures beside the plain loop, so that a GPU run can pick the defaults."""
+    from hetlab.core.data import load_mnist
+    from hetlab.core.models import make_model
+    from hetlab.core.speedups import ALL_ON_CUDA, NOT_MEASURED, PLAIN, Speedups
+    from hetlab.core.train import train
+    data = load_mnist("train").subset(ctx.sizes.bench_samples, seed=0)
+    runs = {"plain": PLAIN, "fused_tf32_bf16": ALL_ON_CUDA, "cuda_graphs": Speedups(cuda_graphs=True)}
+    rates, rows = {}, []
+    for name, options in runs.items():
+        if options.cuda_graphs and torch.device(ctx.device).type != "cuda":
+            rows.append(Row(f"train_128_{name}", None, "samples/s", None, "needs CUDA: not run here"))
+            continue
+        hist = train(make_model("small", seed=0), data, epochs=1, batch_size=128, device=ctx.device,
+                     progress=False, speedups=options)
+        rates[name] = hist.samples_per_s
+        gain = "" if name == "plain" else f"; {hist.samples_per_s / rates['plain']:.2f}× the plain loop"
+        rows.append(Row(f"train_128_{name}", hist.samples_per_s, "samples/s", None,
+                        f"{len(data):,} samples, batch 128, {options.names or 'no options'}{gain}; "
+                        f"{NOT_MEASURED if name != 'plain' else 'the plain loop'}",
+                        details={"options": options.names, "final_loss": hist.loss[-1]}))
+    return rows

@@ -23,7 +23,7 @@ def check_pair_ps(ctx: Context) -> list[Row]:
     from hetlab.arithmetic.balance import format_ratio, split_batch
     from hetlab.ps import ParameterServerTraining
     s = ctx.sizes
-    workers = pair_workers(ctx.device)
+    workers = pair_workers(ctx.worker_device)
     ctx.cluster()
     asks = {name: bool(opts.get("num_gpus")) for name, opts in pair_placements(workers).items()}
     gpu_note = ", ".join(f"{n} {'asks Ray for the GPU' if a else 'asks for no GPU'}" for n, a in asks.items())
