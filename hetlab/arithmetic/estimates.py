@@ -12,7 +12,8 @@ from hetlab.arithmetic.steptime import StepTime, independent_gain
 
 # The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop
 # (hetlab.core.train), Adam, 2 epochs, 2026-11-26: 35,490 samples/s at batch 128 and 171,182 at
-# 1,024. The line through both points is that machine's whole step: launches, update, bookkeeping.
+# 1,024. The line through both points is that machine's whole step: launches, update, bookkeeping,
+# and the host waiting for the card every step (that loop read the loss each step; today's does not).
 H100_TRAIN = {128: 35_490.0, 1024: 171_182.0}
 # Published FP32 peaks, TFLOP/s (an M2 with the 10-core GPU; the 8-core one has 2.9).
 FP32_TFLOPS = {"H100": 67.0, "RTX 4070 Ti": 40.0, "M2 GPU": 3.6}
@@ -41,7 +42,9 @@ def _lines() -> dict:
 STEP = _lines()
 STEP_HOW = ("estimated: an H100's measured training loop (35,490 and 171,182 samples/s at batch 128 and "
             "1,024), its fixed part kept for the card (launching kernels costs about the same on any "
-            "recent NVIDIA card) and doubled for MPS, its per-sample part scaled by FP32 peaks")
+            "recent NVIDIA card) and doubled for MPS, its per-sample part scaled by FP32 peaks. That loop "
+            "read the loss back every step; the loop now reads it twice an epoch, which a card should "
+            "run faster (not yet measured), so these lines are likely slow for a card")
 
 SEARCH_BATCHES = (32, 128)   # notebook 09's trials train at batch 32 to 128, one trial per device
 
