@@ -345,11 +345,21 @@ def test_train_best_here_repeats_its_trial_exactly(pair_run):
     assert out["accuracy"] == best.accuracy               # same config, seed, step: same result
 
 
-def test_cli_bad_input_is_one_line_before_ray(capsys):
+@pytest.mark.parametrize("args, says", [
+    (["--trials", "0"], "trials=0: give a whole number ≥ 1."),
+    (["--slowdown", "0"], "--slowdown 0: give X ≥ 1"), (["--slowdown", "-3"], "--slowdown -3: give X ≥ 1"),
+    (["--at-once", "0"], "--at-once 0: give trials at once per device, at least 1."),
+    (["--train-samples", "0"], "--train-samples 0: give at least 128, the largest batch tried."),
+    (["--storage", ""], "storage_path='': give a folder or a URI"),
+    (["--storage", "nosuchscheme://x/y"], "pyarrow cannot open it"),
+    (["--storage", "/no/such/folder"], "no such folder here"),
+])
+def test_cli_bad_input_is_one_line_before_ray(args, says, capsys):
     from hetlab.tools import cli
-    assert cli.main(["search", "--trials", "0"]) == 2
+    assert cli.main(["search", *args]) == 2
     err = capsys.readouterr().err
-    assert err == "HetlabError: trials=0: give a whole number ≥ 1.\n"
+    assert err.startswith("HetlabError: ") and says in err and err.count("\n") == 1
+    assert not ray.is_initialized()                       # before any cluster started
 
 
 def test_cli_searches_the_cluster_at_an_address_into_a_uri(practice, capsys, tmp_path):

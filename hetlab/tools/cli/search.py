@@ -58,13 +58,13 @@ def _add_search(sub) -> None:
 
 
 def _search(args) -> int:
-    from hetlab import search
     from hetlab.errors import HetlabError
-    from hetlab.pair import the_pair
-    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):
+    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):  # before Ray and torch load
         raise HetlabError(f"--slowdown {args.slowdown:g}: give X ≥ 1, the mac's simulated slowdown (1 = none).")
     if args.at_once is not None and args.at_once < 1:
         raise HetlabError(f"--at-once {args.at_once}: give trials at once per device, at least 1.")
+    from hetlab import search
+    from hetlab.pair import the_pair
     batch = max(search.SPACE["batch_size"])
     if args.train_samples < batch:
         raise HetlabError(f"--train-samples {args.train_samples}: give at least {batch}, the largest batch tried.")
