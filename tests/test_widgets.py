@@ -74,7 +74,9 @@ def test_slider_run_auto_and_errors_against_real_training(training):
         measured = [(r["batch_sizes"][i], r["batch_sizes"][i] / r["worker_samples_per_s"][i]) for r in tuner.runs]
         assert any(f + b / speed == pytest.approx(t, rel=1e-9) for b, t in measured), (i, measured, speed, f)
     assert "predicted" in tuner.split_label.value and "finish together" in tuner.recommended_label.value
-    assert speeds[0] > 2 * speeds[1]            # the 4× slower mac, simulated, is seen as slower
+    # the 4× slower mac, simulated, is seen as slower in every run (a two-point line's slope alone is noise
+    # on a busy machine)
+    assert all(r["worker_samples_per_s"][0] > 2 * r["worker_samples_per_s"][1] for r in tuner.runs)
     assert len(tuner.figure.axes[1].lines[0].get_ydata()) == 2
     bundle = tuner._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
