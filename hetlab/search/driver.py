@@ -87,10 +87,7 @@ def placement_plan(roles, packing, slowdowns, model) -> dict:
         if key not in _MEASURED:  # measured once per machine and model in this session
             _MEASURED[key] = slots.measure_packing(roles, model=model, slowdowns=slowdowns)
         measured = _MEASURED[key]
-    else:
-        if not isinstance(packing, dict) or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
-                                                for k in packing.values()):
-            raise HetlabError(f"packing={packing!r}: give role → trials at once, e.g. {{'desktop': 2}}.")
+    else:  # checked by check_numbers
         measured = {role: slots.Packing(role, packing.get(role, 1), "GPU" if nodes[role]["Resources"].get("GPU", 0)
                                         >= 1 else "CPU") for role in roles}
     if len(roles) > 1:

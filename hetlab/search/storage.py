@@ -18,7 +18,7 @@ import ray
 
 from hetlab.cluster.ray_cluster import placement
 from hetlab.errors import HetlabError
-from hetlab.search.trial import probe_storage
+from hetlab.search.trial import probe_storage, write_read_delete
 
 
 @dataclass
@@ -69,23 +69,17 @@ def _usable_here(storage: Storage) -> Storage:
     """``storage`` if this machine can write, read back and delete a file in its folder (which
     must exist: a shared folder's mount point, a bucket); else one line saying what failed."""
     from pyarrow import fs as pafs
-    test = f"{storage.folder}/.hetlab-here-{uuid.uuid4().hex[:8]}"
     try:
-        if storage.fs.get_file_info(storage.folder).type != pafs.FileType.Directory:
-            raise HetlabError(f"storage {storage.ray_path}: no such folder here: create it (on every machine "
-                              f"that runs trials), or give another.")
-        with storage.fs.open_output_stream(test) as f:
-            f.write(b"hetlab")
-        with storage.fs.open_input_stream(test) as f:
-            same = f.read() == b"hetlab"
-        storage.fs.delete_file(test)
-    except HetlabError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any filesystem's error (read-only, credentials), as one line
-        raise HetlabError(f"storage {storage.ray_path}: this machine cannot write, read back and delete a file "
-                          f"there ({type(e).__name__}: {' '.join(str(e).split())[:100]}).") from None
-    if not same:
-        raise HetlabError(f"storage {storage.ray_path}: a file written there read back different.")
+        kind = storage.fs.get_file_info(storage.folder).type
+    except Exception as e:  # noqa: BLE001 - any filesystem's error (credentials, network), as one line
+        raise HetlabError(f"storage {storage.ray_path}: this machine cannot look there ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:100]}).") from None
+    if kind != pafs.FileType.Directory:
+        raise HetlabError(f"storage {storage.ray_path}: no such folder here: create it (on every machine "
+                          f"that runs trials), or give another.")
+    failed = write_read_delete(storage.fs, storage.folder)
+    if failed:
+        raise HetlabError(f"storage {storage.ray_path}: this machine {failed}.")
     return storage
 
 

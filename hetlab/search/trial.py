@@ -142,8 +142,6 @@ def probe_storage(where, folder: str, marker: str) -> str:
     read back and delete a file of its own. Returns "" if all worked, else what failed, in a few
     words. ``where``: a URI or a pyarrow filesystem (the same one the search writes to). Importing
     this module there (torch with it) also leaves that node a warm process for its first trial."""
-    import uuid
-
     from pyarrow import fs as pafs
     try:
         filesystem = pafs.FileSystem.from_uri(where)[0] if isinstance(where, str) else where
@@ -152,6 +150,13 @@ def probe_storage(where, folder: str, marker: str) -> str:
                 return "read the desktop's test file but found other content"
     except Exception as e:  # noqa: BLE001 - any filesystem's error, as one line
         return f"cannot read the test file the driver wrote ({type(e).__name__})"
+    return write_read_delete(filesystem, folder)
+
+
+def write_read_delete(filesystem, folder: str) -> str:
+    """Write, read back and delete a file of this process's in ``folder``: "" if all worked, else
+    what failed, in a few words (``probe_storage`` on each node, ``hetlab.search.storage`` here)."""
+    import uuid
     mine = f"{folder}/.hetlab-node-{uuid.uuid4().hex[:8]}"
     try:
         with filesystem.open_output_stream(mine) as f:
@@ -160,8 +165,8 @@ def probe_storage(where, folder: str, marker: str) -> str:
             ok = f.read() == b"node"
         filesystem.delete_file(mine)
         return "" if ok else "wrote a file but read back other content"
-    except Exception as e:  # noqa: BLE001
-        return f"cannot write, read back and delete a file there ({type(e).__name__}: {str(e)[:80]})"
+    except Exception as e:  # noqa: BLE001 - any filesystem's error (read-only, credentials), as one line
+        return f"cannot write, read back and delete a file there ({type(e).__name__}: {' '.join(str(e).split())[:80]})"
 
 
 def step_rate(model, width: int, batch_size: int, seconds: float, threads: int) -> float:
