@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetlab.cluster.ray_cluster import connect, requested_address
+from hetlab.errors import HetlabError
 from hetlab.ps.specs import WorkerSpec
 
 
@@ -62,6 +63,8 @@ def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
     The practice mac is a simulated ``practice_slowdown``× slower device; ``slowdown``
     (e.g. ``hetlab train --slowdown``) slows the mac down, simulated, on either.
     """
+    if slowdown is not None and not 1 <= slowdown < float("inf"):
+        raise HetlabError(f"slowdown={slowdown!r}: give X ≥ 1, the mac's simulated slowdown (1 = none).")
     target = requested_address(address)
     if target is not None and target != "local":
         connect(target)  # fails within seconds, in one line, if the head is not there

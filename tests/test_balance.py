@@ -6,7 +6,8 @@ import time
 import pytest
 import torch
 
-from hetlab.arithmetic.balance import (auto_tune, check_weights, efficiency, equal_finish_split, fit_step_time,
+from hetlab.arithmetic import steptime
+from hetlab.arithmetic.balance import (auto_tune, check_weights, efficiency, equal_finish_split,
                             follow_split, format_ratio,
                             idle_fractions, predicted_efficiency, predicted_samples_per_s, predicted_step_time,
                             ratio_of, scale_local_steps, split_batch)
@@ -130,18 +131,21 @@ def test_auto_tune_gives_the_fixed_cost_its_due():
     assert step(proportional) > 1.15 * step(result.batch_sizes)
 
 
-def test_fit_step_time_separates_the_fixed_part_and_falls_back_on_noise():
-    assert fit_step_time([100, 200, 400], [0.03, 0.05, 0.09]) == pytest.approx((5000.0, 0.01))
-    assert fit_step_time([100], [0.05]) == (2000.0, 0.0)              # one size: no fixed part
-    assert fit_step_time([100, 105], [0.05, 0.08]) == (105 / 0.08, 0.0)  # too close to tell
-    assert fit_step_time([100, 200], [0.08, 0.05]) == (4000.0, 0.0)   # slower with fewer: noise
+def test_the_rounds_fit_separates_the_fixed_part_and_falls_back_on_noise():
+    def rounds(sizes, seconds, fallback="last"):
+        line = steptime.fit(sizes, seconds, fallback=fallback)
+        return line.speed, line.fixed_s
+    assert rounds([100, 200, 400], [0.03, 0.05, 0.09]) == pytest.approx((5000.0, 0.01))
+    assert rounds([100], [0.05]) == pytest.approx((2000.0, 0.0))              # one size: no fixed part
+    assert rounds([100, 105], [0.05, 0.08]) == pytest.approx((105 / 0.08, 0.0))  # too close to tell
+    assert rounds([100, 200], [0.08, 0.05]) == pytest.approx((4000.0, 0.0))   # slower with fewer: noise
     # a line whose fixed part (55 ms) is longer than the quickest step measured (32 ms): noise
-    assert fit_step_time([64, 31, 14], [0.120, 0.160, 0.032]) == (14 / 0.032, 0.0)
+    assert rounds([64, 31, 14], [0.120, 0.160, 0.032]) == pytest.approx((14 / 0.032, 0.0))
     # auto_tune's fallback: the largest batch, where the fixed part weighs least (not a 1-sample step)
-    assert fit_step_time([256, 111, 1], [0.338, 0.267, 0.0114], fallback="largest") == (256 / 0.338, 0.0)
-    assert fit_step_time([256, 111, 1], [0.338, 0.267, 0.0114]) == (1 / 0.0114, 0.0)
+    assert rounds([256, 111, 1], [0.338, 0.267, 0.0114], "largest") == pytest.approx((256 / 0.338, 0.0))
+    assert rounds([256, 111, 1], [0.338, 0.267, 0.0114]) == pytest.approx((1 / 0.0114, 0.0))
     with pytest.raises(HetlabError, match="fallback must be"):
-        fit_step_time([100, 105], [0.05, 0.08], fallback="first")
+        rounds([100, 105], [0.05, 0.08], fallback="first")
 
 
 def test_auto_tune_three_workers():

@@ -50,6 +50,10 @@ def test_parse_ratio():
     (["--model", "huge"], "--model"),
     (["--checkpoint-every", "5"], "--checkpoint-dir"),
     (["--resume", "/nonexistent/ckpt"], "--resume"),
+    (["--slowdown", "0"], "--slowdown 0.0: must be ≥ 1"), (["--slowdown", "-3"], "--slowdown -3.0: must be ≥ 1"),
+    (["--train-samples", "100"], "--train-samples 100: must be at least 128"),
+    (["--local-steps", "0"], "--local-steps 0"), (["--global-batch", "1"], "--global-batch 1"),
+    (["--checkpoint-dir", "/proc/no/such"], "--checkpoint-dir /proc/no/such: cannot write there"),
 ])
 def test_bad_input_is_one_line_and_non_zero(args, words, capsys):
     assert main(["train", *args]) == 2                    # checked before any Ray starts

@@ -81,6 +81,11 @@ def test_only_selects_in_run_order_and_unknown_names_are_one_line(capsys):
     assert cli.main(["gpu-check", "--only", "nope"]) == 2    # before any CUDA or Ray
     err = capsys.readouterr().err
     assert err.startswith("HetlabError: --only nope: no such check") and err.count("\n") == 1
+    for args, says in ((["--pair-batch", "1"], "--pair-batch 1: must be at least 2"),
+                       (["--record", "/proc/no/such"], "--record /proc/no/such: cannot write there")):
+        assert cli.main(["gpu-check", *args]) == 2           # before torch's CUDA check: here, without CUDA
+        err = capsys.readouterr().err
+        assert err.startswith(f"HetlabError: {says}") and err.count("\n") == 1
     assert cli_gpu_check.GPU_CHECK_NAMES == tuple(gpucheck.CHECKS)      # --help names them without torch
 
 

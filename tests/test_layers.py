@@ -33,7 +33,7 @@ LAYERS = {
     "engines": ["ps", "ps.specs", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
                 "ps.hooks", "ps.loop", "ps.saving", "ps.training", "raytrain", "raytrain.mixed",
                 "raytrain.config", "raytrain.loop", "raytrain.failure", "pair", "search.trial", "search.slots",
-                "search.storage", "search.results", "search", "search.driver"],
+                "search.storage", "search.keeper", "search.results", "search", "search.driver"],
     "front ends": ["tools", "tools.cli", "tools.cli.app", "tools.cli.base", "tools.cli.train",
                    "tools.cli.rehearse", "tools.cli.gpu_check", "__main__", "views", "views.widgets",
                    "views.plots", "views.diagrams", "tools.gpucheck", "tools.gpucheck.claims",

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import ray
+import torch
 
 from hetlab.cluster import raylog
 from hetlab import search
@@ -47,7 +48,11 @@ def test_a_bad_space_is_one_line_before_ray(space, says):
 @pytest.mark.parametrize("kwargs, says", [
     (dict(trials=0), "trials=0"), (dict(epochs=2, grace=3), "grace=3 is more than epochs=2"),
     (dict(time_budget_s=0), "time_budget_s=0"), (dict(max_failures=-1), "max_failures=-1"),
-    (dict(roles=()), "roles=()"), (dict(train_samples=50), "batch_size 128 is larger than train_samples=50"),
+    (dict(roles=()), "roles=()"), (dict(train_samples=50), "train_samples=50: give at least the largest batch_size, 128"),
+    (dict(packing={"desktop": 0}), "packing={'desktop': 0}"), (dict(slowdowns={"mac": 0}), "slowdowns={'mac': 0}"),
+    (dict(slowdowns={"mac": -3}), "each ≥ 1 (1 = real speed)"),
+    (dict(storage_path=""), "storage_path='': give a folder or a URI"),
+    (dict(storage_path="/no/such/folder"), "storage /no/such/folder: no such folder here"),
     (dict(trials=73), "trials=73 is more than the 72 distinct configurations"),
     (dict(storage_path="nosuchscheme://x/y"), "storage_path nosuchscheme://x/y: pyarrow cannot open it"),
     (dict(storage_path="runs", storage_filesystem="s3"), "storage_filesystem='s3': give a pyarrow.fs.FileSystem"),
@@ -56,6 +61,24 @@ def test_bad_numbers_are_one_line(kwargs, says):
     with pytest.raises(HetlabError) as e:
         search.search(None, **kwargs)
     assert says in str(e.value) and "\n" not in str(e.value)
+    assert not ray.is_initialized()
+
+
+def read_only_folder(tmp_path) -> str:
+    folder = tmp_path / "read-only"
+    folder.mkdir(parents=True)
+    folder.chmod(0o555)
+    return str(folder) if not os.access(folder, os.W_OK) else "/sys"   # root writes anywhere but /sys
+
+
+def test_storage_this_machine_cannot_write_is_one_line_before_ray(tmp_path):
+    for where in (read_only_folder(tmp_path), f"file://{read_only_folder(tmp_path / 'u')}"):
+        with pytest.raises(HetlabError) as e:
+            search.search(None, storage_path=where, trials=2)
+        assert "this machine cannot write, read back and delete a file there" in str(e.value), where
+        assert "\n" not in str(e.value) and not ray.is_initialized()
+    assert search.storage.open_storage(str(tmp_path)).folder == str(tmp_path)   # a usable folder: taken
+    assert os.listdir(tmp_path) == ["read-only", "u"]                           # its test file deleted
 
 
 def raises_at_width_4(width=16):
@@ -162,11 +185,16 @@ def test_trials_run_on_both_machines_each_labelled_where_it_ran(practice, pair_r
         assert t.node_id == practice.node_id(t.role), t                   # ran where its label says
         assert t.device == "cpu" and t.epochs >= 1 and 0.05 < t.accuracy <= 1
         assert t.ray_gpu == (t.role == "desktop") and t.resumed_from == 0  # the GPU only where there is one
+    # The desktop's GPU is only counted here: its trials held a share and trained on the CPU, and say so.
+    unused = [str(t.trial) for t in pair_run.trials if t.role == "desktop"]
+    assert pair_run.problems() == [f"trials {', '.join(unused)} held a share of desktop's GPU but trained on its "
+                                   f"CPU: torch there sees no GPU (run `hetlab doctor` on it)"]
     per = pair_run.per_machine()
     assert per["desktop"]["device_samples_per_s"] > per[MAC]["device_samples_per_s"]   # 4× slower, simulated
     assert {t.computer for t in pair_run.trials} == {this_machine()} and pair_run.one_computer  # shared cores
     table = str(pair_run)
     assert MAC in table and "trials/hour" in table and table.count("\n") == 2 + 4
+    assert table.count("cpu (GPU held, unused)") == len(unused)
     saved = json.load(open(os.path.join(pair_run.folder, "hetlab-trials.json")))
     assert [r["trial"] for r in saved] == [0, 1, 2, 3] and all(r["status"] for r in saved)
 
@@ -225,21 +253,23 @@ def test_a_budget_too_small_for_one_epoch_is_one_line_and_keeps_the_records(prac
     assert len(json.load(open(os.path.join(folder, "hetlab-trials.json")))) == 4
 
 
-def test_checkpoints_where_the_mac_cannot_see_them(practice, monkeypatch, capsys, tmp_path):
+def test_storage_a_machine_cannot_see_is_one_line_without_it_a_note(practice, monkeypatch, capsys, tmp_path):
     # A folder one machine cannot see cannot exist on one machine: check_storage is told so (fake).
     monkeypatch.setattr(search.driver, "check_storage", lambda storage, roles: ("mac", "cannot read the test file"))
     storage = search.storage.open_storage(str(tmp_path))
     with pytest.raises(HetlabError) as e:
-        search.driver._checkpoints(True, storage, ("desktop", "mac"))
+        search.driver._checkpoints("auto", storage, ("desktop", "mac"), explicit=True)
     assert "not usable from the mac machine (cannot read the test file)" in str(e.value)
-    assert "checkpoints=False" in str(e.value) and "\n" not in str(e.value)
-    assert search.driver._checkpoints("auto", storage, ("desktop", "mac")) is False
+    assert "\n" not in str(e.value)
+    assert search.driver._checkpoints("auto", storage, ("desktop", "mac"), explicit=False) is True
     out = capsys.readouterr().out
-    assert "note: checkpoints off" in out and "a trial whose machine is lost restarts from epoch 0" in out
+    assert out.startswith("note: results in") and "resumes on the other" in out and out.count("\n") == 1
 
 
 def test_every_node_writes_reads_and_deletes_in_a_folder_a_uri_or_a_filesystem(practice, tmp_path):
     from pyarrow import fs
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
     for storage in (search.storage.open_storage(str(tmp_path / "a")), search.storage.open_storage(f"file://{tmp_path}/b"),
                     search.storage.open_storage(str(tmp_path / "c"), fs.LocalFileSystem())):
         assert search.storage.check_storage(storage, ("desktop", "mac")) is None
@@ -260,14 +290,23 @@ def test_packing_is_measured_per_machine(practice):
     assert (mac.k, mac.device, mac.rates) == (1, "CPU", {}) and "simulated" in mac.note
 
 
+def dropout_cnn(width=16):
+    """The course's CNN with dropout: its training draws random numbers, so a resume must restore them."""
+    return torch.nn.Sequential(small_cnn(width), torch.nn.Dropout(0.3))
+
+
 def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_path):
     lost = threading.Event()
 
-    def lose_mac_after_its_first_epoch():      # Tune's result.json of each trial, read as it grows
+    def lose_mac_after_its_first_epoch():      # the search's records on disk, read as they grow
         deadline = time.time() + 120
         while time.time() < deadline and not lost.is_set():
             time.sleep(0.2)
-            if any('"role": "mac"' in p.read_text() for p in tmp_path.glob("lost/*/result.json")):
+            try:
+                records = json.loads((tmp_path / "lost" / "hetlab-trials.json").read_text())
+            except (OSError, ValueError):       # not written yet, or being written
+                continue
+            if any(r["role"] == "mac" and r["epochs"] >= 1 for r in records):
                 practice.remove_node("mac")
                 lost.set()
 
@@ -275,7 +314,7 @@ def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_pa
     remover.start()
     try:
         result = search.search(SPACE, slowdowns={"mac": 8}, storage_path=str(tmp_path), name="lost",
-                               **{**SMALL, "epochs": 3, "grace": 3})
+                               model=dropout_cnn, **{**SMALL, "epochs": 3, "grace": 3})
     finally:
         lost.set()
         remover.join()
@@ -288,8 +327,13 @@ def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_pa
     assert [s[0] for s in moved[0].spans] == ["mac (simulated 8× slower)", "desktop"]  # mac → desktop
     assert moved[0].epochs == 3 and moved[0].samples == 3 * 600
     assert moved[0].resumed_from >= 1                                 # resumed from its checkpoint, not restarted
-    assert result.problems() == [f"trial {moved[0].trial} was retried 1× and finished on desktop, "
-                                 f"resumed from epoch {moved[0].resumed_from}"]
+    assert result.problems()[0] == (f"trial {moved[0].trial} was retried 1× and finished on desktop, "
+                                    f"resumed from epoch {moved[0].resumed_from}")
+    # A resume, not a restart with the epoch's number: the same configuration trained here without
+    # a break ends with the same training loss and accuracy (weights, optimizer, epoch, dropout's RNG).
+    alone = search.train_best(moved[0], 3, *trial.split_data(600, 200), model=dropout_cnn, device="cpu")
+    assert moved[0].loss == pytest.approx(alone["losses"][-1], rel=1e-5)
+    assert moved[0].accuracy == alone["accuracy"]
 
 
 def test_train_best_here_repeats_its_trial_exactly(pair_run):
@@ -301,11 +345,24 @@ def test_train_best_here_repeats_its_trial_exactly(pair_run):
     assert out["accuracy"] == best.accuracy               # same config, seed, step: same result
 
 
-def test_cli_bad_input_is_one_line_before_ray(capsys):
+@pytest.mark.parametrize("args, says", [
+    (["--trials", "0"], "trials=0: give a whole number ≥ 1."),
+    (["--slowdown", "0"], "--slowdown 0: give X ≥ 1"), (["--slowdown", "-3"], "--slowdown -3: give X ≥ 1"),
+    (["--at-once", "0"], "--at-once 0: give trials at once per device, at least 1."),
+    (["--train-samples", "0"], "--train-samples 0: give at least 128, the largest batch tried."),
+    (["--storage", ""], "storage_path='': give a folder or a URI"),
+    (["--storage", "nosuchscheme://x/y"], "pyarrow cannot open it"),
+    (["--storage", "/no/such/folder"], "no such folder here"),
+])
+def test_cli_bad_input_is_one_line_before_ray(args, says, capsys, monkeypatch):
     from hetlab.tools import cli
-    assert cli.main(["search", "--trials", "0"]) == 2
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started for a bad value")
+    monkeypatch.setattr("hetlab.pair.the_pair", no_cluster)
+    assert cli.main(["search", *args]) == 2
     err = capsys.readouterr().err
-    assert err == "HetlabError: trials=0: give a whole number ≥ 1.\n"
+    assert err.startswith("HetlabError: ") and says in err and err.count("\n") == 1
 
 
 def test_cli_searches_the_cluster_at_an_address_into_a_uri(practice, capsys, tmp_path):

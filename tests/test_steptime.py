@@ -34,6 +34,18 @@ def test_a_fit_recovers_them_within_noise_and_from_a_samples_per_s_sweep():
         assert swept.fixed_s == pytest.approx(true.fixed_s) and swept.per_sample_s == pytest.approx(true.per_sample_s)
 
 
+def test_a_clamped_intercept_refits_the_slope_through_zero():
+    # A CPU-like sweep whose best line would cross below 0: with no fixed cost the slope is the
+    # weighted fit through 0, not the slope of the line that crossed (up to 20 % high here).
+    sizes, seconds = [16, 32, 64, 128, 256], [0.30e-3, 0.66e-3, 1.5e-3, 3.4e-3, 7.5e-3]
+    line = steptime.fit(sizes, seconds)
+    assert line.fixed_s == 0
+
+    def error(slope):   # what fit minimises: the relative error of each step
+        return sum(((t - slope * b) / t) ** 2 for b, t in zip(sizes, seconds))
+    assert error(line.per_sample_s) < min(error(line.per_sample_s * 0.99), error(line.per_sample_s * 1.01))
+
+
 def test_a_fit_keeps_both_parts_non_negative():
     falling = steptime.fit([1, 2, 4], [3e-3, 2.9e-3, 2.8e-3])     # noise made it fall: flat
     assert falling.per_sample_s == 0 and falling.fixed_s == pytest.approx(2.9e-3, rel=0.02)
@@ -74,11 +86,15 @@ def test_the_split_equalises_finish_times_under_the_affine_model(models):
 
 def test_the_planners_split_ends_both_machines_together():
     d, m = CPU, CPU.slowed(4)
-    for h, e in ((1, 0.0), (1, 3e-3), (8, 3e-3)):
-        plan = planner.with_mac((d, m), 1000, planner.Link(8.0, 0.0), 128, h, 4, engine_s=0, keep_mac=True)
+    splits = set()
+    for h, rtt_ms in ((1, 0.0), (1, 3.0), (8, 3.0)):
+        link = planner.Link(8.0, rtt_ms)
+        plan = planner.with_mac((d, m), 1000, link, 128, h, 4, engine_s=0, keep_mac=True)
         b_d, b_m = plan.batch_sizes
-        link = planner.exchange_seconds(1000, planner.Link(8.0, 0.0))
-        assert abs(h * d(b_d) - (h * m(b_m) + link)) <= h * (d.per_sample_s + m.per_sample_s)
+        e = planner.exchange_seconds(1000, link)
+        assert abs(h * d(b_d) - (h * m(b_m) + e)) <= h * (d.per_sample_s + m.per_sample_s)
+        splits.add(b_m)
+    assert len(splits) == 3       # each exchange and H moves the split: the balance sees both
 
 
 def test_the_ceiling_is_one_for_a_flat_card_and_one_plus_the_share_for_constant_speeds():

@@ -216,6 +216,9 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     assert f"--address={MAC}:6379" in argv and f"--node-ip-address={HEAD}" in argv
     assert "--labels=hetlab-role=desktop" in argv and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" not in join
     assert "`ray get-auth-token` on the Mac" in part_c and "hetlab join" in _part(text, "B")
+    assert cli.main(["join", "--head", MAC, "--windows"]) == 0                  # no --ip: the desktop's placeholder
+    text = capsys.readouterr().out
+    assert "--node-ip-address=DESKTOP_IP" in _part(text, "C") and "'MAC_IP'" not in text
     assert cli.main(["join", "--head", HEAD, "--ip", MAC]) == 0                 # a Mac joining: unchanged
     assert "New-NetFirewall" not in capsys.readouterr().out
     # the Mac's own head steps (`hetlab head` on macOS; the platform supplied): its application firewall,

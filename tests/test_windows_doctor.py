@@ -261,3 +261,42 @@ def test_the_printed_rule_covers_the_ports_ray_train_uses():
     gloo = used - {ports.train_rendezvous}
     assert all(low <= p <= high for p in gloo), (sorted(gloo), low, high)
     assert re.search(rf"'{ports.train_rendezvous}','{low}-{high}'", text)
+
+
+def test_undo_takes_back_hetlabs_values_and_keeps_the_learners_changes(tmp_path):
+    path, backup = tmp_path / ".wslconfig", tmp_path / ".wslconfig.hetlab-backup"
+    path.write_text("[wsl2]\nmemory=8GB\nnetworkingMode=nat\n")
+    wslconfig.write(path)
+    edited = path.read_text()
+    # since: the learner changes memory, sets vmIdleTimeout their own way and adds a line
+    path.write_text(edited.replace("memory=8GB", "memory=16GB\n# mine").replace("vmIdleTimeout=-1", "vmIdleTimeout=60000"))
+    assert "taken out" in wslconfig.undo(path) and not backup.exists()
+    assert path.read_text() == "[wsl2]\nmemory=16GB\n# mine\nnetworkingMode=nat\nvmIdleTimeout=60000\n"
+    # a key still at hetlab's value goes back to the backup's (nat) or away (instanceIdleTimeout,
+    # and its [general] section, which hetlab added); the learner's memory and vmIdleTimeout stay
+
+
+def test_undo_deletes_a_file_hetlab_made_only_if_nothing_is_left(tmp_path):
+    made, kept = tmp_path / "a" / ".wslconfig", tmp_path / "b" / ".wslconfig"
+    for path in (made, kept):
+        path.parent.mkdir()
+        wslconfig.write(path)                                     # no file before: hetlab makes it
+    kept.write_text(kept.read_text() + "[wsl2]\nmemory=16GB\n")   # the learner adds a line
+    assert "removed" in wslconfig.undo(made) and not made.exists()
+    assert "taken out" in wslconfig.undo(kept) and kept.read_text() == "[wsl2]\nmemory=16GB\n"
+
+
+def test_wslconfig_below_22621_refuses_and_the_doctor_gives_no_wslconfig_advice(tmp_path, monkeypatch, capsys):
+    from hetlab.tools.cli import app
+    path = tmp_path / ".wslconfig"
+    monkeypatch.setattr(app, "_windows_build", lambda wsl: 19045)         # no Windows here: its build, faked
+    assert cli.main(["wslconfig", "--file", str(path)]) == 2 and not path.exists()
+    err = capsys.readouterr().err
+    assert err.startswith("HetlabError: Windows build 19045: mirrored networking needs") and err.count("\n") == 1
+    checks = _by_name(_signs(build=19045, wslconfig="[wsl2]\nmemory=8GB\n"))
+    assert not [c.name for c in checks.values() if "hetlab wslconfig" in f"{c.detail} {c.fix}"]
+    assert checks["WSL idle shutdown"].detail == checks["Windows build"].detail
+    monkeypatch.setattr(app, "_windows_build", lambda wsl: None)          # unread: said in one line, then done
+    assert cli.main(["wslconfig", "--file", str(path)]) == 0 and path.exists()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# could not read Windows' build") and len(out) == 2

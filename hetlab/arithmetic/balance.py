@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from hetlab.errors import HetlabError
-from hetlab.arithmetic.steptime import StepTime
+from hetlab.arithmetic.steptime import StepTime, finish_together, fit
 
 
 def check_weights(weights: Sequence[float], n: int | None = None) -> list[float]:
@@ -143,7 +143,7 @@ class TuneResult:
         return f"batch sizes {format_ratio(self.batch_sizes)} after {len(self.history)} rounds ({state})"
 
 
-# Each round fits fixed + b / speed per worker (``fit_step_time``; a split ∝ samples/s alone leaves
+# Each round fits fixed + b / speed per worker (``steptime.fit``, auto-tune's fallback; a split ∝ samples/s alone leaves
 # the fast one waiting) and moves ``damping`` of the way to ``equal_finish_split``, halving it when a
 # size turns back. Settled: the move gains less than ``tol`` or rounds to nothing. ``confirm``: one
 # round on a busy box can be 10 % off; on the practice pair 1 tuning in 10 settled > 5 % from the
@@ -176,10 +176,9 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
         except HetlabError as e:
             raise HetlabError(f"measure({sizes}) returned {measured!r}, not one positive samples/s per worker ({e})") from None
         history.append(TuneRound(list(sizes), throughputs))
-        speeds, fixed = zip(*(fit_step_time([r.batch_sizes[i] for r in history],
-                                            [r.batch_sizes[i] / r.throughputs[i] for r in history],
-                                            fallback="largest")
-                              for i in range(n_workers)))
+        lines = [fit([r.batch_sizes[i] for r in history], [r.batch_sizes[i] / r.throughputs[i] for r in history],
+                     fallback="largest") for i in range(n_workers)]   # a few samples' step: mostly fixed cost
+        speeds, fixed = [line.speed for line in lines], [line.fixed_s for line in lines]
         target = equal_finish_split(global_batch, speeds, fixed)
         settled = predicted_step_time(sizes, speeds, fixed) <= (1 + tol) * predicted_step_time(target, speeds, fixed)
         if not settled:
@@ -198,39 +197,13 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     return TuneResult(list(sizes), ratio_of(sizes), history, converged=False)
 
 
-# fallback "last" follows speeds that change (``run(retune_every=N)``); "largest" suits ``auto_tune``:
-# a step of a few samples is mostly fixed cost, and its speed per sample reads several times too slow.
-def fit_step_time(sizes: Sequence[float], seconds: Sequence[float],
-                  min_spread: float = 0.1, fallback: str = "last") -> tuple[float, float]:
-    """One worker's step as ``fixed + size / speed``, fitted to its measurements: (speed, fixed).
-
-    A least-squares line through (batch size, seconds per step); where noise decides it (sizes closer
-    than ``min_spread`` of the largest, no positive per-sample time, a negative fixed time or one above
-    the quickest step), one point with fixed = 0: the newest (``"last"``) or the largest batch's. Not
-    ``steptime.fit`` (a sweep's weighted, clamped line): on auto-tune's few, close, noisy rounds that line
-    settles other splits (tried: tests/test_balance.py fails), where this one falls back to a point."""
-    n = len(sizes)
-    mean_b, mean_s = sum(sizes) / n, sum(seconds) / n
-    spread = sum((b - mean_b) ** 2 for b in sizes)
-    if spread > 0 and max(sizes) - min(sizes) >= min_spread * max(sizes):
-        slope = sum((b - mean_b) * (s - mean_s) for b, s in zip(sizes, seconds)) / spread
-        fixed = mean_s - slope * mean_b
-        if slope > 0 and 0 <= fixed <= min(seconds):
-            return 1 / slope, fixed
-    if fallback not in ("last", "largest"):
-        raise HetlabError(f"fallback must be 'last' or 'largest', got {fallback!r}.")
-    i = n - 1 if fallback == "last" else max(range(n), key=lambda j: (sizes[j], j))
-    return sizes[i] / seconds[i], 0.0
-
-
 def equal_finish_split(global_batch: int, speeds: Sequence[float],
                        fixed: Sequence[float] | None = None) -> list[int]:
-    """Sizes with which every worker finishes together: b_i = t_i·(T − c_i), where worker i
-    needs c_i + b_i / t_i seconds and T = (B + Σ c_i·t_i) / Σ t_i (notebook 06)."""
+    """Sizes with which every worker finishes together (``steptime.finish_together``, rounded to
+    whole samples): worker i needs c_i + b_i / t_i seconds (notebook 06)."""
     t = check_weights(speeds)
     c = [0.0] * len(t) if fixed is None else [max(0.0, float(x)) for x in fixed]
-    finish = (global_batch + sum(ci * ti for ci, ti in zip(c, t))) / sum(t)
-    return split_batch(global_batch, [max(ti * (finish - ci), 1e-9) for ti, ci in zip(t, c)])
+    return split_batch(global_batch, [max(b, 1e-9) for b in finish_together(global_batch, t, c)[1]])
 
 
 def split_for(global_batch: int, lines: Sequence[StepTime], extra_s: Sequence[float] | None = None) -> list[int]:

@@ -36,6 +36,11 @@ class StepTime:
     def samples_per_s(self, batch_size: float) -> float:
         return batch_size / self(batch_size)
 
+    @property
+    def speed(self) -> float:
+        """Samples per second of the per-sample part alone (``b / speed`` of a step: notebook 06)."""
+        return 1 / self.per_sample_s if self.per_sample_s else math.inf
+
     def slowed(self, factor: float, source: str | None = None) -> "StepTime":
         """The same device ``factor``× slower in everything (a simulated slower device)."""
         return StepTime(self.fixed_s * factor, self.per_sample_s * factor, source or self.source)
@@ -51,14 +56,16 @@ def constant_speed(samples_per_s: float, source: str = "a constant speed") -> St
     return StepTime(0.0, 1.0 / samples_per_s, getattr(samples_per_s, "source", source))
 
 
-def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "fitted") -> StepTime:
+def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "fitted",
+        fallback: str | None = None, min_spread: float = 0.1) -> StepTime:
     """The line ``fixed + b · per_sample`` closest to these step times, in relative error.
 
     Weighted least squares (weights 1/t²): a 2 ms step off by 0.2 ms counts as much as a 2 s step
-    off by 0.2 s. Both parts are kept ≥ 0: a flat sweep gives per_sample 0. Not ``balance.fit_step_time``:
-    a sweep's sizes lie far apart and every point counts, where auto-tune's online rounds need a plain
-    line that falls back to one point when noise decides it (its tuned splits are tested as they are).
-    """
+    off by 0.2 s. Both parts are kept ≥ 0: a flat sweep gives per_sample 0; a line that would cross
+    below 0 is fitted again through 0. ``fallback`` (``"last"`` or ``"largest"``): auto-tune's few,
+    close, noisy rounds (``_rounds_line``), where noise decides, fall back to one point."""
+    if fallback is not None:
+        return _rounds_line(batch_sizes, seconds, source, fallback, min_spread)
     b = [float(x) for x in batch_sizes]
     t = [float(x) for x in seconds]
     if len(b) != len(t) or len(b) < 2 or len(set(b)) < 2:
@@ -78,6 +85,25 @@ def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "f
     return StepTime(fixed, slope, source)
 
 
+def _rounds_line(sizes, seconds, source: str, fallback: str, min_spread: float) -> StepTime:
+    """A plain least-squares line through a few rounds' (batch size, seconds); where noise decides it
+    (sizes closer than ``min_spread`` of the largest, no positive slope, a fixed time below 0 or above
+    the quickest step), one point with fixed = 0: the newest (``"last"``) or the largest batch's. The
+    weighted sweep fit settles auto-tune on other splits (tried: tests/test_balance.py fails)."""
+    n = len(sizes)
+    mean_b, mean_s = sum(sizes) / n, sum(seconds) / n
+    spread = sum((b - mean_b) ** 2 for b in sizes)
+    if spread > 0 and max(sizes) - min(sizes) >= min_spread * max(sizes):
+        slope = sum((b - mean_b) * (s - mean_s) for b, s in zip(sizes, seconds)) / spread
+        fixed = mean_s - slope * mean_b
+        if slope > 0 and 0 <= fixed <= min(seconds):
+            return StepTime(fixed, slope, source)
+    if fallback not in ("last", "largest"):
+        raise HetlabError(f"fallback must be 'last' or 'largest', got {fallback!r}.")
+    i = n - 1 if fallback == "last" else max(range(n), key=lambda j: (sizes[j], j))
+    return StepTime(0.0, seconds[i] / sizes[i], source)
+
+
 def from_sweep(batch_sizes: Sequence[int], samples_per_s: Sequence[float], source: str = "fitted") -> StepTime:
     """``fit`` to a sweep of samples/s per batch size (notebook 02's figures)."""
     return fit(batch_sizes, [b / s for b, s in zip(batch_sizes, samples_per_s)], source)
@@ -95,15 +121,30 @@ def ceiling(desktop: StepTime, mac: StepTime, global_batch: int) -> float:
     return max(1.0, desktop(global_batch) / together)
 
 
+def finish_together(global_batch: float, speeds: Sequence[float], fixed: Sequence[float]) -> tuple[float, list[float]]:
+    """The step T in which every device ends together, and each one's share b_i (not rounded):
+    device i needs fixed_i + b_i / speed_i, so T = (B + Σ fixed_i·speed_i) / Σ speed_i and
+    b_i = speed_i·(T − fixed_i). A share below 0: that device should take nothing. One flat device
+    (speed ∞: its step is its fixed cost) sets T and takes the rest (notebooks 02, 06)."""
+    flat = [i for i, t in enumerate(speeds) if math.isinf(t)]
+    if len(flat) == 1:
+        finish = fixed[flat[0]]
+        shares = [0.0 if i == flat[0] else t * (finish - c) for i, (t, c) in enumerate(zip(speeds, fixed))]
+        shares[flat[0]] = global_batch - sum(shares)
+        return finish, shares
+    finish = (global_batch + sum(c * t for c, t in zip(fixed, speeds))) / sum(speeds)
+    return finish, [t * (finish - c) for t, c in zip(speeds, fixed)]
+
+
 def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_steps: int = 1,
                   exchange_s: float = 0.0) -> float:
     """The Mac's share b (not rounded) with which H desktop steps at B − b and H Mac steps at b plus
-    one exchange end together: H·t_d(B − b) = H·t_m(b) + e. Negative: the Mac should take nothing."""
-    per_sample = desktop.per_sample_s + mac.per_sample_s
-    gap = local_steps * (desktop(global_batch) - mac.fixed_s) - exchange_s
-    if per_sample == 0:
-        return float(global_batch) if gap > 0 else -1.0
-    return gap / (local_steps * per_sample)
+    one exchange end together: H·t_d(B − b) = H·t_m(b) + e (``finish_together``, the exchange spread
+    over the H steps). Negative: the Mac should take nothing. Both flat: the slower takes nothing."""
+    fixed = [desktop.fixed_s, mac.fixed_s + exchange_s / local_steps]
+    if desktop.per_sample_s == mac.per_sample_s == 0:
+        return float(global_batch) if fixed[0] > fixed[1] else -1.0
+    return finish_together(global_batch, [desktop.speed, mac.speed], fixed)[1][1]
 
 
 def independent_gain(first: StepTime, second: StepTime, batch_size: float) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import shlex
 import subprocess
 
@@ -111,12 +112,14 @@ def join_command(head_ip: str, ip: str | None, ports: Ports = Ports(), role: str
                  block: bool = False, temp_dir: str | None = None) -> list[str]:
     """argv of ``ray start --address=HEAD:PORT`` for the joining machine (the Mac).
 
-    ``ip=None`` leaves the placeholder ``MAC_IP`` for the learner to fill in.
+    ``ip=None`` leaves a placeholder named for this machine (``MAC_IP``, or ``DESKTOP_IP`` when the
+    desktop joins a Mac's head) for the learner to fill in.
     """
     head_ip = check_ip(head_ip, "head IP")
     address = f"[{head_ip}]" if ":" in head_ip else head_ip
+    mine = f"{re.sub(r'[^A-Za-z0-9]', '_', role).upper()}_IP" if ip is None else check_ip(ip, "this machine's IP")
     return (["ray", "start", f"--address={address}:{head_port or ports.gcs}"]
-            + _common("MAC_IP" if ip is None else check_ip(ip, "this machine's IP"), role, ports, cpus, gpus, block, temp_dir))
+            + _common(mine, role, ports, cpus, gpus, block, temp_dir))
 
 
 def head_env(python_match: str = "patch", ports: Ports = Ports()) -> dict:

@@ -197,3 +197,16 @@ def timed_steps(step, device: str | torch.device, steps: int, key, warmup: int |
         compute_s = time.perf_counter() - t0
         total += compute_s + slow.after(key, compute_s)
     return total, warmups
+
+
+def alternated(measures: dict, rounds: int = 5) -> dict:
+    """Each of ``measures`` (name → a function returning a figure, e.g. samples/s) called ``rounds``
+    times in turn, the order reversed every other round; each one's median. Other work on the
+    machine, or a laptop slowing as it warms, then weighs on every side alike: how notebooks 01
+    and 02 compare timings."""
+    import statistics
+    runs: dict = {name: [] for name in measures}
+    for r in range(rounds):
+        for name in (list(measures) if r % 2 == 0 else list(measures)[::-1]):
+            runs[name].append(measures[name]())
+    return {name: statistics.median(values) for name, values in runs.items()}

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hetlab import progress_bar
-from hetlab.arithmetic.balance import fit_step_time, follow_split
+from hetlab.arithmetic.balance import follow_split
+from hetlab.arithmetic.steptime import fit
 from hetlab.core.checkpoint import CHECKPOINT_GLOB, checkpoint_path
 from hetlab.errors import HetlabError
 from hetlab.ps.options import check_count
@@ -165,7 +166,7 @@ class FollowSpeeds(Hook):
     when that gains more than 5 % of predicted efficiency (``balance.follow_split``; notebook 06).
 
     A worker's step takes about fixed + batch / speed s on its device, plus its messages. Its last
-    two looks at different sizes give both terms (``balance.fit_step_time``); with one, fixed = 0.
+    two looks at different sizes give both terms (``steptime.fit``); with one, fixed = 0.
     Ignoring the fixed part would move the split further at every look. A hook keeps its looks.
     """
 
@@ -195,7 +196,8 @@ class FollowSpeeds(Hook):
                 return  # a worker has no record here (one was just lost): look again next time
             look, last = (seen.batch, seen.batch / seen.device), self.looks.get(name)
             points = [last[1:], look] if last and last[0] == slowdown else [look]
-            speed, fixed = fit_step_time(*zip(*points), min_spread=0.0)
+            line = fit(*zip(*points), min_spread=0.0, fallback="last")
+            speed, fixed = line.speed, line.fixed_s
             self.looks[name] = (slowdown, *look)
             speeds.append(speed)
             overheads.append(fixed + seen.comm_s)

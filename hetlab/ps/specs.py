@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from hetlab.errors import HetlabError
+from hetlab.arithmetic.steptime import finish_together
 from hetlab.core.simulate import labelled
 from hetlab.vocab import DEVICE_KINDS, PRECISIONS
 
@@ -223,7 +224,7 @@ def step_budget(records) -> StepBudget:
 
     Worker i's device runs at s_i = its samples ÷ its compute + simulated time; its messages
     take c_i per step (comm). The ideal step is B ÷ Σ s_i. Balanced, every worker would take
-    T = (B + Σ s_i·c_i) ÷ Σ s_i per step (``balance.equal_finish_split``): "split" is the
+    T = (B + Σ s_i·c_i) ÷ Σ s_i per step (``steptime.finish_together``): "split" is the
     slower worker's mean time above T, "noise" each step's slowest worker above that mean,
     "overhead" T − ideal (the messages) plus the rest of the step (the update, the driver).
     All four are ≥ 0 and add up to the mean step.
@@ -241,7 +242,7 @@ def step_budget(records) -> StepBudget:
     speeds, comm = {w: s.device for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
     total = sum(speeds.values())
     ideal = sum(samples.values()) / n / total
-    balanced = ideal + sum(speeds[w] * comm[w] for w in names) / total
+    balanced = finish_together(sum(samples.values()) / n, [speeds[w] for w in names], [comm[w] for w in names])[0]
     slower = max(samples[w] / n / speeds[w] + comm[w] for w in names)
     longest = sum(max(r.device_s + r.comm_s for r in rs) for rs in by_step.values()) / n
     step = sum(rs[0].step_s for rs in by_step.values()) / n

@@ -18,6 +18,7 @@ from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, check_model_and_loss, model_label
 from hetlab.cluster.raylog import quiet_stopped_processes
 from hetlab.search.results import SearchResult, Watcher
+from hetlab.search.keeper import start_keeper
 from hetlab.search.storage import Storage, check_storage, open_storage
 from hetlab.search.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data
 
@@ -86,10 +87,7 @@ def placement_plan(roles, packing, slowdowns, model) -> dict:
         if key not in _MEASURED:  # measured once per machine and model in this session
             _MEASURED[key] = slots.measure_packing(roles, model=model, slowdowns=slowdowns)
         measured = _MEASURED[key]
-    else:
-        if not isinstance(packing, dict) or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
-                                                for k in packing.values()):
-            raise HetlabError(f"packing={packing!r}: give role → trials at once, e.g. {{'desktop': 2}}.")
+    else:  # checked by check_numbers
         measured = {role: slots.Packing(role, packing.get(role, 1), "GPU" if nodes[role]["Resources"].get("GPU", 0)
                                         >= 1 else "CPU") for role in roles}
     if len(roles) > 1:
@@ -126,13 +124,14 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``; returns a
     ``SearchResult`` (table, best, throughput, timeline). ``slowdowns``: role → simulated slowdown;
     ``packing``: role → trials at once (default: measured); ``early_stopping=False``: every trial
-    runs all its epochs. ``storage_path`` / ``storage_filesystem``: ``hetlab.search.storage``; checkpoints
-    ``True`` / ``"auto"`` / ``False``; a failed trial is retried ``max_failures`` times from its last one.
+    runs all its epochs. ``storage_path`` / ``storage_filesystem``: where results go
+    (``hetlab.search.storage``); checkpoints ``True`` / ``"auto"`` (kept beside the driver,
+    ``hetlab.search.keeper``) or ``False``; a failed trial is retried ``max_failures`` times from its last one.
     """
     space = check_space(SPACE if space is None else space)
-    roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles)
-    if max(space["batch_size"]) > train_samples:
-        raise HetlabError(f"batch_size {max(space['batch_size'])} is larger than train_samples={train_samples}.")
+    roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, train_samples=train_samples,
+                          val_samples=val_samples, batch_size=max(space["batch_size"]), packing=packing,
+                          slowdowns=slowdowns)
     configs = sample(space, trials, seed)
     _check_model(model, space["width"])
     storage = open_storage(storage_path, storage_filesystem)
@@ -143,12 +142,13 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     quiet_stopped_processes()
     plan = placement_plan(roles, packing, slowdowns, model)
     print(plan_line(plan))
-    checkpoints = _checkpoints(checkpoints, storage, roles)
+    checkpoints = _checkpoints(checkpoints, storage, roles, explicit=storage_path is not None)
     split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here
     name = name or f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
     from ray import tune
+    keeper = start_keeper() if checkpoints else None
     fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples, val_samples=val_samples,
-                              epochs=epochs, slowdowns=dict(slowdowns or {}), checkpoints=checkpoints)
+                              epochs=epochs, slowdowns=dict(slowdowns or {}), keeper=keeper)
     storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
     cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
     unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
@@ -158,12 +158,14 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
     watcher.movable(searcher, shapes)
     tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, epochs, grace, time_budget_s,
-                   max_failures, storage, name, watcher, checkpoints, early_stopping)
+                   max_failures, storage, name, watcher, early_stopping)
     try:
         with _quiet_tune(sum(p["slots"] + 1 for p in plan.values())):
             tuner.fit()
     finally:
         watcher.close()
+        if keeper is not None:
+            ray.kill(keeper)
     result = SearchResult(watcher.records, time.time() - watcher.t0, list(roles), shapes, storage.shown(name),
                           {r: p["k"] for r, p in plan.items()})
     return _checked_result(result, time_budget_s)
@@ -183,7 +185,8 @@ class _Shapes:
 def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_MODEL, device=None) -> dict:
     """Train one configuration (e.g. ``result.best.config``) to the end on this machine's best
     device, with the same step and seed as its trial: the advice for a small model is the
-    desktop alone. Returns the test accuracy, samples/s, device and seconds."""
+    desktop alone. Returns the test accuracy, samples/s, device, seconds, each epoch's mean
+    training loss and the trained model."""
     import torch
 
     from hetlab.core.data import as_tensors
@@ -199,14 +202,19 @@ def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_M
     x, y = (t.to(dev) for t in as_tensors(train_data))
     net, opt = build(cfg, model, dev)
     t0, samples, busy_s = time.perf_counter(), 0, 0.0
-    for _, n, s in epochs_of(net, opt, x, y, cfg, dev, 0, epochs, SlowDevice(1)):
+    losses = []
+    for _, n, s, loss in epochs_of(net, opt, x, y, cfg, dev, 0, epochs, SlowDevice(1)):
         samples, busy_s = samples + n, busy_s + s
+        losses.append(loss)
     return {"accuracy": evaluate(net, test_data, dev), "samples_per_s": samples / busy_s, "device": dev.type,
-            "seconds": time.perf_counter() - t0, "model": net.to(torch.device("cpu"))}
+            "seconds": time.perf_counter() - t0, "losses": losses, "model": net.to(torch.device("cpu"))}
 
 
-def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles) -> tuple:
-    """The search's own numbers and roles, each checked in one line before Ray (``hetlab search`` too)."""
+def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, *, train_samples=None,
+                  val_samples=None, batch_size=None, packing=None, slowdowns=None) -> tuple:
+    """The search's own numbers and roles, each checked in one line before Ray (``hetlab search``
+    too): ``train_samples`` at least the largest ``batch_size``, ``packing`` (role → trials at
+    once) ≥ 1, ``slowdowns`` (role → X× slower) ≥ 1."""
     for label, value in (("trials", trials), ("epochs", epochs), ("grace", grace)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise HetlabError(f"{label}={value!r}: give a whole number ≥ 1.")
@@ -220,6 +228,21 @@ def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles) -> 
     roles = (roles,) if isinstance(roles, str) else tuple(roles)
     if not roles or len(set(roles)) != len(roles):
         raise HetlabError(f"roles={roles!r}: give distinct roles, e.g. ('desktop', 'mac') or ('desktop',).")
+    if train_samples is not None and batch_size is not None and not (
+            isinstance(train_samples, int) and batch_size <= train_samples):
+        raise HetlabError(f"train_samples={train_samples!r}: give at least the largest batch_size, {batch_size}.")
+    if val_samples is not None and (isinstance(val_samples, bool) or not isinstance(val_samples, int)
+                                    or val_samples < 1 or (train_samples or 0) + val_samples > 60000):
+        raise HetlabError(f"val_samples={val_samples!r}: give a whole number ≥ 1; train_samples + val_samples "
+                          f"must fit in MNIST's 60000 training samples.")
+    if packing is not None and (not isinstance(packing, dict) or any(
+            isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in packing.values())):
+        raise HetlabError(f"packing={packing!r}: give role → trials at once, each ≥ 1, e.g. {{'desktop': 2}}.")
+    if slowdowns is not None and (not isinstance(slowdowns, dict) or any(
+            isinstance(x, bool) or not isinstance(x, (int, float)) or not 1 <= x < math.inf
+            for x in slowdowns.values())):
+        raise HetlabError(f"slowdowns={slowdowns!r}: give role → X× slower, each ≥ 1 (1 = real speed), "
+                          f"e.g. {{'mac': 4}}.")
     return roles
 
 
@@ -244,31 +267,31 @@ def _cross_entropy():
     return torch.nn.functional.cross_entropy
 
 
-def _checkpoints(checkpoints, storage: Storage, roles) -> bool:
+def _checkpoints(checkpoints, storage: Storage, roles, explicit: bool) -> bool:
+    """Whether trials save checkpoints (beside the driver, ``hetlab.search.keeper``). Every node
+    is asked to use ``storage`` (it warms them too): storage you gave that a machine cannot use
+    is one line; without it, a note says where results go."""
     if checkpoints not in (True, False, "auto"):
         raise HetlabError(f"checkpoints={checkpoints!r}: use True, False or 'auto'.")
     blind = check_storage(storage, roles)
-    if checkpoints is False:
-        return False
-    if blind is None:
-        return True
-    message = (f"storage_path {storage.ray_path} is not usable from the {blind[0]} machine ({blind[1]}), so "
-               f"its trials cannot save checkpoints there and a trial whose machine is lost restarts from "
-               f"epoch 0: give storage_path= a folder both machines share at the same path, or a URI "
-               f"(e.g. s3://bucket/runs), or checkpoints=False.")
-    if checkpoints is True:
-        raise HetlabError(message)
-    print(f"note: checkpoints off — {message}")
-    return False
+    if explicit and blind is not None:
+        raise HetlabError(f"storage {storage.ray_path} is not usable from the {blind[0]} machine ({blind[1]}): "
+                          f"give a folder every machine sees at the same path, a URI (e.g. s3://bucket/runs), "
+                          f"or none (results on this machine).")
+    if not explicit:
+        print(f"note: results in {storage.folder} on this machine" + (
+            "; each trial's last checkpoint is kept here too, through Ray, so a trial whose machine is lost "
+            "resumes on the other" if checkpoints else "; checkpoints off: a lost trial restarts from epoch 0"))
+    return checkpoints is not False
 
 
 def _tuner(trainable, searcher, epochs, grace, time_budget_s, max_failures, storage: Storage, name,
-           watcher, checkpoints, early_stopping):
+           watcher, early_stopping):
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
     if early_stopping:
-        scheduler = _HandsBack.onto(ASHAScheduler)(time_attr="training_iteration", max_t=epochs,
+        scheduler = _HandsBack.onto(ASHAScheduler)(time_attr="epoch", max_t=epochs,
                                                    grace_period=grace, reduction_factor=2)
     else:
         scheduler = _HandsBack.onto(FIFOScheduler)()
@@ -276,8 +299,7 @@ def _tuner(trainable, searcher, epochs, grace, time_budget_s, max_failures, stor
     run_config = tune.RunConfig(
         name=name, storage_path=storage.ray_path, storage_filesystem=storage.ray_fs, verbose=0,
         callbacks=[watcher, JsonLoggerCallback()], log_to_file=True, progress_reporter=_Silent(),
-        failure_config=tune.FailureConfig(max_failures=max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1 if checkpoints else None))
+        failure_config=tune.FailureConfig(max_failures=max_failures))
     tune_config = tune.TuneConfig(metric="accuracy", mode="max", scheduler=scheduler, search_alg=searcher,
                                   num_samples=-1, time_budget_s=time_budget_s, reuse_actors=True)
     return tune.Tuner(trainable, tune_config=tune_config, run_config=run_config)

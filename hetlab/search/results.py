@@ -33,6 +33,7 @@ class TrialRecord:
     status: str = "not started"       # running, done, stopped early (ASHA), failed, not started
     epochs: int = 0
     accuracy: float = float("nan")    # on the held-out part of the training set, last epoch
+    loss: float = float("nan")        # mean training loss of its last epoch
     samples: int = 0                  # trained, over all its epochs (and machines)
     busy_s: float = 0.0               # its device's seconds training (a simulated sleep included)
     machine: str = ""                 # where it ran last, as labelled ("mac (simulated 4× slower)")
@@ -46,8 +47,14 @@ class TrialRecord:
     retries: int = 0
     error: str = ""                   # one line, if it failed
 
+    @property
+    def gpu_unused(self) -> bool:
+        """Ray gave it a share of a GPU, and it trained on the CPU (torch saw no GPU there)."""
+        return self.ray_gpu and self.device == "cpu"
+
     def row(self) -> dict:
-        return {"trial": self.trial, **self.config, "machine": self.machine, "device": self.device,
+        return {"trial": self.trial, **self.config, "machine": self.machine,
+                "device": self.device + (" (GPU held, unused)" if self.gpu_unused else ""),
                 "epochs": self.epochs, "accuracy": round(self.accuracy, 4), "samples": self.samples,
                 "status": self.status + (f" (retried ×{self.retries})" if self.retries else "")}
 
@@ -113,12 +120,17 @@ class SearchResult:
         return out
 
     def problems(self) -> list[str]:
-        """One line per trial that failed or was retried (e.g. its machine was lost)."""
+        """One line per trial that failed or was retried (e.g. its machine was lost), and one per
+        machine whose trials held a GPU share but trained on the CPU."""
         lines = [f"trial {t.trial} failed after {t.retries} retries: {t.error}" for t in self.trials
                  if t.status == "failed"]
         lines += [f"trial {t.trial} was retried {t.retries}× and finished on {t.machine}, "
                   + (f"resumed from epoch {t.resumed_from}" if t.resumed_from else "restarted from epoch 0")
                   for t in self.trials if t.retries and t.status != "failed"]
+        for machine in dict.fromkeys(t.machine for t in self.trials if t.gpu_unused):
+            unused = [str(t.trial) for t in self.trials if t.gpu_unused and t.machine == machine]
+            lines.append(f"trial{'s' * (len(unused) > 1)} {', '.join(unused)} held a share of {machine}'s GPU "
+                         f"but trained on its CPU: torch there sees no GPU (run `hetlab doctor` on it)")
         return lines
 
     def best_line(self) -> str:
@@ -157,7 +169,8 @@ class SearchResult:
 
 
 class Watcher(Callback):
-    """Ray Tune callback in the driver: records, one progress bar, and a JSON copy on disk."""
+    """Ray Tune callback in the driver: records, one progress bar, and a JSON copy on disk,
+    written after every epoch of every trial."""
 
     def __init__(self, configs: list[dict], path: tuple, progress: bool, epochs: int):
         self.records = [TrialRecord(c["trial"], {k: v for k, v in c.items() if k not in ("seed", "trial")},
@@ -191,13 +204,15 @@ class Watcher(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         record = self._record(trial)
-        record.epochs = int(result["training_iteration"])
+        record.epochs = int(result["epoch"])  # not Tune's count of reports: a resumed trial goes on from its epoch
         record.accuracy = float(result["accuracy"])
-        for key in ("samples", "busy_s", "machine", "device", "role", "node_id", "ray_gpu", "resumed_from", "computer"):
+        for key in ("loss", "samples", "busy_s", "machine", "device", "role", "node_id", "ray_gpu", "resumed_from",
+                    "computer"):
             setattr(record, key, result[key])
         if not record.spans:
             record.spans.append(["", self._now(), self._now()])
         record.spans[-1][0], record.spans[-1][2] = record.machine, self._now()
+        self.save()  # the copy on disk follows the search epoch by epoch
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         record = self._record(trial)
@@ -207,7 +222,7 @@ class Watcher(Callback):
 
     def _move_if_lost(self, trial) -> None:
         """A trial waits for a slot of its machine; if that machine is gone, it asks for a slot
-        of another (its checkpoint, if any, goes with it through the shared storage)."""
+        of another (its checkpoint, if any, waits beside the driver: ``hetlab.search.keeper``)."""
         from ray.tune import PlacementGroupFactory
         from ray.tune.experiment import Trial
 

@@ -2,10 +2,10 @@
 (notebook 09, ``hetlab.search.driver``).
 
 ``open_storage`` accepts a folder, a URI (``s3://bucket/runs``, ``gs://…``, ``file://…``) or a
-path inside a pyarrow filesystem (Ray Tune's ``storage_filesystem``). ``check_storage`` then asks
-every machine to read a file written here and to write, read back and delete one of its own:
-a checkpoint is written by the machine that runs the trial, so a folder only the desktop sees
-cannot hold the Mac's.
+path inside a pyarrow filesystem (Ray Tune's ``storage_filesystem``), and before any cluster
+starts writes, reads back and deletes a file there from this machine: a read-only or missing
+folder, an unknown scheme or missing credentials is one line at once. ``check_storage`` then asks
+every machine to read a file written here and to write, read back and delete one of its own.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import ray
 
 from hetlab.cluster.ray_cluster import placement
 from hetlab.errors import HetlabError
-from hetlab.search.trial import probe_storage
+from hetlab.search.trial import probe_storage, write_read_delete
 
 
 @dataclass
@@ -46,28 +46,48 @@ def open_storage(storage_path, storage_filesystem=None) -> Storage:
                               f"(e.g. pyarrow.fs.S3FileSystem(...)), or None.")
         if not isinstance(storage_path, str) or not storage_path:
             raise HetlabError("storage_filesystem= needs storage_path=, the folder inside that filesystem.")
-        return Storage(storage_filesystem, storage_path.rstrip("/"), storage_filesystem, storage_path,
-                       storage_filesystem)
-    if storage_path is not None and not isinstance(storage_path, (str, os.PathLike)):
-        raise HetlabError(f"storage_path={storage_path!r}: give a folder or a URI (e.g. s3://bucket/runs).")
-    if storage_path is not None and "://" in str(storage_path):
+        return _usable_here(Storage(storage_filesystem, storage_path.rstrip("/"), storage_filesystem,
+                                    storage_path, storage_filesystem))
+    if storage_path is None:
+        folder = tempfile.mkdtemp(prefix="hetlab-search-")
+        return Storage(pafs.LocalFileSystem(), folder, pafs.LocalFileSystem(), folder)
+    if not isinstance(storage_path, (str, os.PathLike)) or not str(storage_path).strip():
+        raise HetlabError(f"storage_path={storage_path!r}: give a folder or a URI (e.g. s3://bucket/runs), "
+                          f"or leave it out for a temporary folder on this machine.")
+    if "://" in str(storage_path):
         try:
             fs, folder = pafs.FileSystem.from_uri(str(storage_path))
         except Exception as e:  # noqa: BLE001 - pyarrow's error for this URI, as one line
             raise HetlabError(f"storage_path {storage_path}: pyarrow cannot open it "
                               f"({' '.join(str(e).split())[:120]}).") from None
-        return Storage(fs, folder.rstrip("/"), str(storage_path), str(storage_path))
-    folder = os.path.abspath(storage_path or tempfile.mkdtemp(prefix="hetlab-search-"))
-    return Storage(pafs.LocalFileSystem(), folder, pafs.LocalFileSystem(), folder)
+        return _usable_here(Storage(fs, folder.rstrip("/"), str(storage_path), str(storage_path)))
+    folder = os.path.abspath(storage_path)
+    return _usable_here(Storage(pafs.LocalFileSystem(), folder, pafs.LocalFileSystem(), folder))
+
+
+def _usable_here(storage: Storage) -> Storage:
+    """``storage`` if this machine can write, read back and delete a file in its folder (which
+    must exist: a shared folder's mount point, a bucket); else one line saying what failed."""
+    from pyarrow import fs as pafs
+    try:
+        kind = storage.fs.get_file_info(storage.folder).type
+    except Exception as e:  # noqa: BLE001 - any filesystem's error (credentials, network), as one line
+        raise HetlabError(f"storage {storage.ray_path}: this machine cannot look there ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:100]}).") from None
+    if kind != pafs.FileType.Directory:
+        raise HetlabError(f"storage {storage.ray_path}: no such folder here: create it (on every machine "
+                          f"that runs trials), or give another.")
+    failed = write_read_delete(storage.fs, storage.folder)
+    if failed:
+        raise HetlabError(f"storage {storage.ray_path}: this machine {failed}.")
+    return storage
 
 
 def check_storage(storage: Storage, roles) -> tuple | None:
     """None if every node of ``roles`` can read a file written here, and write, read back and
     delete one of its own in ``storage``; else ``(role, what failed)`` for the first that
-    cannot (Ray Tune's checkpoints from that machine would fail). It also warms each node
-    for its first trial."""
+    cannot. It also warms each node for its first trial."""
     marker = f".hetlab-reach-{uuid.uuid4().hex[:8]}"
-    storage.fs.create_dir(storage.folder, recursive=True)
     with storage.fs.open_output_stream(f"{storage.folder}/{marker}") as f:
         f.write(b"hetlab")
     try:

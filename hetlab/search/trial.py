@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import tempfile
+import io
 import time
 
 import torch
@@ -57,35 +56,39 @@ def device_here() -> torch.device:
 
 
 def build(cfg: dict, model, dev: torch.device):
-    """The network and optimizer of one configuration, on ``dev``, with its seed's weights."""
+    """The network and optimizer of one configuration, on ``dev``, with its seed's weights; the
+    generators its training draws from (dropout) start from the same seed."""
     net = make_model(functools.partial(model, width=cfg["width"]), seed=cfg["seed"]).to(dev)
+    torch.manual_seed(cfg["seed"])
     return net, OPTIMIZERS[cfg["optimizer"]](net.parameters(), cfg["lr"])
 
 
 def epochs_of(net, opt, x, y, cfg: dict, dev, first: int, last: int, slow: SlowDevice):
     """Train epochs ``first``..``last - 1`` with hetlab's step; after each, yield
-    ``(epoch, samples, busy_s)`` of that epoch (busy: compute and any simulated sleep). The
-    device is synchronised once per epoch, not per step: a GPU keeps its queue full. A
-    simulated device (a CPU, where a step's time is known at once) sleeps after each step."""
+    ``(epoch, samples, busy_s, loss)`` of that epoch (busy: compute and any simulated sleep;
+    loss: its mean training loss). The device is synchronised once per epoch, not per step: a
+    GPU keeps its queue full. A simulated device (a CPU, where a step's time is known at once)
+    sleeps after each step."""
     loss_fn = torch.nn.functional.cross_entropy
     for epoch in range(first, last):
-        samples, started = 0, time.perf_counter()
+        samples, started, total = 0, time.perf_counter(), torch.zeros((), device=dev)
         for xb, yb in batches(x, y, cfg["batch_size"], shuffle=True, seed=cfg["seed"], epoch=epoch):
             t0 = time.perf_counter()
-            train_step(net, opt, loss_fn, xb, yb)
+            total += train_step(net, opt, loss_fn, xb, yb).detach() * len(yb)
             if slow.slowdown > 1:
                 slow.after(len(yb), time.perf_counter() - t0)
             samples += len(yb)
         synchronize(dev)
-        yield epoch, samples, time.perf_counter() - started
+        yield epoch, samples, time.perf_counter() - started, total.item() / samples
 
 
 def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epochs: int,
-              slowdowns: dict, checkpoints: bool) -> None:
+              slowdowns: dict, keeper=None) -> None:
     """Train ``config["config"]`` (lr, batch_size, width, optimizer, seed) for up to ``epochs``
-    epochs, reporting accuracy, samples and busy seconds after each; resumes from Tune's last
-    checkpoint when the trial is retried (e.g. on the other machine after one was lost), and
-    every report says the epoch it started from (``resumed_from``: 0 for a fresh start)."""
+    epochs, reporting accuracy, loss, samples and busy seconds after each. With a ``keeper``
+    (``hetlab.search.keeper``, an actor beside the driver) it saves its state there after every
+    epoch and, retried (e.g. on the other machine after one was lost), goes on from it; every
+    report says the epoch it started from (``resumed_from``: 0 for a fresh start)."""
     import ray
     from ray import tune
     for noisy in ("ray.train", "ray.tune"):  # no "Checkpoint successfully created" per epoch
@@ -98,29 +101,40 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
     net, opt = build(cfg, model, dev)
     start, samples, busy_s = 0, 0, 0.0
     slow = SlowDevice(slowdown)
-    restored = tune.get_checkpoint()
-    if restored is not None:
-        with restored.as_directory() as folder:
-            state = torch.load(os.path.join(folder, "trial.pt"), map_location=dev, weights_only=True)
+    state = _last_checkpoint(keeper, cfg["trial"], dev)
+    if state is not None:
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])  # dropout's masks go on as they would have
         start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
     node, ray_gpu, computer = _node_id(), bool(ray.get_gpu_ids()), this_machine()
-    for epoch, n, s in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
+    for epoch, n, s, loss in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
         samples, busy_s = samples + n, busy_s + s
+        if keeper is not None:  # before the report: a machine lost after it loses nothing
+            ray.get(keeper.put.remote(cfg["trial"], _saved(net, opt, epoch + 1, samples, busy_s)))
         t0 = time.perf_counter()
         accuracy = evaluate(net, val, dev)
         slow.after("evaluation", time.perf_counter() - t0)  # a slower device evaluates slower too
-        metrics = {"accuracy": accuracy, "samples": samples, "busy_s": busy_s, "resumed_from": start,
-                   "machine": machine, "role": role, "device": dev.type, "node_id": node, "ray_gpu": ray_gpu,
-                   "computer": computer}
-        if not checkpoints:
-            tune.report(metrics)
-            continue
-        with tempfile.TemporaryDirectory() as folder:
-            torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                        "samples": samples, "busy_s": busy_s}, os.path.join(folder, "trial.pt"))
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+        tune.report({"epoch": epoch + 1, "accuracy": accuracy, "loss": loss, "samples": samples, "busy_s": busy_s,
+                     "resumed_from": start, "machine": machine, "role": role, "device": dev.type,
+                     "node_id": node, "ray_gpu": ray_gpu, "computer": computer})
+
+
+def _saved(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
+    """What a trial needs to go on exactly where it stopped, as bytes: the weights, the
+    optimizer's state, the epoch to start at and the CPU's random generator (dropout; a GPU's
+    generator cannot move between a Mac and a CUDA card)."""
+    buffer = io.BytesIO()
+    torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "samples": samples,
+                "busy_s": busy_s, "rng": torch.get_rng_state()}, buffer)
+    return buffer.getvalue()
+
+
+def _last_checkpoint(keeper, trial: int, dev) -> dict | None:
+    """The trial's last saved state, from the driver's ``CheckpointKeeper``, or None."""
+    import ray
+    saved = None if keeper is None else ray.get(keeper.get.remote(trial))
+    return None if saved is None else torch.load(io.BytesIO(saved), map_location=dev, weights_only=True)
 
 
 def probe_storage(where, folder: str, marker: str) -> str:
@@ -128,8 +142,6 @@ def probe_storage(where, folder: str, marker: str) -> str:
     read back and delete a file of its own. Returns "" if all worked, else what failed, in a few
     words. ``where``: a URI or a pyarrow filesystem (the same one the search writes to). Importing
     this module there (torch with it) also leaves that node a warm process for its first trial."""
-    import uuid
-
     from pyarrow import fs as pafs
     try:
         filesystem = pafs.FileSystem.from_uri(where)[0] if isinstance(where, str) else where
@@ -138,6 +150,13 @@ def probe_storage(where, folder: str, marker: str) -> str:
                 return "read the desktop's test file but found other content"
     except Exception as e:  # noqa: BLE001 - any filesystem's error, as one line
         return f"cannot read the test file the driver wrote ({type(e).__name__})"
+    return write_read_delete(filesystem, folder)
+
+
+def write_read_delete(filesystem, folder: str) -> str:
+    """Write, read back and delete a file of this process's in ``folder``: "" if all worked, else
+    what failed, in a few words (``probe_storage`` on each node, ``hetlab.search.storage`` here)."""
+    import uuid
     mine = f"{folder}/.hetlab-node-{uuid.uuid4().hex[:8]}"
     try:
         with filesystem.open_output_stream(mine) as f:
@@ -146,8 +165,8 @@ def probe_storage(where, folder: str, marker: str) -> str:
             ok = f.read() == b"node"
         filesystem.delete_file(mine)
         return "" if ok else "wrote a file but read back other content"
-    except Exception as e:  # noqa: BLE001
-        return f"cannot write, read back and delete a file there ({type(e).__name__}: {str(e)[:80]})"
+    except Exception as e:  # noqa: BLE001 - any filesystem's error (read-only, credentials), as one line
+        return f"cannot write, read back and delete a file there ({type(e).__name__}: {' '.join(str(e).split())[:80]})"
 
 
 def step_rate(model, width: int, batch_size: int, seconds: float, threads: int) -> float:

@@ -4,7 +4,7 @@
 training in ``hetlab.ps``, the pictures in ``hetlab.views.plots``. Move the slider, press
 "Run", and see each worker's compute / simulated / communication / waiting time and
 the cluster's samples per second; press "Auto" to let ``auto_tune`` pick the split. After two
-runs at different splits it fits each worker's step (fixed + b / speed, ``balance.fit_step_time``)
+runs at different splits it fits each worker's step (fixed + b / speed, ``steptime.fit``)
 and predicts the samples/s of any split the slider shows, and recommends where both finish together.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import io
 import ipywidgets as w
 import ray
 
-from hetlab.arithmetic import balance
+from hetlab.arithmetic import balance, steptime
 from hetlab.views import plots
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import per_worker_samples_per_s
@@ -123,10 +123,10 @@ class RatioTuner:
         fixed + b / speed. None until the runs give each worker two batch sizes."""
         if len({tuple(r["batch_sizes"]) for r in self.runs}) < 2:
             return None
-        lines = [balance.fit_step_time([r["batch_sizes"][i] for r in self.runs],
-                                       [r["batch_sizes"][i] / r["worker_samples_per_s"][i] for r in self.runs])
+        lines = [steptime.fit([r["batch_sizes"][i] for r in self.runs],
+                              [r["batch_sizes"][i] / r["worker_samples_per_s"][i] for r in self.runs], fallback="last")
                  for i in range(len(self.names))]
-        return [speed for speed, _ in lines], [fixed for _, fixed in lines]
+        return [line.speed for line in lines], [line.fixed_s for line in lines]
 
     # --- the buttons ----------------------------------------------------------------------
     def run(self) -> dict:

@@ -3,7 +3,7 @@ README, "Windows desktop").
 
 ``edit`` adds or replaces only the course's keys (``WSLCONFIG``) and keeps every other line, so a
 second run changes nothing; ``write`` keeps the file from before hetlab's first edit in
-``.wslconfig.hetlab-backup``, and ``undo`` puts that back.
+``.wslconfig.hetlab-backup``; ``undo`` takes back only hetlab's own values (``unedit``).
 """
 from __future__ import annotations
 
@@ -114,19 +114,57 @@ def write(path: Path) -> list[str]:
     return changed
 
 
+def unedit(text: str, before: str) -> str:
+    """``text`` with hetlab's edit taken back, and every change of yours since kept: a course key
+    still at hetlab's value gets ``before``'s value back, or goes if ``before`` had none; a key
+    you changed since stays; every other line stays; a section hetlab added and left empty goes."""
+    had = {section: {k.lower(): v for k, v in keys.items()} for section, keys in parse(before).items()}
+    newline = "\r\n" if "\r\n" in text else "\n"
+    blocks: list[list[str]] = [[]]          # the lines before the first section, then one block per section
+    for row in text.splitlines():
+        if _HEADER.match(row):
+            blocks.append([])
+        blocks[-1].append(row)
+    out = []
+    for block in blocks:
+        m = _HEADER.match(block[0]) if block else None
+        section = m.group(1).strip().lower() if m else None
+        wanted = {k.lower(): v for k, v in WSLCONFIG.get(section, {}).items()}
+        kept = []
+        for row in block:
+            key = _KEY.match(row)
+            name = key.group(2).lower() if key else None
+            if name not in wanted or key.group(4).strip().lower() != wanted[name].lower():
+                kept.append(row)                # not hetlab's, or yours since
+            elif name in had.get(section, {}):
+                kept.append(f"{key.group(1)}{key.group(2)}{key.group(3)}{had[section][name]}{key.group(5)}")
+        if m and section in WSLCONFIG and section not in had and not any(r.strip() for r in kept[1:]):
+            while out and not out[-1].strip():  # the blank line edit put before it
+                out.pop()
+            continue
+        out += kept
+    return newline.join(out) + newline if any(r.strip() for r in out) else ""
+
+
 def undo(path: Path) -> str:
-    """Put back the file hetlab's first edit found (from the backup), or delete the file hetlab
-    made; returns what was done, in one line."""
+    """Take back hetlab's edit (``unedit``, against the backup of the file hetlab first found),
+    keeping what you changed since; the file is deleted only if nothing is left in it. Returns
+    what was done, in one line."""
     path = Path(path)
     backup = path.with_name(path.name + BACKUP_SUFFIX)
     if not backup.exists():
         return f"no {backup.name} here: hetlab never edited {path.name}; nothing to undo"
-    before = backup.read_bytes()
-    if before:
-        path.write_bytes(before)
-        done = f"{path.name} is back as it was before hetlab edited it"
+    before, _ = _decode(backup.read_bytes())
+    if not path.exists():
+        backup.unlink()
+        return f"{path.name} is already gone; its backup removed"
+    now, encoding = _decode(path.read_bytes())
+    text = unedit(now, before)
+    if text.strip():
+        path.write_bytes(text.encode(encoding))
+        done = f"hetlab's settings taken out of {path.name}; the lines you wrote or changed stay"
     else:
-        path.unlink(missing_ok=True)
-        done = f"{path.name} removed (hetlab had made it)"
+        path.unlink()
+        done = f"{path.name} removed (hetlab had made it, and nothing else is in it)"
     backup.unlink()
     return done

@@ -138,6 +138,12 @@ def _wslconfig(args) -> int:
         before = winsteps.power_before(record.read_text(errors="replace") if record.exists() else None)
         print("\n".join(winsteps.undo_steps(before)))
         return 0
+    build = _windows_build(windows.in_wsl())
+    if windows.build_problem(build):
+        raise HetlabError(windows.build_problem(build).split(". ", 1)[0] + ": hetlab wslconfig changes nothing.")
+    if build is None:
+        print("# could not read Windows' build (cmd.exe /c ver): winver on Windows must show build 22621 or "
+              "newer, or mirrored networking stays off whatever .wslconfig says")
     changed = wslconfig.write(path)
     print(f"{path}: " + (f"set {', '.join(changed)} (the file as it was: {path.name}{wslconfig.BACKUP_SUFFIX}); "
                          f"`wsl --shutdown` in PowerShell applies it" if changed

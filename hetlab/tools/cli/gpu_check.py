@@ -39,12 +39,15 @@ def _gpu_check(args) -> int:
     from dataclasses import replace
 
     from hetlab import is_quick
+    from hetlab.tools.cli.train import writable_folder
+    if args.pair_batch is not None and args.pair_batch < 2:   # every value before torch loads
+        raise HetlabError(f"--pair-batch {args.pair_batch}: must be at least 2 (one sample per worker).")
+    if args.record:
+        writable_folder("--record", args.record)  # the record is written at the end, after minutes
     from hetlab.tools.gpucheck import claims as gpucheck
     quick = args.quick or is_quick()
     sizes = gpucheck.QUICK if quick else gpucheck.FULL
     if args.pair_batch is not None:
-        if args.pair_batch < 2:
-            raise HetlabError(f"--pair-batch {args.pair_batch}: must be at least 2 (one sample per worker).")
         sizes = replace(sizes, pair_batch=args.pair_batch)
     if args.stand_in:
         sizes = None if args.pair_batch is None else replace(gpucheck.STAND_IN, pair_batch=args.pair_batch)

@@ -44,23 +44,34 @@ def _add_search(sub) -> None:
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="stop the search after this many seconds (default: when every trial is done)")
     p.add_argument("--storage", default=None, metavar="FOLDER_OR_URI",
-                   help="results and checkpoints: a folder every machine sees, or a URI such as "
-                   "s3://bucket/path (default: a temp folder; then a lost trial restarts from epoch 0)")
+                   help="results: a folder every machine sees, or a URI such as s3://bucket/path (default: "
+                   "a temp folder here; checkpoints wait beside this process either way)")
     p.add_argument("--at-once", type=int, default=None, metavar="K",
                    help="trials at once on each machine's device (default: measured)")
     p.add_argument("--max-failures", type=int, default=1, metavar="N",
                    help="retries of a failed trial, e.g. when its machine is lost (default %(default)s)")
     p.add_argument("--slowdown", type=float, default=None, metavar="X",
-                   help="make the mac a simulated X× slower machine (practice default 4)")
+                   help="make the mac a simulated X× slower machine, X ≥ 1 (practice default 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the configurations (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_search)
 
 
 def _search(args) -> int:
+    from hetlab.errors import HetlabError
+    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):  # before Ray and torch load
+        raise HetlabError(f"--slowdown {args.slowdown:g}: give X ≥ 1, the mac's simulated slowdown (1 = none).")
+    if args.at_once is not None and args.at_once < 1:
+        raise HetlabError(f"--at-once {args.at_once}: give trials at once per device, at least 1.")
     from hetlab import search
     from hetlab.pair import the_pair
-    search.check_numbers(args.trials, args.epochs, 1, args.budget, args.max_failures, args.roles)  # before Ray
+    batch = max(search.SPACE["batch_size"])
+    if args.train_samples < batch:
+        raise HetlabError(f"--train-samples {args.train_samples}: give at least {batch}, the largest batch tried.")
+    search.check_numbers(args.trials, args.epochs, 1, args.budget, args.max_failures, args.roles,  # before Ray
+                         train_samples=args.train_samples, val_samples=max(200, args.train_samples // 5))
+    if args.storage is not None:
+        search.storage.open_storage(args.storage)  # writable, readable, deletable from here: before any cluster
     with the_pair(slowdown=args.slowdown, address=args.address) as pair:
         print(pair)
         result = search.search(None, args.trials, roles=args.roles, epochs=args.epochs,

@@ -7,6 +7,7 @@ bad one is one line within seconds; then ``_train`` runs it.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from hetlab.errors import HetlabError
@@ -129,10 +130,23 @@ def _check_train_args(args) -> dict:
     every = args.checkpoint_every
     if every is not None and (every < 1 or not args.checkpoint_dir):
         raise HetlabError("--checkpoint-every needs --checkpoint-dir and a value ≥ 1.")
+    if args.checkpoint_dir:
+        writable_folder("--checkpoint-dir", args.checkpoint_dir)
     return {"mode": CLI_MODES[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume, "model": model,
             "loss": loss, "data": data,
             "seed": seed, "train_samples": samples,
             "every": every if every is not None else (50 if args.checkpoint_dir else 0)}
+
+
+def writable_folder(flag: str, folder: str) -> None:
+    """``folder`` made if missing, and a file written and deleted there: or one line, before anything slow."""
+    import tempfile
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".hetlab-"):
+            pass
+    except OSError as e:
+        raise HetlabError(f"{flag} {folder}: cannot write there ({e.strerror}); give a folder you can write.") from None
 
 
 def model_arg(text: str):

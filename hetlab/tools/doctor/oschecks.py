@@ -52,7 +52,7 @@ def wsl_checks(signs: dict) -> list[Check]:
             winchecks.networking_check(mode, seen, signs.get("build"), signs.get("wslconfig"),
                                        signs.get("wsl_package")),
             winchecks.gpu_check(signs.get("dxg", False), signs.get("wsl_smi"), signs.get("linux_nvidia_smi", False)),
-            winchecks.idle_check(signs.get("wslconfig")),
+            winchecks.idle_check(signs.get("wslconfig"), signs.get("build")),
             winchecks.power_check(signs.get("powercfg")),
             *winchecks.rules_checks(signs.get("rules"), Ports(), ephemeral, signs["env"].get(MAC_IP_ENV))]
 

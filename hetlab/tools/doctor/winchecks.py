@@ -84,8 +84,13 @@ def gpu_check(dxg: bool, wsl_smi: str | None, linux_nvidia_smi: bool) -> Check:
     return Check("WSL GPU", OK, f"NVIDIA's Windows driver: {'; '.join(cards)}")
 
 
-def idle_check(config: str | None) -> Check:
-    """WSL stops a distro a while after its last window closes, and the VM after that."""
+def idle_check(config: str | None, build: int | None = None) -> Check:
+    """WSL stops a distro a while after its last window closes, and the VM after that. Below build
+    22621 the course's ``.wslconfig`` does not help (``hetlab wslconfig`` refuses): no advice to run it."""
+    problem = windows.build_problem(build)
+    if problem:
+        return Check("WSL idle shutdown", WARN, problem.split(". ", 1)[0],
+                     "keep an Ubuntu window open during a run")
     if config is None:
         return Check("WSL idle shutdown", WARN, "could not read %UserProfile%\\.wslconfig from here",
                      f"in Ubuntu: hetlab wslconfig, {RESTART}; or keep an Ubuntu window open during a run")
