@@ -137,7 +137,8 @@ def test_a_blocked_rendezvous_is_explained_in_one_line():
 
 @pytest.mark.parametrize("kwargs", [dict(steps=0), dict(ratio=[1, 2, 3]), dict(ratio="fast"),
                                     dict(ratio=[1, -1]), dict(slowdowns=[1, 0.5]),
-                                    dict(global_batch=1), dict(roles=("desktop", "laptop"))])
+                                    dict(global_batch=1), dict(roles=("desktop", "laptop")),
+                                    dict(checkpoint_every=0), dict(resume_from="no-such-checkpoint")])
 def test_bad_input_is_one_line_before_anything_starts(kwargs):
     """Checked before Ray is even asked for: no Ray runs in this test, and the line names the
     input, not Ray's absence ("Ray is not connected" would mean the checks came too late)."""
@@ -180,17 +181,21 @@ def practice():
         yield pc
 
 
-@pytest.fixture(scope="module")
-def run(practice, tmp_path_factory):
-    """One TorchTrainer fit, with a learner's own model, loss and data (a factory, a loss and a
-    synthetic non-MNIST Dataset from tests/test_own_model_and_data.py): the ranks get the
-    functions by value. MNIST through Ray Train: notebook 07, on the practice cluster or the
-    rehearsal."""
+def own_run(**more) -> dict:
+    """``train_mixed``'s arguments for a learner's own model, loss and data (a factory, a loss and a
+    synthetic non-MNIST Dataset from tests/test_own_model_and_data.py)."""
     from test_own_model_and_data import Strokes, smoothed, stroke_net
 
-    return train_mixed(steps=STEPS, global_batch=BATCH, ratio=RATIO, slowdowns=[1, 2], model=stroke_net,
-                       loss=smoothed, lr=1e-2, train_data=Strokes(1200, seed=1), test_data=Strokes(400, seed=2),
-                       progress=False, storage_path=str(tmp_path_factory.mktemp("raytrain")))
+    return dict(steps=STEPS, global_batch=BATCH, ratio=RATIO, slowdowns=[1, 2], model=stroke_net, loss=smoothed,
+                lr=1e-2, train_data=Strokes(1200, seed=1), test_data=Strokes(400, seed=2), progress=False, **more)
+
+
+@pytest.fixture(scope="module")
+def run(practice, tmp_path_factory):
+    """One TorchTrainer fit of ``own_run``, with a checkpoint half-way too: the ranks get the
+    functions by value. MNIST through Ray Train: notebook 07, on the practice cluster or the
+    rehearsal."""
+    return train_mixed(**own_run(storage_path=str(tmp_path_factory.mktemp("raytrain")), checkpoint_every=STEPS // 2))
 
 
 def test_each_rank_ran_on_its_own_node_with_its_own_batch(run, practice):
@@ -236,6 +241,74 @@ def test_it_learns_the_own_data(run):
     assert sum(run.loss[-10:]) < 0.7 * sum(run.loss[:10])     # from ln 4 = 1.39 (smoothed labels: > 0 at best)
     # The checkpoint holds the trained weights: they score the same on the same test set.
     assert evaluate(run.model(), Strokes(400, seed=2)) == pytest.approx(run.accuracy)
+
+
+def test_a_resumed_run_ends_as_the_uninterrupted_one(run, tmp_path):
+    """Resumed by Ray Train from the run's half-way checkpoint (weights, Adam's state, the step), the
+    second half trains the same samples with the same arithmetic: bitwise the uninterrupted run's
+    losses and weights. Without Adam's state (or with the weights only, or from step 0) they differ."""
+    half = STEPS // 2
+    assert len(run.checkpoints) == 2 and run.checkpoints[-1] == run.checkpoint_path
+    resumed = train_mixed(**own_run(storage_path=str(tmp_path), resume_from=run.checkpoints[0]))
+    assert resumed.loss[half:] == run.loss[half:] and len(resumed.loss) == STEPS
+    assert resumed.weights_identical and resumed.ranks[0].weights_sha256 == run.ranks[0].weights_sha256
+    assert resumed.ranks[1].samples == 16 * half                     # it trained the second half only
+
+
+def test_restore_brings_back_weights_adam_step_and_the_dropout_generator(practice, tmp_path):
+    """The loop's own pieces in one process, for a network with dropout (the Ray Train run's has none):
+    3 steps, a checkpoint, 3 more; a fresh network, optimizer and generator restored from that
+    checkpoint through Ray's object store make the same 3 steps bit for bit."""
+    import ray
+
+    from hetlab.raytrain import checkpoint
+    from hetlab.raytrain.loop import RankLog
+
+    data = load_mnist("train").subset(64, seed=0)
+    cpu = torch.device("cpu")
+
+    def dropped():
+        return nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(784, 10))
+
+    def fresh():
+        model = make_model(dropped, seed=0)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+    def train(model, opt, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(data.normalized()), data.labels).backward()
+            opt.step()
+
+    model, opt = fresh()
+    torch.manual_seed(1)
+    train(model, opt, 3)
+    checkpoint.write(str(tmp_path), model, opt, 3, [2.0, 1.0, 0.5], [checkpoint.rng_state(cpu)], 0, 64)
+    train(model, opt, 3)
+    again, again_opt = fresh()
+    torch.manual_seed(2)                                             # another process's generator
+    log = RankLog(cpu)
+    saved = ray.put(checkpoint.read(tmp_path, dropped, 6, 0, 64))
+    assert checkpoint.restore(saved, 0, again, again_opt, log) == 3 and log.losses == [2.0, 1.0, 0.5]
+    train(again, again_opt, 3)
+    assert weights_digest(again) == weights_digest(model)
+
+
+def test_a_checkpoint_that_cannot_go_on_is_refused_in_one_line(run, tmp_path):
+    """Read on the driver before anything starts: a folder without a checkpoint, too few steps,
+    another seed (its step would index another stream of samples), another network."""
+    from test_own_model_and_data import stroke_net
+
+    from hetlab.raytrain import checkpoint
+
+    good = dict(resume_from=run.checkpoints[0], model=stroke_net, steps=STEPS, seed=0, global_batch=BATCH)
+    assert checkpoint.read(**good)["step"] == STEPS // 2
+    for change, match in [(dict(resume_from=tmp_path), "not a readable train_mixed checkpoint"),
+                          (dict(steps=STEPS // 2), "is at step 30 already"), (dict(seed=1), "seed=0"),
+                          (dict(model="small"), "another network's weights")]:
+        with pytest.raises(HetlabError, match=match) as err:
+            checkpoint.read(**{**good, **change})
+        assert "\n" not in str(err.value)
 
 
 def test_rank0_elsewhere_needs_a_shared_storage_path(run, practice):

@@ -146,6 +146,13 @@ class LoopConfig:
     train_samples: int | None = None   # a part of MNIST (None: all of it)
     test_samples: int | None = None
     label_key: str | None = None       # the node label that names a machine's role
+    checkpoint_every: int | None = None  # a checkpoint every N steps too (None: only at the end)
+    resume: object = None              # the checkpoint to go on from (checkpoint.read's), in Ray's object store
+
+    @property
+    def checkpoint_steps(self) -> range:
+        """The steps after which rank 0 reports a checkpoint before the last one (the run's end)."""
+        return range(self.checkpoint_every or self.steps, self.steps, self.checkpoint_every or self.steps)
 
 
 def _per_rank(value, n: int, what: str) -> list:
@@ -156,7 +163,7 @@ def _per_rank(value, n: int, what: str) -> list:
 
 
 def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
-                test_samples, progress, loss, train_data, test_data) -> LoopConfig:
+                test_samples, progress, loss, train_data, test_data, checkpoint_every=None) -> LoopConfig:
     """``train_mixed``'s arguments checked (one line each, before anything starts) and turned into
     the ``LoopConfig`` every rank's loop reads. Your own data stays tensors under ``train_data`` /
     ``test_data``: the launch puts them in Ray's object store."""
@@ -172,6 +179,10 @@ def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr
         raise HetlabError(f"global batch must be a whole number ≥ {n} (one sample per rank), got {global_batch!r}.")
     if isinstance(ratio, str) and ratio != "auto":
         raise HetlabError(f"ratio must be 'auto' or one number per rank like [3, 1], got {ratio!r}.")
+    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
+                                         or checkpoint_every < 1):
+        raise HetlabError(f"checkpoint_every must be a whole number of steps ≥ 1 (None: a checkpoint at the end "
+                          f"only), got {checkpoint_every!r}.")
     ratio_list = None if isinstance(ratio, str) else check_weights(ratio, n)
     slow = [float(s) for s in _per_rank(slowdowns, n, "slowdowns")]
     if not all(1.0 <= s < float("inf") for s in slow):
@@ -194,7 +205,8 @@ def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr
                       slowdowns=tuple(slow), model=factory, lr=lr, seed=seed, progress=progress,
                       loss=loss if loss is not nn.functional.cross_entropy else None,
                       train_data=own[0], test_data=own[1], train_samples=train_samples,
-                      test_samples=test_samples, label_key=next(iter(role_label(roles[0]))) if roles else None)
+                      test_samples=test_samples, label_key=next(iter(role_label(roles[0]))) if roles else None,
+                      checkpoint_every=checkpoint_every)
 
 
 def check_cluster(roles: Sequence[str] | None, storage_path: str | None) -> None:

@@ -10,7 +10,6 @@ devices; CUDA and MPS may round Adam's arithmetic differently in the last bit).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 import time
@@ -26,6 +25,7 @@ from hetlab.core.devices import resolve, synchronize
 from hetlab.errors import HetlabError
 from hetlab.core.flat import flat_grad, set_flat_grad
 from hetlab.core.models import make_model
+from hetlab.raytrain.checkpoint import restore, rng_state, write
 from hetlab.raytrain.config import LoopConfig
 from hetlab.core.simulate import SlowDevice, labelled
 from hetlab.vocab import REHEARSAL_ENV
@@ -42,7 +42,7 @@ def train_loop(config: dict) -> None:
     model = make_model(cfg.model, seed=cfg.seed).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     log = RankLog(device, cfg.slowdowns[rank], show_progress=cfg.progress and rank == 0)
-    for step in range(cfg.steps):
+    for step in range(restore(cfg.resume, rank, model, opt, log), cfg.steps):  # 0, or a checkpoint's step
         idx = rank_indices(step, sizes, rank, len(y), cfg.seed).to(device)
         with log.compute(work=sizes[rank]):                   # a simulated slower device sleeps after it
             opt.zero_grad(set_to_none=False)
@@ -55,7 +55,9 @@ def train_loop(config: dict) -> None:
         with log.compute():
             opt.step()
         log.loss(buf[-1].item(), cfg.steps)                   # the global batch's loss, for free
-    report(cfg, model, rank, role, device, sizes[rank], speed, log)
+        if step + 1 in cfg.checkpoint_steps:                  # weights, Adam's state, step, generators
+            checkpoint(cfg, rank, model, opt, device, log)
+    report(cfg, model, opt, rank, role, device, sizes[rank], speed, log)
 
 
 def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
@@ -122,10 +124,11 @@ class RankLog:
     device: torch.device
     slowdown: float = 1.0
     show_progress: bool = False        # rank 0, when asked: five lines of loss
+    first_step: int = 0                # a resumed run's: the checkpoint's step
     compute_s: float = 0.0
     simulated_s: float = 0.0
     allreduce_s: float = 0.0
-    losses: list = field(default_factory=list)
+    losses: list = field(default_factory=list)    # every step's, a resumed run's earlier ones too
     started: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self):
@@ -179,32 +182,43 @@ def weights_digest(model: nn.Module) -> str:
     return h.hexdigest()
 
 
-def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: RankLog) -> None:
+def report(cfg: LoopConfig, model, opt, rank, role, device, batch_size, speed, log: RankLog) -> None:
     """Every rank's ``RankReport`` to rank 0, which tests the model and reports metrics and a checkpoint."""
     import ray
-    import ray.train
 
     train_s = time.perf_counter() - log.started
     label = labelled(f"{role} · {device.type}", log.slowdown)  # the parameter server's label format
     if os.environ.get(REHEARSAL_ENV):
         label += " (rehearsal host)"
     mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), batch_size, speed,
-                      batch_size * cfg.steps, log.compute_s, log.simulated_s, log.allreduce_s,
+                      batch_size * (cfg.steps - log.first_step), log.compute_s, log.simulated_s, log.allreduce_s,
                       weights_digest(model))
-    world = dist.get_world_size()
-    reports = [None] * world
-    dist.all_gather_object(reports, asdict(mine))
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (asdict(mine), rng_state(device)))
+    reports, rngs = [r for r, _ in gathered], [g for _, g in gathered]
+    metrics = {}
+    if rank == 0:
+        values = sum(p.numel() for p in model.parameters()) + 1  # the all-reduced buffer: gradient and loss
+        metrics = {"ranks": reports, "accuracy": accuracy_on_test(cfg, model, device), "train_s": train_s,
+                   "allreduce_bytes_per_step": 4 * values * 2 * (len(reports) - 1) // len(reports)}
+    checkpoint(cfg, rank, model, opt, device, log, metrics, rngs)
+
+
+def checkpoint(cfg: LoopConfig, rank, model, opt, device, log: RankLog, metrics=None, rngs=None) -> None:
+    """Every rank calls it (Ray Train's report waits for all): rank 0 reports the checkpoint of the
+    step reached, with ``metrics``. ``rngs``: every rank's generators, gathered here unless given."""
+    import ray.train
+
+    if rngs is None:
+        rngs = [None] * dist.get_world_size()
+        dist.all_gather_object(rngs, rng_state(device))
     if rank != 0:
         ray.train.report({"rank": rank})
         return
-    values = sum(p.numel() for p in model.parameters()) + 1  # the all-reduced buffer: gradient and loss
-    metrics = {"ranks": reports, "accuracy": accuracy_on_test(cfg, model, device), "train_s": train_s,
-               "allreduce_bytes_per_step": 4 * values * 2 * (world - 1) // world}
+    step = len(log.losses)
     with tempfile.TemporaryDirectory() as tmp:
-        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(tmp, "model.pt"))
-        with open(os.path.join(tmp, "loss.json"), "w") as f:
-            json.dump(log.losses, f)
-        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
+        write(tmp, model, opt, step, log.losses, rngs, cfg.seed, cfg.global_batch)
+        ray.train.report({"step": step, **(metrics or {})}, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
 
 def accuracy_on_test(cfg: LoopConfig, model: nn.Module, device) -> float:

@@ -4,7 +4,8 @@
 configuration of ``hetlab.raytrain.config`` (gloo, no GPU request, a label per rank, a pinned
 rendezvous, no retries), and turns a failed run into one line (``hetlab.raytrain.failure``).
 Checkpoints: Train needs a ``storage_path`` that every node can reach (NFS, a bucket) on a real
-multi-node cluster; by default a temp dir here, allowed only when rank 0 runs on this machine.
+multi-node cluster; by default a temp dir here, allowed only when rank 0 runs on this machine. A
+resume reads one here and hands it to every rank (``hetlab.raytrain.checkpoint``).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 
 from hetlab.errors import HetlabError
+from hetlab.raytrain import checkpoint
 from hetlab.raytrain.config import (RENDEZVOUS_TIMEOUT_S, TRAIN_ENV, LoopConfig, check_cluster, loop_config,
                                     run_config, scaling_config, torch_config, train_env)
 from hetlab.raytrain.failure import explain_failure
@@ -38,8 +40,9 @@ class RayTrainResult:
     train_s: float            # the training loop alone (rank 0)
     allreduce_bytes_per_step: int
     model_name: str           # the network trained: a built-in name, or the factory's qualified name
-    checkpoint_path: str | None = None
+    checkpoint_path: str | None = None  # the last checkpoint: resume_from= it to train on
     steps: int = 0
+    checkpoints: list[str] = field(default_factory=list)  # every checkpoint of the run, by step
     extra: dict = field(default_factory=dict)
     factory: object = field(default=None, repr=False)  # train_mixed's model= when it was a factory
 
@@ -49,11 +52,13 @@ class RayTrainResult:
         from hetlab.core.models import model_label
 
         m, path = result.metrics, result.checkpoint.path
-        with open(os.path.join(path, "loss.json")) as f:
+        with open(os.path.join(path, checkpoint.LOSSES)) as f:
             loss = json.load(f)
+        every = sorted(result.best_checkpoints or [], key=lambda reported: reported[1].get("step", 0))
         return cls(ranks=[RankReport(**r) for r in m["ranks"]], accuracy=m["accuracy"], loss=loss, fit_s=fit_s,
                    train_s=m["train_s"], allreduce_bytes_per_step=m["allreduce_bytes_per_step"],
                    checkpoint_path=path, steps=steps, model_name=model_label(model),
+                   checkpoints=[c.path for c, _ in every],
                    factory=None if isinstance(model, str) else factory)
 
     @property
@@ -70,7 +75,7 @@ class RayTrainResult:
         from hetlab.core.models import make_model
 
         model = make_model(self.factory if self.factory is not None else self.model_name)
-        model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, "model.pt"),
+        model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, checkpoint.WEIGHTS),
                                          map_location="cpu", weights_only=True))
         return model
 
@@ -84,21 +89,24 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
                 storage_path: str | None = None, progress: bool = True,
                 rendezvous_port: int | None = None,
                 timeout_s: int = RENDEZVOUS_TIMEOUT_S, loss=None, train_data=None,
-                test_data=None) -> RayTrainResult:
+                test_data=None, checkpoint_every: int | None = None, resume_from=None) -> RayTrainResult:
     """Train on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
 
     ``ratio="auto"`` splits the global batch by each rank's measured throughput (``[3, 1]``: directly);
     ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every node
     (default: a temp dir, only when rank 0 runs here). Ranks meet on ``rendezvous_port`` (in the printed
     firewall rule) and give up after ``timeout_s``. Own model and data: ``model=``, ``loss=``, ``train_data=``.
+    Rank 0 checkpoints at the end (and every ``checkpoint_every`` steps); ``resume_from=`` a result or one
+    of its ``checkpoints`` goes on from there to step ``steps``, with the same weights, Adam state and samples.
     """
     import ray
     from ray.train.torch import TorchTrainer
 
     cfg = loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
-                      test_samples, progress, loss, train_data, test_data)
+                      test_samples, progress, loss, train_data, test_data, checkpoint_every)
+    saved = None if resume_from is None else checkpoint.read(resume_from, cfg.model, steps, seed, global_batch)
     check_cluster(roles, storage_path)
-    own = {"train_data": cfg.train_data, "test_data": cfg.test_data}
+    own = {"train_data": cfg.train_data, "test_data": cfg.test_data, "resume": saved}
     cfg = replace(cfg, **{k: ray.put(v) for k, v in own.items() if v is not None})  # into Ray's object store, once
     trainer = TorchTrainer(train_loop, train_loop_config={"loop": cfg},  # Ray Train's config is a dict
                            torch_config=torch_config(rendezvous_port, timeout_s),
