@@ -1,13 +1,10 @@
 """Ray Train's checkpoint of a ``train_mixed`` run, and its resume (notebook 07).
 
-Rank 0 writes the weights (``model.pt``), the losses so far (``loss.json``) and ``state.pt``: the
-step, Adam's state (every rank's optimizer is the same after the all-reduced step, so rank 0's is
-the run's) and each rank's random generators (dropout draws from them; the samples do not: step t's
-are derived from the seed, the global batch and t, ``loop.rank_indices``). To resume, the driver
-reads the folder and hands it to every rank through Ray's object store, so the other machine needs
-no shared folder. (Ray Train V2's own resume, ``ray.train.get_checkpoint()`` in a rerun with the same
-``RunConfig`` name, gives each rank the run's latest checkpoint through ``storage_path``: the Mac could
-not read a folder on the desktop, nor go back to an earlier checkpoint. ``resume_from_checkpoint=`` is gone.)
+Rank 0 writes the weights (``model.pt``), the losses (``loss.json``) and ``state.pt``: the step,
+Adam's state (the same on every rank after the all-reduced step) and each rank's random generators
+(for dropout; step t's samples follow from the seed, the batch and t). To resume, the driver hands
+the folder to every rank through Ray's object store: the Mac needs no shared folder. Ray Train V2's
+own resume reads the latest checkpoint from ``storage_path``, which the Mac cannot reach.
 """
 from __future__ import annotations
 
