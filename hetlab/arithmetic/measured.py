@@ -28,6 +28,8 @@ FOLDER_ENV = MEASURED_ENV
 FORMAT = 1
 
 ASSUMED_BATCH = 128
+SWEEP_BATCHES = (1, 4, 16, 64, 256, 1024)    # notebook 02's sweep (and the Mac's, measured from afar)
+QUICK_SWEEP_BATCHES = (1, 8, 64, 256)
 ASSUMED_WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}
 
 # Estimated step times (not measured on these machines): hetlab.arithmetic.estimates says how.

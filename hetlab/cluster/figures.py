@@ -18,8 +18,6 @@ from hetlab.arithmetic import measured
 from hetlab.cluster.ray_cluster import live_nodes, placement
 from hetlab.errors import HetlabError
 
-SWEEP = (1, 4, 16, 64, 256, 1024)     # notebook 02's batch sizes
-QUICK_SWEEP = (1, 8, 64, 256)
 MODELS = ("small", "classic")
 
 
@@ -76,6 +74,6 @@ def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | No
         gpu = nodes[0]["Resources"].get("GPU", 0) >= 1
         sweep = ray.remote(num_cpus=1)(_measure_there).options(**placement(role, gpu=gpu))
         data, node_id, hostname = ray.get(
-            sweep.remote(role, there, QUICK_SWEEP if quick else SWEEP, 3 if quick else 10, tuple(models)),
+            sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, tuple(models)),
             timeout=timeout)
     return Fetched(role, measured.keep(role, data, where), data, node_id, hostname, measured_now)

@@ -13,9 +13,8 @@ import platform
 import socket
 import subprocess
 from importlib import metadata
-from pathlib import Path
 
-from hetlab.core.samecode import git_commit
+from hetlab.core.samecode import code_here
 
 
 def this_machine() -> str:
@@ -50,10 +49,9 @@ def _apple_chip() -> str:
 
 @functools.lru_cache(maxsize=1)
 def hetlab_commit() -> str | None:
-    """The git commit hetlab runs from (``samecode.git_commit`` of the package's parent folder),
-    or None when it is not a git checkout or git does not answer within 5 s."""
-    import hetlab
-    return git_commit(Path(hetlab.__file__).resolve().parents[1])
+    """The git commit hetlab runs from (``samecode.code_here``), or None when it is not a git
+    checkout or git does not answer within 5 s."""
+    return code_here()["commit"]
 
 
 def local_report() -> dict:

@@ -57,7 +57,7 @@ def _steps(lines: list, out: Path, where) -> None:
         for role in ROLES:
             line = measured.step_time(role, "small", where)
             data = sweeps[role]
-            sizes = data["batch_sizes"] if data else [1, 4, 16, 64, 256, 1024]
+            sizes = data["batch_sizes"] if data else list(measured.SWEEP_BATCHES)
             if data and "small" in data["samples_per_s"]:
                 dots = ax.plot(sizes, [1e3 * b / s for b, s in zip(sizes, data["samples_per_s"]["small"])], "o",
                                label=f"{role}, measured")
