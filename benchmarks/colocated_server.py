@@ -24,15 +24,17 @@ import ray
 import torch
 
 from hetlab.arithmetic import balance
-from hetlab.core.data import Stream, load_mnist, split_spans
+from hetlab.core.data import load_mnist
+from hetlab.core.stream import Stream, split_spans
 from hetlab.core.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
 from hetlab.ps.messages import WorkerReply
 from hetlab.ps.options import Options
 from hetlab.ps.server import Server
-from hetlab.ps.specs import WorkerSpec, combine_coefficients
-from hetlab.ps.training import actor_options
+from hetlab.ps.specs import WorkerSpec
+from hetlab.ps.rules import combine_coefficients
+from hetlab.ps.placement import actor_options
 from hetlab.ps.worker import Worker
 
 

@@ -7,7 +7,7 @@ the machine) run side by side in alternation, each worker alone before and after
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 
 then where a tuned step's milliseconds go and why it is longer than its ideal
-(``hetlab.ps.specs.step_budget``). Method and figures measured so far:
+(``hetlab.ps.records.step_budget``). Method and figures measured so far:
 docs/measured/course-runs.md, "Benchmarks".
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
@@ -25,7 +25,7 @@ from hetlab.arithmetic import balance
 from hetlab.core.data import load_mnist
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, Resplit
-from hetlab.ps.specs import step_budget, wall_s
+from hetlab.ps.records import step_budget, wall_s
 
 
 def ps_overhead_fraction(records) -> float:

@@ -25,7 +25,7 @@ from hetlab.core import devices  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.cluster.practice import PracticeCluster  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
-from hetlab.ps.specs import samples_per_s  # noqa: E402
+from hetlab.ps.records import samples_per_s  # noqa: E402
 from hetlab.core.train import train  # noqa: E402
 
 

@@ -7,7 +7,7 @@ measured inputs, all taken here first, apart from the timed runs:
   (``hetlab.arithmetic.steptime``): the desktop's plain loop in this process (what ``hetlab.core.train`` runs),
   and each worker where it runs (``standalone_throughput(together=True)``: its threads, its node,
   the simulated slowdown of a practice Mac, both at work at once as in the pair);
-* the engine's own cost per exchange: sync steps of 1 + 1 samples (``specs.engine_cost``);
+* the engine's own cost per exchange: sync steps of 1 + 1 samples (``records.engine_cost``);
 * the link (``--link-mbit``; the practice cluster has none).
 
 Then it runs, on the same samples (a fixed subset, ``--epochs`` passes, both rounded up by ``equal_work``
@@ -44,7 +44,7 @@ from hetlab.arithmetic import planner, steptime
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.core.models import count_params, make_model  # noqa: E402
 from hetlab.ps import ParameterServerTraining  # noqa: E402
-from hetlab.ps.specs import engine_cost, samples_per_s  # noqa: E402
+from hetlab.ps.records import engine_cost, samples_per_s  # noqa: E402
 from hetlab.core.train import train  # noqa: E402
 
 SWEEP = (16, 64, 128, 256)

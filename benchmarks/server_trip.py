@@ -31,11 +31,12 @@ import ray
 import torch
 
 from hetlab.arithmetic import balance
-from hetlab.core.data import load_mnist, split_spans
+from hetlab.core.data import load_mnist
+from hetlab.core.stream import split_spans
 from hetlab.core.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, server
-from hetlab.ps.specs import combine_coefficients
+from hetlab.ps.rules import combine_coefficients
 
 WAYS = ("server actor (two trips)", "in the driver (hetlab)", "in the driver, one thread")
 

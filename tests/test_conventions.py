@@ -145,10 +145,10 @@ def _sources(*folders) -> dict:
 
 
 def test_one_home_for_a_records_speed_and_one_run_log_per_idea():
-    """A device's time is added up in ``ps.specs.device_seconds`` only, a record's samples are its
+    """A device's time is added up in ``ps.records.device_seconds`` only, a record's samples are its
     ``samples`` (never guessed from its batch), and every run log is one of ``RUN_LOGS``."""
     code = _sources("hetlab", "benchmarks")
-    assert [c.split(":")[0] for c in formula_copies(DEVICE_TIME, code)] == ["hetlab/ps/specs.py"]  # device_seconds
+    assert [c.split(":")[0] for c in formula_copies(DEVICE_TIME, code)] == ["hetlab/ps/records.py"]  # device_seconds
     assert formula_copies(RECORD_SAMPLES, code) == []
     assert run_log_classes(_sources("hetlab")) == set(RUN_LOGS)
     planted = {"x.py": "class TrialLog:\n    pass\nbusy = r.compute_s + r.simulated_s\nn = r.samples or r.batch_size\n"}

@@ -5,15 +5,14 @@ import http.server
 import random
 import shutil
 import threading
-from pathlib import Path
 
 import pytest
 import torch
 
 from hetlab import HetlabError
 from hetlab.arithmetic.balance import split_batch
-from hetlab.core.data import (FILES, SHA256, Stream, batches, default_root, download_mnist, load_mnist,
-                         split_spans, stream_indices)
+from hetlab.core.data import FILES, SHA256, batches, default_root, download_mnist, load_mnist
+from hetlab.core.stream import Stream, split_spans, stream_indices
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "core", "core.flat", "core.simulate", "core.samecode", "core.machine",
-               "cluster.authtoken", "core.train_step", "core.data", "core.models", "core.devices",
+               "cluster.authtoken", "core.train_step", "core.data", "core.stream", "core.models", "core.devices",
                "arithmetic", "arithmetic.estimates", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
                "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train", "core.speedups",
                "windows", "windows.wslconfig", "course.exercises", "course.grading"],
@@ -30,7 +30,7 @@ LAYERS = {
                 "tools.rehearsal", "tools.rehearsal.run", "tools.rehearsal.hosts", "tools.doctor",
                 "tools.doctor.checks", "tools.doctor.preflight", "tools.doctor.oschecks",
                 "tools.doctor.winchecks"],
-    "engines": ["ps", "ps.specs", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
+    "engines": ["ps", "ps.specs", "ps.rules", "ps.records", "ps.placement", "ps.options", "ps.messages", "ps.worker", "ps.server", "ps.pool",
                 "ps.hooks", "ps.loop", "ps.saving", "ps.training", "raytrain", "raytrain.mixed",
                 "raytrain.config", "raytrain.loop", "raytrain.checkpoint", "raytrain.failure", "pair",
                 "search.trial", "search.slots", "search.storage", "search.keeper", "search.results", "search", "search.driver"],

@@ -16,7 +16,7 @@ from hetlab.tools.doctor import preflight
 from hetlab.cluster.ray_cluster import placement, role_label
 from hetlab.cluster.practice import PracticeCluster, display_name
 from hetlab.ps import WorkerSpec
-from hetlab.ps.training import actor_options
+from hetlab.ps.placement import actor_options
 
 
 @ray.remote(num_cpus=0)
@@ -93,7 +93,7 @@ def test_the_report_labels_every_figure_and_holds_no_address(practice, tmp_path)
     from hetlab.arithmetic import balance, measured
     from hetlab.cluster import figures
     from hetlab.ps import ParameterServerTraining
-    from hetlab.ps.specs import engine_cost, exchange_costs
+    from hetlab.ps.records import engine_cost, exchange_costs
     from hetlab.core.data import load_mnist
     from hetlab.tools.cli.app import main
     where = tmp_path / "measured"

@@ -15,15 +15,16 @@ from torch import nn
 
 from hetlab import HetlabError
 from hetlab.core.checkpoint import load_checkpoint
-from hetlab.core.data import load_mnist, stream_indices
+from hetlab.core.data import load_mnist
+from hetlab.core.stream import stream_indices
 from hetlab.core.models import make_model
 from hetlab.ps import Hook, ParameterServerTraining, Resplit, RunView, Slowdown, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps.loop import sync_step
 from hetlab.ps.pool import _one_line
 from hetlab.ps.server import Server
-from hetlab.ps.specs import (StepRecord, async_scale, combine_coefficients, idle_share, samples_per_s,
-                             staleness_allows, step_budget)
+from hetlab.ps.rules import async_scale, combine_coefficients, staleness_allows
+from hetlab.ps.records import StepRecord, idle_share, samples_per_s, step_budget
 from hetlab.core.flat import flat_weights
 from hetlab.core.train import evaluate
 from hetlab.ps import worker as worker_module

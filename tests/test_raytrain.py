@@ -70,7 +70,7 @@ def test_rank_i_and_parameter_server_worker_i_train_the_same_samples():
     """One cut of the global batch: the parameter server's step (its stream's next B positions,
     ``split_spans``, what its worker i reads) and Ray Train's rank i give the same samples, step for
     step, across an epoch's end (100 samples, 7 a step) and with unequal shares."""
-    from hetlab.core.data import Stream, split_spans
+    from hetlab.core.stream import Stream, split_spans
     from hetlab.ps import WorkerSpec
     from hetlab.ps.options import Options
     from hetlab.ps.worker import Worker

@@ -8,7 +8,7 @@ import pytest
 
 from hetlab import HetlabError
 from hetlab.arithmetic import balance, planner, steptime
-from hetlab.ps.specs import StepRecord, engine_cost, exchange_costs
+from hetlab.ps.records import StepRecord, engine_cost, exchange_costs
 from hetlab.arithmetic.steptime import StepTime
 
 SIZES = [1, 4, 16, 64, 256, 1024]

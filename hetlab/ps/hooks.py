@@ -18,7 +18,7 @@ from hetlab.arithmetic.steptime import fit
 from hetlab.core.checkpoint import CHECKPOINT_GLOB, checkpoint_path
 from hetlab.errors import HetlabError
 from hetlab.ps.options import check_count
-from hetlab.ps.specs import worker_speed
+from hetlab.ps.records import worker_speed
 
 KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in their folder (the newest ones)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 
 from hetlab.arithmetic.balance import split_batch
-from hetlab.core.data import Stream, split_spans
+from hetlab.core.stream import Stream, split_spans
 from hetlab.ps.hooks import Hooks
 from hetlab.ps.messages import InFlight, Lost, RunLog
 from hetlab.ps.pool import WorkerPool
 from hetlab.ps.server import Server
-from hetlab.ps.specs import async_scale, combine_coefficients, staleness_allows
+from hetlab.ps.rules import async_scale, combine_coefficients, staleness_allows
 
 
 def sync_step(pool: WorkerPool, server: Server, stream: Stream, log: RunLog) -> None:

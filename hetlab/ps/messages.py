@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from hetlab.ps.specs import StepRecord, device_seconds
+from hetlab.ps.records import StepRecord, device_seconds
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class WorkerReply:
     simulated_s: float    # the sleep of a simulated slower device (hetlab.core.simulate)
     samples: int          # b_i (local SGD: H_i · b_i)
 
-    device_s = property(lambda self: device_seconds(self), doc="compute + simulated (``specs.device_seconds``).")
+    device_s = property(lambda self: device_seconds(self), doc="compute + simulated (``records.device_seconds``).")
 
     def wire(self) -> tuple:
         """As sent: a plain tuple, which Ray serialises without pickle (a dataclass would be

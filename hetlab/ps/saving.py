@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hetlab.core.checkpoint import FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
-from hetlab.core.data import Stream, n_samples
+from hetlab.core.data import n_samples
+from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError
 from hetlab.ps.loop import drop_lost
 from hetlab.ps.messages import Checkpoint, Resumed

@@ -1,7 +1,7 @@
 """The parameter server: one flat fp32 weight buffer and the optimizer that updates it (notebook 05).
 
 It combines the workers' gradients weighted by the samples each stands for, Σ (b_i / Σb) · g_i (not
-the mean, which over-weights a small batch, nor the sum; arithmetic in ``hetlab.ps.specs``), in the
+the mean, which over-weights a small batch, nor the sum; arithmetic in ``hetlab.ps.rules``), in the
 driver's process: an actor would add a second trip per step (``benchmarks/server_trip.py``).
 """
 from __future__ import annotations

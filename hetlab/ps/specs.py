@@ -1,19 +1,12 @@
-"""The parameter server's plain data and pure logic (notebook 05).
-
-``WorkerSpec`` (what a worker is) and ``StepRecord`` (where one step's time went), and
-functions with no Ray in them, so tests and notebooks can check the arithmetic
-directly: the weighted combination Σ (b_i / Σb) · g_i, the async scale, the bound on
-staleness, checks of a worker and of batch sizes, cluster samples/s and where a step's time went (``step_budget``).
-"""
+"""What a parameter-server worker is (notebook 05): ``WorkerSpec`` (asked for) and ``WorkerInfo``
+(what it reported when it started), and the checks that refuse a bad worker or batch size in one
+line before any actor starts. Plain data, no Ray."""
 from __future__ import annotations
 
 import math
-import statistics
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass
 
 from hetlab.errors import HetlabError
-from hetlab.arithmetic.steptime import finish_together
 from hetlab.core.simulate import labelled
 from hetlab.vocab import DEVICE_KINDS, PRECISIONS
 
@@ -55,65 +48,6 @@ class WorkerInfo:
         return cls(**{f: info[f] for f in cls.__dataclass_fields__ if f in info})
 
 
-@dataclass(frozen=True)
-class StepRecord:
-    """One worker's share of one step: where its time went (notebooks 05, 06)."""
-
-    step: int
-    worker: str
-    batch_size: int
-    compute_s: float             # measured by the worker around its forward/backward (device synced)
-    simulated_s: float           # the sleep of a *simulated* slower device (hetlab.core.simulate)
-    wait_s: float                # sync: from its result to the step's last one (idle behind the straggler);
-    #                              async: idle before this message started (staleness bound, or the update)
-    comm_s: float                # the driver's round trip minus compute_s + simulated_s: weights and
-    #                              gradient sent, serialising, Ray's scheduling
-    loss: float
-    staleness: int = 0
-    server_s: float = 0.0        # server combine + optimizer step of this step
-    update_s: float = 0.0        # the driver's time for the update: gradients in, server_s, weights out
-    step_s: float = 0.0          # wall time of the whole step (async: since the previous update)
-    samples: int = 0             # samples behind this message (local SGD: H × batch_size); 0: batch_size
-
-    def __post_init__(self):
-        if not self.samples:
-            object.__setattr__(self, "samples", self.batch_size)
-
-    device_s = property(lambda self: device_seconds(self), doc="Its device's time (``device_seconds``).")
-
-
-def device_seconds(x) -> float:
-    """A worker's device time on one message (a ``StepRecord`` or ``WorkerReply``): its compute +
-    the sleep of a simulated slower device; the one place the two are added."""
-    return x.compute_s + x.simulated_s
-
-
-def combine_coefficients(samples: Sequence[int]) -> list[float]:
-    """Weights b_i / Σb of each worker's gradient in a synchronous step (notebook 05)."""
-    total = float(sum(samples))
-    return [s / total for s in samples]
-
-
-def async_scale(batch_size: int, batch_sizes: Sequence[int]) -> float:
-    """Scale of one gradient applied alone in async mode: b_i / mean(b) (1 for equal batches)."""
-    return batch_size * len(batch_sizes) / float(sum(batch_sizes))
-
-
-def staleness_allows(version: int, reads_in_flight: Sequence[int], max_staleness: int) -> bool:
-    """May one more worker start computing now without any gradient exceeding ``max_staleness``?
-
-    A gradient computed on version r and applied at version V has staleness V − r. A
-    gradient in flight can be overtaken by at most every other gradient in flight, so
-    its worst case is (version − r) + (number in flight − 1). Starting a new worker is
-    allowed only if that bound stays within ``max_staleness`` for everyone: a fast worker
-    waits instead of racing ahead, and no gradient is ever thrown away (notebook 05).
-    """
-    n_after = len(reads_in_flight) + 1
-    if n_after - 1 > max_staleness:
-        return False
-    return all(version - r + n_after - 1 <= max_staleness for r in reads_in_flight)
-
-
 def check_spec(spec) -> None:
     """Reject a malformed WorkerSpec with one line saying what to change."""
     if not all(hasattr(spec, a) for a in ("name", "role", "device", "slowdown", "precision")):
@@ -144,125 +78,3 @@ def check_batch_sizes(sizes, n: int) -> list[int]:
             raise HetlabError(f"batch size {s!r} is invalid: every batch size must be a whole number ≥ 1.")
         out.append(int(s))
     return out
-
-
-def wall_s(records) -> float:
-    """The wall time of the steps behind ``records`` (a sync step has one record per worker,
-    all with the same ``step_s``: it counts once)."""
-    return sum({r.step: r.step_s for r in records}.values())
-
-
-def samples_per_s(records) -> float:
-    """Cluster throughput: samples of all records ÷ the wall time of their steps."""
-    wall = wall_s(records)
-    return sum(r.samples for r in records) / wall if wall > 0 else 0.0
-
-
-def idle_share(records, name: str) -> float:
-    """Share of the run's wall time worker ``name`` sat idle, waiting (notebooks 05, 06).
-
-    Sync: waiting for the straggler. Async: held back by the staleness bound.
-    """
-    wall = wall_s(records)
-    return sum(r.wait_s for r in records if r.worker == name) / wall if wall > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class WorkerSpeed:
-    """One worker's speed from its step records: the one home of it (notebooks 05, 06)."""
-
-    device: float      # its device: Σ samples ÷ Σ (compute + simulated) s (the split and step_budget)
-    comm_s: float      # its messages: mean seconds per step
-    batch: float       # its mean batch per step (local SGD: per inner step)
-    rate: float        # median of each step's samples ÷ (compute + simulated + comm): what auto_tune splits by
-
-
-def worker_speed(records) -> WorkerSpeed:
-    """``WorkerSpeed`` of the records of ONE worker. ``rate`` stays a median with comm in it: a step
-    something else on the machine slowed is one of them, not a share of the mean (``auto_tune``)."""
-    records = list(records)
-    if not records:
-        return WorkerSpeed(0.0, 0.0, 0.0, 0.0)
-    busy = sum(r.device_s for r in records)
-    samples = sum(r.samples for r in records)
-    rates = [r.samples / s for r in records if (s := r.device_s + r.comm_s) > 0]
-    return WorkerSpeed(samples / busy if busy > 0 else 0.0, sum(r.comm_s for r in records) / len(records),
-                       sum(r.batch_size for r in records) / len(records), statistics.median(rates) if rates else 0.0)
-
-
-def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
-    """Each worker's own rate when it is not waiting (``WorkerSpeed.rate``): ``auto_tune`` splits by it."""
-    return [worker_speed(r for r in records if r.worker == name).rate for name in names]
-
-
-@dataclass
-class StepBudget:
-    """Why synchronous steps took longer than ideal, in mean seconds per step (notebook 06).
-    ``ideal + split + noise + overhead == step``. ``speeds``: each worker's device, samples/s;
-    ``comm``: each worker's messages, mean seconds per step (``worker_speed``)."""
-
-    ideal: float       # the batch ÷ Σ speeds: every device busy all the time, nothing else
-    split: float       # the slower worker's mean time above a split balanced for these speeds and messages
-    noise: float       # each step's slowest worker above that mean: step by step, whoever is slower sets it
-    overhead: float    # the parameter server's own cost: messages (even when balanced), the update, the driver
-    step: float
-    speeds: dict = field(default_factory=dict)
-    comm: dict = field(default_factory=dict)
-
-    def ms(self) -> dict:
-        """The parts in ms (two decimals), for a JSON record."""
-        return {k: round(1e3 * getattr(self, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
-
-    def __str__(self) -> str:
-        part = lambda x: f"{1e3 * x:.1f} ms ({x / self.step:.0%})"  # noqa: E731
-        return (f"ideal {1e3 * self.ideal:.1f} ms + split off {part(self.split)} + noise {part(self.noise)}"
-                f" + the parameter server's own cost {part(self.overhead)} = step {1e3 * self.step:.1f} ms")
-
-
-def step_budget(records) -> StepBudget:
-    """Where the time of these synchronous steps went, beyond the ideal (notebook 06).
-
-    Worker i's device runs at s_i = its samples ÷ its compute + simulated time; its messages
-    take c_i per step (comm). The ideal step is B ÷ Σ s_i. Balanced, every worker would take
-    T = (B + Σ s_i·c_i) ÷ Σ s_i per step (``steptime.finish_together``): "split" is the
-    slower worker's mean time above T, "noise" each step's slowest worker above that mean,
-    "overhead" T − ideal (the messages) plus the rest of the step (the update, the driver).
-    All four are ≥ 0 and add up to the mean step.
-    """
-    by_step: dict = {}
-    mine: dict = {}   # worker → its records, in the order the workers first appear
-    for r in records:
-        by_step.setdefault(r.step, []).append(r)
-        mine.setdefault(r.worker, []).append(r)
-    if not by_step:
-        raise HetlabError("step_budget needs the records of at least one step, e.g. training.run(8).")
-    n, names = len(by_step), list(mine)
-    samples = {w: sum(r.samples for r in rs) for w, rs in mine.items()}
-    seen = {w: worker_speed(rs) for w, rs in mine.items()}
-    speeds, comm = {w: s.device for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
-    total = sum(speeds.values())
-    ideal = sum(samples.values()) / n / total
-    balanced = finish_together(sum(samples.values()) / n, [speeds[w] for w in names], [comm[w] for w in names])[0]
-    slower = max(samples[w] / n / speeds[w] + comm[w] for w in names)
-    longest = sum(max(r.device_s + r.comm_s for r in rs) for rs in by_step.values()) / n
-    step = sum(rs[0].step_s for rs in by_step.values()) / n
-    noise = longest - slower if longest - slower > 1e-9 else 0.0   # ≥ 0 but for float rounding
-    return StepBudget(ideal, slower - balanced, noise, balanced - ideal + step - longest, step,
-                      speeds, comm)
-
-
-def exchange_costs(records) -> dict[str, float]:
-    """Per worker, the median seconds of a synchronous step that were neither its device's work
-    nor its wait for the others: its messages (the link included) and the server's update."""
-    costs: dict[str, list[float]] = {}
-    for r in records:
-        costs.setdefault(r.worker, []).append(r.step_s - r.device_s - r.wait_s)
-    return {name: max(0.0, statistics.median(c)) for name, c in costs.items()}
-
-
-def engine_cost(records) -> float:
-    """The engine's own seconds per exchange (notebook 05, the planner's ``engine_s``): the least
-    of ``exchange_costs``, that of the worker beside the server, whose messages cross no link."""
-    if not records:
-        raise HetlabError("engine_cost needs the records of at least one synchronous step.")
-    return min(exchange_costs(records).values())

@@ -1,7 +1,7 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
 ``ParameterServerTraining`` holds one ``Server`` in the driver's process, a ``WorkerPool`` of one
-actor per ``WorkerSpec``, the one cursor into the shuffled data (``hetlab.core.data.Stream``) and the
+actor per ``WorkerSpec``, the one cursor into the shuffled data (``hetlab.core.stream.Stream``) and the
 run's ``RunLog``; ``run`` calls ``hetlab.ps.loop`` with hooks around it. Per step: ``StepRecord``.
 """
 from __future__ import annotations
@@ -12,8 +12,9 @@ import ray
 import torch
 
 from hetlab.cluster import gpu_holders as gpus
-from hetlab.cluster.ray_cluster import connect, live_nodes, placement
-from hetlab.core.data import Dataset, Stream, as_tensors, compact, n_samples
+from hetlab.cluster.ray_cluster import connect
+from hetlab.core.data import Dataset, as_tensors, compact, n_samples
+from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError
 from hetlab.core.flat import flat_weights, load_flat
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
@@ -24,8 +25,9 @@ from hetlab.ps.messages import Resplit, RunLog
 from hetlab.ps.options import Options, check_count, check_local_steps, check_positive
 from hetlab.ps.pool import Member, WorkerPool, _one_line
 from hetlab.ps.server import Server
-from hetlab.ps.specs import (StepRecord, WorkerInfo, WorkerSpec, check_batch_sizes, check_spec,
-                             per_worker_samples_per_s, samples_per_s)
+from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
+from hetlab.ps.records import StepRecord, per_worker_samples_per_s, samples_per_s
+from hetlab.ps.placement import actor_options
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate
 
@@ -312,25 +314,6 @@ def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
         raise HetlabError(f"{flat.numel()} weights do not fit model {model_label(name)!r}.")
     load_flat(model, flat.float())
     return model
-
-
-def actor_options(spec: WorkerSpec) -> dict:
-    """Actor options pinning a worker to its machine; a GPU worker asks Ray for the GPU.
-
-    ``device="cuda"``/``"mps"`` always asks for it (so Ray accounts for the card and
-    keeps other GPU work off it), and on a cluster of several machines needs a role (Ray
-    reports the Mac's GPU as ``GPU: 1`` too); ``"auto"`` asks when the worker's node has a GPU.
-    """
-    kind = str(spec.device).split(":")[0]
-    if kind in ("cuda", "mps") and spec.role is None and len(live_nodes()) > 1:
-        raise HetlabError(f"worker {spec.name!r} asks for device={spec.device!r} but has no role: Ray "
-                          f"reports a GPU on the Mac too, so on several machines it could start there; "
-                          f"give it role={'desktop' if kind == 'cuda' else 'mac'!r}.")
-    gpu = kind in ("cuda", "mps") or (kind == "auto" and spec.role is not None and any(
-        n["Resources"].get("GPU", 0) >= 1 for n in live_nodes(spec.role)))
-    if spec.role is None and not gpu:
-        return {}
-    return placement(spec.role, gpu=gpu)
 
 
 def _ensure_ray() -> None:

@@ -15,7 +15,8 @@ import ray
 import torch
 from torch import nn
 
-from hetlab.core.data import as_tensors, stream_indices
+from hetlab.core.data import as_tensors
+from hetlab.core.stream import stream_indices
 from hetlab.core.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key, timed_steps, warm_up
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.core.machine import this_machine

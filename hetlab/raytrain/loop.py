@@ -64,11 +64,11 @@ def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: in
                  seed: int = 0) -> torch.Tensor:
     """Which samples rank ``rank`` trains at ``step``: its share of the step's global batch.
 
-    Step t is positions [t·B, (t+1)·B) of the shuffled stream (``hetlab.core.data.stream_indices``), cut
-    by ``hetlab.core.data.split_spans`` as the parameter server cuts its steps: with the same sizes, rank i
+    Step t is positions [t·B, (t+1)·B) of the shuffled stream (``hetlab.core.stream.stream_indices``), cut
+    by ``hetlab.core.stream.split_spans`` as the parameter server cuts its steps: with the same sizes, rank i
     and parameter-server worker i train the same samples, and each sample once per epoch.
     """
-    from hetlab.core.data import split_spans, stream_indices
+    from hetlab.core.stream import split_spans, stream_indices
 
     total = sum(batch_sizes)
     return stream_indices(n_samples, seed, split_spans([(step * total, total)], batch_sizes)[rank])

@@ -17,7 +17,7 @@ import ray
 from hetlab.arithmetic import balance, steptime
 from hetlab.views import plots
 from hetlab.errors import HetlabError
-from hetlab.ps.specs import per_worker_samples_per_s
+from hetlab.ps.records import per_worker_samples_per_s
 
 
 def figure_png(fig) -> bytes:

@@ -29,7 +29,7 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
 
 def _fp16_overflows(worker, scale: float) -> bool:
     """Would this batch's fp16 gradient, loss-scaled as the worker does, overflow?"""
-    from hetlab.core.data import stream_indices
+    from hetlab.core.stream import stream_indices
     from hetlab.core.flat import flat_weights, load_flat
     from hetlab.core.models import make_model
     from hetlab.ps.worker import LOSS_SCALE

@@ -59,7 +59,7 @@ def _pair_efficiency(training, g: int, s: Sizes, goal: Goal | None, name: str, w
     """Auto-tune the split of ``g``, then train at it, each worker timed alone at its share just
     before and after: efficiency = together ÷ Σ alone; and why the step is longer than its ideal."""
     from hetlab.arithmetic.balance import auto_tune, format_ratio
-    from hetlab.ps.specs import step_budget
+    from hetlab.ps.records import step_budget
     tuned = auto_tune(lambda sizes: training.measure(sizes, steps=s.pair_steps), g, 2, rounds=s.pair_rounds)
     before = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
     records = training.run(s.pair_steps * s.pair_repeats, batch_sizes=tuned.batch_sizes)
