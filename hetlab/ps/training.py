@@ -11,7 +11,7 @@ import dataclasses
 import ray
 import torch
 
-from hetlab.cluster import gpu_holders as gpus
+from hetlab.cluster import gpu_holders
 from hetlab.cluster.ray_cluster import connect
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
@@ -84,7 +84,7 @@ class ParameterServerTraining:
         self.server = None
         _ensure_ray()
         where = [actor_options(s) for s in workers]
-        gpus.check_free([(s.name, s.role) for s, p in zip(workers, where) if p.get("num_gpus")])
+        gpu_holders.check_free([(s.name, s.role) for s, p in zip(workers, where) if p.get("num_gpus")])
         try:
             self._start(payload, where)
         except BaseException:
