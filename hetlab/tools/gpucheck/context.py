@@ -12,6 +12,7 @@ from typing import Callable
 
 import torch
 
+from hetlab.arithmetic.measured import QUICK_SWEEP_BATCHES, SWEEP_BATCHES
 from hetlab.errors import HetlabError
 
 
@@ -78,13 +79,13 @@ class Sizes:
     test_samples: int = 10000
     acc_batch: int = 128             # global batch of the accuracy runs
     acc_epochs: int = 2
-    sweep_batches: tuple = (1, 4, 16, 64, 256, 1024)   # notebook 02, full mode
+    sweep_batches: tuple = SWEEP_BATCHES   # notebook 02's sweep, full mode
     sweep_steps: int = 10
 
 
 FULL = Sizes()
 QUICK = replace(FULL, bench_repeats=2, pair_steps=4, pair_rounds=5, pair_repeats=6, acc_epochs=1,
-                sweep_batches=(1, 8, 64, 256), sweep_steps=3)
+                sweep_batches=QUICK_SWEEP_BATCHES, sweep_steps=3)
 # The dry run's (``--stand-in``): every check's code path on a CPU, at sizes of seconds.
 STAND_IN = replace(QUICK, bench_samples=1100, bench_repeats=1, nb01_train=2000, nb01_test=500, nb01_epochs=1,
                    nb01_target=0.5, pair_batch=1024, pair_step_s=0.01, pair_short_batch=128, pair_steps=2,
