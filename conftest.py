@@ -1,8 +1,13 @@
 """Shared test settings: quick mode for notebooks (nbval kernels inherit this
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
-which notebooks run only through the two-host rehearsal."""
+which notebooks run only through the two-host rehearsal, and how the test process ends."""
+import atexit
+import faulthandler
 import os
+import sys
 import tempfile
+
+import pytest
 
 from hetlab.vocab import MEASURED_ENV
 
@@ -73,3 +78,30 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", f"minutes per notebook ({mode} mode)")
         for where, s in sorted(seconds.items()):
             terminalreporter.write_line(f"{where:<50s} {s / 60:5.1f}")
+
+
+_RUN: dict = {}
+
+
+def pytest_sessionstart(session):
+    _RUN["session"] = session
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """End the test process with pytest's own exit status once its summary is out: the exit
+    functions run (Ray's shutdown among them), but not the interpreter's teardown, where the
+    C extensions' threads (Ray's, torch's OpenMP teams, zmq) once crashed a run that had printed
+    "886 passed" (Segmentation fault, exit 139). A crash before this point still fails the run,
+    with its stack (faulthandler)."""
+    session = _RUN.pop("session", None)
+    if session is None or session.config is not config:
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.stop_global_capturing()
+    faulthandler.enable(file=sys.__stderr__)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(session.exitstatus))
