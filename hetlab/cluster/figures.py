@@ -50,7 +50,7 @@ def _measure_there(role: str, there: str | None, batch_sizes: tuple[int, ...], s
     figures = {name: [devices.throughput(make_model(name), device, b, steps=steps) for b in batch_sizes]
                for name in models}
     measured.save(role, devices.describe(device), batch_sizes, figures, where=there)
-    return measured.load(role, there), ray.get_runtime_context().get_node_id(), socket.gethostname()
+    return _read_there(role, there)   # what was saved, read back as a fetch reads it
 
 
 def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | None = None,
