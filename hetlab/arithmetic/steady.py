@@ -1,0 +1,74 @@
+"""One definition of a measured speed: warm-up apart, then windows of timed steps (notebooks 01, 02, report).
+
+A speed is read from the seconds of each step of one run, in one process: the first ``warmup``
+steps are the warm-up (CUDA's start, cudnn's search for each new shape, a compile or a capture; on a
+CPU a few milliseconds) and are reported apart, never averaged in. The steps after them are cut into
+``windows`` equal windows; each window gives one samples/s, and the speed is their median with the
+lowest and highest beside it. So a single run yields its own spread, and no notebook runs longer for it.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from hetlab.errors import HetlabError
+
+WARMUP_STEPS = 5   # as Stanford CS336's hand-in: 5 warm-up steps, then the timed ones
+WINDOWS = 3        # at least three windows: a median and a spread
+
+
+@dataclass(frozen=True)
+class SteadySpeed:
+    """Samples/s in steady state: the median of the windows, their range, and the warm-up apart."""
+
+    samples_per_s: float            # median over the windows
+    low: float                      # the slowest window
+    high: float                     # the fastest window
+    windows: tuple[float, ...]      # each window's samples/s, in run order
+    steps: int                      # timed steps (all windows)
+    warmup_steps: int
+    warmup_s: float                 # the warm-up's seconds, reported beside the speed
+
+    @property
+    def spread(self) -> float:
+        """(high − low) ÷ median: 0.05 means the windows lie within 5 % of each other."""
+        return (self.high - self.low) / self.samples_per_s if self.samples_per_s else 0.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "windows": list(self.windows), "spread": self.spread}
+
+    def __str__(self) -> str:
+        return (f"{self.samples_per_s:,.0f} samples/s (windows {self.low:,.0f}–{self.high:,.0f}, "
+                f"n={len(self.windows)}; warm-up {self.warmup_steps} steps, {self.warmup_s:.2f} s, left out)")
+
+
+def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: int = WARMUP_STEPS,
+           windows: int = WINDOWS) -> SteadySpeed:
+    """The steady speed of one run from each step's seconds and samples (an int: the same every step).
+
+    ``warmup`` steps are left out and timed apart; the rest is cut into ``windows`` windows of
+    (nearly) equal step counts. A run too short for one timed step per window is refused in one line.
+    """
+    seconds = [float(s) for s in step_seconds]
+    sizes = [int(samples)] * len(seconds) if isinstance(samples, int) else [int(b) for b in samples]
+    if len(sizes) != len(seconds):
+        raise HetlabError(f"steady(): {len(seconds)} step times but {len(sizes)} batch sizes: give one each.")
+    if warmup < 0 or windows < 1:
+        raise HetlabError(f"steady(): warmup={warmup}, windows={windows}: give warmup ≥ 0 and windows ≥ 1.")
+    timed = len(seconds) - warmup
+    if timed < windows:
+        raise HetlabError(f"steady(): {len(seconds)} steps leave {max(timed, 0)} after {warmup} warm-up "
+                          f"steps, fewer than {windows} windows: run more steps.")
+    cuts = [warmup + round(i * timed / windows) for i in range(windows + 1)]
+    rates = tuple(sum(sizes[a:b]) / sum(seconds[a:b]) for a, b in zip(cuts, cuts[1:]))
+    return SteadySpeed(samples_per_s=statistics.median(rates), low=min(rates), high=max(rates), windows=rates,
+                       steps=timed, warmup_steps=warmup, warmup_s=sum(seconds[:warmup]))
+
+
+def median_and_range(values: Sequence[float]) -> tuple[float, float, float]:
+    """(median, lowest, highest) of repeated figures: how every repeated figure is printed."""
+    values = [float(v) for v in values]
+    if not values:
+        raise HetlabError("median_and_range(): no values.")
+    return statistics.median(values), min(values), max(values)
