@@ -1,8 +1,8 @@
 """The two machines to train on, in one call: your real pair, or the practice cluster here
 (notebooks 05–08, ``hetlab train``, the benchmarks).
 
-``the_pair()`` connects to the cluster at ``HETLAB_ADDRESS`` (or ``RAY_ADDRESS``) when one
-is set: your desktop and Mac, each worker pinned to its machine by role, on its own best
+``the_pair()`` connects to your pair when notebook 04 has saved one (or to ``HETLAB_ADDRESS`` /
+``RAY_ADDRESS`` when set): your desktop and Mac, each worker pinned to its machine by role, on its own best
 device. Otherwise it starts the practice cluster on this machine (two real Ray nodes),
 both workers on the CPU, and the "mac" a *simulated* slower device, so labelled. Either
 way the workers come back as ``WorkerSpec``s ready for ``ParameterServerTraining``.
@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetlab.cluster.ray_cluster import connect, requested_address
+import os
+
+from hetlab.cluster import saved_pair
+from hetlab.cluster.ray_cluster import connect, live_nodes, requested_address
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import WorkerSpec
+from hetlab.vocab import ADDRESS_ENV
 
 
 @dataclass
@@ -49,16 +53,38 @@ class Pair:
     def __exit__(self, *exc) -> None:
         self.shutdown()
 
+    def where(self) -> str:
+        """Which cluster this is, in one line: every notebook from 05 on prints it first."""
+        if not self.real:
+            return PRACTICE_LINE
+        ips = {role: sorted({n["NodeManagerAddress"] for n in live_nodes(role)}) for role in ("desktop", "mac")}
+        return "your pair: " + " + ".join(f"{role} ({', '.join(found) or 'not joined'})" for role, found in ips.items())
+
     def __str__(self) -> str:
         where = (f"the cluster at {self.address}" if self.real
                  else "the practice cluster on this machine (two Ray nodes)")
         return f"{where}; workers: {', '.join(w.label for w in self.workers)}"
 
 
+PRACTICE_LINE = "practice cluster (simulated): your pair is not connected — notebook 04 connects it"
+
+
+def which_cluster() -> str:
+    """The cluster ``the_pair()`` will use, in one line, without connecting: each notebook's first output."""
+    target = requested_address()
+    if target is None or target == "local":
+        return PRACTICE_LINE
+    saved = saved_pair.load()
+    if saved is not None and saved.address == target and not (os.environ.get(ADDRESS_ENV) or os.environ.get("RAY_ADDRESS")):
+        return str(saved)
+    return f"your pair: the head at {target} (from {ADDRESS_ENV if os.environ.get(ADDRESS_ENV) else 'RAY_ADDRESS'})"
+
+
 def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
-             address: str | None = None) -> Pair:
-    """Connect to your pair (``address``, else ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``), or start
-    the practice cluster, and return it with a desktop and a mac ``WorkerSpec``.
+             address: str | None = None, announce: bool = True) -> Pair:
+    """Connect to your pair (``address``, else ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``, else the pair
+    notebook 04 saved), or start the practice cluster, and return it with a desktop and a mac
+    ``WorkerSpec``. ``announce`` prints which of the two it is (``Pair.where``), first.
 
     The practice mac is a simulated ``practice_slowdown``× slower device; ``slowdown``
     (e.g. ``hetlab train --slowdown``) slows the mac down, simulated, on either.
@@ -75,4 +101,7 @@ def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
         target = None
     workers = [WorkerSpec("desktop", role="desktop", device=device),
                WorkerSpec("mac", role="mac", device=device, slowdown=mac_slowdown)]
-    return Pair(workers, target, practice)
+    pair = Pair(workers, target, practice)
+    if announce:
+        print(pair.where(), flush=True)
+    return pair

@@ -182,26 +182,44 @@ def shell_line(argv: list[str], env: dict | None = None) -> str:
     return " ".join(prefix + [shlex.join(argv)])
 
 
-def ufw_steps(ports: Ports = Ports()) -> list[str]:
-    """The Linux desktop's firewall step: ufw rules for exactly the head's ports, from the Mac only."""
-    ranges = " ".join(firewall_ranges(ports, head=True))
+def ufw_ports(ranges: list[str]) -> list[str]:
+    """``firewall_ranges`` in ufw's spelling: ``6379-6385`` becomes ``6379:6385``."""
+    return [rng.replace("-", ":") for rng in ranges]
+
+
+def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> list[str]:
+    """The Linux desktop's firewall, as commands to paste: SSH stays open, everything else is closed,
+    and exactly the head's ports are opened to the Mac's address only (``MAC_IP`` until it is known).
+
+    Ray Train's two lines (notebook 07) are among them, marked. ``--force`` keeps ``ufw enable``
+    from asking a question that a pasted block would answer with its next line.
+    """
+    mac = check_ip(mac_ip, "the Mac's IP") if mac_ip else "MAC_IP"
     closed = ", ".join(str(p) for p in ports.local_only(head=True))
+    rule = f"sudo ufw allow proto tcp from {mac} to any port"
+    ray = [f"{rule} {rng}" for rng in ufw_ports(firewall_ranges(ports, head=True))]
+    train = ufw_ports(train_ranges(ports, "linux", head=True))
     return [
-        f"# 2) firewall: allow TCP {ranges} from the Mac's IP only, e.g. with ufw:",
-        f"#    for p in {ranges}; do sudo ufw allow proto tcp from MAC_IP to any port ${{p/-/:}}; done",
-        f"#    keep {closed} closed (dashboard and metrics: local use only)",
-        f"#    Ray Train (notebook 07) only: also allow TCP {' '.join(train_ranges(ports, 'linux', head=True))} "
-        f"from the Mac's IP (its rendezvous, and gloo's connections on Linux's ephemeral ports)",
+        f"# 2) firewall (ufw): SSH stays open, Ray's ports open to the Mac ({mac}) only, the rest closed "
+        f"({closed} too: dashboard and metrics, local use only):",
+        "sudo ufw allow 22/tcp",
+        "sudo ufw default deny incoming",
+        *ray,
+        f"{rule} {train[0]}        # Ray Train (notebook 07): its rendezvous",
+        f"{rule} {train[1]}  # Ray Train (notebook 07): gloo's connections, Linux's ephemeral ports",
+        "sudo ufw --force enable",
     ]
 
 
 def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (Linux, the head)",
-                firewall: list[str] | None = None, mac: bool = False, **options) -> str:
-    """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``).
+                firewall: list[str] | None = None, mac: bool = False, mac_ip: str | None = None,
+                **options) -> str:
+    """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``, notebook 04).
 
-    ``firewall`` replaces the ufw step (a Windows desktop's rules are PowerShell: ``hetlab.windows.steps``).
-    ``mac``: the Mac is the head (``hetlab head`` on macOS), and the desktop joins it: the Mac's
-    application firewall, and the Mac's opt-in on its ``ray start`` line.
+    ``mac_ip`` goes into the firewall rules (``MAC_IP`` until known). ``firewall`` replaces the ufw
+    step (a Windows desktop's rules are PowerShell: ``hetlab.windows.steps``). ``mac``: the Mac is the
+    head (``hetlab head`` on macOS), and the desktop joins it: the Mac's application firewall, and the
+    Mac's opt-in on its ``ray start`` line.
     """
     argv, env = head_start(ip, ports, mac=mac, **options)
     if mac:
@@ -215,47 +233,36 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
         *([ZSH_COMMENTS] if mac else []),
         f"# {where}. 1) one token for the whole cluster, private to you:",
         "ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH,
-        *(ufw_steps(ports) if firewall is None else firewall),
+        *(ufw_steps(ports, mac_ip) if firewall is None else firewall),
         f"# 3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 {tunnel}):",
         shell_line(argv, env),
         *token_handover_head(other),
-        f"# 5) drivers (notebooks) on this machine: export {_exports(AUTH_ENV)} "
-        f"HETLAB_ADDRESS={_host(argv)}:{ports.gcs}",
-        "# day two (after a reboot): the same `hetlab head` command with --start runs step 3 again",
+        "# day two (after a reboot): `hetlab head --start` runs step 3 again (notebook 04 remembers the pair)",
         "# stop: ray stop (stops every Ray process of this user on this machine)",
     ])
 
 
 def token_handover_head(other: str = "Mac") -> list[str]:
-    """How the token leaves the head for the ``other`` machine: printed here, copied by hand.
-
-    One route, and it needs no SSH server on either machine (macOS: Remote Login is off;
-    Ubuntu Desktop: no openssh-server out of the box).
-    """
-    return [
-        f"# 4) give the {other} the token: print it, copy it (the {other}'s `hetlab join` says where it goes):",
-        "ray get-auth-token",
-        "#    it travels in clear text: only on your own LAN (elsewhere: a VPN or an SSH tunnel).",
-    ]
+    """How the token leaves the head: the other machine fetches it over SSH (its steps say how)."""
+    return [f"# 4) the {other} fetches the token over SSH (its steps); without SSH, `ray get-auth-token` "
+            f"prints it here to copy by hand. It travels in clear text: only on your own LAN."]
 
 
-def token_setup_join(mac: bool = True, head: str = "desktop") -> list[str]:
+def token_setup_join(mac: bool = True, head: str = "desktop", head_ip: str = "DESKTOP_IP",
+                     head_user: str | None = None) -> list[str]:
     """How the joining machine writes the head's token to ``~/.ray/auth_token`` (mode 600).
 
-    One route: the token, printed by ``ray get-auth-token`` on the head, copied on the Mac and
-    written from its clipboard (``pbpaste``). A Linux joiner (a Windows desktop in WSL joining a
-    Mac's head: ``hetlab join --windows``) has no ``pbpaste``: it pastes into ``read -rs``
-    instead. ``~/.ray`` may not exist yet (Ray makes it only when it starts), so it is made first;
-    ``umask 077`` keeps the file private from its first byte.
+    The Mac already reaches the desktop over SSH (it cloned the course from it), so it reads the
+    file there: ``umask 077`` keeps the copy private from its first byte, and ``~/.ray`` is made
+    first (Ray makes it only when it starts). Without SSH (a Windows desktop: its WSL has no SSH
+    server the Mac reaches), the token is copied by hand: ``pbpaste`` on a Mac, ``read -rs`` on Linux.
     """
-    if mac:
-        return [f"#    run `ray get-auth-token` on the {head}, bring the line it prints here by a way you trust "
-                f"(type it, or a USB stick: the {head}'s clipboard does not reach a Mac), copy it (Cmd-C), then:",
-                f"mkdir -p ~/.ray && (umask 077 && pbpaste > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"]
-    return [f"#    run `ray get-auth-token` on the {head}; here Linux has no pbpaste: run this line, paste "
-            f"the token (nothing echoes), press Enter:",
-            f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}) '
-            f'&& chmod 600 {TOKEN_PATH}']
+    user = head_user or f"{re.sub(r'[^A-Za-z0-9]', '_', head).upper()}_USER"
+    by_hand = (f"pbpaste > {TOKEN_PATH}" if mac else f'read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}')
+    return [f"mkdir -p ~/.ray && (umask 077 && ssh {user}@{head_ip} 'cat {TOKEN_PATH}' > {TOKEN_PATH}) "
+            f"&& chmod 600 {TOKEN_PATH}",
+            f"#    no SSH to the {head}? copy what `ray get-auth-token` prints there, then run "
+            f"`mkdir -p ~/.ray && (umask 077 && {by_hand}) && chmod 600 {TOKEN_PATH}` here instead."]
 
 
 MACOS_FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
@@ -284,8 +291,9 @@ def macos_firewall_steps(ranges: str) -> list[str]:
 
 def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
                 where: str | None = None, firewall: list[str] | None = None, head: str = "desktop",
-                **options) -> str:
-    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``).
+                head_user: str | None = None, **options) -> str:
+    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``,
+    notebook 04). ``head_user``: the head's user name, for the SSH that fetches the token.
 
     ``firewall`` replaces the firewall step (a Windows desktop's rules are PowerShell: ``hetlab.windows.steps``).
     """
@@ -304,14 +312,14 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
     return "\n".join([
         *([ZSH_COMMENTS] if mac else []),
         f"# {where}. 1) the {head}'s token in {TOKEN_PATH}, private to you:",
-        *token_setup_join(mac, head),
+        *token_setup_join(mac, head, argv[2].split("=", 1)[1].rsplit(":", 1)[0].strip("[]"), head_user),
         *firewall,
         opt_in,
         shell_line(argv, env),
         "# 4) check from here (the head asks for the token: RAY_AUTH_MODE=token in this shell, and in the "
         "one that starts a notebook here):",
         f"export {_exports(AUTH_ENV)} && hetlab doctor --head {argv[2].split('=', 1)[1]}",
-        "# day two (after a reboot): the same `hetlab join` command with --start runs step 3 again",
+        "# day two (after a reboot): `hetlab join --start` runs step 3 again (notebook 04 remembers the pair here too)",
         *(["# 5) during a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
            "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change"] if mac else []),
     ])
@@ -319,8 +327,3 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
 
 def _exports(env: dict) -> str:
     return " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
-
-
-def _host(argv: list[str]) -> str:
-    ip = next(a.split("=", 1)[1] for a in argv if a.startswith("--node-ip-address="))
-    return f"[{ip}]" if ":" in ip else ip

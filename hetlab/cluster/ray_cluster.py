@@ -16,10 +16,11 @@ import time
 
 import ray
 
+from hetlab.cluster import saved_pair
 from hetlab.cluster.authtoken import secure_token_files
 from hetlab.core import samecode
 from hetlab.errors import HetlabError
-from hetlab.vocab import ADDRESS_ENV, REHEARSAL_ENV, ROLES
+from hetlab.vocab import ADDRESS_ENV, RAY_AUTH_ENV, REHEARSAL_ENV, ROLES
 from hetlab.cluster.raylog import explain_token_auth
 from hetlab.cluster.reach import parse_address, port_open, probe_gcs, start_with_retry, stop_children_since
 
@@ -108,11 +109,24 @@ def _check_placeable(role, node_id, gpu) -> None:
 
 
 def requested_address(address: str | None = None) -> str | None:
-    """The cluster asked for: ``address``, else ``HETLAB_ADDRESS``, else ``RAY_ADDRESS`` (None: none)."""
+    """The cluster asked for: ``address``, else ``HETLAB_ADDRESS``, else ``RAY_ADDRESS``, else the
+    pair notebook 04 saved (``saved_pair``); None: none, the practice cluster or a local Ray.
+    ``"local"`` asks for this machine alone even when a pair is saved."""
     for value in (address, os.environ.get(ADDRESS_ENV), os.environ.get("RAY_ADDRESS")):
         if value is not None and str(value).strip():
             return str(value).strip()
-    return None
+    saved = saved_pair.load()
+    return saved.address if saved else None
+
+
+def _from_saved(target: str) -> str:
+    """How to read a failure to reach ``target`` when it came from the saved pair, else nothing."""
+    saved = None if os.environ.get(ADDRESS_ENV) or os.environ.get("RAY_ADDRESS") else saved_pair.load()
+    if saved is None or saved.address != target:
+        return ""
+    return (f" (your pair, saved by notebook 04 in {saved_pair.path()}: start it with `hetlab head --start` "
+            f"on the desktop, then `hetlab join --start` on the Mac; or HETLAB_ADDRESS=local for the "
+            f"practice cluster)")
 
 
 def enable_local_token_auth() -> None:
@@ -135,6 +149,17 @@ def enable_local_token_auth() -> None:
     secure_token_files()
 
 
+def _token_mode() -> None:
+    """The pair always runs with token auth (notebook 04): a driver whose shell did not export
+    ``RAY_AUTH_MODE=token`` gets it here, and Ray's cached config sees it (as Ray's own local default does)."""
+    if os.environ.get(RAY_AUTH_ENV):
+        return
+    from ray._raylet import AuthenticationTokenLoader, Config
+    os.environ[RAY_AUTH_ENV] = "token"
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 def check_timeout(timeout) -> float:
     """``timeout`` as seconds, or a one-line HetlabError unless it is a finite number > 0."""
     try:
@@ -151,7 +176,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
             dashboard: bool = False, same_code: bool = True):
     """Connect this process to Ray and return Ray's context (notebooks 03, 04).
 
-    No address (and neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set): start an
+    No address (neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set, and no pair saved): start an
     embedded local Ray, quiet, dashboard off unless asked. With an address, connect
     to that cluster or fail within ``timeout`` seconds with one line saying what to
     check; never fall back to a local Ray. A node whose hetlab is not this process's is refused
@@ -178,9 +203,10 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
             lambda exc, _: HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "
                                        f"close other Ray sessions or busy programs and run this again."))
     secure_token_files()  # the token this client sends must not be readable by others here
+    _token_mode()
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
-        raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}; "
+        raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}{_from_saved(target)}; "
                           f"run `hetlab doctor --head {host}:{port}` for the full check.")
     problem = None if client else probe_gcs(host, port, timeout=min(5.0, timeout))
     if problem:

@@ -38,43 +38,54 @@ GCS_PORT = Ports.gcs  # from hetlab.vocab: building the parser loads no Ray (a b
 
 
 def _ports_args(p) -> None:
-    p.add_argument("--port", type=int, default=GCS_PORT, help=f"head's GCS port (default {GCS_PORT})")
+    p.add_argument("--port", type=int, default=None, help=f"head's GCS port (default {GCS_PORT}, or the saved pair's)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
     p.add_argument("--start", action="store_true", help="day two (after a reboot): run this machine's "
-                   "printed `ray start` line instead of printing the steps (the token must be in place)")
+                   "printed `ray start` line instead of printing the steps (the token must be in place); "
+                   "with no addresses given, the pair notebook 04 saved")
 
 
 def _add_head(sub) -> None:
     p = sub.add_parser("head", help="print (or --start: run) the commands that start the head (the desktop: "
                        "Linux, or WSL2; or a Mac that the desktop joins)")
-    p.add_argument("--ip", required=True, help="this machine's LAN IP (Linux: hostname -I; WSL in "
-                                               "mirrored mode shares Windows' address)")
+    p.add_argument("--ip", default=None, help="this machine's LAN IP (Linux: hostname -I; WSL in mirrored "
+                   "mode shares Windows' address); default: the pair notebook 04 saved")
     p.add_argument("--role", default=None, help="hetlab role of this node (default desktop; mac on a Mac)")
     p.add_argument("--windows", action="store_true", help="a Windows desktop running the course in "
                    "WSL2: print the PowerShell steps too (the default inside WSL)")
-    p.add_argument("--mac-ip", default=None, help="the Mac's LAN IP, the only address the Windows "
-                   "firewall rules admit (default: the placeholder MAC_IP)")
+    p.add_argument("--mac-ip", default=None, help="the Mac's LAN IP, the only address the firewall rules "
+                   "admit (default: the pair notebook 04 saved, else the placeholder MAC_IP)")
     _ports_args(p)
     p.set_defaults(run=_head)
 
 
 def _head(args) -> int:
-    from hetlab.cluster import commands
+    from hetlab.cluster import commands, saved_pair
     from hetlab.windows import wsl as windows, steps as winsteps
-    ports = commands.Ports(gcs=args.port)
+    saved = saved_pair.load()
+    ip = args.ip or _saved(saved, "desktop_ip", "--ip DESKTOP_IP (this machine's LAN address: hostname -I)")
+    mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
+    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
     mac = sys.platform == "darwin" and not args.windows
     options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
     wsl = windows.in_wsl()
     on_windows = winsteps.flavour(sys.platform, wsl, args.windows) == "windows"  # native Windows: refused
     if args.start:
-        return commands.start(*commands.head_start(args.ip, ports, mac=mac, **options))
+        return commands.start(*commands.head_start(ip, ports, mac=mac, **options))
     if on_windows:
-        print(winsteps.render_head(args.ip, args.mac_ip, ports, windows.ephemeral_range(),
+        print(winsteps.render_head(ip, mac_ip, ports, windows.ephemeral_range(),
                                    _windows_build(wsl), **options))
     else:
-        print(commands.render_head(args.ip, ports, mac=mac, **options))
+        print(commands.render_head(ip, ports, mac=mac, mac_ip=mac_ip, **options))
     return 0
+
+
+def _saved(saved, field: str, flag: str) -> str:
+    """A value of the saved pair, or one line saying which flag to give (no pair saved here)."""
+    if saved is None:
+        raise HetlabError(f"no pair saved here yet (notebook 04 saves it once the Mac has joined): give {flag}.")
+    return getattr(saved, field)
 
 
 def _windows_build(wsl: bool) -> int | None:
@@ -86,8 +97,11 @@ def _windows_build(wsl: bool) -> int | None:
 def _add_join(sub) -> None:
     p = sub.add_parser("join", help="print (or --start: run) the commands that join a machine (the Mac) to "
                        "the head")
-    p.add_argument("--head", required=True, help="the head's LAN IP")
-    p.add_argument("--ip", default=None, help="this machine's LAN IP (macOS: ipconfig getifaddr en0)")
+    p.add_argument("--head", default=None, help="the head's LAN IP; default: the pair notebook 04 saved")
+    p.add_argument("--ip", default=None, help="this machine's LAN IP (macOS: System Settings > Network, or "
+                   "ipconfig getifaddr en0 for Wi-Fi); default: the pair notebook 04 saved")
+    p.add_argument("--head-user", default=None, help="your user name on the head, for the SSH line that "
+                   "fetches the token (default: the placeholder DESKTOP_USER)")
     p.add_argument("--role", default=None, help="hetlab role of this node (default mac; desktop with --windows)")
     p.add_argument("--linux", action="store_true", help="the joining machine is not a Mac")
     p.add_argument("--windows", action="store_true", help="a Windows desktop (WSL2) joining a Mac's head: "
@@ -97,20 +111,23 @@ def _add_join(sub) -> None:
 
 
 def _join(args) -> int:
-    from hetlab.cluster import commands
+    from hetlab.cluster import commands, saved_pair
     from hetlab.windows import wsl as windows, steps as winsteps
-    ports = commands.Ports(gcs=args.port)
+    saved = saved_pair.load()
+    head = args.head or _saved(saved, "desktop_ip", "--head DESKTOP_IP (the desktop's LAN address)")
+    ip = args.ip or (saved.mac_ip if saved else None)
+    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
     wsl = windows.in_wsl()
     on_windows = not args.linux and winsteps.flavour(sys.platform, wsl, args.windows, "join") == "windows"
     options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
     if args.start:
-        return commands.start(*commands.join_start(args.head, args.ip, ports, mac=not (args.linux or on_windows),
+        return commands.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows),
                                                    **options))
     if on_windows:
-        print(winsteps.render_join(args.head, args.ip, ports, windows.ephemeral_range(), _windows_build(wsl),
+        print(winsteps.render_join(head, ip, ports, windows.ephemeral_range(), _windows_build(wsl),
                                    **options))
     else:
-        print(commands.render_join(args.head, args.ip, ports, mac=not args.linux, **options))
+        print(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user, **options))
     return 0
 
 

@@ -2,10 +2,12 @@
 machines themselves, without Ray.
 
 Each host is a network namespace with its own address on a private link (nothing leaves this
-machine), its own hostname, home and Ray temp folder, and an nftables firewall that admits from
-the peer exactly the ports hetlab's printed instructions open. The link is capped with
-``tc tbf`` (no ``netem`` here: no latency emulated). Here too: running a command inside a host,
-the rehearsal's state, and the teardown, which stops every process by namespace and PID.
+machine), its own hostname, home, figures folder and Ray temp folder. The desktop's firewall is
+real ufw, with private copies of its files, built only by the lines the learner pastes; the "mac"
+stands in for macOS's per-application firewall with nftables rules for the ports its allowed
+programs listen on. The link is capped with ``tc tbf`` (no ``netem`` here: no latency emulated).
+Here too: running a command inside a host, the rehearsal's state, and the teardown, which stops
+every process by namespace and PID.
 """
 from __future__ import annotations
 
@@ -22,11 +24,16 @@ from pathlib import Path
 
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
-from hetlab.vocab import ADDRESS_ENV, REHEARSAL_ENV  # REHEARSAL_ENV: set in every rehearsal process
+from hetlab.vocab import ADDRESS_ENV, MEASURED_ENV, REHEARSAL_ENV  # REHEARSAL_ENV: set in every rehearsal process
 
 ROOT = Path("/tmp/hlr")            # short: Ray's socket paths live under it (108-byte limit)
+UFW = ROOT / "desktop" / "ufw"     # the desktop host's private copies of ufw's files
+UFW_DIRS = ("/etc/ufw", "/lib/ufw")
+# Ray reports GPU: 1 on both real machines (the card; the Mac's GPU); torch here sees a CPU. The
+# stand-in for that detection: Ray's own resource override, in each host's environment.
+GPU_STANDIN = {"RAY_OVERRIDE_RESOURCES": '{"GPU": 1}'}
 STATE = ROOT / "state.json"
-TOOLS = ("ip", "tc", "nft", "unshare")
+TOOLS = ("ip", "tc", "nft", "unshare", "ufw", "zsh")
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,11 @@ class Host:
     def ray_tmp(self) -> Path:
         return ROOT / self.role / "tmp"
 
+    @property
+    def measured(self) -> Path:
+        """The host's own figures folder (``measured/`` on a real machine), where its saved pair lives too."""
+        return self.home / "measured"
+
 
 DESKTOP = Host("desktop", "10.77.0.1", "linux")
 MAC = Host("mac", "10.77.0.2", "macos")
@@ -72,8 +84,8 @@ def missing() -> str | None:
         return "the rehearsal needs root (network namespaces, tc, nftables): run it with sudo"
     absent = [tool for tool in TOOLS if shutil.which(tool) is None]
     if absent:
-        return (f"the rehearsal needs {', '.join(absent)}: install iproute2, nftables and util-linux "
-                f"(e.g. apt-get install iproute2 nftables)")
+        return (f"the rehearsal needs {', '.join(absent)}: install iproute2, nftables, util-linux, ufw and zsh "
+                f"(e.g. apt-get install iproute2 nftables ufw zsh)")
     return None
 
 
@@ -95,28 +107,32 @@ def _in(host: Host, argv: list[str]) -> list[str]:
     setup = 'hostname "$0"'
     if host is not DESKTOP:
         setup += f" && mount --bind {host.ray_tmp} {DESKTOP.ray_tmp}"
+    else:  # ufw's files, private to this host: its rules change this namespace only
+        setup += "".join(f" && mount --bind {_private(d)} {d}" for d in UFW_DIRS)
     return ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--mount", "--", "sh", "-c",
             f'{setup} && exec "$@"', host.hostname, *argv]
 
 
 def host_env(host: Host, address: str | None = None) -> dict:
-    """The environment of a process on ``host``: its home, its Ray temp folder, token auth,
-    this Python's ``ray``/``hetlab`` on PATH; ``address`` adds ``HETLAB_ADDRESS`` (drivers)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", ADDRESS_ENV))}
+    """The environment of a process on ``host``: its home, figures folder and Ray temp folder, this
+    Python's ``ray``/``hetlab`` on PATH (the course's environment, activated), the GPU stand-in;
+    ``address`` adds ``HETLAB_ADDRESS`` (a driver told where the pair is, instead of the saved pair)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", ADDRESS_ENV, MEASURED_ENV))}
     env.update(HOME=str(host.home), RAY_TMPDIR=str(host.ray_tmp), RAY_USAGE_STATS_ENABLED="0",
                PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
-               **{REHEARSAL_ENV: host.role}, **commands.AUTH_ENV)
+               **{REHEARSAL_ENV: host.role, MEASURED_ENV: str(host.measured)}, **GPU_STANDIN)
     if address:
         env[ADDRESS_ENV] = address
     return env
 
 
 def firewall(host: Host, peer: Host, ports: commands.Ports) -> str:
-    """The nftables ruleset of ``host``: from ``peer`` only the printed ports; nothing else.
+    """The nftables ruleset standing in for the Mac's firewall: from ``peer`` only the ports its
+    allowed programs listen on; nothing else.
 
-    The desktop's printed rule is ports (``firewall_ranges`` + Ray Train's ``train_ranges``).
-    The Mac's is per application (python, raylet: macOS has no port rules); here that becomes
-    the ports those programs listen on: Ray's pinned ports and macOS's ephemeral range.
+    The Mac's printed rule is per application (python, raylet: macOS has no port rules); here that
+    becomes the ports those programs listen on: Ray's pinned ports and macOS's ephemeral range. (The
+    desktop's firewall is the real ufw of its printed lines, not this.)
     """
     head = host is DESKTOP
     allowed = commands.firewall_ranges(ports, head) + commands.train_ranges(ports, host.os, head)
@@ -149,7 +165,15 @@ def _network(profile: str, ports: commands.Ports) -> None:
         _run(ns + _tbf("add", host, PROFILES[profile]))
         low, high = commands.EPHEMERAL_PORTS[host.os]  # the "mac" uses macOS's range
         _run(ns + ["sh", "-c", f"echo {low} {high} > /proc/sys/net/ipv4/ip_local_port_range"])
-        _run(ns + ["nft", "-f", "-"], input=firewall(host, peer, ports))
+        if host is not DESKTOP:  # the desktop's comes from the lines the learner pastes (ufw)
+            _run(ns + ["nft", "-f", "-"], input=firewall(host, peer, ports))
+    for folder in UFW_DIRS:  # ufw as installed, untouched: each rehearsal starts from its defaults
+        shutil.copytree(folder, _private(folder), symlinks=True)
+
+
+def _private(folder: str) -> Path:
+    """The desktop host's own copy of one of ufw's folders (``/etc/ufw`` → ``…/ufw/etc-ufw``)."""
+    return UFW / folder.strip("/").replace("/", "-")
 
 
 def _tbf(verb: str, host: Host, mbit: int) -> list[str]:

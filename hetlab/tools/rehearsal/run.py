@@ -1,47 +1,50 @@
 """The real pair, rehearsed on one Linux box: two hosts, a capped link, two firewalls (``hetlab rehearse``).
 
-Each host is a network namespace (``rehearsal_hosts``) running the very lines ``hetlab head`` /
-``join`` print; this module runs Ray on them, and commands and JupyterLab in them. Every label says
-"rehearsal". Stopped by namespace and PID, never ``ray stop``. Needs root, ip, tc, nft, unshare.
+Each host is a network namespace (``hosts``). Ray starts on them only through the learner's own steps
+(``learner``): the lines ``hetlab head`` and ``hetlab join`` print, pasted whole into each host's shell,
+the desktop's firewall (real ufw) among them. This module runs Ray on them, and commands and JupyterLab
+in them. Every label says "rehearsal". Stopped by namespace and PID, never ``ray stop``. Needs root,
+ip, tc, nft, ufw, zsh and unshare.
 """
 from __future__ import annotations
 
+import getpass
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from hetlab.cluster import commands
+from hetlab.cluster import commands, saved_pair
 from hetlab.errors import HetlabError
-from hetlab.cluster.reach import start_with_retry
+from hetlab.tools.rehearsal import learner
 from hetlab.tools.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, _in, _kill_all,
                                           _network, down, host_env, missing, status)
 from hetlab.tools.rehearsal.hosts import firewall, set_link  # noqa: F401 - rehearsal.set_link, .firewall
 
 
-def _command_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+def start_pair(ports: commands.Ports = commands.Ports()) -> list[dict]:
+    """The learner's day one on the two hosts, without the notebook: the desktop's printed lines, then
+    the Mac's (``hetlab head --mac-ip``, ``hetlab join --head-user``), then the pair saved on both, as
+    notebook 04 saves it. Returns what each paste ran (``learner.paste``)."""
+    pasted = [paste_with_retry(DESKTOP, commands.render_head(DESKTOP.ip, ports, mac_ip=MAC.ip)),
+              paste_with_retry(MAC, commands.render_join(DESKTOP.ip, MAC.ip, ports, head_user=getpass.getuser()))]
+    for host in HOSTS:
+        saved_pair.save(DESKTOP.ip, MAC.ip, ports.gcs, where=host.measured)
+    return pasted
 
 
-def _start_ray(host: Host, lines: list[str]) -> None:
-    """Run the printed lines on ``host``. Ray gives its agents fixed start-up windows that a busy
-    machine can miss: then clear the host (by namespace) and run the ``ray start`` line once more."""
-    def start() -> None:
-        script = "set -e\n" + "\n".join(lines)
-        done = subprocess.run(_in(host, ["bash", "-c", script]), env=host_env(host), capture_output=True,
-                              text=True, timeout=240, start_new_session=True)  # Ray outlives its caller
-        if done.returncode != 0:
-            raise RuntimeError(" ".join((done.stderr or done.stdout).split())[-300:])
-
-    def clean_up(started: float) -> None:
-        _kill_all(host.netns)
-        lines[:] = [line for line in lines if "ray start" in line]   # the token is there already
-
-    start_with_retry(start, clean_up, lambda exc, _: HetlabError(
-        f"rehearsal: Ray did not start on the {host.role} host: {exc}"))
+def paste_with_retry(host: Host, text: str) -> dict:
+    """``learner.paste``, once more if it failed: Ray gives its agents fixed start-up windows that a busy
+    machine can miss. What the failed paste started on that host is stopped first (by PID); the lines
+    before ``ray start`` (token, firewall) do the same again."""
+    started = time.time()
+    try:
+        return learner.paste(host, text)
+    except HetlabError as first:
+        learner.kill_since(host, started)
+        record = learner.paste(host, text)
+        return {**record, "retried_after": str(first)[:300]}
 
 
 # A host: its own address on a private link (nothing leaves this machine), a hostname resolving to
@@ -50,33 +53,30 @@ def _start_ray(host: Host, lines: list[str]) -> None:
 # tc tbf; this kernel has no netem, so **latency is not emulated**. One honest difference from the
 # printed lines: --num-gpus 1 (Ray reports a GPU on both real machines; torch here sees a CPU). The
 # "mac" host is Linux: it borrows macOS's ephemeral port range so the Mac's firewall rule is tested.
-def up(profile: str = "wifi", ports: commands.Ports = commands.Ports()) -> dict:
-    """Build both hosts, start Ray in each with the printed lines; returns the state (also saved)."""
+def up(profile: str = "wifi", ports: commands.Ports = commands.Ports(), start: bool = True) -> dict:
+    """Build both hosts and, with ``start``, bring the pair up by the learner's printed lines
+    (``start_pair``); without, the two machines wait for notebook 04. Returns the state (also saved)."""
     if profile not in PROFILES:
         raise HetlabError(f"link profile {profile!r}: use one of {', '.join(PROFILES)}.")
     why = missing()
     if why:
         raise HetlabError(why)
     down()  # a stale rehearsal (a crash, a killed test) goes first
-    started = time.perf_counter()
+    began = time.perf_counter()
     try:
         _network(profile, ports)
         for host in HOSTS:
             (host.home / ".ray").mkdir(parents=True, exist_ok=True)
             host.ray_tmp.mkdir(parents=True, exist_ok=True)
-        head_text = commands.render_head(DESKTOP.ip, ports, gpus=1)
-        _start_ray(DESKTOP, _command_lines(head_text))
-        # The learner carries the token to the Mac by hand; here the rehearsal copies the file.
-        token = DESKTOP.home / ".ray" / "auth_token"
-        shutil.copy(token, MAC.home / ".ray" / "auth_token")
-        os.chmod(MAC.home / ".ray" / "auth_token", 0o600)
-        _start_ray(MAC, _join_lines(MAC, ports))
+        learner.make_standins()
+        pasted = start_pair(ports) if start else []
     except BaseException:
         down()
         raise
     state = {"address": f"{DESKTOP.ip}:{ports.gcs}", "profile": profile, "mbit": PROFILES[profile],
              "hosts": {h.role: {"ip": h.ip, "netns": h.netns, "hostname": h.hostname} for h in HOSTS},
-             "up_s": round(time.perf_counter() - started, 1)}
+             "up_s": round(time.perf_counter() - began, 1), "ray": bool(start),
+             "pasted": [{k: v for k, v in p.items() if k != "output"} for p in pasted]}
     STATE.write_text(json.dumps(state))
     return state
 
@@ -89,9 +89,11 @@ def describe(state: dict) -> str:
         f"mac {mac['ip']} (netns {mac['netns']}; a Linux namespace playing the Mac)",
         f"link: {state['profile']}, capped at {state['mbit']} Mbit/s each way; no latency emulated "
         f"(this kernel has no netem)",
-        "Ray reports GPU: 1 on both hosts (--num-gpus 1, as on the real pair); torch sees only a CPU",
-        f"drivers run on the desktop with HETLAB_ADDRESS={state['address']}: "
-        f"sudo hetlab rehearse run -- COMMAND, or JupyterLab there: sudo hetlab rehearse lab",
+        "Ray reports GPU: 1 on both hosts (a stand-in, as on the real pair); torch sees only a CPU",
+        ("Ray started by the printed lines, the pair saved on both hosts" if state.get("ray") else
+         "no Ray yet: run notebook 04 on the desktop (sudo hetlab rehearse lab) and paste its lines"),
+        "drivers run on the desktop: sudo hetlab rehearse run -- COMMAND, or JupyterLab there: "
+        "sudo hetlab rehearse lab",
     ])
 
 
@@ -101,7 +103,7 @@ def stop_host(role: str) -> None:
 
 
 def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports(), timeout: float = 60.0) -> None:
-    """The machine is back: run its printed ``ray start --address`` line again (notebook 08).
+    """The machine is back: run its day-two line, ``hetlab join --start``, again (notebook 08).
 
     From a driver connected to the rehearsal, first wait until the head has counted the old
     node dead: a node started at the same address while the head still counts the old one
@@ -115,10 +117,11 @@ def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports(), timeout:
         raise HetlabError(f"rehearsal: the head still counts the {role} host's old node alive after "
                           f"{timeout:.0f} s; run `hetlab rehearse down` and `up`.")
     for _ in range(2):
-        _start_ray(host, _join_lines(host, ports))
+        started = time.time()
+        learner.paste(host, "hetlab join --start")
         if _node_at(host.ip, alive=True, timeout=timeout):
             return
-        _kill_all(host.netns)
+        learner.kill_since(host, started)
     raise HetlabError(f"rehearsal: the {role} host's Ray started twice but never joined within "
                       f"{timeout:.0f} s; run `hetlab rehearse down` and `up`.")
 
@@ -137,12 +140,6 @@ def _node_at(ip: str, alive: bool, timeout: float) -> bool:
             return False
         time.sleep(0.5)
     return True
-
-
-def _join_lines(host: Host, ports: commands.Ports) -> list[str]:
-    """The printed ``ray start --address`` line for ``host`` (+ --num-gpus 1); the token is copied apart."""
-    text = commands.render_join(DESKTOP.ip, host.ip, ports, gpus=1)
-    return [line for line in _command_lines(text) if "ray start" in line]
 
 
 def _host(role: str) -> Host:
@@ -170,7 +167,7 @@ def lab(port: int = 8888, folder: str = ".") -> int:
     jupyter = str(Path(sys.executable).parent / "jupyter")
     server = subprocess.Popen(_in(DESKTOP, [jupyter, "lab", "--no-browser", "--allow-root", f"--ServerApp.sock={sock}",
                                             f"--ServerApp.token={token}", f"--ServerApp.root_dir={folder}"]),
-                              env=host_env(DESKTOP, state["address"]))
+                              env=learner.learner_env(DESKTOP))
     print(f"JupyterLab on the rehearsal desktop: http://127.0.0.1:{port}/lab?token={token}  (Ctrl-C stops it)")
     try:
         asyncio.run(_forward(port, sock))

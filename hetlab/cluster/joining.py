@@ -1,0 +1,93 @@
+"""The Mac joins the desktop, run from notebook 04: its address checked, the wait, the pair remembered.
+
+``lan_address_toward(mac_ip)`` finds the desktop's own address on the Mac's network (no packet is
+sent). ``wait_for_mac`` waits, with progress and a time limit, for the head and then the Mac's node,
+and when the Mac does not come says in one line what stopped it: the head not started, the Mac's
+firewall, or a join that failed on the Mac (token, versions, commit: its own lines printed why).
+``remember`` saves the pair on both machines (``saved_pair``), the Mac's copy over the cluster.
+"""
+from __future__ import annotations
+
+import socket
+import time
+
+import ray
+
+from hetlab.cluster import saved_pair
+from hetlab.cluster.commands import check_ip
+from hetlab.cluster.ray_cluster import connect, live_nodes, placement
+from hetlab.cluster.reach import port_open
+from hetlab.errors import HetlabError
+from hetlab.vocab import Ports
+
+
+def mac_address(text: str) -> str:
+    """The Mac's address as typed in notebook 04, checked: one line on a typo, a host name or a loopback."""
+    ip = check_ip(text, "the Mac's address")
+    if ip.startswith("127.") or ip == "::1":
+        raise HetlabError(f"the Mac's address {ip} is this machine's loopback: give the Mac's LAN address "
+                          f"(on the Mac: System Settings > Network > your connection > Details).")
+    return ip
+
+
+def lan_address_toward(peer_ip: str) -> str:
+    """This machine's own address on the way to ``peer_ip``: the kernel picks the route when a UDP
+    socket is connected, and nothing is sent."""
+    family = socket.AF_INET6 if ":" in peer_ip else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect((peer_ip, 9))
+        return probe.getsockname()[0]
+
+
+def wait_for_mac(desktop_ip: str, mac_ip: str, ports: Ports = Ports(), timeout: float = 600.0,
+                 every: float = 15.0, poll: float = 1.0) -> float:
+    """Wait until the head runs here and the Mac's node has joined it; returns the seconds waited.
+
+    Prints a line every ``every`` seconds. After ``timeout`` seconds without the Mac, one HetlabError
+    that names what stopped it (``why_no_mac``).
+    """
+    started, said = time.perf_counter(), 0.0
+    address = f"{desktop_ip}:{ports.gcs}"
+    while True:
+        waited = time.perf_counter() - started
+        if not ray.is_initialized() and port_open(desktop_ip, ports.gcs, timeout=2) is None:
+            connect(address, timeout=30)
+        if ray.is_initialized() and any(n["NodeManagerAddress"] == mac_ip for n in live_nodes("mac")):
+            print(f"the Mac ({mac_ip}) joined after {waited:.0f} s", flush=True)
+            return waited
+        if waited > timeout:
+            raise HetlabError(why_no_mac(desktop_ip, mac_ip, ports, waited))
+        if waited >= said + every:
+            said = waited
+            print(f"waiting for {'the Mac' if ray.is_initialized() else 'the head (step 3 on this desktop)'}… "
+                  f"{waited:.0f} s of {timeout:.0f}", flush=True)
+        time.sleep(poll)
+
+
+def why_no_mac(desktop_ip: str, mac_ip: str, ports: Ports, waited: float) -> str:
+    """One line: why the Mac's node is not in the cluster, read from the desktop's side."""
+    where = f"after {waited:.0f} s"
+    if not ray.is_initialized():
+        return (f"{where} no head answers at {desktop_ip}:{ports.gcs}: run this desktop's lines (above) in a "
+                f"terminal here; `hetlab doctor` says what is missing.")
+    problem = port_open(mac_ip, ports.node_manager, timeout=3)
+    if problem is None:
+        return (f"{where} Ray runs on the Mac ({mac_ip}:{ports.node_manager} answers) but its node has not "
+                f"joined this head: on the Mac, run `hetlab doctor --head {desktop_ip}:{ports.gcs}` (token, "
+                f"versions, commit) and its last step again.")
+    if "timed out" in problem:
+        return (f"{where} the desktop cannot reach the Mac ({mac_ip}:{ports.node_manager} {problem}): the Mac's "
+                f"firewall drops it, or the address is not the Mac's: allow python and raylet (the Mac's step "
+                f"2), and check MAC_IP.")
+    return (f"{where} nothing listens on the Mac ({mac_ip}:{ports.node_manager} {problem}): its `ray start` "
+            f"failed; read what it printed there (the token, the Ray or Python version, the firewall "
+            f"of this desktop), or run `hetlab doctor --head {desktop_ip}:{ports.gcs}` on the Mac.")
+
+
+def remember(desktop_ip: str, mac_ip: str, port: int = Ports.gcs) -> tuple[str, str]:
+    """Save the pair here and, through a task pinned to the Mac's node, on the Mac: each machine's
+    ``hetlab head/join --start`` reads its own copy on day two. Returns both files' paths."""
+    here = saved_pair.save(desktop_ip, mac_ip, port)
+    there = ray.get(ray.remote(num_cpus=0)(saved_pair.save).options(**placement("mac"))
+                    .remote(desktop_ip, mac_ip, port), timeout=60)
+    return str(here), str(there)
