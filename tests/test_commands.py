@@ -65,24 +65,23 @@ def _commands(text):
     return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def test_rendered_steps_give_one_route_for_the_token():
-    """Printed on the head (`ray get-auth-token`), copied, written on the Mac from its clipboard;
-    no scp, no RAY_AUTH_TOKEN, no second way. Only a Linux joiner (no pbpaste) pastes into read."""
+def test_the_token_travels_over_ssh_with_a_by_hand_route_kept():
+    """The Mac already reaches the desktop over SSH (it cloned the course from it): its one token line
+    reads the desktop's file into a private one. No scp, no RAY_AUTH_TOKEN. Without SSH (a Windows
+    desktop), the printed note names the by-hand route: pbpaste on a Mac, read -rs on Linux."""
     head = commands.render_head("192.168.1.10")
     assert "ray get-auth-token --generate" in head and "chmod 600 ~/.ray/auth_token" in head
-    assert "ray get-auth-token" in _commands(head)  # printed on the desktop, copied by hand
-    mac = commands.render_join("192.168.1.10", "192.168.1.20")
-    linux = commands.render_join("192.168.1.10", "192.168.1.20", mac=False)
+    mac = commands.render_join("192.168.1.10", "192.168.1.20", head_user="ana")
+    linux = commands.render_join("192.168.1.10", "192.168.1.20", mac=False, head_user="ana")
     for text in (head, mac, linux, commands.render_head("192.168.1.20", mac=True)):
-        for other_route in ("scp", "RAY_AUTH_TOKEN", "Remote Login", "prefer ", "or paste"):
+        for other_route in ("scp", "RAY_AUTH_TOKEN", "prefer "):
             assert other_route not in text, (other_route, text)
-        assert not any("ssh " in line for line in _commands(text))  # no SSH server runs by default
-    for text, route in ((mac, "pbpaste"), (linux, "read -rs")):
+    for text, by_hand in ((mac, "pbpaste"), (linux, "read -rs")):
         writes = [line for line in _commands(text) if "auth_token" in line]
-        assert len(writes) == 1 and route in writes[0], writes  # one line writes the token
-        assert writes[0].startswith("mkdir -p ~/.ray && ") and "umask 077" in writes[0]  # ~/.ray may not exist yet
-        assert writes[0].endswith("chmod 600 ~/.ray/auth_token")
-    assert "read -rs" not in mac and not any("pbpaste" in line for line in _commands(linux))
+        assert writes == ["mkdir -p ~/.ray && (umask 077 && ssh ana@192.168.1.10 'cat ~/.ray/auth_token' > "
+                          "~/.ray/auth_token) && chmod 600 ~/.ray/auth_token"], writes
+        assert by_hand in text and not any(by_hand in line for line in _commands(text))   # a note, not a step
+    assert "DESKTOP_USER@192.168.1.10" in commands.render_join("192.168.1.10", "192.168.1.20")  # unknown: named
 
 
 def _stub_ray(tmp_path, monkeypatch, status=0):
@@ -148,14 +147,21 @@ def test_start_refuses_in_one_line_before_ray_starts(token, args, says, tmp_path
     assert not (home / "ray.args").exists()  # ray start never ran
 
 
-def test_the_linux_token_line_writes_a_private_file(tmp_path):
-    """Run the joining machine's token line for real, in bash with a private HOME."""
-    line = next(line for line in _commands(commands.render_join("192.168.1.10", None, mac=False))
-                if "auth_token" in line)
+def test_the_token_line_writes_a_private_file(tmp_path):
+    """Run the joining machine's token line for real, in bash with a private HOME; `ssh` is a stand-in
+    (no SSH server here) that runs the command in the desktop's home, as sshd would."""
+    desktop, home, bin_dir = tmp_path / "desktop", tmp_path / "mac", tmp_path / "bin"
+    for folder in (desktop / ".ray", home, bin_dir):
+        folder.mkdir(parents=True)
     token = secrets.token_hex(32)
-    subprocess.run(["bash", "-c", line], input=token + "\n", text=True, check=True, timeout=30,
-                   env={"HOME": str(tmp_path), "PATH": os.environ["PATH"]})
-    path = tmp_path / ".ray" / "auth_token"
+    (desktop / ".ray" / "auth_token").write_text(token)
+    (bin_dir / "ssh").write_text(f'#!/bin/sh\nshift\ncd "{desktop}" && HOME="{desktop}" exec sh -c "$*"\n')
+    (bin_dir / "ssh").chmod(0o755)
+    line = next(line for line in _commands(commands.render_join("192.168.1.10", None, mac=False, head_user="ana"))
+                if "auth_token" in line)
+    subprocess.run(["bash", "-c", line], text=True, check=True, timeout=30,
+                   env={"HOME": str(home), "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    path = home / ".ray" / "auth_token"
     assert path.read_text() == token and (path.stat().st_mode & 0o777) == 0o600
 
 
@@ -178,7 +184,7 @@ def _paste_into_zsh(text, tmp_path):
     bin_dir, home = tmp_path / "bin", tmp_path / "home"
     bin_dir.mkdir(parents=True)
     home.mkdir()
-    for name in ("python", "sudo", "pbpaste", "ray", "hetlab"):
+    for name in ("python", "sudo", "ssh", "ray", "hetlab"):
         (bin_dir / name).write_text(f'#!/bin/sh\necho "RAN {name} $*" >&2\n')
         (bin_dir / name).chmod(0o755)
     out = subprocess.run(["zsh", "-f", "-i"], input=text + "\n", capture_output=True, text=True, timeout=60,
@@ -191,14 +197,14 @@ def test_the_macs_steps_can_be_pasted_whole_into_zsh(tmp_path):
     """zsh, the Mac's shell, reads a pasted "# ..." line as a command unless told otherwise, and
     the apostrophe of "desktop's" in one as an open quote that swallows the lines after it.
     The Mac's steps start with the line that tells it; without that line they break."""
-    mac = commands.render_join("192.168.1.10", "192.168.1.20")
+    mac = commands.render_join("192.168.1.10", "192.168.1.20", head_user="ana")
     said = _paste_into_zsh(mac, tmp_path / "with")
-    for ran in ("RAN pbpaste", "RAN python -c", "RAN ray start --address=192.168.1.10:6379",
+    for ran in ("RAN ssh ana@192.168.1.10 cat ~/.ray/auth_token", "RAN python -c", "RAN ray start --address=192.168.1.10:6379",
                 "RAN hetlab doctor --head 192.168.1.10:6379"):
         assert ran in said, said
     assert "parse error" not in said and "command not found" not in said, said
     broken = _paste_into_zsh(mac.split("\n", 1)[1], tmp_path / "without")
-    assert "RAN ray start" not in broken and ("parse error" in broken or "unmatched" in broken), broken
+    assert "RAN ssh" not in broken and any(e in broken for e in ("parse error", "unmatched", "bad pattern")), broken
 
 
 def test_the_mac_firewall_line_names_programs_that_exist():

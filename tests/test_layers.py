@@ -39,7 +39,7 @@ LAYERS = {
                    "views.plots", "views.diagrams", "tools.gpucheck", "tools.gpucheck.claims",
                    "tools.gpucheck.report", "tools.gpucheck.context", "tools.gpucheck.device",
                    "tools.gpucheck.pair", "tools.gpucheck.autocast", "views.searchplot", "tools.cli.search",
-                   "views.report", "tools.cli.report"],
+                   "views.report", "tools.cli.report", "tools.cli.update"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 

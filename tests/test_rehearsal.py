@@ -1,38 +1,86 @@
-"""The real pair, rehearsed: notebooks 03–08 and `hetlab train` across two hosts (hetlab.tools.rehearsal.run).
+"""The real pair, rehearsed: the learner's own steps, then notebooks 03–08 and `hetlab train`, across two hosts.
 
-Two network namespaces on this box play the desktop and the Mac: private addresses that exist
-only inside them, a link capped with tc, nftables firewalls built from the printed rules, and
-Ray started by the printed `hetlab head` / `hetlab join` lines (+ --num-gpus 1: Ray reports a
-GPU on both real machines; torch here sees a CPU). Every driver runs on the desktop host with
-HETLAB_ADDRESS set, as the README tells the learner. Nothing is faked; what cannot exist here
-(an Apple GPU, macOS) is played by Linux and labelled "rehearsal".
+Two network namespaces on this box play the desktop and the Mac: private addresses that exist only
+inside them, a link capped with tc, and no Ray until the learner's steps start it. The module's
+fixture does what the learner does: the README's command blocks up to "Connect the pair" (the Mac
+clones the course from the desktop), then notebook 04 on the desktop host, cell by cell. The lines
+its cells print are pasted whole into each host's shell (bash on the desktop, zsh on the "mac"), and
+nothing else: the desktop's firewall is real ufw (files private to that host), built only by those
+lines. Every later test runs on that pair, found through the pair notebook 04 saved (no variable
+exported); the last one is the README's day two. Nothing is faked; what cannot exist here is a
+labelled stand-in (hetlab.tools.rehearsal.learner: sudo, ssh, socketfilterfw; Ray's GPU count).
 
-Needs root, ip, tc, nft: skipped with the one-line reason otherwise (.ci/run installs them).
+Needs root, ip, tc, nft, ufw, zsh: skipped with the one-line reason otherwise (.ci/run installs them).
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from hetlab.tools.rehearsal import run as rehearsal
+from hetlab.errors import HetlabError
+from hetlab.tools.rehearsal import learner, run as rehearsal
 
 REPO = Path(__file__).resolve().parents[1]
 WHY = rehearsal.missing()
 needs_pair = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+DESKTOP, MAC = rehearsal.DESKTOP, rehearsal.MAC
+README = (REPO / "README.md").read_text(encoding="utf-8")
+CONNECT = README.index("## 6 · Connect the pair")
+MARKED = [b for b in learner.readme_blocks(README) if b["hosts"]]
+
+
+def paste_readme(part: str, values: dict) -> list[dict]:
+    """The README's runnable blocks in ``part``, in order, each on its machines, its placeholders
+    filled in from what earlier blocks printed (``values``, updated)."""
+    ran = []
+    for block in learner.readme_blocks(part):
+        for role in block["hosts"]:
+            record = learner.paste({"desktop": DESKTOP, "mac": MAC}[role], learner.fill_in(block["code"], values))
+            values.update(learner.taken(record))
+            ran.append({"role": role, "first": block["code"].splitlines()[0], "ran": record["ran"],
+                        "commands": record["commands"]})
+    return ran
+
+
+def notebook_04() -> dict:
+    """Notebook 04 on the desktop host, cell by cell; the two blocks it prints pasted on their hosts
+    while its wait cell waits. Returns what was printed, pasted and seen."""
+    out = rehearsal.ROOT / "notebook-04.jsonl"
+    env = {**learner.learner_env(DESKTOP), "HETLAB_QUICK": "1", "PYTHONPATH": str(REPO), "HETLAB_MAC_IP": MAC.ip}
+    runner = learner.notebook(REPO / "notebooks" / "04_build_your_cluster.ipynb", out, env, REPO)
+    try:
+        printed = {role: learner.wait_for_cell(out, f"{role}-lines", runner)["text"] for role in ("desktop", "mac")}
+        pasted = [rehearsal.paste_with_retry(host, printed[host.role]) for host in (DESKTOP, MAC)]
+        runner.wait(timeout=600)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    cells = learner.cells_so_far(out)
+    failed = [c for c in cells if c["error"]]
+    assert runner.returncode == 0 and not failed, (failed[:1] or runner.stdout.read()[-2000:])
+    return {"printed": printed, "pasted": pasted, "cells": cells}
 
 
 @pytest.fixture(scope="module")
 def pair():
-    state = rehearsal.up("wifi")
-    yield state
-    rehearsal.down()
+    state = rehearsal.up("wifi", start=False)            # two machines, a link, no Ray yet
+    try:
+        # "clone the repository you were given the course from": the desktop's ~/hetlab
+        subprocess.run(["git", "clone", "-q", str(REPO), str(DESKTOP.home / "hetlab")], check=True, timeout=120)
+        values = {}
+        readme = paste_readme(README[:CONNECT], values)
+        yield {**state, "values": values, "readme": readme, "nb04": notebook_04()}
+    finally:
+        rehearsal.down()
 
 
-def on(role, *argv, timeout=600, driver=True, cwd=REPO, env=None):
-    """Run a command on a rehearsal host (quick mode, hetlab from this repo), capture its output."""
+def on(role, *argv, timeout=600, driver=False, cwd=REPO, env=None):
+    """Run a command on a rehearsal host (quick mode, hetlab from this repo), capture its output.
+    A driver finds the pair as the learner's does, from the pair notebook 04 saved."""
     return rehearsal.run_on(role, [str(a) for a in argv], driver=driver, cwd=cwd, capture_output=True,
                             text=True, timeout=timeout,
                             env={"HETLAB_QUICK": "1", "PYTHONPATH": str(REPO), **(env or {})})
@@ -48,6 +96,29 @@ def tail(done) -> str:
     first = done.stdout.find("\n____")
     head = f"{done.stdout[first:first + 3000]}\n[…]\n" if first >= 0 else ""
     return f"rc={done.returncode}\n{head}{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+@needs_pair
+def test_notebook_04_joins_the_pair_by_the_lines_it_printed(pair):
+    nb = pair["nb04"]
+    for pasted in nb["pasted"]:                                  # every printed command line ran, none skipped
+        assert pasted["ran"] == pasted["commands"] > 0, pasted
+    ufw = [line for line in nb["printed"]["desktop"].splitlines() if line.startswith("sudo ufw")]
+    assert len(ufw) == 7 and sum(f"from {MAC.ip} " in line for line in ufw) == 4
+    rules = subprocess.run(["ip", "netns", "exec", DESKTOP.netns, "iptables", "-S", "ufw-user-input"],
+                           capture_output=True, text=True).stdout        # the desktop's firewall: the pasted lines
+    assert rules.count(f"-s {MAC.ip}/32") == 4 and "--dport 22 " in rules, rules
+    waited = next(c for c in nb["cells"] if "wait-for-mac" in c["tags"])["text"]
+    assert f"the Mac ({MAC.ip}) joined" in waited, waited
+    for host in (DESKTOP, MAC):                                  # the pair, saved on both machines
+        assert json.loads((host.measured / "pair.json").read_text())["mac_ip"] == MAC.ip
+    assert "--add" in (MAC.home / "socketfilterfw.log").read_text()       # the stand-in recorded the Mac's line
+    # the README's blocks before it: the Mac cloned the course from the desktop, at the same commit
+    assert pair["values"] == {"DESKTOP_USER": "root", "DESKTOP_IP": DESKTOP.ip}
+    assert [r["role"] for r in pair["readme"]] == ["desktop", "mac"]
+    commits = [subprocess.run(["git", "-C", str(h.home / "hetlab"), "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout for h in (DESKTOP, MAC)]
+    assert commits[0] == commits[1] != ""
 
 
 PROBE = """
@@ -184,18 +255,30 @@ def test_the_desktop_reads_the_macs_figures_through_the_cluster(pair, tmp_path):
 # (SearchResult.one_computer), and it divides their trials (slots.share_computers). It passed here
 # twice on 2026-11-26 and failed once ("slower than one machine alone": below 0.8 × the better one
 # alone, on a box shared with other jobs), so it runs on the practice cluster only until its
-# one-computer bound holds on this box.
-ON_TWO_MACHINES_ONLY = {"09_where_the_pair_pays.ipynb"}
+# one-computer bound holds on this box. Notebook 04 is the fixture.
+ON_TWO_MACHINES_ONLY = {"09_where_the_pair_pays.ipynb", "04_build_your_cluster.ipynb"}
+YOUR_PAIR = f"your pair: desktop ({DESKTOP.ip}) + mac ({MAC.ip})"
 
 
 @needs_pair
 @pytest.mark.parametrize("notebook", sorted(p.name for p in (REPO / "notebooks").glob("0[3-9]_*.ipynb")
                                             if p.name not in ON_TWO_MACHINES_ONLY))
-def test_notebook_runs_on_the_rehearsed_pair(pair, notebook):
-    # one nbval process per notebook: all six in one process measured 250-266 s against 201 s
-    done = on("desktop", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-              f"notebooks/{notebook}", timeout=900)
-    assert done.returncode == 0, tail(done)
+def test_notebook_runs_on_the_saved_pair(pair, notebook):
+    """Each notebook finds the pair with no variable exported, and (05–08) says so in its first output."""
+    out = rehearsal.ROOT / f"{notebook}.jsonl"
+    env = {**learner.learner_env(DESKTOP), "HETLAB_QUICK": "1", "PYTHONPATH": str(REPO)}
+    runner = learner.notebook(REPO / "notebooks" / notebook, out, env, REPO)
+    try:
+        runner.wait(timeout=900)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    cells = learner.cells_so_far(out)
+    failed = [c for c in cells if c["error"]]
+    assert runner.returncode == 0 and not failed, (failed[:1] or runner.stdout.read()[-2000:])
+    if not notebook.startswith("03"):
+        first = next(c["text"] for c in cells if c["text"].strip())
+        assert first.strip().splitlines()[0] == YOUR_PAIR, first
 
 
 @needs_pair
@@ -244,6 +327,23 @@ def test_ray_train_through_a_closed_port_fails_in_one_line(pair):
 
 
 @needs_pair
+def test_day_two_by_the_readmes_own_lines(pair):
+    """A reboot stops every process on both machines; the README's day-two blocks bring the pair back
+    from the pair saved on each machine, and its update line keeps both at one commit."""
+    for host in (MAC, DESKTOP):
+        rehearsal.stop_host(host.role)
+    ran = paste_readme(README[CONNECT:], dict(pair["values"]))
+    assert [(r["role"], r["first"].split("#")[0].strip()) for r in ran] == [
+        ("desktop", "hetlab head --start"), ("mac", "hetlab join --start"),
+        ("desktop", "cd ~/hetlab && hetlab update"), ("mac", "cd ~/hetlab && hetlab update")]
+    assert all(r["ran"] == r["commands"] for r in ran)
+    back = python_on("desktop", "from hetlab import cluster; from hetlab.pair import which_cluster; "
+                                "print(which_cluster()); cluster.connect(timeout=30); print(len(cluster.nodes()))")
+    assert back.returncode == 0 and back.stdout.split("\n")[-3:-1] == [YOUR_PAIR, "2"], tail(back)
+    assert len(MARKED) == 6   # every runnable block of the README ran above: 2 before notebook 04, 4 after
+
+
+@needs_pair
 def test_down_leaves_nothing(pair):
     gone = rehearsal.down()
     assert sorted(gone) == sorted(h.netns for h in rehearsal.HOSTS)
@@ -255,32 +355,66 @@ def test_down_leaves_nothing(pair):
 
 # --- pure parts: no namespaces needed -------------------------------------------------------
 
-def test_firewall_ruleset_is_the_printed_rule():
+def test_firewall_rules_are_the_printed_rules():
+    """The desktop's ufw lines and the Mac's stand-in ruleset open the same ranges the printed steps name."""
     from hetlab.cluster import commands
     ports = commands.Ports()
-    desktop = rehearsal.firewall(rehearsal.DESKTOP, rehearsal.MAC, ports)
-    mac = rehearsal.firewall(rehearsal.MAC, rehearsal.DESKTOP, ports)
-    assert "policy drop" in desktop and f"ip saddr {rehearsal.MAC.ip} tcp dport" in desktop
-    for rng in commands.firewall_ranges(ports, head=True) + commands.train_ranges(ports, "linux", head=True):
-        assert rng in desktop and rng in commands.render_head(rehearsal.DESKTOP.ip, ports)
+    desktop = commands.render_head(DESKTOP.ip, ports, mac_ip=MAC.ip)
+    for rng in commands.ufw_ports(commands.firewall_ranges(ports, head=True) + commands.train_ranges(ports, "linux", head=True)):
+        assert f"sudo ufw allow proto tcp from {MAC.ip} to any port {rng}" in desktop
+    mac = rehearsal.firewall(MAC, DESKTOP, ports)
+    assert "policy drop" in mac and f"ip saddr {DESKTOP.ip} tcp dport" in mac
     for rng in commands.firewall_ranges(ports, head=False) + commands.train_ranges(ports, "macos", head=False):
-        assert rng in mac and rng in commands.render_join(rehearsal.DESKTOP.ip, rehearsal.MAC.ip, ports)
+        assert rng in mac and rng in commands.render_join(DESKTOP.ip, MAC.ip, ports)
     for port in ports.local_only(head=True):                    # local-only ports stay closed ...
         assert not any(_in_range(port, rng) for rng in commands.firewall_ranges(ports, head=True)
                        + commands.train_ranges(ports, "linux", head=True))   # ... even with Ray Train's range
 
 
-def test_rehearsal_runs_the_printed_lines_plus_one_gpu():
+def test_a_printed_comment_that_should_run_or_a_placeholder_left_fails_the_harness():
+    """As Ray's doc tests first show that a broken step fails: the desktop's lines with their ufw
+    rules turned back into comments (the old bug), or with MAC_IP left in, are refused before anything runs."""
     from hetlab.cluster import commands
-    head = rehearsal._command_lines(commands.render_head(rehearsal.DESKTOP.ip, gpus=1))
-    assert any(line.startswith("ray get-auth-token --generate") for line in head)
-    start = [line for line in head if "ray start --head" in line]
-    assert len(start) == 1 and start[0].endswith("--num-gpus=1") and "RAY_AUTH_MODE=token" in start[0]
+    good = commands.render_head(DESKTOP.ip, mac_ip=MAC.ip)
+    assert len(learner.commands_in(good)) == 9
+    broken = good.replace("sudo ufw allow proto", "#    sudo ufw allow proto")
+    with pytest.raises(HetlabError, match="comment that should be a command"):
+        learner.commands_in(broken)
+    with pytest.raises(HetlabError, match="still holds MAC_IP"):
+        learner.commands_in(commands.render_head(DESKTOP.ip))
+    with pytest.raises(HetlabError, match="still holds DESKTOP_IP"):
+        learner.commands_in(learner.fill_in(MARKED[1]["code"], {"DESKTOP_USER": "ana"}))
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
+def test_a_line_the_shell_swallowed_fails_the_paste(tmp_path):
+    """Pasted into zsh without its first line, the apostrophe of "desktop's" in a comment opens a quote
+    that swallows the lines after it: the harness counts the lines that ran and fails."""
+    from hetlab.cluster import commands
+    text = commands.render_join(DESKTOP.ip, MAC.ip, head_user="ana")
+    standin = tmp_path / "bin"
+    standin.mkdir()
+    for name in ("ssh", "sudo", "python", "hetlab", "ray"):
+        (standin / name).write_text("#!/bin/sh\nexit 0\n")
+        (standin / name).chmod(0o755)
+    env = {"HOME": str(tmp_path), "PATH": f"{standin}:/usr/bin:/bin", "TERM": "dumb"}
+    assert learner.paste(MAC, text, here=env)["ran"] == 5                 # whole: every line ran
+    with pytest.raises(HetlabError, match=r"1 of 4 printed lines ran"):
+        learner.paste(MAC, text.split("\n", 1)[1], here=env)              # its first line skipped
+
+
+def test_every_readme_block_says_where_it_runs():
+    blocks = learner.readme_blocks(README)
+    assert blocks and all(b["hosts"] or b["why"] for b in blocks)
+    assert {h for b in blocks for h in b["hosts"]} == {"desktop", "mac"}
+    with pytest.raises(HetlabError, match="without"):
+        learner.readme_blocks("text\n```bash\nray stop\n```\n")
 
 
 def test_missing_tools_give_one_line(monkeypatch):
-    monkeypatch.setattr(rehearsal.shutil, "which", lambda tool: None if tool == "nft" else "/usr/bin/" + tool)
-    monkeypatch.setattr(rehearsal.os, "geteuid", lambda: 0)
+    from hetlab.tools.rehearsal import hosts
+    monkeypatch.setattr(hosts.shutil, "which", lambda tool: None if tool == "nft" else "/usr/bin/" + tool)
+    monkeypatch.setattr(hosts.os, "geteuid", lambda: 0)
     why = rehearsal.missing()
     assert why is not None and "nft" in why and "\n" not in why
 

@@ -89,7 +89,19 @@ def _minutes(samples: int, batch: int, role: str, start_s: float) -> str:
     return f"about {(samples / speed(role, batch) + start_s) / 60:.1f}"
 
 
+# Notebook 09's search ends with each machine finishing its last trial alone: with 16 trials that
+# costs about a tenth of the sum (one trial per machine against eight), so pair ÷ sum is about 0.9.
+SEARCH_PAIR_OVER_SUM = 0.9
+
+
+def search_pair_gain() -> tuple[float, float]:
+    """What 09 measures: the pair's search ÷ the desktop searching alone (lowest, highest)."""
+    low, high = search_gain()
+    return low * SEARCH_PAIR_OVER_SUM, high * SEARCH_PAIR_OVER_SUM
+
+
 _GAIN = search_gain()
+_PAIR_GAIN = search_pair_gain()
 _NB_HOW = ("estimated: notebook 01's 6 epochs of 60,000 at batch 64 at the estimated step line, plus "
            "half a minute for loading and evaluating")
 _RAY_HOW = ("estimated: the full run on a 2-core CPU with no GPU (measured) is the upper end; a Mac or "
@@ -106,10 +118,23 @@ FIGURES = {
     "mac_64": Estimate(f"about {_about(speed('mac', 64))} samples/s", STEP_HOW),
     "search_gain": Estimate(f"about {_GAIN[0]:.1f}–{_GAIN[1]:.1f}",
                             "estimated: 1 + the Mac's ÷ the desktop's estimated samples/s at batch 32 to 128"),
+    "search_pair_gain": Estimate(f"about {_PAIR_GAIN[0]:.1f}–{_PAIR_GAIN[1]:.1f}",
+                                 f"estimated: search_gain × pair ÷ sum ({SEARCH_PAIR_OVER_SUM}: with 16 trials, "
+                                 f"each machine ends its last trial alone)"),
+    "search_pair_over_sum": Estimate(f"about {SEARCH_PAIR_OVER_SUM}",
+                                     "estimated: with 16 trials the search's end costs about one trial per "
+                                     "machine of the eight each runs"),
     "ceiling_128": Estimate("about 1.00×", "exact arithmetic on the estimated step lines: the card's whole step "
                                            "at 128 is shorter than the Mac's step at one sample"),
     "nb01_mac": Estimate(f"{_minutes(360_000, 64, 'mac', 30)}", _NB_HOW),
     "nb01_desktop": Estimate(f"{_minutes(360_000, 64, 'desktop', 30)}", _NB_HOW),
+    "nb00": Estimate("under 1", "estimated: versions, devices and one read of MNIST; measured under a minute "
+                                "on a CPU with no GPU"),
+    "nb03": Estimate("under 2", _RAY_HOW),
+    "nb04": Estimate("2–4", _RAY_HOW),
+    "nb04_pair": Estimate("30–60", "estimated: the first set-up of the pair by hand: addresses, both "
+                                   "firewalls, the token, the join, and a fix or two"),
+    "nb_quick": Estimate("1–5", "estimated: quick mode's shorter runs; Ray's start-up stays, 09's search is the longest"),
     "nb_light": Estimate("1–3", _RAY_HOW),
     "nb_ray": Estimate("2–6", _RAY_HOW),
     "nb09": Estimate("about 15", "estimated: the search's own time budget (3 minutes for ASHA) and three "

@@ -6,5 +6,5 @@ practice cluster (``practice``), the printed ``ray start`` lines (``commands``),
 """
 from hetlab.cluster.ray_cluster import (  # noqa: F401 - re-exported
     ROLE_LABEL, SIMULATED_LABEL, ROLE_SLIVER, role_resource, role_label, node_labels,
-    node_resources, placement, has_role, live_nodes, requested_address, enable_local_token_auth,
+    node_resources, placement, has_role, live_nodes, requested_address, enable_local_token_auth, token_mode,
     check_timeout, connect, check_same_code, driver_notice, TABLE_COLUMNS, node_name, nodes, NodeTable, node_table)

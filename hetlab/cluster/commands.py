@@ -254,11 +254,15 @@ def token_setup_join(mac: bool = True, head: str = "desktop", head_ip: str = "DE
 
     The Mac already reaches the desktop over SSH (it cloned the course from it), so it reads the
     file there: ``umask 077`` keeps the copy private from its first byte, and ``~/.ray`` is made
-    first (Ray makes it only when it starts). Without SSH (a Windows desktop: its WSL has no SSH
-    server the Mac reaches), the token is copied by hand: ``pbpaste`` on a Mac, ``read -rs`` on Linux.
+    first (Ray makes it only when it starts). Without SSH (a Mac's head: Remote Login is off), the
+    token is copied by hand: ``pbpaste`` on a Mac, ``read -rs`` on Linux.
     """
     user = head_user or f"{re.sub(r'[^A-Za-z0-9]', '_', head).upper()}_USER"
     by_hand = (f"pbpaste > {TOKEN_PATH}" if mac else f'read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}')
+    if head.lower() == "mac":  # a Mac's Remote Login (SSH) is off by default: the token by hand
+        return [f"#    run `ray get-auth-token` on the {head}; here Linux has no pbpaste: run this line, paste "
+                f"the token (nothing echoes), press Enter:",
+                f"mkdir -p ~/.ray && (umask 077 && {by_hand}) && chmod 600 {TOKEN_PATH}"]
     return [f"mkdir -p ~/.ray && (umask 077 && ssh {user}@{head_ip} 'cat {TOKEN_PATH}' > {TOKEN_PATH}) "
             f"&& chmod 600 {TOKEN_PATH}",
             f"#    no SSH to the {head}? copy what `ray get-auth-token` prints there, then run "

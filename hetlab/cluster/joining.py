@@ -15,7 +15,7 @@ import ray
 
 from hetlab.cluster import saved_pair
 from hetlab.cluster.commands import check_ip
-from hetlab.cluster.ray_cluster import connect, live_nodes, placement
+from hetlab.cluster.ray_cluster import check_same_code, connect, live_nodes, placement
 from hetlab.cluster.reach import port_open
 from hetlab.errors import HetlabError
 from hetlab.vocab import Ports
@@ -46,17 +46,21 @@ def wait_for_mac(desktop_ip: str, mac_ip: str, ports: Ports = Ports(), timeout: 
     Prints a line every ``every`` seconds. After ``timeout`` seconds without the Mac, one HetlabError
     that names what stopped it (``why_no_mac``).
     """
-    started, said = time.perf_counter(), 0.0
+    started, said, last = time.perf_counter(), 0.0, ""
     address = f"{desktop_ip}:{ports.gcs}"
     while True:
         waited = time.perf_counter() - started
         if not ray.is_initialized() and port_open(desktop_ip, ports.gcs, timeout=2) is None:
-            connect(address, timeout=30)
+            try:
+                connect(address, timeout=30)
+            except HetlabError as exc:  # a head still starting: try again until the time is up
+                last = str(exc)
         if ray.is_initialized() and any(n["NodeManagerAddress"] == mac_ip for n in live_nodes("mac")):
+            check_same_code()  # a Mac on another commit would run another program: one line, now
             print(f"the Mac ({mac_ip}) joined after {waited:.0f} s", flush=True)
             return waited
         if waited > timeout:
-            raise HetlabError(why_no_mac(desktop_ip, mac_ip, ports, waited))
+            raise HetlabError(why_no_mac(desktop_ip, mac_ip, ports, waited, last))
         if waited >= said + every:
             said = waited
             print(f"waiting for {'the Mac' if ray.is_initialized() else 'the head (step 3 on this desktop)'}… "
@@ -64,12 +68,12 @@ def wait_for_mac(desktop_ip: str, mac_ip: str, ports: Ports = Ports(), timeout: 
         time.sleep(poll)
 
 
-def why_no_mac(desktop_ip: str, mac_ip: str, ports: Ports, waited: float) -> str:
+def why_no_mac(desktop_ip: str, mac_ip: str, ports: Ports, waited: float, last: str = "") -> str:
     """One line: why the Mac's node is not in the cluster, read from the desktop's side."""
     where = f"after {waited:.0f} s"
     if not ray.is_initialized():
-        return (f"{where} no head answers at {desktop_ip}:{ports.gcs}: run this desktop's lines (above) in a "
-                f"terminal here; `hetlab doctor` says what is missing.")
+        return (f"{where} no head answers at {desktop_ip}:{ports.gcs}{f' ({last})' if last else ''}: run this "
+                f"desktop's lines (above) in a terminal here; `hetlab doctor` says what is missing.")
     problem = port_open(mac_ip, ports.node_manager, timeout=3)
     if problem is None:
         return (f"{where} Ray runs on the Mac ({mac_ip}:{ports.node_manager} answers) but its node has not "

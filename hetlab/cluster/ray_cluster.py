@@ -149,7 +149,7 @@ def enable_local_token_auth() -> None:
     secure_token_files()
 
 
-def _token_mode() -> None:
+def token_mode() -> None:
     """The pair always runs with token auth (notebook 04): a driver whose shell did not export
     ``RAY_AUTH_MODE=token`` gets it here, and Ray's cached config sees it (as Ray's own local default does)."""
     if os.environ.get(RAY_AUTH_ENV):
@@ -203,7 +203,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
             lambda exc, _: HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "
                                        f"close other Ray sessions or busy programs and run this again."))
     secure_token_files()  # the token this client sends must not be readable by others here
-    _token_mode()
+    token_mode()
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}{_from_saved(target)}; "

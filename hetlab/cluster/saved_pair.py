@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hetlab.arithmetic import measured
 from hetlab.errors import HetlabError
+from hetlab.vocab import Ports
 
 FILE = "pair.json"
 
@@ -27,7 +28,7 @@ class SavedPair:
 
     desktop_ip: str
     mac_ip: str
-    port: int = 6379
+    port: int = Ports.gcs
     saved: str = ""          # when notebook 04 saved it (local time, minutes)
 
     @property
@@ -45,7 +46,7 @@ def path(where: str | Path | None = None) -> Path:
     return Path(where if where is not None else measured.folder()) / FILE
 
 
-def save(desktop_ip: str, mac_ip: str, port: int = 6379, where: str | Path | None = None) -> Path:
+def save(desktop_ip: str, mac_ip: str, port: int = Ports.gcs, where: str | Path | None = None) -> Path:
     """Remember the pair (notebook 04, once the Mac has joined); returns the file written.
     ``where``: another figures folder than this machine's (the rehearsal's hosts)."""
     for ip, what in ((desktop_ip, "desktop"), (mac_ip, "Mac")):
@@ -73,7 +74,7 @@ def load() -> SavedPair | None:
         return None
     try:
         data = json.loads(target.read_text(encoding="utf-8"))
-        return SavedPair(str(data["desktop_ip"]), str(data["mac_ip"]), int(data.get("port", 6379)),
+        return SavedPair(str(data["desktop_ip"]), str(data["mac_ip"]), int(data.get("port", Ports.gcs)),
                          str(data.get("saved", "")))
     except (ValueError, KeyError, TypeError):
         raise HetlabError(f"{target} is not a pair hetlab saved: delete it and run notebook 04 again.") from None

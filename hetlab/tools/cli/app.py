@@ -1,6 +1,6 @@
 """The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``wslconfig`` (notebook 04), ``train`` (07),
-``search`` (09), ``report`` (the learner's hand-in, 09), ``rehearse`` (the pair rehearsed on one Linux box) and
-``gpu-check`` (an NVIDIA card).
+``search`` (09), ``report`` (the learner's hand-in, 09), ``update`` (a new version, your work kept), ``rehearse``
+(the pair rehearsed on one Linux box) and ``gpu-check`` (an NVIDIA card).
 
 A subcommand is ``_add_<name>(subparsers)`` plus ``_<name>(args) -> int``, listed in ``SUBCOMMANDS``
 (a larger one in ``cli_<name>.py``); ``main`` turns a HetlabError into one line and exit status 2.
@@ -16,6 +16,7 @@ from hetlab.tools.cli.rehearse import _add_rehearse
 from hetlab.tools.cli.report import _add_report
 from hetlab.tools.cli.search import _add_search
 from hetlab.tools.cli.train import _add_train
+from hetlab.tools.cli.update import _add_update
 from hetlab.vocab import Ports
 
 
@@ -169,7 +170,7 @@ def _wslconfig(args) -> int:
 
 
 SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_wslconfig, _add_train, _add_search, _add_rehearse, _add_gpu_check,
-               _add_report]
+               _add_report, _add_update]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -240,9 +240,10 @@ def local_checks() -> list[Check]:
                                 report["accelerator"] != "none", system, platform.machine(),
                                 card, torch.version.cuda)]
     if os.environ.get(RAY_AUTH_ENV, "").lower() != "token":
-        checks.append(Check("token auth", WARN, f"{RAY_AUTH_ENV} is not 'token' in this shell",
-                            f"export {RAY_AUTH_ENV}=token (every node and every driver) and keep the "
-                            "head's token in ~/.ray/auth_token (chmod 600)"))
+        checks.append(Check("token auth", WARN, f"{RAY_AUTH_ENV} is not 'token' in this shell (hetlab's notebooks "
+                            f"and commands turn it on for the pair; `ray` commands here do not)",
+                            f"export {RAY_AUTH_ENV}=token before a `ray` command such as `ray status`, and keep "
+                            "the head's token in ~/.ray/auth_token (chmod 600)"))
     return checks + token_file_checks() + macos_checks()
 
 
@@ -276,6 +277,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
                       f"start the head (`hetlab head --ip {host}` prints the command) and open TCP "
                       f"{port} on its firewall for this machine's IP")]
     checks = [Check("head GCS port", OK, f"{host}:{port} accepts connections")]
+    cluster.token_mode()  # as a notebook's driver does: the pair always runs with token auth
     problem = probe_gcs(host, port, timeout=min(5.0, timeout))
     if problem:
         return checks + [Check("head answers", FAIL, problem, _fix_for(problem, host))]

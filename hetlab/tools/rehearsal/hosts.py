@@ -1,13 +1,10 @@
-"""The rehearsal's two hosts on one Linux box (hetlab.tools.rehearsal.run, ``hetlab rehearse``): the
-machines themselves, without Ray.
+"""The rehearsal's two hosts on one Linux box (hetlab.tools.rehearsal.run, ``hetlab rehearse``): the machines, without Ray.
 
-Each host is a network namespace with its own address on a private link (nothing leaves this
-machine), its own hostname, home, figures folder and Ray temp folder. The desktop's firewall is
-real ufw, with private copies of its files, built only by the lines the learner pastes; the "mac"
-stands in for macOS's per-application firewall with nftables rules for the ports its allowed
-programs listen on. The link is capped with ``tc tbf`` (no ``netem`` here: no latency emulated).
-Here too: running a command inside a host, the rehearsal's state, and the teardown, which stops
-every process by namespace and PID.
+Each host is a network namespace with its own address on a private link, hostname, home, figures and
+Ray temp folders. The desktop's firewall is real ufw (private copies of its files), built only by the
+lines the learner pastes; the "mac" stands in for macOS's per-application firewall with nftables. The
+link is capped with ``tc tbf`` (no ``netem``: no latency). Also: running a command in a host, the state,
+and the teardown by namespace and PID.
 """
 from __future__ import annotations
 

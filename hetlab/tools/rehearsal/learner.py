@@ -1,17 +1,10 @@
 """The learner's own steps, run as a learner runs them, on the rehearsal's two hosts (notebook 04, README).
 
-What hetlab printed is the input, nothing else: ``commands_in`` keeps every line that is not a
-comment, and refuses a comment that reads as a command (``# sudo ufw …``: pasted, it runs nothing)
-and a placeholder left in a line (``MAC_IP``). ``paste`` feeds the printed text whole into the
-host's shell (zsh on the "mac", bash on the desktop), with a marker after each command line, and
-counts the markers: a line skipped or failed is an error. ``notebook`` runs a notebook cell by cell
-in the desktop host and writes each cell's output as it finishes, so that the other host can act
-on the lines one cell printed while a later cell waits.
-
-Stand-ins for what cannot exist here, each labelled where it is made (``STANDINS``): ``sudo`` (the
-rehearsal runs as root), macOS's ``socketfilterfw`` (recorded, not run: the "mac" is Linux, and its
-firewall is ``hosts.firewall``), and ``ssh`` (no SSH server: the command runs in the desktop host's
-home, as the desktop's user would run it).
+``commands_in`` refuses a printed comment that reads as a command and a placeholder left; ``paste``
+feeds the printed text whole into the host's shell (zsh on the "mac", bash on the desktop) and counts
+each line that ran; ``notebook`` runs a notebook cell by cell in the desktop host, each cell's output
+written as it ends; ``readme_blocks`` reads the README's marked blocks. Labelled stand-ins for what
+cannot exist here: ``sudo`` (root already), macOS's ``socketfilterfw`` (recorded), ``ssh`` (no server).
 """
 from __future__ import annotations
 
@@ -60,7 +53,8 @@ def commands_in(text: str) -> list[str]:
             raise HetlabError(f"a printed line is a comment that should be a command: {line.strip()[:100]}")
     found = [line for line in lines if not line.lstrip().startswith("#")]
     for line in found:
-        left = [p for p in PLACEHOLDERS if re.search(rf"\b{p}\b", line)]
+        command = re.split(r"\s#\s", line, maxsplit=1)[0]   # a trailing note may name a placeholder
+        left = [p for p in PLACEHOLDERS if re.search(rf"\b{p}\b", command)]
         if left:
             raise HetlabError(f"a printed line still holds {left[0]}: {line.strip()[:100]}")
     return found
@@ -83,9 +77,10 @@ def learner_env(host: Host) -> dict:
     return env
 
 
-def paste(host: Host, text: str, timeout: float = 300) -> dict:
+def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None) -> dict:
     """Paste ``text`` (printed by hetlab) into ``host``'s shell as a whole, as a learner does; return
-    ``{"ran": n, "commands": n, "output": …}``. Raises when a line fails or is skipped."""
+    ``{"ran": n, "commands": n, "output": …, "said": {line: its output}}``. Raises when a line fails or is
+    skipped. ``here``: run it in this machine's shell with that environment instead (the harness's own tests)."""
     lines = commands_in(text)
     fed, n = [], 0
     for line in text.splitlines():
@@ -95,12 +90,14 @@ def paste(host: Host, text: str, timeout: float = 300) -> dict:
             fed.append(f"echo '{MARK} {n}'")
     shell = SHELLS[host.role] + ["-e"]
     started = time.time()
-    done = subprocess.run(_in(host, shell), input="\n".join(fed) + "\nexit 0\n", env=learner_env(host),
+    done = subprocess.run(shell if here is not None else _in(host, shell), input="\n".join(fed) + "\nexit 0\n",
+                          env=here if here is not None else learner_env(host),
                           capture_output=True, text=True, timeout=timeout, start_new_session=True)
     output = done.stdout + done.stderr
     ran = len(re.findall(rf"^{MARK} \d+$", done.stdout, re.M))
+    said = re.split(rf"^{MARK} \d+\n?", done.stdout, flags=re.M)[:ran]   # what each line printed
     record = {"host": host.role, "ran": ran, "commands": len(lines), "seconds": round(time.time() - started, 1),
-              "output": output}
+              "output": output, "said": dict(zip(lines, said))}
     if done.returncode != 0 or ran != len(lines):
         failed = lines[ran] if ran < len(lines) else "(after the last line)"
         raise HetlabError(f"rehearsal: on the {host.role} host {ran} of {len(lines)} printed lines ran; it "
@@ -181,3 +178,47 @@ def _run_cells(path: str, out: str, timeout: str) -> int:
 
 if __name__ == "__main__":
     sys.exit(_run_cells(*sys.argv[1:4]))
+
+
+# --- the README's command blocks ------------------------------------------------------------------
+RUNS_ON = re.compile(r"<!-- runs on: ([a-z, ]+) -->")
+NOT_RUN = re.compile(r"<!-- not run here: (.+?) -->")
+TAKES = re.compile(r"#\s*([A-Z][A-Z_]+_(?:IP|USER)):")   # `whoami  # DESKTOP_USER: …` names what it prints
+
+
+def readme_blocks(text: str) -> list[dict]:
+    """Every fenced block of the README with its mark: ``{"line", "hosts" (empty: not run), "why", "code"}``.
+    A block with no mark is one HetlabError: each says where it runs, or why it is not run here."""
+    blocks, lines = [], text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("```") and len(lines[i]) > 3:
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            mark = lines[i - 1] if i else ""
+            runs, why = RUNS_ON.fullmatch(mark.strip()), NOT_RUN.fullmatch(mark.strip())
+            if not (runs or why):
+                raise HetlabError(f"README line {i + 1}: a command block without `<!-- runs on: … -->` or "
+                                  f"`<!-- not run here: … -->` before it")
+            blocks.append({"line": i + 1, "hosts": [h.strip() for h in runs.group(1).split(",")] if runs else [],
+                           "why": why.group(1) if why else "", "code": "\n".join(lines[i + 1:end])})
+            i = end
+        i += 1
+    return blocks
+
+
+def fill_in(code: str, values: dict) -> str:
+    """The block as the learner runs it: each placeholder the README names replaced by what an earlier
+    block printed (``values``); one left over fails in ``commands_in``."""
+    for name, value in values.items():
+        code = re.sub(rf"\b{name}\b", value, code)
+    return code
+
+
+def taken(record: dict) -> dict:
+    """The values a pasted block printed for later ones: ``hostname -I  # DESKTOP_IP: …`` → its first word."""
+    found = {}
+    for line, said in record["said"].items():
+        name = TAKES.search(line)
+        if name and said.split():
+            found[name.group(1)] = said.split()[0]
+    return found
