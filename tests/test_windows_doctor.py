@@ -182,7 +182,11 @@ UFW_ACTIVE = "Status: active\n\nTo                         Action      From\n-- 
 def test_an_inactive_ufw_says_its_rules_do_nothing_and_how_to_enable_it_without_losing_ssh():
     off = oschecks.ufw_check(UFW_INACTIVE, None)
     assert off.status == preflight.WARN and "rules do nothing" in off.detail
-    steps = [off.fix.index(s) for s in ("ufw allow OpenSSH", "ufw default deny incoming", "ufw enable")]
+    assert "notebook 04" in off.fix
+    from hetlab.cluster import commands
+    printed = "\n".join(commands.ufw_steps(mac_ip="192.168.1.20"))   # what the fix sends the learner to
+    steps = [printed.index(s) for s in ("ufw allow 22/tcp", "ufw default deny incoming",
+                                        "ufw allow proto tcp from 192.168.1.20", "ufw --force enable")]
     assert steps == sorted(steps)                                  # SSH allowed first, enabled last
     assert oschecks.ufw_check(None, "# /etc/ufw/ufw.conf\nENABLED=no\nLOGLEVEL=low\n").status == preflight.WARN
     assert oschecks.ufw_check(None, "ENABLED=yes\n").status == preflight.OK   # not root: ufw.conf says

@@ -201,7 +201,8 @@ def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> list[str]:
     train = ufw_ports(train_ranges(ports, "linux", head=True))
     return [
         f"# 2) firewall (ufw): SSH stays open, Ray's ports open to the Mac ({mac}) only, the rest closed "
-        f"({closed} too: dashboard and metrics, local use only):",
+        f"({closed} too: dashboard and metrics, local use only). No ufw? `sudo apt install ufw` first; with "
+        f"another firewall, open the same TCP ports to the Mac's address only:",
         "sudo ufw allow 22/tcp",
         "sudo ufw default deny incoming",
         *ray,
@@ -243,9 +244,14 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
 
 
 def token_handover_head(other: str = "Mac") -> list[str]:
-    """How the token leaves the head: the other machine fetches it over SSH (its steps say how)."""
-    return [f"# 4) the {other} fetches the token over SSH (its steps); without SSH, `ray get-auth-token` "
-            f"prints it here to copy by hand. It travels in clear text: only on your own LAN."]
+    """How the token leaves the head: the Mac fetches it over SSH (its steps say how). A Mac that is
+    the head has no SSH server by default (Remote Login is off): there it is printed, copied by hand."""
+    if other.lower() == "mac":
+        return [f"# 4) the {other} fetches the token over SSH (its steps); without SSH, `ray get-auth-token` "
+                f"prints it here to copy by hand. It travels in clear text: only on your own LAN."]
+    return [f"# 4) give the {other} the token: print it, copy it (the {other}'s `hetlab join` says where it goes):",
+            "ray get-auth-token",
+            "#    it travels in clear text: only on your own LAN (elsewhere: a VPN or an SSH tunnel)."]
 
 
 def token_setup_join(mac: bool = True, head: str = "desktop", head_ip: str = "DESKTOP_IP",

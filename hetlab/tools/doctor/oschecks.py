@@ -94,8 +94,8 @@ def mac_power_checks(pmset_g: str | None, pmset_batt: str | None) -> list[Check]
 
 # --- Linux: the firewall, automatic suspend, NVIDIA's driver; the Mac's firewall ---
 
-UFW_ENABLE = ("sudo ufw allow OpenSSH (first, or SSH is locked out; without openssh-server: skip it), then "
-              "sudo ufw default deny incoming, then sudo ufw enable; then the ufw lines `hetlab head` prints")
+UFW_ENABLE = ("paste the desktop's lines notebook 04 prints: they keep SSH open, deny the rest, open Ray's ports "
+              "to the Mac only, and turn ufw on")
 
 
 def ufw_check(status: str | None, conf: str | None) -> Check:

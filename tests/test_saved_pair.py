@@ -1,0 +1,51 @@
+"""The pair notebook 04 saves (hetlab.cluster.saved_pair): where it lives, who reads it, and that a
+variable still wins. Tests point HETLAB_MEASURED at a folder of their own (conftest.py), so a
+learner's saved pair is never read here."""
+import pytest
+
+from hetlab.cluster import ray_cluster, saved_pair
+from hetlab.errors import HetlabError
+from hetlab.pair import PRACTICE_LINE, which_cluster
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HETLAB_MEASURED", str(tmp_path))
+    for name in ("HETLAB_ADDRESS", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def test_no_pair_saved_is_the_practice_cluster(folder):
+    assert saved_pair.load() is None and ray_cluster.requested_address() is None
+    assert which_cluster() == PRACTICE_LINE
+
+
+def test_a_saved_pair_is_what_connect_and_the_notebooks_use(folder, monkeypatch):
+    path = saved_pair.save("192.168.1.10", "192.168.1.20")
+    assert path == folder / "pair.json" and saved_pair.load().address == "192.168.1.10:6379"
+    assert ray_cluster.requested_address() == "192.168.1.10:6379"
+    assert which_cluster() == "your pair: desktop (192.168.1.10) + mac (192.168.1.20)"
+    monkeypatch.setenv("HETLAB_ADDRESS", "local")                   # a variable still wins
+    assert ray_cluster.requested_address() == "local" and which_cluster() == PRACTICE_LINE
+    assert saved_pair.forget() and saved_pair.load() is None
+
+
+def test_a_damaged_file_or_a_bad_address_is_one_line(folder):
+    (folder / "pair.json").write_text("{not json")
+    with pytest.raises(HetlabError, match="delete it and run notebook 04 again"):
+        saved_pair.load()
+    with pytest.raises(HetlabError, match="nothing saved"):
+        saved_pair.save("my-desktop.local", "192.168.1.20")
+
+
+def test_head_and_join_read_the_saved_pair_and_name_the_flag_without_one(folder, capsys):
+    from hetlab.tools.cli import app
+    assert app.main(["head"]) == 2 and "--ip" in capsys.readouterr().err
+    saved_pair.save("192.168.1.10", "192.168.1.20")
+    assert app.main(["head"]) == 0
+    head = capsys.readouterr().out
+    assert "--node-ip-address=192.168.1.10" in head and "from 192.168.1.20 to any port 6379:6385" in head
+    assert app.main(["join", "--head-user", "ana"]) == 0
+    join = capsys.readouterr().out
+    assert "ssh ana@192.168.1.10" in join and "--node-ip-address=192.168.1.20" in join
