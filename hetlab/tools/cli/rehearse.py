@@ -14,10 +14,11 @@ def _add_rehearse(sub) -> None:
     p = _subcommand(
         sub, "rehearse", "rehearse the real pair on this Linux box: two hosts, a capped link, firewalls",
         "Two network namespaces play the desktop and the Mac: private addresses, a link\n"
-        "capped with tc (no latency emulated: this needs netem), nftables firewalls that\n"
-        "admit only the printed ports, Ray started by the lines `hetlab head`/`join` print\n"
-        "(+ --num-gpus 1: Ray reports a GPU on both real machines; torch here sees a CPU).\n"
-        "Needs root, ip, tc and nft.",
+        "capped with tc (no latency emulated: this needs netem), and Ray started only by\n"
+        "pasting the lines `hetlab head`/`join` print into each host's shell: the desktop's\n"
+        "firewall is real ufw from those lines (Ray's GPU count is a labelled stand-in:\n"
+        "Ray reports a GPU on both real machines; torch here sees a CPU).\n"
+        "Needs root, ip, tc, nft, ufw and zsh.",
         "  sudo hetlab rehearse up --link gigabit\n"
         "  sudo hetlab rehearse run -- hetlab train --steps 40\n"
         "  sudo hetlab rehearse lab                   (JupyterLab on the rehearsal desktop)\n"
@@ -39,7 +40,7 @@ def _rehearse(args) -> int:
                           f"only `hetlab rehearse run -- COMMAND` runs one.")
     from hetlab.tools import rehearsal
     if args.action == "up":
-        print("building the rehearsal: two hosts, firewalls, Ray by the printed lines (a minute or two)")
+        print("building the rehearsal: two hosts, then the printed lines pasted on each (under a minute)")
         state = rehearsal.up(args.link)
         print(rehearsal.describe(state))
     elif args.action == "down":
