@@ -322,7 +322,7 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
     return "\n".join([
         *([ZSH_COMMENTS] if mac else []),
         f"# {where}. 1) the {head}'s token in {TOKEN_PATH}, private to you:",
-        *token_setup_join(mac, head, argv[2].split("=", 1)[1].rsplit(":", 1)[0].strip("[]"), head_user),
+        *token_setup_join(mac, head, check_ip(head_ip, "head IP"), head_user),
         *firewall,
         opt_in,
         shell_line(argv, env),
