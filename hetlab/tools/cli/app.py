@@ -3,7 +3,7 @@
 ``gpu-check`` (an NVIDIA card).
 
 A subcommand is ``_add_<name>(subparsers)`` plus ``_<name>(args) -> int``, listed in ``SUBCOMMANDS``
-(a larger one in ``cli_<name>.py``); ``main`` turns a HetlabError into one line and exit status 2.
+(a larger one in ``hetlab.tools.cli.<name>``); ``main`` turns a HetlabError into one line and exit status 2.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The real pair, rehearsed on one Linux box: two hosts, a capped link, two firewalls (``hetlab rehearse``).
 
-Each host is a network namespace (``rehearsal_hosts``) running the very lines ``hetlab head`` /
+Each host is a network namespace (``hetlab.tools.rehearsal.hosts``) running the very lines ``hetlab head`` /
 ``join`` print; this module runs Ray on them, and commands and JupyterLab in them. Every label says
 "rehearsal". Stopped by namespace and PID, never ``ray stop``. Needs root, ip, tc, nft, unshare.
 """
