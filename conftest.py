@@ -87,6 +87,13 @@ def pytest_sessionstart(session):
     _RUN["session"] = session
 
 
+# The crash behind this hook is not found. Tried (issue 51, 2026-11-28, a 2-core box shared with
+# three other sessions), after Server.close and progress bars without tqdm's monitor thread: twice
+#   HETLAB_QUICK=1 HETLAB_MEASURED=$(mktemp -d) RAY_USAGE_STATS_ENABLED=0 python -X faulthandler \
+#       -m pytest -q --noconftest tests/test_ps.py tests/test_flat.py tests/test_checkpoint.py
+# (no conftest: no os._exit; Ray, Ray actors, torch's threads and the PS engine in one process), and
+# both ended "52 passed", exit 0, with no fault and no stack. The whole suite, where the crash came
+# after "886 passed", was not run without the hook. No upstream report: nothing to report yet.
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """End the test process with pytest's own exit status once its summary is out: the exit
