@@ -107,3 +107,14 @@ def test_the_h100_anchor_line_is_steptimes_fit():
     for batch, samples_per_s in estimates.H100_TRAIN.items():   # the line goes through both anchors
         assert line.samples_per_s(batch) == pytest.approx(samples_per_s)
     assert estimates._h100_line() == pytest.approx((line.fixed_s, line.per_sample_s))
+
+
+def test_a_devices_seconds_are_one_sum_in_every_engine(rng):
+    """The parameter server's records and Ray Train's rank reports (notebook 07's "busy") add a
+    device's compute and its simulated sleep the same way."""
+    from hetlab.raytrain.loop import RankReport
+    for _ in range(CASES):
+        compute, simulated = rng.uniform(0, 2), rng.choice((0.0, rng.uniform(0, 6)))
+        record = StepRecord(0, "mac", 32, compute, simulated, 0.0, 0.01, 2.0)
+        rank = RankReport(1, "mac", "mac", "node", "cpu", 32, 100.0, 320, compute, simulated, 0.5, "sha")
+        assert record.device_s == rank.device_s == compute + simulated
