@@ -8,6 +8,7 @@ import pytest
 from hetlab.arithmetic import balance, estimates, steptime
 from hetlab.arithmetic.steptime import StepTime
 from hetlab.course import exercises
+from hetlab.errors import HetlabError
 from hetlab.ps.records import StepRecord, step_budget, worker_speed
 from hetlab.search.results import SearchResult, TrialRecord, compare
 
@@ -65,6 +66,8 @@ def test_step_time_idle_and_efficiency_agree_across_their_call_sites(rng):
         assert exercises.step_time(sizes, speeds, fixed) == pytest.approx(step)
         idle = balance.idle_fractions(sizes, lines)
         assert min(idle) == pytest.approx(0.0, abs=1e-12) and all(0 <= i < 1 for i in idle)
+        with pytest.raises(HetlabError, match="step lines for"):
+            balance.predicted_efficiency(sizes + [1], lines)
         constant = [steptime.constant_speed(s) for s in speeds]        # a number is a constant speed
         assert balance.predicted_efficiency(sizes, speeds) == pytest.approx(
             steptime.predicted_efficiency(constant, sizes))

@@ -211,8 +211,6 @@ def follow_split(batch_sizes: Sequence[int], lines: Sequence[StepTime | float],
     """
     if not (isinstance(min_gain, Real) and 0 <= min_gain < 1):
         raise HetlabError(f"min_gain must be a fraction in [0, 1), got {min_gain!r}.")
-    if len(lines) != len(batch_sizes):
-        raise HetlabError(f"{len(lines)} step lines for {len(batch_sizes)} workers: give one per worker.")
     target = equal_finish_split(sum(batch_sizes), lines)
     now, then = (step_time(lines, sizes) for sizes in (batch_sizes, target))
     return target if now > (1 + min_gain) * then else list(batch_sizes)

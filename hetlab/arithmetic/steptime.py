@@ -148,7 +148,9 @@ def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[flo
 
 def step_time(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
     """Seconds of one synchronous step: every device waits for the slowest, max_i t_i(b_i)."""
-    return max(as_line(line)(b) for line, b in zip(lines, batch_sizes, strict=True))
+    if len(lines) != len(batch_sizes):
+        raise HetlabError(f"{len(lines)} step lines for {len(batch_sizes)} workers: give one per worker.")
+    return max(as_line(line)(b) for line, b in zip(lines, batch_sizes))
 
 
 def idle_fractions(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> list[float]:
