@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from hetlab.arithmetic import steptime
+from hetlab.arithmetic.steptime import StepTime
 from hetlab.arithmetic.balance import (auto_tune, check_weights, efficiency, equal_finish_split,
                             follow_split, format_ratio,
                             idle_fractions, predicted_efficiency, predicted_samples_per_s, predicted_step_time,
@@ -124,10 +125,11 @@ def test_auto_tune_gives_the_fixed_cost_its_due():
     measure = lambda sizes: [b / (c + b / t) for b, t, c in zip(sizes, speeds, fixed)]
     result = auto_tune(measure, 512, 2)
     assert result.converged and len(result.history) <= 4
-    assert result.batch_sizes == equal_finish_split(512, speeds, fixed) == [438, 74]
+    lines = [StepTime(c, 1 / t) for t, c in zip(speeds, fixed)]
+    assert result.batch_sizes == equal_finish_split(512, lines) == [438, 74]
     proportional = split_batch(512, measure([256, 256]))    # ∝ the samples/s at the equal split
     assert proportional == result.history[1].batch_sizes == [415, 97]
-    step = lambda sizes: predicted_step_time(sizes, speeds, fixed)
+    step = lambda sizes: predicted_step_time(sizes, lines)
     assert step(proportional) > 1.15 * step(result.batch_sizes)
 
 
@@ -269,8 +271,9 @@ def test_follow_split_equalises_finish_times_and_ignores_small_gains():
     assert follow_split([85, 43], [1000, 480]) == [85, 43]
     # a fixed cost per message (e.g. the Mac's Wi-Fi round trip) takes from its share:
     # 0.02 + b/500 = b'/1000 with b + b' = 128  →  b = 36, and both finish at once
-    sizes = follow_split([64, 64], [1000, 500], overheads=[0.0, 0.02])
-    assert sizes == [92, 36] and abs(predicted_step_time(sizes, [1000, 500], [0.0, 0.02]) - 0.092) < 1e-9
+    lines = [StepTime(0.0, 1 / 1000), StepTime(0.02, 1 / 500)]
+    sizes = follow_split([64, 64], lines)
+    assert sizes == [92, 36] and abs(predicted_step_time(sizes, lines) - 0.092) < 1e-9
     with pytest.raises(HetlabError, match="min_gain"):
         follow_split([64, 64], [1, 1], min_gain=2)
 

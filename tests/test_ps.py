@@ -313,6 +313,26 @@ def test_after_shutdown_the_weights_stay_readable_and_training_refuses_in_one_li
         ps.run(1)
 
 
+def test_trainings_in_one_process_leave_its_thread_count_as_it_was(data, monkeypatch):
+    """A notebook's kernel runs many trainings and keeps them (its variables): each ``with`` block
+    closes what it opened (the workers, the server's thread), so the driver's threads come back to
+    their count. The same count sees the server's thread stay when ``Server.close`` does nothing."""
+    kept = []
+
+    def trained(n: int) -> list[str]:
+        for _ in range(n):
+            with ParameterServerTraining([WorkerSpec("a"), WorkerSpec("b")], data[0], batch_sizes=[16, 16],
+                                         seed=SEED, progress=True) as ps:
+                ps.run(1)
+            kept.append(ps)
+        return sorted(t.name for t in threading.enumerate())
+
+    before = sorted(t.name for t in threading.enumerate())
+    assert trained(2) == before
+    monkeypatch.setattr(Server, "close", lambda self: None)
+    assert len(trained(1)) == len(before) + 1
+
+
 def test_accuracy_parity_with_single_device_training(data, sync_run):
     train, test = data
     reference = evaluate(single_device_reference(train, sync_run["sizes"], sync_run["steps"]), test, "cpu")

@@ -183,11 +183,11 @@ def test_the_build_decides_19045_fails_and_22621_passes(capsys):
 
 
 def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_native_windows(capsys):
-    assert winsteps.flavour("linux", wsl=False, asked=False) == "plain"
-    assert winsteps.flavour("linux", wsl=True, asked=False) == "windows"      # inside WSL (supplied)
-    assert winsteps.flavour("win32", wsl=False, asked=True) == "windows"
+    assert winsteps.flavour("linux", in_wsl=False, asked=False) == "plain"
+    assert winsteps.flavour("linux", in_wsl=True, asked=False) == "windows"      # inside WSL (supplied)
+    assert winsteps.flavour("win32", in_wsl=False, asked=True) == "windows"
     with pytest.raises(HetlabError) as info:                                   # native Windows (supplied)
-        winsteps.flavour("win32", wsl=False, asked=False)
+        winsteps.flavour("win32", in_wsl=False, asked=False)
     assert "inside WSL2" in str(info.value) and "CPU build" in str(info.value)
     assert cli.main(["head", "--ip", HEAD]) == 0                               # this machine: Linux
     assert "New-NetFirewall" not in capsys.readouterr().out

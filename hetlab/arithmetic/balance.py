@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from hetlab.errors import HetlabError
-from hetlab.arithmetic.steptime import StepTime, finish_together, fit
+from hetlab.arithmetic import steptime
+from hetlab.arithmetic.steptime import StepTime, efficiency, finish_together, fit, step_time  # efficiency: notebooks 06, 07
 
 
 def check_weights(weights: Sequence[float], n: int | None = None) -> list[float]:
@@ -83,36 +84,27 @@ def format_ratio(sizes: Sequence[float]) -> str:
     return f"{parts} ({' / '.join(f'{100 * r:.0f}%' for r in ratio_of(sizes))})"
 
 
-# --- efficiency arithmetic (notebook 06) -------------------------------------------------
+# --- efficiency arithmetic (notebook 06): the step's arithmetic, on lines -----------------------
 
-def predicted_step_time(batch_sizes: Sequence[int], throughputs: Sequence[float],
-                        overheads: Sequence[float] | None = None) -> float:
-    """Seconds per synchronous step: every worker waits for the slowest, max(c_i + b_i / t_i)
-    (``overheads`` c_i: each worker's fixed cost per step, 0 if not given)."""
-    t = check_weights(throughputs, len(batch_sizes))
-    c = overheads or [0.0] * len(t)
-    return max(ci + b / ti for b, ti, ci in zip(batch_sizes, t, c))
+def predicted_step_time(batch_sizes: Sequence[int], lines: Sequence[StepTime | float]) -> float:
+    """Seconds per synchronous step: every worker waits for the slowest, max_i t_i(b_i)
+    (``steptime.step_time``; a number in ``lines`` is a constant samples/s)."""
+    return step_time(lines, batch_sizes)
 
 
-def predicted_samples_per_s(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
-    """Cluster samples per second of a synchronous step, Σb / max(b_i / t_i)."""
-    return sum(batch_sizes) / predicted_step_time(batch_sizes, throughputs)
+def predicted_samples_per_s(batch_sizes: Sequence[int], lines: Sequence[StepTime | float]) -> float:
+    """Cluster samples per second of a synchronous step, Σb / max_i t_i(b_i)."""
+    return sum(batch_sizes) / step_time(lines, batch_sizes)
 
 
-def efficiency(cluster_samples_per_s: float, standalone_samples_per_s: Sequence[float]) -> float:
-    """Cluster samples/s ÷ Σ each worker's standalone samples/s (1.0 = nothing wasted)."""
-    return cluster_samples_per_s / sum(check_weights(standalone_samples_per_s))
-
-
-def predicted_efficiency(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> float:
+def predicted_efficiency(batch_sizes: Sequence[int], lines: Sequence[StepTime | float]) -> float:
     """The efficiency a split would reach if nothing but waiting for the straggler were lost."""
-    return efficiency(predicted_samples_per_s(batch_sizes, throughputs), throughputs)
+    return steptime.predicted_efficiency(lines, batch_sizes)
 
 
-def idle_fractions(batch_sizes: Sequence[int], throughputs: Sequence[float]) -> list[float]:
+def idle_fractions(batch_sizes: Sequence[int], lines: Sequence[StepTime | float]) -> list[float]:
     """Per worker, the fraction of each step spent waiting for the slowest one."""
-    step = predicted_step_time(batch_sizes, throughputs)
-    return [1 - (b / t) / step for b, t in zip(batch_sizes, throughputs)]
+    return steptime.idle_fractions(lines, batch_sizes)
 
 
 # --- auto-tuning (notebook 06) -------------------------------------------------------------
@@ -126,7 +118,7 @@ class TuneRound:
 
     @property
     def predicted_efficiency(self) -> float:
-        return predicted_efficiency(self.batch_sizes, self.throughputs)
+        return predicted_efficiency(self.batch_sizes, self.throughputs)   # constant speeds
 
 
 @dataclass
@@ -178,9 +170,8 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
         history.append(TuneRound(list(sizes), throughputs))
         lines = [fit([r.batch_sizes[i] for r in history], [r.batch_sizes[i] / r.throughputs[i] for r in history],
                      fallback="largest") for i in range(n_workers)]   # a few samples' step: mostly fixed cost
-        speeds, fixed = [line.speed for line in lines], [line.fixed_s for line in lines]
-        target = equal_finish_split(global_batch, speeds, fixed)
-        settled = predicted_step_time(sizes, speeds, fixed) <= (1 + tol) * predicted_step_time(target, speeds, fixed)
+        target = equal_finish_split(global_batch, lines)
+        settled = step_time(lines, sizes) <= (1 + tol) * step_time(lines, target)
         if not settled:
             move = [t - s for t, s in zip(target, sizes)]
             if any(m * lm < 0 for m, lm in zip(move, last_move)):
@@ -197,40 +188,31 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     return TuneResult(list(sizes), ratio_of(sizes), history, converged=False)
 
 
-def equal_finish_split(global_batch: int, speeds: Sequence[float],
-                       fixed: Sequence[float] | None = None) -> list[int]:
+def equal_finish_split(global_batch: int, lines: Sequence[StepTime | float],
+                       extra_s: Sequence[float] | None = None) -> list[int]:
     """Sizes with which every worker finishes together (``steptime.finish_together``, rounded to
-    whole samples): worker i needs c_i + b_i / t_i seconds (notebook 06)."""
-    t = check_weights(speeds)
-    c = [0.0] * len(t) if fixed is None else [max(0.0, float(x)) for x in fixed]
-    return split_batch(global_batch, [max(b, 1e-9) for b in finish_together(global_batch, t, c)[1]])
-
-
-def split_for(global_batch: int, lines: Sequence[StepTime], extra_s: Sequence[float] | None = None) -> list[int]:
-    """The split with which every device ends its step together, each step ``fixed + b × per-sample``
-    (``hetlab.arithmetic.steptime``) plus ``extra_s`` (e.g. its messages): ``equal_finish_split`` (notebooks 02, 06)."""
-    extra = [0.0] * len(lines) if extra_s is None else list(extra_s)
-    speeds = [1 / max(line.per_sample_s, 1e-12) for line in lines]   # a flat device: nearly all fixed cost
-    return equal_finish_split(global_batch, speeds, [line.fixed_s + e for line, e in zip(lines, extra)])
+    whole samples), each step its line plus ``extra_s`` (e.g. its messages) (notebooks 02, 06)."""
+    lines = [steptime.as_line(x) for x in lines]
+    if extra_s is not None:
+        lines = [StepTime(line.fixed_s + max(0.0, float(e)), line.per_sample_s, line.source)
+                 for line, e in zip(lines, extra_s, strict=True)]
+    return split_batch(global_batch, [max(b, 1e-9) for b in finish_together(global_batch, lines)[1]])
 
 
 # --- following the machines during training (notebooks 06, 08) ------------------------------
 
-def follow_split(batch_sizes: Sequence[int], throughputs: Sequence[float],
-                 overheads: Sequence[float] | None = None, min_gain: float = 0.05) -> list[int]:
-    """The split to use next, given the speeds just measured (notebook 06, "the split that follows").
+def follow_split(batch_sizes: Sequence[int], lines: Sequence[StepTime | float],
+                 min_gain: float = 0.05) -> list[int]:
+    """The split to use next, given the step lines just measured (notebook 06, "the split that follows").
 
-    Worker i needs ``overheads[i] + b_i / throughputs[i]`` seconds per step (its messages'
-    fixed cost, then its device's time); ``equal_finish_split`` gives the sizes with which
-    all finish together. That split is returned when it makes the step more than
-    ``min_gain`` faster; otherwise ``batch_sizes`` stay, so noise does not move the split.
+    Worker i's step is its line (its messages' fixed cost included); ``equal_finish_split`` gives
+    the sizes with which all finish together. That split is returned when it makes the step more
+    than ``min_gain`` faster; otherwise ``batch_sizes`` stay, so noise does not move the split.
     """
     if not (isinstance(min_gain, Real) and 0 <= min_gain < 1):
         raise HetlabError(f"min_gain must be a fraction in [0, 1), got {min_gain!r}.")
-    t = check_weights(throughputs, len(batch_sizes))
-    c = [0.0] * len(t) if overheads is None else [max(0.0, float(x)) for x in overheads]
-    target = equal_finish_split(sum(batch_sizes), t, c)
-    now, then = (predicted_step_time(sizes, t, c) for sizes in (batch_sizes, target))
+    target = equal_finish_split(sum(batch_sizes), lines)
+    now, then = (step_time(lines, sizes) for sizes in (batch_sizes, target))
     return target if now > (1 + min_gain) * then else list(batch_sizes)
 
 

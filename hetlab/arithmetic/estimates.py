@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetlab.arithmetic.steptime import StepTime, independent_gain
+from hetlab.arithmetic.steptime import StepTime, fit, independent_gain
 
 # The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop
 # (hetlab.core.train), Adam, 2 epochs, 2026-11-26: 35,490 samples/s at batch 128 and 171,182 at
@@ -24,9 +24,8 @@ CLASSIC_OVER_SMALL = {"fixed": 2.52 / 2.22, "per_sample": 0.94 / 0.43}
 
 
 def _h100_line() -> tuple[float, float]:
-    (b1, s1), (b2, s2) = sorted(H100_TRAIN.items())
-    per_sample = (b2 / s2 - b1 / s1) / (b2 - b1)
-    return b1 / s1 - b1 * per_sample, per_sample
+    line = fit(list(H100_TRAIN), [b / s for b, s in H100_TRAIN.items()], "H100, notebook 01")
+    return line.fixed_s, line.per_sample_s
 
 
 def _lines() -> dict:

@@ -121,19 +121,57 @@ def ceiling(desktop: StepTime, mac: StepTime, global_batch: int) -> float:
     return max(1.0, desktop(global_batch) / together)
 
 
-def finish_together(global_batch: float, speeds: Sequence[float], fixed: Sequence[float]) -> tuple[float, list[float]]:
+def as_line(device) -> StepTime:
+    """A device's step as a line: a ``StepTime`` as it is, a number as a constant samples/s (no
+    fixed cost: notebooks 06 and 07 measure standalone speeds)."""
+    return device if isinstance(device, StepTime) else constant_speed(device)
+
+
+def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[float, list[float]]:
     """The step T in which every device ends together, and each one's share b_i (not rounded):
     device i needs fixed_i + b_i / speed_i, so T = (B + Σ fixed_i·speed_i) / Σ speed_i and
-    b_i = speed_i·(T − fixed_i). A share below 0: that device should take nothing. One flat device
-    (speed ∞: its step is its fixed cost) sets T and takes the rest (notebooks 02, 06)."""
-    flat = [i for i, t in enumerate(speeds) if math.isinf(t)]
-    if len(flat) == 1:
-        finish = fixed[flat[0]]
-        shares = [0.0 if i == flat[0] else t * (finish - c) for i, (t, c) in enumerate(zip(speeds, fixed))]
-        shares[flat[0]] = global_batch - sum(shares)
+    b_i = speed_i·(T − fixed_i). A share below 0: that device should take nothing. A flat device
+    (per_sample 0, speed ∞: its step is its fixed cost whatever its share) sets T and takes the
+    rest; of several, the quickest (notebooks 02, 06)."""
+    lines = [as_line(x) for x in lines]
+    flat = [i for i, line in enumerate(lines) if line.per_sample_s == 0]
+    if flat:
+        quickest = min(flat, key=lambda i: lines[i].fixed_s)
+        finish = lines[quickest].fixed_s
+        shares = [0.0 if i in flat else line.speed * (finish - line.fixed_s) for i, line in enumerate(lines)]
+        shares[quickest] = global_batch - sum(shares)
         return finish, shares
-    finish = (global_batch + sum(c * t for c, t in zip(fixed, speeds))) / sum(speeds)
-    return finish, [t * (finish - c) for t, c in zip(speeds, fixed)]
+    speeds = [line.speed for line in lines]
+    finish = (global_batch + sum(line.fixed_s * t for line, t in zip(lines, speeds))) / sum(speeds)
+    return finish, [t * (finish - line.fixed_s) for line, t in zip(lines, speeds)]
+
+
+def step_time(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
+    """Seconds of one synchronous step: every device waits for the slowest, max_i t_i(b_i)."""
+    if len(lines) != len(batch_sizes):
+        raise HetlabError(f"{len(lines)} step lines for {len(batch_sizes)} workers: give one per worker.")
+    return max(as_line(line)(b) for line, b in zip(lines, batch_sizes))
+
+
+def idle_fractions(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> list[float]:
+    """Per device, the fraction of each step spent waiting for the slowest one."""
+    step = step_time(lines, batch_sizes)
+    return [1 - as_line(line)(b) / step for line, b in zip(lines, batch_sizes)]
+
+
+def efficiency(together: float, alone: Sequence[float]) -> float:
+    """What the devices reached together ÷ the sum of what each reaches alone, in samples/s (1.0 =
+    nothing wasted; notebooks 06, 09): the one "pair ÷ sum"."""
+    if not alone or not all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in alone):
+        raise HetlabError(f"efficiency needs each device's positive samples/s alone, got {list(alone)!r}.")
+    return together / sum(alone)
+
+
+def predicted_efficiency(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
+    """The efficiency a split reaches when nothing but waiting for the slowest is lost: Σb ÷ the
+    step, over Σ each device's speed (notebook 06)."""
+    lines = [as_line(x) for x in lines]
+    return efficiency(sum(batch_sizes) / step_time(lines, batch_sizes), [line.speed for line in lines])
 
 
 def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_steps: int = 1,
@@ -141,10 +179,8 @@ def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_ste
     """The Mac's share b (not rounded) with which H desktop steps at B − b and H Mac steps at b plus
     one exchange end together: H·t_d(B − b) = H·t_m(b) + e (``finish_together``, the exchange spread
     over the H steps). Negative: the Mac should take nothing. Both flat: the slower takes nothing."""
-    fixed = [desktop.fixed_s, mac.fixed_s + exchange_s / local_steps]
-    if desktop.per_sample_s == mac.per_sample_s == 0:
-        return float(global_batch) if fixed[0] > fixed[1] else -1.0
-    return finish_together(global_batch, [desktop.speed, mac.speed], fixed)[1][1]
+    mac = StepTime(mac.fixed_s + exchange_s / local_steps, mac.per_sample_s, mac.source)
+    return finish_together(global_batch, [desktop, mac])[1][1]
 
 
 def independent_gain(first: StepTime, second: StepTime, batch_size: float) -> float:

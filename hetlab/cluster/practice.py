@@ -13,7 +13,7 @@ import sys
 import ray
 from ray.cluster_utils import Cluster
 
-from hetlab import cluster as _cluster
+from hetlab.cluster import ray_cluster
 from hetlab.errors import HetlabError
 from hetlab.cluster.raylog import practice_workers_env, quiet_address_note
 from hetlab.cluster.reach import start_with_retry, stop_children_since
@@ -58,7 +58,7 @@ class PracticeCluster:
         if not roles or len(set(roles)) != len(roles):
             raise HetlabError(f"roles {roles!r} must be distinct and non-empty, e.g. ('desktop', 'mac').")
         for role in roles:
-            _cluster.role_resource(role)  # validates the role
+            ray_cluster.role_resource(role)  # validates the role
         if cpus_per_node < 1:
             raise HetlabError(f"cpus_per_node={cpus_per_node}: give each node at least 1 CPU.")
         self.roles = roles
@@ -69,13 +69,13 @@ class PracticeCluster:
         if ray.is_initialized():
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
         if token_auth:
-            _cluster.enable_local_token_auth()  # token file created / made 0600
-        self._cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
+            ray_cluster.enable_local_token_auth()  # token file created / made 0600
+        self._local_cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
         try:
             for role in roles:
                 self.add_node(role)
             if connect:
-                ray.init(address=self._cluster.address, logging_level=logging.WARNING)
+                ray.init(address=self._local_cluster.address, logging_level=logging.WARNING)
         except BaseException:
             self.shutdown()
             raise
@@ -86,15 +86,15 @@ class PracticeCluster:
         agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
                            "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
         return dict(num_cpus=self._cpus, num_gpus=self._gpus.get(role, 0), object_store_memory=self._store, **agents,
-                    resources=_cluster.node_resources(role), labels=_cluster.node_labels(role, simulated=role not in REAL_HERE),
+                    resources=ray_cluster.node_resources(role), labels=ray_cluster.node_labels(role, simulated=role not in REAL_HERE),
                     include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
 
     @property
     def address(self) -> str:
         """GCS address of the head node (``ray.init(address=...)`` connects here)."""
-        if self._cluster is None:
+        if self._local_cluster is None:
             raise HetlabError("this practice cluster is shut down: start a new PracticeCluster().")
-        return self._cluster.address
+        return self._local_cluster.address
 
     def node_id(self, role: str) -> str:
         """Ray node id of the node that plays ``role``."""
@@ -108,14 +108,14 @@ class PracticeCluster:
 
     def add_node(self, role: str) -> str:
         """Start (or restart) the node for ``role``; returns its node id."""
-        if self._cluster is None:
+        if self._local_cluster is None:
             raise HetlabError("this practice cluster is shut down: start a new PracticeCluster().")
-        _cluster.role_resource(role)
+        ray_cluster.role_resource(role)
         if role in self._nodes:
             raise HetlabError(f"the {display_name(role)} node is already running.")
         def start() -> str:
             with practice_workers_env(), quiet_address_note():  # the node's processes inherit the env
-                self._nodes[role] = self._cluster.add_node(**self._node_args(role))
+                self._nodes[role] = self._local_cluster.add_node(**self._node_args(role))
             return self._nodes[role].node_id
 
         def clean_up(started: float) -> None:  # a half-started node; the running ones stay
@@ -131,18 +131,18 @@ class PracticeCluster:
         """Stop the node for ``role`` (its actors die), as if that machine went away."""
         if role not in self._nodes:
             raise HetlabError(f"no practice node has role {role!r} now (running: {sorted(self._nodes)}).")
-        if self._nodes[role] is self._cluster.head_node:
+        if self._nodes[role] is self._local_cluster.head_node:
             raise HetlabError(f"the {display_name(role)} node is the head (the driver connects through "
                               f"it): remove another role, or put this role later in roles=.")
-        self._cluster.remove_node(self._nodes.pop(role))
+        self._local_cluster.remove_node(self._nodes.pop(role))
 
     def shutdown(self) -> None:
         """Disconnect the driver and stop every node; safe to call twice."""
         if ray.is_initialized():
             ray.shutdown()
-        if getattr(self, "_cluster", None) is not None:
-            self._cluster.shutdown()
-            self._cluster = None
+        if getattr(self, "_local_cluster", None) is not None:
+            self._local_cluster.shutdown()
+            self._local_cluster = None
         self._nodes = {}
 
     def __enter__(self) -> "PracticeCluster":

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from hetlab.errors import HetlabError
+from hetlab.core import simulate
 from hetlab.core.speedups import PLAIN, Speedups
 from hetlab.core.train_step import make_optimizer, train_step
 
@@ -195,7 +196,7 @@ def timed_steps(step, device: str | torch.device, steps: int, key, warmup: int |
         step()
         synchronize(device)
         compute_s = time.perf_counter() - t0
-        total += compute_s + slow.after(key, compute_s)
+        total += simulate.device_seconds(compute_s, slow.after(key, compute_s))
     return total, warmups
 
 

@@ -38,6 +38,12 @@ class SlowDevice:
         return extra
 
 
+def device_seconds(compute_s: float, simulated_s: float) -> float:
+    """A device's time on one piece of work: its compute + the sleep of a simulated slower device;
+    the one place the two are added (``hetlab.ps.records``, ``hetlab.core.devices``)."""
+    return compute_s + simulated_s
+
+
 def labelled(text: str, slowdown: float) -> str:
     """``text`` as a learner sees it: ``"mac (simulated 4× slower)"`` for a simulated device,
     ``text`` alone for a real one (``slowdown`` 1). The one label format of every worker."""

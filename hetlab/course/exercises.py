@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from hetlab.arithmetic import balance, planner
+from hetlab.arithmetic import balance, planner, steptime
 from hetlab.arithmetic.steptime import StepTime
 
 @dataclass(frozen=True)
@@ -135,8 +135,7 @@ def _split_case(rng: random.Random) -> tuple:
         speeds = [round(rng.uniform(300, 6000)) for _ in range(n)]
         fixed = [round(rng.uniform(0.0, 0.04), 4) for _ in range(n)]
         batch = rng.choice((64, 128, 256, 512, 1024))
-        finish = (batch + sum(c * t for c, t in zip(fixed, speeds))) / sum(speeds)
-        if all(t * (finish - c) >= 2 for t, c in zip(speeds, fixed)):   # every exact share ≥ 2
+        if all(b >= 2 for b in steptime.finish_together(batch, _lines(speeds, fixed))[1]):  # every exact share ≥ 2
             return batch, speeds, fixed
 
 
@@ -197,8 +196,21 @@ def transfer_seconds(n_bytes, mbit_per_s):
     return n_bytes * 8 / (mbit_per_s * 1e6)
 
 
+def _lines(speeds, fixed) -> list[StepTime]:
+    """The learner's (speeds, fixed) lists as the library's step lines."""
+    return [StepTime(c, 1 / t) for t, c in zip(speeds, fixed)]
+
+
+def equal_finish_split(global_batch, speeds, fixed):
+    return balance.equal_finish_split(global_batch, _lines(speeds, fixed))
+
+
+def step_time(sizes, speeds, fixed):
+    return steptime.step_time(_lines(speeds, fixed), sizes)
+
+
 def pair_over_sum(desktop, mac, pair):
-    return pair / (desktop + mac)
+    return steptime.efficiency(pair, [desktop, mac])
 
 
 def _plain_mean(grads, sizes):
@@ -272,7 +284,7 @@ EXERCISES = {e.name: e for e in [
                                                         "milliseconds (a megabit is 10^6 bits)"),
                  (lambda n, m: n * 8 / m, "the rate is in megabits a second: multiply mbit_per_s by 10^6"))),
     Exercise("equal_finish_split", "equal_finish_split(global_batch, speeds, fixed)", "06",
-             balance.equal_finish_split, _split_case, _within_one, (
+             equal_finish_split, _split_case, _within_one, (
                  (lambda B, t, c: balance.split_batch(B, t), "∝ speed alone: each worker's fixed c_i comes first, "
                                                              "b_i = t_i·(T − c_i)"),
                  (lambda B, t, c: balance.split_batch(B, [1 / x for x in t]), "∝ 1 / speed: the faster worker "
@@ -282,7 +294,7 @@ EXERCISES = {e.name: e for e in [
                  (lambda B, t, c: balance.split_batch(B, [x * (1 + y) for x, y in zip(t, c)]), "the fixed time "
                   "added: a worker with a larger c_i has less of the step left for samples")),
              _sums_to(0)),
-    Exercise("step_time", "step_time(sizes, speeds, fixed)", "06", balance.predicted_step_time,
+    Exercise("step_time", "step_time(sizes, speeds, fixed)", "06", step_time,
              _step_time_case, _close_number, (
                  (lambda b, t, c: sum(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a sum: the workers run "
                   "at the same time, the step lasts as long as the slowest"),

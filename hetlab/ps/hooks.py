@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hetlab import progress_bar
 from hetlab.arithmetic.balance import follow_split
-from hetlab.arithmetic.steptime import fit
+from hetlab.arithmetic.steptime import StepTime, fit
 from hetlab.core.checkpoint import CHECKPOINT_GLOB, checkpoint_path
 from hetlab.errors import HetlabError
 from hetlab.ps.options import check_count
@@ -189,7 +189,7 @@ class FollowSpeeds(Hook):
     def follow(self, run, records) -> None:
         """Re-split for the speeds in ``records`` if that gains enough (a ``Resplit`` says so). A
         look from before the worker's simulated slowdown changed is out of date: dropped."""
-        speeds, overheads = [], []
+        lines = []
         for name, slowdown in zip(run.names, run.slowdowns):
             seen = worker_speed(r for r in records if r.worker == name)
             if seen.device <= 0:
@@ -197,9 +197,8 @@ class FollowSpeeds(Hook):
             look, last = (seen.batch, seen.batch / seen.device), self.looks.get(name)
             points = [last[1:], look] if last and last[0] == slowdown else [look]
             line = fit(*zip(*points), min_spread=0.0, fallback="last")
-            speed, fixed = line.speed, line.fixed_s
             self.looks[name] = (slowdown, *look)
-            speeds.append(speed)
-            overheads.append(fixed + seen.comm_s)
-        sizes = follow_split(list(run.batch_sizes), speeds, overheads)
-        run.resplit(sizes, "follow", samples_per_s=tuple(speeds), fixed_s=tuple(overheads))
+            lines.append(StepTime(line.fixed_s + seen.comm_s, line.per_sample_s, f"{name}, its messages included"))
+        sizes = follow_split(list(run.batch_sizes), lines)
+        run.resplit(sizes, "follow", samples_per_s=tuple(line.speed for line in lines),
+                    fixed_s=tuple(line.fixed_s for line in lines))

@@ -7,8 +7,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from hetlab.core import simulate
 from hetlab.errors import HetlabError
-from hetlab.arithmetic.steptime import finish_together
+from hetlab.arithmetic.steptime import StepTime, finish_together, step_time
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,8 @@ class StepRecord:
 
 def device_seconds(x) -> float:
     """A worker's device time on one message (a ``StepRecord`` or ``WorkerReply``): its compute +
-    the sleep of a simulated slower device; the one place the two are added."""
-    return x.compute_s + x.simulated_s
+    the sleep of a simulated slower device (``simulate.device_seconds``)."""
+    return simulate.device_seconds(x.compute_s, x.simulated_s)
 
 
 def wall_s(records) -> float:
@@ -73,6 +74,16 @@ class WorkerSpeed:
     comm_s: float      # its messages: mean seconds per step
     batch: float       # its mean batch per step (local SGD: per inner step)
     rate: float        # median of each step's samples ÷ (compute + simulated + comm): what auto_tune splits by
+
+    @property
+    def line(self) -> StepTime:
+        """Its step before its gradient is back: its messages, then b ÷ its device's speed."""
+        return StepTime(self.comm_s, 1 / self.device if self.device > 0 else 0.0, "in-step records")
+
+    @property
+    def back_s(self) -> float:
+        """Mean seconds from a step's start until its gradient is back (notebook 05, "who waits")."""
+        return self.line(self.batch)
 
 
 def worker_speed(records) -> WorkerSpeed:
@@ -140,8 +151,9 @@ def step_budget(records) -> StepBudget:
     speeds, comm = {w: s.device for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
     total = sum(speeds.values())
     ideal = sum(samples.values()) / n / total
-    balanced = finish_together(sum(samples.values()) / n, [speeds[w] for w in names], [comm[w] for w in names])[0]
-    slower = max(samples[w] / n / speeds[w] + comm[w] for w in names)
+    lines = [seen[w].line for w in names]
+    balanced = finish_together(sum(samples.values()) / n, lines)[0]
+    slower = step_time(lines, [samples[w] / n for w in names])
     longest = sum(max(r.device_s + r.comm_s for r in rs) for rs in by_step.values()) / n
     step = sum(rs[0].step_s for rs in by_step.values()) / n
     noise = longest - slower if longest - slower > 1e-9 else 0.0   # ≥ 0 but for float rounding

@@ -16,6 +16,7 @@ from torch import nn
 
 from hetlab.core.flat import flat_weights
 from hetlab.core.models import make_model
+from hetlab.errors import HetlabError
 from hetlab.ps.messages import Update
 from hetlab.core.train_step import make_optimizer
 
@@ -43,7 +44,16 @@ class Server:
     def apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> Update:
         """Σ c_i · g_i as the gradient, one optimizer step (on the server's own thread); the
         ``Update`` holds a copy of the new weights. ``grads``: flat buffers in any float dtype."""
+        if self._thread is None:
+            raise HetlabError("this server is closed (its training was shut down): start a new training.")
         return self._thread.submit(self._apply, coefficients, grads).result()
+
+    def close(self) -> None:
+        """Stop the server's thread (``ParameterServerTraining.shutdown`` calls it); the weights stay
+        readable. Without it every training run in a notebook's kernel leaves one idle thread behind."""
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
 
     def _apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> Update:
         t0 = time.perf_counter()

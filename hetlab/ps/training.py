@@ -290,10 +290,12 @@ class ParameterServerTraining:
 
     # --- lifetime -------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop this training's actors (not Ray itself); safe to call twice. The server, in the
-        driver, stays: ``model()`` and ``evaluate()`` still read its weights."""
+        """Stop this training's actors and the server's thread (not Ray itself); safe to call twice.
+        The server's weights stay: ``model()`` and ``evaluate()`` still read them."""
         if "pool" in self.__dict__:
             self.pool.shutdown()
+        if self.__dict__.get("server") is not None:
+            self.server.close()
 
     @property
     def is_shut_down(self) -> bool:

@@ -27,7 +27,7 @@ from hetlab.core.flat import flat_grad, set_flat_grad
 from hetlab.core.models import make_model
 from hetlab.raytrain.checkpoint import restore, rng_state, write
 from hetlab.raytrain.config import LoopConfig
-from hetlab.core.simulate import SlowDevice, labelled
+from hetlab.core.simulate import SlowDevice, device_seconds, labelled
 from hetlab.vocab import REHEARSAL_ENV
 
 
@@ -172,6 +172,11 @@ class RankReport:
     simulated_s: float        # the simulated slowdown's sleep
     allreduce_s: float        # flattening, gloo all-reduce, and waiting for the other rank
     weights_sha256: str
+
+    @property
+    def device_s(self) -> float:
+        """Its device's time: compute + the simulated sleep (``simulate.device_seconds``)."""
+        return device_seconds(self.compute_s, self.simulated_s)
 
 
 def weights_digest(model: nn.Module) -> str:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from ray.tune import Callback
 
 from hetlab import progress_bar
+from hetlab.arithmetic.steptime import efficiency
 
 COLUMNS = ("trial", "lr", "batch_size", "width", "optimizer", "machine", "device", "epochs",
            "accuracy", "samples", "status")
@@ -297,7 +298,8 @@ def compare(alone: SearchResult, other: SearchResult, pair: SearchResult) -> dic
             "sum_samples_per_s": total, "pair_samples_per_s": pair.samples_per_s, "one_computer": pair.one_computer,
             "better_alone_vs_sum": max(alone.samples_per_s, other.samples_per_s) / total if total else 0.0,
             "pair_vs_desktop": pair.samples_per_s / alone.samples_per_s if alone.samples_per_s else 0.0,
-            "pair_vs_sum": pair.samples_per_s / total if total else 0.0,
+            "pair_vs_sum": efficiency(pair.samples_per_s, [alone.samples_per_s, other.samples_per_s])
+            if alone.samples_per_s > 0 and other.samples_per_s > 0 else 0.0,
             "best_possible_vs_desktop": total / alone.samples_per_s if alone.samples_per_s else 0.0,
             "mac_slowdown": alone.samples_per_s / other.samples_per_s if other.samples_per_s else math.inf,
             "trials_per_hour": {"desktop": alone.trials_per_hour, "mac": other.trials_per_hour,

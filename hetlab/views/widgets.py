@@ -114,19 +114,19 @@ class RatioTuner:
         parts = ", ".join(f"{self.labels[n]}: <b>{b}</b>" for n, b in zip(self.names, sizes))
         fits = self.fitted()
         guess = "" if fits is None else (
-            f"; predicted <b>{sum(sizes) / balance.predicted_step_time(sizes, *fits):,.0f} samples/s</b> "
+            f"; predicted <b>{sum(sizes) / balance.predicted_step_time(sizes, fits):,.0f} samples/s</b> "
             f"(each worker's step fitted over your runs)")
         self.split_label.value = f"batch sizes per step — {parts}{guess}"
 
-    def fitted(self) -> tuple[list[float], list[float]] | None:
-        """Each worker's (speed, fixed seconds) fitted over the runs so far: its step is
-        fixed + b / speed. None until the runs give each worker two batch sizes."""
+    def fitted(self) -> list[steptime.StepTime] | None:
+        """Each worker's step line fitted over the runs so far (fixed + b × per-sample). None until
+        the runs give each worker two batch sizes."""
         if len({tuple(r["batch_sizes"]) for r in self.runs}) < 2:
             return None
         lines = [steptime.fit([r["batch_sizes"][i] for r in self.runs],
                               [r["batch_sizes"][i] / r["worker_samples_per_s"][i] for r in self.runs], fallback="last")
                  for i in range(len(self.names))]
-        return [line.speed for line in lines], [line.fixed_s for line in lines]
+        return lines
 
     # --- the buttons ----------------------------------------------------------------------
     def run(self) -> dict:
@@ -145,7 +145,7 @@ class RatioTuner:
             f"({', '.join(f'{self.labels[n]} {r:,.0f}/s' for n, r in zip(self.names, rates))})")
         fits = self.fitted()
         recommended = (balance.split_batch(self.global_batch, rates) if fits is None
-                       else balance.equal_finish_split(self.global_batch, *fits))
+                       else balance.equal_finish_split(self.global_batch, fits))
         basis = "∝ this run's speeds" if fits is None else "both finish together, from your runs' fitted steps"
         self.recommended_label.value = (f"recommended ({basis}): <b>{balance.format_ratio(recommended)}</b>")
         self._show_split()

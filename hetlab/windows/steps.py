@@ -11,7 +11,7 @@ import ipaddress
 import re
 
 from hetlab.cluster import commands
-from hetlab.windows import wsl as windows, wslconfig
+from hetlab.windows import wsl, wslconfig
 from hetlab.errors import HetlabError
 
 RULE = "hetlab Ray"                # display name of the firewall rules for Ray's pinned ports
@@ -24,13 +24,13 @@ POWER_GUIDS = {"STANDBYIDLE": "29f6c1db-86da-48c5-9fdb-f2b67b1f44da",
 PROFILE = '"$env:USERPROFILE\\'
 
 
-def flavour(platform_name: str, wsl: bool, asked: bool, command: str = "head") -> str:
+def flavour(platform_name: str, in_wsl: bool, asked: bool, command: str = "head") -> str:
     """What ``hetlab head`` / ``hetlab join`` prints: ``"windows"`` (inside WSL, or ``--windows``) or
     the plain steps; native Windows without ``--windows`` is refused in one line."""
-    if asked or wsl:
+    if asked or in_wsl:
         return "windows"
     if platform_name == "win32":
-        raise HetlabError(f"hetlab {command} on {windows.NATIVE}: run it inside WSL, or `hetlab {command} "
+        raise HetlabError(f"hetlab {command} on {wsl.NATIVE}: run it inside WSL, or `hetlab {command} "
                           f"--windows ...` prints the Windows steps.")
     return "plain"
 
@@ -46,7 +46,7 @@ def firewall_rules(name: str, ranges: list[str], remote: str) -> list[str]:
     ports, address = _ps_list(ranges), _ps_list([remote])
     return [f"Remove-NetFirewallHyperVRule -DisplayName '{name}' -ErrorAction SilentlyContinue",
             f"New-NetFirewallHyperVRule -DisplayName '{name}' -Direction Inbound -VMCreatorId "
-            f"'{windows.WSL_VM_CREATOR}' -Protocol TCP -LocalPorts {ports} -RemoteAddresses {address} -Action Allow",
+            f"'{wsl.WSL_VM_CREATOR}' -Protocol TCP -LocalPorts {ports} -RemoteAddresses {address} -Action Allow",
             f"Remove-NetFirewallRule -DisplayName '{name}' -ErrorAction SilentlyContinue",
             f"New-NetFirewallRule -DisplayName '{name}' -Direction Inbound -Protocol TCP "
             f"-LocalPort {ports} -RemoteAddress {address} -Action Allow"]
@@ -107,7 +107,7 @@ def _part_a(build: int | None) -> list[str]:
 
 
 def _check_build(build: int | None) -> None:
-    problem = windows.build_problem(build)
+    problem = wsl.build_problem(build)
     if problem:
         raise HetlabError(problem)
 
@@ -145,7 +145,7 @@ def render_join(head_ip: str, ip: str | None, ports: commands.Ports = commands.P
 
 
 def _nat_note(ip: str) -> list[str]:
-    if ipaddress.ip_address(commands.check_ip(ip, "this machine's IP")) not in windows.NAT_NET:
+    if ipaddress.ip_address(commands.check_ip(ip, "this machine's IP")) not in wsl.NAT_NET:
         return []
     return [f"# note: {ip} is in 172.16/12, where WSL's NAT puts WSL: if it is WSL's own address, the Mac "
             f"cannot reach it; after part B, give Windows' LAN address (ipconfig) to --ip"]

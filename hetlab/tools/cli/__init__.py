@@ -1,5 +1,6 @@
 """The ``hetlab`` console script: ``app`` parses and dispatches (``main``, re-exported here); one
-module per larger subcommand (``train``, ``search``, ``rehearse``, ``gpu_check``), sharing ``base``.
+module per larger subcommand (``train``, ``search``, ``report``, ``rehearse``, ``gpu_check``,
+``update``), sharing ``base``.
 """
 from hetlab.tools.cli.app import (  # noqa: F401 - re-exported
     GCS_PORT, SUBCOMMANDS, build_parser, main)

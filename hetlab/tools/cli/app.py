@@ -3,7 +3,7 @@
 (the pair rehearsed on one Linux box) and ``gpu-check`` (an NVIDIA card).
 
 A subcommand is ``_add_<name>(subparsers)`` plus ``_<name>(args) -> int``, listed in ``SUBCOMMANDS``
-(a larger one in ``cli_<name>.py``); ``main`` turns a HetlabError into one line and exit status 2.
+(a larger one in ``hetlab.tools.cli.<name>``); ``main`` turns a HetlabError into one line and exit status 2.
 """
 from __future__ import annotations
 
@@ -63,20 +63,20 @@ def _add_head(sub) -> None:
 
 def _head(args) -> int:
     from hetlab.cluster import commands, saved_pair
-    from hetlab.windows import wsl as windows, steps as winsteps
+    from hetlab.windows import steps, wsl
     saved = saved_pair.load()
     ip = args.ip or _saved(saved, "desktop_ip", "--ip DESKTOP_IP (this machine's LAN address: hostname -I)")
     mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
     ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
     mac = sys.platform == "darwin" and not args.windows
     options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
-    wsl = windows.in_wsl()
-    on_windows = winsteps.flavour(sys.platform, wsl, args.windows) == "windows"  # native Windows: refused
+    inside_wsl = wsl.in_wsl()
+    on_windows = steps.flavour(sys.platform, inside_wsl, args.windows) == "windows"  # native Windows: refused
     if args.start:
         return commands.start(*commands.head_start(ip, ports, mac=mac, **options))
     if on_windows:
-        print(winsteps.render_head(ip, mac_ip, ports, windows.ephemeral_range(),
-                                   _windows_build(wsl), **options))
+        print(steps.render_head(ip, mac_ip, ports, wsl.ephemeral_range(),
+                                _windows_build(inside_wsl), **options))
     else:
         print(commands.render_head(ip, ports, mac=mac, mac_ip=mac_ip, **options))
     return 0
@@ -89,10 +89,10 @@ def _saved(saved, field: str, flag: str) -> str:
     return getattr(saved, field)
 
 
-def _windows_build(wsl: bool) -> int | None:
+def _windows_build(inside_wsl: bool) -> int | None:
     """Windows' build, read through WSL's interop (None outside WSL: the steps then say how to check)."""
-    from hetlab.windows import wsl as windows
-    return windows.windows_build(windows.run_windows(["cmd.exe", "/c", "ver"])) if wsl else None
+    from hetlab.windows import wsl
+    return wsl.windows_build(wsl.run_windows(["cmd.exe", "/c", "ver"])) if inside_wsl else None
 
 
 def _add_join(sub) -> None:
@@ -113,19 +113,19 @@ def _add_join(sub) -> None:
 
 def _join(args) -> int:
     from hetlab.cluster import commands, saved_pair
-    from hetlab.windows import wsl as windows, steps as winsteps
+    from hetlab.windows import steps, wsl
     saved = saved_pair.load()
     head = args.head or _saved(saved, "desktop_ip", "--head DESKTOP_IP (the desktop's LAN address)")
     ip = args.ip or (saved.mac_ip if saved else None)
     ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
-    wsl = windows.in_wsl()
-    on_windows = not args.linux and winsteps.flavour(sys.platform, wsl, args.windows, "join") == "windows"
+    inside_wsl = wsl.in_wsl()
+    on_windows = not args.linux and steps.flavour(sys.platform, inside_wsl, args.windows, "join") == "windows"
     options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
     if args.start:
         return commands.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows),
                                                    **options))
     if on_windows:
-        print(winsteps.render_join(head, ip, ports, windows.ephemeral_range(), _windows_build(wsl),
+        print(steps.render_join(head, ip, ports, wsl.ephemeral_range(), _windows_build(inside_wsl),
                                    **options))
     else:
         print(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user, **options))
@@ -145,20 +145,20 @@ def _add_wslconfig(sub) -> None:
 def _wslconfig(args) -> int:
     from pathlib import Path
 
-    from hetlab.windows import wsl as windows, steps as winsteps, wslconfig
-    path = Path(args.file) if args.file else windows.wslconfig_path()
+    from hetlab.windows import steps, wsl, wslconfig
+    path = Path(args.file) if args.file else wsl.wslconfig_path()
     if path is None:
         raise HetlabError("no Windows profile found from here: run `hetlab wslconfig` inside WSL (Ubuntu) "
                           "on the Windows desktop, or give --file PATH.")
     if args.undo:
         print(f"# {wslconfig.undo(path)}")
-        record = path.with_name(winsteps.POWER_RECORD)
-        before = winsteps.power_before(record.read_text(errors="replace") if record.exists() else None)
-        print("\n".join(winsteps.undo_steps(before)))
+        record = path.with_name(steps.POWER_RECORD)
+        before = steps.power_before(record.read_text(errors="replace") if record.exists() else None)
+        print("\n".join(steps.undo_steps(before)))
         return 0
-    build = _windows_build(windows.in_wsl())
-    if windows.build_problem(build):
-        raise HetlabError(windows.build_problem(build).split(". ", 1)[0] + ": hetlab wslconfig changes nothing.")
+    build = _windows_build(wsl.in_wsl())
+    if wsl.build_problem(build):
+        raise HetlabError(wsl.build_problem(build).split(". ", 1)[0] + ": hetlab wslconfig changes nothing.")
     if build is None:
         print("# could not read Windows' build (cmd.exe /c ver): winver on Windows must show build 22621 or "
               "newer, or mirrored networking stays off whatever .wslconfig says")

@@ -44,12 +44,12 @@ def _gpu_check(args) -> int:
         raise HetlabError(f"--pair-batch {args.pair_batch}: must be at least 2 (one sample per worker).")
     if args.record:
         writable_folder("--record", args.record)  # the record is written at the end, after minutes
-    from hetlab.tools.gpucheck import claims as gpucheck
+    from hetlab.tools.gpucheck import claims
     quick = args.quick or is_quick()
-    sizes = gpucheck.QUICK if quick else gpucheck.FULL
+    sizes = claims.QUICK if quick else claims.FULL
     if args.pair_batch is not None:
         sizes = replace(sizes, pair_batch=args.pair_batch)
     if args.stand_in:
-        sizes = None if args.pair_batch is None else replace(gpucheck.STAND_IN, pair_batch=args.pair_batch)
-    result = gpucheck.run(args.only, quick=quick, record=args.record, sizes=sizes, stand_in=args.stand_in)
+        sizes = None if args.pair_batch is None else replace(claims.STAND_IN, pair_batch=args.pair_batch)
+    result = claims.run(args.only, quick=quick, record=args.record, sizes=sizes, stand_in=args.stand_in)
     return 0 if result["passed"] else 1

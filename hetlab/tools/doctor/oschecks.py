@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from hetlab.cluster import commands
-from hetlab.windows import wsl as windows
+from hetlab.windows import wsl
 from hetlab.tools.doctor import winchecks
 from hetlab.tools.doctor.checks import FAIL, OK, WARN, Check
 from hetlab.vocab import MAC_IP_ENV, Ports
@@ -27,26 +27,26 @@ def native_windows_check(platform_name: str) -> list[Check]:
     """On native Windows, the one line that sends the course into WSL2."""
     if platform_name != "win32":
         return []
-    return [Check("Windows", FAIL, windows.NATIVE,
+    return [Check("Windows", FAIL, wsl.NATIVE,
                   "install WSL2 with Ubuntu (PowerShell as Administrator: wsl --install -d Ubuntu), "
                   "then run hetlab there (README, \"Windows desktop\")")]
 
 
 def wsl_checks(signs: dict) -> list[Check]:
     """Inside WSL: its version, Windows' build, networking mode, NVIDIA's driver, idle settings, and
-    the Windows side (firewall rules, sleep), from ``windows.local_signs()`` and
+    the Windows side (firewall rules, sleep), from ``wsl.local_signs()`` and
     ``winchecks.windows_side_signs()``."""
     release, env = signs["release"], signs["env"]
-    if not windows.is_wsl(release, env, signs.get("interop", False)):
+    if not wsl.is_wsl(release, env, signs.get("interop", False)):
         return []
-    if windows.wsl_version(release) == 1:
+    if wsl.wsl_version(release) == 1:
         return [Check("WSL", FAIL, f"WSL 1 (kernel {release}): no GPU and no network of its own",
                       f"convert it: wsl --set-version {env.get('WSL_DISTRO_NAME', 'Ubuntu')} 2 "
                       f"(PowerShell), then open Ubuntu again")]
     route_ip = signs.get("route_ip")
-    mode = windows.networking_mode(signs.get("wslinfo"), route_ip, signs.get("route_mac"))
+    mode = wsl.networking_mode(signs.get("wslinfo"), route_ip, signs.get("route_mac"))
     seen = f"default route on {route_ip}" if route_ip else "no default route"
-    ephemeral = signs.get("ephemeral") or windows.ephemeral_range()
+    ephemeral = signs.get("ephemeral") or wsl.ephemeral_range()
     return [Check("WSL", OK, f"WSL 2 (kernel {release}), distro {env.get('WSL_DISTRO_NAME', '?')}"),
             winchecks.build_check(signs.get("build")),
             winchecks.networking_check(mode, seen, signs.get("build"), signs.get("wslconfig"),
@@ -207,8 +207,8 @@ def os_checks(system: str, smi_works: bool = False) -> list[Check]:
     if system == "Darwin":
         return mac_power_checks(_out(["pmset", "-g"]), _out(["pmset", "-g", "batt"])) + mac_firewall_check(
             _out([commands.MACOS_FIREWALL, "--getglobalstate"]))
-    signs = windows.local_signs()
-    if windows.is_wsl(signs["release"], signs["env"], signs["interop"]):
+    signs = wsl.local_signs()
+    if wsl.is_wsl(signs["release"], signs["env"], signs["interop"]):
         return wsl_checks({**signs, **winchecks.windows_side_signs()})
     if system == "Linux":
         return linux_checks(smi_works)

@@ -223,9 +223,9 @@ def local_checks() -> list[Check]:
     import torch
 
     from hetlab.core import devices
-    from hetlab.windows import wsl as windows
+    from hetlab.windows import wsl
     report = local_report()
-    system = "WSL" if windows.in_wsl() else platform.system()
+    system = "WSL" if wsl.in_wsl() else platform.system()
     card = _nvidia_card()
     checks = [Check("this machine", OK, f"{report['hostname']}, {report['os']}, {report['cpus']} CPUs, "
                                         f"{report['memory_gb']} GiB"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from hetlab.cluster import commands
-from hetlab.windows import wsl as windows, steps as winsteps, wslconfig
+from hetlab.windows import steps, wsl, wslconfig
 from hetlab.tools.doctor.checks import FAIL, OK, WARN, Check
 
 RESTART = "then `wsl --shutdown` in PowerShell (no reboot needed) and open Ubuntu again"
@@ -38,7 +38,7 @@ def build_check(build: int | None) -> Check:
     if build is None:
         return Check("Windows build", WARN, "could not read Windows' build from WSL (cmd.exe /c ver)",
                      "check it on Windows: winver must show Windows 11 22H2 or newer (build 22621+)")
-    problem = windows.build_problem(build)
+    problem = wsl.build_problem(build)
     if problem:
         return Check("Windows build", FAIL, problem.split(". ", 1)[0],
                      problem.split(". ", 1)[1])
@@ -53,7 +53,7 @@ def networking_check(mode: str, seen: str, build: int | None, config: str | None
         return Check("WSL networking", OK, f"mirrored ({seen}): WSL shares Windows' LAN address; "
                                            f"give it to `hetlab head --ip`")
     detail = f"{mode} ({seen}): the Mac cannot reach Ray inside WSL"
-    if windows.build_problem(build):
+    if wsl.build_problem(build):
         return Check("WSL networking", FAIL, detail, f"Windows build {build} has no mirrored networking: "
                                                      f"see the Windows build line")
     asked = config is not None and "wsl2.networkingMode=mirrored" not in wslconfig.missing(wslconfig.parse(config))
@@ -78,7 +78,7 @@ def gpu_check(dxg: bool, wsl_smi: str | None, linux_nvidia_smi: bool) -> Check:
     cards = [line.split(" (UUID", 1)[0] for line in (wsl_smi or "").splitlines() if line.startswith("GPU ")]
     if not cards:
         seen = "/dev/dxg is there (some GPU driver), but " if dxg else "no /dev/dxg and "
-        return Check("WSL GPU", FAIL, f"{seen}no NVIDIA driver: {windows.WSL_SMI} names no card",
+        return Check("WSL GPU", FAIL, f"{seen}no NVIDIA driver: {wsl.WSL_SMI} names no card",
                      "install NVIDIA's Windows driver (on Windows, from nvidia.com; not in WSL), then in "
                      "PowerShell `wsl --update` and `wsl --shutdown`, and open Ubuntu again")
     return Check("WSL GPU", OK, f"NVIDIA's Windows driver: {'; '.join(cards)}")
@@ -87,7 +87,7 @@ def gpu_check(dxg: bool, wsl_smi: str | None, linux_nvidia_smi: bool) -> Check:
 def idle_check(config: str | None, build: int | None = None) -> Check:
     """WSL stops a distro a while after its last window closes, and the VM after that. Below build
     22621 the course's ``.wslconfig`` does not help (``hetlab wslconfig`` refuses): no advice to run it."""
-    problem = windows.build_problem(build)
+    problem = wsl.build_problem(build)
     if problem:
         return Check("WSL idle shutdown", WARN, problem.split(". ", 1)[0],
                      "keep an Ubuntu window open during a run")
@@ -104,18 +104,18 @@ def idle_check(config: str | None, build: int | None = None) -> Check:
 
 def power_check(query: str | None) -> Check:
     """Sleep and hibernate on AC power off (``powercfg /query SCHEME_CURRENT SUB_SLEEP``)."""
-    values = winsteps.power_before(query)
-    if set(values) != set(winsteps.POWER_SETTINGS):
+    values = steps.power_before(query)
+    if set(values) != set(steps.POWER_SETTINGS):
         return Check("Windows sleep", WARN, "could not read powercfg's sleep settings from WSL",
                      "in PowerShell as Administrator: " + "; ".join(
-                         f"powercfg /change {n} 0" for n in winsteps.POWER_SETTINGS.values()))
+                         f"powercfg /change {n} 0" for n in steps.POWER_SETTINGS.values()))
     on = {name: v for name, v in values.items() if v}
     if not on:
         return Check("Windows sleep", OK, "no sleep and no hibernation on AC power")
     said = " and ".join(f"{WORDS[n]} after {v // 60} min" for n, v in on.items())
     return Check("Windows sleep", WARN, f"on AC power Windows goes to {said}: a sleeping desktop ends the run",
                  "in PowerShell as Administrator: " + "; ".join(
-                     f"powercfg /change {winsteps.POWER_SETTINGS[n]} 0" for n in on))
+                     f"powercfg /change {steps.POWER_SETTINGS[n]} 0" for n in on))
 
 
 def parse_rules(text: str | None) -> list[dict] | None:
@@ -149,13 +149,13 @@ def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tup
                       "on Windows: Get-NetFirewallHyperVRule and Get-NetFirewallRule -DisplayName 'hetlab*' list them")]
     checks = []
     wanted = {frozenset(ports.listening(head)) for head in (True, False)}
-    for name in (winsteps.RULE, winsteps.TRAIN_RULE):
+    for name in (steps.RULE, steps.TRAIN_RULE):
         found = {r["kind"]: r for r in rules if r.get("name") == name}
-        if name == winsteps.TRAIN_RULE and not found:
+        if name == steps.TRAIN_RULE and not found:
             checks.append(Check("Windows firewall (Ray Train)", OK, "no Ray Train rule: notebook 07 across the "
                                                                     "pair needs it (part B of `hetlab head`)"))
             continue
-        label = "Windows firewall" + (" (Ray Train)" if name == winsteps.TRAIN_RULE else "")
+        label = "Windows firewall" + (" (Ray Train)" if name == steps.TRAIN_RULE else "")
         errors = [r["name"].splitlines()[0] for r in rules if r.get("kind") == "error" and r.get("name")]
         problems = [f"no {kind} rule '{name}'" + (f" (Windows said: {errors[0]})" if errors else "")
                     for kind in ("hyperv", "defender") if kind not in found]
@@ -163,11 +163,11 @@ def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tup
             have = _ports(rule["ports"])
             if rule.get("enabled") in ("False", "2"):   # NetSecurity's Enabled: True = 1, False = 2
                 problems.append(f"the {kind} rule is disabled")
-            if name == winsteps.RULE and frozenset(have) not in wanted:
+            if name == steps.RULE and frozenset(have) not in wanted:
                 problems.append(f"the rule opens {','.join(rule['ports'])}, not this node's Ray ports")
-            if name == winsteps.TRAIN_RULE and ports.train_rendezvous not in have:
+            if name == steps.TRAIN_RULE and ports.train_rendezvous not in have:
                 problems.append(f"the rule lacks the rendezvous port {ports.train_rendezvous}")
-            if name == winsteps.TRAIN_RULE and not set(range(ephemeral[0], ephemeral[1] + 1)) <= have:
+            if name == steps.TRAIN_RULE and not set(range(ephemeral[0], ephemeral[1] + 1)) <= have:
                 problems.append(f"WSL's ephemeral ports are now {ephemeral[0]}-{ephemeral[1]}, the rule opens "
                                 f"{','.join(rule['ports'])} (WSL moved them when it restarted)")
             if len(rule["remote"]) != 1 or rule["remote"][0].lower() == "any":
@@ -183,6 +183,6 @@ def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tup
 
 def windows_side_signs() -> dict:
     """What the Windows side says, through interop (each None where it cannot be read)."""
-    query = windows.run_windows(["powercfg.exe", "/query", "SCHEME_CURRENT", "SUB_SLEEP"])
-    rules = windows.run_windows(["powershell.exe", "-NoProfile", "-NonInteractive", "-Command", RULES_QUERY])
+    query = wsl.run_windows(["powercfg.exe", "/query", "SCHEME_CURRENT", "SUB_SLEEP"])
+    rules = wsl.run_windows(["powershell.exe", "-NoProfile", "-NonInteractive", "-Command", RULES_QUERY])
     return {"powercfg": query, "rules": parse_rules(rules)}

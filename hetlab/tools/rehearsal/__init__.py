@@ -1,6 +1,7 @@
 """The real pair rehearsed on one Linux box (``hetlab rehearse``): ``hosts`` makes two network
-namespaces with a capped link and firewalls; ``run`` starts Ray in them from the printed lines
-(re-exported here, so ``from hetlab.tools import rehearsal; rehearsal.up()`` reads as before).
+namespaces with a capped link and firewalls; ``learner`` pastes the printed lines into their shells
+as a learner does; ``run`` brings the pair up that way (re-exported here, so ``from hetlab.tools
+import rehearsal; rehearsal.up()`` reads as before).
 """
 from hetlab.tools.rehearsal.run import (  # noqa: F401 - re-exported
     up, describe, stop_host, rejoin, lab, run_on)

@@ -1,7 +1,7 @@
 """The real pair, rehearsed on one Linux box: two hosts, a capped link, two firewalls (``hetlab rehearse``).
 
-Each host is a network namespace (``hosts``). Ray starts on them only through the learner's own steps
-(``learner``): the lines ``hetlab head`` and ``hetlab join`` print, pasted whole into each host's shell,
+Each host is a network namespace (``hetlab.tools.rehearsal.hosts``). Ray starts on them only through the learner's own steps
+(``hetlab.tools.rehearsal.learner``): the lines ``hetlab head`` and ``hetlab join`` print, pasted whole into each host's shell,
 the desktop's firewall (real ufw) among them. This module runs Ray on them, and commands and JupyterLab
 in them. Every label says "rehearsal". Stopped by namespace and PID, never ``ray stop``. Needs root,
 ip, tc, nft, ufw, zsh and unshare.
