@@ -23,7 +23,7 @@ LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "core", "core.flat", "core.simulate", "core.samecode", "core.machine",
                "cluster.authtoken", "core.train_step", "core.data", "core.stream", "core.models", "core.devices",
                "arithmetic", "arithmetic.estimates", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
-               "arithmetic.steady", "arithmetic.outcome",
+               "arithmetic.steady", "arithmetic.outcome", "core.speed",
                "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train", "core.speedups",
                "windows", "windows.wslconfig", "course.exercises", "course.grading"],
     "cluster": ["cluster.raylog", "cluster.reach", "cluster", "cluster.ray_cluster", "cluster.commands",
@@ -41,7 +41,7 @@ LAYERS = {
                    "views.plots", "views.diagrams", "tools.gpucheck", "tools.gpucheck.claims",
                    "tools.gpucheck.report", "tools.gpucheck.context", "tools.gpucheck.device",
                    "tools.gpucheck.pair", "tools.gpucheck.autocast", "views.searchplot", "tools.cli.search",
-                   "views.report", "tools.cli.report"],
+                   "views.report", "views.reportwords", "views.reportshare", "tools.cli.report"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 
