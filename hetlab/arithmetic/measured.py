@@ -226,7 +226,9 @@ def speed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH,
 
 def _where_measured(data: dict) -> str:
     what = ", ".join(str(x) for x in (data.get("device"), data.get("optimizer")) if x)
-    return f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}".rstrip()
+    kind = origin_of(data)
+    where = "" if kind == PAIR else f"; {ORIGINS[kind]}"
+    return f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}{where}".rstrip()
 
 
 def assumed_step_time(role: str, model: str = "small") -> StepTime:
@@ -296,7 +298,7 @@ def _numbers(value, what: str):
         return _numbers(value.as_dict(), what)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise HetlabError(f"{what} must be finite numbers, got {value!r}.")
-    return float(value)
+    return value if isinstance(value, int) else float(value)
 
 
 def save_run(notebook: str, figures: dict, *, simulated: bool,
@@ -363,3 +365,19 @@ def load_figure(name: str, where: str | Path | None = None) -> dict | None:
     except (OSError, ValueError, AttributeError):
         pass
     raise HetlabError(f"{p} is not hetlab's {name} file: delete it and measure again.")
+
+
+def whose(**sources: str) -> str:
+    """Whose figures a prediction used, from each input's ``.source`` (role=source): "yours" where
+    measured on your machines, "estimated", or the practice cluster's / the rehearsal's."""
+    def one(source: str) -> str:
+        source = str(source)
+        if "practice" in source or "simulated" in source:
+            return "the practice cluster's"
+        if "rehearsal" in source:
+            return "the rehearsal's"
+        return "yours" if source.startswith("measured") else "estimated"
+    kinds = {role: one(src) for role, src in sources.items()}
+    if len(set(kinds.values())) == 1:
+        return next(iter(kinds.values()))
+    return ", ".join(f"{role}: {kind}" for role, kind in kinds.items())

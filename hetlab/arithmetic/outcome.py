@@ -47,3 +47,11 @@ def technique(records, accuracy: float | None = None, *, target: float = TARGET,
             "sum_alone": alone, "comm_share": sum(r.comm_s for r in records) / spent if spent else None,
             "seconds": seconds, "accuracy": accuracy, "target": target,
             "time_to_target_s": seconds if reached else None}
+
+
+def across(seconds, samples):
+    """A speed from several runs or trials (each one window, no warm-up inside): notebook 09's trials."""
+    pairs = [(s, n) for s, n in zip(seconds, samples) if s > 0 and n > 0]
+    if not pairs:
+        raise HetlabError("across() needs at least one run with seconds and samples.")
+    return steady([s for s, _ in pairs], [n for _, n in pairs], warmup=0, windows=len(pairs))

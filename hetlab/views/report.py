@@ -291,7 +291,7 @@ def _search(page: Page, runs: dict) -> None:
         f, label = run["figures"], run_label(run)
         page.add(f"Pair ÷ sum: {f['pair_vs_sum']:.2f}; pair ÷ desktop alone: {f['pair_vs_desktop']:.2f} ({label}).", "")
         if "best_accuracy" in f:
-            config = run.get("speeds", {}).get("best_config") or {}
+            config = f.get("best_config") or {}
             page.add(f"Best configuration: {', '.join(f'{k} {v:g}' if isinstance(v, float) else f'{k} {v}' for k, v in config.items())}; "
                      f"held-out accuracy {f['best_accuracy']:.2%} ({label}).", "")
             page.row("search", "best accuracy", round(f["best_accuracy"], 4), label)
@@ -353,17 +353,24 @@ def _predictions(page: Page, runs: dict) -> None:
                     "sections above say which.")
 
 
+ONE_BOX = "this machine"
+
+
 def _hosts(source: Path) -> dict[str, str]:
-    """Every host name a saved file holds → the role it stands for (a run's host is the desktop's)."""
+    """Every host name a saved file holds → the role it stands for (a run's host is the desktop's);
+    a host that holds both roles (the practice cluster, the rehearsal's one box) → "this machine"."""
     names = {}
+
+    def name(host, role):
+        if host:
+            names[host] = role if names.get(host, role) == role else ONE_BOX
+
     for role in ROLES:
         data = measured.load(role, source)
-        if data and data.get("host"):
-            names[data["host"]] = role
+        name((data or {}).get("host"), role)
     machines = measured.load_figure("machines", source)
     for role, facts in ((machines or {}).get("machines") or {}).items():
-        if facts.get("hostname"):
-            names.setdefault(facts["hostname"], role)
+        name(facts.get("hostname"), role)
     for p in sorted(source.glob("*.json")):
         try:
             import json
