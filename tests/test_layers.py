@@ -41,7 +41,7 @@ LAYERS = {
                    "views.plots", "views.diagrams", "tools.gpucheck", "tools.gpucheck.claims",
                    "tools.gpucheck.report", "tools.gpucheck.context", "tools.gpucheck.device",
                    "tools.gpucheck.pair", "tools.gpucheck.autocast", "views.searchplot", "tools.cli.search",
-                   "views.report", "views.reportwords", "views.reportshare", "tools.cli.report"],
+                   "views.report", "views.reportwords", "views.reportshare", "views.reportprivate", "tools.cli.report"],
 }
 LEVEL = {module: n for n, modules in enumerate(LAYERS.values()) for module in modules}
 

@@ -38,9 +38,9 @@ def technique(records, accuracy: float | None = None, *, target: float = TARGET,
     alone = 0.0
     for name in sorted({r.worker for r in records}):
         mine = [r for r in records if r.worker == name]
-        busy = sum(r.compute_s + r.simulated_s for r in mine)
+        busy = sum(r.device_s for r in mine)
         alone += sum(r.samples for r in mine) / busy if busy > 0 else 0.0
-    spent = sum(r.compute_s + r.simulated_s + r.comm_s + r.wait_s for r in records)
+    spent = sum(r.device_s + r.comm_s + r.wait_s for r in records)
     seconds = sum(s for s, _ in ordered)
     reached = accuracy is not None and accuracy >= target
     return {"speed": speed.as_dict(), "efficiency": speed.samples_per_s / alone if alone else None,

@@ -74,10 +74,11 @@ class RayTrainResult:
         """This run's figures for the report (``hetlab.arithmetic.outcome``): a steady speed from rank 0's
         step times, efficiency against the ranks' own device speeds, the all-reduce's share, accuracy."""
         from hetlab.arithmetic import outcome
+        from hetlab.ps.records import device_seconds
         batch = sum(r.batch_size for r in self.ranks)
         speed = outcome.speed_of(self.step_s or [self.train_s / max(self.steps, 1)] * max(self.steps, 1), batch)
-        alone = sum(r.samples / b for r in self.ranks if (b := r.compute_s + r.simulated_s) > 0)
-        spent = sum(r.compute_s + r.simulated_s + r.allreduce_s for r in self.ranks)
+        alone = sum(r.samples / b for r in self.ranks if (b := device_seconds(r)) > 0)
+        spent = sum(device_seconds(r) + r.allreduce_s for r in self.ranks)
         reached = self.accuracy >= outcome.TARGET
         return {"speed": speed.as_dict(), "efficiency": speed.samples_per_s / alone if alone else None,
                 "sum_alone": alone, "comm_share": sum(r.allreduce_s for r in self.ranks) / spent if spent else None,

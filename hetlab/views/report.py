@@ -1,14 +1,10 @@
-"""The learner's hand-in (``hetlab report``, notebook 09's last cell): what the two machines did, measured.
+"""The learner's hand-in (``hetlab report``, notebook 09's last cell), from what the notebooks saved.
 
-Written from the small files the notebooks saved in ``measured/`` (``hetlab.arithmetic.measured``):
-the machines, each described on itself over the cluster (``hetlab.cluster.machines``); the link,
-measured through Ray (``hetlab.cluster.link``); each machine alone (01, 02); each technique on the
-pair (05 sync and async, 07 Ray Train, 08 sync and local SGD); 06's split; 09's search; every
-prediction beside what happened; and the learner's own words (``hetlab.views.reportwords``), kept
-when the page is written again. Every speed is a median with its spread and the warm-up left out
-(``hetlab.arithmetic.steady``); every figure says where it came from: your pair, the rehearsal, or the
-practice cluster (simulated). Out go tokens, addresses, and host names (as "desktop" and "mac"
-unless ``names``). Beside ``report.md``: its PNGs, ``report.html`` (plots inlined), ``figures.csv``.
+The machines (read on each), the link (through Ray), each machine alone (01, 02), each technique on the
+pair (05, 07, 08), 06's split, 09's search, every prediction beside what happened, the learner's words
+(``reportwords``, kept across rewrites). Each speed: a median, its spread, the warm-up left out
+(``arithmetic.steady``); each figure: where it came from. Beside ``report.md``: its PNGs, ``report.html``
+and ``figures.csv`` (``reportshare``); no token, address or host name (``reportprivate``).
 """
 from __future__ import annotations
 
@@ -19,6 +15,7 @@ from pathlib import Path
 from hetlab.arithmetic import measured
 from hetlab.errors import HetlabError
 from hetlab.views import reportshare, reportwords
+from hetlab.views.reportprivate import clean, redact, hosts as _hosts
 
 ROLES = ("desktop", "mac")
 NOTEBOOKS = ("01", "02", "05", "06", "07", "08", "09")
@@ -27,17 +24,10 @@ TITLE = "What my Mac and my desktop did"
 SECTIONS = ("The machines", "The link", "How each speed was read", "Each machine alone",
             "Each technique on the pair", "The split against the speed ratio", "The search",
             "What the course predicted, and what happened", "In my own words")
-_ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b[0-9a-fA-F]{32,}\b|\b[\w-]+\.(?:local|lan|home)\b")
 FACTS = (("chip", "chip"), ("accelerator", "GPU / accelerator"), ("gpu_memory_gb", "GPU memory, GiB"),
          ("memory_gb", "memory, GiB"), ("cpus", "CPU cores"), ("os", "OS"), ("wsl", "WSL (Windows build)"),
          ("driver", "NVIDIA driver"), ("cuda", "CUDA build of torch"), ("mps", "MPS"), ("torch", "torch"),
          ("ray", "Ray"), ("python", "Python"), ("hetlab", "hetlab"), ("hetlab_commit", "hetlab commit"))
-
-
-def clean(text: str) -> str:
-    """``text`` with anything that looks like an IP address (private ones too), a token or a
-    ``.local`` host name left out."""
-    return _ADDRESS.sub("(left out)", str(text))
 
 
 def origin_label(data: dict) -> str:
@@ -351,42 +341,6 @@ def _predictions(page: Page, runs: dict) -> None:
                     "; ".join(sorted({f"notebook {nb}: {run_label(run)}" for nb, _, _, run in done})), draw,
                     "Near 1 the model of step time, link and engine held; far from it, one of them was off: the "
                     "sections above say which.")
-
-
-ONE_BOX = "this machine"
-
-
-def _hosts(source: Path) -> dict[str, str]:
-    """Every host name a saved file holds → the role it stands for (a run's host is the desktop's);
-    a host that holds both roles (the practice cluster, the rehearsal's one box) → "this machine"."""
-    names = {}
-
-    def name(host, role):
-        if host:
-            names[host] = role if names.get(host, role) == role else ONE_BOX
-
-    for role in ROLES:
-        data = measured.load(role, source)
-        name((data or {}).get("host"), role)
-    machines = measured.load_figure("machines", source)
-    for role, facts in ((machines or {}).get("machines") or {}).items():
-        name(facts.get("hostname"), role)
-    for p in sorted(source.glob("*.json")):
-        try:
-            import json
-            host = json.loads(p.read_text(encoding="utf-8")).get("host")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(host, str) and host:
-            names.setdefault(host, "desktop")
-    return names
-
-
-def redact(text: str, hosts: dict[str, str]) -> str:
-    """Host names as their roles, then addresses and tokens left out."""
-    for host in sorted(hosts, key=len, reverse=True):
-        text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", hosts[host], text)
-    return clean(text)
 
 
 def write(out: str | Path | None = None, where: str | Path | None = None, names: bool = False) -> Path:
