@@ -46,8 +46,10 @@ def speed_text(s: dict | None) -> str:
     """A saved ``SteadySpeed``: median, range, windows, warm-up."""
     if not s:
         return "not measured"
+    warm = (f"warm-up {s['warmup_steps']} steps, {s['warmup_s']:.2f} s, left out" if s["warmup_steps"]
+            else "warm-up: none inside the windows")
     return (f"{s['samples_per_s']:,.0f} samples/s (range {s['low']:,.0f}–{s['high']:,.0f} over "
-            f"{len(s['windows'])} windows; warm-up {s['warmup_steps']} steps, {s['warmup_s']:.2f} s, left out)")
+            f"{len(s['windows'])} windows; {warm})")
 
 
 class Page:
