@@ -63,22 +63,25 @@ def local_report() -> dict:
     node really has, not what the driver assumes; ``hetlab doctor --head`` compares
     this machine's report with the head's (``compare_versions``).
     """
+    from hetlab.core import data
+    mnist = data.checksums()
+    return {**_basics(), "mnist": data.checksum_status(mnist), "mnist_sha256": mnist}
+
+
+def _basics() -> dict:
+    """Host, OS, CPUs, accelerator, memory, versions and hetlab's commit: ``local_report`` and ``facts``."""
     import psutil
     import torch
 
     import hetlab
-    from hetlab.core import data
     system = platform.system()
     os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
-    mnist = data.checksums()
     return {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
             "cpus": os.cpu_count(), "accelerator": accelerator(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "python": platform.python_version(),
             "ray": metadata.version("ray"),  # read from its metadata: the basic layer imports no Ray
-            "torch": torch.__version__, "hetlab": hetlab.__version__,
-            "hetlab_commit": hetlab_commit(), "mnist": data.checksum_status(mnist),
-            "mnist_sha256": mnist}
+            "torch": torch.__version__, "hetlab": hetlab.__version__, "hetlab_commit": hetlab_commit()}
 
 
 def _run(*cmd: str) -> str:
@@ -101,18 +104,10 @@ def wsl_build() -> str | None:
 
 
 def facts() -> dict:
-    """``local_report`` and what a hand-in's machine table adds (the report, collected on each node by
+    """This machine's basics (as ``local_report``, less MNIST) and what a hand-in's machine table adds (the report, collected on each node by
     ``hetlab.cluster.machines``): the GPU's memory, the driver, the CUDA or MPS build, the WSL build."""
-    import psutil
     import torch
-
-    import hetlab
-    system = platform.system()
-    os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
-    report = {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}", "cpus": os.cpu_count(),
-              "accelerator": accelerator(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-              "python": platform.python_version(), "ray": metadata.version("ray"), "torch": torch.__version__,
-              "hetlab": hetlab.__version__, "hetlab_commit": hetlab_commit()}
+    report = _basics()
     extra = {"chip": platform.processor() or platform.machine(), "wsl": wsl_build(),
              "cuda": torch.version.cuda, "mps": None, "driver": None, "gpu_memory_gb": None,
              "origin": "rehearsal" if os.environ.get(REHEARSAL_ENV) else "pair"}
