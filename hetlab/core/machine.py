@@ -104,8 +104,8 @@ def wsl_build() -> str | None:
 
 
 def facts() -> dict:
-    """This machine's basics (as ``local_report``, less MNIST) and what a hand-in's machine table adds (the report, collected on each node by
-    ``hetlab.cluster.machines``): the GPU's memory, the driver, the CUDA or MPS build, the WSL build."""
+    """This machine's basics (``local_report`` less MNIST) and what the report's machine table adds,
+    read on each node by ``hetlab.cluster.machines``: GPU memory, driver, CUDA or MPS build, WSL build."""
     import torch
     report = _basics()
     extra = {"chip": platform.processor() or platform.machine(), "wsl": wsl_build(),
