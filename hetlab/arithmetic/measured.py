@@ -22,7 +22,7 @@ from typing import Sequence
 from hetlab.arithmetic import estimates
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steptime import StepTime, from_sweep
-from hetlab.vocab import MEASURED_ENV
+from hetlab.vocab import MEASURED_ENV, REHEARSAL_ENV
 
 FOLDER_ENV = MEASURED_ENV
 FORMAT = 1
@@ -75,6 +75,27 @@ class Seconds(Labelled):
     unit = " s"
 
 
+# Where a saved figure came from (``origin``): every file records it, and every label says it.
+PRACTICE, REHEARSAL, PAIR = "practice", "rehearsal", "pair"
+ORIGINS = {PRACTICE: "simulated: the practice cluster, where the mac is this machine slowed down",
+           REHEARSAL: "rehearsal: two network namespaces on one Linux box, not your pair",
+           PAIR: "your pair"}
+
+
+def origin(simulated: bool = False) -> str:
+    """Where a figure measured now comes from: ``"practice"`` (a simulated machine took part),
+    ``"rehearsal"`` (``HETLAB_REHEARSAL`` is set on this host), else ``"pair"`` (the learner's own)."""
+    if simulated:
+        return PRACTICE
+    return REHEARSAL if os.environ.get(REHEARSAL_ENV) else PAIR
+
+
+def origin_of(data: dict) -> str:
+    """The origin a saved file records; files from before it was recorded: practice if simulated, else the pair."""
+    kept = data.get("origin")
+    return kept if kept in ORIGINS else (PRACTICE if data.get("simulated") else PAIR)
+
+
 def folder() -> Path:
     """Where the figures live: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache."""
     if os.environ.get(FOLDER_ENV):
@@ -97,10 +118,12 @@ def path(role: str, where: str | Path | None = None) -> Path:
 
 
 def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str, Sequence[float]],
-         optimizer: str = "adam", where: str | Path | None = None) -> Path:
+         optimizer: str = "adam", where: str | Path | None = None, *, simulated: bool = False,
+         speeds: dict | None = None) -> Path:
     """Write one machine's figures (``{model: samples/s per batch size}``) to ``<role>.json``.
 
-    ``device`` is ``hetlab.core.devices.describe(...)`` of the device that was timed.
+    ``device`` is ``hetlab.core.devices.describe(...)`` of the device that was timed; ``simulated``: a
+    practice stand-in; ``speeds``: model → ``SteadySpeed.as_dict()`` at the course's batch (the spread).
     """
     batch_sizes = [int(b) for b in batch_sizes]
     models = {}
@@ -122,7 +145,8 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
     data = {"format": FORMAT, "role": role, "host": platform.node() or "this machine",
             "device": device.get("device"), "accelerator": device.get("name"), "torch": torch_version,
             "date": datetime.datetime.now().isoformat(timespec="minutes"), "optimizer": optimizer,
-            "batch_sizes": batch_sizes, "samples_per_s": models, "step_time": fits}
+            "batch_sizes": batch_sizes, "samples_per_s": models, "step_time": fits,
+            "origin": origin(simulated), "speeds": _numbers(speeds or {}, f"{role}'s speeds")}
     return _write(path(role, where), data)
 
 
@@ -202,7 +226,9 @@ def speed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH,
 
 def _where_measured(data: dict) -> str:
     what = ", ".join(str(x) for x in (data.get("device"), data.get("optimizer")) if x)
-    return f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}".rstrip()
+    kind = origin_of(data)
+    where = "" if kind == PAIR else f"; {ORIGINS[kind]}"
+    return f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}{where}".rstrip()
 
 
 def assumed_step_time(role: str, model: str = "small") -> StepTime:
@@ -226,13 +252,15 @@ def step_time(role: str, model: str = "small", where: str | Path | None = None) 
     return from_sweep(data["batch_sizes"], data["samples_per_s"][model], source)
 
 
-def save_engine(engine_s: float, link_s: float | None = None, where: str | Path | None = None) -> Path:
-    """Keep the engine's own cost per exchange (and the link's, if measured) that notebook 05 measured."""
+def save_engine(engine_s: float, link_s: float | None = None, where: str | Path | None = None, *,
+                simulated: bool = False) -> Path:
+    """Keep the engine's own cost per exchange (and the link's, if measured) that notebook 05 measured;
+    ``simulated``: on the practice cluster (read back labelled so, never as your pair's)."""
     for name, value in (("engine_s", engine_s), ("link_s", link_s)):
         if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
             raise HetlabError(f"{name} must be seconds ≥ 0, got {value!r}.")
     data = {"format": FORMAT, "host": platform.node() or "this machine", "engine_s": float(engine_s),
-            "link_s": None if link_s is None else float(link_s),
+            "link_s": None if link_s is None else float(link_s), "origin": origin(simulated),
             "date": datetime.datetime.now().isoformat(timespec="minutes")}
     return _write(path(ENGINE_FILE, where), data)
 
@@ -245,7 +273,10 @@ def engine_cost(where: str | Path | None = None) -> Seconds:
             data = json.loads(p.read_text(encoding="utf-8"))
             value = float(data["engine_s"])
             if math.isfinite(value) and value >= 0:
-                return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {str(data.get('date', ''))[:10]}")
+                kind, date = origin_of(data), str(data.get("date", ""))[:10]
+                if kind == PAIR:
+                    return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {date}")
+                return Seconds(value, f"measured in notebook 05 {date}: {ORIGINS[kind]}; not your pair")
         except (OSError, ValueError, KeyError, TypeError):
             pass
         raise HetlabError(f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again.")
@@ -255,24 +286,46 @@ def engine_cost(where: str | Path | None = None) -> Seconds:
 RUN_PREFIX = "notebook-"
 
 
-def save_run(notebook: str, figures: dict, *, simulated: bool,
-             predictions: dict[str, tuple[float, float, str]] | None = None,
-             where: str | Path | None = None) -> Path:
-    """Keep what notebook ``notebook`` measured (``figures``: name → number or list of numbers) and
-    each prediction the course made beside it (name → (predicted, measured, how it was predicted)),
-    as ``notebook-NN.json``; ``simulated`` says the run had a simulated machine (the practice cluster)."""
-    def number(value) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise HetlabError(f"notebook {notebook}'s figures must be finite numbers, got {value!r}.")
-        return float(value)
+def _numbers(value, what: str):
+    """``value`` with every number checked finite: a number, None, text, or lists and dicts of them."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _numbers(v, what) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_numbers(v, what) for v in value]
+    if hasattr(value, "as_dict"):                       # a SteadySpeed
+        return _numbers(value.as_dict(), what)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise HetlabError(f"{what} must be finite numbers, got {value!r}.")
+    return value if isinstance(value, int) else float(value)
 
-    kept = {name: [number(v) for v in value] if isinstance(value, (list, tuple)) else number(value)
-            for name, value in figures.items()}
-    guesses = {name: {"predicted": number(p), "measured": number(m), "how": str(how)}
-               for name, (p, m, how) in (predictions or {}).items()}
+
+def save_run(notebook: str, figures: dict, *, simulated: bool,
+             predictions: dict[str, tuple] | None = None, speeds: dict | None = None,
+             add: bool = False, where: str | Path | None = None) -> Path:
+    """Keep what notebook ``notebook`` measured (``figures``: name → number, list or dict of numbers)
+    and each prediction the course made beside it (name → (predicted, measured or None, how it was
+    predicted[, whose figures it used])), as ``notebook-NN.json``; ``speeds``: name →
+    ``SteadySpeed`` (or a technique's ``outcome.technique``); ``simulated`` says the run had a
+    simulated machine (the practice cluster); ``add``: keep what an earlier cell of the same run saved."""
+    what = f"notebook {notebook}'s figures"
+    kept = _numbers(dict(figures), what)
+    guesses = {}
+    for name, guess in (predictions or {}).items():
+        predicted, outcome, how, *whose = guess
+        if predicted is None:
+            raise HetlabError(f"{what}: the prediction {name!r} needs a predicted number.")
+        guesses[name] = {"predicted": _numbers(predicted, what), "measured": _numbers(outcome, what),
+                         "how": str(how), "whose": str(whose[0]) if whose else ""}
     data = {"format": FORMAT, "notebook": str(notebook), "host": platform.node() or "this machine",
             "date": datetime.datetime.now().isoformat(timespec="minutes"), "simulated": bool(simulated),
-            "figures": kept, "predictions": guesses}
+            "origin": origin(simulated), "figures": kept, "predictions": guesses,
+            "speeds": _numbers(dict(speeds or {}), what)}
+    earlier = load_run(notebook, where) if add else None
+    if earlier is not None:
+        for part in ("figures", "predictions", "speeds"):
+            data[part] = {**earlier.get(part, {}), **data[part]}
     return _write(path(f"{RUN_PREFIX}{notebook}", where), data)
 
 
@@ -288,3 +341,43 @@ def load_run(notebook: str, where: str | Path | None = None) -> dict | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     raise HetlabError(f"{p} is not a run saved by notebook {notebook}: delete it and run that notebook again.")
+
+
+def save_figure(name: str, data: dict, where: str | Path | None = None, *, simulated: bool | None = None) -> Path:
+    """Keep one named set of figures (``link``, ``machines``) as ``<name>.json``, with its date and
+    origin (``data["origin"]`` if given, else ``origin(simulated)``): read back by ``load_figure``."""
+    kept = {"format": FORMAT, "name": name, "host": platform.node() or "this machine",
+            "date": datetime.datetime.now().isoformat(timespec="minutes"),
+            **_numbers(dict(data), f"the figures of {name!r}")}
+    kept.setdefault("origin", origin(bool(simulated)))
+    return _write(path(name, where), kept)
+
+
+def load_figure(name: str, where: str | Path | None = None) -> dict | None:
+    """What ``save_figure`` kept as ``<name>.json``, or None if nothing was saved."""
+    p = path(name, where)
+    if not p.is_file():
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if data.get("format") == FORMAT and data.get("name") == name:
+            return data
+    except (OSError, ValueError, AttributeError):
+        pass
+    raise HetlabError(f"{p} is not hetlab's {name} file: delete it and measure again.")
+
+
+def whose(**sources: str) -> str:
+    """Whose figures a prediction used, from each input's ``.source`` (role=source): "yours" where
+    measured on your machines, "estimated", or the practice cluster's / the rehearsal's."""
+    def one(source: str) -> str:
+        source = str(source)
+        if "practice" in source or "simulated" in source:
+            return "the practice cluster's"
+        if "rehearsal" in source:
+            return "the rehearsal's"
+        return "yours" if source.startswith("measured") else "estimated"
+    kinds = {role: one(src) for role, src in sources.items()}
+    if len(set(kinds.values())) == 1:
+        return next(iter(kinds.values()))
+    return ", ".join(f"{role}: {kind}" for role, kind in kinds.items())

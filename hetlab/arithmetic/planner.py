@@ -212,6 +212,17 @@ class Advice:
     best: Plan
     speedup: float          # best plan's samples/s over the desktop alone
     verdict: str
+    note: str = ""          # where the engine's cost came from, when it is not your pair's own
+
+
+def engine_note(engine_s=None) -> str:
+    """One sentence when the prediction uses an engine cost that is not your pair's own measurement
+    (the practice cluster's, the rehearsal's, or the course's default): a pair prediction says so."""
+    value = measured.engine_cost() if engine_s is None else engine_s
+    source = getattr(value, "source", None)
+    if source is None or "your pair" not in source:
+        return ""
+    return f"The engine's cost per exchange here ({float(value) * 1e3:.1f} ms) is {source}."
 
 
 def advise(pair: Sequence, params: int, link: Link, global_batch: int,
@@ -225,7 +236,7 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
     ``alone``: the desktop's plain loop, where it differs from its worker in the pair.
     """
     d, m = as_devices(pair)
-    engine = engine_or_measured(engine_s)
+    engine, note = engine_or_measured(engine_s), engine_note(engine_s)
     alone = desktop_alone((alone or d, m), global_batch)
     sync = with_mac((d, m), params, link, global_batch, 1, BYTES_PER_VALUE["fp32"], engine)
     local = [with_mac((d, m), params, link, global_batch, h, BYTES_PER_VALUE["fp16"], engine)
@@ -239,8 +250,9 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
         speedup = best.samples_per_s / alone.samples_per_s
         verdict = (f"add the Mac with {best.name}, batch {best.batch_sizes[0]}:{best.batch_sizes[1]} "
                    f"(desktop:mac): {speedup:.2f}× the desktop alone on {link.name}.")
-        return Advice(plans, best, speedup, verdict)
-    return Advice(plans, alone, 1.0, _why_alone((d, m), params, link, global_batch, engine, min_gain))
+        return Advice(plans, best, speedup, f"{verdict} {note}".strip(), note)
+    verdict = _why_alone((d, m), params, link, global_batch, engine, min_gain)
+    return Advice(plans, alone, 1.0, f"{verdict} {note}".strip(), note)
 
 
 def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float, min_gain: float) -> str:

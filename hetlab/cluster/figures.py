@@ -15,7 +15,7 @@ from pathlib import Path
 import ray
 
 from hetlab.arithmetic import measured
-from hetlab.cluster.ray_cluster import live_nodes, placement
+from hetlab.cluster.ray_cluster import SIMULATED_LABEL, live_nodes, placement
 from hetlab.errors import HetlabError
 
 MODELS = ("small", "classic")
@@ -43,13 +43,16 @@ def _read_there(role: str, there: str | None) -> tuple[dict | None, str, str]:
 
 
 def _measure_there(role: str, there: str | None, batch_sizes: tuple[int, ...], steps: int,
-                   models: tuple[str, ...]) -> tuple[dict, str, str]:
+                   models: tuple[str, ...], simulated: bool = False) -> tuple[dict, str, str]:
     from hetlab.core import devices
     from hetlab.core.models import make_model
+    from hetlab.core.speed import course_speed
     device = devices.best()
     figures = {name: [devices.throughput(make_model(name), device, b, steps=steps) for b in batch_sizes]
                for name in models}
-    measured.save(role, devices.describe(device), batch_sizes, figures, where=there)
+    speeds = {"small": course_speed(device, steps=steps)} if "small" in models else {}
+    measured.save(role, devices.describe(device), batch_sizes, figures, where=there, simulated=simulated,
+                  speeds=speeds)
     return _read_there(role, there)   # what was saved, read back as a fetch reads it
 
 
@@ -72,8 +75,9 @@ def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | No
             raise HetlabError(f"the {role} has no figures of notebook 02: run notebook 02 there, "
                               f"or fetch with measure=True.")
         gpu = nodes[0]["Resources"].get("GPU", 0) >= 1
+        simulated = any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
         sweep = ray.remote(num_cpus=1)(_measure_there).options(**placement(role, gpu=gpu))
         data, node_id, hostname = ray.get(
-            sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, tuple(models)),
+            sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, tuple(models), simulated),
             timeout=timeout)
     return Fetched(role, measured.keep(role, data, where), data, node_id, hostname, measured_now)

@@ -15,6 +15,7 @@ import subprocess
 from importlib import metadata
 
 from hetlab.core.samecode import code_here
+from hetlab.vocab import REHEARSAL_ENV
 
 
 def this_machine() -> str:
@@ -62,19 +63,59 @@ def local_report() -> dict:
     node really has, not what the driver assumes; ``hetlab doctor --head`` compares
     this machine's report with the head's (``compare_versions``).
     """
+    from hetlab.core import data
+    mnist = data.checksums()
+    return {**_basics(), "mnist": data.checksum_status(mnist), "mnist_sha256": mnist}
+
+
+def _basics() -> dict:
+    """Host, OS, CPUs, accelerator, memory, versions and hetlab's commit: ``local_report`` and ``facts``."""
     import psutil
     import torch
 
     import hetlab
-    from hetlab.core import data
     system = platform.system()
     os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
-    mnist = data.checksums()
     return {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
             "cpus": os.cpu_count(), "accelerator": accelerator(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "python": platform.python_version(),
             "ray": metadata.version("ray"),  # read from its metadata: the basic layer imports no Ray
-            "torch": torch.__version__, "hetlab": hetlab.__version__,
-            "hetlab_commit": hetlab_commit(), "mnist": data.checksum_status(mnist),
-            "mnist_sha256": mnist}
+            "torch": torch.__version__, "hetlab": hetlab.__version__, "hetlab_commit": hetlab_commit()}
+
+
+def _run(*cmd: str) -> str:
+    try:
+        out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=5)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def wsl_build() -> str | None:
+    """The Windows build under WSL2 (``cmd.exe /c ver``), None outside WSL (the report's machine table)."""
+    try:
+        with open("/proc/version", encoding="ascii", errors="replace") as f:
+            if "microsoft" not in f.read().lower():
+                return None
+    except OSError:
+        return None
+    return _run("cmd.exe", "/c", "ver") or "WSL2 (Windows build unknown)"
+
+
+def facts() -> dict:
+    """This machine's basics (``local_report`` less MNIST) and what the report's machine table adds,
+    read on each node by ``hetlab.cluster.machines``: GPU memory, driver, CUDA or MPS build, WSL build."""
+    import torch
+    report = _basics()
+    extra = {"chip": platform.processor() or platform.machine(), "wsl": wsl_build(),
+             "cuda": torch.version.cuda, "mps": None, "driver": None, "gpu_memory_gb": None,
+             "origin": "rehearsal" if os.environ.get(REHEARSAL_ENV) else "pair"}
+    if torch.cuda.is_available():
+        extra["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+        extra["driver"] = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or None
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        extra["mps"] = f"available (torch {torch.__version__}, macOS {platform.mac_ver()[0]})"
+        extra["chip"] = _apple_chip()
+    return {**report, **extra}

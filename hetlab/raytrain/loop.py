@@ -130,6 +130,7 @@ class RankLog:
     allreduce_s: float = 0.0
     losses: list = field(default_factory=list)    # every step's, a resumed run's earlier ones too
     started: float = field(default_factory=time.perf_counter)
+    step_s: list = field(default_factory=list)    # each step's seconds, this start's steps (the report's spread)
 
     def __post_init__(self):
         self._slow = SlowDevice(self.slowdown)
@@ -152,6 +153,9 @@ class RankLog:
 
     def loss(self, value: float, steps: int) -> None:
         self.losses.append(value)
+        now = time.perf_counter()
+        self.step_s.append(now - getattr(self, "_last", self.started))
+        self._last = now
         if self.show_progress and len(self.losses) % max(1, steps // 5) == 0:
             print(f"[hetlab rank 0] step {len(self.losses)}/{steps} loss {value:.3f}")
 
@@ -205,6 +209,7 @@ def report(cfg: LoopConfig, model, opt, rank, role, device, batch_size, speed, l
     if rank == 0:
         values = sum(p.numel() for p in model.parameters()) + 1  # the all-reduced buffer: gradient and loss
         metrics = {"ranks": reports, "accuracy": accuracy_on_test(cfg, model, device), "train_s": train_s,
+                   "step_s": list(log.step_s),
                    "allreduce_bytes_per_step": 4 * values * 2 * (len(reports) - 1) // len(reports)}
     checkpoint(cfg, rank, model, opt, device, log, metrics, rngs)
 

@@ -43,6 +43,7 @@ class RayTrainResult:
     checkpoint_path: str | None = None  # the last checkpoint: resume_from= it to train on
     steps: int = 0
     checkpoints: list[str] = field(default_factory=list)  # every checkpoint of the run, by step
+    step_s: list = field(default_factory=list)  # rank 0's seconds per step (hetlab.arithmetic.steady reads them)
     extra: dict = field(default_factory=dict)
     factory: object = field(default=None, repr=False)  # train_mixed's model= when it was a factory
 
@@ -58,7 +59,7 @@ class RayTrainResult:
         return cls(ranks=[RankReport(**r) for r in m["ranks"]], accuracy=m["accuracy"], loss=loss, fit_s=fit_s,
                    train_s=m["train_s"], allreduce_bytes_per_step=m["allreduce_bytes_per_step"],
                    checkpoint_path=path, steps=steps, model_name=model_label(model),
-                   checkpoints=[c.path for c, _ in every],
+                   checkpoints=[c.path for c, _ in every], step_s=list(m.get("step_s", [])),
                    factory=None if isinstance(model, str) else factory)
 
     @property
@@ -68,6 +69,21 @@ class RayTrainResult:
     @property
     def samples_per_s(self) -> float:
         return sum(r.samples for r in self.ranks) / self.train_s
+
+    def technique(self) -> dict:
+        """This run's figures for the report (``hetlab.arithmetic.outcome``): a steady speed from rank 0's
+        step times, efficiency against the ranks' own device speeds, the all-reduce's share, accuracy."""
+        from hetlab.arithmetic import outcome
+        from hetlab.ps.records import device_seconds
+        batch = sum(r.batch_size for r in self.ranks)
+        speed = outcome.speed_of(self.step_s or [self.train_s / max(self.steps, 1)] * max(self.steps, 1), batch)
+        alone = sum(r.samples / b for r in self.ranks if (b := device_seconds(r)) > 0)
+        spent = sum(device_seconds(r) + r.allreduce_s for r in self.ranks)
+        reached = self.accuracy >= outcome.TARGET
+        return {"speed": speed.as_dict(), "efficiency": speed.samples_per_s / alone if alone else None,
+                "sum_alone": alone, "comm_share": sum(r.allreduce_s for r in self.ranks) / spent if spent else None,
+                "seconds": self.train_s, "accuracy": self.accuracy, "target": outcome.TARGET,
+                "time_to_target_s": self.train_s if reached else None}
 
     def model(self) -> nn.Module:
         """The trained weights from rank 0's checkpoint, in a fresh network (``factory`` when the

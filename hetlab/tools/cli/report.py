@@ -1,5 +1,5 @@
 """``hetlab report``: the learner's hand-in (``hetlab.views.report``), one Markdown page with its plots,
-written from the figures notebooks 02, 05, 06, 08 and 09 saved. Building the parser loads no Ray."""
+an HTML file with them inlined and the figures as CSV, written from the figures notebooks 02, 05, 06, 08 and 09 saved. Building the parser loads no Ray."""
 from __future__ import annotations
 
 
@@ -10,10 +10,13 @@ def _add_report(sub) -> None:
     p.add_argument("--measured", metavar="FOLDER", default=None,
                    help="where the notebooks saved their figures (default: HETLAB_MEASURED, else measured/)")
     p.add_argument("--out", metavar="FOLDER", default=None, help="where to write the page (default: measured/report)")
+    p.add_argument("--names", action="store_true",
+                   help="keep the machines' host names (default: they appear as 'desktop' and 'mac')")
     p.set_defaults(run=_report)
 
 
 def _report(args) -> int:
     from hetlab.views import report
-    print(f"wrote {report.write(args.out, args.measured)}")
+    page = report.write(args.out, args.measured, names=args.names)
+    print(f"wrote {page}, {page.with_suffix('.html').name} (plots inlined: the one file to send) and figures.csv")
     return 0
