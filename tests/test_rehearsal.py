@@ -332,16 +332,25 @@ def test_day_two_by_the_readmes_own_lines(pair):
     from the pair saved on each machine, and its update line keeps both at one commit."""
     for host in (MAC, DESKTOP):
         rehearsal.stop_host(host.role)
-    ran = paste_readme(README[CONNECT:], dict(pair["values"]))
+    day_two, the_end = README[CONNECT:].split("## 9 · What you hand in")
+    ran = paste_readme(day_two, dict(pair["values"]))
     assert [(r["role"], r["first"].split("#")[0].strip()) for r in ran] == [
         ("desktop", "hetlab head --start"), ("mac", "hetlab join --start"),
         ("desktop", "cd ~/hetlab && hetlab update"), ("mac", "cd ~/hetlab && hetlab update")]
     assert all(r["ran"] == r["commands"] for r in ran)
-    back = python_on("desktop", "from hetlab import cluster; from hetlab.pair import which_cluster; "
-                                "print(which_cluster()); cluster.connect(timeout=30); print(len(cluster.nodes()))")
+    # the pair is back; the report's machine table is read on each machine over it (notebook 09's cell)
+    back = python_on("desktop", "from hetlab import cluster; from hetlab.cluster import machines; "
+                                "from hetlab.pair import which_cluster; print(which_cluster()); "
+                                "cluster.connect(timeout=30); machines.save(machines.collect()); "
+                                "print(len(cluster.nodes()))")
     assert back.returncode == 0 and back.stdout.split("\n")[-3:-1] == [YOUR_PAIR, "2"], tail(back)
+    ran += paste_readme(the_end, {})                      # `hetlab report`, the course's end
+    page = (DESKTOP.measured / "report" / "report.md").read_text()
+    table = page.split("## 1")[1].split("\n## ")[0]
+    assert "| | desktop | mac |" in table and table.count("rehearsal: two network namespaces") == 2, table   # both read on their hosts
+    assert "mac-rehearsal" not in page and MAC.ip not in page                      # names and addresses stay out
     ran_before = len(pair["readme"])                      # every runnable block of the README, on each of its hosts
-    assert sum(len(b["hosts"]) for b in MARKED) == ran_before + len(ran) == 6
+    assert sum(len(b["hosts"]) for b in MARKED) == ran_before + len(ran) == 7
 
 
 @needs_pair
