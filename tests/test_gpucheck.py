@@ -229,43 +229,8 @@ def test_cheap_checks_run_their_library_code_on_the_cpu():
         assert rows[name]["figure"] is None and "needs CUDA" in rows[name]["note"]
 
 
-class OneNodeContext(gpucheck.Context):
-    """Test only: the test's own one-node Ray carries both roles (no two-node practice cluster to
-    start on a busy 2-core box; PracticeCluster has its own tests)."""
-
-    def cluster(self):
-        return None
-
-
-@pytest.fixture
-def one_node_ray():
-    import ray
-    from local_ray import start
-    start(**{"hetlab-role:desktop": 1, "hetlab-role:mac": 1})
-    yield
-    ray.shutdown()
-
-
-def test_pair_check_runs_end_to_end_on_the_cpu(one_node_ray):
-    """Test only: the "desktop" worker runs on the CPU here (a Context made for "cpu", which the
-    CLI never does: without CUDA it refuses), so the pair check's code (parameter server,
-    standalone speeds, auto-tune, efficiency, the single-device reference, the accuracy run) is
-    exercised on a CPU box. The figures mean nothing here, only that they come out."""
-    eff, short, acc = gpucheck.check_pair_ps(OneNodeContext("cpu", TINY))
-    assert (eff.name, short.name, acc.name) == ("pair_ps_efficiency", "pair_ps_efficiency_short", "pair_ps_accuracy")
-    assert short.status == "info" and sum(short.details["tuned_batch_sizes"]) == TINY.pair_short_batch
-    assert 0 < eff.figure < 1.5 and eff.status in ("pass", "FAIL") and eff.goal.value == 0.90
-    assert "desktop asks for no GPU, mac asks for no GPU" in eff.note   # no GPU here
-    g = eff.details["global_batch"]        # sized to the "card" (here the CPU): ≥ the short batch, × 1024
-    assert g >= TINY.pair_short_batch and g % 1024 == 0 and sum(eff.details["tuned_batch_sizes"]) == g
-    ms = eff.details["step_budget_ms"]   # why the step is longer than its ideal, in parts that add up
-    assert ms["ideal"] + ms["split"] + ms["noise"] + ms["overhead"] == pytest.approx(ms["step"], abs=0.05)
-    assert 0 < eff.details["kept"] <= 1 and eff.details["steps"] == TINY.pair_steps * TINY.pair_repeats
-    assert [lab.split(" · ")[0] for lab in eff.details["labels"]] == ["desktop", "mac"]
-    assert not any("simulated" in lab for lab in eff.details["labels"])      # nothing simulated
-    assert acc.status in ("pass", "FAIL") and 0.3 < acc.figure <= 1.0
-    assert acc.details["samples"] == TINY.acc_epochs * (TINY.train_samples // TINY.acc_batch) * TINY.acc_batch
-    assert acc.goal.value == pytest.approx(acc.details["reference"] - gpucheck_report.ACCURACY_TOLERANCE)
+# The pair check (parameter server, standalone speeds, auto-tune, efficiency, the reference, the accuracy
+# run) runs end to end on two practice nodes in tests/test_gpu_run.py's dry run, which runs every check.
 
 
 def test_the_pair_batch_is_sized_to_the_card():
