@@ -52,6 +52,8 @@ def figures(out: Path) -> dict:
         result["figures"][f"pair_{b}_measured_over_predicted"] = bench["measured_over_predicted"]
         result["figures"][f"pair_{b}_pick_borne_out"] = bench["pick_borne_out"]
         result["figures"][f"pair_{b}_desktop_alone_samples_per_s"] = bench["plans"]["desktop alone"]["median"]
+        for what, ratio in (bench.get("desktop_alone") or {}).get("over_line", {}).items():
+            result["figures"][f"pair_{b}_desktop_alone_{what}_over_line"] = ratio
     loop = found.get("local_loop")
     if loop:
         result["figures"]["local_loop_end_to_end_over_train"] = loop["end_to_end_over_train_median_of_pairs"]

@@ -12,7 +12,7 @@ import time
 import torch
 from torch import nn
 
-from hetlab.arithmetic.steady import WINDOWS, SteadySpeed, steady
+from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady
 from hetlab.errors import HetlabError
 from hetlab.core.speedups import PLAIN, Speedups
 from hetlab.core.train_step import make_optimizer, train_step
@@ -135,8 +135,9 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
 
     Times whole training steps (forward, backward, ``optimizer`` update: Adam, as hetlab
     trains, unless told otherwise), the device synchronised around each timed window. Before timing,
-    ``warmup=None`` runs one untimed step only when this process has not yet run this model's layers
-    at this batch size on this device (MPS compiles per shape); an int: that many untimed steps every time.
+    ``warmup=None`` runs ``WARMUP_STEPS`` (5) untimed steps only when this process has not yet run this model's
+    layers at this batch size on this device (MPS compiles per shape; a fresh process's first steps, on a CPU
+    too, run slow for more than one step); an int: that many untimed steps every time.
     Your own model: ``data=(x, y)`` (default: random MNIST-shaped inputs, 10 classes) and ``loss``
     (default cross-entropy). The steps are ``train``'s, no read between them, ``speedups`` as there.
     The median of the timed windows (``steady_throughput`` gives the windows and the warm-up's seconds too).
@@ -181,10 +182,11 @@ def steady_throughput(model: nn.Module, device: str | torch.device | None = None
 def timed_windows(step, device: str | torch.device, steps: int, key, batch_size: int,
                   warmup: int | None = None, windows: int = WINDOWS) -> SteadySpeed:
     """``steps`` calls of ``step()`` in ``windows`` windows (fewer if fewer steps), the device synchronised at
-    each window's end only; before them the warm-up (``timed_steps``' rule), each step timed to its end.
+    each window's end only; before them the warm-up, each step timed to its end: ``warmup=None``,
+    ``WARMUP_STEPS`` the first time ``key`` is seen in this process, else none; an int, that many.
     The steady speed of the whole (``hetlab.arithmetic.steady``), the warm-up apart."""
     if warmup is None:
-        warmup = 0 if key in _WARM else 1
+        warmup = 0 if key in _WARM else WARMUP_STEPS
     synchronize(device)
     warm = []
     for _ in range(warmup):
