@@ -131,17 +131,12 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
                batch_size: int = 128, steps: int = 10, warmup: int | None = None,
                optimizer: str = TRAINING_OPTIMIZER, data=None, loss=None,
                speedups: Speedups = PLAIN) -> float:
-    """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data), in steady state.
-
-    Times whole training steps (forward, backward, ``optimizer`` update: Adam, as hetlab
-    trains, unless told otherwise), the device synchronised around each timed window. Before timing,
-    ``warmup=None`` runs ``WARMUP_STEPS`` (5) untimed steps only when this process has not yet run this model's
-    layers at this batch size on this device (MPS compiles per shape; a fresh process's first steps, on a CPU
-    too, run slow for more than one step); an int: that many untimed steps every time.
-    Your own model: ``data=(x, y)`` (default: random MNIST-shaped inputs, 10 classes) and ``loss``
-    (default cross-entropy). The steps are ``train``'s, no read between them, ``speedups`` as there.
-    The median of the timed windows (``steady_throughput`` gives the windows and the warm-up's seconds too).
-    """
+    """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data), in steady state:
+    whole training steps (forward, backward, an ``optimizer`` update: Adam, as hetlab trains), the device
+    synchronised at each timed window's end. ``warmup=None``: ``WARMUP_STEPS`` (5) untimed steps only when this
+    process has not yet run these layers at this batch size on this device (MPS compiles per shape; a fresh
+    process is slow for more than one step); an int: that many every time. Your own model: ``data=(x, y)``
+    and ``loss``. The median of the windows (``steady_throughput``: the windows and the warm-up's seconds)."""
     return steady_throughput(model, device, batch_size, steps, warmup, optimizer, data, loss,
                              speedups).samples_per_s
 
