@@ -22,7 +22,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "core", "core.flat", "core.simulate", "core.samecode", "core.machine",
                "cluster.authtoken", "core.train_step", "core.data", "core.stream", "core.models", "core.devices",
-               "arithmetic", "arithmetic.estimates", "arithmetic.steptime", "arithmetic.measured", "core.checkpoint",
+               "arithmetic", "arithmetic.estimates", "arithmetic.steptime", "arithmetic.measured", "arithmetic.steady",
+               "core.checkpoint",
                "arithmetic.balance", "arithmetic.planner", "course", "course.textbook", "core.train", "core.speedups",
                "windows", "windows.wslconfig", "course.exercises", "course.grading"],
     "cluster": ["cluster.raylog", "cluster.reach", "cluster", "cluster.ray_cluster", "cluster.commands",
