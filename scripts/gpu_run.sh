@@ -19,7 +19,8 @@
 # in priority order: the card's own figures, then the pair, then notebooks 01 and 02. A step past its
 # budget is cut (`timeout`), its log kept; a step with no time left is not run. $OUT/plan.txt lists every
 # step with its budget; gpu_figures.py names each step cut or not run. The dry run enforces no budget
-# (a shared CPU is slower than the card): it prints each step's budget on the card beside what it took here.
+# (a shared CPU is slower than the card), nor does --full (longer than one lease): the dry run prints each
+# step's budget on the card beside what it took here. A cut step's Ray processes may outlive it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DRY=0 FULL=0 SHORT=0
@@ -60,18 +61,19 @@ export RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
 [ "$DRY" = 1 ] || nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
 failed=0
+ENFORCE=$(( DRY == 0 && FULL == 0 ))   # the budgets bind the quick call on the card; --full and the dry run run to the end
 step() {   # step NAME COMMAND...: its output into $OUT/NAME.log, then shown; its own exit status kept
   local name=$1; shift
   local budget=${BUDGET[$name]} left=$((CALL_BUDGET - SECONDS)) limit t0=$SECONDS
   limit=$(( budget < left ? budget : left ))
-  if [ "$DRY" = 0 ] && [ "$limit" -lt 10 ]; then   # no time left in the lease for it
+  if [ "$ENFORCE" = 1 ] && [ "$limit" -lt 10 ]; then   # no time left in the lease for it
     echo "=== $name: not run: $left s left of the call's $CALL_BUDGET s"
     echo "$name not-run" >>"$OUT/status.txt"; failed=1; return
   fi
   echo "=== $name (budget on the card ${budget} s): $*"
   echo "$name" >>"$OUT/started.txt"
   local rc
-  if [ "$DRY" = 1 ]; then
+  if [ "$ENFORCE" = 0 ]; then
     "$@" >"$OUT/$name.log" 2>&1; rc=$?
   else                                          # cut at its budget, its log kept
     timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1; rc=$?
