@@ -178,7 +178,10 @@ def main() -> None:
     link = (planner.SAME_MACHINE if args.link_mbit is None
             else planner.Link(args.link_mbit, 0.0, f"a {args.link_mbit:g} Mbit/s cap, no latency"))
     started = time.perf_counter()
-    alone_line, alone_points = fit_plain_loop(sweep_sizes(b), args.sweep_steps)   # before Ray: its start-up takes CPU
+    # the plain loop's sweep, twice: first in a fresh process before Ray starts (kept only to show what it
+    # measures: the process's own warm-up, and the machine before Ray), then the planner's line, after the
+    # pair's probe, in the conditions of the timed runs (Ray's processes up, this process warm)
+    first_line, first_points = fit_plain_loop(sweep_sizes(b), args.sweep_steps)
     with the_pair(args) as pair:
         with ParameterServerTraining(pair.workers, data, batch_sizes=[b // 2, b - b // 2], seed=0,
                                      progress=False) as probe:
@@ -187,6 +190,7 @@ def main() -> None:
             probe.run(2, batch_sizes=[1, 1])
             engine = engine_cost(probe.run(12, batch_sizes=[1, 1]))
             labels = probe.labels
+        alone_line, alone_points = fit_plain_loop(sweep_sizes(b), args.sweep_steps)
         # "desktop alone" is the plain loop; the pair's plans use each worker as it runs in the pair
         pair_lines = (lines[0], lines[1])
         advice = planner.advise(pair_lines, params, link, b, hs, engine_s=engine, alone=alone_line)
@@ -208,7 +212,7 @@ def main() -> None:
                  "a GPU machine: its card as the desktop, its CPU as the mac, nothing simulated" if args.card
                  else str(pair))
     report(args, where, labels, alone_line, alone_points, lines, engine, link, advice, plans, runs,
-           time.perf_counter() - started)
+           time.perf_counter() - started, (first_line, first_points))
 
 
 def one_alone(line, points: dict, runs: list, batch: int) -> dict:
@@ -235,7 +239,7 @@ def one_alone(line, points: dict, runs: list, batch: int) -> dict:
 
 
 def report(args, where, labels, alone_line, alone_points, lines, engine, link, advice, plans, runs,
-           seconds) -> None:
+           seconds, first) -> None:
     print(f"pair_vs_alone: {where}")
     print(f"  global batch {args.global_batch}, {args.samples_used:,} samples × {args.epochs} passes (every plan), "
           f"target {args.target:.0%}, {args.repeats} alternations")
@@ -266,6 +270,13 @@ def report(args, where, labels, alone_line, alone_points, lines, engine, link, a
               f"{' / '.join(f'{x:,.0f}' for x in rates):>30s} {med:8,.0f} {ratios[name]:9.2f} "
               f"{statistics.median(to) if to else float('nan'):11.2f} {statistics.median(out[name]['accuracy']):8.4f}")
     alone = one_alone(alone_line, alone_points, runs["desktop alone"], args.global_batch)
+    first_line, first_points = first
+    alone["first_sweep"] = {"line": [first_line.fixed_s, first_line.per_sample_s],
+                            "at_batch": round(first_line.samples_per_s(args.global_batch)),
+                            "over_line": round(first_line.samples_per_s(args.global_batch) / alone_line.samples_per_s(args.global_batch), 3),
+                            "warmup_s": {str(k): round(v.warmup_s, 4) for k, v in first_points.items()}}
+    print(f"  the same sweep in the fresh process, before Ray: {first_line}; at {args.global_batch}: "
+          f"{alone['first_sweep']['over_line']:.2f} of the line the planner used")
     r = alone["over_line"]
     print(f"  the desktop alone at {args.global_batch}, over the planner's line ({alone['line']:,}): the sweep's point "
           f"{r['sweep_point']:.2f}, the sweep again beside each run {r['sweep_again']:.2f}, train steady "
