@@ -3,7 +3,8 @@
 Local SGD pays for its exchange once per H steps, so between exchanges a worker should train as
 fast as ``hetlab.core.train.train`` at the same batch on the same device. This times both, alternated:
 
-* ``train``: the plain loop in this process, on the best device here;
+* ``train``: the plain loop in this process, on the best device here: its steady speed (``History.steady``,
+  its first 5 steps, the warm-up, apart and their seconds printed beside it);
 * ``local SGD``: one ``Worker`` on a one-node practice cluster, ``mode="local_sgd"`` rounds of H
   steps; its loop alone (samples ÷ the worker's own compute time) and end to end (samples ÷ the
   rounds' wall time: the exchange and the server's outer step included).
@@ -18,9 +19,11 @@ import argparse
 import json
 import os
 import statistics
+import time
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+from hetlab.arithmetic.steady import WARMUP_STEPS  # noqa: E402
 from hetlab.core import devices  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.cluster.practice import PracticeCluster  # noqa: E402
@@ -42,16 +45,20 @@ def main() -> None:
     b, h = args.batch, args.local_steps
     device = devices.best()
     data = load_mnist("train").subset(b * h * args.rounds, seed=0)
-    plain, loop, whole = [], [], []
+    plain, loop, whole, warmups = [], [], [], []
     # A worker on a card asks Ray for the GPU, so the node must count it ("auto": the node's best device)
     gpu = device == "cuda" or args.stand_in
     with PracticeCluster(("desktop",), accounted_gpus={"desktop": 1} if gpu else None), \
             ParameterServerTraining([WorkerSpec("desktop", role="desktop", device="auto" if gpu else device)], data,
                                     batch_sizes=[b], mode="local_sgd", local_steps=h, seed=0,
                                     progress=False) as run:
-        run.run(1)   # warm-up
+        t0 = time.perf_counter()
+        run.run(1)   # warm-up: timed apart
+        round_warmup = time.perf_counter() - t0
         for _ in range(args.repeats):
-            plain.append(train("small", data, epochs=1, batch_size=b, device=device, progress=False).samples_per_s)
+            warm = train("small", data, epochs=1, batch_size=b, device=device, progress=False).steady
+            plain.append(warm.samples_per_s)
+            warmups.append(warm.warmup_s)
             records = run.run(args.rounds)
             loop.append(sum(r.samples for r in records) / sum(r.compute_s for r in records))
             whole.append(samples_per_s(records))
@@ -64,6 +71,8 @@ def main() -> None:
                               ("local SGD, end to end", whole, "whole")):
         print(f"  {name:28s} {' / '.join(f'{v:,.0f}' for v in values):>30s} {med[key]:9,.0f} "
               f"{med[key] / med['train']:8.3f}")
+    print(f"  warm-up apart: train's first {WARMUP_STEPS} steps {' / '.join(f'{w:.3f}' for w in warmups)} s a run; "
+          f"local SGD's first round {round_warmup:.3f} s")
     print(f"  end to end ÷ train, alternation by alternation: {' / '.join(f'{r:.3f}' for r in pairs)}; "
           f"median {statistics.median(pairs):.3f}")
     print(json.dumps({"bench": "local_loop", "device": str(device), "stand_in": args.stand_in, "batch": b, "local_steps": h,
@@ -72,7 +81,9 @@ def main() -> None:
                       "loop_over_train": round(med["loop"] / med["train"], 3),
                       "end_to_end_over_train": round(med["whole"] / med["train"], 3),
                       "end_to_end_over_train_each": [round(r, 3) for r in pairs],
-                      "end_to_end_over_train_median_of_pairs": round(statistics.median(pairs), 3)}))
+                      "end_to_end_over_train_median_of_pairs": round(statistics.median(pairs), 3),
+                      "train_warmup_steps": WARMUP_STEPS, "train_warmup_s": [round(w, 4) for w in warmups],
+                      "local_sgd_warmup_round_s": round(round_warmup, 4)}))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ import time
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from hetlab.core import devices  # noqa: E402
-from hetlab.arithmetic import planner, steptime
+from hetlab.arithmetic import planner, steptime  # noqa: E402
+from hetlab.arithmetic.steady import WARMUP_STEPS  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.core.models import count_params, make_model  # noqa: E402
 from hetlab.ps import ParameterServerTraining  # noqa: E402
@@ -88,10 +89,13 @@ def borne_out(pick: str, over_alone: dict, to_target: dict, min_gain: float) -> 
     return not missed, (max(missed, key=over_alone.get) if missed else None)
 
 
-def fit_plain_loop(sizes, steps: int) -> steptime.StepTime:
-    """The desktop's plain loop here: notebook 02's sweep, fitted."""
-    rates = [devices.throughput(make_model("small"), devices.best(), b, steps=steps) for b in sizes]
-    return steptime.from_sweep(sizes, rates, f"the plain loop on {devices.best()} here")
+def fit_plain_loop(sizes, steps: int) -> tuple[steptime.StepTime, dict]:
+    """The desktop's plain loop here: notebook 02's sweep (steady: warm-up apart), fitted; and each batch
+    size's steady measurement (samples/s, warm-up seconds) beside the line."""
+    speeds = [devices.steady_throughput(make_model("small"), devices.best(), b, steps=steps, warmup=WARMUP_STEPS)
+              for b in sizes]
+    line = steptime.from_sweep(sizes, [x.samples_per_s for x in speeds], f"the plain loop on {devices.best()} here")
+    return line, {b: x for b, x in zip(sizes, speeds)}
 
 
 def fit_workers(training, sizes, steps: int) -> list[steptime.StepTime]:
@@ -107,12 +111,19 @@ def accuracy_curve(points, target: float):
     return next((s for s, a in points if a >= target), None)
 
 
-def run_alone(data, test, batch: int, epochs: int, target: float) -> dict:
+def run_alone(data, test, batch: int, epochs: int, target: float, sweep_steps: int) -> dict:
+    """The desktop alone: ``train`` (its steady speed, the warm-up apart), and just before it the sweep's
+    measurement at the same batch (the plain loop on one fixed random batch): the two meanings of "alone"
+    side by side, at the same moment, so that a busy machine weighs on both alike."""
+    point = devices.steady_throughput(make_model("small"), devices.best(), batch, steps=sweep_steps,
+                                      warmup=WARMUP_STEPS)
     hist = train("small", data, test, epochs=epochs, batch_size=batch, device=devices.best(), progress=False)
+    warm = hist.steady
     per_epoch = len(data)
     points = [((i + 1) * per_epoch, a) for i, a in enumerate(hist.test_accuracy)]
-    return {"samples_per_s": hist.samples_per_s, "to_target": accuracy_curve(points, target),
-            "accuracy": hist.final_accuracy}
+    return {"samples_per_s": warm.samples_per_s, "to_target": accuracy_curve(points, target),
+            "accuracy": hist.final_accuracy, "steady": warm.as_dict(), "whole_run": hist.samples_per_s,
+            "evaluation_s": hist.seconds_eval, "sweep_point": point.as_dict()}
 
 
 def run_pair(workers, plan: planner.Plan, data, test, epochs: int, target: float) -> dict:
@@ -122,12 +133,14 @@ def run_pair(workers, plan: planner.Plan, data, test, epochs: int, target: float
     per_pass = -(-len(data) // (h * sum(sizes)))
     points, records = [], []
     with ParameterServerTraining(workers, data, batch_sizes=sizes, seed=0, progress=False, **kw) as run:
-        run.run(1)   # warm-up (each worker's first step at its size): untimed, but its samples count
+        t0 = time.perf_counter()
+        run.run(1)   # warm-up (each worker's first step at its size): timed apart, its samples count
+        warmup_s = time.perf_counter() - t0
         for epoch in range(epochs):   # evaluated at the same sample counts as the desktop alone
             records += run.run(per_pass - (epoch == 0))
             points.append((run.samples_seen, run.evaluate(test)))
     return {"samples_per_s": samples_per_s(records), "to_target": accuracy_curve(points, target),
-            "accuracy": points[-1][1]}
+            "accuracy": points[-1][1], "warmup_s": warmup_s}
 
 
 def main() -> None:
@@ -165,7 +178,10 @@ def main() -> None:
     link = (planner.SAME_MACHINE if args.link_mbit is None
             else planner.Link(args.link_mbit, 0.0, f"a {args.link_mbit:g} Mbit/s cap, no latency"))
     started = time.perf_counter()
-    alone_line = fit_plain_loop(sweep_sizes(b), args.sweep_steps)   # before Ray starts: its start-up takes CPU
+    # the plain loop's sweep, twice: first in a fresh process before Ray starts (kept only to show what it
+    # measures: the process's own warm-up, and the machine before Ray), then the planner's line, after the
+    # pair's probe, in the conditions of the timed runs (Ray's processes up, this process warm)
+    first_line, first_points = fit_plain_loop(sweep_sizes(b), args.sweep_steps)
     with the_pair(args) as pair:
         with ParameterServerTraining(pair.workers, data, batch_sizes=[b // 2, b - b // 2], seed=0,
                                      progress=False) as probe:
@@ -174,6 +190,7 @@ def main() -> None:
             probe.run(2, batch_sizes=[1, 1])
             engine = engine_cost(probe.run(12, batch_sizes=[1, 1]))
             labels = probe.labels
+        alone_line, alone_points = fit_plain_loop(sweep_sizes(b), args.sweep_steps)
         # "desktop alone" is the plain loop; the pair's plans use each worker as it runs in the pair
         pair_lines = (lines[0], lines[1])
         advice = planner.advise(pair_lines, params, link, b, hs, engine_s=engine, alone=alone_line)
@@ -187,21 +204,48 @@ def main() -> None:
         runs = {name: [] for name in plans}
         for _ in range(args.repeats):
             for name, plan in plans.items():
-                runs[name].append(run_alone(data, test, b, args.epochs, args.target) if not plan.uses_mac
+                runs[name].append(run_alone(data, test, b, args.epochs, args.target, args.sweep_steps)
+                                  if not plan.uses_mac
                                   else run_pair(pair.workers, plan, data, test, args.epochs, args.target))
         where = ("STAND-IN for a GPU machine: Ray counts a GPU on the desktop node, its worker runs on the CPU"
                  if args.stand_in else
                  "a GPU machine: its card as the desktop, its CPU as the mac, nothing simulated" if args.card
                  else str(pair))
-    report(args, where, labels, alone_line, lines, engine, link, advice, plans, runs,
-           time.perf_counter() - started)
+    report(args, where, labels, alone_line, alone_points, lines, engine, link, advice, plans, runs,
+           time.perf_counter() - started, (first_line, first_points))
 
 
-def report(args, where, labels, alone_line, lines, engine, link, advice, plans, runs, seconds) -> None:
+def one_alone(line, points: dict, runs: list, batch: int) -> dict:
+    """The desktop alone, every meaning of it at ``batch``, each over the planner's line: the line; the
+    sweep's own point there (the line's fit error); the sweep's plain loop measured again beside each
+    ``train`` run (the machine's drift since the sweep); ``train``'s steady speed (a different data path:
+    shuffled slices of real MNIST, its loss reads, its per-step bookkeeping); and ``train`` over the whole
+    run (its warm-up in). Evaluation is in none of them; its seconds are given apart."""
+    predicted = line.samples_per_s(batch)
+    again = statistics.median(r["sweep_point"]["samples_per_s"] for r in runs)
+    steady_train = statistics.median(r["steady"]["samples_per_s"] for r in runs)
+    whole = statistics.median(r["whole_run"] for r in runs)
+    sweep_point = points[batch].samples_per_s
+    return {"line": round(predicted), "sweep_point": round(sweep_point), "sweep_again": round(again),
+            "train_steady": round(steady_train), "train_whole_run": round(whole),
+            "over_line": {"sweep_point": round(sweep_point / predicted, 3), "sweep_again": round(again / predicted, 3),
+                          "train_steady": round(steady_train / predicted, 3), "train_whole_run": round(whole / predicted, 3)},
+            "train_steady_over_sweep_again": round(steady_train / again, 3),
+            "within_10_percent": all(0.9 <= x <= 1.1 for x in (sweep_point / predicted, steady_train / predicted)),
+            "sweep_warmup_s": {str(b): round(p.warmup_s, 4) for b, p in points.items()},
+            "train_warmup_s": [round(r["steady"]["warmup_s"], 4) for r in runs],
+            "train_warmup_steps": runs[0]["steady"]["warmup_steps"],
+            "evaluation_s": [round(r["evaluation_s"], 3) for r in runs]}
+
+
+def report(args, where, labels, alone_line, alone_points, lines, engine, link, advice, plans, runs,
+           seconds, first) -> None:
     print(f"pair_vs_alone: {where}")
     print(f"  global batch {args.global_batch}, {args.samples_used:,} samples × {args.epochs} passes (every plan), "
           f"target {args.target:.0%}, {args.repeats} alternations")
     print(f"  desktop alone (plain loop): {alone_line}")
+    for size, point in alone_points.items():
+        print(f"    sweep at {size:>5}: {point}")
     for label, line in zip(labels, lines):
         print(f"  {label}: {line}")
     print(f"  engine's own cost per exchange: {engine * 1e3:.2f} ms (sync steps of 1 + 1 samples); link: {link.name}")
@@ -219,10 +263,27 @@ def report(args, where, labels, alone_line, lines, engine, link, advice, plans, 
                      "predicted": round(plan.samples_per_s), "measured": [round(x) for x in rates],
                      "median": round(med), "over_alone": round(med / alone_rate, 3),
                      "seconds_to_target": [round(x, 2) for x in to],
-                     "accuracy": [round(r["accuracy"], 4) for r in runs[name]]}
+                     "accuracy": [round(r["accuracy"], 4) for r in runs[name]],
+                     "warmup_s": [round(r["steady"]["warmup_s"] if "steady" in r else r["warmup_s"], 4)
+                                  for r in runs[name]]}
         print(f"  {name:32s} {plan.batch_sizes[0]:>4d}:{plan.batch_sizes[1]:<4d} {plan.samples_per_s:10,.0f} "
               f"{' / '.join(f'{x:,.0f}' for x in rates):>30s} {med:8,.0f} {ratios[name]:9.2f} "
               f"{statistics.median(to) if to else float('nan'):11.2f} {statistics.median(out[name]['accuracy']):8.4f}")
+    alone = one_alone(alone_line, alone_points, runs["desktop alone"], args.global_batch)
+    first_line, first_points = first
+    alone["first_sweep"] = {"line": [first_line.fixed_s, first_line.per_sample_s],
+                            "at_batch": round(first_line.samples_per_s(args.global_batch)),
+                            "over_line": round(first_line.samples_per_s(args.global_batch) / alone_line.samples_per_s(args.global_batch), 3),
+                            "warmup_s": {str(k): round(v.warmup_s, 4) for k, v in first_points.items()}}
+    print(f"  the same sweep in the fresh process, before Ray: {first_line}; at {args.global_batch}: "
+          f"{alone['first_sweep']['over_line']:.2f} of the line the planner used")
+    r = alone["over_line"]
+    print(f"  the desktop alone at {args.global_batch}, over the planner's line ({alone['line']:,}): the sweep's point "
+          f"{r['sweep_point']:.2f}, the sweep again beside each run {r['sweep_again']:.2f}, train steady "
+          f"{r['train_steady']:.2f} (warm-up {alone['train_warmup_steps']} steps, "
+          f"{statistics.median(alone['train_warmup_s']):.3f} s, apart), train over the whole run "
+          f"{r['train_whole_run']:.2f}; train steady ÷ the sweep beside it {alone['train_steady_over_sweep_again']:.2f} "
+          f"(the data path); evaluation {statistics.median(alone['evaluation_s']):.2f} s a run, in none of them")
     pick = next((name for name in plans if name.startswith("planner's pick")), "desktop alone")
     to_target = {name: statistics.median(o["seconds_to_target"] or [math.inf]) for name, o in out.items()}
     honest, wrong = borne_out(pick, {name: o["over_alone"] for name, o in out.items()}, to_target,
@@ -237,7 +298,7 @@ def report(args, where, labels, alone_line, lines, engine, link, advice, plans, 
                       "verdict": advice.verdict, "engine_ms": round(engine * 1e3, 3),
                       "desktop_alone_line": [alone_line.fixed_s, alone_line.per_sample_s],
                       "worker_lines": [[x.fixed_s, x.per_sample_s] for x in lines],
-                      "plans": out, "measured_over_predicted": ratios,
+                      "plans": out, "measured_over_predicted": ratios, "desktop_alone": alone,
                       "within_20_percent": all(0.8 <= r <= 1.2 for r in ratios.values()),
                       "seconds": round(seconds, 1)}))
 

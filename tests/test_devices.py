@@ -28,7 +28,7 @@ def test_throughput_is_measured_for_real():
 
 
 def test_throughput_warms_up_once_per_new_batch_size():
-    """The first step at a new shape is untimed (MPS compiles per shape); a shape already run
+    """The first steps at a new shape are untimed (MPS compiles per shape); a shape already run
     in this process is timed straight away. Counted on the CPU, where the rule is the same."""
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 13))  # layers no other test times
     calls = []
@@ -39,11 +39,11 @@ def test_throughput_warms_up_once_per_new_batch_size():
         devices.throughput(model, "cpu", batch_size=batch_size, steps=2, **kw)
         return len(calls)
 
-    assert steps_run(23) == 3   # new shape: 1 warm-up + 2 timed
+    assert steps_run(23) == 7   # new shape: 5 warm-up (WARMUP_STEPS) + 2 timed
     assert steps_run(23) == 2   # seen: no extra cost
-    assert steps_run(29) == 3   # another batch size is another shape
+    assert steps_run(29) == 7   # another batch size is another shape
     assert steps_run(23, warmup=2) == 4  # an explicit count is always run
-    assert steps_run(31, warmup=0) == 2 and steps_run(31) == 3  # warmup=0 warms nothing up
+    assert steps_run(31, warmup=0) == 2 and steps_run(31) == 7  # warmup=0 warms nothing up
 
 
 def test_timed_steps_hands_each_step_to_a_simulated_device():

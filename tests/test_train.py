@@ -130,6 +130,22 @@ def test_timing_each_step_splits_batching_from_compute():
     data = load_mnist("train").subset(512)
     hist = train("small", data, epochs=1, batch_size=64, progress=False, timing=True)
     assert hist.seconds_compute > hist.seconds_batching > 0 and len(hist.loss) == 8
+    # the steady speed: the warm-up apart (its seconds beside it), the rest in windows; every step's
+    # seconds are the run's training seconds, evaluation never among them
+    warm = hist.steady
+    assert (warm.warmup_steps, len(warm.windows), warm.steps) == (5, 3, 3)
+    assert warm.warmup_s == pytest.approx(sum(hist.step_seconds[:5]))
+    assert sum(hist.step_seconds) == pytest.approx(hist.seconds_batching + hist.seconds_compute)
+    assert hist.epoch_steps == [8] and hist.epoch_samples_per_s[0] == pytest.approx(hist.samples_per_s)
+
+
+def test_train_waits_for_the_device_only_where_a_window_ends():
+    """On a card ``train`` does not wait each step; it waits where the warm-up and each window end, so
+    that a window's seconds hold its own work: a few waits a run, at the cuts ``steady`` makes."""
+    from hetlab.core.train import _sync_points, steady_cuts
+    assert steady_cuts(100) == (5, 3) and steady_cuts(4) == (1, 3) and steady_cuts(1) == (0, 1)
+    assert _sync_points(100) == {5, 37, 68, 100}
+    assert _sync_points(2) == {1, 2}
 
 
 def test_the_sweep_and_train_agree_on_a_device_speed():

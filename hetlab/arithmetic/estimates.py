@@ -10,11 +10,14 @@ from dataclasses import dataclass
 
 from hetlab.arithmetic.steptime import StepTime, fit, independent_gain
 
-# The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop
-# (hetlab.core.train), Adam, 2 epochs, 2026-11-26: 35,490 samples/s at batch 128 and 171,182 at
-# 1,024. The line through both points is that machine's whole step: launches, update, bookkeeping,
-# and the host waiting for the card every step (that loop read the loss each step; today's does not).
-H100_TRAIN = {128: 35_490.0, 1024: 171_182.0}
+# The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop, WARM (CUDA
+# started, the shape's kernels chosen), 2026-11-28 (docs/measured/2026-11-28-h100-gpucheck): 76,840
+# samples/s at batch 128 (gpu-check's train_128_plain, hetlab.core.train, one pass of 12,000) and 128,937
+# at 256 (its sweep, devices.throughput, the same steps on one batch). The line through both is the warm
+# loop's step: launches, update, bookkeeping. A cold first epoch (CUDA's start and first kernels inside)
+# ran 34,990 at 128 (a fresh process, 60,000 samples): COLD_OVER_WARM, a separate estimate.
+H100_TRAIN = {128: 76_840.0, 256: 128_937.0}
+COLD_OVER_WARM = 34_990.0 / 76_840.0
 # Published FP32 peaks, TFLOP/s (an M2 with the 10-core GPU; the 8-core one has 2.9).
 FP32_TFLOPS = {"H100": 67.0, "RTX 4070 Ti": 40.0, "M2 GPU": 3.6}
 MPS_DISPATCH = 2.0   # an MPS step's fixed cost against a CUDA launch's: estimated, not measured
@@ -39,11 +42,12 @@ def _lines() -> dict:
 
 # (fixed seconds, seconds per sample) per model and role: an RTX 4070 Ti ("desktop") and an M2 GPU ("mac").
 STEP = _lines()
-STEP_HOW = ("estimated: an H100's measured training loop (35,490 and 171,182 samples/s at batch 128 and "
-            "1,024), its fixed part kept for the card (launching kernels costs about the same on any "
-            "recent NVIDIA card) and doubled for MPS, its per-sample part scaled by FP32 peaks. That loop "
-            "read the loss back every step; the loop now reads it twice an epoch, which a card should "
-            "run faster (not yet measured), so these lines are likely slow for a card")
+STEP_HOW = ("estimated: an H100's warm training loop (76,840 and 128,937 samples/s at batch 128 and 256, "
+            "2026-11-28, the warm-up left out), its fixed part kept for the card (launching kernels costs "
+            "about the same on any recent NVIDIA card) and doubled for MPS, its per-sample part scaled by "
+            "FP32 peaks. A first epoch in a fresh process is slower: see the cold estimate")
+COLD_HOW = ("estimated: the warm estimate × 0.46, an H100's first epoch in a fresh process (34,990 samples/s at "
+            "batch 128, CUDA's start and first kernels inside) over its warm loop (76,840), 2026-11-28")
 
 SEARCH_BATCHES = (32, 128)   # notebook 09's trials train at batch 32 to 128, one trial per device
 
@@ -114,6 +118,7 @@ FIGURES = {
     "desktop_128": Estimate(f"about {_about(speed('desktop', 128))} samples/s", STEP_HOW),
     "mac_128": Estimate(f"about {_about(speed('mac', 128))} samples/s", STEP_HOW),
     "desktop_64": Estimate(f"about {_about(speed('desktop', 64))} samples/s", STEP_HOW),
+    "desktop_cold_128": Estimate(f"about {_about(speed('desktop', 128) * COLD_OVER_WARM)} samples/s", COLD_HOW),
     "mac_64": Estimate(f"about {_about(speed('mac', 64))} samples/s", STEP_HOW),
     "search_gain": Estimate(f"about {_GAIN[0]:.1f}–{_GAIN[1]:.1f}",
                             "estimated: 1 + the Mac's ÷ the desktop's estimated samples/s at batch 32 to 128"),

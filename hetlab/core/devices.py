@@ -12,6 +12,7 @@ import time
 import torch
 from torch import nn
 
+from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady
 from hetlab.errors import HetlabError
 from hetlab.core import simulate
 from hetlab.core.speedups import PLAIN, Speedups
@@ -131,15 +132,23 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
                batch_size: int = 128, steps: int = 10, warmup: int | None = None,
                optimizer: str = TRAINING_OPTIMIZER, data=None, loss=None,
                speedups: Speedups = PLAIN) -> float:
-    """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data).
+    """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data), in steady state:
+    whole training steps (forward, backward, an ``optimizer`` update: Adam, as hetlab trains), the device
+    synchronised at each timed window's end. ``warmup=None``: ``WARMUP_STEPS`` (5) untimed steps only when this
+    process has not yet run these layers at this batch size on this device (MPS compiles per shape; a fresh
+    process is slow for more than one step); an int: that many every time. Your own model: ``data=(x, y)``
+    and ``loss``. The median of the windows (``steady_throughput``: the windows and the warm-up's seconds)."""
+    return steady_throughput(model, device, batch_size, steps, warmup, optimizer, data, loss,
+                             speedups).samples_per_s
 
-    Times whole training steps (forward, backward, ``optimizer`` update: Adam, as hetlab
-    trains, unless told otherwise), synchronised around the timed run (``timed_steps``). Before timing,
-    ``warmup=None`` runs one untimed step only when this process has not yet run this model's layers
-    at this batch size on this device (MPS compiles per shape); an int: that many untimed steps every time.
-    Your own model: ``data=(x, y)`` (default: random MNIST-shaped inputs, 10 classes) and ``loss``
-    (default cross-entropy). The steps are ``train``'s, no read between them, ``speedups`` as there.
-    """
+
+def steady_throughput(model: nn.Module, device: str | torch.device | None = None,
+                      batch_size: int = 128, steps: int = 10, warmup: int | None = None,
+                      optimizer: str = TRAINING_OPTIMIZER, data=None, loss=None,
+                      speedups: Speedups = PLAIN, windows: int = WINDOWS) -> SteadySpeed:
+    """``throughput``'s measurement whole (``hetlab.arithmetic.steady``): the steady samples/s (the median of
+    ``windows`` windows of the ``steps`` timed steps, fewer windows if fewer steps), their range, and the
+    warm-up's steps and seconds, timed apart and left out."""
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
     dev = resolve(device)
@@ -162,9 +171,38 @@ def throughput(model: nn.Module, device: str | torch.device | None = None,
             train_step(step_model, opt, loss, x, y)
 
     with speedups.backend(dev):
-        seconds, _ = timed_steps(step, dev, steps, shape_key(model, dev, batch_size, optimizer, *speedups.names),
-                                 warmup)
-    return batch_size * steps / seconds
+        return timed_windows(step, dev, steps, shape_key(model, dev, batch_size, optimizer, *speedups.names),
+                             batch_size, warmup, windows)
+
+
+def timed_windows(step, device: str | torch.device, steps: int, key, batch_size: int,
+                  warmup: int | None = None, windows: int = WINDOWS) -> SteadySpeed:
+    """``steps`` calls of ``step()`` in ``windows`` windows (fewer if fewer steps), the device synchronised at
+    each window's end only; before them the warm-up, each step timed to its end: ``warmup=None``,
+    ``WARMUP_STEPS`` the first time ``key`` is seen in this process, else none; an int, that many.
+    The steady speed of the whole (``hetlab.arithmetic.steady``), the warm-up apart."""
+    if warmup is None:
+        warmup = 0 if key in _WARM else WARMUP_STEPS
+    synchronize(device)
+    warm = []
+    for _ in range(warmup):
+        t0 = time.perf_counter()
+        step()
+        synchronize(device)
+        warm.append(time.perf_counter() - t0)
+    if warmup > 0:
+        _WARM.add(key)
+    n = max(1, min(windows, steps))
+    cuts = [round(i * steps / n) for i in range(n + 1)]
+    spans = []
+    for a, b in zip(cuts, cuts[1:]):
+        t0 = time.perf_counter()
+        for _ in range(b - a):
+            step()
+        synchronize(device)
+        spans.append(time.perf_counter() - t0)
+    sizes = [batch_size] * warmup + [batch_size * (b - a) for a, b in zip(cuts, cuts[1:])]
+    return steady(warm + spans, sizes, warmup=warmup, windows=n)
 
 
 def timed_steps(step, device: str | torch.device, steps: int, key, warmup: int | None = None,

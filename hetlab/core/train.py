@@ -20,6 +20,22 @@ from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
 from hetlab.core.speedups import PLAIN, Speedups
 from hetlab.core.train_step import train_step
+from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady
+
+
+def steady_cuts(steps: int) -> tuple[int, int]:
+    """(warm-up steps, windows) for a run of ``steps`` steps: ``WARMUP_STEPS`` and ``WINDOWS`` where it is
+    long enough, else fewer (at least one timed step)."""
+    windows = max(1, min(WINDOWS, steps - 1))
+    return max(0, min(WARMUP_STEPS, steps - windows)), windows
+
+
+def _sync_points(steps: int) -> set[int]:
+    """After which steps (counted from 1) ``train`` waits for the device: the warm-up's end and each window's
+    end, so that on a GPU each window's seconds hold its own work (a few waits a run)."""
+    warmup, windows = steady_cuts(steps)
+    timed = steps - warmup
+    return {warmup + round(i * timed / windows) for i in range(windows + 1)} - {0}
 
 
 @dataclass
@@ -35,12 +51,35 @@ class History:
     seconds_compute: float = 0.0
     seconds_eval: float = 0.0
     model: nn.Module | None = field(default=None, repr=False)  # the trained network
+    step_seconds: list[float] = field(default_factory=list, repr=False)  # each step's batching + compute
+    step_samples: list[int] = field(default_factory=list, repr=False)    # each step's batch size
+    epoch_steps: list[int] = field(default_factory=list, repr=False)     # steps per epoch
 
     @property
     def samples_per_s(self) -> float:
-        """Training throughput, evaluation excluded."""
+        """Training throughput over the whole run, warm-up included, evaluation excluded (``steady``: without it)."""
         busy = self.seconds_batching + self.seconds_compute
         return self.samples / busy if busy else 0.0
+
+    @property
+    def steady(self) -> SteadySpeed:
+        """The steady speed (``hetlab.arithmetic.steady``): the first ``WARMUP_STEPS`` steps apart (their
+        seconds in ``.warmup_s``), the rest in ``WINDOWS`` windows; fewer of each in a run of a few steps.
+        Evaluation is never in it."""
+        if not self.step_seconds:
+            raise HetlabError("History.steady: this run trained no step.")
+        warmup, windows = steady_cuts(len(self.step_seconds))
+        return steady(self.step_seconds, self.step_samples, warmup=warmup, windows=windows)
+
+    @property
+    def epoch_samples_per_s(self) -> list[float]:
+        """Each epoch's samples/s (evaluation excluded): the first holds the warm-up, the next ones do not."""
+        rates, i = [], 0
+        for n in self.epoch_steps:
+            seconds = sum(self.step_seconds[i:i + n])
+            rates.append(sum(self.step_samples[i:i + n]) / seconds if seconds else 0.0)
+            i += n
+        return rates
 
     @property
     def final_accuracy(self) -> float:
@@ -105,9 +144,10 @@ def train(model, train_data, test_data=None,
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
              if schedule == "cosine" else None)
     bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
+    waits = _sync_points(epochs * steps_per_epoch)
     with speedups.backend(dev):
         for epoch in range(epochs):
-            t, pending = time.perf_counter(), []
+            t, pending, first = time.perf_counter(), [], len(hist.step_seconds)
             for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
                 t_batch = time.perf_counter()
                 with speedups.autocast(dev):
@@ -115,7 +155,7 @@ def train(model, train_data, test_data=None,
                 hist.lr.append(opt.param_groups[0]["lr"])
                 if sched is not None:
                     sched.step()
-                if timing:
+                if timing or len(hist.step_seconds) + 1 in waits:
                     synchronize(dev)
                 if len(pending) == read_every:
                     _read_losses(pending, hist, bar)   # waits for the device: counted as compute
@@ -123,11 +163,16 @@ def train(model, train_data, test_data=None,
                 hist.seconds_batching += t_batch - t
                 hist.seconds_compute += t_done - t_batch
                 hist.samples += len(yb)
+                hist.step_seconds.append(t_done - t)
+                hist.step_samples.append(len(yb))
                 t = t_done
                 bar.update(1)
             if pending:
                 _read_losses(pending, hist, bar)
-            hist.seconds_compute += time.perf_counter() - t   # what the device still had queued
+            tail = time.perf_counter() - t   # what the device still had queued: the epoch's last step's
+            hist.seconds_compute += tail
+            hist.step_seconds[-1] += tail
+            hist.epoch_steps.append(len(hist.step_seconds) - first)
             if test_data is not None:
                 t0 = time.perf_counter()
                 hist.test_accuracy.append(evaluate(model, test_data, dev))

@@ -48,19 +48,42 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def check_autocast(ctx: Context) -> list[Row]:
+    """On a card: fp16 and bf16 autocast on its worker, the fp16 fallback provoked, fp16 on the wire. As a
+    stand-in (the CPU): the same pair runs, but a CPU worker trains in fp32 (``autocast_dtype``), so the
+    precision rows say so and the fp16 fallback, which needs fp16 autocast, says it needs CUDA."""
     from hetlab.arithmetic.balance import format_ratio
     ref = ctx.ps_run()["accuracy"]  # the fp32 pair, same samples and split
     goal = Goal(">=", ref - ACCURACY_TOLERANCE, f"≥ fp32 pair {ref:.2%} − {ACCURACY_TOLERANCE * 100:g} pt")
+    on_card = torch.device(ctx.device).type == "cuda"
     rows = []
     for precision in ("fp16", "bf16"):
         run = ctx.ps_run(precision=precision)
         desktop = run["labels"][0]
-        _require(f" {precision}" in desktop and "off on" not in desktop,
-                 f"autocast {precision} is not on for the card's worker: {desktop}")
+        if on_card:
+            _require(f" {precision}" in desktop and "off on" not in desktop,
+                     f"autocast {precision} is not on for the card's worker: {desktop}")
+        else:
+            _require("off on" in desktop, f"a CPU worker should train in fp32, not: {desktop}")
         _require(run["losses_finite"], f"a non-finite loss in the {precision} run")
+        off = "" if on_card else f"autocast {precision} needs a card: the CPU worker trained in fp32; "
         rows.append(Row(f"autocast_{precision}", run["accuracy"], "fraction", goal,
-                        f"{desktop} + mac cpu fp32, split {format_ratio(run['batch_sizes'])}: "
+                        f"{off}{desktop} + mac cpu fp32, split {format_ratio(run['batch_sizes'])}: "
                         f"{run['samples_per_s']:,.0f} samples/s", details=run))
+    if on_card:
+        rows.append(_fp16_fallback(ctx))
+    else:
+        rows.append(Row("fp16_overflow_fallback", None, "relative", None,
+                        "needs CUDA: fp16 autocast is off on a CPU worker, so there is no fallback to provoke"))
+    wire, fp32 = ctx.ps_run(transfer="fp16"), ctx.ps_run()
+    ratio = wire["bytes_to_server_per_sample"] / fp32["bytes_to_server_per_sample"]
+    rows.append(Row("wire_fp16", wire["accuracy"], "fraction", goal,
+                    f"gradients sent as fp16: {ratio:.2f}× the fp32 run's bytes to the server",
+                    details={**wire, "bytes_ratio": ratio}))
+    return rows
+
+
+def _fp16_fallback(ctx: Context) -> Row:
+    """The fp16 overflow provoked on purpose: the worker must redo the batch in fp32."""
     g32, _ = _worker_gradient(ctx, "fp32", 1.0)
     g16, worker = _worker_gradient(ctx, "fp16", 1.0)
     _require(worker.amp_dtype == torch.float16, f"fp16 autocast is off on {worker.device}")
@@ -71,15 +94,8 @@ def check_autocast(ctx: Context) -> list[Row]:
     big16, _ = _worker_gradient(ctx, "fp16", scale)
     _require(bool(torch.isfinite(big32).all()), f"the fp32 gradient at weights × {scale:g} is not finite")
     _require(bool(torch.isfinite(big16).all()), "the fp16 worker sent a non-finite gradient")
-    rows.append(Row("fp16_overflow_fallback", _relative(big16, big32), "relative",
-                    Goal("<=", 1e-4, "≤ 1e-4 from fp32 (batch redone in fp32)"),
-                    f"weights × {scale:g}: fp16 × loss scale overflows, the worker redid the batch in "
-                    f"fp32; without overflow fp16 differs from fp32 by {autocast_diff:.1e} (autocast on)",
-                    details={"scale": scale, "autocast_relative_difference": autocast_diff}))
-    wire, fp32 = ctx.ps_run(transfer="fp16"), ctx.ps_run()
-    ratio = wire["bytes_to_server_per_sample"] / fp32["bytes_to_server_per_sample"]
-    rows.append(Row("wire_fp16", wire["accuracy"], "fraction", goal,
-                    f"gradients sent as fp16: {ratio:.2f}× the fp32 run's bytes to the server",
-                    details={**wire, "bytes_ratio": ratio}))
-    return rows
-
+    return Row("fp16_overflow_fallback", _relative(big16, big32), "relative",
+               Goal("<=", 1e-4, "≤ 1e-4 from fp32 (batch redone in fp32)"),
+               f"weights × {scale:g}: fp16 × loss scale overflows, the worker redid the batch in "
+               f"fp32; without overflow fp16 differs from fp32 by {autocast_diff:.1e} (autocast on)",
+               details={"scale": scale, "autocast_relative_difference": autocast_diff})

@@ -54,6 +54,13 @@ def _load_benchmark(name: str):
     return module
 
 
+# What tensor batches gain over a DataLoader in training at batch 64 on a card: 2.58× and 2.81× on an H100
+# (2026-11-26, 2026-11-28). Each step's launches, not the input pipeline, bound this small model there, so
+# the course claims 2.5×, the figure the card gives, not the 3× it once hoped for.
+TRAIN_SPEEDUP_GOAL = 2.5
+TRAIN_SPEEDUP_TEXT = "≥ 2.5× (an H100 gave 2.58×, 2.81× at batch 64)"
+
+
 def check_single_device(ctx: Context) -> list[Row]:
     bench = _load_benchmark("single_device")
     out = io.StringIO()
@@ -64,7 +71,8 @@ def check_single_device(ctx: Context) -> list[Row]:
             f"(tensor batches vs DataLoader), {ctx.sizes.bench_samples} samples, best of "
             f"{ctx.sizes.bench_repeats}")
     details = {**r, "output": out.getvalue()}
-    return [Row("train_speedup", r["train_speedup"], "ratio", Goal(">=", 3.0, "≥ 3×"), note, details=details),
+    return [Row("train_speedup", r["train_speedup"], "ratio", Goal(">=", TRAIN_SPEEDUP_GOAL, TRAIN_SPEEDUP_TEXT),
+                note, details=details),
             Row("pipeline_speedup", r["pipeline_speedup"], "ratio", Goal(">=", 10.0, "≥ 10×"),
                 "input pipeline alone: batches ready on the device", details=details)]
 
@@ -81,54 +89,92 @@ def check_notebook01(ctx: Context) -> list[Row]:
     hist = train(make_model("small", seed=0), train_set, test_set, epochs=s.nb01_epochs,
                  batch_size=s.nb01_batch, device=ctx.device, schedule="cosine", progress=False)
     seconds = time.perf_counter() - t0
+    warm = hist.steady
     note = (f"{len(train_set):,} images × {s.nb01_epochs} epochs, batch {s.nb01_batch}, cosine: "
-            f"{seconds:.1f} s, {hist.samples_per_s:,.0f} samples/s on {hist.device}")
+            f"{seconds:.1f} s with evaluation; {hist.samples_per_s:,.0f} samples/s over the run, "
+            f"{warm.samples_per_s:,.0f} warm (warm-up {warm.warmup_steps} steps, {warm.warmup_s:.2f} s, "
+            f"apart) on {hist.device}")
     return [Row("notebook01", hist.final_accuracy, "fraction",
                 Goal(">=", s.nb01_target, f"≥ {s.nb01_target:.1%}"), note,
                 details={"seconds": seconds, "test_accuracy": hist.test_accuracy,
-                         "samples_per_s": hist.samples_per_s})]
+                         "samples_per_s": hist.samples_per_s, "steady": warm.as_dict(),
+                         "epoch_samples_per_s": hist.epoch_samples_per_s})]
 
 
 def check_sweep(ctx: Context) -> list[Row]:
-    from hetlab.core.devices import throughput
+    from hetlab.core.devices import steady_throughput
     from hetlab.core.models import make_model
     s = ctx.sizes
-    rates = {name: [throughput(make_model(name), ctx.device, b, steps=s.sweep_steps) for b in s.sweep_batches]
-             for name in ("small", "classic")}
+    speeds = {name: [steady_throughput(make_model(name), ctx.device, b, steps=s.sweep_steps) for b in s.sweep_batches]
+              for name in ("small", "classic")}
+    rates = {name: [x.samples_per_s for x in r] for name, r in speeds.items()}
     gain = {name: max(r) / r[0] for name, r in rates.items()}
     table = "; ".join(f"{name} " + " ".join(f"b{b}:{x:,.0f}" for b, x in zip(s.sweep_batches, r))
                       for name, r in rates.items())
-    details = {"batch_sizes": list(s.sweep_batches), "samples_per_s": rates}
+    details = {"batch_sizes": list(s.sweep_batches), "samples_per_s": rates,
+               "warmup_s": {name: [x.warmup_s for x in r] for name, r in speeds.items()},
+               "windows": {name: [list(x.windows) for x in r] for name, r in speeds.items()}}
     best = {name: max(r) for name, r in rates.items()}
+    top = s.sweep_batches[-1]
     return [Row("sweep_batching_gain", gain["small"], "ratio", Goal(">", 3.0, "> 3× (small, best vs batch 1)"),
-                f"classic gains {gain['classic']:.1f}×; {table}", details=details),
-            Row("sweep_small_vs_classic", best["small"] / best["classic"], "ratio",
-                Goal(">", 1.0, "> 1× (bigger model slower)"),
-                f"best small {best['small']:,.0f}, classic {best['classic']:,.0f} samples/s", details=details)]
+                f"classic gains {gain['classic']:.1f}×; {table} (warm: each batch size's first step apart)",
+                details=details),
+            # On a CPU or a Mac the classic CNN is slower per sample (more arithmetic); on a card at large
+            # batches both are bound by each step's launches and run level (an H100 at 256: small 128,937,
+            # classic 136,535). So no goal here: the row says which one was faster on this card.
+            Row("sweep_small_vs_classic", best["small"] / best["classic"], "ratio", None,
+                f"best small {best['small']:,.0f}, classic {best['classic']:,.0f} samples/s (up to batch {top:,}); "
+                f"on a card at large batches both are overhead-bound, so the classic CNN need not be slower "
+                f"here (it is on a CPU or a Mac)", details=details)]
 
+
+# The card options (hetlab.core.speedups), each alone beside the plain loop: (row name, options, needs CUDA).
+OPTIONS = (("plain", {}, False), ("fused", {"fused": True}, False), ("tf32", {"tf32": True}, True),
+           ("bf16", {"bf16": True}, False), ("cuda_graphs", {"cuda_graphs": True}, True))
+OPTION_TEXT = {"plain": "the plain loop", "fused": "fused Adam (one kernel for every parameter)",
+               "tf32": "TF32 matmuls and convolutions + cudnn.benchmark", "bf16": "bf16 autocast",
+               "cuda_graphs": 'CUDA graphs (torch.compile mode="reduce-overhead")'}
 
 
 def check_speedups(ctx: Context) -> list[Row]:
-    """``train`` at batch 128 (notebook 01's model, one pass) plain, with the card options
-    (``hetlab.core.speedups``), and with CUDA graphs (torch.compile's warm-up counted in its figure):
-    not goals yet, figures beside the plain loop, so that a GPU run can pick the defaults."""
+    """``train`` at batch 128 (notebook 01's model), plain and with each card option (``hetlab.core.speedups``)
+    alone: the warm samples/s (``History.steady``: the warm-up, with cudnn's search or the compile and capture,
+    apart, its seconds beside it) and the test accuracy against the plain loop's. Not goals: the figures a
+    card's run decides the defaults by (``NOT_MEASURED`` until then). A whole number of batches, so that no
+    partial last batch is a new shape (a second search, a second capture) inside the timed windows."""
     from hetlab.core.data import load_mnist
     from hetlab.core.models import make_model
-    from hetlab.core.speedups import ALL_ON_CUDA, NOT_MEASURED, PLAIN, Speedups
+    from hetlab.core.speedups import NOT_MEASURED, Speedups
     from hetlab.core.train import train
-    data = load_mnist("train").subset(ctx.sizes.bench_samples, seed=0)
-    runs = {"plain": PLAIN, "fused_tf32_bf16": ALL_ON_CUDA, "cuda_graphs": Speedups(cuda_graphs=True)}
-    rates, rows = {}, []
-    for name, options in runs.items():
-        if options.cuda_graphs and torch.device(ctx.device).type != "cuda":
-            rows.append(Row(f"train_128_{name}", None, "samples/s", None, "needs CUDA: not run here"))
+    batch = 128
+    n = max(batch, ctx.sizes.options_samples // batch * batch)
+    data, test = load_mnist("train").subset(n, seed=0), ctx.test_data()
+    on_card = torch.device(ctx.device).type == "cuda"
+    rows, plain = [], None
+    for name, flags, needs_cuda in OPTIONS:
+        options = Speedups(**flags)
+        what = OPTION_TEXT[name]
+        if needs_cuda and not on_card:
+            rows.append(Row(f"train_128_{name}", None, "samples/s", None,
+                            f"{what}: needs CUDA, not run on {ctx.device} (a CUDA setting; nothing to measure here)"))
             continue
-        hist = train(make_model("small", seed=0), data, epochs=1, batch_size=128, device=ctx.device,
-                     progress=False, speedups=options)
-        rates[name] = hist.samples_per_s
-        gain = "" if name == "plain" else f"; {hist.samples_per_s / rates['plain']:.2f}× the plain loop"
-        rows.append(Row(f"train_128_{name}", hist.samples_per_s, "samples/s", None,
-                        f"{len(data):,} samples, batch 128, {options.names or 'no options'}{gain}; "
-                        f"{NOT_MEASURED if name != 'plain' else 'the plain loop'}",
-                        details={"options": options.names, "final_loss": hist.loss[-1]}))
+        t0 = time.perf_counter()
+        hist = train(make_model("small", seed=0), data, test, epochs=ctx.sizes.options_epochs, batch_size=batch,
+                     device=ctx.device, progress=False, speedups=options)
+        warm, accuracy = hist.steady, hist.final_accuracy
+        if plain is None:
+            plain = (warm.samples_per_s, accuracy)
+        versus = ("" if name == "plain" else
+                  f"; {warm.samples_per_s / plain[0]:.2f}× the plain loop warm, accuracy "
+                  f"{100 * (accuracy - plain[1]):+.2f} pt against it; {NOT_MEASURED}")
+        rows.append(Row(f"train_128_{name}", warm.samples_per_s, "samples/s", None,
+                        f"{what}: {n:,} samples × {ctx.sizes.options_epochs}, batch {batch}; warm "
+                        f"{warm.low:,.0f}–{warm.high:,.0f} over {len(warm.windows)} windows, warm-up "
+                        f"{warm.warmup_steps} steps {warm.warmup_s:.2f} s (apart); test accuracy {accuracy:.2%}{versus}",
+                        details={"options": options.names, "steady": warm.as_dict(), "accuracy": accuracy,
+                                 "accuracy_minus_plain": accuracy - plain[1],
+                                 "over_plain": warm.samples_per_s / plain[0],
+                                 "whole_run_samples_per_s": hist.samples_per_s,
+                                 "seconds_with_evaluation": time.perf_counter() - t0,
+                                 "final_loss": hist.loss[-1]}))
     return rows
