@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -56,12 +55,7 @@ def save(desktop_ip: str, mac_ip: str, port: int = Ports.gcs, where: str | Path 
             raise HetlabError(f"the {what}'s address {ip!r} is not an IP address: nothing saved.") from None
     pair = SavedPair(str(desktop_ip), str(mac_ip), int(port),
                      datetime.datetime.now().isoformat(timespec="minutes"))
-    target = path(where)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(pair), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    return measured._write(path(where), asdict(pair))   # as every figure is written: whole, or not at all
 
 
 def load() -> SavedPair | None:

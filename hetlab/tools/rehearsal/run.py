@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from hetlab.cluster import commands, saved_pair
+from hetlab.cluster.reach import start_with_retry
 from hetlab.errors import HetlabError
 from hetlab.tools.rehearsal import learner
 from hetlab.tools.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, _in, _kill_all,
@@ -35,16 +36,11 @@ def start_pair(ports: commands.Ports = commands.Ports()) -> list[dict]:
 
 
 def paste_with_retry(host: Host, text: str) -> dict:
-    """``learner.paste``, once more if it failed: Ray gives its agents fixed start-up windows that a busy
-    machine can miss. What the failed paste started on that host is stopped first (by PID); the lines
-    before ``ray start`` (token, firewall) do the same again."""
-    started = time.time()
-    try:
-        return learner.paste(host, text)
-    except HetlabError as first:
-        learner.kill_since(host, started)
-        record = learner.paste(host, text)
-        return {**record, "retried_after": str(first)[:300]}
+    """``learner.paste``, once more when Ray says a node "timed out during startup" (its fixed start-up
+    windows, which a busy machine can miss: ``reach.start_with_retry``). What the failed paste started on
+    that host is stopped first (by PID); the lines before ``ray start`` (token, firewall) do the same again."""
+    return start_with_retry(lambda: learner.paste(host, text), lambda started: learner.kill_since(host, started),
+                            lambda exc, _: None)
 
 
 # A host: its own address on a private link (nothing leaves this machine), a hostname resolving to
