@@ -1,7 +1,6 @@
 """Shared test settings: quick mode for notebooks (nbval kernels inherit this
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
-which notebooks run only through the two-host rehearsal, and how the test process ends."""
-import atexit
+which notebooks run only through the two-host rehearsal, and a stack of every thread on a crash."""
 import faulthandler
 import os
 import sys
@@ -80,51 +79,8 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{where:<50s} {s / 60:5.1f}")
 
 
-_RUN: dict = {}
-
-
-def pytest_sessionstart(session):
-    _RUN["session"] = session
-
-
-# The crash behind this hook is not found. Tried (issue 51, 2026-11-28, a 2-core box shared with
-# three other sessions), after Server.close and progress bars without tqdm's monitor thread: twice
-#   HETLAB_QUICK=1 HETLAB_MEASURED=$(mktemp -d) RAY_USAGE_STATS_ENABLED=0 python -X faulthandler \
-#       -m pytest -q --noconftest tests/test_ps.py tests/test_flat.py tests/test_checkpoint.py
-# (no conftest: no os._exit; Ray, Ray actors, torch's threads and the PS engine in one process), and
-# both ended "52 passed", exit 0, with no fault and no stack. The whole suite, where the crash came
-# after "886 passed", was not run without the hook. No upstream report: nothing to report yet.
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-    """End the test process with pytest's own exit status once its summary is out: the exit
-    functions run (Ray's shutdown among them), but not the interpreter's teardown, where the
-    C extensions' threads (Ray's, torch's OpenMP teams, zmq) once crashed a run that had printed
-    "886 passed" (Segmentation fault, exit 139). A crash before this point still fails the run,
-    with its stack (faulthandler). Only in the process that ``pytest`` (or ``python -m pytest``)
-    started: a program that calls ``pytest.main()`` itself gets its status back and goes on."""
-    session = _RUN.pop("session", None)
-    if session is None or session.config is not config or not _started_from_the_command_line():
-        return
-    capture = config.pluginmanager.getplugin("capturemanager")
-    if capture is not None:
-        capture.stop_global_capturing()
-    faulthandler.enable(file=sys.__stderr__)
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(int(session.exitstatus))
-
-
-def _started_from_the_command_line() -> bool:
-    """True inside pytest's console entry point (``pytest`` and ``python -m pytest`` both run it:
-    ``_console_main`` since pytest 9.1, ``console_main`` before); false under a caller's own
-    ``pytest.main()``."""
-    import _pytest.config
-    entries = {f.__code__ for f in (getattr(_pytest.config, name, None) for name in ("_console_main", "console_main"))
-               if f is not None}
-    frame = sys._getframe()
-    while frame is not None:
-        if frame.f_code in entries:
-            return True
-        frame = frame.f_back
-    return False
+# Every thread's stack on a crash, to stderr, the interpreter's teardown included: a run that once
+# ended "886 passed" then "Segmentation fault" (exit 139) would say where. The test process ends
+# pytest's own way, with its own status: no early exit hides a crash (issue 51; the fresh-clone runs
+# without one: docs/measured/2026-11-28-exit.md).
+faulthandler.enable(file=sys.__stderr__, all_threads=True)

@@ -41,6 +41,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from hetlab.core import devices  # noqa: E402
 from hetlab.arithmetic import planner, steptime  # noqa: E402
+from hetlab.arithmetic import steady  # noqa: E402
 from hetlab.arithmetic.steady import WARMUP_STEPS  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.core.models import count_params, make_model  # noqa: E402
@@ -89,13 +90,22 @@ def borne_out(pick: str, over_alone: dict, to_target: dict, min_gain: float) -> 
     return not missed, (max(missed, key=over_alone.get) if missed else None)
 
 
-def fit_plain_loop(sizes, steps: int) -> tuple[steptime.StepTime, dict]:
+def fit_plain_loop(sizes, steps: int, rounds: int = 3) -> tuple[steptime.StepTime, dict]:
     """The desktop's plain loop here: notebook 02's sweep (steady: warm-up apart), fitted; and each batch
-    size's steady measurement (samples/s, warm-up seconds) beside the line."""
-    speeds = [devices.steady_throughput(make_model("small"), devices.best(), b, steps=steps, warmup=WARMUP_STEPS)
-              for b in sizes]
-    line = steptime.from_sweep(sizes, [x.samples_per_s for x in speeds], f"the plain loop on {devices.best()} here")
-    return line, {b: x for b, x in zip(sizes, speeds)}
+    size's steady measurement (samples/s, warm-up seconds) beside the line. The sizes take turns, one
+    window each per round, ``rounds`` rounds, and each size runs as many samples a window as the largest
+    (``steps`` of it): a moment of load or a slow start then weighs on every size alike, and each point is
+    the median of its rounds instead of a few milliseconds' windows at the small batches."""
+    model, device = make_model("small"), devices.best()
+    windows = {b: [] for b in sizes}
+    for r in range(rounds):
+        for b in sizes:
+            windows[b].append(devices.steady_throughput(
+                model, device, b, steps=max(steps, steps * max(sizes) // b), windows=1,
+                warmup=WARMUP_STEPS if r == 0 else 0))
+    speeds = {b: steady.of_windows(ws) for b, ws in windows.items()}
+    line = steptime.from_sweep(sizes, [speeds[b].samples_per_s for b in sizes], f"the plain loop on {device} here")
+    return line, speeds
 
 
 def fit_workers(training, sizes, steps: int) -> list[steptime.StepTime]:

@@ -66,6 +66,17 @@ def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: 
                        steps=timed, warmup_steps=warmup, warmup_s=sum(seconds[:warmup]))
 
 
+def of_windows(parts: Sequence[SteadySpeed]) -> SteadySpeed:
+    """One steady speed from measurements taken in turns with others (a sweep's sizes, round by round):
+    each part's windows become this one's, their median the speed; the warm-ups are summed apart."""
+    if not parts:
+        raise HetlabError("of_windows(): no measurements to join.")
+    rates = tuple(w for p in parts for w in p.windows)
+    return SteadySpeed(samples_per_s=statistics.median(rates), low=min(rates), high=max(rates), windows=rates,
+                       steps=sum(p.steps for p in parts), warmup_steps=sum(p.warmup_steps for p in parts),
+                       warmup_s=sum(p.warmup_s for p in parts))
+
+
 def median_and_range(values: Sequence[float]) -> tuple[float, float, float]:
     """(median, lowest, highest) of repeated figures: how every repeated figure is printed."""
     values = [float(v) for v in values]
