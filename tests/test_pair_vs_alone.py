@@ -32,3 +32,14 @@ def test_the_verdict_is_checked_both_ways():
     to = {"desktop alone": 2.0, pick: 1.5}
     assert bench.borne_out(pick, {"desktop alone": 1.0, pick: 1.2}, to, 1.15) == (True, None)
     assert bench.borne_out(pick, {"desktop alone": 1.0, pick: 0.9}, to, 1.15) == (False, pick)  # a false gain
+
+
+def test_the_planners_sweep_takes_turns_with_equal_samples_a_window():
+    """Every size gets one window a round, as many samples as the largest: a moment of load weighs on all
+    sizes alike, and the small batches' points are not a few milliseconds each (issue 50)."""
+    line, points = bench.fit_plain_loop((16, 64), steps=2, rounds=3)
+    assert sorted(points) == [16, 64] and line.per_sample_s >= 0
+    for b, speed in points.items():
+        assert len(speed.windows) == 3                       # one window per round
+        assert speed.steps * b == 3 * 2 * 64                 # 3 rounds × the largest's samples a window
+        assert speed.warmup_steps == bench.WARMUP_STEPS      # the first round's warm-up only, apart

@@ -6,6 +6,7 @@ a timer must wait for the device (``synchronize``) or it measures only the launc
 """
 from __future__ import annotations
 
+import dataclasses
 import platform
 import time
 
@@ -202,7 +203,7 @@ def timed_windows(step, device: str | torch.device, steps: int, key, batch_size:
         synchronize(device)
         spans.append(time.perf_counter() - t0)
     sizes = [batch_size] * warmup + [batch_size * (b - a) for a, b in zip(cuts, cuts[1:])]
-    return steady(warm + spans, sizes, warmup=warmup, windows=n)
+    return dataclasses.replace(steady(warm + spans, sizes, warmup=warmup, windows=n), steps=steps)
 
 
 def timed_steps(step, device: str | torch.device, steps: int, key, warmup: int | None = None,
