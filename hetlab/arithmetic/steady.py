@@ -60,10 +60,18 @@ def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: 
     if timed < windows:
         raise HetlabError(f"steady(): {len(seconds)} steps leave {max(timed, 0)} after {warmup} warm-up "
                           f"steps, fewer than {windows} windows: run more steps.")
-    cuts = [warmup + round(i * timed / windows) for i in range(windows + 1)]
+    cuts = window_cuts(timed, windows, start=warmup)
     rates = tuple(sum(sizes[a:b]) / sum(seconds[a:b]) for a, b in zip(cuts, cuts[1:]))
-    return SteadySpeed(samples_per_s=statistics.median(rates), low=min(rates), high=max(rates), windows=rates,
+    median, low, high = median_and_range(rates)
+    return SteadySpeed(samples_per_s=median, low=low, high=high, windows=rates,
                        steps=timed, warmup_steps=warmup, warmup_s=sum(seconds[:warmup]))
+
+
+def window_cuts(timed: int, windows: int, start: int = 0) -> list[int]:
+    """Where ``windows`` windows of (nearly) equal step counts begin and end among ``timed`` steps that
+    begin at step ``start``: ``windows + 1`` step indices. The one cut of ``steady``, ``train``'s waits
+    for the device and ``devices.timed_windows``."""
+    return [start + round(i * timed / windows) for i in range(windows + 1)]
 
 
 def of_windows(parts: Sequence[SteadySpeed]) -> SteadySpeed:
@@ -72,7 +80,8 @@ def of_windows(parts: Sequence[SteadySpeed]) -> SteadySpeed:
     if not parts:
         raise HetlabError("of_windows(): no measurements to join.")
     rates = tuple(w for p in parts for w in p.windows)
-    return SteadySpeed(samples_per_s=statistics.median(rates), low=min(rates), high=max(rates), windows=rates,
+    median, low, high = median_and_range(rates)
+    return SteadySpeed(samples_per_s=median, low=low, high=high, windows=rates,
                        steps=sum(p.steps for p in parts), warmup_steps=sum(p.warmup_steps for p in parts),
                        warmup_s=sum(p.warmup_s for p in parts))
 

@@ -13,7 +13,7 @@ import time
 import torch
 from torch import nn
 
-from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady
+from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady, window_cuts
 from hetlab.errors import HetlabError
 from hetlab.core import simulate
 from hetlab.core.speedups import PLAIN, Speedups
@@ -194,7 +194,7 @@ def timed_windows(step, device: str | torch.device, steps: int, key, batch_size:
     if warmup > 0:
         _WARM.add(key)
     n = max(1, min(windows, steps))
-    cuts = [round(i * steps / n) for i in range(n + 1)]
+    cuts = window_cuts(steps, n)
     spans = []
     for a, b in zip(cuts, cuts[1:]):
         t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
 from hetlab.core.speedups import PLAIN, Speedups
 from hetlab.core.train_step import train_step
-from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady
+from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady, window_cuts
 
 
 def steady_cuts(steps: int) -> tuple[int, int]:
@@ -35,7 +35,7 @@ def _sync_points(steps: int) -> set[int]:
     end, so that on a GPU each window's seconds hold its own work (a few waits a run)."""
     warmup, windows = steady_cuts(steps)
     timed = steps - warmup
-    return {warmup + round(i * timed / windows) for i in range(windows + 1)} - {0}
+    return set(window_cuts(timed, windows, start=warmup)) - {0}
 
 
 @dataclass
