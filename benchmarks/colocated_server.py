@@ -29,7 +29,7 @@ from hetlab.core.stream import Stream, split_spans
 from hetlab.core.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
-from hetlab.ps.messages import WorkerReply
+from hetlab.ps.messages import open_answer
 from hetlab.ps.options import Options
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerSpec
@@ -60,15 +60,15 @@ class Host:
         for _ in range(steps):
             spans = split_spans(self.stream.take(sum(sizes)), sizes)
             t0 = time.perf_counter()
-            refs = self.mac.gradient.options(num_returns=k + 1).remote(spans[1], *weights, pieces=k)
+            refs = self.mac.gradient.options(num_returns=k).remote(spans[1], *weights, pieces=k)
+            refs = refs if isinstance(refs, list) else [refs]
             arrived = threading.Thread(target=lambda: macs.append(_arrival(refs[-1]) - t0))
             arrived.start()  # notes when the mac's answer comes, while this thread computes
-            *grad, mine_reply = self.me.gradient(spans[0], *weights, pieces=k)
-            mine_reply = WorkerReply(*mine_reply)  # a plain tuple on the wire
+            answer = self.me.gradient(spans[0], *weights, pieces=k)
+            grad, mine_reply = open_answer(answer if k > 1 else [answer])
             mine.append(mine_reply.compute_s)
             arrived.join()
-            *theirs, their_reply = ray.get(refs)
-            their_reply = WorkerReply(*their_reply)
+            theirs, their_reply = open_answer(ray.get(refs))
             update = self.server.apply(combine_coefficients([mine_reply.samples, their_reply.samples]),
                                        [join_pieces(grad), join_pieces(theirs)])
             weights = split_pieces(update.weights, down)

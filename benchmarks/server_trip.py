@@ -36,6 +36,7 @@ from hetlab.core.stream import split_spans
 from hetlab.core.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, server
+from hetlab.ps.messages import WorkerReply, open_answer
 from hetlab.ps.rules import combine_coefficients
 
 WAYS = ("server actor (two trips)", "in the driver (hetlab)", "in the driver, one thread")
@@ -53,8 +54,8 @@ class ServerActor:
     def ready(self) -> bool:
         return True
 
-    def apply(self, coefficients, per: int, pieces: int, *grads):
-        flats = [join_pieces(grads[j:j + per]) for j in range(0, len(grads), per)]
+    def apply(self, coefficients, per: int, pieces: int, *answers):
+        flats = [join_pieces(open_answer(list(answers[j:j + per]))[0]) for j in range(0, len(answers), per)]
         update = self.server.apply(coefficients, flats)
         return (*split_pieces(update.weights, pieces), update.version)
 
@@ -66,11 +67,12 @@ def actor_steps(training, actor, weights: list, n: int) -> tuple[list, list, lis
     for _ in range(n):
         t0 = time.perf_counter()
         shares = split_spans(training.stream.take(sum(sizes)), sizes)
-        sent = [m.actor.gradient.options(num_returns=kg + 1).remote(spans, *weights, pieces=kg)
+        sent = [m.actor.gradient.options(num_returns=kg).remote(spans, *weights, pieces=kg)
                 for m, spans in zip(training.pool.members, shares)]
-        replies = ray.get([s[-1] for s in sent], timeout=60)
+        sent = [s if isinstance(s, list) else [s] for s in sent]   # one piece: one ref
+        replies = [WorkerReply(*last[1]) for last in ray.get([s[-1] for s in sent], timeout=60)]
         *weights, version = actor.apply.options(num_returns=kw + 1).remote(
-            combine_coefficients([r.samples for r in replies]), kg, kw, *[p for s in sent for p in s[:-1]])
+            combine_coefficients([r.samples for r in replies]), kg, kw, *[p for s in sent for p in s])
         ray.get(version, timeout=60)
         steps.append(time.perf_counter() - t0)
         busy.append(max(r.device_s for r in replies))

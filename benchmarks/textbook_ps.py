@@ -9,12 +9,16 @@ Ray. Ray's ConvNet ends in log_softmax + nll_loss; here both use cross-entropy o
 same logits (the same thing), and the textbook sums the gradients with lr/2 where hetlab
 takes Σ (b_i/B)·g_i with lr: the same update.
 
-Three variants, alternating ``--repeats`` times (median run of each kept):
+Four variants, alternating ``--repeats`` times (median run of each kept):
 
 * ``textbook per-sample``: each worker iterates a DataLoader over PerSampleMNIST
   (``hetlab.course.textbook``), as in Ray's example;
 * ``textbook tensors``: each worker slices batches from one normalised tensor;
-* ``hetlab``: ``ParameterServerTraining`` (weighting, per-step timings, fault handling).
+* ``hetlab``: ``ParameterServerTraining`` (weighting, per-step timings, fault handling);
+* ``Ray's floor``: the fewest Ray calls a synchronous step can make — one call per worker, one
+  ``ray.get``, the weights and the gradient as one flat numpy array, the SGD update in the
+  driver — and nothing else (no timings, no deadline, no lost worker): what any engine built
+  on Ray's actor calls can reach on this machine. ``hetlab ÷ floor`` is the engine's own cost.
 
 Samples/s is wall clock, driver included, after a few warm-up steps. Goal: hetlab ≥ 0.9×
 the textbook on tensors. The ratio is taken in every alternation between hetlab's run and
@@ -42,6 +46,7 @@ from torch.nn import functional as F  # noqa: E402
 
 from hetlab.cluster.ray_cluster import connect  # noqa: E402
 from hetlab.core.data import batches, load_mnist  # noqa: E402
+from hetlab.core.flat import flat_grad, flat_weights, load_flat  # noqa: E402
 from hetlab.core.models import make_model  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
 from hetlab.course.textbook import textbook_loader  # noqa: E402
@@ -134,6 +139,52 @@ class Textbook:
             ray.kill(actor)
 
 
+@ray.remote
+class FloorWorker:
+    """The textbook's worker on tensors, with the weights and the gradient as one flat numpy array."""
+
+    def __init__(self, data, batch_size, seed):
+        self.model = make_model("ray_example", seed=0)
+        self.params = list(self.model.parameters())
+        self.x, self.y, self.batch_size, self.seed, self.epoch = data.normalized(), data.labels, batch_size, seed, 0
+        self.data_iterator = batches(self.x, self.y, batch_size, shuffle=True, seed=seed * 1000)
+
+    def compute_gradients(self, flat):
+        load_flat(self.params, torch.from_numpy(flat))
+        try:
+            data, target = next(self.data_iterator)
+        except StopIteration:
+            self.epoch += 1
+            self.data_iterator = batches(self.x, self.y, self.batch_size, shuffle=True,
+                                         seed=self.seed * 1000 + self.epoch)
+            data, target = next(self.data_iterator)
+        self.model.zero_grad()
+        F.cross_entropy(self.model(data), target).backward()
+        return flat_grad(self.params).numpy()
+
+
+class Floor:
+    """Ray's floor: one call per worker and one get a step, the update in the driver, nothing else."""
+
+    def __init__(self, data_ref, n_workers, batch_size):
+        self.workers = [FloorWorker.remote(data_ref, batch_size, i) for i in range(n_workers)]
+        self.weights = flat_weights(make_model("ray_example", seed=0)).numpy()
+
+    def run(self, steps):
+        for _ in range(steps):
+            grads = ray.get([w.compute_gradients.remote(self.weights) for w in self.workers])
+            self.weights = self.weights - LR * sum(grads) / len(grads)   # SGD on the mean gradient
+
+    def model(self):
+        model = make_model("ray_example", seed=0)
+        load_flat(model, torch.from_numpy(self.weights))
+        return model
+
+    def shutdown(self):
+        for actor in self.workers:
+            ray.kill(actor)
+
+
 class Hetlab:
     """hetlab's engine, same model, data, SGD and batch sizes."""
 
@@ -164,7 +215,8 @@ def main(argv=None) -> dict:
     data_ref = ray.put(train)
     engines = {"textbook per-sample": Textbook(data_ref, args.workers, args.batch_size, per_sample=True),
                "textbook tensors": Textbook(data_ref, args.workers, args.batch_size, per_sample=False),
-               "hetlab": Hetlab(train, args.workers, args.batch_size)}
+               "hetlab": Hetlab(train, args.workers, args.batch_size),
+               "Ray's floor": Floor(data_ref, args.workers, args.batch_size)}
     rates: dict[str, list[float]] = {name: [] for name in engines}
     samples = args.steps * args.workers * args.batch_size
     try:
@@ -185,6 +237,8 @@ def main(argv=None) -> dict:
     base = rate["textbook tensors"]
     each = [h / t for h, t in zip(rates["hetlab"], rates["textbook tensors"])]  # neighbours' ratios
     ratio = statistics.median(each)
+    floor_each = [f / t for f, t in zip(rates["Ray's floor"], rates["textbook tensors"])]
+    own_each = [h / f for h, f in zip(rates["hetlab"], rates["Ray's floor"])]  # neighbours too
     print(f"textbook_ps: {args.workers} workers × {args.batch_size}, {args.steps} sync steps per run, "
           f"median of {args.repeats} alternating runs, SGD lr {LR}, model ray_example")
     print(f"  {'engine':22s} {'samples/s':>10} {'runs':>42} {'vs tensors':>11} {'accuracy':>9}")
@@ -193,10 +247,17 @@ def main(argv=None) -> dict:
         print(f"  {name:22s} {rate[name]:10,.0f} {runs:>42} {rate[name] / base:10.2f}× {accuracy[name]:9.4f}")
     print(f"  hetlab ÷ textbook tensors, run by neighbouring run: {', '.join(f'{r:.3f}' for r in each)}"
           f" (median {ratio:.3f})")
+    print(f"  Ray's floor ÷ textbook tensors: {', '.join(f'{r:.3f}' for r in floor_each)}"
+          f" (median {statistics.median(floor_each):.3f}): the most any engine on Ray's calls reaches here")
+    print(f"  hetlab ÷ Ray's floor: {', '.join(f'{r:.3f}' for r in own_each)}"
+          f" (median {statistics.median(own_each):.3f}): what hetlab's own work costs")
     result = {"bench": "textbook_ps", "samples_per_s": {k: round(v) for k, v in rate.items()},
               "hetlab_vs_textbook_tensors": round(ratio, 3),
               "hetlab_vs_textbook_tensors_each": [round(r, 3) for r in each],
               "hetlab_vs_textbook_per_sample": round(rate["hetlab"] / rate["textbook per-sample"], 3),
+              "floor_vs_textbook_tensors": round(statistics.median(floor_each), 3),
+              "hetlab_vs_floor": round(statistics.median(own_each), 3),
+              "hetlab_vs_floor_each": [round(r, 3) for r in own_each],
               "accuracy": {k: round(v, 4) for k, v in accuracy.items()},
               "steps": args.steps, "workers": args.workers, "batch_size": args.batch_size,
               "repeats": args.repeats}

@@ -4,7 +4,7 @@ import torch
 
 from hetlab.core.data import load_mnist
 from hetlab.core.flat import INLINE_BYTES, MOST_PIECES, PIECE_BYTES, join_pieces, pieces_for, split_pieces
-from hetlab.ps.messages import WorkerReply
+from hetlab.ps.messages import open_answer
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerSpec
 from hetlab.ps.worker import Worker
@@ -41,9 +41,9 @@ def test_a_step_in_pieces_equals_the_step_in_one_buffer():
     worker = Worker(WorkerSpec("w", device="cpu"), load_mnist("train").subset(256, seed=0), "small")
     servers = [Server("small", seed=0, lr=1e-3, mode="sync") for _ in range(2)]
     weights = servers[0].weights()
-    grad, meta = worker.gradient([(0, 64)], weights)
-    *grad_pieces, meta2 = worker.gradient([(0, 64)], *split_pieces(weights, 2), pieces=2)
-    assert len(grad_pieces) == 2 and torch.equal(join_pieces(grad_pieces), grad) and WorkerReply(*meta2).loss == WorkerReply(*meta).loss
+    (grad,), meta = open_answer([worker.gradient([(0, 64)], weights)])        # one piece: one object
+    grad_pieces, meta2 = open_answer(worker.gradient([(0, 64)], *split_pieces(weights, 2), pieces=2))
+    assert len(grad_pieces) == 2 and torch.equal(join_pieces(grad_pieces), grad) and meta2.loss == meta.loss
     whole = servers[0].apply([0.25, 0.75], [grad, grad * 2]).weights
     joined = servers[1].apply([0.25, 0.75], [join_pieces(grad_pieces), join_pieces([p * 2 for p in grad_pieces])]).weights
     assert torch.equal(joined, whole) and torch.equal(join_pieces(split_pieces(whole, 3)), whole)

@@ -1,6 +1,7 @@
 """What travels in a parameter-server run, and what the driver keeps of it (notebook 05).
 
-* ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta);
+* ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta), and how
+  the two travel together (``answer_wire`` / ``open_answer``);
 * ``InFlight`` a message on its way; ``Answer`` / ``Lost`` one that came back, or a worker that did not;
 * ``Round``: what one wait for answers brought; ``Update``: what the server did with the gradients;
 * events (``Resplit``, ``WorkerLost``, ``Slowdown``, ``Checkpoint`` …): what happened, at a step;
@@ -33,14 +34,28 @@ class WorkerReply:
         return (self.loss, self.compute_s, self.simulated_s, self.samples)
 
 
+def answer_wire(pieces: tuple, reply: WorkerReply):
+    """A worker's answer as it returns it, one Ray object per piece of its gradient
+    (``hetlab.core.flat.pieces_for``), the last piece paired with the reply: a reply of its
+    own would be one more object per answer, ~3 % of a small model's step."""
+    *first, last = pieces
+    return (*first, (last, reply.wire())) if first else (last, reply.wire())
+
+
+def open_answer(values: list) -> tuple[list, WorkerReply]:
+    """(the gradient's pieces, the ``WorkerReply``) from an answer's objects, one value per
+    piece, as ``ray.get`` of its refs gives them (one piece: ``[answer]``)."""
+    *first, (last, reply) = values
+    return [*first, last], WorkerReply(*reply)
+
+
 @dataclass(frozen=True, eq=False)
 class InFlight:
-    """One message sent to worker ``worker``: its gradient's pieces and its reply, as Ray refs."""
+    """One message sent to worker ``worker``: the refs of its answer (``answer_wire``)."""
 
     worker: str
     batch_size: int
-    grad: list            # refs of the gradient's (or delta's) pieces (hetlab.core.flat.pieces_for)
-    reply: object         # ref of its WorkerReply
+    answer: list          # refs of the gradient's (or delta's) pieces; the last also carries the reply
     weights_step: int     # the server's step of the weights it carries (staleness = applied − this)
     spans: list           # its positions of the shuffled stream
     sent_at: float

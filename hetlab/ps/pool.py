@@ -18,7 +18,7 @@ import torch
 from hetlab.errors import HetlabError
 from hetlab.core.flat import join_pieces, pieces_for, split_pieces
 from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, Slowdown,
-                                WorkerLost, WorkerReply)
+                                WorkerLost, open_answer)
 from hetlab.ps.options import Options, check_local_steps
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
 from hetlab.core.simulate import labelled
@@ -37,15 +37,6 @@ class Member:
     actor: object = None             # its Worker actor, once started
     info: WorkerInfo | None = None   # Worker.info(): host, device, precision, ...
     warm_sizes: set = dataclasses.field(default_factory=set)   # batch sizes it has warmed up
-
-
-@dataclasses.dataclass(frozen=True)
-class Waited:
-    """What ``WorkerPool._wait`` saw: {ref: result}, {ref: when it arrived}, [(key, why it was lost)]."""
-
-    results: dict
-    arrived: dict
-    lost: list
 
 
 class WorkerPool:
@@ -114,45 +105,39 @@ class WorkerPool:
     def submit(self, name: str, spans: list, weights_step: int, held_s: float = 0.0) -> InFlight:
         """Send worker ``name`` the current weights and the positions ``spans``: one gradient back."""
         m, k = self.member(name), self.pieces["gradient"]
-        refs = m.actor.gradient.options(num_returns=k + 1).remote(spans, *self.weights, pieces=k)
+        refs = m.actor.gradient.options(num_returns=k).remote(spans, *self.weights, pieces=k)
         return self._sent(m, refs, spans, weights_step, held_s)
 
     def submit_round(self, name: str, spans: list, weights_step: int) -> InFlight:
         """Send worker ``name`` the current weights and ``spans`` for local SGD: its H steps, their
         weights' change back (in the gradient's place)."""
         m, k = self.member(name), self.pieces["gradient"]
-        refs = m.actor.local_round.options(num_returns=k + 1).remote(spans, m.local_steps, *self.weights, pieces=k)
+        refs = m.actor.local_round.options(num_returns=k).remote(spans, m.local_steps, *self.weights, pieces=k)
         return self._sent(m, refs, spans, weights_step, 0.0)
 
-    def _sent(self, m: Member, refs: list, spans: list, weights_step: int, held_s: float) -> InFlight:
+    def _sent(self, m: Member, refs, spans: list, weights_step: int, held_s: float) -> InFlight:
         self.bytes_down += self.weights_bytes
-        return InFlight(m.spec.name, m.batch_size, refs[:-1], refs[-1], weights_step, spans, time.perf_counter(),
-                        held_s)
+        refs = refs if isinstance(refs, list) else [refs]   # one piece: Ray gives one ref, not a list
+        return InFlight(m.spec.name, m.batch_size, refs, weights_step, spans, time.perf_counter(), held_s)
 
     def round(self, messages: list[InFlight], deadline: float, first: bool = False) -> Round:
-        """Wait for the answers to ``messages`` until ``deadline`` (``first``: until one has come or
-        gone), then fetch their gradients in one get: a ``Round`` (a worker whose gradient was
-        lost with its node after it answered is among its ``lost``)."""
-        waited = self._wait({m.reply: m for m in messages}, deadline, first)
-        answers = [Answer(m, WorkerReply(*waited.results[m.reply]), waited.arrived[m.reply])
-                   for m in messages if m.reply in waited.results]
-        lost, gathered_at = [Lost(m.worker, why, m.spans) for m, why in waited.lost], time.perf_counter()
-        while answers:
-            try:
-                got = iter(ray.get([r for a in answers for r in a.message.grad], timeout=self.timeout_s))
-                grads = [join_pieces([next(got) for _ in a.message.grad]) for a in answers]
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
-                ok = [_fetchable(a.message.grad) for a in answers]
-                if all(ok):
-                    raise HetlabError(f"could not fetch the workers' gradients ({_one_line(e)}): "
-                                      f"resume from the last checkpoint.") from None
-                lost = lost + [Lost(a.message.worker, "its result was lost with its node", a.message.spans)
-                               for a, fine in zip(answers, ok) if not fine]
-                answers = [a for a, fine in zip(answers, ok) if fine]
-                continue
-            self.bytes_up += len(grads) * self.gradient_bytes
-            return Round(grads, answers, lost, gathered_at)
-        return Round([], [], lost, gathered_at)
+        """Wait for the answers to ``messages`` until ``deadline`` (``first``: until one has come),
+        then fetch them all in one get: a ``Round`` (a worker whose gradient was lost with its
+        node after it answered is among its ``lost``)."""
+        arrived, late = self._wait([m.answer[-1] for m in messages], deadline, first)
+        gathered_at, came = time.perf_counter(), [m for m in messages if m.answer[-1] in arrived]
+        got, failed = self._fetch({m.worker: m.answer for m in came})
+        lost = [Lost(m.worker, f"no answer within {self.timeout_s:.0f} s", m.spans)
+                for m in messages if m.answer[-1] in late]
+        lost += [Lost(m.worker, failed[m.worker], m.spans) for m in came if m.worker in failed]
+        answers, grads = [], []
+        for m in came:
+            if m.worker in got:
+                pieces, reply = open_answer(got[m.worker])
+                answers.append(Answer(m, reply, arrived[m.answer[-1]]))
+                grads.append(join_pieces(pieces))
+        self.bytes_up += len(grads) * self.gradient_bytes
+        return Round(grads, answers, lost, gathered_at)
 
     def publish(self, weights: torch.Tensor) -> None:
         """Make ``weights`` what the next messages carry: in pieces inside the calls, or put
@@ -181,9 +166,10 @@ class WorkerPool:
     def collect(self, refs: dict):
         """{name: answer} of calls to the workers named in ``refs`` ({name: a call's ref}) within
         the deadline, and the workers lost meanwhile: ({name: answer}, [Lost])."""
-        waited = self._wait({ref: name for name, ref in refs.items()}, time.perf_counter() + self.timeout_s)
-        return ({name: waited.results[ref] for name, ref in refs.items() if ref in waited.results},
-                [Lost(n, why) for n, why in waited.lost])
+        arrived, late = self._wait(list(refs.values()), time.perf_counter() + self.timeout_s)
+        got, failed = self._fetch({name: [ref] for name, ref in refs.items() if ref in arrived})
+        lost = [Lost(n, f"no answer within {self.timeout_s:.0f} s") for n, ref in refs.items() if ref in late]
+        return {name: values[0] for name, values in got.items()}, lost + [Lost(n, why) for n, why in failed.items()]
 
     def answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
         """``collect``, where a worker that went away is one line, not Ray's traceback."""
@@ -218,27 +204,40 @@ class WorkerPool:
             _kill(m.actor)
             m.actor = None
 
-    def _wait(self, pending: dict, deadline: float, first: bool = False) -> Waited:
-        """Wait for the refs in ``pending`` ({ref: key}) until ``deadline`` (``first``: until one
-        has come or gone): what came, when, and who was lost."""
-        pending, results, arrived, lost = dict(pending), {}, {}, []
-        while pending and not (first and (results or lost)):
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.perf_counter()))
+    def _wait(self, refs: list, deadline: float, first: bool = False) -> tuple[dict, list]:
+        """Wait for ``refs`` until ``deadline`` (``first``: until one has come): ({ref: when it
+        came}, the refs still out at the deadline). A ref has come when its call has ended,
+        well or not; its value may still be on the worker's node (``_fetch`` gets it)."""
+        pending, arrived = list(refs), {}
+        while pending and not (first and arrived):
+            ready, pending = ray.wait(pending, num_returns=1, fetch_local=False,
+                                      timeout=max(0.0, deadline - time.perf_counter()))
             if not ready:
-                lost += [(key, f"no answer within {self.timeout_s:.0f} s") for key in pending.values()]
-                break
+                return arrived, pending
             now = time.perf_counter()
-            for ref in ready:
-                key = pending.pop(ref)
-                try:
-                    results[ref], arrived[ref] = ray.get(ref), now
-                except ray.exceptions.RayActorError as e:
-                    lost.append((key, f"{type(e).__name__}: its node or process went away"))
-                except ray.exceptions.RayTaskError as e:
-                    who = key.worker if isinstance(key, InFlight) else key
-                    raise HetlabError(f"worker {self.member(who).spec.label} failed: {_one_line(e)}") from None
-        return Waited(results, arrived, lost)
+            arrived.update(dict.fromkeys(ready, now))
+        return arrived, []
 
+    def _fetch(self, refs: dict) -> tuple[dict, dict]:
+        """The values of each worker's refs ({name: [ref, ...]}) in one ``ray.get``: ({name: [value,
+        ...]}, {name: why} for those whose values are gone with their node or process). A
+        worker's own exception is a HetlabError."""
+        try:
+            values = iter(ray.get([r for rs in refs.values() for r in rs], timeout=self.timeout_s))
+            return {name: [next(values) for _ in rs] for name, rs in refs.items()}, {}
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            pass                                                      # one by one: whose is it?
+        got, failed = {}, {}
+        for name, rs in refs.items():
+            try:
+                got[name] = ray.get(rs, timeout=10)
+            except ray.exceptions.RayActorError as e:
+                failed[name] = f"{type(e).__name__}: its node or process went away"
+            except ray.exceptions.RayTaskError as e:
+                raise HetlabError(f"worker {self.member(name).spec.label} failed: {_one_line(e)}") from None
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+                failed[name] = "its result was lost with its node"
+        return got, failed
 
 def _label(m: Member) -> str:
     """name · device precision, and what differs from what was asked (simulated, rehearsal, …)."""
@@ -272,11 +271,3 @@ def _one_line(exc: BaseException) -> str:
 
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): ")
 
-
-def _fetchable(refs: list) -> bool:
-    """Can a gradient's pieces still be fetched (or were they lost with their node)?"""
-    try:
-        ray.get(refs, timeout=10)
-        return True
-    except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
-        return False

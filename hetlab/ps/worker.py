@@ -21,7 +21,7 @@ from hetlab.core.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.core.machine import this_machine
 from hetlab.core.models import make_model
-from hetlab.ps.messages import WorkerReply
+from hetlab.ps.messages import WorkerReply, answer_wire
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerSpec
 from hetlab.core.simulate import SlowDevice
@@ -178,11 +178,11 @@ class Worker:
         """How many warm-up steps this worker has run (tests count them)."""
         return self.warmups
 
-    @ray.method(num_returns=2)
     def gradient(self, spans: list, *weights: torch.Tensor, pieces: int = 1):
         """The mean-loss gradient at ``weights`` (the flat buffer, in its pieces) of the batch at
-        ``spans`` (positions of the shuffled stream): (flat CPU buffer in wire dtype, in
-        ``pieces`` pieces (``hetlab.core.flat.pieces_for``), then its ``WorkerReply`` as a plain tuple)."""
+        ``spans`` (positions of the shuffled stream): the flat CPU buffer in wire dtype, in
+        ``pieces`` pieces, the last paired with its ``WorkerReply`` (``messages.answer_wire``;
+        the driver calls it with ``num_returns=pieces``)."""
         t0 = time.perf_counter()
         self._load(join_pieces(weights))
         idx = self._indices(spans)
@@ -191,17 +191,16 @@ class Worker:
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        return (*split_pieces(grad, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)).wire())
+        return answer_wire(split_pieces(grad, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)))
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
             self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
-    @ray.method(num_returns=2)
     def local_round(self, spans: list, steps: int, *weights: torch.Tensor, pieces: int = 1):
         """Local SGD: ``steps`` Adam steps from ``weights`` (in pieces, as for ``gradient``), one
-        per consecutive equal part of the positions at ``spans``; returns (start − end in
-        ``pieces`` pieces, its ``WorkerReply`` as a plain tuple)."""
+        per consecutive equal part of the positions at ``spans``; returns start − end, in
+        ``pieces`` pieces with its ``WorkerReply``, as ``gradient`` does."""
         t0 = time.perf_counter()
         self._ensure_local_opt()
         start = join_pieces(weights).to(self.device, torch.float32)
@@ -216,7 +215,7 @@ class Worker:
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        return (*split_pieces(delta, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)).wire())
+        return answer_wire(split_pieces(delta, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)))
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
                    warmup: int | None = None) -> float:
