@@ -149,6 +149,21 @@ def test_a_worker_that_cannot_start_names_its_own_error(local_ray):
     assert _one_line(info.value) == "TypeError: __init__() takes 9 positional arguments but 11 were given"
 
 
+def test_an_error_inside_a_workers_step_is_one_line_that_names_the_worker(data):
+    """A loss that raises on the worker (not in the driver, where hetlab checks it first): the
+    round's one get fails, the pool finds whose answer it was, and says so in one line."""
+    driver = os.getpid()
+
+    def loss_that_fails_on_a_worker(out, y):
+        if os.getpid() != driver:
+            raise ValueError("this loss fails on the workers")
+        return nn.functional.cross_entropy(out, y)
+
+    with ParameterServerTraining([WorkerSpec("w0"), WorkerSpec("w1")], data[0], batch_sizes=[16, 16],
+                                 loss=loss_that_fails_on_a_worker, progress=False) as ps:
+        with pytest.raises(HetlabError, match=r"^worker w\d failed: ValueError: this loss fails on the workers$"):
+            ps.run(1)
+
 def test_autocast_choice_per_device(monkeypatch):
     """Mixed precision: off on the CPU; on CUDA/MPS as the device supports it. No CUDA or MPS
     device exists here, so (only) ``describe`` is replaced by what such devices report."""
