@@ -235,7 +235,9 @@ class WorkerPool:
                 failed[name] = f"{type(e).__name__}: its node or process went away"
             except ray.exceptions.RayTaskError as e:
                 raise HetlabError(f"worker {self.member(name).spec.label} failed: {_one_line(e)}") from None
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            except ray.exceptions.GetTimeoutError:
+                failed[name] = f"its gradient did not come within {self.timeout_s + 10:.0f} s of its answer"
+            except ray.exceptions.RayError:
                 failed[name] = "its result was lost with its node"
         return got, failed
 
