@@ -236,10 +236,11 @@ class WorkerPool:
             except ray.exceptions.RayTaskError as e:
                 raise HetlabError(f"worker {self.member(name).spec.label} failed: {_one_line(e)}") from None
             except ray.exceptions.GetTimeoutError:
-                failed[name] = f"its gradient did not come within {self.timeout_s + 10:.0f} s of its answer"
+                failed[name] = f"its result did not come within {self.timeout_s + 10:.0f} s of its call's end"
             except ray.exceptions.RayError:
                 failed[name] = "its result was lost with its node"
         return got, failed
+
 
 def _label(m: Member) -> str:
     """name · device precision, and what differs from what was asked (simulated, rehearsal, …)."""
