@@ -29,7 +29,7 @@ from hetlab.core.stream import Stream, split_spans
 from hetlab.core.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
-from hetlab.ps.messages import open_answer
+from hetlab.ps.messages import as_refs, open_answer
 from hetlab.ps.options import Options
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerSpec
@@ -60,8 +60,7 @@ class Host:
         for _ in range(steps):
             spans = split_spans(self.stream.take(sum(sizes)), sizes)
             t0 = time.perf_counter()
-            refs = self.mac.gradient.options(num_returns=k).remote(spans[1], *weights, pieces=k)
-            refs = refs if isinstance(refs, list) else [refs]
+            refs = as_refs(self.mac.gradient.options(num_returns=k).remote(spans[1], *weights, pieces=k))
             arrived = threading.Thread(target=lambda: macs.append(_arrival(refs[-1]) - t0))
             arrived.start()  # notes when the mac's answer comes, while this thread computes
             answer = self.me.gradient(spans[0], *weights, pieces=k)

@@ -34,6 +34,7 @@ from hetlab.cluster.ray_cluster import placement
 from hetlab.core.flat import flat_weights, pieces_for, split_pieces
 from hetlab.core.models import make_model
 from hetlab.pair import the_pair
+from hetlab.ps.messages import as_refs
 
 
 @ray.remote(num_cpus=0)
@@ -48,10 +49,6 @@ class Probe:
         time.sleep(self.work_s)
         grads = tuple(w * 1.0 for w in weights)
         return grads if len(grads) > 1 else grads[0]
-
-
-def _as_list(refs) -> list:
-    return list(refs) if isinstance(refs, (list, tuple)) else [refs]
 
 
 def _compile(probes):
@@ -89,7 +86,7 @@ def main() -> None:
         ray.get([p.gradient.remote(whole) for p in probes], timeout=60)
         k = len(pieces)
         ordinary = lambda: ray.get([r for p in probes  # noqa: E731
-                                    for r in _as_list(p.gradient.options(num_returns=k).remote(*pieces))], timeout=60)
+                                    for r in as_refs(p.gradient.options(num_returns=k).remote(*pieces))], timeout=60)
         times: dict[str, list[float]] = {"ordinary actor calls (hetlab)": [], "one compiled graph": []}
         why_not = None
         for _ in range(args.blocks):

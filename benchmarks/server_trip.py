@@ -36,7 +36,7 @@ from hetlab.core.stream import split_spans
 from hetlab.core.flat import join_pieces, split_pieces
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, server
-from hetlab.ps.messages import WorkerReply, open_answer
+from hetlab.ps.messages import WorkerReply, as_refs, open_answer
 from hetlab.ps.rules import combine_coefficients
 
 WAYS = ("server actor (two trips)", "in the driver (hetlab)", "in the driver, one thread")
@@ -67,9 +67,8 @@ def actor_steps(training, actor, weights: list, n: int) -> tuple[list, list, lis
     for _ in range(n):
         t0 = time.perf_counter()
         shares = split_spans(training.stream.take(sum(sizes)), sizes)
-        sent = [m.actor.gradient.options(num_returns=kg).remote(spans, *weights, pieces=kg)
+        sent = [as_refs(m.actor.gradient.options(num_returns=kg).remote(spans, *weights, pieces=kg))
                 for m, spans in zip(training.pool.members, shares)]
-        sent = [s if isinstance(s, list) else [s] for s in sent]   # one piece: one ref
         replies = [WorkerReply(*last[1]) for last in ray.get([s[-1] for s in sent], timeout=60)]
         *weights, version = actor.apply.options(num_returns=kw + 1).remote(
             combine_coefficients([r.samples for r in replies]), kg, kw, *[p for s in sent for p in s])

@@ -32,6 +32,7 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -146,18 +147,13 @@ class FloorWorker:
     def __init__(self, data, batch_size, seed):
         self.model = make_model("ray_example", seed=0)
         self.params = list(self.model.parameters())
-        self.x, self.y, self.batch_size, self.seed, self.epoch = data.normalized(), data.labels, batch_size, seed, 0
-        self.data_iterator = batches(self.x, self.y, batch_size, shuffle=True, seed=seed * 1000)
+        x, y = data.normalized(), data.labels   # epoch after epoch, in the textbook worker's orders
+        self.data_iterator = (b for epoch in itertools.count()
+                              for b in batches(x, y, batch_size, shuffle=True, seed=seed * 1000 + epoch))
 
     def compute_gradients(self, flat):
         load_flat(self.params, torch.from_numpy(flat))
-        try:
-            data, target = next(self.data_iterator)
-        except StopIteration:
-            self.epoch += 1
-            self.data_iterator = batches(self.x, self.y, self.batch_size, shuffle=True,
-                                         seed=self.seed * 1000 + self.epoch)
-            data, target = next(self.data_iterator)
+        data, target = next(self.data_iterator)
         self.model.zero_grad()
         F.cross_entropy(self.model(data), target).backward()
         return flat_grad(self.params).numpy()

@@ -164,6 +164,7 @@ def test_an_error_inside_a_workers_step_is_one_line_that_names_the_worker(data):
         with pytest.raises(HetlabError, match=r"^worker w\d failed: ValueError: this loss fails on the workers$"):
             ps.run(1)
 
+
 def test_autocast_choice_per_device(monkeypatch):
     """Mixed precision: off on the CPU; on CUDA/MPS as the device supports it. No CUDA or MPS
     device exists here, so (only) ``describe`` is replaced by what such devices report."""

@@ -1,7 +1,7 @@
 """What travels in a parameter-server run, and what the driver keeps of it (notebook 05).
 
 * ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta), and how
-  the two travel together (``answer_wire`` / ``open_answer``);
+  the two travel together (``answer_wire`` / ``open_answer``, the refs by ``as_refs``);
 * ``InFlight`` a message on its way; ``Answer`` / ``Lost`` one that came back, or a worker that did not;
 * ``Round``: what one wait for answers brought; ``Update``: what the server did with the gradients;
 * events (``Resplit``, ``WorkerLost``, ``Slowdown``, ``Checkpoint`` …): what happened, at a step;
@@ -40,6 +40,11 @@ def answer_wire(pieces: tuple, reply: WorkerReply):
     own would be one more object per answer, ~3 % of a small model's step."""
     *first, last = pieces
     return (*first, (last, reply.wire())) if first else (last, reply.wire())
+
+
+def as_refs(refs) -> list:
+    """A call's return refs as a list: with ``num_returns=1`` Ray gives the one ref itself."""
+    return list(refs) if isinstance(refs, (list, tuple)) else [refs]
 
 
 def open_answer(values: list) -> tuple[list, WorkerReply]:

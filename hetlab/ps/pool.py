@@ -18,11 +18,13 @@ import torch
 from hetlab.errors import HetlabError
 from hetlab.core.flat import join_pieces, pieces_for, split_pieces
 from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, Slowdown,
-                                WorkerLost, open_answer)
+                                WorkerLost, as_refs, open_answer)
 from hetlab.ps.options import Options, check_local_steps
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
 from hetlab.core.simulate import labelled
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
+
+REFETCH_S = 10.0   # after one get for a whole round failed: how long each worker's answer gets alone
 
 
 @dataclasses.dataclass
@@ -117,8 +119,7 @@ class WorkerPool:
 
     def _sent(self, m: Member, refs, spans: list, weights_step: int, held_s: float) -> InFlight:
         self.bytes_down += self.weights_bytes
-        refs = refs if isinstance(refs, list) else [refs]   # one piece: Ray gives one ref, not a list
-        return InFlight(m.spec.name, m.batch_size, refs, weights_step, spans, time.perf_counter(), held_s)
+        return InFlight(m.spec.name, m.batch_size, as_refs(refs), weights_step, spans, time.perf_counter(), held_s)
 
     def round(self, messages: list[InFlight], deadline: float, first: bool = False) -> Round:
         """Wait for the answers to ``messages`` until ``deadline`` (``first``: until one has come),
@@ -230,13 +231,13 @@ class WorkerPool:
         got, failed = {}, {}
         for name, rs in refs.items():
             try:
-                got[name] = ray.get(rs, timeout=10)
+                got[name] = ray.get(rs, timeout=REFETCH_S)
             except ray.exceptions.RayActorError as e:
                 failed[name] = f"{type(e).__name__}: its node or process went away"
             except ray.exceptions.RayTaskError as e:
                 raise HetlabError(f"worker {self.member(name).spec.label} failed: {_one_line(e)}") from None
             except ray.exceptions.GetTimeoutError:
-                failed[name] = f"its result did not come within {self.timeout_s + 10:.0f} s of its call's end"
+                failed[name] = f"its result did not come within {self.timeout_s + REFETCH_S:.0f} s of its call's end"
             except ray.exceptions.RayError:
                 failed[name] = "its result was lost with its node"
         return got, failed
