@@ -11,7 +11,7 @@ import pytest
 from hetlab.vocab import MEASURED_ENV
 
 os.environ.setdefault("HETLAB_QUICK", "1")
-# Notebook 02 saves its figures where hetlab.arithmetic.measured.folder() says. A test session gives them a
+# Notebook 02 saves its figures where hetlab.store.measured.folder() says. A test session gives them a
 # folder of its own, so a test never replaces the figures a learner measured in the checkout's
 # measured/ (the notebook itself has no test branch: it just saves to measured.folder()).
 if not os.environ.get(MEASURED_ENV):

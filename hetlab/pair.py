@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import os
 
-from hetlab.cluster import saved_pair
+from hetlab.store import saved_pair
 from hetlab.cluster.ray_cluster import connect, live_nodes, requested_address
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import WorkerSpec

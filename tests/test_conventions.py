@@ -153,8 +153,8 @@ SWEEP_SIZES = r"\(1, 4, 16, 64, 256, 1024\)|\(1, 8, 64, 256\)"
 
 
 def test_notebook_02s_sweep_sizes_are_written_once():
-    """Notebook 02's sweep sizes (full and quick) live in ``arithmetic.measured`` only: the Mac's
+    """Notebook 02's sweep sizes (full and quick) live in ``store.measured`` only: the Mac's
     sweep from afar, the report and the GPU check read them there, so a change reaches all four."""
     assert [c.split(":")[0] for c in formula_copies(SWEEP_SIZES, _sources("hetlab"))] == \
-        ["arithmetic/measured.py", "arithmetic/measured.py"]
+        ["store/measured.py", "store/measured.py"]
     assert formula_copies(SWEEP_SIZES, {"x.py": "sweep_batches: tuple = (1, 8, 64, 256)\n"}) == ["x.py:1"]

@@ -7,7 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from hetlab.arithmetic import estimates, measured
+from hetlab.arithmetic import estimates
+from hetlab.store import measured
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- estimate: ([a-z0-9_]+) -->")

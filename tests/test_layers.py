@@ -22,7 +22,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 # Each folder is one layer (its modules with it); the modules directly in hetlab/ are named.
 LAYERS = {
-    "basics": ["hetlab", "errors", "vocab", "core", "arithmetic", "course"],
+    "basics": ["hetlab", "errors", "vocab", "core", "arithmetic", "store", "course"],
     "cluster": ["cluster", "windows", "tools.rehearsal", "tools.doctor"],
     "engines": ["ps", "raytrain", "search", "pair"],
     "front ends": ["__main__", "tools", "tools.cli", "tools.gpucheck", "views"],

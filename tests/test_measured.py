@@ -1,4 +1,4 @@
-"""hetlab.arithmetic.measured: notebook 02 saves each machine's speeds, 06 and 08 (and the planner) read them.
+"""hetlab.store.measured: notebook 02 saves each machine's speeds, 06 and 08 (and the planner) read them.
 Pure: files in a temporary folder, no torch, no Ray."""
 import json
 import math
@@ -6,7 +6,8 @@ import math
 import pytest
 
 from hetlab import HetlabError
-from hetlab.arithmetic import measured, planner
+from hetlab.arithmetic import planner
+from hetlab.store import measured
 
 DEVICE = {"device": "cuda", "name": "NVIDIA GeForce RTX 4070 Ti"}
 SIZES = [1, 16, 256]

@@ -70,7 +70,7 @@ def test_placement_pins_actor_to_role(practice):
 def test_the_macs_figures_travel_through_the_cluster(practice, tmp_path):
     """The desktop reads the mac's saved figures on the mac's own node; with none there, it has
     them measured there first. ``there`` stands for the mac's folder, ``where`` for the desktop's."""
-    from hetlab.arithmetic import measured
+    from hetlab.store import measured
     from hetlab.cluster import figures
     mac_side, desktop_side = tmp_path / "mac", tmp_path / "desktop"
     first = figures.fetch("mac", desktop_side, there=str(mac_side), quick=True, models=("small",))
@@ -96,7 +96,8 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     import csv
     import platform
     import re
-    from hetlab.arithmetic import balance, measured, planner
+    from hetlab.arithmetic import balance, planner
+    from hetlab.store import measured
     from hetlab.arithmetic.outcome import technique
     from hetlab.cluster import figures, link, machines
     from hetlab.ps import ParameterServerTraining

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from hetlab.views import diagrams
-from hetlab.arithmetic import measured, planner
+from hetlab.arithmetic import planner
+from hetlab.store import measured
 from hetlab.core.models import count_params, make_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -228,7 +228,7 @@ def test_a_driver_on_the_mac_is_told_in_one_line(pair):
 
 SWEEP_HERE = """
 import sys
-from hetlab.arithmetic import measured
+from hetlab.store import measured
 from hetlab.core import devices
 from hetlab.core.models import make_model
 sizes = [1, 8]
@@ -250,7 +250,7 @@ print(json.dumps({"hostname": got.hostname, "kept": str(got.path), "host": got.d
 def test_the_desktop_reads_the_macs_figures_through_the_cluster(pair, tmp_path):
     """Notebook 02 ran on the mac host (its figures in its own folder); the desktop host reads them
     through a task pinned to the mac's node and keeps them as its own measured/mac.json."""
-    from hetlab.arithmetic import measured
+    from hetlab.store import measured
     mac_folder = rehearsal.MAC.home / "measured"
     saved = on("mac", sys.executable, "-c", SWEEP_HERE, mac_folder, driver=False)
     assert saved.returncode == 0, tail(saved)

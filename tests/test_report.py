@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from hetlab.arithmetic import measured, planner
+from hetlab.arithmetic import planner
+from hetlab.store import measured
 from hetlab.arithmetic.steady import steady
 from hetlab.views import report
 

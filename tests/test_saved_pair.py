@@ -1,9 +1,10 @@
-"""The pair notebook 04 saves (hetlab.cluster.saved_pair): where it lives, who reads it, and that a
+"""The pair notebook 04 saves (hetlab.store.saved_pair): where it lives, who reads it, and that a
 variable still wins. Tests point HETLAB_MEASURED at a folder of their own (conftest.py), so a
 learner's saved pair is never read here."""
 import pytest
 
-from hetlab.cluster import ray_cluster, saved_pair
+from hetlab.cluster import ray_cluster
+from hetlab.store import saved_pair
 from hetlab.errors import HetlabError
 from hetlab.pair import PRACTICE_LINE, which_cluster
 

@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from hetlab.arithmetic import measured, steptime
+from hetlab.arithmetic import steptime
+from hetlab.store import measured
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steptime import StepTime
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN

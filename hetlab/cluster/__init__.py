@@ -3,8 +3,8 @@ re-exported here, so ``from hetlab import cluster; cluster.connect()`` reads as 
 practice cluster (``practice``), the printed ``ray start`` lines (``commands``), reachability
 (``reach``), the token (``authtoken``), who holds a GPU in Ray (``gpu_holders``), Ray's logs
 (``raylog``), the Mac's figures read over the cluster (``figures``), the Mac's join from notebook 04
-(``joining``), the pair it saves for every later notebook (``saved_pair``), the link timed
-through Ray (``link``) and each machine described on itself (``machines``).
+(``joining``, which keeps the pair in ``hetlab.store``), the link timed through Ray (``link``)
+and each machine described on itself (``machines``).
 """
 from hetlab.cluster.ray_cluster import (  # noqa: F401 - re-exported
     ROLE_LABEL, SIMULATED_LABEL, ROLE_SLIVER, role_resource, role_label, node_labels,

@@ -1,6 +1,6 @@
 """A machine's saved figures, fetched through the cluster (notebook 04 on): no file carried by hand.
 
-Notebook 02 saves each machine's sweep on that machine (``hetlab.arithmetic.measured``). Once the
+Notebook 02 saves each machine's sweep on that machine (``hetlab.store.measured``). Once the
 Mac has joined, ``fetch("mac")`` runs a task pinned to the Mac's node that reads its
 ``measured/mac.json`` there; if the Mac never ran 02, a second task pinned there measures it (a
 short sweep on its best device) and saves it on the Mac too. The desktop keeps the result as its
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import ray
 
-from hetlab.arithmetic import measured
+from hetlab.store import measured
 from hetlab.cluster.ray_cluster import SIMULATED_LABEL, live_nodes, placement
 from hetlab.errors import HetlabError
 

@@ -13,7 +13,7 @@ import time
 
 import ray
 
-from hetlab.cluster import saved_pair
+from hetlab.store import saved_pair
 from hetlab.cluster.commands import check_ip
 from hetlab.cluster.ray_cluster import check_same_code, connect, live_nodes, placement
 from hetlab.cluster.reach import port_open

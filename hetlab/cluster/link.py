@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 import ray
 
-from hetlab.arithmetic import measured
+from hetlab.store import measured
 from hetlab.cluster.ray_cluster import live_nodes, placement
 from hetlab.errors import HetlabError
 

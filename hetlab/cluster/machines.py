@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ray
 
-from hetlab.arithmetic import measured
+from hetlab.store import measured
 from hetlab.cluster.ray_cluster import SIMULATED_LABEL, live_nodes, placement
 from hetlab.errors import HetlabError
 

@@ -16,7 +16,7 @@ import time
 
 import ray
 
-from hetlab.cluster import saved_pair
+from hetlab.store import saved_pair
 from hetlab.cluster.authtoken import secure_token_files
 from hetlab.core import samecode
 from hetlab.errors import HetlabError

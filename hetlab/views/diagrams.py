@@ -15,7 +15,8 @@ from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from hetlab.arithmetic import measured, planner
+from hetlab.arithmetic import planner
+from hetlab.store import measured
 from hetlab.views import plots
 from hetlab.errors import HetlabError
 

@@ -12,7 +12,7 @@ import datetime
 import re
 from pathlib import Path
 
-from hetlab.arithmetic import measured
+from hetlab.store import measured
 from hetlab.errors import HetlabError
 from hetlab.views import reportshare, reportwords
 from hetlab.views.reportprivate import clean, redact, hosts as _hosts

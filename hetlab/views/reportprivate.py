@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from hetlab.arithmetic import measured
+from hetlab.store import measured
 
 ROLES = ("desktop", "mac")
 _ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b[0-9a-fA-F]{32,}\b")

@@ -62,7 +62,8 @@ def _add_head(sub) -> None:
 
 
 def _head(args) -> int:
-    from hetlab.cluster import commands, saved_pair
+    from hetlab.cluster import commands
+    from hetlab.store import saved_pair
     from hetlab.windows import steps, wsl
     saved = saved_pair.load()
     ip = args.ip or _saved(saved, "desktop_ip", "--ip DESKTOP_IP (this machine's LAN address: hostname -I)")
@@ -112,7 +113,8 @@ def _add_join(sub) -> None:
 
 
 def _join(args) -> int:
-    from hetlab.cluster import commands, saved_pair
+    from hetlab.cluster import commands
+    from hetlab.store import saved_pair
     from hetlab.windows import steps, wsl
     saved = saved_pair.load()
     head = args.head or _saved(saved, "desktop_ip", "--head DESKTOP_IP (the desktop's LAN address)")

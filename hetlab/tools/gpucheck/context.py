@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from hetlab.arithmetic.measured import QUICK_SWEEP_BATCHES, SWEEP_BATCHES
+from hetlab.store.measured import QUICK_SWEEP_BATCHES, SWEEP_BATCHES
 from hetlab.errors import HetlabError
 
 

@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from hetlab.cluster import commands, saved_pair
+from hetlab.cluster import commands
+from hetlab.store import saved_pair
 from hetlab.cluster.reach import start_with_retry
 from hetlab.errors import HetlabError
 from hetlab.tools.rehearsal import learner

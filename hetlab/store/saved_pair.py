@@ -1,6 +1,6 @@
 """Your pair, remembered: notebook 04 saves it once connected, and everything after reads it.
 
-One small file, ``pair.json``, in your figures folder (``hetlab.arithmetic.measured.folder()``: the
+One small file, ``pair.json``, in your figures folder (``hetlab.store.measured.folder()``: the
 checkout's ``measured/``, which git ignores, so a new version of the course keeps it). It holds the
 head's address and each machine's LAN address. ``cluster.connect()``, ``the_pair()`` and
 ``hetlab head/join --start`` read it when no variable or flag says otherwise, so no notebook asks
@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hetlab.arithmetic import measured
+from hetlab.store import measured
 from hetlab.errors import HetlabError
 from hetlab.vocab import Ports
 
