@@ -53,7 +53,7 @@ def test_the_saved_file_holds_the_fitted_step_time_and_the_planner_reads_it(tmp_
     line = measured.step_time("desktop", "small", tmp_path)
     assert (line.fixed_s, line.per_sample_s) == (saved["fixed_s"], saved["per_sample_s"])
     assert line.fixed_s > 0 and line.per_sample_s > 0 and line.source.startswith("measured on ")
-    desktop, mac = planner.devices("small", tmp_path)
+    desktop, mac = measured.devices("small", tmp_path)
     assert desktop == line and "estimated" in mac.source
     assert planner.advise((desktop, mac), 30_000, planner.GIGABIT, 256, engine_s=0.005).speedup >= 1
     assert all("estimated" in d.source for d in planner.assumed_devices("classic"))

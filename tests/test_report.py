@@ -79,9 +79,10 @@ def test_a_practice_or_rehearsal_figure_never_reads_as_your_pairs(tmp_path, monk
     monkeypatch.delenv("HETLAB_REHEARSAL")
     measured.save_engine(0.004, where=tmp_path)
     assert planner.engine_note(measured.engine_cost(tmp_path)) == ""          # your pair's own: no note
-    assert planner.advise(line, 30_000, planner.GIGABIT, 128).note == ""     # the pair's own engine
+    own = measured.engine_cost()                                              # the caller reads it, the planner no file
+    assert planner.advise(line, 30_000, planner.GIGABIT, 128, engine_s=own).note == ""   # the pair's own engine
     measured.save_engine(0.004, simulated=True)
-    assert "practice" in planner.advise(line, 30_000, planner.GIGABIT, 128).verdict
+    assert "practice" in planner.advise(line, 30_000, planner.GIGABIT, 128, engine_s=measured.engine_cost()).verdict
 
 
 def test_a_second_save_of_one_run_adds_to_it_and_a_bad_figure_is_refused(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetlab.arithmetic.steptime import StepTime, fit, independent_gain
+from hetlab.errors import HetlabError
 
 # The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop, WARM (CUDA
 # started, the shape's kernels chosen), 2026-11-28 (docs/measured/2026-11-28-h100-gpucheck): 76,840
@@ -55,6 +56,26 @@ SEARCH_BATCHES = (32, 128)   # notebook 09's trials train at batch 32 to 128, on
 def line(role: str, model: str = "small") -> StepTime:
     """The estimated step line of ``role`` ("desktop" or "mac")."""
     return StepTime(*STEP[model][role], source="estimated")
+
+
+# Each machine the estimates stand for, and how they were made (``labelled``: a line that says so).
+WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}
+HOW = "estimated from an H100's training loop and FP32 peaks; not measured"
+COURSE_BATCH = 128          # the course's global batch (notebooks 02, 07, 08)
+
+# The engine's own cost per exchange (messages, the server's update, the driver), without the
+# link: measured on the practice cluster, 2 CPU cores, 2026-11-26: 3.2 to 4.5 ms in five runs of
+# benchmarks/pair_vs_alone.py (docs/measured/course-runs.md). Notebook 05 measures your pair's.
+ENGINE_S = 4.0e-3
+ENGINE_WHERE = "measured on the practice cluster (2 CPU cores), not on your pair"
+
+
+def labelled(role: str, model: str = "small") -> StepTime:
+    """The estimated step line of ``role`` for ``model``, labelled with the machine it stands for."""
+    if model not in STEP or role not in STEP[model]:
+        raise HetlabError(f"no estimated step time for {role!r} with model {model!r}: run notebook 02 on "
+                          f"that machine to measure it (estimates exist for {sorted(STEP)}).")
+    return StepTime(*STEP[model][role], source=f"{WHAT[role]}, {HOW}")
 
 
 def speed(role: str, batch: int, model: str = "small") -> float:

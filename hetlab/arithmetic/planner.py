@@ -12,8 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from hetlab.arithmetic import steptime
-from hetlab.store import measured
+from hetlab.arithmetic import estimates, steptime
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steptime import StepTime
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
@@ -35,15 +34,9 @@ GIGABIT = Link(1000.0, 0.5, "gigabit Ethernet (assumed ~1000 Mbit/s, ~0.5 ms)")
 SAME_MACHINE = Link(1e9, 0.0, "the same machine (no link)")
 
 
-def devices(model: str = "small", where=None) -> tuple[StepTime, StepTime]:
-    """(desktop, mac) step times for ``model``: the lines notebook 02 fitted on each machine where
-    their files exist, else the course's estimates; each says where it came from (``.source``)."""
-    return (measured.step_time("desktop", model, where), measured.step_time("mac", model, where))
-
-
 def assumed_devices(model: str = "small") -> tuple[StepTime, StepTime]:
     """(desktop, mac) estimated step times: an RTX 4070 Ti and an M2 GPU, labelled as estimates."""
-    return (measured.assumed_step_time("desktop", model), measured.assumed_step_time("mac", model))
+    return (estimates.labelled("desktop", model), estimates.labelled("mac", model))
 
 
 def as_devices(pair: Sequence) -> tuple[StepTime, StepTime]:
@@ -68,7 +61,7 @@ def _check(params: int, global_batch: int, local_steps: int = 1) -> None:
         raise HetlabError(f"local steps H must be a whole number ≥ 1, got {local_steps!r}.")
 
 
-def ceiling(pair: Sequence, global_batch: int = measured.ASSUMED_BATCH) -> float:
+def ceiling(pair: Sequence, global_batch: int = estimates.COURSE_BATCH) -> float:
     """The most the pair can gain over the desktop alone at this global batch (notebook 02):
     both finish their shares together and nothing is lost to messages. No plan beats it."""
     d, m = as_devices(pair)
@@ -124,9 +117,10 @@ def exchange_seconds(params: int, link: Link, bytes_per_value: int = 4) -> float
     return link.rtt_ms / 1e3 + exchange_bytes(params, bytes_per_value) * 8 / (link.bandwidth_mbit_s * 1e6)
 
 
-def engine_or_measured(engine_s) -> float:
-    """``engine_s`` checked, or notebook 05's measured cost (else the practice figure) when None."""
-    value = measured.engine_cost() if engine_s is None else engine_s
+def engine_or_default(engine_s) -> float:
+    """``engine_s`` checked (pass ``hetlab.store.measured.engine_cost()``: notebook 05's measurement),
+    or the practice cluster's figure (``estimates.ENGINE_S``) when None."""
+    value = estimates.ENGINE_S if engine_s is None else engine_s
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
         raise HetlabError(f"engine_s must be seconds ≥ 0, got {engine_s!r}.")
     return float(value)
@@ -148,7 +142,7 @@ def round_seconds(pair: Sequence, batch_sizes: Sequence[int], params: int, link:
     if b_m == 0:
         return local_steps * d(b_d)
     return (max(local_steps * d(b_d), local_steps * m(b_m) + exchange_seconds(params, link, bytes_per_value))
-            + engine_or_measured(engine_s))
+            + engine_or_default(engine_s))
 
 
 def at_split(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link, local_steps: int = 1,
@@ -159,7 +153,7 @@ def at_split(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link
     b_d, b_m = (int(b) for b in batch_sizes)
     if b_m == 0:
         return desktop_alone(pair, b_d)
-    h, engine = local_steps, engine_or_measured(engine_s)
+    h, engine = local_steps, engine_or_default(engine_s)
     e = exchange_seconds(params, link, bytes_per_value)
     name = "sync per step" if h == 1 else f"local SGD H={h}"
     return Plan(name, (b_d, b_m), h, round_seconds(pair, (b_d, b_m), params, link, h, bytes_per_value, engine),
@@ -183,7 +177,7 @@ def with_mac(pair: Sequence, params: int, link: Link, global_batch: int, local_s
     """
     d, m = as_devices(pair)
     _check(params, global_batch, local_steps)
-    h, engine = local_steps, engine_or_measured(engine_s)
+    h, engine = local_steps, engine_or_default(engine_s)
     x = steptime.balance_point(d, m, global_batch, h, exchange_seconds(params, link, bytes_per_value))
     tries = {min(global_batch - 1, max(1, k)) for k in (math.floor(x), math.ceil(x))} if x > 0 else {1}
     plans = {b_m: at_split((d, m), (global_batch - b_m, b_m), params, link, h, bytes_per_value, engine)
@@ -219,8 +213,8 @@ class Advice:
 def engine_note(engine_s=None) -> str:
     """One sentence when the prediction uses an engine cost that is not your pair's own measurement
     (the practice cluster's, the rehearsal's, or the course's default): a pair prediction says so."""
-    value = measured.engine_cost() if engine_s is None else engine_s
-    source = getattr(value, "source", None)
+    value, source = (estimates.ENGINE_S, estimates.ENGINE_WHERE) if engine_s is None \
+        else (engine_s, getattr(engine_s, "source", None))
     if source is None or "your pair" not in source:
         return ""
     return f"The engine's cost per exchange here ({float(value) * 1e3:.1f} ms) is {source}."
@@ -233,11 +227,11 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
 
     Recommends the Mac only if it gains at least ``min_gain`` (by default ``MIN_GAIN``: the model's
     measured error, ``MODEL_ERROR``; a smaller gain could be that error); among plans within 2 % of the fastest, the
-    smallest H (closest to plain SGD) wins. ``engine_s``: default ``measured.engine_cost()``.
+    smallest H (closest to plain SGD) wins. ``engine_s``: pass ``measured.engine_cost()``; default the practice figure.
     ``alone``: the desktop's plain loop, where it differs from its worker in the pair.
     """
     d, m = as_devices(pair)
-    engine, note = engine_or_measured(engine_s), engine_note(engine_s)
+    engine, note = engine_or_default(engine_s), engine_note(engine_s)
     alone = desktop_alone((alone or d, m), global_batch)
     sync = with_mac((d, m), params, link, global_batch, 1, BYTES_PER_VALUE["fp32"], engine)
     local = [with_mac((d, m), params, link, global_batch, h, BYTES_PER_VALUE["fp16"], engine)

@@ -27,21 +27,14 @@ from hetlab.vocab import MEASURED_ENV, REHEARSAL_ENV
 FOLDER_ENV = MEASURED_ENV
 FORMAT = 1
 
-ASSUMED_BATCH = 128
+ASSUMED_BATCH = estimates.COURSE_BATCH
 SWEEP_BATCHES = (1, 4, 16, 64, 256, 1024)    # notebook 02's sweep (and the Mac's, measured from afar)
 QUICK_SWEEP_BATCHES = (1, 8, 64, 256)
-ASSUMED_WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}
 
-# Estimated step times (not measured on these machines): hetlab.arithmetic.estimates says how.
-_ESTIMATE = "estimated from an H100's training loop and FP32 peaks; not measured"
+# Estimated step times and the engine's default cost (not measured on your pair): hetlab.arithmetic.estimates.
 ASSUMED_STEP = estimates.STEP
-
-# The engine's own cost per exchange (messages, the server's update, the driver), without the
-# link: measured on the practice cluster, 2 CPU cores, 2026-11-26: 3.2 to 4.5 ms in five runs of
-# benchmarks/pair_vs_alone.py (docs/measured/course-runs.md).
 ENGINE_FILE = "engine"
-ENGINE_DEFAULT_S = 4.0e-3
-ENGINE_DEFAULT_WHERE = "measured on the practice cluster (2 CPU cores), not on your pair"
+ENGINE_DEFAULT_S, ENGINE_DEFAULT_WHERE = estimates.ENGINE_S, estimates.ENGINE_WHERE
 
 
 class Labelled(float):
@@ -147,10 +140,12 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
             "date": datetime.datetime.now().isoformat(timespec="minutes"), "optimizer": optimizer,
             "batch_sizes": batch_sizes, "samples_per_s": models, "step_time": fits,
             "origin": origin(simulated), "speeds": _numbers(speeds or {}, f"{role}'s speeds")}
-    return _write(path(role, where), data)
+    return write(path(role, where), data)
 
 
-def _write(target: Path, data: dict) -> Path:
+def write(target: Path, data: dict) -> Path:
+    """Write ``data`` as JSON to ``target``, whole or not at all (a temporary file, then a rename):
+    every file in the figures folder, and the saved pair, is written this way."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -189,7 +184,7 @@ def keep(role: str, data: dict, where: str | Path | None = None) -> Path:
     if not is_sweep(data) or data.get("role") != role:
         raise HetlabError(f"the figures received for {role!r} are not notebook 02's file of that machine: "
                           f"run notebook 02 on it again.")
-    return _write(path(role, where), data)
+    return write(path(role, where), data)
 
 
 def interpolate(batch_sizes: Sequence[int], values: Sequence[float], batch_size: float) -> float:
@@ -233,11 +228,7 @@ def _where_measured(data: dict) -> str:
 
 def assumed_step_time(role: str, model: str = "small") -> StepTime:
     """The course's estimated step time for ``role`` and ``model``, labelled as such."""
-    if model not in ASSUMED_STEP or role not in ASSUMED_STEP[model]:
-        raise HetlabError(f"no estimated step time for {role!r} with model {model!r}: run notebook 02 on "
-                          f"that machine to measure it (estimates exist for {sorted(ASSUMED_STEP)}).")
-    fixed, per_sample = ASSUMED_STEP[model][role]
-    return StepTime(fixed, per_sample, f"{ASSUMED_WHAT[role]}, {_ESTIMATE}")
+    return estimates.labelled(role, model)
 
 
 def step_time(role: str, model: str = "small", where: str | Path | None = None) -> StepTime:
@@ -252,6 +243,12 @@ def step_time(role: str, model: str = "small", where: str | Path | None = None) 
     return from_sweep(data["batch_sizes"], data["samples_per_s"][model], source)
 
 
+def devices(model: str = "small", where: str | Path | None = None) -> tuple[StepTime, StepTime]:
+    """(desktop, mac) step times for ``model``, for the planner: the lines notebook 02 fitted on each
+    machine where their files exist, else the course's estimates; each says where it came from."""
+    return step_time("desktop", model, where), step_time("mac", model, where)
+
+
 def save_engine(engine_s: float, link_s: float | None = None, where: str | Path | None = None, *,
                 simulated: bool = False) -> Path:
     """Keep the engine's own cost per exchange (and the link's, if measured) that notebook 05 measured;
@@ -262,7 +259,7 @@ def save_engine(engine_s: float, link_s: float | None = None, where: str | Path 
     data = {"format": FORMAT, "host": platform.node() or "this machine", "engine_s": float(engine_s),
             "link_s": None if link_s is None else float(link_s), "origin": origin(simulated),
             "date": datetime.datetime.now().isoformat(timespec="minutes")}
-    return _write(path(ENGINE_FILE, where), data)
+    return write(path(ENGINE_FILE, where), data)
 
 
 def engine_cost(where: str | Path | None = None) -> Seconds:
@@ -326,7 +323,7 @@ def save_run(notebook: str, figures: dict, *, simulated: bool,
     if earlier is not None:
         for part in ("figures", "predictions", "speeds"):
             data[part] = {**earlier.get(part, {}), **data[part]}
-    return _write(path(f"{RUN_PREFIX}{notebook}", where), data)
+    return write(path(f"{RUN_PREFIX}{notebook}", where), data)
 
 
 def load_run(notebook: str, where: str | Path | None = None) -> dict | None:
@@ -350,7 +347,7 @@ def save_figure(name: str, data: dict, where: str | Path | None = None, *, simul
             "date": datetime.datetime.now().isoformat(timespec="minutes"),
             **_numbers(dict(data), f"the figures of {name!r}")}
     kept.setdefault("origin", origin(bool(simulated)))
-    return _write(path(name, where), kept)
+    return write(path(name, where), kept)
 
 
 def load_figure(name: str, where: str | Path | None = None) -> dict | None:

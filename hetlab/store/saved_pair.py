@@ -55,7 +55,7 @@ def save(desktop_ip: str, mac_ip: str, port: int = Ports.gcs, where: str | Path 
             raise HetlabError(f"the {what}'s address {ip!r} is not an IP address: nothing saved.") from None
     pair = SavedPair(str(desktop_ip), str(mac_ip), int(port),
                      datetime.datetime.now().isoformat(timespec="minutes"))
-    return measured._write(path(where), asdict(pair))   # as every figure is written: whole, or not at all
+    return measured.write(path(where), asdict(pair))   # as every figure is written: whole, or not at all
 
 
 def load() -> SavedPair | None:

@@ -206,7 +206,7 @@ def bandwidth_arithmetic(params: int, links: planner.Link | Sequence[planner.Lin
         raise HetlabError("give at least one link, e.g. planner.WIFI.")
     d, m = planner.as_devices(planner.assumed_devices() if pair is None else pair)
     engine_s = measured.engine_cost() if engine_s is None else engine_s   # read once: the figure and its source
-    engine, engine_from = planner.engine_or_measured(engine_s), getattr(engine_s, "source", "given")
+    engine, engine_from = planner.engine_or_default(engine_s), getattr(engine_s, "source", "given")
     alone = planner.desktop_alone((d, m), global_batch)
     h = int(local_steps)
     b = global_batch
