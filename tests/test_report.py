@@ -7,10 +7,11 @@ import re
 
 import pytest
 
-from hetlab.arithmetic import planner
-from hetlab.store import measured
+from hetlab.arithmetic import outcome, planner
+from hetlab.store import claims, graded, measured
 from hetlab.arithmetic.steady import steady
-from hetlab.views import report
+from hetlab.tools.cli import main
+from hetlab.views import report, reportwords
 
 TOKEN = "a3f9" * 16
 ADDRESSES = ("10.4.7.21", "172.16.0.9", "172.31.255.2", "192.168.1.20:6379")
@@ -55,7 +56,7 @@ def test_no_token_address_or_host_name_from_any_file_reaches_the_page_html_or_cs
     text = shown["report.md"]
     assert "measured on desktop" in text and "measured on mac" in text and "(left out)" in text
     assert "| 09 | pair ÷ desktop, the search | 1.22 | 1.2 | 0.98 |" in text
-    assert "| 02 | the pair's ceiling | 1.1 | 1.2 (09's pair ÷ desktop) | 1.09 |" in text
+    assert "| 02 | the pair's ceiling | 1.1 | not yet measured | — |" in text        # a search never measures it
     assert "held-out accuracy 98.00%" in text and "lr 0.003, optimizer adam" in text
     assert "test accuracy 99.00%" in text and "not yet measured: run notebook 05" in text    # 05 saved no technique
     with_names = report.write(tmp_path / "named", tmp_path, names=True).read_text()
@@ -105,3 +106,83 @@ def test_nothing_run_yet_gives_one_line_per_section_and_no_figure(tmp_path):
     assert {png for _, png in alts} == {"steps.png", "search.png"}
     assert all("simulated" not in alt for alt, png in alts)          # a run on the pair is not simulated
     assert "estimated" in alts[0][0]                                  # no sweep saved: the course's estimates
+
+
+def _one_model_run(batch, split, mode="full"):
+    """What notebook 07 saves for one model trained on both machines (``RayTrainResult.technique``)."""
+    return {"speed": steady([0.1] * 14, batch).as_dict(), "efficiency": 0.7, "sum_alone": 2000.0, "comm_share": 0.2,
+            "seconds": 1.4, "accuracy": 0.95, "target": outcome.TARGET,
+            **outcome.conditions(split, ("desktop", "mac"), 14, 14 * batch), **outcome.first_crossing([])}
+
+
+def test_a_prediction_reads_only_a_measurement_of_the_same_quantity(tmp_path, monkeypatch):
+    """Issue 59: the ceiling (one model, batch 128, a bound) is neither measured by a run at batch 64
+    nor by a search; a search predicted at batch 64 is not measured by trials at 32–128; a one-model
+    run at 128 holds or breaks the bound, never as measured ÷ predicted."""
+    monkeypatch.delenv("HETLAB_QUICK", raising=False)
+    measured.save("desktop", {"device": "cuda"}, [64, 128], {"small": [1000.0, 1200.0]}, where=tmp_path)
+    ceiling = claims.about(claims.ONE_MODEL, 128, bound=True)
+    measured.save_run("02", {"batch": 128}, simulated=False, where=tmp_path,
+                      predictions={"the pair's ceiling": (1.3, None, "planner.ceiling", "yours", ceiling)})
+    measured.save_run("09", {"pair_vs_sum": 0.93, "pair_vs_desktop": 1.25, "desktop_samples_per_s": 900.0,
+                             "mac_samples_per_s": 200.0, "pair_samples_per_s": 1020.0}, simulated=False, where=tmp_path,
+                      measures={"search": (1.25, claims.about(claims.SEARCH, [32, 64, 128]))},
+                      predictions={"the search": (1.3, None, "planner.search_gain", "yours",
+                                                  claims.about(claims.SEARCH, 64))})
+    measured.save_run("07", {}, simulated=False, where=tmp_path, speeds={"ray train": _one_model_run(64, [48, 16])})
+    page = report.write(tmp_path / "out", tmp_path).read_text()
+    rows = {line.split(" | ")[1]: line for line in page.splitlines() if line.startswith(("| 02 |", "| 09 |"))}
+    assert "not yet measured: run notebook 07" in rows["the pair's ceiling"]
+    assert "batch 64, not 128" in rows["the pair's ceiling"]               # 07 ran at 64: not this bound's batch
+    assert "not yet measured" in rows["the search"] and "batch 32–128, not 64" in rows["the search"]
+    assert claims.mismatch(ceiling, claims.about(claims.SEARCH, 128)) == \
+        f"quantity {claims.SEARCH}, not {claims.ONE_MODEL}"                # a search never measures one model
+    measured.save_run("07", {}, simulated=False, where=tmp_path, speeds={"ray train": _one_model_run(128, [100, 28])})
+    page = report.write(tmp_path / "out", tmp_path).read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| 02 | the pair's ceiling"))
+    gain = 1280 / 1200                                                     # 07's samples/s ÷ the desktop's at 128
+    assert f"{gain:.3g} (notebook 07) | bound held" in row and "measured ÷ predicted" not in row
+    monkeypatch.setenv("HETLAB_QUICK", "1")                               # a quick 07 does not measure a full 02
+    measured.save_run("07", {}, simulated=False, where=tmp_path, speeds={"ray train": _one_model_run(128, [100, 28])})
+    page = report.write(tmp_path / "out", tmp_path).read_text()
+    assert "mode quick, not full" in next(line for line in page.splitlines() if line.startswith("| 02 |"))
+
+
+def test_each_technique_row_has_its_conditions_a_quick_run_is_marked_and_time_to_target_is_a_crossing(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("HETLAB_QUICK", "1")
+    sync = {**_one_model_run(64, [32, 32]), **outcome.first_crossing([(0.5, 0.6), (1.1, 0.93), (1.6, 0.95)],
+                                                                    every=5, test_samples=500)}
+    local = {**_one_model_run(64, [48, 16]), **outcome.first_crossing([(0.5, 0.6), (1.0, 0.8)], every=5,
+                                                                     test_samples=500)}
+    measured.save_run("05", {}, simulated=False, where=tmp_path, speeds={"sync": sync, "async": local})
+    page = report.write(tmp_path / "out", tmp_path).read_text()
+    rows = {line.split(" | ")[0][2:]: line for line in page.splitlines() if line.startswith("| parameter server")}
+    assert "batch 64, split 32:32 (desktop, mac), 14 steps, 896 samples, QUICK mode" in rows["parameter server, per-step sync"]
+    assert "1.1 s of training (checked every 5 steps on 500 test samples)" in rows["parameter server, per-step sync"]
+    assert "not reached in 1.0 s (checked every 5 steps" in rows["parameter server, async"]
+    assert all(report.QUICK_MARK in row for row in rows.values())
+    assert "not checked during the run" in report.reportclaims.time_to_target(_one_model_run(64, [32, 32]))
+    why = reportwords.key("why", "parameter server, per-step sync")       # a question about their own figure
+    assert f"<!-- your words: {why} -->\n{reportwords.UNANSWERED}" in page
+    mine = "The mac waited for the desktop's messages: the communication share is 20 %."
+    (tmp_path / "out" / "report.md").write_text(page.replace(f"{why} -->\n{reportwords.UNANSWERED}", f"{why} -->\n{mine}"))
+    again = report.write(tmp_path / "out", tmp_path).read_text()
+    assert f"{why} -->\n{mine}" in again and why not in reportwords.unwritten(again)
+
+
+def test_the_exercises_results_are_in_the_report_and_check_names_what_is_missing(tmp_path, capsys):
+    graded.save("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path)
+    graded.save("ps_step", "05", "wrong", "not yet: a plain mean", role="desktop", where=tmp_path)
+    graded.keep({"x": {"exercise": "ps_step", "role": "desktop", "status": "right", "line": "right",
+                       "date": "2000-01-01T00:00"}}, tmp_path)                 # older: the later result stays
+    measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
+    out = tmp_path / "out"
+    assert main(["report", "--measured", str(tmp_path), "--out", str(out), "--check"]) == 1
+    said, page = capsys.readouterr().out, (out / "report.md").read_text()
+    assert "| 02 | `samples_per_s` | mac | right: right: agrees |" in page
+    assert "| 05 | `ps_step` | desktop | wrong: not yet: a plain mean |" in page and "Passed: 1 of 12" in page
+    assert "run `hetlab report` again before sending report.html" in said and report.HOW_TO_HAND_IN in page
+    assert "exercise not passed: ps_step (notebook 05)" in said and "samples_per_s (notebook" not in said
+    assert "not measured: Not yet measured: run notebook 08's link exercise" in said
+    assert f"unanswered: your words 'limitations'" in said

@@ -2,8 +2,9 @@
 
 One dict per run: its steady speed (``hetlab.arithmetic.steady``: warm-up apart, windows of steps),
 its efficiency against the sum of its workers alone (each worker's own device speed, from the same
-records), the share of the workers' time spent on messages, its seconds, its final accuracy and
-whether it reached the course's target by the end. No torch, no Ray: records are read by field.
+records), the share of the workers' time spent on messages, its seconds, its final accuracy, its
+conditions (batch, split, roles, steps, samples) and its time to target: the training seconds to the
+first evaluation at or above the target (``first_crossing``). No torch, no Ray: records read by field.
 """
 from __future__ import annotations
 
@@ -22,10 +23,32 @@ def speed_of(step_seconds, samples, warmup: int = WARMUP_STEPS, windows: int = W
     return steady(step_seconds, samples, warmup=max(0, min(warmup, n - windows)), windows=windows)
 
 
+def conditions(batch_sizes, roles, steps: int, samples: int, devices=None) -> dict:
+    """What a run on the pair ran under, saved with its figures: the global batch, the split (one
+    batch per worker, desktop first), the roles, its steps and samples, each worker's device."""
+    split = [int(b) for b in batch_sizes]
+    return {"batch": sum(split), "split": split, "roles": [str(r) for r in roles], "steps": int(steps),
+            "samples": int(samples), "devices": [str(d) for d in devices] if devices else None}
+
+
+def first_crossing(checks, target: float = TARGET, every: int | None = None,
+                   test_samples: int | None = None) -> dict:
+    """Time to target from evaluations made during a run: ``checks`` is (training seconds so far,
+    evaluation excluded; accuracy) per evaluation, every ``every`` steps on ``test_samples`` test
+    samples. ``time_to_target_s``: the first at or above ``target``, else None (not reached)."""
+    checks = [(float(s), float(a)) for s, a in checks]
+    crossed = next((s for s, a in checks if a >= target), None)
+    return {"time_to_target_s": crossed, "checks": len(checks), "check_every_steps": every,
+            "check_samples": test_samples, "checked_s": checks[-1][0] if checks else None}
+
+
 def technique(records, accuracy: float | None = None, *, target: float = TARGET,
-              warmup: int = WARMUP_STEPS) -> dict:
+              warmup: int = WARMUP_STEPS, checks=None, every: int | None = None,
+              test_samples: int | None = None, devices=None) -> dict:
     """A run's figures from its ``StepRecord``s (sync: one per worker and step; async and local SGD:
-    one per message): speed, efficiency, communication share, seconds, accuracy, time to target."""
+    one per message): speed, efficiency, communication share, seconds, accuracy, conditions, and
+    the time to target when ``checks`` (``first_crossing``) were made during the run: without them
+    the run was evaluated once, at its end, and has no time to target."""
     records = list(records)
     if not records:
         raise HetlabError("technique() needs the run's step records.")
@@ -42,11 +65,14 @@ def technique(records, accuracy: float | None = None, *, target: float = TARGET,
         alone += sum(r.samples for r in mine) / busy if busy > 0 else 0.0
     spent = sum(r.device_s + r.comm_s + r.wait_s for r in records)
     seconds = sum(s for s, _ in ordered)
-    reached = accuracy is not None and accuracy >= target
+    workers = sorted({r.worker for r in records}, key=lambda w: (w != "desktop", w))
+    split = [sorted(r.batch_size for r in records if r.worker == w)[len([r for r in records if r.worker == w]) // 2]
+             for w in workers]
     return {"speed": speed.as_dict(), "efficiency": speed.samples_per_s / alone if alone else None,
             "sum_alone": alone, "comm_share": sum(r.comm_s for r in records) / spent if spent else None,
             "seconds": seconds, "accuracy": accuracy, "target": target,
-            "time_to_target_s": seconds if reached else None}
+            **conditions(split, workers, len(ordered), sum(r.samples for r in records), devices),
+            **first_crossing(checks or [], target, every, test_samples)}
 
 
 def across(seconds, samples):

@@ -4,7 +4,8 @@ Notebook 02 saves each machine's sweep on that machine (``hetlab.store.measured`
 Mac has joined, ``fetch("mac")`` runs a task pinned to the Mac's node that reads its
 ``measured/mac.json`` there; if the Mac never ran 02, a second task pinned there measures it (a
 short sweep on its best device) and saves it on the Mac too. The desktop keeps the result as its
-own ``measured/mac.json``, labelled with the Mac's host and date.
+own ``measured/mac.json``, labelled with the Mac's host and date. ``fetch_graded`` brings the Mac's
+exercise results the same way (``hetlab.store.graded``).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import ray
 
-from hetlab.store import measured
+from hetlab.store import graded, measured
 from hetlab.cluster.ray_cluster import SIMULATED_LABEL, live_nodes, placement
 from hetlab.errors import HetlabError
 
@@ -81,3 +82,18 @@ def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | No
             sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, tuple(models), simulated),
             timeout=timeout)
     return Fetched(role, measured.keep(role, data, where), data, node_id, hostname, measured_now)
+
+
+def _graded_there(there: str | None) -> dict:
+    return graded.load(there)
+
+
+def fetch_graded(role: str = "mac", where: str | Path | None = None, *, there: str | None = None,
+                 timeout: float = 120.0) -> int:
+    """Bring ``role``'s exercise results (its check cells, e.g. notebook 02's on the Mac) to this
+    machine's file, read on its own node like its figures; returns how many it holds."""
+    if not ray.is_initialized() or not live_nodes(role):
+        raise HetlabError(f"fetching the {role}'s exercise results needs the cluster with the {role} joined.")
+    results = ray.get(ray.remote(num_cpus=0)(_graded_there).options(**placement(role)).remote(there), timeout=timeout)
+    graded.keep(results, where)
+    return len(results)

@@ -4,7 +4,7 @@ the skeleton above is still empty (it raises ``NotImplementedError`` or returns 
 
 Each exercise knows the typical mistakes (a plain mean, a missing 1/B, a split ∝ 1/speed ...)
 and names the one your function made. Pure functions, no Ray. The answers, with their
-reasoning, are in ``docs/answers/``.
+reasoning, are in ``docs/answers/``. ``check`` keeps each result for the report (``hetlab.store.graded``).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from hetlab.course.exercises import EXERCISES, Exercise, show
 from hetlab.errors import HetlabError
+from hetlab.store import graded
 
 RIGHT, WRONG, YOUR_TURN = "right", "wrong", "your turn"
 CASES = 25   # random inputs per check
@@ -82,5 +83,10 @@ def _named_mistake(exercise: Exercise, inputs: Sequence[tuple], answers: Sequenc
 
 
 def check(name: str, fn: Callable | None) -> None:
-    """Grade ``fn`` and print the one line (the notebooks' check cells)."""
-    print(grade(name, fn).line)
+    """Grade ``fn``, print the one line (the notebooks' check cells) and keep it for the report."""
+    verdict = grade(name, fn)
+    print(verdict.line)
+    try:
+        graded.save(name, EXERCISES[name].notebook, verdict.status, verdict.line)
+    except (OSError, HetlabError) as e:        # the grade stands; only the report misses it
+        print(f"(not kept for your report: {e})")

@@ -72,18 +72,21 @@ class RayTrainResult:
 
     def technique(self) -> dict:
         """This run's figures for the report (``hetlab.arithmetic.outcome``): a steady speed from rank 0's
-        step times, efficiency against the ranks' own device speeds, the all-reduce's share, accuracy."""
+        step times, efficiency against the ranks' own device speeds, the all-reduce's share, accuracy,
+        and its conditions (batch, split, roles, devices); evaluated at the end only, so no time to target."""
         from hetlab.arithmetic import outcome
         from hetlab.ps.records import device_seconds
         batch = sum(r.batch_size for r in self.ranks)
         speed = outcome.speed_of(self.step_s or [self.train_s / max(self.steps, 1)] * max(self.steps, 1), batch)
         alone = sum(r.samples / b for r in self.ranks if (b := device_seconds(r)) > 0)
         spent = sum(device_seconds(r) + r.allreduce_s for r in self.ranks)
-        reached = self.accuracy >= outcome.TARGET
+        ranks = sorted(self.ranks, key=lambda r: r.rank)
         return {"speed": speed.as_dict(), "efficiency": speed.samples_per_s / alone if alone else None,
                 "sum_alone": alone, "comm_share": sum(r.allreduce_s for r in self.ranks) / spent if spent else None,
                 "seconds": self.train_s, "accuracy": self.accuracy, "target": outcome.TARGET,
-                "time_to_target_s": self.train_s if reached else None}
+                **outcome.conditions([r.batch_size for r in ranks], [r.role for r in ranks], self.steps,
+                                     sum(r.samples for r in ranks), [r.label for r in ranks]),
+                **outcome.first_crossing([], outcome.TARGET)}   # evaluated once, at the end: no crossing
 
     def model(self) -> nn.Module:
         """The trained weights from rank 0's checkpoint, in a fresh network (``factory`` when the

@@ -22,6 +22,7 @@ from typing import Sequence
 from hetlab.arithmetic import estimates
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steptime import StepTime, from_sweep
+from hetlab.store import claims
 from hetlab.vocab import MEASURED_ENV, REHEARSAL_ENV
 
 FOLDER_ENV = MEASURED_ENV
@@ -139,7 +140,7 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
             "device": device.get("device"), "accelerator": device.get("name"), "torch": torch_version,
             "date": datetime.datetime.now().isoformat(timespec="minutes"), "optimizer": optimizer,
             "batch_sizes": batch_sizes, "samples_per_s": models, "step_time": fits,
-            "origin": origin(simulated), "speeds": _numbers(speeds or {}, f"{role}'s speeds")}
+            "origin": origin(simulated), "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": claims.mode()}
     return write(path(role, where), data)
 
 
@@ -284,8 +285,8 @@ RUN_PREFIX = "notebook-"
 
 
 def _numbers(value, what: str):
-    """``value`` with every number checked finite: a number, None, text, or lists and dicts of them."""
-    if value is None or isinstance(value, str):
+    """``value`` with every number checked finite: a number, None, text, yes/no, or lists and dicts of them."""
+    if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, dict):
         return {str(k): _numbers(v, what) for k, v in value.items()}
@@ -293,35 +294,40 @@ def _numbers(value, what: str):
         return [_numbers(v, what) for v in value]
     if hasattr(value, "as_dict"):                       # a SteadySpeed
         return _numbers(value.as_dict(), what)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
         raise HetlabError(f"{what} must be finite numbers, got {value!r}.")
     return value if isinstance(value, int) else float(value)
 
 
 def save_run(notebook: str, figures: dict, *, simulated: bool,
              predictions: dict[str, tuple] | None = None, speeds: dict | None = None,
-             add: bool = False, where: str | Path | None = None) -> Path:
+             add: bool = False, where: str | Path | None = None, measures: dict | None = None) -> Path:
     """Keep what notebook ``notebook`` measured (``figures``: name → number, list or dict of numbers)
     and each prediction the course made beside it (name → (predicted, measured or None, how it was
-    predicted[, whose figures it used])), as ``notebook-NN.json``; ``speeds``: name →
-    ``SteadySpeed`` (or a technique's ``outcome.technique``); ``simulated`` says the run had a
-    simulated machine (the practice cluster); ``add``: keep what an earlier cell of the same run saved."""
+    predicted[, whose figures it used[, what it is about: ``claims.about``]])), as ``notebook-NN.json``;
+    ``measures``: name → (value, ``claims.about``), a measurement any notebook's prediction about the
+    same may read; ``speeds``: name → ``SteadySpeed`` (or a technique's ``outcome.technique``);
+    ``simulated``: the run had a simulated machine (the practice cluster); ``add``: keep what an
+    earlier cell of the same run saved. The run's mode (quick or full) is kept with it."""
     what = f"notebook {notebook}'s figures"
     kept = _numbers(dict(figures), what)
     guesses = {}
     for name, guess in (predictions or {}).items():
-        predicted, outcome, how, *whose = guess
+        predicted, outcome, how, *more = guess
         if predicted is None:
             raise HetlabError(f"{what}: the prediction {name!r} needs a predicted number.")
         guesses[name] = {"predicted": _numbers(predicted, what), "measured": _numbers(outcome, what),
-                         "how": str(how), "whose": str(whose[0]) if whose else ""}
+                         "how": str(how), "whose": str(more[0]) if more else "",
+                         "about": _numbers(more[1], what) if len(more) > 1 else None}
+    found = {name: {"value": _numbers(value, what), "about": _numbers(dict(on), what)}
+             for name, (value, on) in (measures or {}).items()}
     data = {"format": FORMAT, "notebook": str(notebook), "host": platform.node() or "this machine",
             "date": datetime.datetime.now().isoformat(timespec="minutes"), "simulated": bool(simulated),
             "origin": origin(simulated), "figures": kept, "predictions": guesses,
-            "speeds": _numbers(dict(speeds or {}), what)}
+            "speeds": _numbers(dict(speeds or {}), what), "measures": found, "mode": claims.mode()}
     earlier = load_run(notebook, where) if add else None
     if earlier is not None:
-        for part in ("figures", "predictions", "speeds"):
+        for part in ("figures", "predictions", "speeds", "measures"):
             data[part] = {**earlier.get(part, {}), **data[part]}
     return write(path(f"{RUN_PREFIX}{notebook}", where), data)
 

@@ -1,7 +1,8 @@
 """The learner's hand-in (``hetlab report``, notebook 09's last cell), from what the notebooks saved.
 
 The machines (read on each), the link (through Ray), each machine alone (01, 02), each technique on the
-pair (05, 07, 08), 06's split, 09's search, every prediction beside what happened, the learner's words
+pair (05, 07, 08) with its conditions, 06's split, 09's search, every prediction beside a measurement of
+the same thing (``reportclaims``), the graded exercises (``reportwork``), the learner's words and answers
 (``reportwords``, kept across rewrites). Each speed: a median, its spread, the warm-up left out
 (``arithmetic.steady``); each figure: where it came from. Beside ``report.md``: its PNGs, ``report.html``
 and ``figures.csv`` (``reportshare``); no token, address or host name (``reportprivate``).
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from hetlab.store import measured
 from hetlab.errors import HetlabError
-from hetlab.views import reportshare, reportwords
+from hetlab.views import reportclaims, reportshare, reportwords, reportwork
 from hetlab.views.reportprivate import clean, redact, hosts as _hosts
 
 ROLES = ("desktop", "mac")
@@ -23,11 +24,21 @@ SIMULATED = measured.ORIGINS[measured.PRACTICE]
 TITLE = "What my Mac and my desktop did"
 SECTIONS = ("The machines", "The link", "How each speed was read", "Each machine alone",
             "Each technique on the pair", "The split against the speed ratio", "The search",
-            "What the course predicted, and what happened", "In my own words")
+            "What the course predicted, and what happened", "The exercises", "In my own words")
 FACTS = (("chip", "chip"), ("accelerator", "GPU / accelerator"), ("gpu_memory_gb", "GPU memory, GiB"),
          ("memory_gb", "memory, GiB"), ("cpus", "CPU cores"), ("os", "OS"), ("wsl", "WSL (Windows build)"),
          ("driver", "NVIDIA driver"), ("cuda", "CUDA build of torch"), ("mps", "MPS"), ("torch", "torch"),
          ("ray", "Ray"), ("python", "Python"), ("hetlab", "hetlab"), ("hetlab_commit", "hetlab commit"))
+
+
+QUICK = "quick"
+QUICK_MARK = "QUICK MODE (HETLAB_QUICK=1: fewer samples and steps), not a full run"
+
+
+HOW_TO_HAND_IN = ("**Before you send it.** Write your answers in `report.md` (this page), between each "
+                  "`<!-- your words -->` line and its end line. Then run `hetlab report` again: it keeps your words, "
+                  "puts them into `report.html`, the one file to send, and `hetlab report --check` lists "
+                  "what is still missing.")
 
 
 def origin_label(data: dict) -> str:
@@ -38,6 +49,8 @@ def origin_label(data: dict) -> str:
 def run_label(run: dict) -> str:
     """"measured on HOST, DATE", and where it came from when not your pair (simulated, rehearsal)."""
     label = f"measured on {run.get('host', '?')}, {str(run.get('date', ''))[:10]}"
+    if run.get("mode") == QUICK:
+        label += f"; {QUICK_MARK}"
     extra = origin_label(run)
     return clean(f"{label}; {extra}" if extra else label)
 
@@ -83,7 +96,7 @@ class Page:
 
 
 def _heading(page: Page, n: int, notebooks: str = "") -> None:
-    page.add(f"## {n} · {SECTIONS[n - 1]}" + (f" (notebook{'s' if ',' in notebooks else ''} {notebooks})"
+    page.add(f"## {n} · {SECTIONS[n - 1]}" + (f" (notebook{'s' if ',' in notebooks or '–' in notebooks else ''} {notebooks})"
                                              if notebooks else ""), "")
 
 
@@ -198,22 +211,20 @@ TECHNIQUES = (("05", "sync", "parameter server, per-step sync"), ("05", "async",
 def _techniques(page: Page, runs: dict) -> None:
     _heading(page, 5, "05, 07, 08")
     page.add("| technique | samples/s | spread (windows) | efficiency vs the sum alone | communication share "
-             "| time to target | final accuracy | source |", "|---|---|---|---|---|---|---|---|")
+             "| conditions | time to target | final accuracy | source |", "|---|---|---|---|---|---|---|---|---|")
     shown = []
     for nb, key, name in TECHNIQUES:
         run = runs.get(nb)
         t = (run or {}).get("speeds", {}).get(key)
         if not t:
-            page.add(f"| {name} | not yet measured: run notebook {nb} | — | — | — | — | — | — |")
+            page.add(f"| {name} | not yet measured: run notebook {nb} | — | — | — | — | — | — | — |")
             continue
         s, label = t["speed"], run_label(run)
         pct = lambda v: "—" if v is None else f"{v:.0%}"  # noqa: E731
-        reach = ("not reached" if t.get("time_to_target_s") is None
-                 else f"≤ {t['time_to_target_s']:.1f} s (checked at the end)")
         acc = "—" if t.get("accuracy") is None else f"{t['accuracy']:.2%} (target {t['target']:.0%})"
         page.add(f"| {name} | {s['samples_per_s']:,.0f} | {s['low']:,.0f}–{s['high']:,.0f}, {len(s['windows'])} windows, "
                  f"warm-up {s['warmup_steps']} steps left out | {pct(t.get('efficiency'))} | {pct(t.get('comm_share'))} "
-                 f"| {reach} | {acc} | {label} |")
+                 f"| {reportclaims.run_conditions(t, run)} | {reportclaims.time_to_target(t)} | {acc} | {label} |")
         page.speed_row("techniques", name, s, label)
         for field in ("efficiency", "comm_share", "accuracy", "time_to_target_s"):
             if t.get(field) is not None:
@@ -221,7 +232,9 @@ def _techniques(page: Page, runs: dict) -> None:
         shown.append((name, t, label))
     page.add("", "Efficiency: the technique's samples/s ÷ the sum of its workers' own device speeds in the same run "
              "(what the pair would do with nothing lost). Communication share: the workers' time spent on "
-             "messages ÷ all their time (compute, messages, waiting).", "")
+             "messages ÷ all their time (compute, messages, waiting). Conditions: the global batch, the split "
+             "(desktop:mac), the steps and samples, the mode (quick: a short run, not comparable with a full one). "
+             "Time to target: the training seconds to the first evaluation at or above the target.", "")
     if shown:
         def draw(ax):
             names = [n for n, _, _ in shown]
@@ -239,6 +252,10 @@ def _techniques(page: Page, runs: dict) -> None:
                     clean("; ".join(sorted({label for _, _, label in shown}))), draw,
                     "A bar far short of its mark is time lost to messages and waiting; the communication share says "
                     "which.")
+    for name, t, _ in shown:
+        eff = "—" if t.get("efficiency") is None else f"{t['efficiency']:.0%}"
+        page.add(*reportwords.ask(reportwords.key("why", name), f"{name}: why {eff} of the sum alone? Name the "
+                                  "figure in your table that says where the rest went.", page.kept))
     page.add(*reportwords.block("surprised-05-07-08", page.kept))
 
 
@@ -310,28 +327,10 @@ def _search(page: Page, runs: dict) -> None:
 
 def _predictions(page: Page, runs: dict) -> None:
     _heading(page, 8)
-    rows = [(nb, name, p, run) for nb, run in sorted(runs.items()) for name, p in run["predictions"].items()]
-    best = runs.get("09", {}).get("figures", {}).get("pair_vs_desktop")
-    if not rows:
+    if not any(run["predictions"] for run in runs.values()):
         page.add("No prediction saved yet: notebooks 02, 06, 08 and 09 save theirs.", "")
         return
-    page.add("| notebook | what | predicted | measured | measured ÷ predicted | how it was predicted | whose figures "
-             "| source |", "|---|---|---|---|---|---|---|---|")
-    done = []
-    for nb, name, p, run in rows:
-        outcome, note = p["measured"], ""
-        if outcome is None and nb == "02" and best is not None:
-            outcome, note = best, " (09's pair ÷ desktop)"
-        if outcome is None:
-            page.add(f"| {nb} | {name} | {p['predicted']:.3g} | not yet measured | — | {clean(p['how'])} | "
-                     f"{p.get('whose') or '—'} | {run_label(run)} |")
-            continue
-        ratio = outcome / p["predicted"] if p["predicted"] else float("nan")
-        page.add(f"| {nb} | {name} | {p['predicted']:.3g} | {outcome:.3g}{note} | {ratio:.2f} | {clean(p['how'])} | "
-                 f"{p.get('whose') or '—'} | {run_label(run)} |")
-        page.row("predictions", f"{nb}: {name}: measured ÷ predicted", round(ratio, 4), run_label(run))
-        done.append((nb, name, ratio, run))
-    page.add("")
+    done = reportclaims.section(page, runs, run_label)
     if done:
         def draw(ax):
             ax.barh([f"{nb}: {name}"[:28] for nb, name, _, _ in done], [r for _, _, r, _ in done], color="#2a7ab0")
@@ -343,13 +342,19 @@ def _predictions(page: Page, runs: dict) -> None:
                     "; ".join(sorted({f"notebook {nb}: {run_label(run)}" for nb, _, _, run in done})), draw,
                     "Near 1 the model of step time, link and engine held; far from it, one of them was off: the "
                     "sections above say which.")
+    reportclaims.questions(page, done)
+
+
+def source_folder(where: str | Path | None = None) -> Path:
+    """The figures folder a report reads: ``where``, else ``measured.folder()``."""
+    return Path(where) if where is not None else measured.folder()
 
 
 def write(out: str | Path | None = None, where: str | Path | None = None, names: bool = False) -> Path:
     """Write ``report.md``, its PNGs, ``report.html`` and ``figures.csv`` into ``out`` (default:
     ``measured/report``) from the figures in ``where`` (default: ``measured/``), keeping the words the
     learner wrote in an earlier ``report.md`` there; host names become roles unless ``names``."""
-    source = Path(where) if where is not None else measured.folder()
+    source = source_folder(where)
     target = Path(out) if out is not None else source / "report"
     runs = {nb: run for nb in NOTEBOOKS if (run := measured.load_run(nb, source)) is not None}
     if not runs and all(measured.load(role, source) is None for role in ROLES):
@@ -364,7 +369,7 @@ def write(out: str | Path | None = None, where: str | Path | None = None, names:
              "notebooks saved. Every figure says where it comes from: measured (on which machine, when), "
              "estimated (the course's figure, not your machines), simulated (the practice cluster) or the "
              "rehearsal. The sections in *your words* are yours to write: `hetlab report` keeps them when it "
-             "writes the page again.", "",
+             "writes the page again.", "", HOW_TO_HAND_IN, "",
              "Where these runs come from: " + ("; ".join(measured.ORIGINS[o] for o in origins) or "no run yet") + ".", "")
     _machines(page)
     _link(page)
@@ -374,7 +379,9 @@ def write(out: str | Path | None = None, where: str | Path | None = None, names:
     _split(page, runs)
     _search(page, runs)
     _predictions(page, runs)
-    _heading(page, 9)
+    _heading(page, 9, "02–09")
+    reportwork.exercises(page)
+    _heading(page, 10)
     page.add(*reportwords.block("limitations", page.kept), *reportwords.block("would-change", page.kept))
     hosts = {} if names else _hosts(source)
     text = redact("\n".join(page.lines), hosts) if not names else clean("\n".join(page.lines))

@@ -3,7 +3,8 @@
 Each block sits between ``<!-- your words: ID -->`` and ``<!-- end of your words -->`` in
 ``report.md``. When ``hetlab report`` writes the page again with new figures, it reads the old page
 first and puts each written block back where it belongs; a block still holding the placeholder
-shows as unwritten.
+shows as unwritten. Beside the fixed blocks, the report asks about the learner's own figures (``ask``:
+why this efficiency, why this ratio), one block per technique and prediction, kept the same way.
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import re
 from pathlib import Path
 
 UNWRITTEN = "*(unwritten: replace this line with your own words)*"
+UNANSWERED = "*(unanswered: replace this line with your answer, from the figures above)*"
+_EMPTY = (UNWRITTEN, UNANSWERED)
 _BLOCK = re.compile(r"<!-- your words: ([\w-]+) -->\n(.*?)\n<!-- end of your words -->", re.S)
 
 # (id, the question): one per notebook's figures, then the two at the end
@@ -29,7 +32,7 @@ def read(page: Path) -> dict[str, str]:
     if not page.is_file():
         return {}
     found = _BLOCK.findall(page.read_text(encoding="utf-8"))
-    return {key: text.strip() for key, text in found if text.strip() and text.strip() != UNWRITTEN}
+    return {key: text.strip() for key, text in found if text.strip() and text.strip() not in _EMPTY}
 
 
 def block(key: str, kept: dict[str, str]) -> list[str]:
@@ -38,6 +41,17 @@ def block(key: str, kept: dict[str, str]) -> list[str]:
             "<!-- end of your words -->", ""]
 
 
+def key(*parts: str) -> str:
+    """A block's id from words that stay the same across rewrites ("why", "05", "async")."""
+    return "-".join(re.sub(r"[^a-z0-9]+", "-", str(p).lower()).strip("-") for p in parts)
+
+
+def ask(key_: str, question: str, kept: dict[str, str]) -> list[str]:
+    """A question about the learner's own figures, then their answer (or "unanswered")."""
+    return [f"**{question}**", "", f"<!-- your words: {key_} -->", kept.get(key_, UNANSWERED),
+            "<!-- end of your words -->", ""]
+
+
 def unwritten(text: str) -> list[str]:
-    """The ids of the blocks of a page still unwritten."""
-    return [key for key, body in _BLOCK.findall(text) if body.strip() == UNWRITTEN]
+    """The ids of the blocks of a page still unwritten or unanswered."""
+    return [key for key, body in _BLOCK.findall(text) if body.strip() in _EMPTY]

@@ -1,5 +1,6 @@
 """``hetlab report``: the learner's hand-in (``hetlab.views.report``), one Markdown page with its plots,
-an HTML file with them inlined and the figures as CSV, written from the figures notebooks 02, 05, 06, 08 and 09 saved. Building the parser loads no Ray."""
+an HTML file with them inlined and the figures as CSV, written from the figures notebooks 01–09 saved;
+``--check`` lists what is still missing before handing in. Building the parser loads no Ray."""
 from __future__ import annotations
 
 
@@ -12,11 +13,22 @@ def _add_report(sub) -> None:
     p.add_argument("--out", metavar="FOLDER", default=None, help="where to write the page (default: measured/report)")
     p.add_argument("--names", action="store_true",
                    help="keep the machines' host names (default: they appear as 'desktop' and 'mac')")
+    p.add_argument("--check", action="store_true",
+                   help="write the page again, then list what is still missing: sections not measured, "
+                        "questions unanswered, exercises not passed (exit status 1 while anything is)")
     p.set_defaults(run=_report)
 
 
 def _report(args) -> int:
     from hetlab.views import report
+    from hetlab.views import reportwork
     page = report.write(args.out, args.measured, names=args.names)
     print(f"wrote {page}, {page.with_suffix('.html').name} (plots inlined: the one file to send) and figures.csv")
-    return 0
+    print("write your answers in report.md, then run `hetlab report` again before sending report.html")
+    if not args.check:
+        return 0
+    gaps = reportwork.missing(page.read_text(encoding="utf-8"), report.source_folder(args.measured))
+    print(f"still missing ({len(gaps)}):" if gaps else "nothing missing: report.html is ready to send")
+    for line in gaps:
+        print(f"  - {line}")
+    return 1 if gaps else 0
