@@ -14,7 +14,7 @@ from hetlab.views.reportprivate import clean
 
 # Which notebook measures each quantity the course predicts (what a "not yet measured" row says to run)
 MEASURED_BY = {claims.ONE_MODEL: "notebook 07 (one model, Ray Train, on the pair at this batch)",
-               claims.SEARCH: "notebook 09's search at this batch"}
+               claims.SEARCH: "a search whose trials all train at this batch (notebook 09 mixes 32–128)"}
 
 
 def one_model_run(runs: dict, source) -> tuple | None:
