@@ -199,3 +199,18 @@ def test_notebook_08_measures_the_link_in_its_own_cells_not_only_in_a_solution()
     assert len(measuring) == 1 and "MY_LINK =" in measuring[0]
     first_use = next(n for n, s in enumerate(body) if "MY_LINK" in s)
     assert body[first_use] is measuring[0]                  # measured before any cell reads it
+
+
+def test_a_techniques_conditions_and_time_to_target_come_from_its_own_records():
+    """outcome.technique on records as the parameter server writes them (built here: a record is plain
+    data): the split desktop first, the global batch, the steps, and the first check at the target."""
+    from hetlab.ps.records import StepRecord
+    records = [StepRecord(step, worker, b, 0.01, 0.0, 0.0, 0.001, 0.1, step_s=0.02)
+               for step in range(12) for worker, b in (("mac", 16), ("desktop", 48))]
+    checked = {"checks": [(0.08, 0.5), (0.16, 0.91), (0.24, 0.95)], "every": 4, "test_samples": 1000}
+    t = outcome.technique(records, 0.95, checked=checked)
+    assert (t["batch"], t["split"], t["roles"], t["steps"], t["samples"]) == (64, [48, 16], ["desktop", "mac"], 12, 768)
+    assert (t["time_to_target_s"], t["check_every_steps"], t["check_samples"]) == (0.16, 4, 1000)
+    late = outcome.technique(records, 0.95, checked={**checked, "checks": checked["checks"][:1]})
+    assert late["time_to_target_s"] is None and late["checked_s"] == 0.08      # not reached in its checks
+    assert outcome.technique(records, 0.95)["checks"] == 0                     # read once, at the end

@@ -8,6 +8,8 @@ first evaluation at or above the target (``first_crossing``). No torch, no Ray: 
 """
 from __future__ import annotations
 
+from statistics import median_low
+
 from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, steady
 from hetlab.errors import HetlabError
 
@@ -43,12 +45,12 @@ def first_crossing(checks, target: float = TARGET, every: int | None = None,
 
 
 def technique(records, accuracy: float | None = None, *, target: float = TARGET,
-              warmup: int = WARMUP_STEPS, checks=None, every: int | None = None,
-              test_samples: int | None = None, devices=None) -> dict:
+              warmup: int = WARMUP_STEPS, checked: dict | None = None, devices=None) -> dict:
     """A run's figures from its ``StepRecord``s (sync: one per worker and step; async and local SGD:
     one per message): speed, efficiency, communication share, seconds, accuracy, conditions, and
-    the time to target when ``checks`` (``first_crossing``) were made during the run: without them
-    the run was evaluated once, at its end, and has no time to target."""
+    the time to target when ``checked`` ({"checks", "every", "test_samples"}: ``first_crossing``'s,
+    as ``ParameterServerTraining.run_checked`` gives it) says the run was evaluated as it went:
+    without it the run was evaluated once, at its end, and has no time to target."""
     records = list(records)
     if not records:
         raise HetlabError("technique() needs the run's step records.")
@@ -66,13 +68,13 @@ def technique(records, accuracy: float | None = None, *, target: float = TARGET,
     spent = sum(r.device_s + r.comm_s + r.wait_s for r in records)
     seconds = sum(s for s, _ in ordered)
     workers = sorted({r.worker for r in records}, key=lambda w: (w != "desktop", w))
-    split = [sorted(r.batch_size for r in records if r.worker == w)[len([r for r in records if r.worker == w]) // 2]
-             for w in workers]
+    split = [median_low([r.batch_size for r in records if r.worker == w]) for w in workers]   # desktop first
     return {"speed": speed.as_dict(), "efficiency": speed.samples_per_s / alone if alone else None,
             "sum_alone": alone, "comm_share": sum(r.comm_s for r in records) / spent if spent else None,
             "seconds": seconds, "accuracy": accuracy, "target": target,
             **conditions(split, workers, len(ordered), sum(r.samples for r in records), devices),
-            **first_crossing(checks or [], target, every, test_samples)}
+            **first_crossing((checked or {}).get("checks", []), target, (checked or {}).get("every"),
+                             (checked or {}).get("test_samples"))}
 
 
 def across(seconds, samples):

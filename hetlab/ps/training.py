@@ -260,6 +260,22 @@ class ParameterServerTraining:
         """Cluster samples/s over ``records`` (default: all so far)."""
         return samples_per_s(self.records if records is None else records)
 
+    def run_checked(self, steps: int, test_data, every: int, test_samples: int = 1000,
+                    batch_sizes: list[int] | None = None) -> tuple[list[StepRecord], dict]:
+        """``run`` with its time to target measurable (notebook 05): every ``every`` steps, the
+        weights are evaluated on ``test_samples`` test samples, untimed. Returns the records and
+        ``{"checks": [(training seconds so far, accuracy)], "every", "test_samples"}`` for
+        ``outcome.technique(..., checked=...)``."""
+        check_count("every", every, 1)
+        held_out = test_data.subset(min(test_samples, len(test_data)), seed=0) \
+            if isinstance(test_data, Dataset) else test_data
+        records, checks = [], []
+        for done in range(0, steps, every):
+            records += self.run(min(every, steps - done), batch_sizes)
+            seconds = dict((r.step, r.step_s) for r in records)          # a sync step's records share one
+            checks.append((sum(seconds.values()), self.evaluate(held_out)))
+        return records, {"checks": checks, "every": every, "test_samples": n_samples(held_out)}
+
     def model(self) -> torch.nn.Module:
         """The current weights in a fresh model, on the CPU."""
         return model_from_flat(self.factory, self.server.weights())
