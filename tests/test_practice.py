@@ -97,7 +97,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     import platform
     import re
     from hetlab.arithmetic import balance, planner
-    from hetlab.store import measured
+    from hetlab.store import graded, measured
     from hetlab.arithmetic.outcome import technique
     from hetlab.cluster import figures, link, machines
     from hetlab.ps import ParameterServerTraining
@@ -113,6 +113,8 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
         "the pair's ceiling": (planner.ceiling(lines, 128), None, "planner.ceiling at batch 128",
                                measured.whose(desktop=lines[0].source, mac=lines[1].source))})
     machines.save(machines.collect(), where)                                           # 09's machine table
+    graded.save("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path / "mac")   # 02's grader
+    assert figures.fetch_graded("mac", where, there=str(tmp_path / "mac")) == 1       # on the mac, over Ray
     link.save(link.measure(sizes_mb=(1, 4), repeats=2, echoes=5), where)               # 08's link exercise
     train, test = load_mnist("train").subset(2000, seed=0), load_mnist("test").subset(300, seed=0)
     workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
@@ -165,7 +167,8 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     assert len(rows) == 4 and all("windows" in r and "measured on" in r and "simulated" in r for r in rows), rows
     assert "| mac (simulated" not in page and "| where | your pair | simulated" in page   # the machine table
     assert re.search(r"bandwidth, desktop → mac: [\d,]+ Mbit/s \(range", page)
-    assert "| 02 | the pair's ceiling |" in page and "the practice cluster's" in page
+    assert "| 02 | the pair's ceiling | " in page and "the practice cluster's" in page
+    assert "| 02 | `samples_per_s` | mac | right: right: agrees |" in page             # the Mac's exercise
     shown = [page, re.sub(r"base64,[^\"]*", "", (out / "report.html").read_text()), (out / "figures.csv").read_text()]
     for text in shown:                     # the host's name and the cluster's address, as whole words
         assert not re.search(rf"(?<![\w.-]){re.escape(platform.node())}(?![\w-])", text)
