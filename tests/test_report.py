@@ -186,7 +186,7 @@ def test_the_exercises_results_are_in_the_report_and_check_names_what_is_missing
     assert "run `hetlab report` again before sending report.html" in said and report.HOW_TO_HAND_IN in page
     assert "exercise not passed: ps_step (notebook 05)" in said and "samples_per_s (notebook" not in said
     assert "not measured: Not yet measured: run notebook 08's link exercise" in said
-    assert f"unanswered: your words 'limitations'" in said
+    assert "unanswered: your words 'limitations'" in said
 
 
 def test_notebook_08_measures_the_link_in_its_own_cells_not_only_in_a_solution():

@@ -23,8 +23,9 @@ def one_model_run(runs: dict, source) -> tuple | None:
     run = runs.get("07")
     t = (run or {}).get("speeds", {}).get("ray train")
     desktop = measured.load("desktop", source)
-    if not t or "batch" not in t or desktop is None or measured.origin_of(desktop) != measured.origin_of(run):
-        return None
+    if not t or "batch" not in t or desktop is None or "small" not in desktop["samples_per_s"] \
+            or measured.origin_of(desktop) != measured.origin_of(run):
+        return None                                  # no run, or no desktop measured where 07 ran
     alone = measured.speed("desktop", "small", t["batch"], source)
     on = claims.about(claims.ONE_MODEL, t["batch"], t["split"], t["roles"], mode_=run.get("mode", claims.FULL))
     return t["speed"]["samples_per_s"] / float(alone), on, "07"
@@ -38,7 +39,7 @@ def measurements(runs: dict, source) -> list[tuple]:
     return found + ([one] if one else [])
 
 
-def pair(p: dict, run: dict, nb: str, found: list[tuple]) -> tuple:
+def pair(p: dict, nb: str, found: list[tuple]) -> tuple:
     """(measured value or None, from which notebook, why not) for prediction ``p`` saved by notebook ``nb``."""
     about = p.get("about")
     if p["measured"] is not None:                      # measured in the same run, on the same conditions
@@ -63,7 +64,7 @@ def section(page, runs: dict, run_label) -> list[tuple]:
     for nb, run in sorted(runs.items()):
         for name, p in run["predictions"].items():
             about, label = p.get("about") or {}, run_label(run)
-            value, where, why = pair(p, run, nb, found)
+            value, where, why = pair(p, nb, found)
             cond = conditions(about, run)
             head = f"| {nb} | {name} | {p['predicted']:.3g} |"
             tail = f"| {cond} | {clean(p['how'])} | {p.get('whose') or '—'} | {label} |"
