@@ -396,21 +396,44 @@ def test_a_printed_comment_that_should_run_or_a_placeholder_left_fails_the_harne
         learner.commands_in(learner.fill_in(MARKED[1]["code"], {"DESKTOP_USER": "ana"}))
 
 
-@pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
-def test_a_line_the_shell_swallowed_fails_the_paste(tmp_path):
-    """Pasted into zsh without its first line, the apostrophe of "desktop's" in a comment opens a quote
-    that swallows the lines after it: the harness counts the lines that ran and fails."""
-    from hetlab.cluster import commands
-    text = commands.render_join(DESKTOP.ip, MAC.ip, head_user="ana")
+def _standin_env(tmp_path, names=("ssh", "sudo", "python", "hetlab", "ray")) -> dict:
+    """A private HOME and recording stand-ins first on PATH: each writes "name args" to ~/ran.log."""
     standin = tmp_path / "bin"
-    standin.mkdir()
-    for name in ("ssh", "sudo", "python", "hetlab", "ray"):
-        (standin / name).write_text("#!/bin/sh\nexit 0\n")
+    standin.mkdir(exist_ok=True)
+    for name in names:
+        (standin / name).write_text('#!/bin/sh\necho "' + name + ' $*" >> "$HOME/ran.log"\n')
         (standin / name).chmod(0o755)
-    env = {"HOME": str(tmp_path), "PATH": f"{standin}:/usr/bin:/bin", "TERM": "dumb"}
-    assert learner.paste(MAC, text, here=env)["ran"] == 5                 # whole: every line ran
-    with pytest.raises(HetlabError, match=r"1 of 4 printed lines ran"):
-        learner.paste(MAC, text.split("\n", 1)[1], here=env)              # its first line skipped
+    return {"HOME": str(tmp_path), "PATH": f"{standin}:/usr/bin:/bin", "TERM": "xterm-256color"}
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
+@pytest.mark.parametrize("note", ["# step 1 (the token)", "# the desktop's token", "# (or in ~/.zshrc): notes"])
+def test_a_note_in_a_pasted_block_fails_in_zsh_and_the_block_without_it_runs(tmp_path, note):
+    """The paste as a terminal does it (a pseudo-terminal, bracketed paste, zsh -f -i): the Mac's
+    block as hetlab prints it runs whole; the same block with a `#` note in it, as main printed it
+    before (a bracket: zsh's parse error; an apostrophe: zsh left at `quote>`), runs nothing."""
+    from hetlab.cluster import commands
+    printed = commands.render_join(DESKTOP.ip, MAC.ip, head_user="ana")
+    block = learner.blocks_or_text(printed)
+    env = _standin_env(tmp_path)
+    done = learner.paste(MAC, printed, here=env)
+    ran = (tmp_path / "ran.log").read_text().splitlines()
+    assert [line.split()[0] for line in ran] == ["ssh", "python", "ray", "hetlab"], ran   # each line, in order
+    assert done["status"] == 0 and done["commands"] == 4
+    (tmp_path / "ran.log").unlink()
+    with pytest.raises(HetlabError, match="waits for more input|refused the paste"):
+        learner.paste(MAC, note + "\n" + block, here=env)
+    if "'" in note:                                 # the open quote swallowed every line after it
+        assert not (tmp_path / "ran.log").exists()
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
+def test_a_shell_that_never_turns_bracketed_paste_on_fails_the_paste(tmp_path, monkeypatch):
+    """A harness whose shell never enabled bracketed paste would paste line by line again: refused.
+    zsh's line editor is off with +Z (no ZLE: no ESC[?2004h)."""
+    monkeypatch.setitem(learner.SHELLS, "mac", ["zsh", "-f", "-i", "+Z"])
+    with pytest.raises(HetlabError, match="never turned bracketed paste on"):
+        learner.paste(MAC, "true", here=_standin_env(tmp_path), timeout=20)
 
 
 def test_every_readme_block_says_where_it_runs():

@@ -1,8 +1,8 @@
 """The learner's own steps, run as a learner runs them, on the rehearsal's two hosts (notebook 04, README).
 
 ``commands_in`` refuses a printed comment that reads as a command and a placeholder left; ``paste``
-feeds the printed text whole into the host's shell (zsh on the "mac", bash on the desktop) and counts
-each line that ran; ``notebook`` runs a notebook cell by cell in the desktop host, each cell's output
+pastes the printed block whole into the host's interactive shell on a pseudo-terminal with bracketed
+paste, as a terminal does (zsh on the "mac", bash on the desktop), and reports how it ended; ``notebook`` runs a notebook cell by cell in the desktop host, each cell's output
 written as it ends; ``readme_blocks`` reads the README's marked blocks. Labelled stand-ins for what
 cannot exist here: ``sudo`` (root already), macOS's ``socketfilterfw`` (recorded), ``ssh`` (no server).
 """
@@ -24,7 +24,6 @@ PLACEHOLDERS = ("MAC_IP", "DESKTOP_IP", "DESKTOP_USER", "MAC_USER", "WINDOWS_LAN
 # a comment that starts like a command was meant to run: pasted, it does nothing
 COMMAND_WORDS = re.compile(r"^#\s*(sudo |ray (start|stop|get-auth-token)|hetlab (head|join|doctor)|ufw |"
                            r"for \w+ in |mkdir |ssh |chmod |export |nft |iptables |netsh |New-Net)")
-MARK = "@@hetlab-ran"
 STANDINS = ROOT / "standins"
 SHELLS = {"desktop": ["bash", "--norc", "--noprofile", "-i"], "mac": ["zsh", "-f", "-i"]}
 
@@ -77,32 +76,132 @@ def learner_env(host: Host) -> dict:
     return env
 
 
+BRACKETED_ON, BRACKETED_OFF = b"\x1b[?2004h", b"\x1b[?2004l"     # what a shell writes to turn bracketed paste on/off
+PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"              # what a terminal wraps a paste in
+STATUS = "@@hetlab-status"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x07\x08]")
+
+
 def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None) -> dict:
-    """Paste ``text`` (printed by hetlab) into ``host``'s shell as a whole, as a learner does; return
-    ``{"ran": n, "commands": n, "output": …, "said": {line: its output}}``. Raises when a line fails or is
-    skipped. ``here``: run it in this machine's shell with that environment instead (the harness's own tests)."""
-    lines = commands_in(text)
-    fed, n = [], 0
-    for line in text.splitlines():
-        fed.append(line)
-        if line.strip() and not line.lstrip().startswith("#"):
-            n += 1
-            fed.append(f"echo '{MARK} {n}'")
-    shell = SHELLS[host.role] + ["-e"]
+    """Paste ``text`` (printed by hetlab; its one block, or the text itself) into ``host``'s interactive
+    shell on a pseudo-terminal, as a terminal pastes: zsh -f -i on the "mac", bash -i on the desktop,
+    default options. It waits until the shell turns bracketed paste on (writes ESC[?2004h), writes
+    exactly the block between ESC[200~ and ESC[201~, then Enter, and waits for the shell's next
+    prompt. Then it types one command of its own, ``echo "@@hetlab-status $?"``, after the paste
+    (not in it): the last pasted command's exit status, and proof that the shell is back at its
+    prompt, not inside an open quote or a parse error. What each line did is for the caller to
+    count from its effects (files, firewall rules, nodes, stand-ins' logs). Returns ``{"ran": 1 if it
+    ended well, "commands": n, "output": what the paste printed, "said": {line: output line}}``; raises
+    a HetlabError when bracketed paste never came on, the shell is left waiting, the shell itself
+    complains about a line (``zsh: parse error``, ``bad pattern``, ``command not found``), or the status is not 0.
+    ``here``: this machine's shell with that environment (the harness's own tests)."""
+    found = blocks_or_text(text)
+    lines = commands_in(found)
+    shell = SHELLS[host.role]
+    env = dict(here if here is not None else learner_env(host))
+    env.setdefault("TERM", "xterm-256color")
+    if env.get("TERM") in ("dumb", ""):
+        env["TERM"] = "xterm-256color"     # a terminal emulator's TERM: readline turns bracketed paste off for "dumb"
     started = time.time()
-    done = subprocess.run(shell if here is not None else _in(host, shell), input="\n".join(fed) + "\nexit 0\n",
-                          env=here if here is not None else learner_env(host),
-                          capture_output=True, text=True, timeout=timeout, start_new_session=True)
-    output = done.stdout + done.stderr
-    ran = len(re.findall(rf"^{MARK} \d+$", done.stdout, re.M))
-    said = re.split(rf"^{MARK} \d+\n?", done.stdout, flags=re.M)[:ran]   # what each line printed
-    record = {"host": host.role, "ran": ran, "commands": len(lines), "seconds": round(time.time() - started, 1),
-              "output": output, "said": dict(zip(lines, said))}
-    if done.returncode != 0 or ran != len(lines):
-        failed = lines[ran] if ran < len(lines) else "(after the last line)"
-        raise HetlabError(f"rehearsal: on the {host.role} host {ran} of {len(lines)} printed lines ran; it "
-                          f"stopped at: {failed[:120]} — {' '.join(output.split())[-300:]}")
+    transcript, status = _pty_paste(shell if here is not None else _in(host, shell), found, env, timeout)
+    output = _output(transcript)
+    out_lines = [line for line in output.splitlines() if line.strip()]
+    record = {"host": host.role, "ran": 1 if status == 0 else 0, "commands": len(lines), "status": status,
+              "seconds": round(time.time() - started, 1), "output": output,
+              "said": dict(zip(lines, out_lines)) if len(out_lines) == len(lines) else {}}
+    refused = [line for line in out_lines if re.match(r"(zsh|bash|-?bash-[\d.]+): ", line)]
+    if refused:                                    # the shell itself refused a line: a parse error, a bad pattern
+        raise HetlabError(f"rehearsal: the {host.role} host's shell refused the paste: {refused[0][:200]}")
+    if status != 0:
+        raise HetlabError(f"rehearsal: the paste into the {host.role} host's shell ended with status {status}: "
+                          f"{' '.join(output.split())[-400:]}")
     return record
+
+
+def blocks_or_text(text: str) -> str:
+    """What a learner pastes of printed ``text``: its one marked block (``commands.blocks``), or all of it."""
+    from hetlab.cluster import commands
+    found = commands.blocks(text)
+    if len(found) > 1:
+        raise HetlabError(f"rehearsal: {len(found)} blocks in one printed text: paste each on its own machine")
+    return found[0][1] if found else text
+
+
+def _pty_paste(argv: list[str], text: str, env: dict, timeout: float) -> tuple[bytes, int]:
+    """Run ``argv`` on a new pseudo-terminal, paste ``text`` with bracketed paste, Enter; return the
+    terminal's whole output and the status the shell then reports for its last command."""
+    import fcntl
+    import os
+    import select
+    import signal
+    import termios
+
+    master, slave = os.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+                            start_new_session=True,
+                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))   # the shell's own terminal
+    os.close(slave)
+    seen = bytearray()
+
+    def until(done, seconds: float) -> bool:
+        end = time.time() + seconds
+        while time.time() < end:
+            if done():
+                return True
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    return done()
+                if not chunk:
+                    return done()
+                seen.extend(chunk)
+        return done()
+
+    try:
+        if not until(lambda: BRACKETED_ON in seen, 30):
+            raise HetlabError("rehearsal: the shell never turned bracketed paste on (no ESC[?2004h): a paste "
+                              "into it would run line by line, not as a terminal pastes; " + _tail(seen))
+        before = len(seen)
+        os.write(master, PASTE_START + text.encode() + PASTE_END)
+        until(lambda: text.splitlines()[-1].encode()[-8:] in bytes(seen[before:]), 5)   # the editor took it
+        mark = len(seen)
+        os.write(master, b"\r")                                             # Enter
+        if not until(lambda: BRACKETED_ON in seen[mark:], timeout):
+            raise HetlabError(f"rehearsal: the paste did not finish within {timeout:.0f} s; " + _tail(seen))
+        typed = len(seen)
+        os.write(master, f'echo "{STATUS} $?"\r'.encode())
+        answer = re.compile(rf"{STATUS} (\d+)".encode())
+        if not until(lambda: answer.search(bytes(seen[typed:])), 15):
+            raise HetlabError("rehearsal: after the paste the shell waits for more input (an open quote, or "
+                              "a parse error): " + _tail(seen, mark))
+        status = int(answer.search(bytes(seen[typed:])).group(1))
+        os.write(master, b"exit\r")
+        until(lambda: proc.poll() is not None, 10)
+        return bytes(seen[:typed]), status
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait(timeout=10)
+        os.close(master)
+
+
+def _output(transcript: bytes) -> str:
+    """What the pasted commands printed: from the shell's ESC[?2004l after Enter to its next prompt."""
+    start = transcript.rfind(BRACKETED_OFF)
+    end = transcript.rfind(BRACKETED_ON)
+    body = transcript[start + len(BRACKETED_OFF):end] if 0 <= start < end else transcript
+    text = ANSI.sub("", body.decode(errors="replace")).replace("\r\n", "\n").replace("\r", "")
+    lines = text.split("\n")
+    return "\n".join(lines[:-1] if len(lines) > 1 else lines)      # the last: the next prompt
+
+
+def _tail(seen: bytearray, start: int = 0) -> str:
+    return " ".join(ANSI.sub("", bytes(seen[start:]).decode(errors="replace")).split())[-300:]
 
 
 def kill_since(host: Host, started: float) -> None:
