@@ -433,7 +433,7 @@ def test_a_shell_that_never_turns_bracketed_paste_on_fails_the_paste(tmp_path, m
     zsh's line editor is off with +Z (no ZLE: no ESC[?2004h)."""
     monkeypatch.setitem(learner.SHELLS, "mac", ["zsh", "-f", "-i", "+Z"])
     with pytest.raises(HetlabError, match="never turned bracketed paste on"):
-        learner.paste(MAC, "true", here=_standin_env(tmp_path), timeout=20)
+        learner.paste(MAC, "true", here=_standin_env(tmp_path), timeout=3)
 
 
 def test_every_readme_block_says_where_it_runs():

@@ -318,3 +318,29 @@ def test_the_macs_sleep_and_power_source_are_read_from_pmset():
     assert oschecks.mac_power_checks(None, None) == []           # pmset absent or silent: nothing claimed
 
 
+
+
+def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(monkeypatch, capsys):
+    """Notebook 04's own cells (imports, the desktop's lines, their check, the Mac's lines, their
+    check) run here with WSL's signs SUPPLIED (no Windows here: ``wsl.in_wsl`` says yes, and WSL's
+    ephemeral range is given). They print part B's firewall rules, Ray Train's among them, without
+    its `wsl --shutdown`, no ufw; the Mac's first line takes the token typed, since WSL has no SSH
+    server the Mac reaches."""
+    import json
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_build_your_cluster.ipynb").read_text())
+    cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
+    monkeypatch.setattr(windows, "in_wsl", lambda: True)
+    monkeypatch.setattr(windows, "ephemeral_range", lambda: (44619, 48715))
+    scope = {"DESKTOP_IP": HEAD, "MAC_IP": MAC, "display": print}
+    for cell in ("2b72787b", "a65aed84", "ebf8b303", "dce64ea2", "338135b1"):
+        exec(compile(cells[cell], f"04:{cell}", "exec"), scope)      # noqa: S102 - the notebook's own cells
+    printed = capsys.readouterr().out
+    pasted = commands.pasted(scope["head_text"])
+    assert scope["WINDOWS"] and not any("ufw" in line or "wsl --shutdown" in line for line in pasted)
+    [(where_b, rules), (where_c, head)] = commands.blocks(scope["head_text"])
+    assert "PowerShell" in where_b and "Ubuntu" in where_c
+    made = [(n, p["DisplayName"]) for n, p in _bound(rules) if n.startswith("New-")]
+    assert [name for _, name in made] == [[winsteps.RULE]] * 2 + [[winsteps.TRAIN_RULE]] * 2   # 07's, runnable
+    assert "44619-48715" in rules and head.splitlines()[-1] == "ray get-auth-token"            # shown, to type
+    assert commands.pasted(scope["join_text"])[0].startswith("mkdir -p ~/.ray && (umask 077 && read -rs TOKEN")
+    assert "ssh " not in scope["join_text"] and "New-NetFirewallRule" in printed

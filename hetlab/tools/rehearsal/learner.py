@@ -160,7 +160,7 @@ def _pty_paste(argv: list[str], text: str, env: dict, timeout: float) -> tuple[b
         return done()
 
     try:
-        if not until(lambda: BRACKETED_ON in seen, 30):
+        if not until(lambda: BRACKETED_ON in seen, min(30.0, timeout)):
             raise HetlabError("rehearsal: the shell never turned bracketed paste on (no ESC[?2004h): a paste "
                               "into it would run line by line, not as a terminal pastes; " + _tail(seen))
         before = len(seen)
@@ -173,7 +173,7 @@ def _pty_paste(argv: list[str], text: str, env: dict, timeout: float) -> tuple[b
         typed = len(seen)
         os.write(master, f'echo "{STATUS} $?"\r'.encode())
         answer = re.compile(rf"{STATUS} (\d+)".encode())
-        if not until(lambda: answer.search(bytes(seen[typed:])), 15):
+        if not until(lambda: answer.search(bytes(seen[typed:])), 8):
             raise HetlabError("rehearsal: after the paste the shell waits for more input (an open quote, or "
                               "a parse error): " + _tail(seen, mark))
         status = int(answer.search(bytes(seen[typed:])).group(1))
