@@ -67,11 +67,16 @@ def _ports(ranges: list[str]) -> set[int]:
     return found
 
 
-def _part(text: str, letter: str, uncomment: bool = False) -> str:
-    """Part A, B or C of the printed Windows steps; ``uncomment`` also runs the Ray Train rules."""
-    [part] = [p for p in text.split("\n\n") if p.startswith(f"# {letter})")]
-    return "\n".join(line[len("#    "):] if uncomment and re.match(r"#    (New|Remove)-Net", line) else line
-                     for line in part.splitlines())
+def _part(text: str, letter: str) -> str:
+    """Part A, B or C of the printed Windows steps: its notes and its block."""
+    [part] = [p for p in text.split("\n\n") if any(line.startswith(f"{letter}) ") for line in p.splitlines())]
+    return part
+
+
+def _code(part: str) -> str:
+    """The one block of a part: exactly what is pasted."""
+    [(_, code)] = commands.blocks(part)
+    return code
 
 
 def _bound(text: str) -> list[tuple[str, dict]]:
@@ -105,7 +110,7 @@ def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
     """As the ufw tests do: the ports in each rule are exactly those the head listens on for the Mac;
     each rule is removed first, so pasting part B twice leaves one rule of each."""
     text = winsteps.render_head(HEAD, MAC, ports, ephemeral=(44619, 48715))
-    ran = _bound(_part(text, "B", uncomment=True))
+    ran = _bound(_code(_part(text, "B")))
     made = [(name, params) for name, params in ran if name.startswith("New-NetFirewall")]
     assert [(name, params["DisplayName"]) for name, params in made] == [
         ("New-NetFirewallHyperVRule", [winsteps.RULE]), ("New-NetFirewallRule", [winsteps.RULE]),
@@ -139,8 +144,9 @@ def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
 
 def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_step():
     text = winsteps.render_head(HEAD, MAC, ephemeral=(60000, 61000), build=22631)
-    assert [p.split(")", 1)[0] for p in text.split("\n\n")] == ["# A", "# B", "# C"]
-    assert _part(text, "A").splitlines()[-1] == "hetlab wslconfig"
+    assert [next(line[0] for line in p.splitlines() if re.match(r"[A-C]\) ", line))
+            for p in text.split("\n\n")] == ["A", "B", "C"]
+    assert _code(_part(text, "A")) == "hetlab wslconfig"
     assert cli.build_parser().parse_args(["wslconfig"]).run.__name__ == "_wslconfig"
     linux = commands.render_head(HEAD)
     start = next(line for line in linux.splitlines() if " ray start --head" in line)
@@ -152,9 +158,8 @@ def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_st
     with pytest.raises(HetlabError) as info:
         winsteps.render_head(HEAD, "my-mac.local")
     assert "\n" not in str(info.value) and "the Mac's IP" in str(info.value)
-    for line in _part(text, "C").splitlines():                    # bash: each line splits cleanly
-        if line and not line.startswith("#"):
-            shlex.split(line)
+    for line in _code(_part(text, "C")).splitlines():              # bash: each line splits cleanly
+        shlex.split(line)
 
 
 def test_the_build_decides_19045_fails_and_22621_passes(capsys):
@@ -203,7 +208,7 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     part C joins with Windows' LAN address and the desktop role, and the token comes from the Mac."""
     assert cli.main(["join", "--head", MAC, "--ip", HEAD, "--windows"]) == 0
     text = capsys.readouterr().out
-    ran = _bound(_part(text, "B", uncomment=True))
+    ran = _bound(_code(_part(text, "B")))
     made = {(name, params["DisplayName"][0]): params for name, params in ran if name.startswith("New-")}
     ray = made[("New-NetFirewallRule", winsteps.RULE)]
     assert _ports(ray["LocalPort"]) == set(Ports().listening(head=False)) and ray["RemoteAddress"] == [MAC]
@@ -215,7 +220,7 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     argv = shlex.split(join)
     assert f"--address={MAC}:6379" in argv and f"--node-ip-address={HEAD}" in argv
     assert "--labels=hetlab-role=desktop" in argv and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" not in join
-    assert "`ray get-auth-token` on the Mac" in part_c and "hetlab join" in _part(text, "B")
+    assert "`ray get-auth-token` showed on the Mac" in part_c and "hetlab join" in _part(text, "B")
     assert cli.main(["join", "--head", MAC, "--windows"]) == 0                  # no --ip: the desktop's placeholder
     text = capsys.readouterr().out
     assert "--node-ip-address=DESKTOP_IP" in _part(text, "C") and "'MAC_IP'" not in text
@@ -224,12 +229,12 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     # the Mac's own head steps (`hetlab head` on macOS; the platform supplied): its application firewall,
     # its opt-in on the `ray start --head` line only, and the token handed to the desktop
     mac_head = commands.render_head(MAC, role="mac", mac=True)
-    lines = mac_head.splitlines()
-    assert lines[0] == commands.ZSH_COMMENTS and "ufw" not in mac_head
-    assert any(commands.MACOS_FIREWALL in line and not line.startswith("#") for line in lines)
+    lines = commands.pasted(mac_head)
+    assert not any("setopt" in line for line in lines) and "ufw" not in mac_head
+    assert any(commands.MACOS_FIREWALL in line for line in lines)
     start = shlex.split(next(line for line in lines if " ray start --head" in line))
     assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in start and f"--node-ip-address={MAC}" in start
-    assert "--labels=hetlab-role=mac" in start and "give the desktop the token" in mac_head
+    assert "--labels=hetlab-role=mac" in start and "the desktop's first line waits for you to type it" in mac_head
 
 
 def test_the_windows_teardown_binds_and_undoes_each_printed_step():
