@@ -111,8 +111,8 @@ def tail(done) -> str:
 @needs_pair
 def test_notebook_04_joins_the_pair_by_the_lines_it_printed(pair):
     nb = pair["nb04"]
-    for pasted in nb["pasted"]:                                  # every printed command line ran, none skipped
-        assert pasted["ran"] == pasted["commands"] > 0, pasted
+    for pasted in nb["pasted"]:          # each block pasted whole ended at the prompt, its last line's status 0;
+        assert pasted["status"] == 0 and pasted["commands"] > 0, pasted      # what each line did: below
     ufw = [line for line in nb["printed"]["desktop"].splitlines() if line.startswith("sudo ufw")]
     assert len(ufw) == 7 and sum(f"from {MAC.ip} " in line for line in ufw) == 4
     rules = subprocess.run(["ip", "netns", "exec", DESKTOP.netns, "iptables", "-S", "ufw-user-input"],
@@ -421,8 +421,10 @@ def test_a_note_in_a_pasted_block_fails_in_zsh_and_the_block_without_it_runs(tmp
     assert [line.split()[0] for line in ran] == ["ssh", "python", "ray", "hetlab"], ran   # each line, in order
     assert done["status"] == 0 and done["commands"] == 4
     (tmp_path / "ran.log").unlink()
-    with pytest.raises(HetlabError, match="waits for more input|refused the paste"):
+    with pytest.raises(HetlabError, match="a # note inside a block"):            # refused before it is pasted
         learner.paste(MAC, note + "\n" + block, here=env)
+    with pytest.raises(HetlabError, match="waits for more input|refused the paste"):    # and by zsh itself
+        learner.paste(MAC, note + "\n" + block, here=env, lint=False)
     if "'" in note:                                 # the open quote swallowed every line after it
         assert not (tmp_path / "ran.log").exists()
 
@@ -440,8 +442,26 @@ def test_every_readme_block_says_where_it_runs():
     blocks = learner.readme_blocks(README)
     assert blocks and all(b["hosts"] or b["why"] for b in blocks)
     assert {h for b in blocks for h in b["hosts"]} == {"desktop", "mac"}
+    for b in blocks:                                    # a block not run here names its machine; python: exempt
+        assert b["hosts"] or set(b["machines"]) <= {"desktop", "mac"} or b["machines"] == ["python"], b
+        assert (b["machines"] == ["python"]) == README.splitlines()[b["line"] - 1].startswith("```python"), b
     with pytest.raises(HetlabError, match="without"):
         learner.readme_blocks("text\n```bash\nray stop\n```\n")
+    with pytest.raises(HetlabError, match="without"):
+        learner.readme_blocks("<!-- not run here: no machine named -->\n```bash\nray stop\n```\n")
+
+
+NOT_RUN_HERE = [(b, role) for b in learner.readme_blocks(README) for role in b["machines"] if role != "python"]
+
+
+@pytest.mark.skipif(not (shutil.which("zsh") and shutil.which("bash")), reason="needs zsh and bash (.ci/run installs zsh)")
+@pytest.mark.parametrize("block, role", NOT_RUN_HERE, ids=[f"line{b['line']}-{r}" for b, r in NOT_RUN_HERE])
+def test_a_readme_block_not_run_here_parses_when_pasted_into_its_machines_shell(block, role, tmp_path):
+    """Each block the rehearsal cannot run (installers, a GPU, minutes of training) is pasted whole into
+    its machine's shell as a terminal pastes, its programs labelled recording stand-ins: each program
+    of each line is called once, in order, so the shell parsed and ran the block whole."""
+    ran = learner.paste_with_standins(block, role, tmp_path)
+    assert ran == learner.programs(learner.fill_in(block["code"], learner.EXAMPLES)) != [], ran
 
 
 def test_missing_tools_give_one_line(monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -44,19 +45,20 @@ cd "{DESKTOP.home}" && HOME="{DESKTOP.home}" exec sh -c "$*"
 
 
 def commands_in(text: str) -> list[str]:
-    """The printed lines a learner runs: every line that is not a comment. One HetlabError names a
-    comment that should have been a command, or a placeholder left where the value was known."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    """The lines a learner pastes: the printed block's (the text itself where it has no markers). One
+    HetlabError names a comment that should have been a command, any other ``#`` note inside the
+    block (zsh, the Mac's shell, runs it as a command), or a placeholder left where the value was known."""
+    lines = [line for line in blocks_or_text(text).splitlines() if line.strip()]
     for line in lines:
         if COMMAND_WORDS.match(line.strip()):
             raise HetlabError(f"a printed line is a comment that should be a command: {line.strip()[:100]}")
-    found = [line for line in lines if not line.lstrip().startswith("#")]
-    for line in found:
-        command = re.split(r"\s#\s", line, maxsplit=1)[0]   # a trailing note may name a placeholder
-        left = [p for p in PLACEHOLDERS if re.search(rf"\b{p}\b", command)]
+        if line.lstrip().startswith("#") or re.search(r"\s#\s", line):
+            raise HetlabError(f"a # note inside a block to paste (zsh runs it as a command): {line.strip()[:100]}")
+    for line in lines:
+        left = [p for p in PLACEHOLDERS if re.search(rf"\b{p}\b", line)]
         if left:
             raise HetlabError(f"a printed line still holds {left[0]}: {line.strip()[:100]}")
-    return found
+    return lines
 
 
 def make_standins() -> Path:
@@ -82,7 +84,7 @@ STATUS = "@@hetlab-status"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x07\x08]")
 
 
-def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None) -> dict:
+def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None, lint: bool = True) -> dict:
     """Paste ``text`` (printed by hetlab; its one block, or the text itself) into ``host``'s interactive
     shell on a pseudo-terminal, as a terminal pastes: zsh -f -i on the "mac", bash -i on the desktop,
     default options. It waits until the shell turns bracketed paste on (writes ESC[?2004h), writes
@@ -94,26 +96,32 @@ def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None)
     ended well, "commands": n, "output": what the paste printed, "said": {line: output line}}``; raises
     a HetlabError when bracketed paste never came on, the shell is left waiting, the shell itself
     complains about a line (``zsh: parse error``, ``bad pattern``, ``command not found``), or the status is not 0.
-    ``here``: this machine's shell with that environment (the harness's own tests)."""
-    found = blocks_or_text(text)
-    lines = commands_in(found)
+    ``here``: this machine's shell with that environment; ``lint=False``: no ``commands_in`` check
+    first, the shell alone judges (both for the harness's own tests)."""
     shell = SHELLS[host.role]
-    env = dict(here if here is not None else learner_env(host))
-    env.setdefault("TERM", "xterm-256color")
-    if env.get("TERM") in ("dumb", ""):
+    if here is not None:               # the shell itself by its path: a block's stand-ins may share its name
+        return _paste([shutil.which(shell[0]) or shell[0], *shell[1:]], host.role, text, here, timeout, lint)
+    return _paste(_in(host, shell), host.role, text, learner_env(host), timeout, lint)
+
+
+def _paste(argv: list[str], role: str, text: str, env: dict, timeout: float, lint: bool = True) -> dict:
+    found = blocks_or_text(text)
+    lines = commands_in(text) if lint else [line for line in found.splitlines() if line.strip()]
+    env = dict(env)
+    if env.get("TERM", "dumb") == "dumb":
         env["TERM"] = "xterm-256color"     # a terminal emulator's TERM: readline turns bracketed paste off for "dumb"
     started = time.time()
-    transcript, status = _pty_paste(shell if here is not None else _in(host, shell), found, env, timeout)
+    transcript, status = _pty_paste(argv, found, env, timeout)
     output = _output(transcript)
     out_lines = [line for line in output.splitlines() if line.strip()]
-    record = {"host": host.role, "ran": 1 if status == 0 else 0, "commands": len(lines), "status": status,
+    record = {"host": role, "ran": 1 if status == 0 else 0, "commands": len(lines), "status": status,
               "seconds": round(time.time() - started, 1), "output": output,
               "said": dict(zip(lines, out_lines)) if len(out_lines) == len(lines) else {}}
     refused = [line for line in out_lines if re.match(r"(zsh|bash|-?bash-[\d.]+): ", line)]
     if refused:                                    # the shell itself refused a line: a parse error, a bad pattern
-        raise HetlabError(f"rehearsal: the {host.role} host's shell refused the paste: {refused[0][:200]}")
+        raise HetlabError(f"rehearsal: the {role} host's shell refused the paste: {refused[0][:200]}")
     if status != 0:
-        raise HetlabError(f"rehearsal: the paste into the {host.role} host's shell ended with status {status}: "
+        raise HetlabError(f"rehearsal: the paste into the {role} host's shell ended with status {status}: "
                           f"{' '.join(output.split())[-400:]}")
     return record
 
@@ -281,13 +289,17 @@ if __name__ == "__main__":
 
 # --- the README's command blocks ------------------------------------------------------------------
 RUNS_ON = re.compile(r"<!-- runs on: ([a-z, ]+) -->")
-NOT_RUN = re.compile(r"<!-- not run here: (.+?) -->")
-TAKES = re.compile(r"#\s*([A-Z][A-Z_]+_(?:IP|USER)):")   # `whoami  # DESKTOP_USER: …` names what it prints
+NOT_RUN = re.compile(r"<!-- not run here \(([a-z, ]+)\): (.+?) -->")   # its machines (or python), and why
+# what a README line prints that a later block takes, as the README's text around the block names it
+TAKES = {"whoami": "DESKTOP_USER", "hostname -I": "DESKTOP_IP"}
+EXAMPLES = {"DESKTOP_USER": "ana", "DESKTOP_IP": "192.168.1.10", "MAC_IP": "192.168.1.20"}   # for blocks not run
+SHELL_WORDS = {"cd", "export", "for", "while", "do", "done", "read", "if", "then", "fi", "else", "echo", "true"}
 
 
 def readme_blocks(text: str) -> list[dict]:
-    """Every fenced block of the README with its mark: ``{"line", "hosts" (empty: not run), "why", "code"}``.
-    A block with no mark is one HetlabError: each says where it runs, or why it is not run here."""
+    """Every fenced block of the README with its mark: ``{"line", "hosts" (empty: not run), "machines"
+    (where a block not run here would run), "why", "code"}``. A block with no mark is one HetlabError:
+    each says where it runs, or on which machine and why it is not run here."""
     blocks, lines = [], text.splitlines()
     i = 0
     while i < len(lines):
@@ -297,9 +309,10 @@ def readme_blocks(text: str) -> list[dict]:
             runs, why = RUNS_ON.fullmatch(mark.strip()), NOT_RUN.fullmatch(mark.strip())
             if not (runs or why):
                 raise HetlabError(f"README line {i + 1}: a command block without `<!-- runs on: … -->` or "
-                                  f"`<!-- not run here: … -->` before it")
+                                  f"`<!-- not run here (MACHINE): … -->` before it")
             blocks.append({"line": i + 1, "hosts": [h.strip() for h in runs.group(1).split(",")] if runs else [],
-                           "why": why.group(1) if why else "", "code": "\n".join(lines[i + 1:end])})
+                           "machines": [h.strip() for h in why.group(1).split(",")] if why else [],
+                           "why": why.group(2) if why else "", "code": "\n".join(lines[i + 1:end])})
             i = end
         i += 1
     return blocks
@@ -314,10 +327,46 @@ def fill_in(code: str, values: dict) -> str:
 
 
 def taken(record: dict) -> dict:
-    """The values a pasted block printed for later ones: ``hostname -I  # DESKTOP_IP: …`` → its first word."""
+    """The values a pasted block printed for later ones (``TAKES``): ``hostname -I`` → its first word."""
     found = {}
     for line, said in record["said"].items():
-        name = TAKES.search(line)
-        if name and said.split():
-            found[name.group(1)] = said.split()[0]
+        if line.strip() in TAKES and said.split():
+            found[TAKES[line.strip()]] = said.split()[0]
     return found
+
+
+def programs(code: str) -> list[str]:
+    """The programs a block runs, in order: each simple command's first word after its ``VAR=value``
+    assignments (shell words such as ``cd`` or ``for`` are the shell's own, not programs)."""
+    import shlex
+    found = []
+    for line in code.splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        first = True
+        for word in lexer:
+            if word and set(word) <= set("&|;()"):
+                first = True
+            elif first and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word):
+                if word not in SHELL_WORDS:
+                    found.append(word)
+                first = False
+    return found
+
+
+def paste_with_standins(block: dict, role: str, folder: Path, timeout: float = 60) -> list[str]:
+    """A README block not run here, pasted as ``paste`` does into ``role``'s shell on this machine, its
+    programs replaced by labelled recording stand-ins (each writes "name args" to ``folder/ran.log``)
+    and its placeholders by example addresses: its parse is tested where it cannot run. Returns the
+    programs that ran, in order."""
+    bin_dir = folder / "standins"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    code = fill_in(block["code"], EXAMPLES)
+    for name in set(programs(code)):
+        (bin_dir / name).write_text(f'#!/bin/sh\n# README stand-in for {name} (not run here): records its call\n'
+                                    f'echo "{name} $*" >> "{folder}/ran.log"\n')
+        (bin_dir / name).chmod(0o755)
+    env = {"HOME": str(folder), "PATH": f"{bin_dir}:/usr/bin:/bin", "TERM": "xterm-256color"}
+    _paste([shutil.which(SHELLS[role][0]), *SHELLS[role][1:]], role, code, env, timeout)
+    log = folder / "ran.log"
+    return [line.split(" ", 1)[0] for line in log.read_text().splitlines()] if log.exists() else []
