@@ -461,7 +461,7 @@ def test_a_readme_block_not_run_here_parses_when_pasted_into_its_machines_shell(
     its machine's shell as a terminal pastes, its programs labelled recording stand-ins: each program
     of each line is called once, in order, so the shell parsed and ran the block whole."""
     ran = learner.paste_with_standins(block, role, tmp_path)
-    assert ran == learner.programs(learner.fill_in(block["code"], learner.EXAMPLES)) != [], ran
+    assert ran == learner.standins_for(learner.fill_in(block["code"], learner.EXAMPLES)) != [], ran
 
 
 def test_missing_tools_give_one_line(monkeypatch):

@@ -13,6 +13,7 @@ import ast
 import functools
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,18 @@ def test_windows_teardown_undoes_exactly_the_printed_windows_steps(page):
                                        "-ErrorAction SilentlyContinue") is not None
     assert check_windows_teardown_line("Set-NetFirewallProfile -Enabled False") is not None
     assert check_windows_teardown_line("powercfg /setacvalueindex SCHEME_CURRENT SUB_SLEEP VIDEOIDLE 0") is not None
+
+
+SHELL_BLOCKS = re.findall(r"```(?:bash|sh)\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.skipif(not (shutil.which("zsh") and shutil.which("bash")), reason="needs zsh and bash (.ci/run installs zsh)")
+@pytest.mark.parametrize("code", SHELL_BLOCKS, ids=[f"block{i}" for i in range(len(SHELL_BLOCKS))])
+def test_every_shell_block_runs_when_pasted_whole(code, tmp_path):
+    """Each block is for one machine and is pasted whole, as a terminal pastes (a pseudo-terminal,
+    bracketed paste): into zsh -f -i (the Mac's shell, where a # note would run as a command) and
+    bash -i. Its programs are labelled recording stand-ins; each is called once, in order."""
+    from hetlab.tools.rehearsal import learner
+    for role in ("mac", "desktop"):
+        ran = learner.paste_with_standins({"code": code}, role, tmp_path / role)
+        assert ran == learner.standins_for(learner.fill_in(code, learner.EXAMPLES)), (role, ran)

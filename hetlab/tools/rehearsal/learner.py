@@ -293,7 +293,9 @@ NOT_RUN = re.compile(r"<!-- not run here \(([a-z, ]+)\): (.+?) -->")   # its mac
 # what a README line prints that a later block takes, as the README's text around the block names it
 TAKES = {"whoami": "DESKTOP_USER", "hostname -I": "DESKTOP_IP"}
 EXAMPLES = {"DESKTOP_USER": "ana", "DESKTOP_IP": "192.168.1.10", "MAC_IP": "192.168.1.20"}   # for blocks not run
-SHELL_WORDS = {"cd", "export", "for", "while", "do", "done", "read", "if", "then", "fi", "else", "echo", "true"}
+SHELL_WORDS = {"cd", "export", "for", "while", "do", "done", "read", "if", "then", "fi", "else", "echo", "true", "umask"}
+KEYWORDS = {"do", "then", "else", "if", "while", "until", "!"}     # a command follows them
+REAL_HERE = {"mkdir", "rm"}     # run for real by a stand-in paste: they touch only its private HOME
 
 
 def readme_blocks(text: str) -> list[dict]:
@@ -347,6 +349,8 @@ def programs(code: str) -> list[str]:
         for word in lexer:
             if word and set(word) <= set("&|;()"):
                 first = True
+            elif first and word in KEYWORDS:
+                continue
             elif first and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word):
                 if word not in SHELL_WORDS:
                     found.append(word)
@@ -354,18 +358,27 @@ def programs(code: str) -> list[str]:
     return found
 
 
+def standins_for(code: str) -> list[str]:
+    """The programs of ``code`` that a stand-in paste replaces, in the order they run (``REAL_HERE`` runs)."""
+    return [name for name in programs(code) if name not in REAL_HERE]
+
+
 def paste_with_standins(block: dict, role: str, folder: Path, timeout: float = 60) -> list[str]:
     """A README block not run here, pasted as ``paste`` does into ``role``'s shell on this machine, its
-    programs replaced by labelled recording stand-ins (each writes "name args" to ``folder/ran.log``)
-    and its placeholders by example addresses: its parse is tested where it cannot run. Returns the
+    programs replaced by labelled recording stand-ins (each writes "name args" to ``folder/ran.log`` and
+    prints one line, so that a ``| while read`` loop runs once)
+    and its placeholders by example addresses, in a private HOME with a stand-in token file: its parse
+    is tested where it cannot run. Returns the
     programs that ran, in order."""
     bin_dir = folder / "standins"
     bin_dir.mkdir(parents=True, exist_ok=True)
     code = fill_in(block["code"], EXAMPLES)
-    for name in set(programs(code)):
-        (bin_dir / name).write_text(f'#!/bin/sh\n# README stand-in for {name} (not run here): records its call\n'
-                                    f'echo "{name} $*" >> "{folder}/ran.log"\n')
+    for name in set(standins_for(code)):
+        (bin_dir / name).write_text(f'#!/bin/sh\n# stand-in for {name} (not run here): records its call, prints one line\n'
+                                    f'echo "{name} $*" >> "{folder}/ran.log"\necho "{name} (stand-in)"\n')
         (bin_dir / name).chmod(0o755)
+    (folder / ".ray").mkdir(exist_ok=True)          # the token file a machine of the pair has (a stand-in)
+    (folder / ".ray" / "auth_token").write_text("stand-in token")
     env = {"HOME": str(folder), "PATH": f"{bin_dir}:/usr/bin:/bin", "TERM": "xterm-256color"}
     _paste([shutil.which(SHELLS[role][0]), *SHELLS[role][1:]], role, code, env, timeout)
     log = folder / "ran.log"
