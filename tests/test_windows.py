@@ -349,3 +349,36 @@ def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(m
     assert "44619-48715" in rules and head.splitlines()[-1] == "ray get-auth-token"            # shown, to type
     assert commands.pasted(scope["join_text"])[0].startswith("mkdir -p ~/.ray && (umask 077 && read -rs TOKEN")
     assert "ssh " not in scope["join_text"] and "New-NetFirewallRule" in printed
+
+
+def _powershell_blocks() -> list[str]:
+    """Every PowerShell block a learner is given: the printed Windows steps' (head, join, notebook 04's
+    rules, the teardown with and without saved settings) and the docs' ```powershell blocks."""
+    root = Path(__file__).resolve().parents[1]
+    saved = winsteps.power_before(POWERCFG_QUERY.format(standby=0x708, hibernate=0x2A30))
+    printed = [winsteps.render_head(HEAD, MAC), winsteps.render_head(HEAD), winsteps.render_join(MAC, HEAD),
+               winsteps.notebook_head(HEAD, MAC), winsteps.undo_text(saved), winsteps.undo_text(None)]
+    blocks = [code for text in printed for where, code in commands.blocks(text) if "PowerShell" in where]
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    return blocks + [code for page in pages
+                     for code in re.findall(r"```powershell\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)]
+
+
+def test_every_powershell_block_is_complete_lines_that_parse_and_bind():
+    """What is checked, for every PowerShell block (``_powershell_blocks``): the block parses with
+    tree-sitter's PowerShell grammar, and so does each of its lines alone (each line a complete command:
+    pasted whole or line by line, the same commands run); no line is a comment (nothing to remove before
+    it runs, no command hidden behind a #); each cmdlet in pwsh_grammar's table (the firewall cmdlets,
+    Test-Path, Remove-Item, Out-File) binds its parameters as Microsoft's reference says. What is NOT
+    checked, since no Windows is here: the arguments of external programs (powercfg, wsl) beyond their
+    syntax, anything PowerShell decides at run time (a rule that exists, Administrator rights), and
+    differences between Windows PowerShell 5.1 and PowerShell 7."""
+    blocks = _powershell_blocks()
+    assert len(blocks) >= 6 and any("Ray Train" in b for b in blocks)
+    for block in blocks:
+        _bound(block)
+        for line in block.splitlines():
+            assert line.strip() and not line.lstrip().startswith("#"), (line, block)
+            assert pwsh.parse(line), line                       # a complete command by itself
+    with pytest.raises(AssertionError):                         # the check refuses half a command
+        pwsh.parse("if (-not (Test-Path 'x')) {")
