@@ -349,6 +349,9 @@ def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(m
     assert "44619-48715" in rules and head.splitlines()[-1] == "ray get-auth-token"            # shown, to type
     assert commands.pasted(scope["join_text"])[0].startswith("mkdir -p ~/.ray && (umask 077 && read -rs TOKEN")
     assert "ssh " not in scope["join_text"] and "New-NetFirewallRule" in printed
+    monkeypatch.setattr(windows, "in_wsl", lambda: False)                     # on the Mac, from a terminal
+    assert cli.main(["join", "--head", HEAD, "--ip", MAC, "--head-wsl"]) == 0
+    assert commands.pasted(capsys.readouterr().out)[0] == commands.pasted(scope["join_text"])[0]
 
 
 def _powershell_blocks() -> list[str]:

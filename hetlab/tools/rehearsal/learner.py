@@ -85,19 +85,14 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x07\x08]")
 
 
 def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None, lint: bool = True) -> dict:
-    """Paste ``text`` (printed by hetlab; its one block, or the text itself) into ``host``'s interactive
-    shell on a pseudo-terminal, as a terminal pastes: zsh -f -i on the "mac", bash -i on the desktop,
-    default options. It waits until the shell turns bracketed paste on (writes ESC[?2004h), writes
-    exactly the block between ESC[200~ and ESC[201~, then Enter, and waits for the shell's next
-    prompt. Then it types one command of its own, ``echo "@@hetlab-status $?"``, after the paste
-    (not in it): the last pasted command's exit status, and proof that the shell is back at its
-    prompt, not inside an open quote or a parse error. What each line did is for the caller to
-    count from its effects (files, firewall rules, nodes, stand-ins' logs). Returns ``{"ran": 1 if it
-    ended well, "commands": n, "output": what the paste printed, "said": {line: output line}}``; raises
-    a HetlabError when bracketed paste never came on, the shell is left waiting, the shell itself
-    complains about a line (``zsh: parse error``, ``bad pattern``, ``command not found``), or the status is not 0.
-    ``here``: this machine's shell with that environment; ``lint=False``: no ``commands_in`` check
-    first, the shell alone judges (both for the harness's own tests)."""
+    """Paste ``text``'s block whole into ``host``'s interactive shell (zsh -f -i / bash -i, default options) on a
+    pseudo-terminal, as a terminal does: once the shell turned bracketed paste on (ESC[?2004h), exactly the
+    block between ESC[200~ and ESC[201~, then Enter. Then it types ``echo "@@hetlab-status $?"`` after the
+    paste: the last line's status, and proof the shell is back at its prompt (not at ``quote>``). What each
+    line did, the caller counts from its effects. Returns ``{"status", "commands", "output", "said"}``; a
+    HetlabError when bracketed paste never came on, the shell refused a line or waits, or the status is not
+    0. ``here``: this machine's shell with that environment; ``lint=False``: no ``commands_in`` check first.
+    """
     shell = SHELLS[host.role]
     if here is not None:               # the shell itself by its path: a block's stand-ins may share its name
         return _paste([shutil.which(shell[0]) or shell[0], *shell[1:]], host.role, text, here, timeout, lint)
@@ -114,7 +109,7 @@ def _paste(argv: list[str], role: str, text: str, env: dict, timeout: float, lin
     transcript, status = _pty_paste(argv, found, env, timeout)
     output = _output(transcript)
     out_lines = [line for line in output.splitlines() if line.strip()]
-    record = {"host": role, "ran": 1 if status == 0 else 0, "commands": len(lines), "status": status,
+    record = {"host": role, "commands": len(lines), "status": status,
               "seconds": round(time.time() - started, 1), "output": output,
               "said": dict(zip(lines, out_lines)) if len(out_lines) == len(lines) else {}}
     refused = [line for line in out_lines if re.match(r"(zsh|bash|-?bash-[\d.]+): ", line)]
