@@ -124,6 +124,8 @@ def test_notebook_04_joins_the_pair_by_the_lines_it_printed(pair):
     for host in (DESKTOP, MAC):                                  # the pair, saved on both machines
         assert json.loads((host.measured / "pair.json").read_text())["mac_ip"] == MAC.ip
     assert "--add" in (MAC.home / "socketfilterfw.log").read_text()       # the stand-in recorded the Mac's line
+    token = (DESKTOP.home / ".ray" / "auth_token").read_text()            # the Mac's first line: the desktop's token
+    assert token and (MAC.home / ".ray" / "auth_token").read_text() == token
     # the README's blocks before it: the Mac cloned the course from the desktop, at the same commit
     assert pair["values"] == {"DESKTOP_USER": "root", "DESKTOP_IP": DESKTOP.ip}
     assert [r["role"] for r in pair["readme"]] == ["desktop", "mac"]
