@@ -4,7 +4,8 @@ Two network namespaces on this box play the desktop and the Mac: private address
 inside them, a link capped with tc, and no Ray until the learner's steps start it. The module's
 fixture does what the learner does: the README's command blocks up to "Connect the pair" (the Mac
 clones the course from the desktop), then notebook 04 on the desktop host, cell by cell. The lines
-its cells print are pasted whole into each host's shell (bash on the desktop, zsh on the "mac"), and
+its cells print are pasted whole into each host's shell (bash on the desktop, zsh on the "mac") on a
+pseudo-terminal with bracketed paste, as a terminal pastes (learner.paste), and
 nothing else: the desktop's firewall is real ufw (files private to that host), built only by those
 lines. Every later test runs on that pair, found through the pair notebook 04 saved (no variable
 exported); the last one is the README's day two. Nothing is faked; what cannot exist here is a
@@ -41,7 +42,7 @@ def paste_readme(part: str, values: dict) -> list[dict]:
         for role in block["hosts"]:
             record = learner.paste({"desktop": DESKTOP, "mac": MAC}[role], learner.fill_in(block["code"], values))
             values.update(learner.taken(record))
-            ran.append({"role": role, "first": block["code"].splitlines()[0], "ran": record["ran"],
+            ran.append({"role": role, "first": block["code"].splitlines()[0], "status": record["status"],
                         "commands": record["commands"]})
     return ran
 
@@ -111,8 +112,8 @@ def tail(done) -> str:
 @needs_pair
 def test_notebook_04_joins_the_pair_by_the_lines_it_printed(pair):
     nb = pair["nb04"]
-    for pasted in nb["pasted"]:                                  # every printed command line ran, none skipped
-        assert pasted["ran"] == pasted["commands"] > 0, pasted
+    for pasted in nb["pasted"]:          # each block pasted whole ended at the prompt, its last line's status 0;
+        assert pasted["status"] == 0 and pasted["commands"] > 0, pasted      # what each line did: below
     ufw = [line for line in nb["printed"]["desktop"].splitlines() if line.startswith("sudo ufw")]
     assert len(ufw) == 7 and sum(f"from {MAC.ip} " in line for line in ufw) == 4
     rules = subprocess.run(["ip", "netns", "exec", DESKTOP.netns, "iptables", "-S", "ufw-user-input"],
@@ -123,6 +124,8 @@ def test_notebook_04_joins_the_pair_by_the_lines_it_printed(pair):
     for host in (DESKTOP, MAC):                                  # the pair, saved on both machines
         assert json.loads((host.measured / "pair.json").read_text())["mac_ip"] == MAC.ip
     assert "--add" in (MAC.home / "socketfilterfw.log").read_text()       # the stand-in recorded the Mac's line
+    token = (DESKTOP.home / ".ray" / "auth_token").read_text()            # the Mac's first line: the desktop's token
+    assert token and (MAC.home / ".ray" / "auth_token").read_text() == token
     # the README's blocks before it: the Mac cloned the course from the desktop, at the same commit
     assert pair["values"] == {"DESKTOP_USER": "root", "DESKTOP_IP": DESKTOP.ip}
     assert [r["role"] for r in pair["readme"]] == ["desktop", "mac"]
@@ -337,7 +340,7 @@ def test_day_two_by_the_readmes_own_lines(pair):
     assert [(r["role"], r["first"].split("#")[0].strip()) for r in ran] == [
         ("desktop", "hetlab head --start"), ("mac", "hetlab join --start"),
         ("desktop", "cd ~/hetlab && hetlab update"), ("mac", "cd ~/hetlab && hetlab update")]
-    assert all(r["ran"] == r["commands"] for r in ran)
+    assert all(r["status"] == 0 for r in ran)
     # the pair is back; the report's machine table is read on each machine over it (notebook 09's cell)
     back = python_on("desktop", "from hetlab import cluster; from hetlab.cluster import machines; "
                                 "from hetlab.pair import which_cluster; print(which_cluster()); "
@@ -396,29 +399,72 @@ def test_a_printed_comment_that_should_run_or_a_placeholder_left_fails_the_harne
         learner.commands_in(learner.fill_in(MARKED[1]["code"], {"DESKTOP_USER": "ana"}))
 
 
-@pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
-def test_a_line_the_shell_swallowed_fails_the_paste(tmp_path):
-    """Pasted into zsh without its first line, the apostrophe of "desktop's" in a comment opens a quote
-    that swallows the lines after it: the harness counts the lines that ran and fails."""
-    from hetlab.cluster import commands
-    text = commands.render_join(DESKTOP.ip, MAC.ip, head_user="ana")
+def _standin_env(tmp_path, names=("ssh", "sudo", "python", "hetlab", "ray")) -> dict:
+    """A private HOME and recording stand-ins first on PATH: each writes "name args" to ~/ran.log."""
     standin = tmp_path / "bin"
-    standin.mkdir()
-    for name in ("ssh", "sudo", "python", "hetlab", "ray"):
-        (standin / name).write_text("#!/bin/sh\nexit 0\n")
+    standin.mkdir(exist_ok=True)
+    for name in names:
+        (standin / name).write_text('#!/bin/sh\necho "' + name + ' $*" >> "$HOME/ran.log"\n')
         (standin / name).chmod(0o755)
-    env = {"HOME": str(tmp_path), "PATH": f"{standin}:/usr/bin:/bin", "TERM": "dumb"}
-    assert learner.paste(MAC, text, here=env)["ran"] == 5                 # whole: every line ran
-    with pytest.raises(HetlabError, match=r"1 of 4 printed lines ran"):
-        learner.paste(MAC, text.split("\n", 1)[1], here=env)              # its first line skipped
+    return {"HOME": str(tmp_path), "PATH": f"{standin}:/usr/bin:/bin", "TERM": "xterm-256color"}
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
+@pytest.mark.parametrize("note", ["# step 1 (the token)", "# the desktop's token", "# (or in ~/.zshrc): notes"])
+def test_a_note_in_a_pasted_block_fails_in_zsh_and_the_block_without_it_runs(tmp_path, note):
+    """The paste as a terminal does it (a pseudo-terminal, bracketed paste, zsh -f -i): the Mac's
+    block as hetlab prints it runs whole; the same block with a `#` note in it, as main printed it
+    before (a bracket: zsh's parse error; an apostrophe: zsh left at `quote>`), runs nothing."""
+    from hetlab.cluster import commands
+    printed = commands.render_join(DESKTOP.ip, MAC.ip, head_user="ana")
+    block = learner.blocks_or_text(printed)
+    env = _standin_env(tmp_path)
+    done = learner.paste(MAC, printed, here=env)
+    ran = (tmp_path / "ran.log").read_text().splitlines()
+    assert [line.split()[0] for line in ran] == ["ssh", "python", "ray", "hetlab"], ran   # each line, in order
+    assert done["status"] == 0 and done["commands"] == 4
+    (tmp_path / "ran.log").unlink()
+    with pytest.raises(HetlabError, match="a # note inside a block"):            # refused before it is pasted
+        learner.paste(MAC, note + "\n" + block, here=env)
+    with pytest.raises(HetlabError, match="waits for more input|refused the paste"):    # and by zsh itself
+        learner.paste(MAC, note + "\n" + block, here=env, lint=False)
+    if "'" in note:                                 # the open quote swallowed every line after it
+        assert not (tmp_path / "ran.log").exists()
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
+def test_a_shell_that_never_turns_bracketed_paste_on_fails_the_paste(tmp_path, monkeypatch):
+    """A harness whose shell never enabled bracketed paste would paste line by line again: refused.
+    zsh's line editor is off with +Z (no ZLE: no ESC[?2004h)."""
+    monkeypatch.setitem(learner.SHELLS, "mac", ["zsh", "-f", "-i", "+Z"])
+    with pytest.raises(HetlabError, match="never turned bracketed paste on"):
+        learner.paste(MAC, "true", here=_standin_env(tmp_path), timeout=3)
 
 
 def test_every_readme_block_says_where_it_runs():
     blocks = learner.readme_blocks(README)
     assert blocks and all(b["hosts"] or b["why"] for b in blocks)
     assert {h for b in blocks for h in b["hosts"]} == {"desktop", "mac"}
+    for b in blocks:                                    # a block not run here names its machine; python: exempt
+        assert b["hosts"] or set(b["machines"]) <= {"desktop", "mac"} or b["machines"] == ["python"], b
+        assert (b["machines"] == ["python"]) == README.splitlines()[b["line"] - 1].startswith("```python"), b
     with pytest.raises(HetlabError, match="without"):
         learner.readme_blocks("text\n```bash\nray stop\n```\n")
+    with pytest.raises(HetlabError, match="without"):
+        learner.readme_blocks("<!-- not run here: no machine named -->\n```bash\nray stop\n```\n")
+
+
+NOT_RUN_HERE = [(b, role) for b in learner.readme_blocks(README) for role in b["machines"] if role != "python"]
+
+
+@pytest.mark.skipif(not (shutil.which("zsh") and shutil.which("bash")), reason="needs zsh and bash (.ci/run installs zsh)")
+@pytest.mark.parametrize("block, role", NOT_RUN_HERE, ids=[f"line{b['line']}-{r}" for b, r in NOT_RUN_HERE])
+def test_a_readme_block_not_run_here_parses_when_pasted_into_its_machines_shell(block, role, tmp_path):
+    """Each block the rehearsal cannot run (installers, a GPU, minutes of training) is pasted whole into
+    its machine's shell as a terminal pastes, its programs labelled recording stand-ins: each program
+    of each line is called once, in order, so the shell parsed and ran the block whole."""
+    ran = learner.paste_with_standins(block, role, tmp_path)
+    assert ran == learner.standins_for(learner.fill_in(block["code"], learner.EXAMPLES)) != [], ran
 
 
 def test_missing_tools_give_one_line(monkeypatch):

@@ -13,6 +13,7 @@ import ast
 import functools
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,48 @@ def test_windows_teardown_undoes_exactly_the_printed_windows_steps(page):
                                        "-ErrorAction SilentlyContinue") is not None
     assert check_windows_teardown_line("Set-NetFirewallProfile -Enabled False") is not None
     assert check_windows_teardown_line("powercfg /setacvalueindex SCHEME_CURRENT SUB_SLEEP VIDEOIDLE 0") is not None
+
+
+SHELL_BLOCKS = re.findall(r"```(?:bash|sh)\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.skipif(not (shutil.which("zsh") and shutil.which("bash")), reason="needs zsh and bash (.ci/run installs zsh)")
+@pytest.mark.parametrize("code", SHELL_BLOCKS, ids=[f"block{i}" for i in range(len(SHELL_BLOCKS))])
+def test_every_shell_block_runs_when_pasted_whole(code, tmp_path):
+    """Each block is for one machine and is pasted whole, as a terminal pastes (a pseudo-terminal,
+    bracketed paste): into zsh -f -i (the Mac's shell, where a # note would run as a command) and
+    bash -i. Its programs are labelled recording stand-ins; each is called once, in order."""
+    from hetlab.tools.rehearsal import learner
+    for role in ("mac", "desktop"):
+        ran = learner.paste_with_standins({"code": code}, role, tmp_path / role)
+        assert ran == learner.standins_for(learner.fill_in(code, learner.EXAMPLES)), (role, ran)
+
+
+def doctor_commands() -> list[str]:
+    """The commands the doctor's fix lines give in backticks (hetlab.tools.doctor's string constants and
+    f-strings, each {value} an example address): those a learner pastes at a prompt."""
+    programs = ("hetlab ", "ray ", "sudo ", "wsl ", "powercfg ", "pmset ", "conda ", "ufw ", "make ")
+    found = []
+    for path in sorted((ROOT / "hetlab" / "tools" / "doctor").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(v.value if isinstance(v, ast.Constant) else "192.168.1.10" for v in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            else:
+                continue
+            found += [span for span in re.findall(r"`([^`\n]+)`", text) if span.startswith(programs)]
+    return sorted(set(found))
+
+
+@pytest.mark.skipif(not (shutil.which("zsh") and shutil.which("bash")), reason="needs zsh and bash (.ci/run installs zsh)")
+def test_the_doctors_fix_lines_run_when_pasted(tmp_path):
+    """Every command a doctor fix line gives, pasted at once (one a line) into zsh -f -i and bash -i on a
+    pty with bracketed paste, its programs recording stand-ins: no # note, each program called in order."""
+    from hetlab.tools.rehearsal import learner
+    commands = doctor_commands()
+    assert len(commands) > 5 and not any("#" in c for c in commands), commands
+    code = learner.fill_in("\n".join(commands), {"HEAD_IP": "192.168.1.10", **learner.EXAMPLES})
+    for role in ("mac", "desktop"):
+        ran = learner.paste_with_standins({"code": code}, role, tmp_path / role)
+        assert ran == learner.standins_for(code) != [], (role, ran)

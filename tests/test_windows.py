@@ -67,11 +67,16 @@ def _ports(ranges: list[str]) -> set[int]:
     return found
 
 
-def _part(text: str, letter: str, uncomment: bool = False) -> str:
-    """Part A, B or C of the printed Windows steps; ``uncomment`` also runs the Ray Train rules."""
-    [part] = [p for p in text.split("\n\n") if p.startswith(f"# {letter})")]
-    return "\n".join(line[len("#    "):] if uncomment and re.match(r"#    (New|Remove)-Net", line) else line
-                     for line in part.splitlines())
+def _part(text: str, letter: str) -> str:
+    """Part A, B or C of the printed Windows steps: its notes and its block."""
+    [part] = [p for p in text.split("\n\n") if any(line.startswith(f"{letter}) ") for line in p.splitlines())]
+    return part
+
+
+def _code(part: str) -> str:
+    """The one block of a part: exactly what is pasted."""
+    [(_, code)] = commands.blocks(part)
+    return code
 
 
 def _bound(text: str) -> list[tuple[str, dict]]:
@@ -105,7 +110,7 @@ def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
     """As the ufw tests do: the ports in each rule are exactly those the head listens on for the Mac;
     each rule is removed first, so pasting part B twice leaves one rule of each."""
     text = winsteps.render_head(HEAD, MAC, ports, ephemeral=(44619, 48715))
-    ran = _bound(_part(text, "B", uncomment=True))
+    ran = _bound(_code(_part(text, "B")))
     made = [(name, params) for name, params in ran if name.startswith("New-NetFirewall")]
     assert [(name, params["DisplayName"]) for name, params in made] == [
         ("New-NetFirewallHyperVRule", [winsteps.RULE]), ("New-NetFirewallRule", [winsteps.RULE]),
@@ -139,8 +144,9 @@ def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
 
 def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_step():
     text = winsteps.render_head(HEAD, MAC, ephemeral=(60000, 61000), build=22631)
-    assert [p.split(")", 1)[0] for p in text.split("\n\n")] == ["# A", "# B", "# C"]
-    assert _part(text, "A").splitlines()[-1] == "hetlab wslconfig"
+    assert [next(line[0] for line in p.splitlines() if re.match(r"[A-C]\) ", line))
+            for p in text.split("\n\n")] == ["A", "B", "C"]
+    assert _code(_part(text, "A")) == "hetlab wslconfig"
     assert cli.build_parser().parse_args(["wslconfig"]).run.__name__ == "_wslconfig"
     linux = commands.render_head(HEAD)
     start = next(line for line in linux.splitlines() if " ray start --head" in line)
@@ -152,9 +158,8 @@ def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_st
     with pytest.raises(HetlabError) as info:
         winsteps.render_head(HEAD, "my-mac.local")
     assert "\n" not in str(info.value) and "the Mac's IP" in str(info.value)
-    for line in _part(text, "C").splitlines():                    # bash: each line splits cleanly
-        if line and not line.startswith("#"):
-            shlex.split(line)
+    for line in _code(_part(text, "C")).splitlines():              # bash: each line splits cleanly
+        shlex.split(line)
 
 
 def test_the_build_decides_19045_fails_and_22621_passes(capsys):
@@ -203,7 +208,7 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     part C joins with Windows' LAN address and the desktop role, and the token comes from the Mac."""
     assert cli.main(["join", "--head", MAC, "--ip", HEAD, "--windows"]) == 0
     text = capsys.readouterr().out
-    ran = _bound(_part(text, "B", uncomment=True))
+    ran = _bound(_code(_part(text, "B")))
     made = {(name, params["DisplayName"][0]): params for name, params in ran if name.startswith("New-")}
     ray = made[("New-NetFirewallRule", winsteps.RULE)]
     assert _ports(ray["LocalPort"]) == set(Ports().listening(head=False)) and ray["RemoteAddress"] == [MAC]
@@ -215,7 +220,7 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     argv = shlex.split(join)
     assert f"--address={MAC}:6379" in argv and f"--node-ip-address={HEAD}" in argv
     assert "--labels=hetlab-role=desktop" in argv and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" not in join
-    assert "`ray get-auth-token` on the Mac" in part_c and "hetlab join" in _part(text, "B")
+    assert "`ray get-auth-token` showed on the Mac" in part_c and "hetlab join" in _part(text, "B")
     assert cli.main(["join", "--head", MAC, "--windows"]) == 0                  # no --ip: the desktop's placeholder
     text = capsys.readouterr().out
     assert "--node-ip-address=DESKTOP_IP" in _part(text, "C") and "'MAC_IP'" not in text
@@ -224,12 +229,12 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     # the Mac's own head steps (`hetlab head` on macOS; the platform supplied): its application firewall,
     # its opt-in on the `ray start --head` line only, and the token handed to the desktop
     mac_head = commands.render_head(MAC, role="mac", mac=True)
-    lines = mac_head.splitlines()
-    assert lines[0] == commands.ZSH_COMMENTS and "ufw" not in mac_head
-    assert any(commands.MACOS_FIREWALL in line and not line.startswith("#") for line in lines)
+    lines = commands.pasted(mac_head)
+    assert not any("setopt" in line for line in lines) and "ufw" not in mac_head
+    assert any(commands.MACOS_FIREWALL in line for line in lines)
     start = shlex.split(next(line for line in lines if " ray start --head" in line))
     assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in start and f"--node-ip-address={MAC}" in start
-    assert "--labels=hetlab-role=mac" in start and "give the desktop the token" in mac_head
+    assert "--labels=hetlab-role=mac" in start and "the desktop's first line waits for you to type it" in mac_head
 
 
 def test_the_windows_teardown_binds_and_undoes_each_printed_step():
@@ -318,3 +323,65 @@ def test_the_macs_sleep_and_power_source_are_read_from_pmset():
     assert oschecks.mac_power_checks(None, None) == []           # pmset absent or silent: nothing claimed
 
 
+
+
+def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(monkeypatch, capsys):
+    """Notebook 04's own cells (imports, the desktop's lines, their check, the Mac's lines, their
+    check) run here with WSL's signs SUPPLIED (no Windows here: ``wsl.in_wsl`` says yes, and WSL's
+    ephemeral range is given). They print part B's firewall rules, Ray Train's among them, without
+    its `wsl --shutdown`, no ufw; the Mac's first line takes the token typed, since WSL has no SSH
+    server the Mac reaches."""
+    import json
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_build_your_cluster.ipynb").read_text())
+    cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
+    monkeypatch.setattr(windows, "in_wsl", lambda: True)
+    monkeypatch.setattr(windows, "ephemeral_range", lambda: (44619, 48715))
+    scope = {"DESKTOP_IP": HEAD, "MAC_IP": MAC, "display": print}
+    for cell in ("2b72787b", "a65aed84", "ebf8b303", "dce64ea2", "338135b1"):
+        exec(compile(cells[cell], f"04:{cell}", "exec"), scope)      # noqa: S102 - the notebook's own cells
+    printed = capsys.readouterr().out
+    pasted = commands.pasted(scope["head_text"])
+    assert scope["WINDOWS"] and not any("ufw" in line or "wsl --shutdown" in line for line in pasted)
+    [(where_b, rules), (where_c, head)] = commands.blocks(scope["head_text"])
+    assert "PowerShell" in where_b and "Ubuntu" in where_c
+    made = [(n, p["DisplayName"]) for n, p in _bound(rules) if n.startswith("New-")]
+    assert [name for _, name in made] == [[winsteps.RULE]] * 2 + [[winsteps.TRAIN_RULE]] * 2   # 07's, runnable
+    assert "44619-48715" in rules and head.splitlines()[-1] == "ray get-auth-token"            # shown, to type
+    assert commands.pasted(scope["join_text"])[0].startswith("mkdir -p ~/.ray && (umask 077 && read -rs TOKEN")
+    assert "ssh " not in scope["join_text"] and "New-NetFirewallRule" in printed
+    monkeypatch.setattr(windows, "in_wsl", lambda: False)                     # on the Mac, from a terminal
+    assert cli.main(["join", "--head", HEAD, "--ip", MAC, "--head-wsl"]) == 0
+    assert commands.pasted(capsys.readouterr().out)[0] == commands.pasted(scope["join_text"])[0]
+
+
+def _powershell_blocks() -> list[str]:
+    """Every PowerShell block a learner is given: the printed Windows steps' (head, join, notebook 04's
+    rules, the teardown with and without saved settings) and the docs' ```powershell blocks."""
+    root = Path(__file__).resolve().parents[1]
+    saved = winsteps.power_before(POWERCFG_QUERY.format(standby=0x708, hibernate=0x2A30))
+    printed = [winsteps.render_head(HEAD, MAC), winsteps.render_head(HEAD), winsteps.render_join(MAC, HEAD),
+               winsteps.notebook_head(HEAD, MAC), winsteps.undo_text(saved), winsteps.undo_text(None)]
+    blocks = [code for text in printed for where, code in commands.blocks(text) if "PowerShell" in where]
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    return blocks + [code for page in pages
+                     for code in re.findall(r"```powershell\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)]
+
+
+def test_every_powershell_block_is_complete_lines_that_parse_and_bind():
+    """What is checked, for every PowerShell block (``_powershell_blocks``): the block parses with
+    tree-sitter's PowerShell grammar, and so does each of its lines alone (each line a complete command:
+    pasted whole or line by line, the same commands run); no line is a comment (nothing to remove before
+    it runs, no command hidden behind a #); each cmdlet in pwsh_grammar's table (the firewall cmdlets,
+    Test-Path, Remove-Item, Out-File) binds its parameters as Microsoft's reference says. What is NOT
+    checked, since no Windows is here: the arguments of external programs (powercfg, wsl) beyond their
+    syntax, anything PowerShell decides at run time (a rule that exists, Administrator rights), and
+    differences between Windows PowerShell 5.1 and PowerShell 7."""
+    blocks = _powershell_blocks()
+    assert len(blocks) >= 6 and any("Ray Train" in b for b in blocks)
+    for block in blocks:
+        _bound(block)
+        for line in block.splitlines():
+            assert line.strip() and not line.lstrip().startswith("#"), (line, block)
+            assert pwsh.parse(line), line                       # a complete command by itself
+    with pytest.raises(AssertionError):                         # the check refuses half a command
+        pwsh.parse("if (-not (Test-Path 'x')) {")

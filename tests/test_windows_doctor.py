@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pwsh_grammar as pwsh
+from hetlab.cluster import commands
 from hetlab.windows import wsl as windows, steps as winsteps, wslconfig
 from hetlab.tools import cli
 from hetlab.tools.doctor import oschecks, preflight, winchecks
@@ -163,7 +164,7 @@ def test_wslconfig_edited_twice_is_unchanged_the_second_time_and_keeps_the_learn
     assert cli.main(["wslconfig", "--file", str(path), "--undo"]) == 0
     undo = capsys.readouterr().out
     assert path.read_bytes() == mine.encode() and not (tmp_path / ".wslconfig.hetlab-backup").exists()
-    assert "SUB_SLEEP STANDBYIDLE 1800" in undo and undo.rstrip().endswith("wsl --shutdown")
+    assert "SUB_SLEEP STANDBYIDLE 1800" in undo and commands.pasted(undo)[-1] == "wsl --shutdown"
     fresh = tmp_path / "new" / ".wslconfig"
     fresh.parent.mkdir()
     assert wslconfig.write(fresh) == ["wsl2.networkingMode=mirrored", "wsl2.vmIdleTimeout=-1",
@@ -184,7 +185,7 @@ def test_an_inactive_ufw_says_its_rules_do_nothing_and_how_to_enable_it_without_
     assert off.status == preflight.WARN and "rules do nothing" in off.detail
     assert "notebook 04" in off.fix
     from hetlab.cluster import commands
-    printed = "\n".join(commands.ufw_steps(mac_ip="192.168.1.20"))   # what the fix sends the learner to
+    printed = "\n".join(commands.ufw_steps(mac_ip="192.168.1.20")[1])   # what the fix sends the learner to
     steps = [printed.index(s) for s in ("ufw allow 22/tcp", "ufw default deny incoming",
                                         "ufw allow proto tcp from 192.168.1.20", "ufw --force enable")]
     assert steps == sorted(steps)                                  # SSH allowed first, enabled last
@@ -244,7 +245,8 @@ def test_the_printed_rule_covers_the_ports_ray_train_uses():
     ports = Ports(train_rendezvous=_free_port())
     text = winsteps.render_head(LAN_IP, MAC, ports, windows.ephemeral_range())
     rules = [(name, pwsh.flat(params)) for name, params in
-             pwsh.parse("\n".join(line[5:] for line in text.splitlines() if line.startswith("#    New-NetFirewall")))]
+             pwsh.parse("\n".join(line for line in commands.pasted(text)
+                                    if line.startswith("New-NetFirewall") and winsteps.TRAIN_RULE in line))]
     opened = {name: set().union(*[set(range(int(r.split("-")[0]), int(r.split("-")[-1]) + 1))
                                   for r in params.get("LocalPorts", params.get("LocalPort"))])
               for name, params in rules}

@@ -1,7 +1,8 @@
 """The exact ``ray start`` commands for a secure two-machine cluster (notebook 04, ``hetlab head/join``).
 
 Plain functions build argv lists (tests start real nodes from them); ``render_head`` and
-``render_join`` turn them into copy-paste shell text with the steps around them. Each flag is
+``render_join`` turn them into notes to read, then one block to paste between two marker lines
+(``blocks`` reads them back). Each flag is
 checked against ``ray/scripts/scripts.py`` of Ray 2.60; the comments at each say what it secures.
 """
 from __future__ import annotations
@@ -20,9 +21,6 @@ from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV
 
 TOKEN_PATH = "~/.ray/auth_token"
 AUTH_ENV = {RAY_AUTH_ENV: "token"}  # token authentication everywhere, one shared token
-# macOS's shell (zsh) reads a pasted "# ..." line as a command, and an apostrophe in it as a
-# quote that swallows the lines after it: this first line of the Mac's steps makes "#" a comment.
-ZSH_COMMENTS = "setopt interactivecomments 2>/dev/null || true"
 # Ray refuses a Mac in a cluster without it; on its `ray start` line only: set for every process,
 # it moves even a local Ray off loopback.
 MAC_ENV = {RAY_MAC_CLUSTER_ENV: "1"}
@@ -187,92 +185,120 @@ def ufw_ports(ranges: list[str]) -> list[str]:
     return [rng.replace("-", ":") for rng in ranges]
 
 
-def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> list[str]:
-    """The Linux desktop's firewall, as commands to paste: SSH stays open, everything else is closed,
-    and exactly the head's ports are opened to the Mac's address only (``MAC_IP`` until it is known).
+BEGIN = "----- paste from here, whole, into {where} -----"
+END = "----- to here -----"
+_BLOCK = re.compile(r"^----- paste from here, whole, into (.+?) -----\n(.*?)\n?^----- to here -----$", re.M | re.S)
 
-    Ray Train's two lines (notebook 07) are among them, marked. ``--force`` keeps ``ufw enable``
-    from asking a question that a pasted block would answer with its next line.
+
+def block(notes: list[str], where: str, lines: list[str]) -> str:
+    """Notes to read, then the lines to paste between two marker lines. Nothing in a block is a
+    ``#`` note: zsh, the Mac's shell, takes ``#`` for a comment only with ``interactivecomments`` on,
+    and a pasted block can not turn it on for itself (zsh parses the whole paste first)."""
+    assert not any(line.lstrip().startswith("#") or " # " in line for line in lines), lines
+    return "\n".join([*notes, BEGIN.format(where=where), *lines, END])
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """Each block of printed ``text`` as (where it is pasted, the exact text to paste)."""
+    return [(where, code) for where, code in _BLOCK.findall(text)]
+
+
+def pasted(text: str) -> list[str]:
+    """The lines of every block in ``text``: what a learner pastes, without the notes."""
+    return [line for _, code in blocks(text) for line in code.splitlines() if line.strip()]
+
+
+def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> tuple[list[str], list[str]]:
+    """The Linux desktop's firewall as (notes, lines to paste): SSH stays open, everything else is
+    closed, and exactly the head's ports are opened to the Mac's address only (``MAC_IP`` until known).
+
+    Ray Train's two lines (notebook 07) are the last two ``allow`` lines; the notes say so. ``--force``
+    keeps ``ufw enable`` from asking a question that a pasted block would answer with its next line.
     """
     mac = check_ip(mac_ip, "the Mac's IP") if mac_ip else "MAC_IP"
     closed = ", ".join(str(p) for p in ports.local_only(head=True))
     rule = f"sudo ufw allow proto tcp from {mac} to any port"
     ray = [f"{rule} {rng}" for rng in ufw_ports(firewall_ranges(ports, head=True))]
     train = ufw_ports(train_ranges(ports, "linux", head=True))
-    return [
-        f"# 2) firewall (ufw): SSH stays open, Ray's ports open to the Mac ({mac}) only, the rest closed "
-        f"({closed} too: dashboard and metrics, local use only). No ufw? `sudo apt install ufw` first; with "
-        f"another firewall, open the same TCP ports to the Mac's address only:",
-        "sudo ufw allow 22/tcp",
-        "sudo ufw default deny incoming",
-        *ray,
-        f"{rule} {train[0]}        # Ray Train (notebook 07): its rendezvous",
-        f"{rule} {train[1]}  # Ray Train (notebook 07): gloo's connections, Linux's ephemeral ports",
-        "sudo ufw --force enable",
-    ]
+    notes = [f"2) firewall (ufw): SSH stays open, Ray's ports open to the Mac ({mac}) only, the rest closed "
+             f"({closed} too: dashboard and metrics, local use only). The last two allow lines are Ray "
+             f"Train's (notebook 07): its rendezvous ({train[0]}) and gloo's connections on Linux's "
+             f"ephemeral ports. No ufw? `sudo apt install ufw` first; with another firewall, open the same "
+             f"TCP ports to the Mac's address only."]
+    return notes, ["sudo ufw allow 22/tcp", "sudo ufw default deny incoming", *ray,
+                   *[f"{rule} {rng}" for rng in train], "sudo ufw --force enable"]
 
 
 def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (Linux, the head)",
-                firewall: list[str] | None = None, mac: bool = False, mac_ip: str | None = None,
+                firewall: tuple[list[str], list[str]] | None = None, mac: bool = False,
+                mac_ip: str | None = None, token: str = "ssh", paste_into: str | None = None,
                 **options) -> str:
-    """The head's steps as shell text: token, firewall, ``ray start --head`` (``hetlab head``, notebook 04).
+    """The head's steps as notes, then one block to paste: token, firewall, ``ray start --head``
+    (``hetlab head``, notebook 04).
 
-    ``mac_ip`` goes into the firewall rules (``MAC_IP`` until known). ``firewall`` replaces the ufw
-    step (a Windows desktop's rules are PowerShell: ``hetlab.windows.steps``). ``mac``: the Mac is the
-    head (``hetlab head`` on macOS), and the desktop joins it: the Mac's application firewall, and the
-    Mac's opt-in on its ``ray start`` line.
+    ``mac_ip`` goes into the firewall rules (``MAC_IP`` until known). ``firewall`` (notes, lines)
+    replaces the ufw step (a Windows desktop's rules are PowerShell, a block of their own:
+    ``hetlab.windows.steps``). ``mac``: the Mac is the head (``hetlab head`` on macOS), and the
+    desktop joins it. ``token``: how the Mac gets it, ``"ssh"`` (it fetches it) or ``"by hand"``
+    (no SSH into WSL: the block ends by showing it, to type into the Mac's hidden prompt).
     """
     argv, env = head_start(ip, ports, mac=mac, **options)
     if mac:
         where = "On the Mac (the head; the desktop joins it)"
-        firewall = macos_firewall_steps(" ".join(firewall_ranges(ports, head=True))) + [
-            f"#    Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral ports; the Python "
-            f"rule admits it."]
+        fw_notes, fw_lines = macos_firewall_steps(" ".join(firewall_ranges(ports, head=True)))
+        fw_notes = fw_notes + ["   Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral "
+                               "ports; the Python rule admits it."]
+    else:
+        fw_notes, fw_lines = ufw_steps(ports, mac_ip) if firewall is None else firewall
     other, tunnel = ("desktop", "here") if mac else ("Mac", "here; from the Mac, ssh -L 8265:127.0.0.1:8265 "
                                                              "USER@DESKTOP_IP, with openssh-server on the desktop")
-    return "\n".join([
-        *([ZSH_COMMENTS] if mac else []),
-        f"# {where}. 1) one token for the whole cluster, private to you:",
-        "ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH,
-        *(ufw_steps(ports, mac_ip) if firewall is None else firewall),
-        f"# 3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 {tunnel}):",
-        shell_line(argv, env),
-        *token_handover_head(other),
-        "# day two (after a reboot): `hetlab head --start` runs step 3 again (notebook 04 remembers the pair)",
-        "# stop: ray stop (stops every Ray process of this user on this machine)",
-    ])
+    hand_notes, hand_lines = token_handover_head(other, token)
+    notes = [f"{where}. Read these notes, then paste the block below whole into a terminal there "
+             f"({'Terminal, zsh' if mac else 'bash'}), with the course's environment active:",
+             "1) one token for the whole cluster, private to you.",
+             *fw_notes,
+             f"3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 {tunnel}).",
+             *hand_notes,
+             "Day two (after a reboot): `hetlab head --start` runs step 3 again (notebook 04 remembers the pair).",
+             "Stop: `ray stop` (stops every Ray process of this user on this machine)."]
+    lines = ["ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH, *fw_lines,
+             shell_line(argv, env), *hand_lines]
+    return block(notes, paste_into or ("the Mac's Terminal" if mac else "a terminal on the desktop"), lines)
 
 
-def token_handover_head(other: str = "Mac") -> list[str]:
-    """How the token leaves the head: the Mac fetches it over SSH (its steps say how). A Mac that is
-    the head has no SSH server by default (Remote Login is off): there it is printed, copied by hand."""
-    if other.lower() == "mac":
-        return [f"# 4) the {other} fetches the token over SSH (its steps); without SSH, `ray get-auth-token` "
-                f"prints it here to copy by hand. It travels in clear text: only on your own LAN."]
-    return [f"# 4) give the {other} the token: print it, copy it (the {other}'s `hetlab join` says where it goes):",
-            "ray get-auth-token",
-            "#    it travels in clear text: only on your own LAN (elsewhere: a VPN or an SSH tunnel)."]
+def token_handover_head(other: str = "Mac", token: str = "ssh") -> tuple[list[str], list[str]]:
+    """How the token leaves the head, as (notes, lines to paste): the Mac fetches it over SSH (its
+    steps say how). Where the other machine cannot reach this one by SSH (a Mac's head: Remote Login is
+    off; a head inside WSL: its SSH server is not reachable from the LAN), the block's last line shows
+    it here, and the other machine's first line waits for it to be typed, hidden: it never crosses the
+    network in clear."""
+    if other.lower() == "mac" and token == "ssh":
+        return [f"4) the {other} fetches the token over SSH (its steps): nothing to do here."], []
+    return [f"4) the block's last line shows the token: the {other}'s first line waits for you to type it "
+            f"there (nothing echoes). It never crosses the network."], ["ray get-auth-token"]
 
 
 def token_setup_join(mac: bool = True, head: str = "desktop", head_ip: str = "DESKTOP_IP",
-                     head_user: str | None = None) -> list[str]:
-    """How the joining machine writes the head's token to ``~/.ray/auth_token`` (mode 600).
+                     head_user: str | None = None, token: str = "ssh") -> tuple[list[str], list[str]]:
+    """How the joining machine writes the head's token to ``~/.ray/auth_token`` (mode 600), as
+    (notes, lines to paste).
 
     The Mac already reaches the desktop over SSH (it cloned the course from it), so it reads the
     file there: ``umask 077`` keeps the copy private from its first byte, and ``~/.ray`` is made
-    first (Ray makes it only when it starts). Without SSH (a Mac's head: Remote Login is off), the
-    token is copied by hand: ``pbpaste`` on a Mac, ``read -rs`` on Linux.
+    first (Ray makes it only when it starts). Without SSH to the head (a Mac's head: Remote Login is
+    off; a head inside WSL), ``token="by hand"``: the head shows it, and ``read -rs`` here takes it
+    typed, unechoed (zsh and bash both have it).
     """
     user = head_user or f"{re.sub(r'[^A-Za-z0-9]', '_', head).upper()}_USER"
-    by_hand = (f"pbpaste > {TOKEN_PATH}" if mac else f'read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}')
-    if head.lower() == "mac":  # a Mac's Remote Login (SSH) is off by default: the token by hand
-        return [f"#    run `ray get-auth-token` on the {head}; here Linux has no pbpaste: run this line, paste "
-                f"the token (nothing echoes), press Enter:",
-                f"mkdir -p ~/.ray && (umask 077 && {by_hand}) && chmod 600 {TOKEN_PATH}"]
-    return [f"mkdir -p ~/.ray && (umask 077 && ssh {user}@{head_ip} 'cat {TOKEN_PATH}' > {TOKEN_PATH}) "
-            f"&& chmod 600 {TOKEN_PATH}",
-            f"#    no SSH to the {head}? copy what `ray get-auth-token` prints there, then run "
-            f"`mkdir -p ~/.ray && (umask 077 && {by_hand}) && chmod 600 {TOKEN_PATH}` here instead."]
+    by_hand = f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}'
+    if head.lower() == "mac" or token != "ssh":
+        return [f"1) the {head}'s token in {TOKEN_PATH}, private to you: the first line waits; type the "
+                f"token that `ray get-auth-token` showed on the {head} (nothing echoes), then Enter."], [by_hand]
+    return ([f"1) the {head}'s token in {TOKEN_PATH}, private to you, read over the SSH you already use. "
+             f"No SSH to the {head}? Run `ray get-auth-token` there, and here, instead of the block's "
+             f"first line: `{by_hand}`, then type the token (nothing echoes)."],
+            [f"mkdir -p ~/.ray && (umask 077 && ssh {user}@{head_ip} 'cat {TOKEN_PATH}' > {TOKEN_PATH}) "
+             f"&& chmod 600 {TOKEN_PATH}"])
 
 
 MACOS_FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
@@ -283,56 +309,59 @@ MACOS_APPS = ("import ray, os, sys; d = os.path.join(os.path.dirname(ray.__file_
               "print(os.path.join(d, 'gcs', 'gcs_server'))")
 
 
-def macos_firewall_steps(ranges: str) -> list[str]:
-    """The Mac's firewall: per application, not per port or address; and Local Network privacy, which
-    exempts tools run from Terminal and asks for the app that hosts any other shell (Apple's TN3179)."""
-    return [
-        f"# 2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here).",
-        "#    The macOS firewall is per APPLICATION, not per port or address: if it is on (System Settings >",
-        "#    Network > Firewall), allow incoming connections for the programs that accept them, with the",
-        "#    conda env active: its Python, and Ray's raylet and gcs_server:",
-        f'python -c "{MACOS_APPS}" | while read -r app; do sudo {MACOS_FIREWALL} --add "$app" '
-        f'&& sudo {MACOS_FIREWALL} --unblockapp "$app"; done',
-        "#    macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from",
-        "#    another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy &",
-        "#    Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run.",
-    ]
+def macos_firewall_steps(ranges: str) -> tuple[list[str], list[str]]:
+    """The Mac's firewall as (notes, lines): per application, not per port or address; and Local Network
+    privacy, which exempts tools run from Terminal and asks for the app that hosts any other shell (TN3179)."""
+    return ([f"2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here). The macOS "
+             f"firewall is per APPLICATION, not per port or address: if it is on (System Settings > Network > "
+             f"Firewall), the socketfilterfw line allows incoming connections for the programs that accept "
+             f"them, with the conda env active: its Python, and Ray's raylet and gcs_server.",
+             "   macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from "
+             "another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy & "
+             "Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run."],
+            [f'python -c "{MACOS_APPS}" | while read -r app; do sudo {MACOS_FIREWALL} --add "$app" '
+             f'&& sudo {MACOS_FIREWALL} --unblockapp "$app"; done'])
 
 
 def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
-                where: str | None = None, firewall: list[str] | None = None, head: str = "desktop",
-                head_user: str | None = None, **options) -> str:
-    """The joining machine's steps as shell text: token, firewall, ``ray start --address`` (``hetlab join``,
-    notebook 04). ``head_user``: the head's user name, for the SSH that fetches the token.
+                where: str | None = None, firewall: tuple[list[str], list[str]] | None = None,
+                head: str = "desktop", head_user: str | None = None, token: str = "ssh",
+                paste_into: str | None = None, **options) -> str:
+    """The joining machine's steps as notes, then one block to paste: token, firewall, ``ray start
+    --address`` (``hetlab join``, notebook 04). ``head_user``: the head's user name, for the SSH that
+    fetches the token; ``token="by hand"``: the head is inside WSL, where the Mac has no SSH route.
 
-    ``firewall`` replaces the firewall step (a Windows desktop's rules are PowerShell: ``hetlab.windows.steps``).
+    ``firewall`` (notes, lines) replaces the firewall step (a Windows desktop's rules are PowerShell:
+    ``hetlab.windows.steps``).
     """
     argv, env = join_start(head_ip, ip, ports, mac=mac, **options)
     ranges = " ".join(firewall_ranges(ports, head=False))
     where = where or ("On the Mac (joins the desktop's head)" if mac else "On the joining machine")
     gloo = " ".join(train_ranges(ports, "macos" if mac else "linux", head=False))
-    firewall = firewall or (macos_firewall_steps(ranges) + [
-                    f"#    Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral ports "
-                    f"({gloo}); the Python rule admits it."] if mac else
-                [f"# 2) firewall: Ray connects in both directions; allow TCP {ranges} from the desktop's IP.",
-                 f"#    Ray Train (notebook 07) only: also allow TCP {gloo} from the desktop's IP "
-                 f"(gloo's connections on this machine's ephemeral ports)."])
-    opt_in = (f"# 3) join ({RAY_MAC_CLUSTER_ENV}=1 on this line only: set for every process it moves even "
-              f"a local Ray off 127.0.0.1):" if mac else "# 3) join:")
-    return "\n".join([
-        *([ZSH_COMMENTS] if mac else []),
-        f"# {where}. 1) the {head}'s token in {TOKEN_PATH}, private to you:",
-        *token_setup_join(mac, head, check_ip(head_ip, "head IP"), head_user),
-        *firewall,
-        opt_in,
-        shell_line(argv, env),
-        "# 4) check from here (the head asks for the token: RAY_AUTH_MODE=token in this shell, and in the "
-        "one that starts a notebook here):",
-        f"export {_exports(AUTH_ENV)} && hetlab doctor --head {argv[2].split('=', 1)[1]}",
-        "# day two (after a reboot): `hetlab join --start` runs step 3 again (notebook 04 remembers the pair here too)",
-        *(["# 5) during a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
-           "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change"] if mac else []),
-    ])
+    if firewall is None and mac:
+        fw_notes, fw_lines = macos_firewall_steps(ranges)
+        fw_notes = fw_notes + [f"   Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral "
+                               f"ports ({gloo}); the Python rule admits it."]
+    elif firewall is None:
+        fw_notes, fw_lines = ([f"2) firewall: Ray connects in both directions; allow TCP {ranges} from the "
+                               f"desktop's IP. Ray Train (notebook 07) only: also allow TCP {gloo} from the "
+                               f"desktop's IP (gloo's connections on this machine's ephemeral ports)."], [])
+    else:
+        fw_notes, fw_lines = firewall
+    tk_notes, tk_lines = token_setup_join(mac, head, check_ip(head_ip, "head IP"), head_user, token)
+    opt_in = (f"3) join ({RAY_MAC_CLUSTER_ENV}=1 on that line only: set for every process it moves even "
+              f"a local Ray off 127.0.0.1)." if mac else "3) join.")
+    notes = [f"{where}. Read these notes, then paste the block below whole into "
+             f"{'Terminal' if mac else 'a terminal'} there, with `conda activate hetlab` done in ~/hetlab:",
+             *tk_notes, *fw_notes, opt_in,
+             "4) the last line checks from here (the head asks for the token: RAY_AUTH_MODE=token in this "
+             "shell, and in the one that starts a notebook here).",
+             "Day two (after a reboot): `hetlab join --start` runs step 3 again (notebook 04 remembers the pair here too).",
+             *(["During a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
+                "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change."] if mac else [])]
+    lines = [*tk_lines, *fw_lines, shell_line(argv, env),
+             f"export {_exports(AUTH_ENV)} && hetlab doctor --head {argv[2].split('=', 1)[1]}"]
+    return block(notes, paste_into or ("the Mac's Terminal" if mac else "a terminal on the joining machine"), lines)
 
 
 def _exports(env: dict) -> str:

@@ -61,49 +61,53 @@ def train_ranges(ports: commands.Ports, ephemeral: tuple[int, int]) -> list[str]
 
 def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Ports(),
                      ephemeral: tuple[int, int] = commands.EPHEMERAL_PORTS["linux"], head: bool = True,
-                     again: str = "hetlab head") -> list[str]:
-    """Part B, run once in PowerShell as Administrator: both firewalls for exactly this node's ports
-    from the other machine only (each rule removed first, so pasting again replaces it), no sleep on
-    AC power (old values saved once), then WSL updated and restarted so that it reads ``.wslconfig``
-    (``wsl --shutdown`` last: it closes every Ubuntu window)."""
+                     again: str = "hetlab head", only_firewall: bool = False) -> str:
+    """Part B, run once in PowerShell as Administrator, as notes and one block: both firewalls for
+    exactly this node's ports from the other machine only, Ray Train's rules (named ``TRAIN_RULE``,
+    for notebook 07) among them (each rule removed first, so pasting again replaces it); no sleep on AC
+    power (old values saved once), then WSL updated and restarted so that it reads ``.wslconfig``
+    (``wsl --shutdown`` last: it closes every Ubuntu window). ``only_firewall``: the rules alone
+    (notebook 04, run from JupyterLab inside WSL, which ``wsl --shutdown`` would close)."""
     other = "the Mac" if head else "the Mac (the head)"
     remote = "MAC_IP" if remote_ip is None else commands.check_ip(remote_ip, "the Mac's IP")
     ranges = commands.firewall_ranges(ports, head=head)
     train = train_ranges(ports, ephemeral)
     record = f'{PROFILE}{POWER_RECORD}"'
-    return [
-        "# B) On Windows, in PowerShell as Administrator (Start, type PowerShell, Run as administrator).",
-        *(["#    replace MAC_IP below with the Mac's LAN address (macOS: ipconfig getifaddr en0)"]
+    notes = [
+        "B) On Windows, in PowerShell as Administrator (Start, type PowerShell, Run as administrator).",
+        *(["   Replace MAC_IP in the block with the Mac's LAN address (macOS: ipconfig getifaddr en0)."]
           if remote_ip is None else []),
-        f"# 1) firewalls: TCP {' '.join(ranges)} from {other} only, in the Hyper-V firewall (inbound to WSL) "
-        f"and Windows Defender Firewall (pasting again replaces them):",
-        *firewall_rules(RULE, ranges, remote),
-        f"#    Ray Train (notebook 07) only: also TCP {' '.join(train)} (rank 0's rendezvous, here, and gloo on "
-        f"WSL's ephemeral ports, read just now; WSL may move them when it restarts, and `hetlab doctor` then "
-        f"says so); remove the leading # to run these:",
-        *[f"#    {line}" for line in firewall_rules(TRAIN_RULE, train, remote)],
-        *([f"#    keep {', '.join(str(p) for p in ports.local_only(head=True))} closed (dashboard and "
-           f"metrics: local use only)"] if head else []),
-        "# 2) no sleep or hibernation on the charger during a run; your settings are saved first (once), "
-        "for the teardown:",
-        f"if (-not (Test-Path {record})) {{ powercfg /query SCHEME_CURRENT SUB_SLEEP | Out-File -Encoding ascii {record} }}",
-        *[f"powercfg /change {name} 0" for name in POWER_SETTINGS.values()],
-        "# 3) WSL up to date (mirrored networking needs WSL 2.0 or newer), then restarted so that it reads",
-        f"#    .wslconfig. This closes every Ubuntu window, this one too: open Ubuntu again, run "
-        f"`hetlab doctor`, then `{again} ...` again for part C.",
-        "wsl --update",
-        "wsl --shutdown",
+        f"1) firewalls: TCP {' '.join(ranges)} from {other} only, in the Hyper-V firewall (inbound to WSL) "
+        f"and Windows Defender Firewall (pasting again replaces them). The rules named '{TRAIN_RULE}' are "
+        f"Ray Train's (notebook 07): TCP {' '.join(train)} (rank 0's rendezvous, here, and gloo on WSL's "
+        f"ephemeral ports, read just now; WSL may move them when it restarts, and `hetlab doctor` then says so).",
+        *([f"   {', '.join(str(p) for p in ports.local_only(head=True))} stay closed (dashboard and metrics: "
+           f"local use only)."] if head else []),
     ]
+    lines = [*firewall_rules(RULE, ranges, remote), *firewall_rules(TRAIN_RULE, train, remote)]
+    if not only_firewall:
+        notes += ["2) no sleep or hibernation on the charger during a run; your settings are saved first (once), "
+                  "for the teardown.",
+                  "3) WSL up to date (mirrored networking needs WSL 2.0 or newer), then restarted so that it reads "
+                  f".wslconfig. This closes every Ubuntu window: open Ubuntu again, run `hetlab doctor`, then "
+                  f"`{again} ...` again for part C."]
+        lines += [f"if (-not (Test-Path {record})) {{ powercfg /query SCHEME_CURRENT SUB_SLEEP | Out-File -Encoding ascii {record} }}",
+                  *[f"powercfg /change {name} 0" for name in POWER_SETTINGS.values()],
+                  "wsl --update",
+                  "wsl --shutdown"]
+    return commands.block(notes, "PowerShell as Administrator, on Windows", lines)
 
 
-def _part_a(build: int | None) -> list[str]:
+def _part_a(build: int | None) -> str:
     checked = (f"this Windows is build {build}: fine" if build is not None
                else "`winver` on Windows shows the version")
-    return ["# A) Windows 11 22H2 or newer (build 22621+) is needed: " + checked + ".",
-            "#    In this Ubuntu window first: WSL's settings ("
-            + ", ".join(line for line in wslconfig.lines() if not line.startswith("[")) + ") go into %UserProfile%\\.wslconfig; your other settings stay, and the old file is kept in "
-            ".wslconfig" + wslconfig.BACKUP_SUFFIX + ":",
-            "hetlab wslconfig"]
+    return commands.block(
+        ["A) Windows 11 22H2 or newer (build 22621+) is needed: " + checked + ".",
+         "   In this Ubuntu window first: WSL's settings ("
+         + ", ".join(line for line in wslconfig.lines() if not line.startswith("["))
+         + ") go into %UserProfile%\\.wslconfig; your other settings stay, and the old file is kept in "
+         ".wslconfig" + wslconfig.BACKUP_SUFFIX + "."],
+        "this Ubuntu window", ["hetlab wslconfig"])
 
 
 def _check_build(build: int | None) -> None:
@@ -112,20 +116,39 @@ def _check_build(build: int | None) -> None:
         raise HetlabError(problem)
 
 
+WSL_FIREWALL = (["2) firewall: the PowerShell rules of part B (WSL needs no ufw); --node-ip-address is "
+                 "Windows' LAN address, which mirrored mode shares with WSL."], [])
+
+
+def head_inside(ip: str, mac_ip: str | None = None, ports: commands.Ports = commands.Ports(),
+                where: str = "C) Inside WSL (Ubuntu) on the Windows desktop, the head", **options) -> str:
+    """The head's steps inside WSL: no ufw (part B's rules), and the token shown to be typed on the
+    Mac, which has no SSH route into WSL."""
+    return commands.render_head(ip, ports, where=where, firewall=WSL_FIREWALL, mac_ip=mac_ip, token="by hand",
+                                paste_into="the Ubuntu (WSL) terminal", **options)
+
+
+def notebook_head(ip: str, mac_ip: str | None, ports: commands.Ports = commands.Ports(),
+                  ephemeral: tuple[int, int] = commands.EPHEMERAL_PORTS["linux"]) -> str:
+    """Notebook 04's desktop lines on a Windows desktop: part B's firewall rules alone (not its
+    ``wsl --shutdown``, which would close the Ubuntu that runs JupyterLab), then the head's block."""
+    return "\n\n".join([powershell_steps(mac_ip, ports, ephemeral, only_firewall=True),
+                         head_inside(ip, mac_ip, ports, where="Then inside WSL (Ubuntu), the head")])
+
+
 def render_head(ip: str, mac_ip: str | None = None, ports: commands.Ports = commands.Ports(),
                 ephemeral: tuple[int, int] = commands.EPHEMERAL_PORTS["linux"], build: int | None = None,
                 **options) -> str:
     """``hetlab head --windows``: parts A (Ubuntu), B (PowerShell) and C (the head's steps inside
-    WSL, as on a Linux desktop, with Windows' LAN address). ``build``: Windows' build where known;
-    below 22621 a one-line HetlabError, since no setting makes the Mac reach WSL there."""
+    WSL, as on a Linux desktop, with Windows' LAN address), each notes and a block, a blank line
+    apart. ``build``: Windows' build where known; below 22621 a one-line HetlabError, since no
+    setting makes the Mac reach WSL there."""
     _check_build(build)
-    inside = commands.render_head(
-        ip, ports, where="C) Inside WSL (Ubuntu) on the Windows desktop, the head",
-        firewall=["# 2) firewall: the PowerShell rules of part B (WSL needs no ufw); --node-ip-address is "
-                  "Windows' LAN address, which mirrored mode shares with WSL"], **options)
-    return "\n".join([*_part_a(build), "", *powershell_steps(mac_ip, ports, ephemeral), "", *_nat_note(ip), inside,
-                      "# keep this Ubuntu window open during a run (older WSL ignores instanceIdleTimeout "
-                      "and stops the distro a while after its last window closes)"])
+    inside = head_inside(ip, mac_ip, ports, **options)
+    keep = ("Keep this Ubuntu window open during a run (older WSL ignores instanceIdleTimeout and stops the "
+            "distro a while after its last window closes).")
+    return "\n\n".join([_part_a(build), powershell_steps(mac_ip, ports, ephemeral),
+                         "\n".join([*_nat_note(ip), keep, inside])])
 
 
 def render_join(head_ip: str, ip: str | None, ports: commands.Ports = commands.Ports(),
@@ -135,20 +158,18 @@ def render_join(head_ip: str, ip: str | None, ports: commands.Ports = commands.P
     parts as ``render_head``; part B admits this node's ports from the Mac's address only."""
     _check_build(build)
     inside = commands.render_join(
-        head_ip, ip, ports, mac=False, head="Mac",
+        head_ip, ip, ports, mac=False, head="Mac", firewall=WSL_FIREWALL,
         where="C) Inside WSL (Ubuntu) on the Windows desktop, joining the Mac's head",
-        firewall=["# 2) firewall: the PowerShell rules of part B (WSL needs no ufw); --node-ip-address is "
-                  "Windows' LAN address, which mirrored mode shares with WSL"], **options)
-    return "\n".join([*_part_a(build), "", *powershell_steps(head_ip, ports, ephemeral, head=False,
-                                                             again="hetlab join"), "",
-                      *(_nat_note(ip) if ip else []), inside])
+        paste_into="the Ubuntu (WSL) terminal", **options)
+    return "\n\n".join([_part_a(build), powershell_steps(head_ip, ports, ephemeral, head=False, again="hetlab join"),
+                         "\n".join([*(_nat_note(ip) if ip else []), inside])])
 
 
 def _nat_note(ip: str) -> list[str]:
     if ipaddress.ip_address(commands.check_ip(ip, "this machine's IP")) not in wsl.NAT_NET:
         return []
-    return [f"# note: {ip} is in 172.16/12, where WSL's NAT puts WSL: if it is WSL's own address, the Mac "
-            f"cannot reach it; after part B, give Windows' LAN address (ipconfig) to --ip"]
+    return [f"Note: {ip} is in 172.16/12, where WSL's NAT puts WSL: if it is WSL's own address, the Mac "
+            f"cannot reach it; after part B, give Windows' LAN address (ipconfig) to --ip."]
 
 
 def power_before(query: str | None) -> dict[str, int]:
@@ -167,18 +188,25 @@ def power_before(query: str | None) -> dict[str, int]:
 
 
 def undo_steps(before: dict[str, int] | None = None) -> list[str]:
-    """The PowerShell teardown, in order: both rules gone (silently if never added), the sleep
-    settings as saved before hetlab's (``before``; else Windows' Settings), WSL restarted last."""
-    lines = ["# On Windows, in PowerShell as Administrator; the Ray Train lines are harmless if you never added them:"]
+    """The PowerShell teardown's lines, in order: both rules gone (silently if never added), the sleep
+    settings as saved before hetlab's (``before``; else none: ``undo_text`` says where), WSL restarted last."""
+    lines = []
     for name in (RULE, TRAIN_RULE):
         lines += [f"Remove-NetFirewallHyperVRule -DisplayName '{name}' -ErrorAction SilentlyContinue",
                   f"Remove-NetFirewallRule -DisplayName '{name}' -ErrorAction SilentlyContinue"]
     if before and set(before) == set(POWER_SETTINGS):
-        lines += ["# sleep and hibernation on the charger as they were before hetlab's steps:"]
         lines += [f"powercfg /setacvalueindex SCHEME_CURRENT SUB_SLEEP {name} {before[name]}" for name in POWER_SETTINGS]
         lines += ["powercfg /setactive SCHEME_CURRENT", f'Remove-Item {PROFILE}{POWER_RECORD}"']
-    else:
-        lines += [f"# no saved sleep settings ({POWER_RECORD}): set them in Settings > System > Power, or e.g. "
-                  f"powercfg /change standby-timeout-ac 30 (minutes)"]
-    return lines + ["# last, since it closes every Ubuntu window: WSL restarted, so that it reads the restored .wslconfig",
-                    "wsl --shutdown"]
+    return lines + ["wsl --shutdown"]
+
+
+def undo_text(before: dict[str, int] | None = None) -> str:
+    """``undo_steps`` as notes and one block to paste (``hetlab wslconfig --undo``)."""
+    saved = (["The powercfg lines put sleep and hibernation on the charger back as they were before hetlab's steps."]
+             if before and set(before) == set(POWER_SETTINGS) else
+             [f"No saved sleep settings ({POWER_RECORD}): set them in Settings > System > Power, or e.g. "
+              f"powercfg /change standby-timeout-ac 30 (minutes)."])
+    return commands.block(["On Windows, in PowerShell as Administrator. The Ray Train lines are harmless if you "
+                           "never added those rules.", *saved,
+                           "The last line restarts WSL, so that it reads the restored .wslconfig: it closes every "
+                           "Ubuntu window."], "PowerShell as Administrator, on Windows", undo_steps(before))

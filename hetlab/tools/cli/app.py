@@ -106,6 +106,8 @@ def _add_join(sub) -> None:
                    "fetches the token (default: the placeholder DESKTOP_USER)")
     p.add_argument("--role", default=None, help="hetlab role of this node (default mac; desktop with --windows)")
     p.add_argument("--linux", action="store_true", help="the joining machine is not a Mac")
+    p.add_argument("--head-wsl", action="store_true", help="the head runs inside WSL on a Windows desktop: "
+                   "no SSH route to it, so the token is typed (hidden) from what the head showed")
     p.add_argument("--windows", action="store_true", help="a Windows desktop (WSL2) joining a Mac's head: "
                    "print the PowerShell steps too (the default inside WSL)")
     _ports_args(p)
@@ -130,7 +132,8 @@ def _join(args) -> int:
         print(steps.render_join(head, ip, ports, wsl.ephemeral_range(), _windows_build(inside_wsl),
                                    **options))
     else:
-        print(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user, **options))
+        print(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user,
+                                   token="by hand" if args.head_wsl else "ssh", **options))
     return 0
 
 
@@ -156,7 +159,7 @@ def _wslconfig(args) -> int:
         print(f"# {wslconfig.undo(path)}")
         record = path.with_name(steps.POWER_RECORD)
         before = steps.power_before(record.read_text(errors="replace") if record.exists() else None)
-        print("\n".join(steps.undo_steps(before)))
+        print(steps.undo_text(before))
         return 0
     build = _windows_build(wsl.in_wsl())
     if wsl.build_problem(build):

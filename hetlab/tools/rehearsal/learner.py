@@ -1,8 +1,8 @@
 """The learner's own steps, run as a learner runs them, on the rehearsal's two hosts (notebook 04, README).
 
 ``commands_in`` refuses a printed comment that reads as a command and a placeholder left; ``paste``
-feeds the printed text whole into the host's shell (zsh on the "mac", bash on the desktop) and counts
-each line that ran; ``notebook`` runs a notebook cell by cell in the desktop host, each cell's output
+pastes the printed block whole into the host's interactive shell on a pseudo-terminal with bracketed
+paste, as a terminal does (zsh on the "mac", bash on the desktop), and reports how it ended; ``notebook`` runs a notebook cell by cell in the desktop host, each cell's output
 written as it ends; ``readme_blocks`` reads the README's marked blocks. Labelled stand-ins for what
 cannot exist here: ``sudo`` (root already), macOS's ``socketfilterfw`` (recorded), ``ssh`` (no server).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -24,7 +25,6 @@ PLACEHOLDERS = ("MAC_IP", "DESKTOP_IP", "DESKTOP_USER", "MAC_USER", "WINDOWS_LAN
 # a comment that starts like a command was meant to run: pasted, it does nothing
 COMMAND_WORDS = re.compile(r"^#\s*(sudo |ray (start|stop|get-auth-token)|hetlab (head|join|doctor)|ufw |"
                            r"for \w+ in |mkdir |ssh |chmod |export |nft |iptables |netsh |New-Net)")
-MARK = "@@hetlab-ran"
 STANDINS = ROOT / "standins"
 SHELLS = {"desktop": ["bash", "--norc", "--noprofile", "-i"], "mac": ["zsh", "-f", "-i"]}
 
@@ -45,19 +45,20 @@ cd "{DESKTOP.home}" && HOME="{DESKTOP.home}" exec sh -c "$*"
 
 
 def commands_in(text: str) -> list[str]:
-    """The printed lines a learner runs: every line that is not a comment. One HetlabError names a
-    comment that should have been a command, or a placeholder left where the value was known."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    """The lines a learner pastes: the printed block's (the text itself where it has no markers). One
+    HetlabError names a comment that should have been a command, any other ``#`` note inside the
+    block (zsh, the Mac's shell, runs it as a command), or a placeholder left where the value was known."""
+    lines = [line for line in blocks_or_text(text).splitlines() if line.strip()]
     for line in lines:
         if COMMAND_WORDS.match(line.strip()):
             raise HetlabError(f"a printed line is a comment that should be a command: {line.strip()[:100]}")
-    found = [line for line in lines if not line.lstrip().startswith("#")]
-    for line in found:
-        command = re.split(r"\s#\s", line, maxsplit=1)[0]   # a trailing note may name a placeholder
-        left = [p for p in PLACEHOLDERS if re.search(rf"\b{p}\b", command)]
+        if line.lstrip().startswith("#") or re.search(r"\s#\s", line):
+            raise HetlabError(f"a # note inside a block to paste (zsh runs it as a command): {line.strip()[:100]}")
+    for line in lines:
+        left = [p for p in PLACEHOLDERS if re.search(rf"\b{p}\b", line)]
         if left:
             raise HetlabError(f"a printed line still holds {left[0]}: {line.strip()[:100]}")
-    return found
+    return lines
 
 
 def make_standins() -> Path:
@@ -77,32 +78,133 @@ def learner_env(host: Host) -> dict:
     return env
 
 
-def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None) -> dict:
-    """Paste ``text`` (printed by hetlab) into ``host``'s shell as a whole, as a learner does; return
-    ``{"ran": n, "commands": n, "output": …, "said": {line: its output}}``. Raises when a line fails or is
-    skipped. ``here``: run it in this machine's shell with that environment instead (the harness's own tests)."""
-    lines = commands_in(text)
-    fed, n = [], 0
-    for line in text.splitlines():
-        fed.append(line)
-        if line.strip() and not line.lstrip().startswith("#"):
-            n += 1
-            fed.append(f"echo '{MARK} {n}'")
-    shell = SHELLS[host.role] + ["-e"]
+BRACKETED_ON, BRACKETED_OFF = b"\x1b[?2004h", b"\x1b[?2004l"     # what a shell writes to turn bracketed paste on/off
+PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"              # what a terminal wraps a paste in
+STATUS = "@@hetlab-status"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x07\x08]")
+
+
+def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None, lint: bool = True) -> dict:
+    """Paste ``text``'s block whole into ``host``'s interactive shell (zsh -f -i / bash -i, default options) on a
+    pseudo-terminal, as a terminal does: once the shell turned bracketed paste on (ESC[?2004h), exactly the
+    block between ESC[200~ and ESC[201~, then Enter. Then it types ``echo "@@hetlab-status $?"`` after the
+    paste: the last line's status, and proof the shell is back at its prompt (not at ``quote>``). What each
+    line did, the caller counts from its effects. Returns ``{"status", "commands", "output", "said"}``; a
+    HetlabError when bracketed paste never came on, the shell refused a line or waits, or the status is not
+    0. ``here``: this machine's shell with that environment; ``lint=False``: no ``commands_in`` check first.
+    """
+    shell = SHELLS[host.role]
+    if here is not None:               # the shell itself by its path: a block's stand-ins may share its name
+        return _paste([shutil.which(shell[0]) or shell[0], *shell[1:]], host.role, text, here, timeout, lint)
+    return _paste(_in(host, shell), host.role, text, learner_env(host), timeout, lint)
+
+
+def _paste(argv: list[str], role: str, text: str, env: dict, timeout: float, lint: bool = True) -> dict:
+    found = blocks_or_text(text)
+    lines = commands_in(text) if lint else [line for line in found.splitlines() if line.strip()]
+    env = dict(env)
+    if env.get("TERM", "dumb") == "dumb":
+        env["TERM"] = "xterm-256color"     # a terminal emulator's TERM: readline turns bracketed paste off for "dumb"
     started = time.time()
-    done = subprocess.run(shell if here is not None else _in(host, shell), input="\n".join(fed) + "\nexit 0\n",
-                          env=here if here is not None else learner_env(host),
-                          capture_output=True, text=True, timeout=timeout, start_new_session=True)
-    output = done.stdout + done.stderr
-    ran = len(re.findall(rf"^{MARK} \d+$", done.stdout, re.M))
-    said = re.split(rf"^{MARK} \d+\n?", done.stdout, flags=re.M)[:ran]   # what each line printed
-    record = {"host": host.role, "ran": ran, "commands": len(lines), "seconds": round(time.time() - started, 1),
-              "output": output, "said": dict(zip(lines, said))}
-    if done.returncode != 0 or ran != len(lines):
-        failed = lines[ran] if ran < len(lines) else "(after the last line)"
-        raise HetlabError(f"rehearsal: on the {host.role} host {ran} of {len(lines)} printed lines ran; it "
-                          f"stopped at: {failed[:120]} — {' '.join(output.split())[-300:]}")
+    transcript, status = _pty_paste(argv, found, env, timeout)
+    output = _output(transcript)
+    out_lines = [line for line in output.splitlines() if line.strip()]
+    record = {"host": role, "commands": len(lines), "status": status,
+              "seconds": round(time.time() - started, 1), "output": output,
+              "said": dict(zip(lines, out_lines)) if len(out_lines) == len(lines) else {}}
+    refused = [line for line in out_lines if re.match(r"(zsh|bash|-?bash-[\d.]+): ", line)]
+    if refused:                                    # the shell itself refused a line: a parse error, a bad pattern
+        raise HetlabError(f"rehearsal: the {role} host's shell refused the paste: {refused[0][:200]}")
+    if status != 0:
+        raise HetlabError(f"rehearsal: the paste into the {role} host's shell ended with status {status}: "
+                          f"{' '.join(output.split())[-400:]}")
     return record
+
+
+def blocks_or_text(text: str) -> str:
+    """What a learner pastes of printed ``text``: its one marked block (``commands.blocks``), or all of it."""
+    from hetlab.cluster import commands
+    found = commands.blocks(text)
+    if len(found) > 1:
+        raise HetlabError(f"rehearsal: {len(found)} blocks in one printed text: paste each on its own machine")
+    return found[0][1] if found else text
+
+
+def _pty_paste(argv: list[str], text: str, env: dict, timeout: float) -> tuple[bytes, int]:
+    """Run ``argv`` on a new pseudo-terminal, paste ``text`` with bracketed paste, Enter; return the
+    terminal's whole output and the status the shell then reports for its last command."""
+    import fcntl
+    import os
+    import select
+    import signal
+    import termios
+
+    master, slave = os.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+                            start_new_session=True,
+                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))   # the shell's own terminal
+    os.close(slave)
+    seen = bytearray()
+
+    def until(done, seconds: float) -> bool:
+        end = time.time() + seconds
+        while time.time() < end:
+            if done():
+                return True
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    return done()
+                if not chunk:
+                    return done()
+                seen.extend(chunk)
+        return done()
+
+    try:
+        if not until(lambda: BRACKETED_ON in seen, min(30.0, timeout)):
+            raise HetlabError("rehearsal: the shell never turned bracketed paste on (no ESC[?2004h): a paste "
+                              "into it would run line by line, not as a terminal pastes; " + _tail(seen))
+        before = len(seen)
+        os.write(master, PASTE_START + text.encode() + PASTE_END)
+        until(lambda: text.splitlines()[-1].encode()[-8:] in bytes(seen[before:]), 5)   # the editor took it
+        mark = len(seen)
+        os.write(master, b"\r")                                             # Enter
+        if not until(lambda: BRACKETED_ON in seen[mark:], timeout):
+            raise HetlabError(f"rehearsal: the paste did not finish within {timeout:.0f} s; " + _tail(seen))
+        typed = len(seen)
+        os.write(master, f'echo "{STATUS} $?"\r'.encode())
+        answer = re.compile(rf"{STATUS} (\d+)".encode())
+        if not until(lambda: answer.search(bytes(seen[typed:])), 8):
+            raise HetlabError("rehearsal: after the paste the shell waits for more input (an open quote, or "
+                              "a parse error): " + _tail(seen, mark))
+        status = int(answer.search(bytes(seen[typed:])).group(1))
+        os.write(master, b"exit\r")
+        until(lambda: proc.poll() is not None, 10)
+        return bytes(seen[:typed]), status
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait(timeout=10)
+        os.close(master)
+
+
+def _output(transcript: bytes) -> str:
+    """What the pasted commands printed: from the shell's ESC[?2004l after Enter to its next prompt."""
+    start = transcript.rfind(BRACKETED_OFF)
+    end = transcript.rfind(BRACKETED_ON)
+    body = transcript[start + len(BRACKETED_OFF):end] if 0 <= start < end else transcript
+    text = ANSI.sub("", body.decode(errors="replace")).replace("\r\n", "\n").replace("\r", "")
+    lines = text.split("\n")
+    return "\n".join(lines[:-1] if len(lines) > 1 else lines)      # the last: the next prompt
+
+
+def _tail(seen: bytearray, start: int = 0) -> str:
+    return " ".join(ANSI.sub("", bytes(seen[start:]).decode(errors="replace")).split())[-300:]
 
 
 def kill_since(host: Host, started: float) -> None:
@@ -182,13 +284,19 @@ if __name__ == "__main__":
 
 # --- the README's command blocks ------------------------------------------------------------------
 RUNS_ON = re.compile(r"<!-- runs on: ([a-z, ]+) -->")
-NOT_RUN = re.compile(r"<!-- not run here: (.+?) -->")
-TAKES = re.compile(r"#\s*([A-Z][A-Z_]+_(?:IP|USER)):")   # `whoami  # DESKTOP_USER: …` names what it prints
+NOT_RUN = re.compile(r"<!-- not run here \(([a-z, ]+)\): (.+?) -->")   # its machines (or python), and why
+# what a README line prints that a later block takes, as the README's text around the block names it
+TAKES = {"whoami": "DESKTOP_USER", "hostname -I": "DESKTOP_IP"}
+EXAMPLES = {"DESKTOP_USER": "ana", "DESKTOP_IP": "192.168.1.10", "MAC_IP": "192.168.1.20"}   # for blocks not run
+SHELL_WORDS = {"cd", "export", "for", "while", "do", "done", "read", "if", "then", "fi", "else", "echo", "true", "umask"}
+KEYWORDS = {"do", "then", "else", "if", "while", "until", "!"}     # a command follows them
+REAL_HERE = {"mkdir", "rm"}     # run for real by a stand-in paste: they touch only its private HOME
 
 
 def readme_blocks(text: str) -> list[dict]:
-    """Every fenced block of the README with its mark: ``{"line", "hosts" (empty: not run), "why", "code"}``.
-    A block with no mark is one HetlabError: each says where it runs, or why it is not run here."""
+    """Every fenced block of the README with its mark: ``{"line", "hosts" (empty: not run), "machines"
+    (where a block not run here would run), "why", "code"}``. A block with no mark is one HetlabError:
+    each says where it runs, or on which machine and why it is not run here."""
     blocks, lines = [], text.splitlines()
     i = 0
     while i < len(lines):
@@ -198,9 +306,10 @@ def readme_blocks(text: str) -> list[dict]:
             runs, why = RUNS_ON.fullmatch(mark.strip()), NOT_RUN.fullmatch(mark.strip())
             if not (runs or why):
                 raise HetlabError(f"README line {i + 1}: a command block without `<!-- runs on: … -->` or "
-                                  f"`<!-- not run here: … -->` before it")
+                                  f"`<!-- not run here (MACHINE): … -->` before it")
             blocks.append({"line": i + 1, "hosts": [h.strip() for h in runs.group(1).split(",")] if runs else [],
-                           "why": why.group(1) if why else "", "code": "\n".join(lines[i + 1:end])})
+                           "machines": [h.strip() for h in why.group(1).split(",")] if why else [],
+                           "why": why.group(2) if why else "", "code": "\n".join(lines[i + 1:end])})
             i = end
         i += 1
     return blocks
@@ -215,10 +324,57 @@ def fill_in(code: str, values: dict) -> str:
 
 
 def taken(record: dict) -> dict:
-    """The values a pasted block printed for later ones: ``hostname -I  # DESKTOP_IP: …`` → its first word."""
+    """The values a pasted block printed for later ones (``TAKES``): ``hostname -I`` → its first word."""
     found = {}
     for line, said in record["said"].items():
-        name = TAKES.search(line)
-        if name and said.split():
-            found[name.group(1)] = said.split()[0]
+        if line.strip() in TAKES and said.split():
+            found[TAKES[line.strip()]] = said.split()[0]
     return found
+
+
+def programs(code: str) -> list[str]:
+    """The programs a block runs, in order: each simple command's first word after its ``VAR=value``
+    assignments (shell words such as ``cd`` or ``for`` are the shell's own, not programs)."""
+    import shlex
+    found = []
+    for line in code.splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        first = True
+        for word in lexer:
+            if word and set(word) <= set("&|;()"):
+                first = True
+            elif first and word in KEYWORDS:
+                continue
+            elif first and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word):
+                if word not in SHELL_WORDS:
+                    found.append(word)
+                first = False
+    return found
+
+
+def standins_for(code: str) -> list[str]:
+    """The programs of ``code`` that a stand-in paste replaces, in the order they run (``REAL_HERE`` runs)."""
+    return [name for name in programs(code) if name not in REAL_HERE]
+
+
+def paste_with_standins(block: dict, role: str, folder: Path, timeout: float = 60) -> list[str]:
+    """A README block not run here, pasted as ``paste`` does into ``role``'s shell on this machine, its
+    programs replaced by labelled recording stand-ins (each writes "name args" to ``folder/ran.log`` and
+    prints one line, so that a ``| while read`` loop runs once)
+    and its placeholders by example addresses, in a private HOME with a stand-in token file: its parse
+    is tested where it cannot run. Returns the
+    programs that ran, in order."""
+    bin_dir = folder / "standins"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    code = fill_in(block["code"], EXAMPLES)
+    for name in set(standins_for(code)):
+        (bin_dir / name).write_text(f'#!/bin/sh\n# stand-in for {name} (not run here): records its call, prints one line\n'
+                                    f'echo "{name} $*" >> "{folder}/ran.log"\necho "{name} (stand-in)"\n')
+        (bin_dir / name).chmod(0o755)
+    (folder / ".ray").mkdir(exist_ok=True)          # the token file a machine of the pair has (a stand-in)
+    (folder / ".ray" / "auth_token").write_text("stand-in token")
+    env = {"HOME": str(folder), "PATH": f"{bin_dir}:/usr/bin:/bin", "TERM": "xterm-256color"}
+    _paste([shutil.which(SHELLS[role][0]), *SHELLS[role][1:]], role, code, env, timeout)
+    log = folder / "ran.log"
+    return [line.split(" ", 1)[0] for line in log.read_text().splitlines()] if log.exists() else []
