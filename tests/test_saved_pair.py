@@ -3,7 +3,8 @@ variable still wins. Tests point HETLAB_MEASURED at a folder of their own (conft
 learner's saved pair is never read here."""
 import pytest
 
-from hetlab.cluster import ray_cluster, saved_pair
+from hetlab.cluster import saved_pair
+from hetlab.cluster.address import requested_address
 from hetlab.errors import HetlabError
 from hetlab.pair import PRACTICE_LINE, which_cluster
 
@@ -17,17 +18,21 @@ def folder(tmp_path, monkeypatch):
 
 
 def test_no_pair_saved_is_the_practice_cluster(folder):
-    assert saved_pair.load() is None and ray_cluster.requested_address() is None
+    assert saved_pair.load() is None and requested_address().address is None
     assert which_cluster() == PRACTICE_LINE
 
 
 def test_a_saved_pair_is_what_connect_and_the_notebooks_use(folder, monkeypatch):
     path = saved_pair.save("192.168.1.10", "192.168.1.20")
     assert path == folder / "pair.json" and saved_pair.load().address == "192.168.1.10:6379"
-    assert ray_cluster.requested_address() == "192.168.1.10:6379"
+    assert requested_address() == requested_address(None)
+    assert (requested_address().address, requested_address().source) == ("192.168.1.10:6379", "saved pair")
     assert which_cluster() == "your pair: desktop (192.168.1.10) + mac (192.168.1.20)"
-    monkeypatch.setenv("HETLAB_ADDRESS", "local")                   # a variable still wins
-    assert ray_cluster.requested_address() == "local" and which_cluster() == PRACTICE_LINE
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.9:6379")             # a variable wins, and says so
+    assert which_cluster() == "your pair: the head at 10.0.0.9:6379 (from RAY_ADDRESS)"
+    assert requested_address("10.0.0.8:6379").source == "given" and requested_address().pair.mac_ip == "192.168.1.20"
+    monkeypatch.setenv("HETLAB_ADDRESS", "local")                   # before RAY_ADDRESS
+    assert requested_address().address == "local" and which_cluster() == PRACTICE_LINE
     assert saved_pair.forget() and saved_pair.load() is None
 
 

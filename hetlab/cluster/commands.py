@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import subprocess
+import tempfile
 
 from hetlab import cluster
 from hetlab.cluster import authtoken
@@ -79,7 +80,7 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> li
             f"--min-worker-port={ports.min_worker}",
             f"--max-worker-port={ports.max_worker}",
             f"--resources={json.dumps(cluster.node_resources(role), separators=(',', ':'))}",
-            f"--labels={cluster.ROLE_LABEL}={role}"]  # the hetlab role: a resource and a label (hetlab.cluster.ray_cluster)
+            f"--labels={cluster.ROLE_LABEL}={role}"]  # the hetlab role: a resource and a label (hetlab.cluster.roles)
     if cpus is not None:
         args.append(f"--num-cpus={int(cpus)}")
     if gpus is not None:
@@ -154,12 +155,16 @@ def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool =
     return join_command(head_ip, ip, ports, **options), join_env(mac=mac)
 
 
-def start(argv: list[str], env: dict) -> int:
+START_LIMIT_S = 180.0  # a `ray start` that has not ended by then will not: Ray retries its GCS for minutes
+
+
+def start(argv: list[str], env: dict, limit: float = START_LIMIT_S) -> int:
     """``hetlab head/join --start`` (day two: after a reboot, the token and firewall are in place):
     run the printed ``ray start`` line with its environment and return its exit status.
 
-    Refuses in one line, before Ray starts, without the token file that day one wrote, or with the
-    placeholder ``MAC_IP`` still in the line.
+    Refuses in one line, before Ray starts, without the token file that day one wrote, with the
+    placeholder ``MAC_IP`` still in the line, or (joining) when the head's port does not answer.
+    Ray's own output shows when it started; a failure, or no end within ``limit`` seconds, is one line.
     """
     if not any(path.is_file() and path.stat().st_size for path in authtoken.token_files()):
         raise HetlabError(f"no Ray token in {TOKEN_PATH} here: --start brings back a pair set up "
@@ -168,12 +173,56 @@ def start(argv: list[str], env: dict) -> int:
     if "--node-ip-address=MAC_IP" in argv:
         raise HetlabError("--start needs this machine's LAN IP: add --ip (macOS: ipconfig getifaddr en0).")
     authtoken.secure_token_files()
+    head = next((a.split("=", 1)[1] for a in argv if a.startswith("--address=")), None)
+    if head:
+        _head_answers(head)
     print(f"hetlab: running {shell_line(argv, env)}", flush=True)
+    log = tempfile.TemporaryFile("w+")   # a file, not a pipe: the daemons Ray starts may keep it open
     try:
-        return subprocess.call(argv, env={**os.environ, **env})
+        ray_start = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
     except FileNotFoundError:
         raise HetlabError("no `ray` command here: activate the course's environment first "
                           "(conda activate hetlab).") from None
+    try:
+        ray_start.wait(timeout=limit)
+        log.seek(0)
+        said = log.read()
+    except subprocess.TimeoutExpired:
+        _stop(ray_start)
+        raise HetlabError(f"`ray start` had not ended after {limit:.0f} s (its node could not join{f' {head}' if head else ''}), "
+                          f"so hetlab stopped it: run `hetlab doctor{f' --head {head}' if head else ''}` here.") from None
+    if ray_start.returncode == 0:
+        print(said, end="", flush=True)
+        return 0
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    raise HetlabError(f"`ray start` failed (exit {ray_start.returncode}): {(lines or ['no output'])[-1][:240]} — "
+                      f"run `hetlab doctor{f' --head {head}' if head else ''}` here for the full check.")
+
+
+def _head_answers(head: str) -> None:
+    """One line, in seconds, when the head's GCS port does not answer from here (``reach.port_open``)."""
+    from hetlab.cluster.reach import parse_address, port_open
+    host, port, _ = parse_address(head)
+    problem = port_open(host, port, timeout=5.0)
+    if problem:
+        raise HetlabError(f"the head at {head} does not answer from here: {problem}. Start it first "
+                          f"(`hetlab head --start` on the desktop); if it runs, its firewall may not admit "
+                          f"this machine's address (`hetlab doctor --head {head}` checks both).")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop a ``ray start`` that did not end, and what it started (by PID: its descendants)."""
+    import psutil
+    try:
+        family = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        family = []
+    for proc in [process, *family]:
+        try:
+            proc.kill()
+        except (psutil.Error, OSError):
+            pass
+    process.wait(timeout=10)
 
 
 def shell_line(argv: list[str], env: dict | None = None) -> str:

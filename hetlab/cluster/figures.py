@@ -15,7 +15,7 @@ from pathlib import Path
 import ray
 
 from hetlab.arithmetic import measured
-from hetlab.cluster.ray_cluster import SIMULATED_LABEL, live_nodes, placement
+from hetlab.cluster.roles import SIMULATED_LABEL, live_nodes, placement
 from hetlab.errors import HetlabError
 
 MODELS = ("small", "classic")
