@@ -56,9 +56,10 @@ def check(pair: saved_pair.SavedPair | None, role: str, here: set[str] | None = 
     new = toward(peer)
     new = new if new in here else (sorted(here) or ["none"])[0]
     machine = "desktop" if role == "desktop" else "Mac"
+    where = ("" if role == "desktop" else " (on the desktop it prints the firewall lines for the new address: "
+                                           "paste them there)")
     return (f"this {machine}'s address changed since notebook 04 saved the pair: it was {old}, it is {new} now. "
-            f"Way on: `hetlab pair {FLAG[role]} {new}` on both machines (on the desktop it prints the firewall "
-            f"lines for the new address: paste them there), then {THEN[role]}.")
+            f"Way on: `hetlab pair {FLAG[role]} {new}` on both machines{where}, then {THEN[role]}.")
 
 
 def ufw_swap(old_mac: str, new_mac: str, ports: Ports = Ports()) -> list[str]:
