@@ -83,6 +83,9 @@ def test_pair_on_the_mac_saves_and_says_the_desktop_is_next(folder):
     assert block == [] and f"`hetlab pair --mac-ip {HERE[0]}`" in notes[-1] and saved_pair.load().mac_ip == HERE[0]
     with pytest.raises(HetlabError, match="give both --desktop-ip and --mac-ip"):
         moved.update(None, mac_ip="192.0.2.5")
+    # a Windows desktop (WSL, faked: no Windows here): its rules are PowerShell, remade by `hetlab head`'s lines
+    notes, block = moved.update(pair, mac_ip="192.0.2.30", here={"192.0.2.1"}, windows=True)
+    assert block == [] and "run `hetlab head` and paste its PowerShell firewall lines" in notes[-1]
 
 
 @pytest.fixture
