@@ -30,7 +30,7 @@ import time
 import numpy as np
 import ray
 
-from hetlab.cluster.ray_cluster import placement
+from hetlab.cluster.roles import placement
 from hetlab.core.flat import flat_weights, pieces_for, split_pieces
 from hetlab.core.models import make_model
 from hetlab.pair import the_pair

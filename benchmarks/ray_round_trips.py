@@ -39,7 +39,7 @@ import ray
 import torch
 
 from hetlab.arithmetic.balance import split_batch
-from hetlab.cluster.ray_cluster import placement
+from hetlab.cluster.roles import placement
 from hetlab.core.data import load_mnist
 from hetlab.core.flat import flat_weights
 from hetlab.core.models import make_model

@@ -57,7 +57,7 @@ def engine_overhead(run, link, steps: int = 10) -> float:
 
 def drive(mbit: int, steps: int) -> dict:
     """On the desktop host: train each mode, measure, predict (printed as one JSON line)."""
-    from hetlab.cluster.ray_cluster import connect
+    from hetlab.cluster.connecting import connect
     from hetlab.core.data import load_mnist
     from hetlab.ps import ParameterServerTraining, WorkerSpec
 

@@ -45,7 +45,7 @@ import ray  # noqa: E402
 import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from hetlab.cluster.ray_cluster import connect  # noqa: E402
+from hetlab.cluster.connecting import connect  # noqa: E402
 from hetlab.core.data import batches, load_mnist  # noqa: E402
 from hetlab.core.flat import flat_grad, flat_weights, load_flat  # noqa: E402
 from hetlab.core.models import make_model  # noqa: E402

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import os
-
-from hetlab.store import saved_pair
-from hetlab.cluster.ray_cluster import connect, live_nodes, requested_address
+from hetlab.cluster.address import requested_address
+from hetlab.cluster.connecting import connect
+from hetlab.cluster.roles import live_nodes
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import WorkerSpec
-from hetlab.vocab import ADDRESS_ENV
 
 
 @dataclass
@@ -71,13 +69,12 @@ PRACTICE_LINE = "practice cluster (simulated): your pair is not connected — no
 
 def which_cluster() -> str:
     """The cluster ``the_pair()`` will use, in one line, without connecting: each notebook's first output."""
-    target = requested_address()
-    if target is None or target == "local":
+    requested = requested_address()
+    if not requested.real:
         return PRACTICE_LINE
-    saved = saved_pair.load()
-    if saved is not None and saved.address == target and not (os.environ.get(ADDRESS_ENV) or os.environ.get("RAY_ADDRESS")):
-        return str(saved)
-    return f"your pair: the head at {target} (from {ADDRESS_ENV if os.environ.get(ADDRESS_ENV) else 'RAY_ADDRESS'})"
+    if requested.from_saved:
+        return str(requested.pair)
+    return f"your pair: the head at {requested.address} (from {requested.source})"
 
 
 def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
@@ -91,9 +88,10 @@ def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
     """
     if slowdown is not None and not 1 <= slowdown < float("inf"):
         raise HetlabError(f"slowdown={slowdown!r}: give X ≥ 1, the mac's simulated slowdown (1 = none).")
-    target = requested_address(address)
-    if target is not None and target != "local":
-        connect(target)  # fails within seconds, in one line, if the head is not there
+    requested = requested_address(address)
+    target = requested.address
+    if requested.real:
+        connect(address)  # the same resolution; fails within seconds, in one line, if the head is not there
         practice, device, mac_slowdown = None, "auto", slowdown or 1.0
     else:
         from hetlab.cluster.practice import PracticeCluster  # Ray's cluster_utils: only when practising

@@ -27,10 +27,12 @@ COMMIT_ENV = "HETLAB_COMMIT"        # hetlab's git commit where no git is (`hetl
 RAY_WHEEL_ENV = "HETLAB_RAY_WHEEL"  # the Ray wheel carried to a GPU machine (`hetlab gpu-check`)
 MAC_IP_ENV = "HETLAB_MAC_IP"        # the Mac's LAN address (notebook 04; the doctor checks Windows' rules name it)
 
-# Ray's environment variables that hetlab sets or checks (notebook 04)
+# Ray's environment variables that hetlab reads, sets or checks (notebook 04)
+RAY_ADDRESS_ENV = "RAY_ADDRESS"                                 # Ray's own: the cluster, read after HETLAB_ADDRESS
 RAY_AUTH_ENV = "RAY_AUTH_MODE"                                  # "token" on every node and driver
 RAY_MAC_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"       # "1" on the Mac's `ray start` line only
 RAY_PYTHON_MATCH_ENV = "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"  # "patch" (Ray's default) or "minor"
+TOKEN_PATH = "~/.ray/auth_token"                                # where the printed steps keep Ray's token
 
 
 @dataclass(frozen=True)

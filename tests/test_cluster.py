@@ -1,4 +1,4 @@
-"""hetlab.cluster.ray_cluster: address checks, fast failures on loopback only, embedded Ray, node table."""
+"""hetlab.cluster (connecting, address, reach, nodeinfo): address checks, fast failures on loopback only, embedded Ray, node table."""
 import os
 import socket
 import subprocess
@@ -10,7 +10,8 @@ import ray
 
 from hetlab import HetlabError
 from hetlab.cluster import authtoken
-from hetlab.cluster import ray_cluster as cluster
+from hetlab import cluster
+from hetlab.cluster.reach import parse_address, probe_gcs
 from hetlab.core import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,14 +24,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("[::1]:7000", ("::1", 7000, False)),
 ])
 def test_parse_address(text, expected):
-    assert cluster.parse_address(text) == expected
+    assert parse_address(text) == expected
 
 
 @pytest.mark.parametrize("bad", ["", "auto", "host:port", "1.2.3.4:0", "1.2.3.4:70000",
                                  "http://1.2.3.4:6379", "a b:1"])
 def test_malformed_address_is_one_line_error(bad):
     with pytest.raises(HetlabError, match="malformed cluster address") as info:
-        cluster.parse_address(bad)
+        parse_address(bad)
     assert "\n" not in str(info.value)
 
 
@@ -63,7 +64,7 @@ def test_listener_that_never_answers_is_not_a_hang():
         server.bind(("127.0.0.1", 0))
         server.listen(4)
         port = server.getsockname()[1]
-        assert "did not answer like a Ray head" in cluster.probe_gcs("127.0.0.1", port, timeout=1)
+        assert "did not answer like a Ray head" in probe_gcs("127.0.0.1", port, timeout=1)
         with pytest.raises(HetlabError, match="did not answer like a Ray head"):
             cluster.connect(f"127.0.0.1:{port}", timeout=3)
     assert not ray.is_initialized()
@@ -71,7 +72,7 @@ def test_listener_that_never_answers_is_not_a_hang():
 
 def test_importing_hetlab_changes_no_global_hook():
     # Ray's own import sets sys.excepthook (its custom_excepthook): take the hook after it
-    code = "import sys, ray; hook = sys.excepthook; import hetlab, hetlab.cluster.ray_cluster, hetlab.ps; print(sys.excepthook is hook)"
+    code = "import sys, ray; hook = sys.excepthook; import hetlab, hetlab.cluster, hetlab.ps; print(sys.excepthook is hook)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert done.stdout.strip() == "True", done.stdout + done.stderr
@@ -79,7 +80,7 @@ def test_importing_hetlab_changes_no_global_hook():
 
 def test_script_gets_one_line_and_nonzero_exit():
     code = ("from hetlab.errors import one_line_errors; one_line_errors(); one_line_errors()\n"
-            "import hetlab.cluster.ray_cluster as c; c.connect('127.0.0.1:1', timeout=10)")
+            "import hetlab.cluster as c; c.connect('127.0.0.1:1', timeout=10)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert done.returncode != 0
@@ -108,8 +109,8 @@ def local_ray(tmp_path_factory):
 
 def test_embedded_local_ray_and_node_table(local_ray):
     gcs = local_ray.address_info["gcs_address"]
-    host, port, _ = cluster.parse_address(gcs)
-    assert cluster.probe_gcs(host, port) is None  # the real GCS answers (with this process's token)
+    host, port, _ = parse_address(gcs)
+    assert probe_gcs(host, port) is None  # the real GCS answers (with this process's token)
     for token in local_ray.token_files:           # the token files Ray uses here are private
         assert token.stat().st_mode & 0o777 == 0o600, token
     table = cluster.node_table()

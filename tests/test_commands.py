@@ -112,19 +112,25 @@ def _printed_start(capsys, args):
 
 
 @pytest.mark.parametrize("args", [["head", "--ip", "192.168.1.10", "--num-gpus", "1"],
-                                  ["join", "--head", "192.168.1.10", "--ip", "192.168.1.20"],
-                                  ["join", "--head", "192.168.1.10", "--ip", "192.168.1.20", "--linux"]])
+                                  ["join", "--head", "127.0.0.1", "--ip", "192.168.1.20", "--port", "PORT"],
+                                  ["join", "--head", "127.0.0.1", "--ip", "192.168.1.20", "--port", "PORT", "--linux"]])
 def test_start_runs_the_printed_line_with_its_environment(args, tmp_path, monkeypatch, capsys):
     """Day two: `hetlab head/join ... --start` runs exactly the line the steps print, says what it
-    ran, makes the token private, and returns ray start's own exit status."""
+    ran, makes the token private, and a failed ray start is one hetlab line with its exit status.
+    A join first tries the head's port: here a loopback listener stands for the head."""
     from hetlab.tools.cli import app
     home = _stub_ray(tmp_path, monkeypatch, status=7)
     token = home / ".ray" / "auth_token"
     token.write_text(secrets.token_hex(32))
     token.chmod(0o644)  # as Ray writes it: the start makes it private
-    argv, env, line = _printed_start(capsys, args)
-    assert app.main(args + ["--start"]) == 7
-    assert capsys.readouterr().out == f"hetlab: running {line}\n"
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen(4)
+        args = [str(head.getsockname()[1]) if a == "PORT" else a for a in args]
+        argv, env, line = _printed_start(capsys, args)
+        assert app.main(args + ["--start"]) == 2
+    out, err = capsys.readouterr()
+    assert out == f"hetlab: running {line}\n" and err.startswith("HetlabError: `ray start` failed (exit 7)")
     assert (home / "ray.args").read_text().splitlines() == argv[1:]
     ran_env = dict(row.split("=", 1) for row in (home / "ray.env").read_text().splitlines() if "=" in row)
     assert env and {key: ran_env.get(key) for key in env} == env

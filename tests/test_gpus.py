@@ -17,7 +17,7 @@ import ray
 from hetlab import HetlabError
 from hetlab.core import devices
 from hetlab.cluster import gpu_holders as gpus
-from hetlab.cluster.ray_cluster import placement
+from hetlab.cluster.roles import placement
 from hetlab.core.data import load_mnist
 from hetlab.cluster.practice import PracticeCluster
 from hetlab.ps import ParameterServerTraining, WorkerSpec

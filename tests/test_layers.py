@@ -139,8 +139,8 @@ def test_the_basic_layer_imports_no_ray():
 
 
 def test_the_check_finds_ray_where_it_is_imported():
-    cluster = ray_imports(MODULES["cluster.ray_cluster"])
-    assert ("cluster.ray_cluster", "") in cluster and ray_imports(MODULES["errors"]) == set()
+    cluster = ray_imports(MODULES["cluster.connecting"])
+    assert ("cluster.connecting", "") in cluster and ray_imports(MODULES["errors"]) == set()
 
 
 def test_tooling_lives_in_hetlab_tools():
@@ -158,7 +158,7 @@ def test_vocab_is_the_one_home_of_env_names_and_default_ports():
     from hetlab import vocab
 
     ports = {vocab.Ports.gcs, vocab.Ports.train_rendezvous, vocab.Ports.dashboard, vocab.Ports.client_server}
-    ray_names = {vocab.RAY_AUTH_ENV, vocab.RAY_MAC_CLUSTER_ENV, vocab.RAY_PYTHON_MATCH_ENV}
+    ray_names = {vocab.RAY_ADDRESS_ENV, vocab.RAY_AUTH_ENV, vocab.RAY_MAC_CLUSTER_ENV, vocab.RAY_PYTHON_MATCH_ENV}
     found = set()
     for name, path in MODULES.items():
         if name == "vocab":

@@ -13,7 +13,7 @@ from hetlab.cluster import authtoken, reach
 from hetlab import cluster
 from hetlab.core import machine
 from hetlab.tools.doctor import preflight
-from hetlab.cluster.ray_cluster import placement, role_label
+from hetlab.cluster.roles import placement, role_label
 from hetlab.cluster.practice import PracticeCluster, display_name
 from hetlab.ps import WorkerSpec
 from hetlab.ps.placement import actor_options

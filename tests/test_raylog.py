@@ -13,7 +13,7 @@ from hetlab.cluster import raylog
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 STARTS = {
-    "connect": "from hetlab.cluster.ray_cluster import connect; connect(num_cpus=1); ray.shutdown()",
+    "connect": "from hetlab.cluster.connecting import connect; connect(num_cpus=1); ray.shutdown()",
     "practice": "from hetlab.cluster.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()",
 }
 
@@ -114,7 +114,7 @@ def test_a_practice_cluster_replacing_an_earlier_ray_says_nothing_of_it():
     INFO line on the same logger still shows."""
     script = "\n".join([
         "import logging, ray",
-        "from hetlab.cluster.ray_cluster import connect; connect(num_cpus=1); ray.shutdown()",
+        "from hetlab.cluster.connecting import connect; connect(num_cpus=1); ray.shutdown()",
         "logging.getLogger('ray').setLevel(logging.INFO)  # as in a kernel whose earlier Ray ran in another",
         "from hetlab.cluster.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()",
         "from ray._private import utils",

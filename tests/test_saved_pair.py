@@ -3,8 +3,8 @@ variable still wins. Tests point HETLAB_MEASURED at a folder of their own (conft
 learner's saved pair is never read here."""
 import pytest
 
-from hetlab.cluster import ray_cluster
 from hetlab.store import saved_pair
+from hetlab.cluster.address import requested_address
 from hetlab.errors import HetlabError
 from hetlab.pair import PRACTICE_LINE, which_cluster
 
@@ -18,17 +18,21 @@ def folder(tmp_path, monkeypatch):
 
 
 def test_no_pair_saved_is_the_practice_cluster(folder):
-    assert saved_pair.load() is None and ray_cluster.requested_address() is None
+    assert saved_pair.load() is None and requested_address().address is None
     assert which_cluster() == PRACTICE_LINE
 
 
 def test_a_saved_pair_is_what_connect_and_the_notebooks_use(folder, monkeypatch):
     path = saved_pair.save("192.168.1.10", "192.168.1.20")
     assert path == folder / "pair.json" and saved_pair.load().address == "192.168.1.10:6379"
-    assert ray_cluster.requested_address() == "192.168.1.10:6379"
+    assert requested_address() == requested_address(None)
+    assert (requested_address().address, requested_address().source) == ("192.168.1.10:6379", "saved pair")
     assert which_cluster() == "your pair: desktop (192.168.1.10) + mac (192.168.1.20)"
-    monkeypatch.setenv("HETLAB_ADDRESS", "local")                   # a variable still wins
-    assert ray_cluster.requested_address() == "local" and which_cluster() == PRACTICE_LINE
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.9:6379")             # a variable wins, and says so
+    assert which_cluster() == "your pair: the head at 10.0.0.9:6379 (from RAY_ADDRESS)"
+    assert requested_address("10.0.0.8:6379").source == "given" and requested_address().pair.mac_ip == "192.168.1.20"
+    monkeypatch.setenv("HETLAB_ADDRESS", "local")                   # before RAY_ADDRESS
+    assert requested_address().address == "local" and which_cluster() == PRACTICE_LINE
     assert saved_pair.forget() and saved_pair.load() is None
 
 
@@ -50,3 +54,19 @@ def test_head_and_join_read_the_saved_pair_and_name_the_flag_without_one(folder,
     assert app.main(["join", "--head-user", "ana"]) == 0
     join = capsys.readouterr().out
     assert "ssh ana@192.168.1.10" in join and "--node-ip-address=192.168.1.20" in join
+
+
+def test_only_the_resolver_reads_the_address_variables_and_the_saved_pair():
+    """Issue 58: the address is worked out once (hetlab.cluster.address). The rehearsal's hosts only set
+    HETLAB_ADDRESS for a driver, as a learner's shell would."""
+    import ast
+    from pathlib import Path
+    package = Path(__file__).resolve().parents[1] / "hetlab"
+    readers = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name in ("ADDRESS_ENV", "RAY_ADDRESS_ENV") or (name == "load" and "saved_pair" in ast.unparse(node)):
+                readers.setdefault(name, set()).add(str(path.relative_to(package)))
+    assert readers == {"ADDRESS_ENV": {"vocab.py", "cluster/address.py", "tools/rehearsal/hosts.py"},
+                       "RAY_ADDRESS_ENV": {"vocab.py", "cluster/address.py"}, "load": {"cluster/address.py"}}

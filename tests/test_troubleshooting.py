@@ -24,9 +24,10 @@ PREFIX = 60  # characters of each message that must be quoted on the page
 
 # functions whose returned strings are one-line explanations shown to the learner
 EXPLAINERS = {
-    "cluster/ray_cluster.py": ("_explain", "driver_notice"),
+    "cluster/connecting.py": ("_explain", "driver_notice"),
     "cluster/reach.py": ("port_open", "probe_gcs"),
     "cluster/joining.py": ("why_no_mac",),
+    "cluster/moved.py": ("check",),
     "raytrain/failure.py": ("explain_failure",),
     "tools/rehearsal/hosts.py": ("missing",),
     "views/widgets.py": ("shut_down_note",),

@@ -8,7 +8,7 @@ import pytest  # noqa: E402
 import ray  # noqa: E402
 
 from hetlab.arithmetic.balance import split_batch  # noqa: E402
-from hetlab.cluster.ray_cluster import connect  # noqa: E402
+from hetlab.cluster.connecting import connect  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.ps import ParameterServerTraining, Resplit, WorkerSpec  # noqa: E402
 from hetlab.views.widgets import RatioTuner  # noqa: E402

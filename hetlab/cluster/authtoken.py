@@ -1,17 +1,18 @@
-"""Where Ray's authentication token lives, and keeping that file private (notebook 04, ``hetlab doctor``).
+"""Ray's authentication token: where it lives, that file kept private, and token auth on (notebook 04).
 
-Ray reads its token from ``RAY_AUTH_TOKEN``, else the file named by
-``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``. Ray 2.60 writes that default
-file itself (``ray get-auth-token --generate``, and a plain local ``ray.init()``)
-with the process umask, usually 0644: anyone on the machine can read it. Every
-place hetlab starts or relies on token auth calls ``secure_token_files()``;
-``hetlab doctor`` fails while a token file is readable by group or others.
+Ray reads its token from ``RAY_AUTH_TOKEN``, else ``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``,
+which Ray 2.60 writes with the process umask, usually 0644. Every place hetlab starts or relies on token
+auth calls ``secure_token_files()``; ``hetlab doctor`` fails while a token file is open to others.
+Token auth goes on for a local Ray as Ray's own ``ray.init()`` does it, and for the pair's drivers.
 """
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
+
+from hetlab.cluster.raylog import explain_token_auth
+from hetlab.vocab import RAY_AUTH_ENV
 
 TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
 PRIVATE = 0o600
@@ -57,3 +58,34 @@ def secure_token_files(env: dict | None = None) -> list[Path]:
                 continue
             changed.append(path)
     return changed
+
+
+def enable_local_token_auth() -> None:
+    """Token auth as Ray 2.60's own local ``ray.init()`` does it, with a private token file.
+
+    Unless ``RAY_AUTH_MODE`` is set, turn token auth on for this process and its children,
+    and create ``~/.ray/auth_token`` if no token exists — under umask 077, so the file is
+    0600 from the start (Ray alone leaves it 0644) — then chmod 600 any token file that
+    is still open to others (``hetlab.cluster.authtoken``).
+    """
+    from ray._private.authentication.authentication_token_setup import (
+        enable_token_auth_by_default, ensure_token_if_auth_enabled)
+    explain_token_auth()  # Ray's "Token authentication is enabled" warning → one hetlab line
+    enable_token_auth_by_default()
+    previous = os.umask(0o077)
+    try:
+        ensure_token_if_auth_enabled(None, create_token_if_missing=True)
+    finally:
+        os.umask(previous)
+    secure_token_files()
+
+
+def token_mode() -> None:
+    """The pair always runs with token auth (notebook 04): a driver whose shell did not export
+    ``RAY_AUTH_MODE=token`` gets it here, and Ray's cached config sees it (as Ray's own local default does)."""
+    if os.environ.get(RAY_AUTH_ENV):
+        return
+    from ray._raylet import AuthenticationTokenLoader, Config
+    os.environ[RAY_AUTH_ENV] = "token"
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()

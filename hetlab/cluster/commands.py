@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 import shlex
-import subprocess
 
 from hetlab import cluster
-from hetlab.cluster import authtoken
 from hetlab.errors import HetlabError
-from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, Ports
+from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, TOKEN_PATH, Ports
 
-TOKEN_PATH = "~/.ray/auth_token"
 AUTH_ENV = {RAY_AUTH_ENV: "token"}  # token authentication everywhere, one shared token
 # Ray refuses a Mac in a cluster without it; on its `ray start` line only: set for every process,
 # it moves even a local Ray off loopback.
@@ -77,7 +73,7 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> li
             f"--min-worker-port={ports.min_worker}",
             f"--max-worker-port={ports.max_worker}",
             f"--resources={json.dumps(cluster.node_resources(role), separators=(',', ':'))}",
-            f"--labels={cluster.ROLE_LABEL}={role}"]  # the hetlab role: a resource and a label (hetlab.cluster.ray_cluster)
+            f"--labels={cluster.ROLE_LABEL}={role}"]  # the hetlab role: a resource and a label (hetlab.cluster.roles)
     if cpus is not None:
         args.append(f"--num-cpus={int(cpus)}")
     if gpus is not None:
@@ -150,28 +146,6 @@ def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool =
     """The joining machine's ``ray start`` as (argv, environment): printed by ``render_join``, run by
     ``hetlab join --start``."""
     return join_command(head_ip, ip, ports, **options), join_env(mac=mac)
-
-
-def start(argv: list[str], env: dict) -> int:
-    """``hetlab head/join --start`` (day two: after a reboot, the token and firewall are in place):
-    run the printed ``ray start`` line with its environment and return its exit status.
-
-    Refuses in one line, before Ray starts, without the token file that day one wrote, or with the
-    placeholder ``MAC_IP`` still in the line.
-    """
-    if not any(path.is_file() and path.stat().st_size for path in authtoken.token_files()):
-        raise HetlabError(f"no Ray token in {TOKEN_PATH} here: --start brings back a pair set up "
-                          f"before; print the steps (the same command without --start) and follow "
-                          f"its token step first.")
-    if "--node-ip-address=MAC_IP" in argv:
-        raise HetlabError("--start needs this machine's LAN IP: add --ip (macOS: ipconfig getifaddr en0).")
-    authtoken.secure_token_files()
-    print(f"hetlab: running {shell_line(argv, env)}", flush=True)
-    try:
-        return subprocess.call(argv, env={**os.environ, **env})
-    except FileNotFoundError:
-        raise HetlabError("no `ray` command here: activate the course's environment first "
-                          "(conda activate hetlab).") from None
 
 
 def shell_line(argv: list[str], env: dict | None = None) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import ray
 
 from hetlab.store import graded, measured
-from hetlab.cluster.ray_cluster import SIMULATED_LABEL, live_nodes, placement
+from hetlab.cluster.roles import SIMULATED_LABEL, live_nodes, placement
 from hetlab.errors import HetlabError
 
 MODELS = ("small", "classic")

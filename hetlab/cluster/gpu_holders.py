@@ -10,7 +10,7 @@ import time
 
 import ray
 
-from hetlab.cluster.ray_cluster import live_nodes
+from hetlab.cluster.roles import live_nodes
 from hetlab.errors import HetlabError
 
 RELEASE_WAIT_S = 10.0  # a GPU released just now (training.shutdown(): ray.kill is asynchronous; a

@@ -15,7 +15,9 @@ import ray
 
 from hetlab.store import saved_pair
 from hetlab.cluster.commands import check_ip
-from hetlab.cluster.ray_cluster import check_same_code, connect, live_nodes, placement
+from hetlab.cluster.connecting import connect
+from hetlab.cluster.nodeinfo import check_same_code
+from hetlab.cluster.roles import live_nodes, placement
 from hetlab.cluster.reach import port_open
 from hetlab.errors import HetlabError
 from hetlab.vocab import Ports

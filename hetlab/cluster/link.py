@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 import ray
 
 from hetlab.store import measured
-from hetlab.cluster.ray_cluster import live_nodes, placement
+from hetlab.cluster.roles import live_nodes, placement
 from hetlab.errors import HetlabError
 
 SIZES_MB = (1, 4, 16)        # over Ray's inline limit (100 kB): each goes through the object store
@@ -77,7 +77,7 @@ def measure(role: str = "mac", sizes_mb=SIZES_MB, repeats: int = REPEATS, echoes
     if not nodes:
         raise HetlabError(f"no live node has the role {role!r}: join that machine first (notebook 04).")
     if simulated is None:
-        from hetlab.cluster.ray_cluster import SIMULATED_LABEL
+        from hetlab.cluster.roles import SIMULATED_LABEL
         simulated = any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
     pull = ray.remote(num_cpus=0)(_pull).options(**placement(role))
     ray.get(pull.remote([ray.put(b"w" * 1024)]), timeout=timeout)           # warm-up: the worker's start

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ray
 
 from hetlab.store import measured
-from hetlab.cluster.ray_cluster import SIMULATED_LABEL, live_nodes, placement
+from hetlab.cluster.roles import SIMULATED_LABEL, live_nodes, placement
 from hetlab.errors import HetlabError
 
 FILE = "machines"

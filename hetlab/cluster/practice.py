@@ -13,7 +13,8 @@ import sys
 import ray
 from ray.cluster_utils import Cluster
 
-from hetlab.cluster import ray_cluster
+from hetlab.cluster import authtoken
+from hetlab.cluster.roles import node_labels, node_resources, role_resource
 from hetlab.errors import HetlabError
 from hetlab.cluster.raylog import practice_workers_env, quiet_address_note
 from hetlab.cluster.reach import start_with_retry, stop_children_since
@@ -58,7 +59,7 @@ class PracticeCluster:
         if not roles or len(set(roles)) != len(roles):
             raise HetlabError(f"roles {roles!r} must be distinct and non-empty, e.g. ('desktop', 'mac').")
         for role in roles:
-            ray_cluster.role_resource(role)  # validates the role
+            role_resource(role)  # validates the role
         if cpus_per_node < 1:
             raise HetlabError(f"cpus_per_node={cpus_per_node}: give each node at least 1 CPU.")
         self.roles = roles
@@ -69,7 +70,7 @@ class PracticeCluster:
         if ray.is_initialized():
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
         if token_auth:
-            ray_cluster.enable_local_token_auth()  # token file created / made 0600
+            authtoken.enable_local_token_auth()  # token file created / made 0600
         self._local_cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
         try:
             for role in roles:
@@ -86,7 +87,7 @@ class PracticeCluster:
         agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
                            "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
         return dict(num_cpus=self._cpus, num_gpus=self._gpus.get(role, 0), object_store_memory=self._store, **agents,
-                    resources=ray_cluster.node_resources(role), labels=ray_cluster.node_labels(role, simulated=role not in REAL_HERE),
+                    resources=node_resources(role), labels=node_labels(role, simulated=role not in REAL_HERE),
                     include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
 
     @property
@@ -110,7 +111,7 @@ class PracticeCluster:
         """Start (or restart) the node for ``role``; returns its node id."""
         if self._local_cluster is None:
             raise HetlabError("this practice cluster is shut down: start a new PracticeCluster().")
-        ray_cluster.role_resource(role)
+        role_resource(role)
         if role in self._nodes:
             raise HetlabError(f"the {display_name(role)} node is already running.")
         def start() -> str:

@@ -1,7 +1,7 @@
 """What this machine runs: host, OS, accelerator, versions, hetlab's commit, MNIST checksums
 (notebooks 00 and 04).
 
-``hetlab.cluster.ray_cluster.nodes()`` runs ``local_report`` on every node, so each row of the node table
+``hetlab.cluster.nodes()`` runs ``local_report`` on every node, so each row of the node table
 is what that node really has; ``hetlab doctor`` (``hetlab.tools.doctor.preflight``) compares this machine's
 report with the head's.
 """
@@ -59,7 +59,7 @@ def local_report() -> dict:
     """What this process's machine runs: host, OS, CPUs, accelerator, memory, versions,
     hetlab's version and git commit, and the MNIST files' checksums.
 
-    ``hetlab.cluster.ray_cluster.nodes()`` runs this on every node, so each row is what that
+    ``hetlab.cluster.nodes()`` runs this on every node, so each row is what that
     node really has, not what the driver assumes; ``hetlab doctor --head`` compares
     this machine's report with the head's (``compare_versions``).
     """

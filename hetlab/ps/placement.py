@@ -3,7 +3,7 @@ machine by role, and ask Ray for the GPU where it uses one, so that Ray keeps ot
 card. Refused in one line before any actor starts: a GPU worker without a role on several machines."""
 from __future__ import annotations
 
-from hetlab.cluster.ray_cluster import live_nodes, placement
+from hetlab.cluster.roles import live_nodes, placement
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import WorkerSpec
 

@@ -62,7 +62,7 @@ def resume(cls, path, workers: list, train_data, **overrides):
     try:
         run.server.load_state(ckpt["server"])
         run.pool.answers({m.spec.name: m.actor.load_local_state.remote(w) for m, w in zip(run.pool.members, saved)},
-                         "loading the checkpoint", then="check hetlab.cluster.ray_cluster.node_table() and resume again")
+                         "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
         run.stream = Stream.from_state(ckpt["stream"])
         run.log.restore(ckpt["step"], ckpt["samples_seen"])
         run.pool.bytes_down, run.pool.bytes_up = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]

@@ -16,7 +16,7 @@ class WorkerSpec:
     """What one worker is: a name, where it runs, which device, how fast, which precision."""
 
     name: str
-    role: str | None = None      # pins to a node via hetlab.cluster.ray_cluster.placement(role)
+    role: str | None = None      # pins to a node via hetlab.cluster.placement(role)
     device: str = "auto"         # resolved ON the worker's own node
     slowdown: float = 1.0        # > 1: simulated slower device
     precision: str = "fp32"      # "fp32" | "bf16" | "fp16" (autocast where supported)

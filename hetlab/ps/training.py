@@ -12,7 +12,7 @@ import ray
 import torch
 
 from hetlab.cluster import gpu_holders
-from hetlab.cluster.ray_cluster import connect
+from hetlab.cluster.connecting import connect
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError
@@ -103,7 +103,7 @@ class ParameterServerTraining:
         if len(ready) < len(refs):
             late = [s.name for s, r in zip(self.workers, refs) if r not in ready]
             raise HetlabError(f"workers {late} did not start within {self.pool.timeout_s:.0f} s: "
-                              f"check hetlab.cluster.ray_cluster.node_table() shows their machines.")
+                              f"check hetlab.cluster.node_table() shows their machines.")
         try:
             for m, info in zip(self.pool.members, ray.get(refs)):
                 m.info = WorkerInfo.from_wire(info)
@@ -112,7 +112,7 @@ class ParameterServerTraining:
         machines = [m.info.machine for m in self.pool.members]  # each worker: its machine's share of cores
         self.pool.answers({m.spec.name: m.actor.set_threads.remote(machines.count(m.info.machine))
                            for m in self.pool.members},
-                          "starting", then="check hetlab.cluster.ray_cluster.node_table() shows its machine and start again")
+                          "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
         self.pool.publish(self.server.weights())
         if self.progress:
             for label in self.labels:

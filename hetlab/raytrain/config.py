@@ -107,7 +107,7 @@ def scaling_config(roles: Sequence[str] | None = ("desktop", "mac"), num_workers
     if roles is None:
         return ScalingConfig(num_workers=num_workers or 2, use_gpu=False,
                              resources_per_worker={"CPU": 1})
-    from hetlab.cluster.ray_cluster import role_label
+    from hetlab.cluster.roles import role_label
 
     return ScalingConfig(num_workers=len(roles), use_gpu=False, resources_per_worker={"CPU": 1},
                          label_selector=[role_label(r) for r in roles])
@@ -168,7 +168,7 @@ def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr
     the ``LoopConfig`` every rank's loop reads. Your own data stays tensors under ``train_data`` /
     ``test_data``: the launch puts them in Ray's object store."""
     from hetlab.arithmetic.balance import check_weights
-    from hetlab.cluster.ray_cluster import role_label
+    from hetlab.cluster.roles import role_label
     from hetlab.core.data import as_tensors
     from hetlab.core.models import as_factory, as_loss, check_model_and_loss
 
@@ -214,10 +214,10 @@ def check_cluster(roles: Sequence[str] | None, storage_path: str | None) -> None
     role, and rank 0 on this machine unless ``storage_path`` is a folder every node reaches."""
     import ray
 
-    from hetlab.cluster.ray_cluster import ROLE_LABEL, live_nodes, role_label
+    from hetlab.cluster.roles import ROLE_LABEL, live_nodes, role_label
 
     if not ray.is_initialized():
-        raise HetlabError("Ray is not connected: call hetlab.cluster.ray_cluster.connect() or start a PracticeCluster first.")
+        raise HetlabError("Ray is not connected: call hetlab.cluster.connect() or start a PracticeCluster first.")
     alive = live_nodes()
     for role in roles or ():
         want = role_label(role)

@@ -39,7 +39,7 @@ def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence
                or "a rank's machine")
         return (f"Ray Train run failed: {who} went away (its Ray node or a rank's process died: a Mac "
                 f"asleep, a lost link). A Ray Train run needs every rank: bring that machine back "
-                f"(`hetlab.cluster.ray_cluster.node_table()` shows it) and run again; the parameter server goes on "
+                f"(`hetlab.cluster.node_table()` shows it) and run again; the parameter server goes on "
                 f"without it (notebook 08).")
     if network:
         port = port or Ports.train_rendezvous

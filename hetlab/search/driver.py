@@ -13,7 +13,7 @@ import ray
 
 from hetlab import environment
 from hetlab.search import slots
-from hetlab.cluster.ray_cluster import placement
+from hetlab.cluster.roles import placement
 from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, check_model_and_loss, model_label
 from hetlab.cluster.raylog import quiet_stopped_processes

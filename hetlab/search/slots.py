@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import ray
 from ray.tune.search import Searcher
 
-from hetlab.cluster.ray_cluster import ROLE_SLIVER, has_role, live_nodes, placement, role_resource
+from hetlab.cluster.roles import ROLE_SLIVER, has_role, live_nodes, placement, role_resource
 from hetlab.errors import HetlabError
 from hetlab.search.trial import DEFAULT_MODEL, step_rate
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import ray
 
-from hetlab.cluster.ray_cluster import placement
+from hetlab.cluster.roles import placement
 from hetlab.errors import HetlabError
 from hetlab.search.trial import probe_storage, write_read_delete
 

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from hetlab.cluster.ray_cluster import ROLE_LABEL, SIMULATED_LABEL
+from hetlab.cluster.roles import ROLE_LABEL, SIMULATED_LABEL
 from hetlab.core.data import batches, load_mnist
 from hetlab.core.devices import best, synchronize
 from hetlab.core.machine import this_machine

@@ -1,4 +1,4 @@
-"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``wslconfig`` (notebook 04), ``train`` (07),
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``pair``, ``wslconfig`` (notebook 04), ``train`` (07),
 ``search`` (09), ``report`` (the learner's hand-in, 09), ``update`` (a new version, your work kept), ``rehearse``
 (the pair rehearsed on one Linux box) and ``gpu-check`` (an NVIDIA card).
 
@@ -62,10 +62,10 @@ def _add_head(sub) -> None:
 
 
 def _head(args) -> int:
-    from hetlab.cluster import commands
-    from hetlab.store import saved_pair
+    from hetlab.cluster import commands, starting
+    from hetlab.cluster.address import requested_address
     from hetlab.windows import steps, wsl
-    saved = saved_pair.load()
+    saved = requested_address().pair
     ip = args.ip or _saved(saved, "desktop_ip", "--ip DESKTOP_IP (this machine's LAN address: hostname -I)")
     mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
     ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
@@ -74,7 +74,8 @@ def _head(args) -> int:
     inside_wsl = wsl.in_wsl()
     on_windows = steps.flavour(sys.platform, inside_wsl, args.windows) == "windows"  # native Windows: refused
     if args.start:
-        return commands.start(*commands.head_start(ip, ports, mac=mac, **options))
+        _not_moved(saved, options["role"], args.ip)
+        return starting.start(*commands.head_start(ip, ports, mac=mac, **options))
     if on_windows:
         print(steps.render_head(ip, mac_ip, ports, wsl.ephemeral_range(),
                                 _windows_build(inside_wsl), **options))
@@ -88,6 +89,36 @@ def _saved(saved, field: str, flag: str) -> str:
     if saved is None:
         raise HetlabError(f"no pair saved here yet (notebook 04 saves it once the Mac has joined): give {flag}.")
     return getattr(saved, field)
+
+
+def _not_moved(saved, role: str, ip: str | None) -> None:
+    """Day two: one line, before Ray starts, when this machine no longer holds the saved pair's address."""
+    from hetlab.cluster import moved
+    problem = None if ip else moved.check(saved, role)
+    if problem:
+        raise HetlabError(problem)
+
+
+def _add_pair(sub) -> None:
+    p = sub.add_parser("pair", help="show the pair notebook 04 saved; day two, when a machine's address "
+                       "changed: save the new one (and, on the desktop, print the firewall lines for it)")
+    p.add_argument("--mac-ip", default=None, help="the Mac's new LAN address")
+    p.add_argument("--desktop-ip", default=None, help="the desktop's new LAN address")
+    p.set_defaults(run=_pair)
+
+
+def _pair(args) -> int:
+    from hetlab.cluster import moved
+    from hetlab.cluster.address import requested_address
+    from hetlab.windows import wsl
+    saved = requested_address().pair
+    if not (args.mac_ip or args.desktop_ip):
+        print(saved or "no pair saved here yet: notebook 04 saves it once the Mac has joined")
+        return 0
+    from hetlab.cluster.commands import block as pasteable
+    notes, block = moved.update(saved, args.desktop_ip, args.mac_ip, windows=wsl.in_wsl())
+    print(pasteable(notes, "the desktop's terminal", block) if block else "\n".join(notes))
+    return 0
 
 
 def _windows_build(inside_wsl: bool) -> int | None:
@@ -115,10 +146,10 @@ def _add_join(sub) -> None:
 
 
 def _join(args) -> int:
-    from hetlab.cluster import commands
-    from hetlab.store import saved_pair
+    from hetlab.cluster import commands, starting
+    from hetlab.cluster.address import requested_address
     from hetlab.windows import steps, wsl
-    saved = saved_pair.load()
+    saved = requested_address().pair
     head = args.head or _saved(saved, "desktop_ip", "--head DESKTOP_IP (the desktop's LAN address)")
     ip = args.ip or (saved.mac_ip if saved else None)
     ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
@@ -126,7 +157,8 @@ def _join(args) -> int:
     on_windows = not args.linux and steps.flavour(sys.platform, inside_wsl, args.windows, "join") == "windows"
     options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
     if args.start:
-        return commands.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows),
+        _not_moved(saved, options["role"], args.ip)
+        return starting.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows),
                                                    **options))
     if on_windows:
         print(steps.render_join(head, ip, ports, wsl.ephemeral_range(), _windows_build(inside_wsl),
@@ -174,7 +206,7 @@ def _wslconfig(args) -> int:
     return 0
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_wslconfig, _add_train, _add_search, _add_rehearse, _add_gpu_check,
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_pair, _add_wslconfig, _add_train, _add_search, _add_rehearse, _add_gpu_check,
                _add_report, _add_update]
 
 

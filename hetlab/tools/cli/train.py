@@ -235,13 +235,13 @@ def _train(args) -> int:
     opts = _check_train_args(args)
     from hetlab.arithmetic.balance import auto_tune, format_ratio, split_batch
     from hetlab.core.data import load_mnist
-    from hetlab.cluster.ray_cluster import requested_address
+    from hetlab.cluster.address import requested_address
     from hetlab.pair import the_pair
     from hetlab.ps import ParameterServerTraining
     from hetlab.ps.hooks import AutoCheckpoint, Progress
-    address = requested_address(args.address)  # --address, else HETLAB_ADDRESS / RAY_ADDRESS
-    if address and address != "local":
-        print(f"training on the cluster at {address}")
+    requested = requested_address(args.address)  # --address, else HETLAB_ADDRESS / RAY_ADDRESS / the saved pair
+    if requested.real:
+        print(f"training on the cluster at {requested.address}")
     else:
         from hetlab.cluster.practice import display_name
         print(f"starting a practice cluster on this machine: {display_name('desktop')} + {display_name('mac')}")

@@ -330,10 +330,26 @@ def _fix_for(message: str, host: str) -> str:
     return f"check `hetlab head --ip {host}` was run there and the port is the GCS port"
 
 
+def pair_check(head: str | None) -> list[Check]:
+    """Day two: does this machine still hold its address in the pair notebook 04 saved (``cluster.moved``)?
+    With ``head`` this is the joining machine (the Mac), else the machine whose saved address it holds."""
+    from hetlab.cluster import moved
+    from hetlab.cluster.address import requested_address
+    pair = requested_address().pair
+    if pair is None:
+        return []
+    here = moved.addresses_here()
+    role = moved.role_here(pair, here) or ("mac" if head or platform.system() == "Darwin" else "desktop")
+    problem = moved.check(pair, role, here)
+    return [Check("saved pair", FAIL if problem else OK, problem or f"{pair}: this machine holds the {role}'s")]
+
+
 def doctor(head: str | None = None, timeout: float = 10.0) -> list[Check]:
-    """All preflight checks: this machine, and with ``head`` the cluster (``hetlab doctor``)."""
-    checks = local_checks()
-    if head:
+    """All preflight checks: this machine, and with ``head`` the cluster (``hetlab doctor``). When this
+    machine's saved address moved, the head is not tried: its firewall admits the old address only."""
+    pair = pair_check(head)
+    checks = pair + local_checks()
+    if head and all(c.ok for c in pair):
         checks += head_checks(head, timeout=timeout)
     return checks
 

@@ -3,8 +3,8 @@
 Each host is a network namespace with its own address on a private link, hostname, home, figures and
 Ray temp folders. The desktop's firewall is real ufw (private copies of its files), built only by the
 lines the learner pastes; the "mac" stands in for macOS's per-application firewall with nftables. The
-link is capped with ``tc tbf`` (no ``netem``: no latency). Also: running a command in a host, the state,
-and the teardown by namespace and PID.
+link is capped with ``tc tbf`` (no ``netem``: no latency). Also: running a command in a host, a host
+re-addressed (day two), the state, and the teardown by namespace and PID.
 """
 from __future__ import annotations
 
@@ -191,6 +191,19 @@ def set_link(profile: str) -> dict:
     state.update(profile=profile, mbit=PROFILES[profile])
     STATE.write_text(json.dumps(state))
     return state
+
+
+def readdress(host: Host, ip: str) -> str:
+    """Give ``host`` another address on the link, as a router's new lease does to a Mac overnight (day
+    two, tests/test_rehearsal.py); ``readdress(host, host.ip)`` puts it back. Returns the address it had."""
+    ns = ["ip", "-n", host.netns]
+    shown = _run(ns + ["-4", "-o", "addr", "show", "dev", host.ifname]).stdout.split()
+    old = shown[shown.index("inet") + 1] if "inet" in shown else None
+    if old is not None and old.split("/")[0] != ip:
+        _run(ns + ["addr", "del", old, "dev", host.ifname])
+    if old is None or old.split("/")[0] != ip:
+        _run(ns + ["addr", "add", f"{ip}/24", "dev", host.ifname])
+    return old.split("/")[0] if old else ""
 
 
 def status() -> dict | None:

@@ -22,7 +22,7 @@ from hetlab.errors import HetlabError
 from hetlab.tools.rehearsal import learner
 from hetlab.tools.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, _in, _kill_all,
                                           _network, down, host_env, missing, status)
-from hetlab.tools.rehearsal.hosts import firewall, set_link  # noqa: F401 - rehearsal.set_link, .firewall
+from hetlab.tools.rehearsal.hosts import firewall, readdress, set_link  # noqa: F401 - rehearsal.set_link, .firewall, .readdress
 
 
 def start_pair(ports: commands.Ports = commands.Ports()) -> list[dict]:

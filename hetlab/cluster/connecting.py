@@ -1,0 +1,154 @@
+"""Connect this process to Ray: your pair, or a local Ray, in seconds or one line why not (notebooks 03, 04).
+
+``connect`` takes the address ``address.requested_address`` resolves, checks the head answers before
+``ray.init`` (which has no timeout of its own), refuses a node on other code, and tells a driver that
+is not on the head where the course runs its notebooks.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+
+import ray
+
+from hetlab.cluster.address import requested_address, saved_hint
+from hetlab.cluster.authtoken import enable_local_token_auth, secure_token_files, token_mode
+from hetlab.cluster.nodeinfo import check_same_code
+from hetlab.cluster.reach import parse_address, port_open, probe_gcs, start_with_retry, stop_children_since
+from hetlab.cluster.roles import ROLE_LABEL
+from hetlab.errors import HetlabError
+
+
+def check_timeout(timeout) -> float:
+    """``timeout`` as seconds, or a one-line HetlabError unless it is a finite number > 0."""
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(timeout, bool) or not 0 < seconds < math.inf:
+        raise HetlabError(f"timeout={timeout!r}: give the seconds to wait for the head as a number "
+                          f"above 0, e.g. timeout=15.")
+    return seconds
+
+
+def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | None = None,
+            dashboard: bool = False, same_code: bool = True):
+    """Connect this process to Ray and return Ray's context (notebooks 03, 04).
+
+    No address (neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set, and no pair saved): start an
+    embedded local Ray, quiet, dashboard off unless asked. With an address, connect
+    to that cluster or fail within ``timeout`` seconds with one line saying what to
+    check; never fall back to a local Ray. A node whose hetlab is not this process's is refused
+    (``check_same_code``; ``same_code=False``: the doctor, which reports it instead). Calling it
+    again replaces the connection. The token file (``~/.ray/auth_token``, ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
+    """
+    timeout = check_timeout(timeout)
+    requested = requested_address(address)
+    target, local = requested.address, not requested.real
+    if not local:
+        host, port, client = parse_address(target)  # a typo fails before anything changes
+    if ray.is_initialized():
+        ray.shutdown()
+    if local:
+        enable_local_token_auth()  # what ray.init() would do, but the token file private
+        def clean_up(started: float) -> None:
+            ray.shutdown()
+            stop_children_since(started)
+
+        return start_with_retry(
+            lambda: ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
+                             logging_level=logging.WARNING),
+            clean_up,
+            lambda exc, _: HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "
+                                       f"close other Ray sessions or busy programs and run this again."))
+    secure_token_files()  # the token this client sends must not be readable by others here
+    token_mode()
+    problem = port_open(host, port, timeout=min(3.0, timeout))
+    if problem:
+        raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}{saved_hint(requested)}; "
+                          f"run `hetlab doctor --head {host}:{port}` for the full check.")
+    problem = None if client else probe_gcs(host, port, timeout=min(5.0, timeout))
+    if problem:
+        raise HetlabError(f"cannot use the Ray head at {host}:{port}: {problem}.")
+    if not client and not _local_nodes():  # ray.init would look for one for 60 s, then fail
+        raise HetlabError(f"no Ray node runs on this machine, and a notebook (a Ray driver) must run on a "
+                          f"machine of the cluster: run it on the desktop, the head at {host}:{port}, or "
+                          f"first start this machine's node with the `ray start --address ...` line of "
+                          f"`hetlab join`.")
+    context = _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
+    try:
+        if same_code:
+            check_same_code()
+    except HetlabError:
+        ray.shutdown()  # refused: not left connected to a pair that would run two codes
+        raise
+    if not client:
+        notice = driver_notice()
+        if notice:
+            print(notice)
+    return context
+
+
+def _local_nodes() -> list:
+    """The Ray nodes (raylets) running on this machine, found as ``ray.init`` finds them: by
+    their processes. A driver attaches to one of them; without one it cannot connect."""
+    from ray._private.services import find_node_ids
+    return list(find_node_ids())
+
+
+def driver_notice() -> str | None:
+    """One line when this driver is not on the head: the course runs its notebooks on the
+    desktop (the head), where the parameter server and Ray Train's controller then live."""
+    here = ray.get_runtime_context().get_node_id()
+    me = next((n for n in ray.nodes() if n["NodeID"] == here), None)
+    if me is None or "node:__internal_head__" in me["Resources"]:
+        return None
+    role = (me.get("Labels") or {}).get(ROLE_LABEL, "a worker")
+    return (f"note: this driver runs on the {role} node, not on the head: the course runs notebooks on "
+            f"the desktop (the head), where the parameter server and Ray Train's controller then live; "
+            f"start JupyterLab there.")
+
+
+def _init_with_deadline(address: str, timeout: float):
+    """``ray.init(address)`` has no timeout of its own: run it in a thread and stop waiting."""
+    outcome: dict = {}
+
+    def attempt():
+        try:
+            outcome["context"] = ray.init(address=address, logging_level=logging.WARNING)
+            if outcome.get("abandoned"):  # the caller already gave up: do not stay connected
+                ray.shutdown()
+        except BaseException as exc:  # noqa: BLE001 - reported below as one line
+            outcome["error"] = exc
+
+    logging.getLogger("ray._private.worker").addFilter(_not_main_thread_note)
+    thread = threading.Thread(target=attempt, name="hetlab-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        outcome["abandoned"] = True
+        raise HetlabError(f"the Ray head at {address} accepted the connection but did not answer as "
+                          f"Ray within {timeout:.0f} s: check the port is the GCS port from "
+                          f"`hetlab head`, and that RAY_AUTH_MODE=token and the token are set here.")
+    if "error" in outcome:
+        raise HetlabError(_explain(outcome["error"], address)) from None
+    return outcome["context"]
+
+
+def _not_main_thread_note(record) -> bool:
+    """Drop Ray's note that a connect thread cannot set a SIGTERM handler (expected here)."""
+    return "not the main thread" not in record.getMessage()
+
+
+def _explain(exc: BaseException, address: str) -> str:
+    text = " ".join(str(exc).split())
+    lowered = text.lower()
+    if "auth" in lowered or "token" in lowered or "unauthenticated" in lowered:
+        return (f"the Ray head at {address} refused this client's token: set RAY_AUTH_MODE=token and "
+                f"copy the head's token (`ray get-auth-token` there) to ~/.ray/auth_token here.")
+    if "version" in lowered:
+        return f"version mismatch with the Ray head at {address}: {text[:200]} — run `hetlab doctor --head {address}`."
+    return f"could not connect to the Ray head at {address}: {type(exc).__name__}: {text[:200]}"
+
+
