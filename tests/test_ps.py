@@ -480,7 +480,7 @@ def test_a_simulated_throttle_mid_run_is_followed_by_the_split(data):
         assert [e.step for e in ps.events[:3]] == [3, 4, 4] and isinstance(ps.events[2], Slowdown)
         retuned = resplits[2:]
         assert retuned and all(e.why == "follow" for e in retuned)
-        assert retuned[0].before == (40, 24) and retuned[0].step == 6 and len(retuned[0].samples_per_s) == 2
+        assert retuned[0].before == (40, 24) and retuned[0].step == 6 and len(retuned[0].lines) == 2
         assert list(retuned[-1].after) == ps.batch_sizes and ps.batch_sizes[1] < 24 and sum(ps.batch_sizes) == 64
         ps.run(0, batch_sizes=[32, 32])
         assert ps.events[-1] == Resplit(ps.step, retuned[-1].after, (32, 32), "set")
