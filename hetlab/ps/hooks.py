@@ -166,7 +166,7 @@ class FollowSpeeds(Hook):
     when that gains more than 5 % of predicted efficiency (``balance.follow_split``; notebook 06).
 
     A worker's step takes about fixed + batch / speed s on its device, plus its messages. Its last
-    two looks at different sizes give both terms (``steptime.fit_rounds``); with one, fixed = 0.
+    two looks at sizes at least 10 % apart give both terms (``steptime.fit_rounds``); else fixed = 0.
     Ignoring the fixed part would move the split further at every look. A hook keeps its looks.
     """
 
