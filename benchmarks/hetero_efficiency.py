@@ -21,7 +21,7 @@ import json
 import statistics
 import time
 
-from hetlab.arithmetic import balance
+from hetlab.arithmetic import balance, steptime
 from hetlab.core.data import load_mnist
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, Resplit
@@ -138,7 +138,7 @@ def main() -> None:
           + f"  = step {path['step']:.1f} ms")
     print(f"    driver CPU {driver_ms:.1f} ms per step (its Python + Ray's threads in the driver; "
           f"while a step runs, it takes CPU from the workers)")
-    predicted = balance.predicted_efficiency(tuned.batch_sizes, alone)
+    predicted = steptime.predicted_efficiency([steptime.constant_speed(a) for a in alone], tuned.batch_sizes)
     print(f"  predicted efficiency of the tuned split from standalone speeds alone: {predicted:.1%} "
           f"(the gap to measured = workers slower together than alone + PS overhead)")
     budget = step_budget(tuned_recs)
@@ -147,7 +147,8 @@ def main() -> None:
     print(f"  the devices' own speeds in the tuned steps (compute + simulated): "
           f"{' + '.join(f'{d:,.0f}' for d in devices)} = {sum(devices):,.0f} samples/s; the cluster "
           f"kept {kept:.1%} of that (the rest: communication, the update, waiting)")
-    hindsight = balance.equal_finish_split(g, devices, [budget.comm[spec.name] for spec in training.workers])
+    hindsight = balance.equal_finish_split(g, [steptime.constant_speed(d).plus(budget.comm[spec.name])
+                                               for d, spec in zip(devices, training.workers)])
     print(f"  why the tuned step is longer than its ideal (the batch ÷ those speeds), mean per step:\n    {budget}"
           f"\n    (the split balanced for those speeds and messages: {balance.format_ratio(hindsight)}; "
           f"tuned {balance.format_ratio(tuned.batch_sizes)})")

@@ -3,6 +3,7 @@
 A ``HetlabError`` carries a single line that says what went wrong and what to do,
 so a notebook shows one readable line instead of a deep traceback.
 """
+import re
 import sys
 
 
@@ -34,3 +35,17 @@ def one_line_errors() -> None:
 
     hook._hetlab = True
     sys.excepthook = hook
+
+
+def one_line(exc: BaseException) -> str:
+    """The HetlabError line inside a Ray error if there is one, else the last exception line of
+    its traceback (e.g. a worker's ``TypeError``, which Ray's heading pushes past 300
+    characters), else its first 300 characters."""
+    text = str(exc)
+    if "HetlabError: " in text:
+        return text.rsplit("HetlabError: ", 1)[1].splitlines()[0].strip()
+    raised = [line.strip() for line in text.splitlines() if RAISED_LINE.match(line.strip())]
+    return (raised[-1] if raised else " ".join(text.split()))[:300]
+
+
+RAISED_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): ")

@@ -63,7 +63,9 @@ def test_the_planner_reads_the_same_step_lines():
     assert measured.ASSUMED_STEP is estimates.STEP
     for role in ("desktop", "mac"):
         line = measured.assumed_step_time(role, "small")
-        assert (line.fixed_s, line.per_sample_s) == estimates.STEP["small"][role]
+        step = estimates.STEP["small"][role]
+        assert (line.fixed_s, line.per_sample_s) == (step.fixed_s, step.per_sample_s)
+        assert estimates.FIGURES[f"{role}_line"].text == step.formula   # the course writes StepTime's own text
 
 
 def test_no_estimate_contradicts_the_measured_anchor():

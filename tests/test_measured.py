@@ -25,14 +25,15 @@ def test_save_and_load_round_trip(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))   # written atomically, nothing left behind
 
 
-def test_speed_interpolates_on_batch_size(tmp_path):
+def test_speed_at_a_batch_is_the_fitted_lines(tmp_path):
+    """One meaning of a speed at batch b: the step line's b ÷ t(b), between and beyond the sweep."""
     measured.save("desktop", DEVICE, SIZES, FIGURES, where=tmp_path)
     at = lambda b, model="small": float(measured.speed("desktop", model, b, tmp_path))
-    assert at(16) == pytest.approx(16_000)
-    assert at(4) == pytest.approx(4_000)      # halfway on log axes between (1, 1k) and (16, 16k)
-    assert at(64) == pytest.approx(32_000)    # halfway between (16, 16k) and (256, 64k)
-    assert at(1) == at(0.5) == pytest.approx(1_000) and at(4096) == pytest.approx(64_000)  # clamped
-    assert at(256, "classic") == pytest.approx(8_000)
+    for model in FIGURES:
+        line = measured.step_time("desktop", model, tmp_path)
+        for b in (1, 4, 64, 256, 4096):
+            assert at(b, model) == pytest.approx(line.samples_per_s(b))
+    assert at(4) < at(64) < at(4096)           # a fixed cost a step: samples/s grow with the batch
     s = measured.speed("desktop", "small", 128, tmp_path)
     assert s.measured and s.source.startswith("measured on ") and "cuda" in s.source
 

@@ -1,6 +1,7 @@
-"""Each formula of a step's arithmetic has one home (``hetlab.arithmetic.steptime``): its call
-sites across the library, and the graders' references, give the same answer on random lines (issue
-51; these replace the spelling guards of test_conventions.py). Pure Python: a second in all."""
+"""Each formula of a step's arithmetic has one home (``hetlab.arithmetic.steptime``), and a step time
+is a ``StepTime`` everywhere (issue 58). What still needs a guard: the graders' references, which
+keep the learner's own (speeds, fixed) formulation, the step records' lines, and the pair's
+balance point, against steptime on random lines. Pure Python: a second in all."""
 import random
 
 import pytest
@@ -56,21 +57,16 @@ def test_a_flat_device_has_one_meaning(rng):
     assert steptime.ceiling(card, cpu, 1000) == 1.0     # a share given away saves the flat card nothing
 
 
-def test_step_time_idle_and_efficiency_agree_across_their_call_sites(rng):
+def test_the_graders_step_time_is_steptimes(rng):
     for _ in range(CASES):
         lines = random_lines(rng, rng.choice((2, 3)))
         sizes = [rng.randint(1, 512) for _ in lines]
-        step = steptime.step_time(lines, sizes)
-        assert balance.predicted_step_time(sizes, lines) == step == max(line(b) for line, b in zip(lines, sizes))
         speeds, fixed = [line.speed for line in lines], [line.fixed_s for line in lines]
-        assert exercises.step_time(sizes, speeds, fixed) == pytest.approx(step)
-        idle = balance.idle_fractions(sizes, lines)
+        assert exercises.step_time(sizes, speeds, fixed) == pytest.approx(steptime.step_time(lines, sizes))
+        idle = steptime.idle_fractions(lines, sizes)
         assert min(idle) == pytest.approx(0.0, abs=1e-12) and all(0 <= i < 1 for i in idle)
         with pytest.raises(HetlabError, match="step lines for"):
-            balance.predicted_efficiency(sizes + [1], lines)
-        constant = [steptime.constant_speed(s) for s in speeds]        # a number is a constant speed
-        assert balance.predicted_efficiency(sizes, speeds) == pytest.approx(
-            steptime.predicted_efficiency(constant, sizes))
+            steptime.predicted_efficiency(lines, sizes + [1])
 
 
 def test_pair_over_sum_is_one_function(rng):
@@ -105,11 +101,11 @@ def test_the_in_step_speed_and_the_budget_read_the_same_lines(rng):
             assert s.back_s == pytest.approx(sum(r.device_s + r.comm_s for r in mine) / len(mine))
 
 
-def test_the_h100_anchor_line_is_steptimes_fit():
-    line = steptime.fit(list(estimates.H100_TRAIN), [b / s for b, s in estimates.H100_TRAIN.items()])
-    for batch, samples_per_s in estimates.H100_TRAIN.items():   # the line goes through both anchors
-        assert line.samples_per_s(batch) == pytest.approx(samples_per_s)
-    assert estimates._h100_line() == pytest.approx((line.fixed_s, line.per_sample_s))
+def test_the_estimates_rest_on_the_h100_line_through_both_anchors():
+    h100 = estimates._h100_line()
+    for batch, samples_per_s in estimates.H100_TRAIN.items():
+        assert h100.samples_per_s(batch) == pytest.approx(samples_per_s)
+    assert estimates.STEP["small"]["desktop"].fixed_s == h100.fixed_s
 
 
 def test_a_devices_seconds_are_one_sum_in_every_engine(rng):

@@ -96,7 +96,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     import csv
     import platform
     import re
-    from hetlab.arithmetic import balance, planner
+    from hetlab.arithmetic import balance, planner, steptime
     from hetlab.store import graded, measured
     from hetlab.arithmetic.outcome import technique
     from hetlab.cluster import figures, link, machines
@@ -146,8 +146,9 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     measured.save_run("06", {"tuned_split": tuned, "efficiency_tuned": eff, "speed_ratio": alone[0] / alone[1],
                              "ratio_share": alone[1] / sum(alone),
                              "efficiency_equal": balance.efficiency(rates["equal"][1], alone)}, simulated=True,
-                      predictions={"efficiency of the tuned split": (balance.predicted_efficiency(tuned, alone), eff,
-                                                                     "balance.predicted_efficiency")}, where=where)
+                      predictions={"efficiency of the tuned split": (
+                          steptime.predicted_efficiency([steptime.constant_speed(a) for a in alone], tuned), eff,
+                          "steptime.predicted_efficiency")}, where=where)
     assert "practice" in measured.engine_cost(where).source and planner.engine_note(measured.engine_cost(where))
     out = tmp_path / "out"
     assert main(["report", "--measured", str(where), "--out", str(out)]) == 0

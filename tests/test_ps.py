@@ -21,7 +21,7 @@ from hetlab.core.models import make_model
 from hetlab.ps import Hook, ParameterServerTraining, Resplit, RunView, Slowdown, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps.loop import sync_step
-from hetlab.ps.pool import _one_line
+from hetlab.errors import one_line
 from hetlab.ps.server import Server
 from hetlab.ps.rules import async_scale, combine_coefficients, staleness_allows
 from hetlab.ps.records import StepRecord, idle_share, samples_per_s, step_budget
@@ -124,9 +124,9 @@ def test_errors_from_inside_an_actor_become_one_line():
     wrapped = RuntimeError("ActorDiedError: The actor died in its constructor.\nTraceback (most recent"
                            " call last):\n  File ...\nhetlab.errors.HetlabError: device 'cuda' is not"
                            " available on this machine (found ['cpu']): pick one of those or 'auto'.\n")
-    assert _one_line(wrapped) == ("device 'cuda' is not available on this machine (found ['cpu']): "
+    assert one_line(wrapped) == ("device 'cuda' is not available on this machine (found ['cpu']): "
                                   "pick one of those or 'auto'.")
-    assert "\n" not in _one_line(RuntimeError("a\nb"))
+    assert "\n" not in one_line(RuntimeError("a\nb"))
 
 
 @ray.remote(num_cpus=0)
@@ -146,7 +146,7 @@ def test_a_worker_that_cannot_start_names_its_own_error(local_ray):
     with pytest.raises(ray.exceptions.RayActorError) as info:
         ray.get(_OlderWorker.remote(*range(10)).info.remote(), timeout=60)
     assert len(str(info.value)) > 300 and "TypeError" not in " ".join(str(info.value).split())[:300]
-    assert _one_line(info.value) == "TypeError: __init__() takes 9 positional arguments but 11 were given"
+    assert one_line(info.value) == "TypeError: __init__() takes 9 positional arguments but 11 were given"
 
 
 def test_an_error_inside_a_workers_step_is_one_line_that_names_the_worker(data):
@@ -480,7 +480,7 @@ def test_a_simulated_throttle_mid_run_is_followed_by_the_split(data):
         assert [e.step for e in ps.events[:3]] == [3, 4, 4] and isinstance(ps.events[2], Slowdown)
         retuned = resplits[2:]
         assert retuned and all(e.why == "follow" for e in retuned)
-        assert retuned[0].before == (40, 24) and retuned[0].step == 6 and len(retuned[0].samples_per_s) == 2
+        assert retuned[0].before == (40, 24) and retuned[0].step == 6 and len(retuned[0].lines) == 2
         assert list(retuned[-1].after) == ps.batch_sizes and ps.batch_sizes[1] < 24 and sum(ps.batch_sizes) == 64
         ps.run(0, batch_sizes=[32, 32])
         assert ps.events[-1] == Resplit(ps.step, retuned[-1].after, (32, 32), "set")

@@ -3,6 +3,7 @@
 Synchronous data parallelism waits for the slowest worker: a batch ``b_i ∝ t_i`` (its samples/s)
 makes every worker take the same ``b_i / t_i`` seconds. ``split_batch`` turns a ratio into integer
 sizes that add up to the global batch; ``auto_tune`` re-splits with a step of fixed + batch ÷ speed.
+Every step here is a ``steptime.StepTime`` line; a speed alone is ``steptime.constant_speed``.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Callable, Sequence
 
 from hetlab.errors import HetlabError
 from hetlab.arithmetic import steptime
-from hetlab.arithmetic.steptime import StepTime, efficiency, finish_together, fit, step_time  # efficiency: notebooks 06, 07
+from hetlab.arithmetic.steptime import (StepTime, constant_speed, efficiency, finish_together, fit_rounds,  # efficiency: 06, 07
+                                       step_time)
 
 
 def check_weights(weights: Sequence[float], n: int | None = None) -> list[float]:
@@ -84,29 +86,6 @@ def format_ratio(sizes: Sequence[float]) -> str:
     return f"{parts} ({' / '.join(f'{100 * r:.0f}%' for r in ratio_of(sizes))})"
 
 
-# --- efficiency arithmetic (notebook 06): the step's arithmetic, on lines -----------------------
-
-def predicted_step_time(batch_sizes: Sequence[int], lines: Sequence[StepTime | float]) -> float:
-    """Seconds per synchronous step: every worker waits for the slowest, max_i t_i(b_i)
-    (``steptime.step_time``; a number in ``lines`` is a constant samples/s)."""
-    return step_time(lines, batch_sizes)
-
-
-def predicted_samples_per_s(batch_sizes: Sequence[int], lines: Sequence[StepTime | float]) -> float:
-    """Cluster samples per second of a synchronous step, Σb / max_i t_i(b_i)."""
-    return sum(batch_sizes) / step_time(lines, batch_sizes)
-
-
-def predicted_efficiency(batch_sizes: Sequence[int], lines: Sequence[StepTime | float]) -> float:
-    """The efficiency a split would reach if nothing but waiting for the straggler were lost."""
-    return steptime.predicted_efficiency(lines, batch_sizes)
-
-
-def idle_fractions(batch_sizes: Sequence[int], lines: Sequence[StepTime | float]) -> list[float]:
-    """Per worker, the fraction of each step spent waiting for the slowest one."""
-    return steptime.idle_fractions(lines, batch_sizes)
-
-
 # --- auto-tuning (notebook 06) -------------------------------------------------------------
 
 @dataclass
@@ -118,7 +97,8 @@ class TuneRound:
 
     @property
     def predicted_efficiency(self) -> float:
-        return predicted_efficiency(self.batch_sizes, self.throughputs)   # constant speeds
+        """What this split reaches if each worker kept this round's samples/s at any size."""
+        return steptime.predicted_efficiency([constant_speed(t) for t in self.throughputs], self.batch_sizes)
 
 
 @dataclass
@@ -129,13 +109,14 @@ class TuneResult:
     ratio: list[float]               # fractions of the global batch, summing to 1
     history: list[TuneRound] = field(default_factory=list)
     converged: bool = False
+    lines: list[StepTime] = field(default_factory=list)   # each worker's line, fitted over the rounds
 
     def __str__(self) -> str:
         state = "settled" if self.converged else "not settled"
         return f"batch sizes {format_ratio(self.batch_sizes)} after {len(self.history)} rounds ({state})"
 
 
-# Each round fits fixed + b / speed per worker (``steptime.fit``, auto-tune's fallback; a split ∝ samples/s alone leaves
+# Each round fits fixed + b / speed per worker (``round_lines``; a split ∝ samples/s alone leaves
 # the fast one waiting) and moves ``damping`` of the way to ``equal_finish_split``, halving it when a
 # size turns back. Settled: the move gains less than ``tol`` or rounds to nothing. ``confirm``: one
 # round on a busy box can be 10 % off; on the practice pair 1 tuning in 10 settled > 5 % from the
@@ -168,8 +149,7 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
         except HetlabError as e:
             raise HetlabError(f"measure({sizes}) returned {measured!r}, not one positive samples/s per worker ({e})") from None
         history.append(TuneRound(list(sizes), throughputs))
-        lines = [fit([r.batch_sizes[i] for r in history], [r.batch_sizes[i] / r.throughputs[i] for r in history],
-                     fallback="largest") for i in range(n_workers)]   # a few samples' step: mostly fixed cost
+        lines = round_lines(history)
         target = equal_finish_split(global_batch, lines)
         settled = step_time(lines, sizes) <= (1 + tol) * step_time(lines, target)
         if not settled:
@@ -181,27 +161,37 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
         if settled:
             agreed += 1
             if agreed > confirm:
-                return TuneResult(list(sizes), ratio_of(sizes), history, converged=True)
+                return TuneResult(list(sizes), ratio_of(sizes), history, converged=True, lines=lines)
             continue  # measure these sizes once more before trusting them
         last_move, agreed = [n - s for n, s in zip(new, sizes)], 0
         sizes = new
-    return TuneResult(list(sizes), ratio_of(sizes), history, converged=False)
+    return TuneResult(list(sizes), ratio_of(sizes), history, converged=False, lines=lines)
 
 
-def equal_finish_split(global_batch: int, lines: Sequence[StepTime | float],
-                       extra_s: Sequence[float] | None = None) -> list[int]:
+STALE_HALVES = 0.5   # a round counts this much less for each round measured after it
+
+
+def round_lines(history: Sequence[TuneRound]) -> list[StepTime]:
+    """Each worker's line over auto-tune's rounds (``steptime.fit_rounds``). A round weighs its
+    batch size (a few samples' step is mostly fixed cost, no speed to read) times how fresh its
+    split is: ``STALE_HALVES`` per newer round. The first, equal round is the largest for the slow
+    worker and the stalest: the machines then shared their cores otherwise (issue 60)."""
+    n = len(history)
+    return [fit_rounds([r.batch_sizes[i] for r in history], [r.batch_sizes[i] / r.throughputs[i] for r in history],
+                       [r.batch_sizes[i] * STALE_HALVES ** (n - 1 - k) for k, r in enumerate(history)],
+                       f"worker {i}, fitted over {n} auto-tune rounds")
+            for i in range(len(history[-1].batch_sizes))]
+
+
+def equal_finish_split(global_batch: int, lines: Sequence[StepTime]) -> list[int]:
     """Sizes with which every worker finishes together (``steptime.finish_together``, rounded to
-    whole samples), each step its line plus ``extra_s`` (e.g. its messages) (notebooks 02, 06)."""
-    lines = [steptime.as_line(x) for x in lines]
-    if extra_s is not None:
-        lines = [StepTime(line.fixed_s + max(0.0, float(e)), line.per_sample_s, line.source)
-                 for line, e in zip(lines, extra_s, strict=True)]
+    whole samples); a step's messages: ``StepTime.plus`` (notebooks 02, 06)."""
     return split_batch(global_batch, [max(b, 1e-9) for b in finish_together(global_batch, lines)[1]])
 
 
 # --- following the machines during training (notebooks 06, 08) ------------------------------
 
-def follow_split(batch_sizes: Sequence[int], lines: Sequence[StepTime | float],
+def follow_split(batch_sizes: Sequence[int], lines: Sequence[StepTime],
                  min_gain: float = 0.05) -> list[int]:
     """The split to use next, given the step lines just measured (notebook 06, "the split that follows").
 

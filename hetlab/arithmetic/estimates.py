@@ -6,6 +6,7 @@ reads the step lines; the README, the notebooks and the docs write a figure besi
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from hetlab.arithmetic.steptime import StepTime, fit, independent_gain
@@ -27,21 +28,22 @@ MPS_DISPATCH = 2.0   # an MPS step's fixed cost against a CUDA launch's: estimat
 CLASSIC_OVER_SMALL = {"fixed": 2.52 / 2.22, "per_sample": 0.94 / 0.43}
 
 
-def _h100_line() -> tuple[float, float]:
-    line = fit(list(H100_TRAIN), [b / s for b, s in H100_TRAIN.items()], "H100, notebook 01")
-    return line.fixed_s, line.per_sample_s
+def _h100_line() -> StepTime:
+    return fit(list(H100_TRAIN), [b / s for b, s in H100_TRAIN.items()], "H100, notebook 01")
 
 
 def _lines() -> dict:
-    fixed, per_sample = _h100_line()
-    desktop = (fixed, per_sample * FP32_TFLOPS["H100"] / FP32_TFLOPS["RTX 4070 Ti"])
-    mac = (fixed * MPS_DISPATCH, per_sample * FP32_TFLOPS["H100"] / FP32_TFLOPS["M2 GPU"])
-    scale = lambda line: (line[0] * CLASSIC_OVER_SMALL["fixed"], line[1] * CLASSIC_OVER_SMALL["per_sample"])
+    h100 = _h100_line()
+    desktop = StepTime(h100.fixed_s, h100.per_sample_s * FP32_TFLOPS["H100"] / FP32_TFLOPS["RTX 4070 Ti"], "estimated")
+    mac = StepTime(h100.fixed_s * MPS_DISPATCH, h100.per_sample_s * FP32_TFLOPS["H100"] / FP32_TFLOPS["M2 GPU"],
+                   "estimated")
+    scale = lambda line: StepTime(line.fixed_s * CLASSIC_OVER_SMALL["fixed"],  # noqa: E731
+                                  line.per_sample_s * CLASSIC_OVER_SMALL["per_sample"], "estimated")
     return {"small": {"desktop": desktop, "mac": mac},
             "classic": {"desktop": scale(desktop), "mac": scale(mac)}}
 
 
-# (fixed seconds, seconds per sample) per model and role: an RTX 4070 Ti ("desktop") and an M2 GPU ("mac").
+# The estimated StepTime per model and role: an RTX 4070 Ti ("desktop") and an M2 GPU ("mac").
 STEP = _lines()
 STEP_HOW = ("estimated: an H100's warm training loop (76,840 and 128,937 samples/s at batch 128 and 256, "
             "2026-11-28, the warm-up left out), its fixed part kept for the card (launching kernels costs "
@@ -55,7 +57,7 @@ SEARCH_BATCHES = (32, 128)   # notebook 09's trials train at batch 32 to 128, on
 
 def line(role: str, model: str = "small") -> StepTime:
     """The estimated step line of ``role`` ("desktop" or "mac")."""
-    return StepTime(*STEP[model][role], source="estimated")
+    return STEP[model][role]
 
 
 # Each machine the estimates stand for, and how they were made (``labelled``: a line that says so).
@@ -75,7 +77,7 @@ def labelled(role: str, model: str = "small") -> StepTime:
     if model not in STEP or role not in STEP[model]:
         raise HetlabError(f"no estimated step time for {role!r} with model {model!r}: run notebook 02 on "
                           f"that machine to measure it (estimates exist for {sorted(STEP)}).")
-    return StepTime(*STEP[model][role], source=f"{WHAT[role]}, {HOW}")
+    return dataclasses.replace(STEP[model][role], source=f"{WHAT[role]}, {HOW}")
 
 
 def speed(role: str, batch: int, model: str = "small") -> float:
@@ -104,8 +106,7 @@ def _about(x: float, digits: int = 2) -> str:
 
 
 def _line(role: str, model: str = "small") -> str:
-    fixed, per_sample = STEP[model][role]
-    return f"{fixed * 1e3:.2f} ms + b × {per_sample * 1e6:.2f} µs"
+    return STEP[model][role].formula
 
 
 def _minutes(samples: int, batch: int, role: str, start_s: float) -> str:

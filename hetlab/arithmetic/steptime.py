@@ -3,8 +3,9 @@
 A step has a fixed cost whatever the batch (Python, kernel launches, the optimizer walking
 every parameter) and a cost per sample (the arithmetic). A card at a small batch is nearly all
 fixed cost: its step time is flat, so a share of the batch given away saves it almost nothing.
-``fit`` draws this line through a batch-size sweep; the planner, the balance and auto-tune use it.
-Pure Python: no torch, no Ray.
+``fit`` draws this line through a batch-size sweep; ``fit_rounds`` through a run's few rounds
+(auto-tune, the widget, ``FollowSpeeds``). A device's speed at batch b is always its line's
+``b / t(b)`` (``StepTime.samples_per_s``), never a sweep's point. Pure Python: no torch, no Ray.
 """
 from __future__ import annotations
 
@@ -45,8 +46,18 @@ class StepTime:
         """The same device ``factor``× slower in everything (a simulated slower device)."""
         return StepTime(self.fixed_s * factor, self.per_sample_s * factor, source or self.source)
 
+    def plus(self, seconds: float, source: str | None = None) -> "StepTime":
+        """The same line with ``seconds`` more fixed cost a step (its messages, an exchange); a
+        measured cost below 0 counts as 0."""
+        return StepTime(self.fixed_s + max(0.0, float(seconds)), self.per_sample_s, source or self.source)
+
+    @property
+    def formula(self) -> str:
+        """The line as the course writes it, e.g. ``2.22 ms + b × 0.43 µs``."""
+        return f"{self.fixed_s * 1e3:.2f} ms + b × {self.per_sample_s * 1e6:.2f} µs"
+
     def __str__(self) -> str:
-        return f"{self.fixed_s * 1e3:.2f} ms + b × {self.per_sample_s * 1e6:.2f} µs ({self.source})"
+        return f"{self.formula} ({self.source})"
 
 
 def constant_speed(samples_per_s: float, source: str = "a constant speed") -> StepTime:
@@ -56,16 +67,12 @@ def constant_speed(samples_per_s: float, source: str = "a constant speed") -> St
     return StepTime(0.0, 1.0 / samples_per_s, getattr(samples_per_s, "source", source))
 
 
-def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "fitted",
-        fallback: str | None = None, min_spread: float = 0.1) -> StepTime:
-    """The line ``fixed + b · per_sample`` closest to these step times, in relative error.
+def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "fitted") -> StepTime:
+    """The line ``fixed + b · per_sample`` closest to a sweep's step times, in relative error.
 
     Weighted least squares (weights 1/t²): a 2 ms step off by 0.2 ms counts as much as a 2 s step
     off by 0.2 s. Both parts are kept ≥ 0: a flat sweep gives per_sample 0; a line that would cross
-    below 0 is fitted again through 0. ``fallback`` (``"last"`` or ``"largest"``): auto-tune's few,
-    close, noisy rounds (``_rounds_line``), where noise decides, fall back to one point."""
-    if fallback is not None:
-        return _rounds_line(batch_sizes, seconds, source, fallback, min_spread)
+    below 0 is fitted again through 0. A run's few, close, noisy rounds: ``fit_rounds``."""
     b = [float(x) for x in batch_sizes]
     t = [float(x) for x in seconds]
     if len(b) != len(t) or len(b) < 2 or len(set(b)) < 2:
@@ -85,23 +92,33 @@ def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "f
     return StepTime(fixed, slope, source)
 
 
-def _rounds_line(sizes, seconds, source: str, fallback: str, min_spread: float) -> StepTime:
-    """A plain least-squares line through a few rounds' (batch size, seconds); where noise decides it
-    (sizes closer than ``min_spread`` of the largest, no positive slope, a fixed time below 0 or above
-    the quickest step), one point with fixed = 0: the newest (``"last"``) or the largest batch's. The
-    weighted sweep fit settles auto-tune on other splits (tried: tests/test_balance.py fails)."""
-    n = len(sizes)
-    mean_b, mean_s = sum(sizes) / n, sum(seconds) / n
-    spread = sum((b - mean_b) ** 2 for b in sizes)
-    if spread > 0 and max(sizes) - min(sizes) >= min_spread * max(sizes):
-        slope = sum((b - mean_b) * (s - mean_s) for b, s in zip(sizes, seconds)) / spread
-        fixed = mean_s - slope * mean_b
-        if slope > 0 and 0 <= fixed <= min(seconds):
+ROUNDS_MIN_SPREAD = 0.1   # rounds' sizes closer than this share of the largest cannot tell fixed from per-sample
+
+
+def fit_rounds(batch_sizes: Sequence[float], seconds: Sequence[float], weights: Sequence[float] | None = None,
+               source: str = "fitted over rounds") -> StepTime:
+    """One worker's line from a run's few rounds (auto-tune, the widget, ``FollowSpeeds``; notebook 06).
+
+    A least-squares line, each round counted by its weight (default 1 each). Where noise decides it
+    (sizes closer than ``ROUNDS_MIN_SPREAD`` of the largest, no positive slope, a fixed time below 0
+    or above the quickest step), one point with fixed = 0: the heaviest round, the newest of equals.
+    The weighted sweep fit settles auto-tune on other splits (tried: tests/test_balance.py fails)."""
+    b, t = [float(x) for x in batch_sizes], [float(x) for x in seconds]
+    w = [1.0] * len(b) if weights is None else [float(x) for x in weights]
+    if not b or not len(b) == len(t) == len(w):
+        raise HetlabError(f"a line over rounds needs one batch size, time and weight per round, got {b}, {t}, {w}.")
+    if not all(math.isfinite(x) and x > 0 for x in b + t + w):
+        raise HetlabError(f"rounds' batch sizes, seconds and weights must be positive, got {b}, {t}, {w}.")
+    sw = sum(w)
+    mean_b, mean_t = sum(wi * bi for wi, bi in zip(w, b)) / sw, sum(wi * ti for wi, ti in zip(w, t)) / sw
+    spread = sum(wi * (bi - mean_b) ** 2 for wi, bi in zip(w, b))
+    if spread > 0 and max(b) - min(b) >= ROUNDS_MIN_SPREAD * max(b):
+        slope = sum(wi * (bi - mean_b) * (ti - mean_t) for wi, bi, ti in zip(w, b, t)) / spread
+        fixed = mean_t - slope * mean_b
+        if slope > 0 and 0 <= fixed <= min(t):
             return StepTime(fixed, slope, source)
-    if fallback not in ("last", "largest"):
-        raise HetlabError(f"fallback must be 'last' or 'largest', got {fallback!r}.")
-    i = n - 1 if fallback == "last" else max(range(n), key=lambda j: (sizes[j], j))
-    return StepTime(0.0, seconds[i] / sizes[i], source)
+    i = max(range(len(b)), key=lambda j: (w[j], j))
+    return StepTime(0.0, t[i] / b[i], source)
 
 
 def from_sweep(batch_sizes: Sequence[int], samples_per_s: Sequence[float], source: str = "fitted") -> StepTime:
@@ -121,10 +138,14 @@ def ceiling(desktop: StepTime, mac: StepTime, global_batch: int) -> float:
     return max(1.0, desktop(global_batch) / together)
 
 
-def as_line(device) -> StepTime:
-    """A device's step as a line: a ``StepTime`` as it is, a number as a constant samples/s (no
-    fixed cost: notebooks 06 and 07 measure standalone speeds)."""
-    return device if isinstance(device, StepTime) else constant_speed(device)
+def as_lines(lines: Sequence[StepTime]) -> list[StepTime]:
+    """``lines`` as a list, each checked to be a ``StepTime`` (a speed alone: ``constant_speed``)."""
+    lines = list(lines)
+    for line in lines:
+        if not isinstance(line, StepTime):
+            raise HetlabError(f"{line!r} is not a step line: give a StepTime per device "
+                              f"(a samples/s alone: steptime.constant_speed(samples_per_s)).")
+    return lines
 
 
 def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[float, list[float]]:
@@ -133,7 +154,7 @@ def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[flo
     b_i = speed_i·(T − fixed_i). A share below 0: that device should take nothing. A flat device
     (per_sample 0, speed ∞: its step is its fixed cost whatever its share) sets T and takes the
     rest; of several, the quickest (notebooks 02, 06)."""
-    lines = [as_line(x) for x in lines]
+    lines = as_lines(lines)
     flat = [i for i, line in enumerate(lines) if line.per_sample_s == 0]
     if flat:
         quickest = min(flat, key=lambda i: lines[i].fixed_s)
@@ -148,15 +169,16 @@ def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[flo
 
 def step_time(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
     """Seconds of one synchronous step: every device waits for the slowest, max_i t_i(b_i)."""
+    lines = as_lines(lines)
     if len(lines) != len(batch_sizes):
         raise HetlabError(f"{len(lines)} step lines for {len(batch_sizes)} workers: give one per worker.")
-    return max(as_line(line)(b) for line, b in zip(lines, batch_sizes))
+    return max(line(b) for line, b in zip(lines, batch_sizes))
 
 
 def idle_fractions(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> list[float]:
     """Per device, the fraction of each step spent waiting for the slowest one."""
     step = step_time(lines, batch_sizes)
-    return [1 - as_line(line)(b) / step for line, b in zip(lines, batch_sizes)]
+    return [1 - line(b) / step for line, b in zip(lines, batch_sizes)]
 
 
 def efficiency(together: float, alone: Sequence[float]) -> float:
@@ -167,11 +189,16 @@ def efficiency(together: float, alone: Sequence[float]) -> float:
     return together / sum(alone)
 
 
+def together_samples_per_s(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
+    """Samples/s of the devices in synchronous steps at these sizes: Σb ÷ the slowest one's step
+    (notebook 06's widget predicts a split with it)."""
+    return sum(batch_sizes) / step_time(lines, batch_sizes)
+
+
 def predicted_efficiency(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
     """The efficiency a split reaches when nothing but waiting for the slowest is lost: Σb ÷ the
-    step, over Σ each device's speed (notebook 06)."""
-    lines = [as_line(x) for x in lines]
-    return efficiency(sum(batch_sizes) / step_time(lines, batch_sizes), [line.speed for line in lines])
+    step, over Σ each device's speed (notebooks 06, 07)."""
+    return efficiency(together_samples_per_s(lines, batch_sizes), [line.speed for line in as_lines(lines)])
 
 
 def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_steps: int = 1,
@@ -179,8 +206,7 @@ def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_ste
     """The Mac's share b (not rounded) with which H desktop steps at B − b and H Mac steps at b plus
     one exchange end together: H·t_d(B − b) = H·t_m(b) + e (``finish_together``, the exchange spread
     over the H steps). Negative: the Mac should take nothing. Both flat: the slower takes nothing."""
-    mac = StepTime(mac.fixed_s + exchange_s / local_steps, mac.per_sample_s, mac.source)
-    return finish_together(global_batch, [desktop, mac])[1][1]
+    return finish_together(global_batch, [desktop, mac.plus(exchange_s / local_steps)])[1][1]
 
 
 def independent_gain(first: StepTime, second: StepTime, batch_size: float) -> float:

@@ -69,4 +69,3 @@ class Speedups:
 
 
 PLAIN = Speedups()
-ALL_ON_CUDA = Speedups(fused=True, tf32=True, bf16=True)   # gpu-check's candidate beside the plain loop

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hetlab import progress_bar
 from hetlab.arithmetic.balance import follow_split
-from hetlab.arithmetic.steptime import StepTime, fit
+from hetlab.arithmetic.steptime import fit_rounds
 from hetlab.core.checkpoint import CHECKPOINT_GLOB, checkpoint_path
 from hetlab.errors import HetlabError
 from hetlab.ps.options import check_count
@@ -166,7 +166,7 @@ class FollowSpeeds(Hook):
     when that gains more than 5 % of predicted efficiency (``balance.follow_split``; notebook 06).
 
     A worker's step takes about fixed + batch / speed s on its device, plus its messages. Its last
-    two looks at different sizes give both terms (``steptime.fit``); with one, fixed = 0.
+    two looks at sizes at least 10 % apart give both terms (``steptime.fit_rounds``); else fixed = 0.
     Ignoring the fixed part would move the split further at every look. A hook keeps its looks.
     """
 
@@ -196,9 +196,7 @@ class FollowSpeeds(Hook):
                 return  # a worker has no record here (one was just lost): look again next time
             look, last = (seen.batch, seen.batch / seen.device), self.looks.get(name)
             points = [last[1:], look] if last and last[0] == slowdown else [look]
-            line = fit(*zip(*points), min_spread=0.0, fallback="last")
+            line = fit_rounds(*zip(*points))
             self.looks[name] = (slowdown, *look)
-            lines.append(StepTime(line.fixed_s + seen.comm_s, line.per_sample_s, f"{name}, its messages included"))
-        sizes = follow_split(list(run.batch_sizes), lines)
-        run.resplit(sizes, "follow", samples_per_s=tuple(line.speed for line in lines),
-                    fixed_s=tuple(line.fixed_s for line in lines))
+            lines.append(line.plus(seen.comm_s, f"{name}, its messages included"))
+        run.resplit(follow_split(list(run.batch_sizes), lines), "follow", lines=tuple(lines))

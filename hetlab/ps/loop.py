@@ -12,7 +12,7 @@ import time
 from hetlab.arithmetic.balance import split_batch
 from hetlab.core.stream import Stream, split_spans
 from hetlab.ps.hooks import Hooks
-from hetlab.ps.messages import InFlight, Lost, RunLog
+from hetlab.ps.messages import InFlight, Lost, Round, RunLog
 from hetlab.ps.pool import WorkerPool
 from hetlab.ps.server import Server
 from hetlab.ps.rules import async_scale, combine_coefficients, staleness_allows
@@ -25,12 +25,7 @@ def sync_step(pool: WorkerPool, server: Server, stream: Stream, log: RunLog) -> 
     t0, sizes = time.perf_counter(), pool.batch_sizes
     shares = split_spans(stream.take(sum(sizes)), sizes)                 # B consecutive positions, b_i each
     messages = [pool.submit(name, share, weights_step=log.step) for name, share in zip(pool.names, shares)]
-    back = pool.round(messages, deadline=t0 + pool.timeout_s)           # what came back by the deadline
-    if back.answers:
-        update = server.apply(combine_coefficients([a.reply.samples for a in back.answers]), back.grads)
-        pool.publish(update.weights)                                     # what the next messages carry
-        log.keep_round(back, update, since=t0)
-    drop_lost(pool, stream, back.lost)                                   # rebalance; nobody left: raises
+    close_round(pool, server, stream, log, pool.round(messages, deadline=t0 + pool.timeout_s), t0)
 
 
 def local_sgd_round(pool: WorkerPool, server: Server, stream: Stream, log: RunLog) -> None:
@@ -40,12 +35,18 @@ def local_sgd_round(pool: WorkerPool, server: Server, stream: Stream, log: RunLo
     t0, sizes = time.perf_counter(), [h * b for h, b in zip(pool.local_steps, pool.batch_sizes)]
     shares = split_spans(stream.take(sum(sizes)), sizes)                 # H_i·b_i positions each
     messages = [pool.submit_round(name, share, weights_step=log.step) for name, share in zip(pool.names, shares)]
-    back = pool.round(messages, deadline=t0 + pool.timeout_s)
+    close_round(pool, server, stream, log, pool.round(messages, deadline=t0 + pool.timeout_s), t0)
+
+
+def close_round(pool: WorkerPool, server: Server, stream: Stream, log: RunLog, back: Round, since: float) -> None:
+    """The end of a synchronous step or a local-SGD round begun at ``since``: the server applies
+    Σ (samples_i / Σ) of what came back by the deadline, the new weights go out with the next
+    messages, the round's records are kept, and the workers that did not answer are dropped."""
     if back.answers:
         update = server.apply(combine_coefficients([a.reply.samples for a in back.answers]), back.grads)
-        pool.publish(update.weights)
-        log.keep_round(back, update, since=t0)
-    drop_lost(pool, stream, back.lost)
+        pool.publish(update.weights)                                     # what the next messages carry
+        log.keep_round(back, update, since=since)
+    drop_lost(pool, stream, back.lost)                                   # rebalance; nobody left: raises
 
 
 def drop_lost(pool: WorkerPool, stream: Stream, lost: list[Lost]) -> None:

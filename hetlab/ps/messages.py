@@ -113,13 +113,12 @@ class Event:
 @dataclass(frozen=True)
 class Resplit(Event):
     """The global batch was split anew, ``before`` → ``after``; ``why``: "set" (``run(batch_sizes=)``,
-    ``resplit``), "measure", "follow" (``FollowSpeeds``, with the speeds it saw) or "lost"."""
+    ``resplit``), "measure", "follow" (``FollowSpeeds``, with the lines it saw) or "lost"."""
 
     before: tuple
     after: tuple
     why: str
-    samples_per_s: tuple = ()   # follow: each device's fitted samples/s
-    fixed_s: tuple = ()         # follow: each worker's fixed seconds per step (messages included)
+    lines: tuple = ()   # follow: each worker's fitted StepTime, its messages included
 
 
 @dataclass(frozen=True)

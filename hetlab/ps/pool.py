@@ -9,13 +9,12 @@ each member (its split, H and slowdown), which logs what changed as events in th
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 
 import ray
 import torch
 
-from hetlab.errors import HetlabError
+from hetlab.errors import HetlabError, one_line
 from hetlab.core.flat import join_pieces, pieces_for, split_pieces
 from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, Slowdown,
                                 WorkerLost, as_refs, open_answer)
@@ -235,7 +234,7 @@ class WorkerPool:
             except ray.exceptions.RayActorError as e:
                 failed[name] = f"{type(e).__name__}: its node or process went away"
             except ray.exceptions.RayTaskError as e:
-                raise HetlabError(f"worker {self.member(name).spec.label} failed: {_one_line(e)}") from None
+                raise HetlabError(f"worker {self.member(name).spec.label} failed: {one_line(e)}") from None
             except ray.exceptions.GetTimeoutError:
                 failed[name] = f"its result did not come within {self.timeout_s + REFETCH_S:.0f} s of its call's end"
             except ray.exceptions.RayError:
@@ -260,18 +259,3 @@ def _kill(actor) -> None:
             ray.kill(actor)
         except Exception:  # noqa: BLE001 - already gone
             pass
-
-
-def _one_line(exc: BaseException) -> str:
-    """The HetlabError line inside a Ray error if there is one, else the last exception line of
-    its traceback (e.g. a worker's ``TypeError``, which Ray's heading pushes past 300
-    characters), else its first 300 characters."""
-    text = str(exc)
-    if "HetlabError: " in text:
-        return text.rsplit("HetlabError: ", 1)[1].splitlines()[0].strip()
-    raised = [line.strip() for line in text.splitlines() if _RAISED.match(line.strip())]
-    return (raised[-1] if raised else " ".join(text.split()))[:300]
-
-
-_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): ")
-

@@ -15,7 +15,7 @@ from hetlab.cluster import gpu_holders
 from hetlab.cluster.connecting import connect
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
-from hetlab.errors import HetlabError
+from hetlab.errors import HetlabError, one_line
 from hetlab.core.flat import flat_weights, load_flat
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps import saving
@@ -23,7 +23,7 @@ from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hooks, Progress
 from hetlab.ps.loop import async_updates, local_sgd_round, sync_step, sync_steps
 from hetlab.ps.messages import Resplit, RunLog
 from hetlab.ps.options import Options, check_count, check_local_steps, check_positive
-from hetlab.ps.pool import Member, WorkerPool, _one_line
+from hetlab.ps.pool import Member, WorkerPool
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
 from hetlab.ps.records import StepRecord, per_worker_samples_per_s, samples_per_s
@@ -108,7 +108,7 @@ class ParameterServerTraining:
             for m, info in zip(self.pool.members, ray.get(refs)):
                 m.info = WorkerInfo.from_wire(info)
         except ray.exceptions.RayError as e:
-            raise HetlabError(f"a worker failed to start: {_one_line(e)}") from None
+            raise HetlabError(f"a worker failed to start: {one_line(e)}") from None
         machines = [m.info.machine for m in self.pool.members]  # each worker: its machine's share of cores
         self.pool.answers({m.spec.name: m.actor.set_threads.remote(machines.count(m.info.machine))
                            for m in self.pool.members},
@@ -166,10 +166,6 @@ class ParameterServerTraining:
     @property
     def bytes_per_sample(self) -> float:
         return self.bytes_sent / self.samples_seen if self.samples_seen else 0.0
-
-    def index_of(self, name: str) -> int:
-        """Position of the live worker called ``name`` (positions shift when a worker is lost)."""
-        return self.pool.members.index(self.pool.member(name))
 
     # --- changing it between runs ---------------------------------------------------------
     def resplit(self, sizes: list[int], why: str = "set", **seen) -> Resplit | None:

@@ -188,22 +188,6 @@ def keep(role: str, data: dict, where: str | Path | None = None) -> Path:
     return write(path(role, where), data)
 
 
-def interpolate(batch_sizes: Sequence[int], values: Sequence[float], batch_size: float) -> float:
-    """samples/s at ``batch_size``: straight lines between measured sizes on log-log axes (as
-    notebook 02 plots them); outside the measured range, the nearest measured value."""
-    pairs = sorted(zip(batch_sizes, values))
-    exact = [v for b, v in pairs if b == batch_size]
-    if exact:
-        return float(exact[0])
-    if batch_size <= pairs[0][0]:
-        return float(pairs[0][1])
-    for (b0, v0), (b1, v1) in zip(pairs, pairs[1:]):
-        if batch_size <= b1:
-            f = math.log(batch_size / b0) / math.log(b1 / b0)
-            return math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
-    return float(pairs[-1][1])
-
-
 def assumed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH) -> Speed:
     """The course's estimated samples/s for ``role`` and ``model`` at ``batch_size``, labelled as such."""
     line = assumed_step_time(role, model)
@@ -212,12 +196,10 @@ def assumed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH) ->
 
 def speed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH,
           where: str | Path | None = None) -> Speed:
-    """``role``'s samples/s for ``model`` at ``batch_size``: measured if notebook 02 saved it, else assumed."""
-    data = load(role, where)
-    if data is None or model not in data["samples_per_s"]:
-        return assumed(role, model, batch_size)
-    value = interpolate(data["batch_sizes"], data["samples_per_s"][model], batch_size)
-    return Speed(value, _where_measured(data))
+    """``role``'s samples/s for ``model`` at ``batch_size``: its step line's b ÷ t(b) (``step_time``:
+    fitted to notebook 02's sweep, else estimated), the one meaning of a speed at a batch (``steptime``)."""
+    line = step_time(role, model, where)
+    return Speed(line.samples_per_s(batch_size), f"{line.source}, batch {batch_size}")
 
 
 def _where_measured(data: dict) -> str:

@@ -4,7 +4,7 @@
 training in ``hetlab.ps``, the pictures in ``hetlab.views.plots``. Move the slider, press
 "Run", and see each worker's compute / simulated / communication / waiting time and
 the cluster's samples per second; press "Auto" to let ``auto_tune`` pick the split. After two
-runs at different splits it fits each worker's step (fixed + b / speed, ``steptime.fit``)
+runs at different splits it fits each worker's step (fixed + b / speed, ``steptime.fit_rounds``)
 and predicts the samples/s of any split the slider shows, and recommends where both finish together.
 """
 from __future__ import annotations
@@ -114,7 +114,7 @@ class RatioTuner:
         parts = ", ".join(f"{self.labels[n]}: <b>{b}</b>" for n, b in zip(self.names, sizes))
         fits = self.fitted()
         guess = "" if fits is None else (
-            f"; predicted <b>{sum(sizes) / balance.predicted_step_time(sizes, fits):,.0f} samples/s</b> "
+            f"; predicted <b>{steptime.together_samples_per_s(fits, sizes):,.0f} samples/s</b> "
             f"(each worker's step fitted over your runs)")
         self.split_label.value = f"batch sizes per step — {parts}{guess}"
 
@@ -123,10 +123,9 @@ class RatioTuner:
         the runs give each worker two batch sizes."""
         if len({tuple(r["batch_sizes"]) for r in self.runs}) < 2:
             return None
-        lines = [steptime.fit([r["batch_sizes"][i] for r in self.runs],
-                              [r["batch_sizes"][i] / r["worker_samples_per_s"][i] for r in self.runs], fallback="last")
-                 for i in range(len(self.names))]
-        return lines
+        return [steptime.fit_rounds([r["batch_sizes"][i] for r in self.runs],
+                                    [r["batch_sizes"][i] / r["worker_samples_per_s"][i] for r in self.runs])
+                for i in range(len(self.names))]
 
     # --- the buttons ----------------------------------------------------------------------
     def run(self) -> dict:

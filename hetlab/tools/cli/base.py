@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 
-def _subcommand(sub, name: str, help: str, description: str, examples: str):
+def subcommand(sub, name: str, help: str, description: str, examples: str):
     """A subcommand whose --help shows its description and examples as written."""
     return sub.add_parser(name, help=help, description=description, epilog="examples:\n" + examples,
                           formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -5,14 +5,14 @@ loading torch, so ``--help`` and a bad argument answer at once.
 from __future__ import annotations
 
 from hetlab.errors import HetlabError
-from hetlab.tools.cli.base import _subcommand
+from hetlab.tools.cli.base import subcommand
 
 GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "pair_ps", "pair_raytrain", "autocast",
                    "sweep", "speedups")  # hetlab.tools.gpucheck.claims.CHECKS, named here for --help without loading torch
 
 
 def _add_gpu_check(sub) -> None:
-    p = _subcommand(
+    p = subcommand(
         sub, "gpu-check", "on a machine with CUDA: check the course's GPU claims, a table + JSON",
         "Run on an NVIDIA GPU what the course claims about one, each with a goal:\n"
         "describe/synchronize, benchmarks/single_device.py, notebook 01's full run, the\n"

@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 
 from hetlab.errors import HetlabError
-from hetlab.tools.cli.base import _subcommand
+from hetlab.tools.cli.base import subcommand
 
 
 def _add_rehearse(sub) -> None:
-    p = _subcommand(
+    p = subcommand(
         sub, "rehearse", "rehearse the real pair on this Linux box: two hosts, a capped link, firewalls",
         "Two network namespaces play the desktop and the Mac: private addresses, a link\n"
         "capped with tc (no latency emulated: this needs netem), and Ray started only by\n"

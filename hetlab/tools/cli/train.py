@@ -11,7 +11,7 @@ import os
 import sys
 
 from hetlab.errors import HetlabError
-from hetlab.tools.cli.base import _subcommand
+from hetlab.tools.cli.base import subcommand
 from hetlab.vocab import CLI_MODES, MODEL_NAMES, TRANSFERS
 
 TRAIN_EXAMPLES = """  hetlab train --steps 200                       practice cluster here: desktop + simulated mac
@@ -27,7 +27,7 @@ TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples defaul
 def _add_train(sub) -> None:
     from hetlab import is_quick
     quick = is_quick()
-    p = _subcommand(
+    p = subcommand(
         sub, "train", "train MNIST across the desktop and the Mac, headless",
         "Train the MNIST CNN with hetlab's parameter server, one worker per machine\n"
         "(desktop and mac), and print progress and the final test accuracy. Without\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from hetlab.tools.gpucheck.context import Context, _require
+from hetlab.tools.gpucheck.context import Context, require
 from hetlab.tools.gpucheck.report import ACCURACY_TOLERANCE, Goal, Row
 
 
@@ -61,11 +61,11 @@ def check_autocast(ctx: Context) -> list[Row]:
         run = ctx.ps_run(precision=precision)
         desktop = run["labels"][0]
         if on_card:
-            _require(f" {precision}" in desktop and "off on" not in desktop,
+            require(f" {precision}" in desktop and "off on" not in desktop,
                      f"autocast {precision} is not on for the card's worker: {desktop}")
         else:
-            _require("off on" in desktop, f"a CPU worker should train in fp32, not: {desktop}")
-        _require(run["losses_finite"], f"a non-finite loss in the {precision} run")
+            require("off on" in desktop, f"a CPU worker should train in fp32, not: {desktop}")
+        require(run["losses_finite"], f"a non-finite loss in the {precision} run")
         off = "" if on_card else f"autocast {precision} needs a card: the CPU worker trained in fp32; "
         rows.append(Row(f"autocast_{precision}", run["accuracy"], "fraction", goal,
                         f"{off}{desktop} + mac cpu fp32, split {format_ratio(run['batch_sizes'])}: "
@@ -87,14 +87,14 @@ def _fp16_fallback(ctx: Context) -> Row:
     """The fp16 overflow provoked on purpose: the worker must redo the batch in fp32."""
     g32, _ = _worker_gradient(ctx, "fp32", 1.0)
     g16, worker = _worker_gradient(ctx, "fp16", 1.0)
-    _require(worker.amp_dtype == torch.float16, f"fp16 autocast is off on {worker.device}")
+    require(worker.amp_dtype == torch.float16, f"fp16 autocast is off on {worker.device}")
     autocast_diff = _relative(g16, g32)
     scale = next((x for x in (4.0, 16.0, 64.0, 256.0) if _fp16_overflows(worker, x)), None)
-    _require(scale is not None, "could not make an fp16 gradient overflow (weights × 256)")
+    require(scale is not None, "could not make an fp16 gradient overflow (weights × 256)")
     big32, _ = _worker_gradient(ctx, "fp32", scale)
     big16, _ = _worker_gradient(ctx, "fp16", scale)
-    _require(bool(torch.isfinite(big32).all()), f"the fp32 gradient at weights × {scale:g} is not finite")
-    _require(bool(torch.isfinite(big16).all()), "the fp16 worker sent a non-finite gradient")
+    require(bool(torch.isfinite(big32).all()), f"the fp32 gradient at weights × {scale:g} is not finite")
+    require(bool(torch.isfinite(big16).all()), "the fp16 worker sent a non-finite gradient")
     return Row("fp16_overflow_fallback", _relative(big16, big32), "relative",
                Goal("<=", 1e-4, "≤ 1e-4 from fp32 (batch redone in fp32)"),
                f"weights × {scale:g}: fp16 × loss scale overflows, the worker redid the batch in "

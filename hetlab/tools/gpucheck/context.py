@@ -196,7 +196,7 @@ class Context:
             self._cluster = None
 
 
-def _require(condition: bool, message: str) -> None:
+def require(condition: bool, message: str) -> None:
     """A check's precondition (the worker really on the card, …): if false, the row is an error."""
     if not condition:
         raise HetlabError(message)

@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import torch
 
-from hetlab.tools.gpucheck.context import (Context, Sizes, _require, pair_batch_for, pair_efficiency,
+from hetlab.tools.gpucheck.context import (Context, Sizes, require, pair_batch_for, pair_efficiency,
                                            pair_placements, pair_workers)
 from hetlab.tools.gpucheck.report import Goal, Row, accuracy_goal
 
@@ -30,7 +30,7 @@ def check_pair_ps(ctx: Context) -> list[Row]:
     with ParameterServerTraining(workers, ctx.train_data(), seed=0, progress=False,
                                  batch_sizes=split_batch(s.pair_short_batch, [1, 1])) as training:
         labels = training.labels
-        _require([_device_of(x) for x in labels] == [torch.device(ctx.device).type, "cpu"],
+        require([_device_of(x) for x in labels] == [torch.device(ctx.device).type, "cpu"],
                  f"workers ran as {labels}, not the card + the CPU")
         training.run(2)  # warm-up
         g, why = s.pair_batch, "given"
@@ -47,7 +47,7 @@ def check_pair_ps(ctx: Context) -> list[Row]:
                                          f"fixed cost of the parameter server"))
         ctx.accuracy_split(training)  # the accuracy runs' split, tuned on this running pair
     ref, run = ctx.reference(), ctx.ps_run()
-    _require(run["losses_finite"], "a non-finite loss in the fp32 run")
+    require(run["losses_finite"], "a non-finite loss in the fp32 run")
     rows.append(Row("pair_ps_accuracy", run["accuracy"], "fraction", accuracy_goal(ref),
                     f"{run['samples']:,} samples (batch {ctx.sizes.acc_batch} = "
                     f"{format_ratio(run['batch_sizes'])}, {ctx.sizes.acc_epochs} epochs); "
@@ -116,7 +116,7 @@ def check_pair_raytrain(ctx: Context) -> list[Row]:
                          test_samples=ctx.sizes.test_samples if ctx.sizes.test_samples < 10000 else None,
                          seed=0, progress=False)
     kinds = [r.device.split(":")[0] for r in result.ranks]
-    _require(kinds == [torch.device(ctx.device).type, "cpu"], f"ranks ran on {kinds}, not the card + the CPU")
+    require(kinds == [torch.device(ctx.device).type, "cpu"], f"ranks ran on {kinds}, not the card + the CPU")
     ranks = "; ".join(f"{r.role} {r.device} b={r.batch_size}" for r in result.ranks)
     note = (f"{result.steps} steps of batch {ctx.sizes.acc_batch} ({ranks}); gloo on CPU copies, "
             f"no GPU asked; fit {result.fit_s:.0f} s, loop {result.train_s:.0f} s; weights "
