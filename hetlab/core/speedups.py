@@ -1,8 +1,7 @@
 """Options that may make one device train the course's model faster (notebook 01, ``hetlab gpu-check``).
 
-Off unless a card's run picks them: ``decide`` reads gpu-check's options rows (each option's warm speed
-and accuracy beside the plain loop's) and keeps an option only when it is faster warm and within
-``ACCURACY_POINTS`` of the plain loop's accuracy; ``on_device`` is what ``train`` uses by default.
+Off unless a card's run picks them: ``decide`` keeps an option of gpu-check's rows only when it is faster
+warm and within ``ACCURACY_POINTS`` of the plain loop's accuracy; ``on_device``: what ``train`` uses.
 ``fused``: one fused Adam kernel instead of a loop over the parameters (CUDA, MPS, CPU).
 ``tf32``: TF32 matmuls and convolutions plus ``cudnn.benchmark`` (CUDA only; elsewhere nothing).
 ``bf16``: bf16 autocast around forward and loss. ``cuda_graphs``: ``torch.compile(mode="reduce-overhead")``,
@@ -17,7 +16,6 @@ import torch
 
 from hetlab.errors import HetlabError
 
-NOT_MEASURED = "not yet measured on a card: off by default"
 ACCURACY_POINTS = 0.2   # an option may cost at most this many points of test accuracy (issue 60)
 
 

@@ -18,7 +18,7 @@ from hetlab.core.data import as_tensors, batches
 from hetlab.core.devices import resolve, synchronize
 from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
-from hetlab.core.speedups import PLAIN, Speedups
+from hetlab.core.speedups import Speedups, on_device
 from hetlab.core.train_step import train_step
 from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady, window_cuts
 
@@ -111,14 +111,15 @@ def evaluate(model: nn.Module, data, device=None, batch_size: int = 2000) -> flo
 def train(model, train_data, test_data=None,
           epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
           seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None,
-          timing: bool = False, speedups: Speedups = PLAIN) -> History:
+          timing: bool = False, speedups: Speedups | None = None) -> History:
     """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
 
     ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
     then ``History.model``). Data: a hetlab Dataset, ``(x, y)`` or a map-style torch Dataset.
     ``schedule="cosine"`` decays the rate to zero: the last epochs settle (≥ 99 %). Losses stay on the
     device, read ``LOSS_READS_PER_EPOCH`` times an epoch; ``timing=True`` waits for the device each step
-    to time batching apart from compute (notebook 01; on a GPU it costs speed). ``speedups``: ``Speedups``."""
+    to time batching apart from compute (notebook 01; on a GPU it costs speed). ``speedups``: ``Speedups``; by default what gpu-check's rule decided for this
+    kind of device (``speedups.on_device``: the plain loop until a card's warm run picks an option)."""
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
@@ -132,6 +133,7 @@ def train(model, train_data, test_data=None,
         check_model_and_loss(factory, loss_fn, x, y)
         model = make_model(factory, seed=seed)
     dev = resolve(device)
+    speedups = on_device(dev) if speedups is None else speedups
     speedups.check(dev)
     torch.manual_seed(seed)
     model.to(dev).train()
