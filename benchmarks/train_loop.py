@@ -3,7 +3,7 @@
 The same tensors (MNIST, already in memory, flattened), ``nn.Linear(784, 10)``, Adam and batch 128, run
 through ``hetlab.core.train.train`` (``timing`` off) and through a bare loop of six lines: data on the
 device, one permutation per epoch, nothing read back. Alternated, each run timed whole (wall clock, and
-this process's CPU time beside it: less moved by other processes). Then one epoch of each under
+this process's CPU time beside it: less moved by other processes), the order alternating. Then one epoch of each under
 ``hetlab.core.opcount``: torch operations and host reads per step (on a card each operation is a launch
 and each read a wait).
 
@@ -79,8 +79,9 @@ def main() -> None:
         fn(x, y, 1, dev, *extra)   # warm-up, untimed: allocator, first kernels, imports
     wall = {k: [] for k in runs}
     cpu = {k: [] for k in runs}
-    for _ in range(args.repeats):
-        for name, (fn, extra) in runs.items():
+    for r in range(args.repeats):
+        for name in (list(runs) if r % 2 == 0 else reversed(list(runs))):   # the order alternates too
+            fn, extra = runs[name]
             w, c = timed(fn, x, y, args.epochs, dev, *extra)
             wall[name].append(n / w)
             cpu[name].append(n / c)
