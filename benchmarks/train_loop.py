@@ -50,7 +50,8 @@ def bare(x, y, epochs: int, dev) -> None:
 
 
 def hetlab(x, y, epochs: int, dev, progress: bool = False) -> None:
-    train(model(dev), (x, y), epochs=epochs, batch_size=BATCH, device=dev, progress=progress)
+    """``train`` as a learner calls it: data on the CPU (on a card its one copy there is in the time)."""
+    train(model(dev), (x.cpu(), y.cpu()), epochs=epochs, batch_size=BATCH, device=dev, progress=progress)
 
 
 def timed(fn, *args) -> tuple[float, float]:
