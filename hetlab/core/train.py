@@ -200,12 +200,13 @@ BAR_EVERY_S = 0.1
 
 def _step_fn(model, opt, loss_fn, speedups: Speedups, dev):
     """``train_step`` on these, inside bf16 autocast when ``speedups`` asks: chosen once, not each step."""
-    if not speedups.bf16:
+    if not (speedups.bf16 or speedups.cuda_graphs):
         return lambda xb, yb: train_step(model, opt, loss_fn, xb, yb)
 
-    def step(xb, yb):
+    def step(xb, yb):   # a captured step's losses let go of its graph: nothing of the capture kept alive
         with speedups.autocast(dev):
-            return train_step(model, opt, loss_fn, xb, yb)
+            loss = train_step(model, opt, loss_fn, xb, yb)
+        return loss.detach() if speedups.cuda_graphs else loss
     return step
 
 
