@@ -181,3 +181,42 @@ def test_speedups_run_on_this_cpu_and_train_as_the_plain_loop():
                                           speedups=Speedups(fused=True, bf16=True)) > 0
     with pytest.raises(HetlabError, match="cuda_graphs needs a CUDA device"):
         train("small", data, epochs=1, progress=False, speedups=Speedups(cuda_graphs=True))
+
+
+def test_the_op_counter_sees_forward_backward_and_host_reads():
+    """hetlab.core.opcount (benchmarks/train_loop.py): the backward's operators are counted with the
+    forward's, and each read to the host is counted by name."""
+    from hetlab.core.opcount import count_ops
+    w = torch.ones(3, requires_grad=True)
+    with count_ops() as c:
+        loss = (w * 2).sum()
+        loss.backward()
+        loss.item()
+        w.grad.tolist()
+    assert c.ops["aten.mul"] >= 1 and c.ops["aten.sum"] == 1 and c.reads == {"item": 1, "tolist": 1}
+    assert c.ops["aten.expand"] >= 1 or c.ops["aten.mul"] >= 2   # the backward's, not only the forward's
+    assert c.per_step(1)[1] == 2
+
+
+def test_train_issues_per_step_what_a_bare_loop_issues():
+    """Issue 60: ``train``'s loop adds no torch operation to a step (on a card each is a launch); its only
+    extras are the per-epoch loss reads. Four steps of one linear layer, counted, not timed."""
+    from torch import nn
+    from hetlab.core.opcount import count_ops
+    torch.manual_seed(0)
+    x, y = torch.randn(512, 784), torch.randint(0, 10, (512,))
+    with count_ops() as ours:
+        train(nn.Linear(784, 10), (x, y), epochs=1, batch_size=128, progress=False)
+    with count_ops() as bare:
+        net = nn.Linear(784, 10)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        order = torch.randperm(512)
+        xs, ys = x[order], y[order]
+        for i in range(0, 512, 128):
+            opt.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(net(xs[i:i + 128]), ys[i:i + 128]).backward()
+            opt.step()
+    extra = ours.ops - bare.ops
+    assert set(extra) <= {"aten.stack", "aten.detach", "aten._to_copy"}, extra   # the loss reads, once or twice
+    assert sum(extra.values()) <= 2 * hetlab.core.train.LOSS_READS_PER_EPOCH, extra
+    assert ours.reads["item"] == bare.reads["item"]   # Adam's step counts, in both

@@ -18,7 +18,7 @@ from hetlab.core.data import as_tensors, batches
 from hetlab.core.devices import resolve, synchronize
 from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
-from hetlab.core.speedups import PLAIN, Speedups
+from hetlab.core.speedups import Speedups, on_device
 from hetlab.core.train_step import train_step
 from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady, window_cuts
 
@@ -111,14 +111,15 @@ def evaluate(model: nn.Module, data, device=None, batch_size: int = 2000) -> flo
 def train(model, train_data, test_data=None,
           epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
           seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None,
-          timing: bool = False, speedups: Speedups = PLAIN) -> History:
+          timing: bool = False, speedups: Speedups | None = None) -> History:
     """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
 
     ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
     then ``History.model``). Data: a hetlab Dataset, ``(x, y)`` or a map-style torch Dataset.
     ``schedule="cosine"`` decays the rate to zero: the last epochs settle (≥ 99 %). Losses stay on the
     device, read ``LOSS_READS_PER_EPOCH`` times an epoch; ``timing=True`` waits for the device each step
-    to time batching apart from compute (notebook 01; on a GPU it costs speed). ``speedups``: ``Speedups``."""
+    to time batching apart from compute (notebook 01; on a GPU it costs speed). ``speedups``: ``Speedups``; by default what gpu-check's rule decided for this
+    kind of device (``speedups.on_device``: the plain loop until a card's warm run picks an option)."""
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
@@ -132,6 +133,7 @@ def train(model, train_data, test_data=None,
         check_model_and_loss(factory, loss_fn, x, y)
         model = make_model(factory, seed=seed)
     dev = resolve(device)
+    speedups = on_device(dev) if speedups is None else speedups
     speedups.check(dev)
     torch.manual_seed(seed)
     model.to(dev).train()
@@ -145,34 +147,41 @@ def train(model, train_data, test_data=None,
              if schedule == "cosine" else None)
     bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
     waits = _sync_points(epochs * steps_per_epoch)
+    step = _step_fn(step_model, opt, loss_fn, speedups, dev)
+    lrs, seconds, sizes = hist.lr, hist.step_seconds, hist.step_samples   # appended to each step
+    batching = compute = 0.0
     with speedups.backend(dev):
         for epoch in range(epochs):
-            t, pending, first = time.perf_counter(), [], len(hist.step_seconds)
+            t, pending, first, shown = time.perf_counter(), [], len(seconds), len(seconds)
+            shown_t = t
             for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
                 t_batch = time.perf_counter()
-                with speedups.autocast(dev):
-                    pending.append(train_step(step_model, opt, loss_fn, xb, yb).detach())
-                hist.lr.append(opt.param_groups[0]["lr"])
+                pending.append(step(xb, yb))   # the loss, left on the device (its graph is freed)
+                lrs.append(opt.param_groups[0]["lr"])
                 if sched is not None:
                     sched.step()
-                if timing or len(hist.step_seconds) + 1 in waits:
+                if timing or len(seconds) + 1 in waits:
                     synchronize(dev)
                 if len(pending) == read_every:
                     _read_losses(pending, hist, bar)   # waits for the device: counted as compute
                 t_done = time.perf_counter()
-                hist.seconds_batching += t_batch - t
-                hist.seconds_compute += t_done - t_batch
-                hist.samples += len(yb)
-                hist.step_seconds.append(t_done - t)
-                hist.step_samples.append(len(yb))
+                batching += t_batch - t
+                compute += t_done - t_batch
+                seconds.append(t_done - t)
+                sizes.append(yb.shape[0])
                 t = t_done
-                bar.update(1)
+                if t_done - shown_t >= BAR_EVERY_S:   # the bar, a few times a second: not each step
+                    bar.update(len(seconds) - shown)
+                    shown, shown_t = len(seconds), t_done
             if pending:
                 _read_losses(pending, hist, bar)
             tail = time.perf_counter() - t   # what the device still had queued: the epoch's last step's
-            hist.seconds_compute += tail
-            hist.step_seconds[-1] += tail
-            hist.epoch_steps.append(len(hist.step_seconds) - first)
+            compute += tail
+            seconds[-1] += tail
+            bar.update(len(seconds) - shown)
+            hist.epoch_steps.append(len(seconds) - first)
+            hist.seconds_batching, hist.seconds_compute = batching, compute
+            hist.samples = sum(sizes)
             if test_data is not None:
                 t0 = time.perf_counter()
                 hist.test_accuracy.append(evaluate(model, test_data, dev))
@@ -184,10 +193,26 @@ def train(model, train_data, test_data=None,
 
 # How often an epoch reads its losses back from the device: each read waits for the device.
 LOSS_READS_PER_EPOCH = 2
+# How often the loop hands its steps to the progress bar (which redraws every ``PROGRESS_EVERY_S`` at most):
+# a bar's update costs microseconds, a tiny model's step not many more.
+BAR_EVERY_S = 0.1
+
+
+def _step_fn(model, opt, loss_fn, speedups: Speedups, dev):
+    """``train_step`` on these, inside bf16 autocast when ``speedups`` asks: chosen once, not each step."""
+    if not (speedups.bf16 or speedups.cuda_graphs):
+        return lambda xb, yb: train_step(model, opt, loss_fn, xb, yb)
+
+    def step(xb, yb):   # a captured step's losses let go of its graph: nothing of the capture kept alive
+        with speedups.autocast(dev):
+            loss = train_step(model, opt, loss_fn, xb, yb)
+        return loss.detach() if speedups.cuda_graphs else loss
+    return step
 
 
 def _read_losses(pending: list, hist: History, bar) -> None:
     """Move the losses kept on the device into ``hist.loss`` (one read for all), show the last."""
-    hist.loss += torch.stack(pending).float().tolist()
+    with torch.no_grad():   # the losses keep their (freed) graphs: no detach per step, none here either
+        hist.loss += torch.stack(pending).float().tolist()
     pending.clear()
     bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)

@@ -139,12 +139,13 @@ OPTION_TEXT = {"plain": "the plain loop", "fused": "fused Adam (one kernel for e
 def check_speedups(ctx: Context) -> list[Row]:
     """``train`` at batch 128 (notebook 01's model), plain and with each card option (``hetlab.core.speedups``)
     alone: the warm samples/s (``History.steady``: the warm-up, with cudnn's search or the compile and capture,
-    apart, its seconds beside it) and the test accuracy against the plain loop's. Not goals: the figures a
-    card's run decides the defaults by (``NOT_MEASURED`` until then). A whole number of batches, so that no
+    apart, its seconds beside it) and the test accuracy against the plain loop's. Not goals: the figures
+    ``speedups.decide`` reads (its verdict is the last row, ``train_128_decided``; a card's record sets
+    ``speedups.DECIDED_ON_CUDA``). A whole number of batches, so that no
     partial last batch is a new shape (a second search, a second capture) inside the timed windows."""
     from hetlab.core.data import load_mnist
     from hetlab.core.models import make_model
-    from hetlab.core.speedups import NOT_MEASURED, Speedups
+    from hetlab.core.speedups import Speedups, decide
     from hetlab.core.train import train
     batch = 128
     n = max(batch, ctx.sizes.options_samples // batch * batch)
@@ -166,7 +167,7 @@ def check_speedups(ctx: Context) -> list[Row]:
             plain = (warm.samples_per_s, accuracy)
         versus = ("" if name == "plain" else
                   f"; {warm.samples_per_s / plain[0]:.2f}× the plain loop warm, accuracy "
-                  f"{100 * (accuracy - plain[1]):+.2f} pt against it; {NOT_MEASURED}")
+                  f"{100 * (accuracy - plain[1]):+.2f} pt against it")
         rows.append(Row(f"train_128_{name}", warm.samples_per_s, "samples/s", None,
                         f"{what}: {n:,} samples × {ctx.sizes.options_epochs}, batch {batch}; warm "
                         f"{warm.low:,.0f}–{warm.high:,.0f} over {len(warm.windows)} windows, warm-up "
@@ -177,4 +178,8 @@ def check_speedups(ctx: Context) -> list[Row]:
                                  "whole_run_samples_per_s": hist.samples_per_s,
                                  "seconds_with_evaluation": time.perf_counter() - t0,
                                  "final_loss": hist.loss[-1]}))
+    chosen, why = decide([r.as_json() for r in rows])
+    rows.append(Row("train_128_decided", None, "samples/s", None,
+                    f"the rule (faster warm, accuracy within 0.2 pt) picks {chosen.names or 'no option: the plain loop'}"
+                    f" on {ctx.device}", details={"options": chosen.names, "why": why}))
     return rows
