@@ -10,7 +10,6 @@ and ``figures.csv`` (``reportshare``); no token, address or host name (``reportp
 from __future__ import annotations
 
 import datetime
-import re
 from pathlib import Path
 
 from hetlab.store import measured
@@ -162,10 +161,10 @@ def _alone(page: Page, runs: dict) -> None:
         s = (data.get("speeds") or {}).get("small")
         label = run_label(data)
         line = measured.step_time(role, "small", page.source)
-        rows.append(f"| {role} | {speed_text(s)} | {line.fixed_s * 1e3:.2f} ms + {line.per_sample_s * 1e6:.2f} µs × b "
+        rows.append(f"| {role} | {speed_text(s)} | {line.formula} "
                     f"| {clean(data.get('accelerator') or data.get('device'))} | {label} |")
         page.speed_row("each machine alone", f"{role}, small CNN, batch {measured.ASSUMED_BATCH}", s, label)
-    page.add(f"| machine | samples/s at batch {measured.ASSUMED_BATCH}, small CNN | step line t₀ + b/T | device | source |",
+    page.add(f"| machine | samples/s at batch {measured.ASSUMED_BATCH}, small CNN | step line t₀ + b × per sample | device | source |",
              "|---|---|---|---|---|", *rows, "")
     first = runs.get("01")
     if first:
