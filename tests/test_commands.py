@@ -105,7 +105,7 @@ def _printed_start(capsys, args):
     """The `ray start` line that `hetlab ARGS` prints: (argv, environment, the line itself)."""
     from hetlab.tools.cli import app
     assert app.main(args) == 0
-    line = next(line for line in _commands(capsys.readouterr().out) if " ray start " in line)
+    line = next(line for line in capsys.readouterr().out.splitlines() if " ray start " in line)   # stdout: the block
     words = shlex.split(line)
     at = words.index("ray")
     return words[at:], dict(word.split("=", 1) for word in words[:at]), line

@@ -65,10 +65,9 @@ def test_pair_on_the_desktop_saves_and_prints_the_ufw_swap(folder, capsys, monke
     monkeypatch.setattr("hetlab.windows.wsl.in_wsl", lambda: False)
     saved_pair.save(HERE[0], "192.0.2.20")                                           # this box is the desktop
     assert app.main(["pair", "--mac-ip", "192.0.2.30"]) == 0
-    out = capsys.readouterr().out
-    assert "admit 192.0.2.30 and delete the rules for 192.0.2.20" in out
-    [(_, block)] = commands.blocks(out)                              # notes, then one block to paste
-    lines = block.splitlines()
+    out, err = capsys.readouterr()                                   # the notes and markers, then the block alone
+    assert "admit 192.0.2.30 and delete the rules for 192.0.2.20" in err and "paste from here" in err
+    lines = out.splitlines()
     assert lines == moved.ufw_swap("192.0.2.20", "192.0.2.30") and len(lines) == 8
     assert all(line.startswith(("sudo ufw allow proto tcp from 192.0.2.30 ",
                                 "sudo ufw delete allow proto tcp from 192.0.2.20 ")) for line in lines)

@@ -492,6 +492,19 @@ def test_a_note_in_a_pasted_block_fails_in_zsh_and_the_block_without_it_runs(tmp
 
 
 @pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
+def test_hetlab_joins_stdout_alone_is_the_block_and_runs_pasted_whole_into_zsh(tmp_path):
+    """`hetlab join` writes its notes and marker lines to stderr and the block to stdout: stdout alone
+    (`hetlab join ... | pbcopy` on the Mac, then a paste) is the block, and runs whole in zsh."""
+    argv = [sys.executable, "-m", "hetlab", "join", "--head", DESKTOP.ip, "--ip", MAC.ip, "--head-user", "ana"]
+    shown = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert "paste from here" in shown.stderr and "paste from here" not in shown.stdout
+    env = _standin_env(tmp_path)
+    assert learner.paste(MAC, shown.stdout, here=env)["status"] == 0
+    ran = (tmp_path / "ran.log").read_text().splitlines()
+    assert [line.split()[0] for line in ran] == ["ssh", "python", "ray", "hetlab"], ran
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")
 def test_a_shell_that_never_turns_bracketed_paste_on_fails_the_paste(tmp_path, monkeypatch):
     """A harness whose shell never enabled bracketed paste would paste line by line again: refused.
     zsh's line editor is off with +Z (no ZLE: no ESC[?2004h)."""

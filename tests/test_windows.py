@@ -7,6 +7,7 @@ also runs the same functions on this machine's own signs, where they must find n
 """
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,14 @@ def _ports(ranges: list[str]) -> set[int]:
         low, _, high = r.partition("-")
         found |= set(range(int(low), int(high or low) + 1))
     return found
+
+
+def _shown(capsys, argv: list[str]) -> str:
+    """What ``hetlab ARGV`` shows in a terminal, in order: its notes (stderr) and its blocks (stdout)."""
+    import contextlib
+    with contextlib.redirect_stderr(sys.stdout):
+        assert cli.main(argv) == 0
+    return capsys.readouterr().out
 
 
 def _part(text: str, letter: str) -> str:
@@ -183,8 +192,8 @@ def test_the_build_decides_19045_fails_and_22621_passes(capsys):
         assert winchecks.build_check(build).status == preflight.OK
         assert "ray start --head" in winsteps.render_head(HEAD, MAC, build=build)
     assert winchecks.build_check(None).status == preflight.WARN          # unread: say how to check
-    assert cli.main(["head", "--ip", HEAD, "--windows", "--mac-ip", MAC]) == 0   # here: no WSL, build unknown
-    assert "`winver` on Windows shows the version" in capsys.readouterr().out
+    shown = _shown(capsys, ["head", "--ip", HEAD, "--windows", "--mac-ip", MAC])   # here: no WSL, build unknown
+    assert "`winver` on Windows shows the version" in shown
 
 
 def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_native_windows(capsys):
@@ -206,8 +215,7 @@ def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_nativ
 def test_a_windows_desktop_joins_a_macs_head(capsys):
     """``hetlab join --windows``: part B admits the joining node's ports from the Mac (the head) only,
     part C joins with Windows' LAN address and the desktop role, and the token comes from the Mac."""
-    assert cli.main(["join", "--head", MAC, "--ip", HEAD, "--windows"]) == 0
-    text = capsys.readouterr().out
+    text = _shown(capsys, ["join", "--head", MAC, "--ip", HEAD, "--windows"])
     ran = _bound(_code(_part(text, "B")))
     made = {(name, params["DisplayName"][0]): params for name, params in ran if name.startswith("New-")}
     ray = made[("New-NetFirewallRule", winsteps.RULE)]
@@ -221,8 +229,7 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     assert f"--address={MAC}:6379" in argv and f"--node-ip-address={HEAD}" in argv
     assert "--labels=hetlab-role=desktop" in argv and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" not in join
     assert "`ray get-auth-token` showed on the Mac" in part_c and "hetlab join" in _part(text, "B")
-    assert cli.main(["join", "--head", MAC, "--windows"]) == 0                  # no --ip: the desktop's placeholder
-    text = capsys.readouterr().out
+    text = _shown(capsys, ["join", "--head", MAC, "--windows"])                # no --ip: the desktop's placeholder
     assert "--node-ip-address=DESKTOP_IP" in _part(text, "C") and "'MAC_IP'" not in text
     assert cli.main(["join", "--head", HEAD, "--ip", MAC]) == 0                 # a Mac joining: unchanged
     assert "New-NetFirewall" not in capsys.readouterr().out
@@ -351,7 +358,7 @@ def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(m
     assert "ssh " not in scope["join_text"] and "New-NetFirewallRule" in printed
     monkeypatch.setattr(windows, "in_wsl", lambda: False)                     # on the Mac, from a terminal
     assert cli.main(["join", "--head", HEAD, "--ip", MAC, "--head-wsl"]) == 0
-    assert commands.pasted(capsys.readouterr().out)[0] == commands.pasted(scope["join_text"])[0]
+    assert capsys.readouterr().out.splitlines()[0] == commands.pasted(scope["join_text"])[0]   # stdout: the block
 
 
 def _powershell_blocks() -> list[str]:

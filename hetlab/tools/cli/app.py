@@ -20,6 +20,18 @@ from hetlab.tools.cli.update import _add_update
 from hetlab.vocab import Ports
 
 
+def print_steps(text: str) -> None:
+    """Printed steps (``head``, ``join``, ``pair``): the notes and marker lines go to stderr, each block's
+    lines to stdout. A terminal shows them in order; stdout alone (``hetlab join ... | pbcopy`` on the
+    Mac) is exactly what to paste, with no note that zsh would try to run."""
+    from hetlab.cluster.commands import BEGIN, END
+    begin, inside = BEGIN.split("{")[0], False
+    for line in text.splitlines():
+        marker = line.startswith(begin) or line == END
+        inside = line.startswith(begin) or (inside and line != END)
+        print(line, file=sys.stdout if inside and not marker else sys.stderr, flush=True)
+
+
 def _add_doctor(sub) -> None:
     p = sub.add_parser("doctor", help="check this machine (and the head) before joining a cluster")
     p.add_argument("--head", metavar="ADDRESS", help="head's IP:PORT, e.g. 192.168.1.10:6379")
@@ -77,10 +89,10 @@ def _head(args) -> int:
         _not_moved(saved, options["role"], args.ip)
         return starting.start(*commands.head_start(ip, ports, mac=mac, **options))
     if on_windows:
-        print(steps.render_head(ip, mac_ip, ports, wsl.ephemeral_range(),
-                                _windows_build(inside_wsl), **options))
+        print_steps(steps.render_head(ip, mac_ip, ports, wsl.ephemeral_range(),
+                                      _windows_build(inside_wsl), **options))
     else:
-        print(commands.render_head(ip, ports, mac=mac, mac_ip=mac_ip, **options))
+        print_steps(commands.render_head(ip, ports, mac=mac, mac_ip=mac_ip, **options))
     return 0
 
 
@@ -117,7 +129,7 @@ def _pair(args) -> int:
         return 0
     from hetlab.cluster.commands import block as pasteable
     notes, block = moved.update(saved, args.desktop_ip, args.mac_ip, windows=wsl.in_wsl())
-    print(pasteable(notes, "the desktop's terminal", block) if block else "\n".join(notes))
+    print_steps(pasteable(notes, "the desktop's terminal", block) if block else "\n".join(notes))
     return 0
 
 
@@ -161,11 +173,11 @@ def _join(args) -> int:
         return starting.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows),
                                                    **options))
     if on_windows:
-        print(steps.render_join(head, ip, ports, wsl.ephemeral_range(), _windows_build(inside_wsl),
-                                   **options))
+        print_steps(steps.render_join(head, ip, ports, wsl.ephemeral_range(), _windows_build(inside_wsl),
+                                      **options))
     else:
-        print(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user,
-                                   token="by hand" if args.head_wsl else "ssh", **options))
+        print_steps(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user,
+                                         token="by hand" if args.head_wsl else "ssh", **options))
     return 0
 
 
