@@ -97,6 +97,9 @@ def _no_ray_here():
                     "(or give it a fixture of conftest.RAY_FIXTURES)", pytrace=False)
     ray.init = refuse
     services.start_ray_process = refuse
+    # and in every Python subprocess a test starts (`hetlab train`, a benchmark): tests/fast_tier/sitecustomize.py
+    guard = os.path.join(os.path.dirname(__file__), "tests", "fast_tier")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (guard, os.environ.get("PYTHONPATH")) if p)
 
 
 def _leave_to_the_rehearsal(config, items):

@@ -12,11 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import gpu_figures  # noqa: E402
 
 
+@pytest.mark.ray   # the call runs local_loop on a practice node (Ray)
 def test_the_gpu_calls_plumbing_runs_its_steps_in_order_and_ends_with_the_figures(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)}
     done = subprocess.run(["bash", "scripts/gpu_run.sh", "--dry-run", "--plumbing"], cwd=ROOT, env=env,
