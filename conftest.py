@@ -38,7 +38,8 @@ COVERED_BY_REHEARSAL = ("03_ray_fundamentals.ipynb", "04_build_your_cluster.ipyn
 
 
 # The fast tier (`make check`, issue 58): every test that needs no Ray, no notebook and no rehearsal.
-# A test is left out when it is marked ``ray`` (by its module's ``pytestmark`` or on itself) or when
+# A test is left out when it is marked ``ray`` (by its module's ``pytestmark`` or on itself), or ``slow``
+# (a training or a wait of tens of seconds that needs none of them, to keep the tier near a minute), or when
 # it uses, directly or through another fixture, one of these fixtures, each of which starts Ray in its
 # test module (a local Ray, a practice cluster, the rehearsal's pair). A test of the fast tier that
 # starts Ray anyway fails at once, naming the mark it needs (``_no_ray_here``).
@@ -58,6 +59,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "ray: starts Ray, a notebook or the rehearsal (make test only, "
                                        "not make check)")
+    config.addinivalue_line("markers", "slow: trains or waits for tens of seconds (make test only, not make check)")
     if config.getoption("--fast-tier"):
         _no_ray_here()
 
@@ -74,8 +76,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def needs_ray(item) -> bool:
-    """Whether ``item`` runs a notebook, is marked ``ray`` or uses a fixture of ``RAY_FIXTURES``."""
+    """Whether ``item`` runs a notebook, is marked ``ray`` or ``slow``, or uses a fixture of ``RAY_FIXTURES``."""
     return (type(item).__name__ == "IPyNbCell" or item.get_closest_marker("ray") is not None
+            or item.get_closest_marker("slow") is not None
             or bool(RAY_FIXTURES & set(getattr(item, "fixturenames", ()))))
 
 

@@ -101,6 +101,7 @@ def test_resume_takes_seed_and_samples_from_the_checkpoint(tmp_path):
     assert (fresh["resume"], fresh["seed"], fresh["train_samples"]) == (None, 0, 10000)
 
 
+@pytest.mark.ray   # Ray in a subprocess
 def test_unreachable_address_fails_fast_in_a_subprocess():
     done = hetlab_train("--address", "127.0.0.1:1", "--steps", "1", timeout=90)  # a closed local port
     assert done.returncode == 2
