@@ -1,6 +1,8 @@
 # hetlab: two commands, each sets itself up on a fresh machine.
 #   make lab    start the course (JupyterLab on the checkout, opened at notebooks/00)
 #   make test   run every test: unit tests + every notebook through nbval (quick mode)
+#   make check  the fast tier: the tests that need no Ray, no notebook and no rehearsal (about a minute)
+#   make hooks  once per clone, for contributors: a commit's notebooks go without outputs (nbstripout)
 #   make test-full   every notebook in full mode (HETLAB_QUICK=0): full training runs, slow
 #   make gpu-check   on a machine with an NVIDIA GPU: the course's CUDA claims, a table + JSON
 #   make gpu-dry-run the GPU machine's prepared call, every step, on this CPU (stand-in mode)
@@ -25,7 +27,7 @@ BIN    := $(CONDA_ENV)/bin
 STAMP  := $(CONDA_ENV)/.hetlab-installed
 endif
 
-.PHONY: lab test test-full bench gpu-check gpu-dry-run clean-venv
+.PHONY: lab test check hooks test-full bench gpu-check gpu-dry-run clean-venv
 
 $(VENV)/.hetlab-installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hetlab needs Python 3.11 (Ray refuses nodes with another Python): set PYTHON=/path/to/python3.11")'
@@ -56,6 +58,18 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	HETLAB_QUICK=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The inner loop's tier (conftest.py, --fast-tier): tests/ less every test marked `ray` or using a
+# fixture that starts Ray; no notebook, no rehearsal. A test in it that starts Ray fails.
+check: $(STAMP)
+	HETLAB_QUICK=1 $(BIN)/python -m pytest -q tests --fast-tier $(PYTEST_ARGS)
+
+# For contributors, once per clone: git's pre-commit hook (scripts/pre-commit) stops a commit whose
+# notebooks carry outputs and strips them with nbstripout (cell ids kept); tests/test_workflow.py
+# checks that every committed notebook has none.
+hooks: $(STAMP)
+	sed 's|@PYTHON@|$(abspath $(BIN))/python|' scripts/pre-commit > "$$(git rev-parse --git-path hooks)/pre-commit"
+	chmod +x "$$(git rev-parse --git-path hooks)/pre-commit"
 
 # Full mode: the notebooks' real training runs (minutes per notebook on a 2-core CPU). The kernel
 # is this venv's Python (--nbval-current-env); a long training cell may run CELL_TIMEOUT seconds;

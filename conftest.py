@@ -1,6 +1,7 @@
 """Shared test settings: quick mode for notebooks (nbval kernels inherit this
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
-which notebooks run only through the two-host rehearsal, and a stack of every thread on a crash."""
+which notebooks run only through the two-host rehearsal, the fast tier of `make check` (``--fast-tier``),
+and a stack of every thread on a crash."""
 import faulthandler
 import os
 import sys
@@ -36,11 +37,31 @@ COVERED_BY_REHEARSAL = ("03_ray_fundamentals.ipynb", "04_build_your_cluster.ipyn
                         "07_ray_train_mixed_devices.ipynb", "08_the_real_world.ipynb")
 
 
+# The fast tier (`make check`, issue 58): every test that needs no Ray, no notebook and no rehearsal.
+# A test is left out when it is marked ``ray`` (by its module's ``pytestmark`` or on itself), or ``slow``
+# (a training or a wait of tens of seconds that needs none of them, to keep the tier near a minute), or when
+# it uses, directly or through another fixture, one of these fixtures, each of which starts Ray in its
+# test module (a local Ray, a practice cluster, the rehearsal's pair). A test of the fast tier that
+# starts Ray anyway fails at once, naming the mark it needs (``_no_ray_here``).
+RAY_FIXTURES = frozenset({"local_ray", "practice", "cluster", "pair"})
+
+
 def pytest_addoption(parser):
     parser.getgroup("nbval").addoption(
         "--nbval-output-timeout", type=float, default=OUTPUT_TIMEOUT_S,
         help=f"seconds nbval waits for each output message of a finished cell "
              f"(nbval's fixed value: 5; hetlab default: {OUTPUT_TIMEOUT_S})")
+    parser.addoption("--fast-tier", action="store_true",
+                     help="make check: only the tests that need no Ray, no notebook and no rehearsal; "
+                          "a test that starts Ray fails")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ray: starts Ray, a notebook or the rehearsal (make test only, "
+                                       "not make check)")
+    config.addinivalue_line("markers", "slow: trains or waits for tens of seconds (make test only, not make check)")
+    if config.getoption("--fast-tier"):
+        _no_ray_here()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,7 +69,40 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if type(item).__name__ == "IPyNbCell" and hasattr(item, "output_timeout"):  # nbval's cell item
             item.output_timeout = seconds
-    _leave_to_the_rehearsal(config, items)
+    if config.getoption("--fast-tier"):
+        _fast_tier(config, items)
+    else:
+        _leave_to_the_rehearsal(config, items)
+
+
+def needs_ray(item) -> bool:
+    """Whether ``item`` runs a notebook, is marked ``ray`` or ``slow``, or uses a fixture of ``RAY_FIXTURES``."""
+    return (type(item).__name__ == "IPyNbCell" or item.get_closest_marker("ray") is not None
+            or item.get_closest_marker("slow") is not None
+            or bool(RAY_FIXTURES & set(getattr(item, "fixturenames", ()))))
+
+
+def _fast_tier(config, items):
+    slow = [item for item in items if needs_ray(item)]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not needs_ray(item)]
+
+
+def _no_ray_here():
+    """In the fast tier, for the whole session: starting or joining a Ray in this process fails the
+    test (or the fixture) that does it, naming the fix."""
+    import ray
+    import ray._private.services as services
+
+    def refuse(*args, **kwargs):
+        pytest.fail("this test starts Ray, so make check must leave it out: mark it @pytest.mark.ray "
+                    "(or give it a fixture of conftest.RAY_FIXTURES)", pytrace=False)
+    ray.init = refuse
+    services.start_ray_process = refuse
+    # and in every Python subprocess a test starts (`hetlab train`, a benchmark): tests/fast_tier/sitecustomize.py
+    guard = os.path.join(os.path.dirname(__file__), "tests", "fast_tier")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (guard, os.environ.get("PYTHONPATH")) if p)
 
 
 def _leave_to_the_rehearsal(config, items):

@@ -7,6 +7,9 @@
 #                                              stand-in mode (Ray counts one GPU on the desktop node, the
 #                                              workers run on the CPU, every label says stand-in), tiny sizes
 #   bash scripts/gpu_run.sh --dry-run --quick  the dry run's short form (no notebooks, one pair batch)
+#   bash scripts/gpu_run.sh --dry-run --plumbing  the call's machinery at its smallest (make test's part,
+#                                              tests/test_gpu_run.py): gpu-check's describe and speedups
+#                                              rows, then local_loop; nothing that other tests train
 #
 # On the GPU machine Ray comes from .gpu-carry/ (scripts/gpu_carry.py) unless `import ray` already works.
 # Each step writes $OUT/STEP.log, printed when the step ends; its exit status is its own (no pipe hides
@@ -23,15 +26,17 @@
 # step's budget on the card beside what it took here. A cut step's Ray processes may outlive it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DRY=0 FULL=0 SHORT=0
+DRY=0 FULL=0 SHORT=0 PLUMB=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
     --full) FULL=1 ;;
     --quick) SHORT=1 ;;
-    *) echo "gpu_run.sh: unknown option $arg (use --dry-run, --quick or --full)" >&2; exit 2 ;;
+    --plumbing) PLUMB=1 SHORT=1 ;;
+    *) echo "gpu_run.sh: unknown option $arg (use --dry-run, --quick, --plumbing or --full)" >&2; exit 2 ;;
   esac
 done
+if [ "$PLUMB" = 1 ] && [ "$DRY" = 0 ]; then echo "gpu_run.sh: --plumbing goes with --dry-run" >&2; exit 2; fi
 OUT=${OUT:-/tmp/hetlab-gpu-check}
 # Seconds on the card, in run order; the setup (install, versions) is what is left of CALL_BUDGET before
 # the first step. Measured on an H100 2026-11-28: gpu-check --quick 216 s, pair_vs_alone 128 (3 repeats) 96 s.
@@ -93,6 +98,7 @@ rm -f "$OUT/timing.txt"
 setup_took=$SECONDS
 for name in "${ORDER[@]}"; do
   if [ "$SHORT" = 1 ] && { [ "$name" = pair_vs_alone_1024 ] || [ "$name" = notebooks ]; }; then continue; fi
+  if [ "$PLUMB" = 1 ] && [ "$name" = pair_vs_alone_128 ]; then continue; fi
   echo "$name ${BUDGET[$name]}" >>"$OUT/plan.txt"
 done
 total=$SETUP_BUDGET; for name in "${ORDER[@]}"; do total=$((total + BUDGET[$name])); done
@@ -100,8 +106,9 @@ echo "=== the call's budget on the card: setup $SETUP_BUDGET s (took $setup_took
 NOTEBOOKS=(notebooks/01_single_device_mnist.ipynb notebooks/02_measure_your_devices.ipynb)
 if [ "$DRY" = 1 ]; then
   TINY_PAIR=(--card --stand-in --samples 512 --epochs 1 --repeats 1 --sweep-steps 2 --local-steps 4 --target 0.5)
-  step gpu_check "$PY" -m hetlab gpu-check --stand-in --record "$OUT"
-  step pair_vs_alone_128 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 32
+  if [ "$PLUMB" = 1 ]; then ONLY=(--only describe,speedups); else ONLY=(); fi
+  step gpu_check "$PY" -m hetlab gpu-check --stand-in --record "$OUT" "${ONLY[@]}"
+  [ "$PLUMB" = 1 ] || step pair_vs_alone_128 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 32
   [ "$SHORT" = 1 ] || step pair_vs_alone_1024 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 64
   step local_loop "$PY" benchmarks/local_loop.py --stand-in --batch 32 --local-steps 4 --rounds 2 --repeats 1
   [ "$SHORT" = 1 ] || step notebooks env HETLAB_QUICK=1 "$PY" scripts/run_cells.py "${NOTEBOOKS[@]}"

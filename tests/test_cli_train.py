@@ -101,6 +101,7 @@ def test_resume_takes_seed_and_samples_from_the_checkpoint(tmp_path):
     assert (fresh["resume"], fresh["seed"], fresh["train_samples"]) == (None, 0, 10000)
 
 
+@pytest.mark.ray   # Ray in a subprocess
 def test_unreachable_address_fails_fast_in_a_subprocess():
     done = hetlab_train("--address", "127.0.0.1:1", "--steps", "1", timeout=90)  # a closed local port
     assert done.returncode == 2
@@ -134,6 +135,7 @@ def checkpoints(tmp_path_factory):
     return folder, done.stdout
 
 
+@pytest.mark.ray   # `hetlab train` starts its own practice cluster
 def test_a_short_run_trains_and_checkpoints(checkpoints):
     folder, stdout = checkpoints
     assert "mac · cpu fp32 (simulated 4× slower)" in stdout            # the practice mac says what it is
@@ -143,6 +145,7 @@ def test_a_short_run_trains_and_checkpoints(checkpoints):
     assert sorted(p.name for p in folder.glob("step-*.pt")) == ["step-000010.pt", "step-000020.pt"]
 
 
+@pytest.mark.ray   # `hetlab train` starts a practice cluster
 @pytest.mark.skipif(rehearsal.missing() is None,
                     reason="--address and --resume run across two hosts in tests/test_rehearsal.py")
 def test_resume_through_address_continues_the_step_count(checkpoints):
@@ -159,6 +162,7 @@ def test_resume_through_address_continues_the_step_count(checkpoints):
     assert (folder / "step-000030.pt").exists()
 
 
+@pytest.mark.ray   # `hetlab train` starts a practice cluster
 @pytest.mark.skipif(rehearsal.missing() is None,
                     reason="own model, data and loss run across two hosts in tests/test_rehearsal.py")
 def test_own_model_data_and_loss_train(tmp_path):

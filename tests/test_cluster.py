@@ -70,6 +70,7 @@ def test_listener_that_never_answers_is_not_a_hang():
     assert not ray.is_initialized()
 
 
+@pytest.mark.slow   # tens of seconds: make test only
 def test_importing_hetlab_changes_no_global_hook():
     # Ray's own import sets sys.excepthook (its custom_excepthook): take the hook after it
     code = "import sys, ray; hook = sys.excepthook; import hetlab, hetlab.cluster, hetlab.ps; print(sys.excepthook is hook)"

@@ -89,6 +89,7 @@ def test_only_selects_in_run_order_and_unknown_names_are_one_line(capsys):
     assert cli_gpu_check.GPU_CHECK_NAMES == tuple(gpucheck.CHECKS)      # --help names them without torch
 
 
+@pytest.mark.slow   # tens of seconds: make test only
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: gpu-check would run")
 def test_without_cuda_it_refuses_in_one_line_before_ray():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -201,6 +202,7 @@ TINY = replace(gpucheck.QUICK, bench_samples=1100, bench_repeats=1, sweep_batche
                pair_repeats=1, acc_batch=64, acc_epochs=1, options_samples=1280)
 
 
+@pytest.mark.slow   # tens of seconds: make test only
 def test_cheap_checks_run_their_library_code_on_the_cpu():
     """device_override="cpu" is a test-only hook (the CLI never sets it): it runs the benchmark
     import and notebook 02's sweep with tiny counts, so their calls cannot rot unseen."""
@@ -214,8 +216,9 @@ def test_cheap_checks_run_their_library_code_on_the_cpu():
     assert rows["train_speedup"]["details"]["device"] == "cpu"
     assert rows["sweep_batching_gain"]["details"]["batch_sizes"] == [1, 16]
     assert rows["pipeline_speedup"]["goal"]["value"] == 10.0 and rows["train_speedup"]["goal"]["value"] == 2.5
-    # the classic CNN is slower on a CPU, not on a card at large batches: a figure, not a goal
-    assert rows["sweep_small_vs_classic"]["status"] == "info" and rows["sweep_small_vs_classic"]["figure"] > 1
+    # the classic CNN is slower on a CPU, not on a card at large batches: a figure, not a goal. Only that a
+    # ratio was measured: two sweep steps under load average 8–16 read 0.62 (issue 58); the order is notebook 02's
+    assert rows["sweep_small_vs_classic"]["status"] == "info" and rows["sweep_small_vs_classic"]["figure"] > 0
     assert all(len(w) == 2 for w in rows["sweep_batching_gain"]["details"]["warmup_s"].values())
     # the options: warm samples/s, the warm-up's seconds apart, accuracy against the plain loop; CUDA-only
     # options say so in their row

@@ -14,6 +14,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from hetlab.cluster.practice import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +66,7 @@ def test_the_lab_root_is_read_from_the_recipe():
     assert lab_root("lab: x\n\t$(BIN)/jupyter lab --ServerApp.root_dir='$(CURDIR)' notebooks/00.ipynb\n") == ROOT
 
 
+@pytest.mark.ray   # a JupyterLab server
 def test_every_notebook_link_opens_in_the_labs_own_server(tmp_path):
     makefile = (ROOT / "Makefile").read_text()
     root = lab_root(makefile)

@@ -43,6 +43,13 @@ def test_test_full_runs_the_notebooks_in_full_mode_with_long_cell_timeouts():
     assert "test-full" not in recipe("test")
 
 
+def test_check_runs_the_fast_tier_of_tests_and_test_stays_whole():
+    """`make check` is the inner loop's tier (conftest.py --fast-tier, issue 58); `make test`, the README's
+    one command and CI's, runs everything."""
+    assert "--fast-tier" in recipe("check") and " tests " in recipe("check") and "HETLAB_QUICK=1" in recipe("check")
+    assert "--fast-tier" not in recipe("test") and "pytest -q $(PYTEST_ARGS)" in recipe("test")
+
+
 # One environment per machine (issue 28): in the course's conda environment make uses it; anywhere
 # else it builds .venv. `make -n -B` prints what make would run, and runs nothing. A conda
 # environment cannot exist here: a folder whose bin/python runs this Python stands in for one

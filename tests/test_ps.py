@@ -367,8 +367,14 @@ def test_records_time_split_and_simulated_label(sync_run):
         recent = [s.compute_s for s in slow[max(0, k + 1 - RECENT):k + 1]]
         assert math.isclose(r.simulated_s, statistics.median(recent), rel_tol=1e-6)
     for step in {r.step for r in recs}:  # the last worker to answer waits for no one; the other does
-        waits = sorted(r.wait_s for r in recs if r.step == step)
+        mine = [r for r in recs if r.step == step]
+        waits = sorted(r.wait_s for r in mine)
         assert waits[0] == 0 and waits[1] > 0, (step, waits)
+        # ... until the last answer: its round trip + its wait is the same for both (a comm clamped at 0
+        # aside, where the worker's own clock read more than the driver's round trip)
+        until_last = [r.device_s + r.comm_s + r.wait_s for r in mine if r.comm_s > 0]
+        if len(until_last) == 2:
+            assert abs(until_last[0] - until_last[1]) < 1e-6, (step, until_last)
     assert all(r.compute_s > 0 and r.server_s > 0 for r in recs)            # each one measured
     assert statistics.median(r.comm_s for r in recs) > 0   # a round trip through Ray costs time (0 only when clamped)
     for r in recs:  # compute + simulated + comm + wait adds up to the worker's round, within the step
@@ -376,13 +382,20 @@ def test_records_time_split_and_simulated_label(sync_run):
         # the driver's wait for the update holds the server's own step, and fits in the step after the round
         assert r.server_s <= r.update_s <= r.step_s - (r.compute_s + r.simulated_s + r.comm_s + r.wait_s) + 1e-6
     assert sync_run["samples_per_s"] == pytest.approx(samples_per_s(recs))
-    # the fast one waits most: about 8/48 of a step at 40:24 with a 2× slower partner; on a loaded
-    # machine each worker's own hiccups make the slow one wait too, so only the order is checked
-    assert idle_share(recs, "fast") > idle_share(recs, "slow")
+    # Who waits most is the one whose gradient is back first: about 8/48 of a step for "fast" at 40:24
+    # with a 2× slower partner on a quiet box, but with one busy loop per core the OS favours the
+    # worker that sleeps and "fast" came back last (idle 0.004 against 0.290): that order is not the
+    # workload's to promise, so the check is the structure that makes it (issue 58).
+    back = {w: sum(r.device_s + r.comm_s for r in recs if r.worker == w) for w in ("fast", "slow")}
+    first, last = sorted(back, key=back.get)
+    assert idle_share(recs, first) >= idle_share(recs, last)
     budget = step_budget(recs)   # ideal + split + noise + overhead = step; ideal ÷ step = what was kept
     assert budget.ideal + budget.split + budget.noise + budget.overhead == pytest.approx(budget.step)
     assert budget.ideal / budget.step == pytest.approx(samples_per_s(recs) / sum(budget.speeds.values()))
-    assert budget.speeds["fast"] > budget.speeds["slow"] and budget.split > 0 and budget.overhead > 0
+    # each device's speed is its samples over its compute + simulated seconds (their order is the box's)
+    assert budget.speeds["slow"] == pytest.approx(24 * steps / sum(r.compute_s + r.simulated_s for r in slow))
+    assert budget.speeds["fast"] == pytest.approx(40 * steps / sum(r.compute_s for r in fast))
+    assert budget.split > 0 and budget.overhead > 0
     # both directions counted: fp32 weights down, fp32 gradients up, per worker per step
     assert sync_run["bytes_per_sample"] == pytest.approx(2 * 2 * 4 * sync_run["n_params"] / 64)
 

@@ -12,6 +12,8 @@ from hetlab.cluster import raylog
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+pytestmark = pytest.mark.ray   # its scripts start a practice cluster or a local Ray in a subprocess
+
 STARTS = {
     "connect": "from hetlab.cluster.connecting import connect; connect(num_cpus=1); ray.shutdown()",
     "practice": "from hetlab.cluster.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()",

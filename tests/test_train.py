@@ -26,6 +26,7 @@ def test_models_are_reproducible_and_sized_as_documented():
         make_model("resnet")
 
 
+@pytest.mark.slow   # tens of seconds: make test only
 def test_quick_training_reaches_95_percent():
     """The quick-mode recipe used by notebook 01 in CI."""
     torch.set_num_threads(2)
@@ -59,6 +60,7 @@ def test_cosine_schedule_decays_the_rate_to_zero():
     assert constant.lr == [1e-3] * 10
 
 
+@pytest.mark.slow   # tens of seconds: make test only
 def test_progress_bar_redraws_at_most_every_2_s(monkeypatch):
     """One redraw per step (tqdm's set_postfix refreshes by default) sent notebook 01's full run
     ~11,000 widget messages; nbval reads them only after the cell ends and lost the end. The bar's
@@ -166,6 +168,7 @@ def test_the_sweep_and_train_agree_on_a_device_speed():
     assert 0.6 < ratio < 1.6, (plain, sweep)   # wide: a machine shared with other work is noisy
 
 
+@pytest.mark.slow   # tens of seconds: make test only
 def test_speedups_run_on_this_cpu_and_train_as_the_plain_loop():
     """The card's options (issue 44) are plumbed and change nothing but speed here: the fused Adam
     gives the plain loop's losses, bf16 autocast learns as well. CUDA graphs need CUDA: a clear error."""

@@ -14,6 +14,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 import pwsh_grammar as pwsh
 from hetlab.cluster import commands
 from hetlab.windows import wsl as windows, steps as winsteps, wslconfig
@@ -237,6 +239,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow   # tens of seconds: make test only
 def test_the_printed_rule_covers_the_ports_ray_train_uses():
     """Two ranks set up torch's process group with Ray Train's own function (gloo, a tcp:// rendezvous on
     the pinned port), all-reduce, and report every TCP port they listen on: the rendezvous (rank 0) and
