@@ -1,7 +1,7 @@
 """Shared test settings: quick mode for notebooks (nbval kernels inherit this
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
 which notebooks run only through the two-host rehearsal, the fast tier of `make check` (``--fast-tier``),
-and a stack of every thread on a crash."""
+a stack of every thread on a crash, and ``folder``: a figures folder of a test's own with no address asked for."""
 import faulthandler
 import os
 import sys
@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from hetlab.vocab import MEASURED_ENV
+from hetlab.vocab import ADDRESS_ENV, MEASURED_ENV, RAY_ADDRESS_ENV
 
 os.environ.setdefault("HETLAB_QUICK", "1")
 # Notebook 02 saves its figures where hetlab.store.measured.folder() says. A test session gives them a
@@ -44,6 +44,15 @@ COVERED_BY_REHEARSAL = ("03_ray_fundamentals.ipynb", "04_build_your_cluster.ipyn
 # test module (a local Ray, a practice cluster, the rehearsal's pair). A test of the fast tier that
 # starts Ray anyway fails at once, naming the mark it needs (``_no_ray_here``).
 RAY_FIXTURES = frozenset({"local_ray", "practice", "cluster", "pair"})
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """A figures folder of the test's own and no address asked for: no saved pair, no variable set."""
+    monkeypatch.setenv(MEASURED_ENV, str(tmp_path))
+    for name in (ADDRESS_ENV, RAY_ADDRESS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
 
 
 def pytest_addoption(parser):

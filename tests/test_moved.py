@@ -13,14 +13,6 @@ from hetlab.errors import HetlabError
 from hetlab.tools.cli import app
 
 
-@pytest.fixture
-def folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("HETLAB_MEASURED", str(tmp_path))
-    for name in ("HETLAB_ADDRESS", "RAY_ADDRESS"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 HERE = sorted(moved.addresses_here())
 
 

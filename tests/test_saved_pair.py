@@ -9,14 +9,6 @@ from hetlab.errors import HetlabError
 from hetlab.pair import PRACTICE_LINE, which_cluster
 
 
-@pytest.fixture
-def folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("HETLAB_MEASURED", str(tmp_path))
-    for name in ("HETLAB_ADDRESS", "RAY_ADDRESS"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 def test_no_pair_saved_is_the_practice_cluster(folder):
     assert saved_pair.load() is None and requested_address().address is None
     assert which_cluster() == PRACTICE_LINE
