@@ -138,7 +138,8 @@ def test_a_blocked_rendezvous_is_explained_in_one_line():
 @pytest.mark.parametrize("kwargs", [dict(steps=0), dict(ratio=[1, 2, 3]), dict(ratio="fast"),
                                     dict(ratio=[1, -1]), dict(slowdowns=[1, 0.5]),
                                     dict(global_batch=1), dict(roles=("desktop", "laptop")),
-                                    dict(checkpoint_every=0), dict(resume_from="no-such-checkpoint")])
+                                    dict(checkpoint_every=0), dict(resume_from="no-such-checkpoint"),
+                                    dict(check_every=0), dict(check_every=5, train_data=(torch.zeros(64, 2), torch.zeros(64)))])
 def test_bad_input_is_one_line_before_anything_starts(kwargs):
     """Checked before Ray is even asked for: no Ray runs in this test, and the line names the
     input, not Ray's absence ("Ray is not connected" would mean the checks came too late)."""
@@ -168,7 +169,7 @@ def test_train_mixed_runs_the_loop_notebook_07_shows():
     assert raytrain.train_loop is train_loop
     body = inspect.getsource(train_loop).split('"""')[-1]
     assert "dist.all_reduce(buf, op=dist.ReduceOp.SUM)" in body and "* share" in body
-    assert len(body.strip().splitlines()) <= 25                 # short enough to read in one screen
+    assert len(body.strip().splitlines()) <= 27                 # short enough to read in one screen
 
 
 # --- one real TorchTrainer run on a two-node practice cluster --------------------------
@@ -195,7 +196,8 @@ def run(practice, tmp_path_factory):
     """One TorchTrainer fit of ``own_run``, with a checkpoint half-way too: the ranks get the
     functions by value. MNIST through Ray Train: notebook 07, on the practice cluster or the
     rehearsal."""
-    return train_mixed(**own_run(storage_path=str(tmp_path_factory.mktemp("raytrain")), checkpoint_every=STEPS // 2))
+    return train_mixed(**own_run(storage_path=str(tmp_path_factory.mktemp("raytrain")), checkpoint_every=STEPS // 2,
+                                 check_every=STEPS // 4))
 
 
 def test_each_rank_ran_on_its_own_node_with_its_own_batch(run, practice):
@@ -241,6 +243,34 @@ def test_it_learns_the_own_data(run):
     assert sum(run.loss[-10:]) < 0.7 * sum(run.loss[:10])     # from ln 4 = 1.39 (smoothed labels: > 0 at best)
     # The checkpoint holds the trained weights: they score the same on the same test set.
     assert evaluate(run.model(), Strokes(400, seed=2)) == pytest.approx(run.accuracy)
+
+
+def test_rank_0_checks_the_accuracy_as_it_goes_with_the_clock_paused(run):
+    """check_every: rank 0 tested the weights every K steps and after the last (as the parameter server's
+    run_checked), at the training seconds so far; the last check read the final weights on the same
+    test set as the final accuracy. The report's time to target is outcome.first_crossing of them."""
+    from hetlab.arithmetic import outcome
+
+    checks, every = run.checked["checks"], STEPS // 4
+    assert (run.checked["every"], run.checked["test_samples"], len(checks)) == (every, 400, 4)
+    seconds = [s for s, _ in checks]
+    assert seconds == sorted(seconds) and seconds[-1] == pytest.approx(sum(run.step_s))   # training seconds only
+    assert checks[-1][1] == pytest.approx(run.accuracy)
+    t = run.technique()
+    assert t == {**t, **outcome.first_crossing(checks, outcome.TARGET, every, 400)} and t["checks"] == 4
+
+
+def test_a_paused_clock_leaves_the_pause_out_of_the_step_and_the_run():
+    """RankLog.paused (an accuracy check) moves the step's and the run's start on by the pause itself."""
+    from hetlab.raytrain.loop import RankLog
+
+    log = RankLog(torch.device("cpu"))
+    log.loss(1.0, 10)
+    started, last = log.started, log._last
+    with log.paused():
+        time.sleep(0.05)                  # clock-ok: the pause itself, a lower bound below
+    moved = log.started - started
+    assert moved == pytest.approx(log._last - last) and moved >= 0.05      # clock-ok: a lower bound on a wait
 
 
 def test_a_resumed_run_ends_as_the_uninterrupted_one(run, tmp_path):

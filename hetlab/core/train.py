@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from hetlab import progress_bar
-from hetlab.core.data import as_tensors, batches
+from hetlab.core.data import Dataset, as_tensors, batches
 from hetlab.core.devices import resolve, synchronize
 from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
@@ -84,6 +84,12 @@ class History:
     @property
     def final_accuracy(self) -> float:
         return self.test_accuracy[-1] if self.test_accuracy else float("nan")
+
+
+def held_out(test_data, n: int):
+    """The test samples a run checks its accuracy on while it trains (its time to target, notebooks 05,
+    07, 08): ``n`` of a hetlab Dataset, the same ``n`` for every run (seed 0); other data whole."""
+    return test_data.subset(min(n, len(test_data)), seed=0) if isinstance(test_data, Dataset) else test_data
 
 
 @torch.no_grad()

@@ -29,7 +29,7 @@ from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spe
 from hetlab.ps.records import StepRecord, per_worker_samples_per_s, samples_per_s
 from hetlab.ps.placement import actor_options
 from hetlab.ps.worker import Worker
-from hetlab.core.train import evaluate
+from hetlab.core.train import evaluate, held_out
 
 __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
 
@@ -259,18 +259,17 @@ class ParameterServerTraining:
     def run_checked(self, steps: int, test_data, every: int, test_samples: int = 1000,
                     batch_sizes: list[int] | None = None) -> tuple[list[StepRecord], dict]:
         """``run`` with its time to target measurable (notebook 05): every ``every`` steps, the
-        weights are evaluated on ``test_samples`` test samples, untimed. Returns the records and
+        weights are evaluated on ``test_samples`` test samples (``held_out``), untimed. Returns the records and
         ``{"checks": [(training seconds so far, accuracy)], "every", "test_samples"}`` for
         ``outcome.technique(..., checked=...)``."""
         check_count("every", every, 1)
-        held_out = test_data.subset(min(test_samples, len(test_data)), seed=0) \
-            if isinstance(test_data, Dataset) else test_data
+        held = held_out(test_data, test_samples)
         records, checks = [], []
         for done in range(0, steps, every):
             records += self.run(min(every, steps - done), batch_sizes)
             seconds = dict((r.step, r.step_s) for r in records)          # a sync step's records share one
-            checks.append((sum(seconds.values()), self.evaluate(held_out)))
-        return records, {"checks": checks, "every": every, "test_samples": n_samples(held_out)}
+            checks.append((sum(seconds.values()), self.evaluate(held)))
+        return records, {"checks": checks, "every": every, "test_samples": n_samples(held)}
 
     def model(self) -> torch.nn.Module:
         """The current weights in a fresh model, on the CPU."""

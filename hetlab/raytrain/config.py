@@ -148,11 +148,19 @@ class LoopConfig:
     label_key: str | None = None       # the node label that names a machine's role
     checkpoint_every: int | None = None  # a checkpoint every N steps too (None: only at the end)
     resume: object = None              # the checkpoint to go on from (checkpoint.read's), in Ray's object store
+    check_every: int | None = None     # rank 0 tests the weights every N steps, untimed (None: at the end only)
+    check_samples: int = 1000          # on this many test samples (core.train.held_out)
 
     @property
     def checkpoint_steps(self) -> range:
         """The steps after which rank 0 reports a checkpoint before the last one (the run's end)."""
         return range(self.checkpoint_every or self.steps, self.steps, self.checkpoint_every or self.steps)
+
+    @property
+    def check_steps(self) -> set:
+        """The steps after which rank 0 checks the accuracy (the time to target): every ``check_every``
+        and the last, as ``ParameterServerTraining.run_checked`` checks; none without ``check_every``."""
+        return set(range(self.check_every, self.steps, self.check_every)) | {self.steps} if self.check_every else set()
 
 
 def _per_rank(value, n: int, what: str) -> list:
@@ -163,7 +171,8 @@ def _per_rank(value, n: int, what: str) -> list:
 
 
 def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
-                test_samples, progress, loss, train_data, test_data, checkpoint_every=None) -> LoopConfig:
+                test_samples, progress, loss, train_data, test_data, checkpoint_every=None,
+                check_every=None, check_samples=1000) -> LoopConfig:
     """``train_mixed``'s arguments checked (one line each, before anything starts) and turned into
     the ``LoopConfig`` every rank's loop reads. Your own data stays tensors under ``train_data`` /
     ``test_data``: the launch puts them in Ray's object store."""
@@ -183,6 +192,11 @@ def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr
                                          or checkpoint_every < 1):
         raise HetlabError(f"checkpoint_every must be a whole number of steps ≥ 1 (None: a checkpoint at the end "
                           f"only), got {checkpoint_every!r}.")
+    for name, value in (("check_every", check_every), ("check_samples", check_samples)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise HetlabError(f"{name} must be a whole number ≥ 1, got {value!r}.")
+    if check_every and train_data is not None and test_data is None:
+        raise HetlabError("check_every= needs test_data= with your own train_data= (the checks test on it).")
     ratio_list = None if isinstance(ratio, str) else check_weights(ratio, n)
     slow = [float(s) for s in _per_rank(slowdowns, n, "slowdowns")]
     if not all(1.0 <= s < float("inf") for s in slow):
@@ -206,7 +220,7 @@ def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr
                       loss=loss if loss is not nn.functional.cross_entropy else None,
                       train_data=own[0], test_data=own[1], train_samples=train_samples,
                       test_samples=test_samples, label_key=next(iter(role_label(roles[0]))) if roles else None,
-                      checkpoint_every=checkpoint_every)
+                      checkpoint_every=checkpoint_every, check_every=check_every, check_samples=check_samples or 1000)
 
 
 def check_cluster(roles: Sequence[str] | None, storage_path: str | None) -> None:

@@ -1,11 +1,10 @@
 """The loop every rank runs inside Ray Train's ``TorchTrainer`` (notebook 07 shows it first).
 
-Each rank chooses its device on its own machine (CUDA on the desktop, MPS on the Mac, else the
-CPU) and trains its own share b_i of each global batch B. Once per step it scales its gradient
-by b_i / B, copies it to the CPU as one flat buffer (gloo takes no MPS tensors, and NCCL cannot
-reach a Mac) and SUM all-reduces it with gloo: every rank then applies Σ (b_i / B) · g_i, the
-gradient of the whole global batch, and the ranks' weights stay identical (bitwise on alike
-devices; CUDA and MPS may round Adam's arithmetic differently in the last bit).
+Each rank chooses its device on its own machine (CUDA, MPS, else the CPU) and trains its own share
+b_i of each global batch B. Once per step it scales its gradient by b_i / B, copies it to the CPU as
+one flat buffer (gloo takes no MPS tensors, NCCL cannot reach a Mac) and SUM all-reduces it with gloo:
+every rank applies Σ (b_i / B) · g_i and the weights stay identical (bitwise on alike devices). With
+``check_every``, rank 0 tests the weights every K steps, every rank's clock paused (the time to target).
 """
 from __future__ import annotations
 
@@ -55,6 +54,8 @@ def train_loop(config: dict) -> None:
         with log.compute():
             opt.step()
         log.loss(buf[-1].item(), cfg.steps)                   # the global batch's loss, for free
+        if step + 1 in cfg.check_steps:                       # the test accuracy, untimed: the time to target
+            check_accuracy(cfg, rank, model, device, log)
         if step + 1 in cfg.checkpoint_steps:                  # weights, Adam's state, step, generators
             checkpoint(cfg, rank, model, opt, device, log)
     report(cfg, model, opt, rank, role, device, sizes[rank], speed, log)
@@ -131,6 +132,8 @@ class RankLog:
     losses: list = field(default_factory=list)    # every step's, a resumed run's earlier ones too
     started: float = field(default_factory=time.perf_counter)
     step_s: list = field(default_factory=list)    # each step's seconds, this start's steps (the report's spread)
+    checks: list = field(default_factory=list)    # rank 0: (training seconds so far, test accuracy) per check
+    check_set: object = None                      # rank 0: the test samples the checks read
 
     def __post_init__(self):
         self._slow = SlowDevice(self.slowdown)
@@ -150,6 +153,15 @@ class RankLog:
         t0 = time.perf_counter()
         yield
         self.allreduce_s += time.perf_counter() - t0
+
+    @contextmanager
+    def paused(self):
+        """Time that is not training (an accuracy check): left out of the steps' and the run's seconds."""
+        t0 = time.perf_counter()
+        yield
+        gone = time.perf_counter() - t0
+        self._last = getattr(self, "_last", self.started) + gone
+        self.started += gone
 
     def loss(self, value: float, steps: int) -> None:
         self.losses.append(value)
@@ -209,9 +221,30 @@ def report(cfg: LoopConfig, model, opt, rank, role, device, batch_size, speed, l
     if rank == 0:
         values = sum(p.numel() for p in model.parameters()) + 1  # the all-reduced buffer: gradient and loss
         metrics = {"ranks": reports, "accuracy": accuracy_on_test(cfg, model, device), "train_s": train_s,
-                   "step_s": list(log.step_s),
+                   "step_s": list(log.step_s), "checked": checked(cfg, log),
                    "allreduce_bytes_per_step": 4 * values * 2 * (len(reports) - 1) // len(reports)}
     checkpoint(cfg, rank, model, opt, device, log, metrics, rngs)
+
+
+def checked(cfg: LoopConfig, log: RankLog) -> dict:
+    """Rank 0's checks as ``run_checked`` returns them, for ``outcome.first_crossing``."""
+    from hetlab.core.data import n_samples
+
+    return {"checks": [list(c) for c in log.checks], "every": cfg.check_every,
+            "test_samples": n_samples(log.check_set) if log.check_set is not None else None}
+
+
+def check_accuracy(cfg: LoopConfig, rank, model, device, log: RankLog) -> None:
+    """Rank 0 tests the weights on ``cfg.check_samples`` test samples (``core.train.held_out``, as the
+    parameter server's ``run_checked``) while every rank's clock is paused; the others wait at a barrier."""
+    from hetlab.core.train import evaluate, held_out
+
+    with log.paused():
+        if rank == 0:
+            if log.check_set is None:
+                log.check_set = held_out(evaluation_set(cfg), cfg.check_samples)
+            log.checks.append((sum(log.step_s), evaluate(model, log.check_set, device)))
+        dist.barrier()
 
 
 def checkpoint(cfg: LoopConfig, rank, model, opt, device, log: RankLog, metrics=None, rngs=None) -> None:
@@ -231,18 +264,23 @@ def checkpoint(cfg: LoopConfig, rank, model, opt, device, log: RankLog, metrics=
         ray.train.report({"step": step, **(metrics or {})}, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
 
-def accuracy_on_test(cfg: LoopConfig, model: nn.Module, device) -> float:
-    """Accuracy on your test data, else on MNIST's test set; NaN for your own data without a test set."""
+def evaluation_set(cfg: LoopConfig):
+    """Your test data, else MNIST's test set (``test_samples`` of it); None for your own data without one."""
     import ray
 
     from hetlab.core.data import load_mnist
-    from hetlab.core.train import evaluate
 
     if cfg.test_data is not None:
-        return evaluate(model, ray.get(cfg.test_data), device)
+        return ray.get(cfg.test_data)
     if cfg.train_data is not None:
-        return float("nan")
+        return None
     test = load_mnist("test")
-    if cfg.test_samples:
-        test = test.subset(cfg.test_samples, seed=cfg.seed)
-    return evaluate(model, test, device)
+    return test.subset(cfg.test_samples, seed=cfg.seed) if cfg.test_samples else test
+
+
+def accuracy_on_test(cfg: LoopConfig, model: nn.Module, device) -> float:
+    """Accuracy on ``evaluation_set``; NaN for your own data without a test set."""
+    from hetlab.core.train import evaluate
+
+    test = evaluation_set(cfg)
+    return float("nan") if test is None else evaluate(model, test, device)

@@ -44,6 +44,7 @@ class RayTrainResult:
     steps: int = 0
     checkpoints: list[str] = field(default_factory=list)  # every checkpoint of the run, by step
     step_s: list = field(default_factory=list)  # rank 0's seconds per step (hetlab.arithmetic.steady reads them)
+    checked: dict = field(default_factory=dict)  # rank 0's accuracy checks (check_every=): {"checks", "every", "test_samples"}
     extra: dict = field(default_factory=dict)
     factory: object = field(default=None, repr=False)  # train_mixed's model= when it was a factory
 
@@ -60,6 +61,7 @@ class RayTrainResult:
                    train_s=m["train_s"], allreduce_bytes_per_step=m["allreduce_bytes_per_step"],
                    checkpoint_path=path, steps=steps, model_name=model_label(model),
                    checkpoints=[c.path for c, _ in every], step_s=list(m.get("step_s", [])),
+                   checked=dict(m.get("checked") or {}),
                    factory=None if isinstance(model, str) else factory)
 
     @property
@@ -73,7 +75,8 @@ class RayTrainResult:
     def technique(self) -> dict:
         """This run's figures for the report (``hetlab.arithmetic.outcome``): a steady speed from rank 0's
         step times, efficiency against the ranks' own device speeds, the all-reduce's share, accuracy,
-        and its conditions (batch, split, roles, devices); evaluated at the end only, so no time to target."""
+        its conditions (batch, split, roles, devices), and its time to target when the run was checked as it
+        went (``check_every``: ``outcome.first_crossing``, as the parameter server's ``run_checked``)."""
         from hetlab.arithmetic import outcome
         from hetlab.ps.records import device_seconds
         batch = sum(r.batch_size for r in self.ranks)
@@ -86,7 +89,8 @@ class RayTrainResult:
                 "seconds": self.train_s, "accuracy": self.accuracy, "target": outcome.TARGET,
                 **outcome.conditions([r.batch_size for r in ranks], [r.role for r in ranks], self.steps,
                                      sum(r.samples for r in ranks), [r.label for r in ranks]),
-                **outcome.first_crossing([], outcome.TARGET)}   # evaluated once, at the end: no crossing
+                **outcome.first_crossing(self.checked.get("checks", []), outcome.TARGET, self.checked.get("every"),
+                                         self.checked.get("test_samples"))}
 
     def model(self) -> nn.Module:
         """The trained weights from rank 0's checkpoint, in a fresh network (``factory`` when the
@@ -108,21 +112,22 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
                 storage_path: str | None = None, progress: bool = True,
                 rendezvous_port: int | None = None,
                 timeout_s: int = RENDEZVOUS_TIMEOUT_S, loss=None, train_data=None,
-                test_data=None, checkpoint_every: int | None = None, resume_from=None) -> RayTrainResult:
+                test_data=None, checkpoint_every: int | None = None, resume_from=None,
+                check_every: int | None = None, check_samples: int = 1000) -> RayTrainResult:
     """Train on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
 
     ``ratio="auto"`` splits the global batch by each rank's measured throughput (``[3, 1]``: directly);
-    ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every node
-    (default: a temp dir, only when rank 0 runs here). Ranks meet on ``rendezvous_port`` (in the printed
-    firewall rule) and give up after ``timeout_s``. Own model and data: ``model=``, ``loss=``, ``train_data=``.
-    Rank 0 checkpoints at the end (and every ``checkpoint_every`` steps); ``resume_from=`` a result or one
-    of its ``checkpoints`` goes on from there to step ``steps``, with the same weights, Adam state and samples.
+    ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every node (default:
+    a temp dir, only when rank 0 runs here). Ranks meet on ``rendezvous_port``, give up after ``timeout_s``.
+    Own model and data: ``model=``, ``loss=``, ``train_data=``. Rank 0 checkpoints at the end (and every
+    ``checkpoint_every`` steps); ``resume_from=`` a result or a checkpoint goes on from it to step ``steps``.
+    ``check_every=K``: an untimed test on ``check_samples`` samples every K steps (the time to target).
     """
     import ray
     from ray.train.torch import TorchTrainer
 
     cfg = loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
-                      test_samples, progress, loss, train_data, test_data, checkpoint_every)
+                      test_samples, progress, loss, train_data, test_data, checkpoint_every, check_every, check_samples)
     saved = None if resume_from is None else checkpoint.read(resume_from, cfg.model, steps, seed, global_batch)
     check_cluster(roles, storage_path)
     own = {"train_data": cfg.train_data, "test_data": cfg.test_data, "resume": saved}
