@@ -258,7 +258,7 @@ class ParameterServerTraining:
 
     def run_checked(self, steps: int, test_data, every: int, test_samples: int = 1000,
                     batch_sizes: list[int] | None = None) -> tuple[list[StepRecord], dict]:
-        """``run`` with its time to target measurable (notebook 05): every ``every`` steps, the
+        """``run`` with its time to target measurable (notebooks 05, 08): every ``every`` steps, the
         weights are evaluated on ``test_samples`` test samples (``held_out``), untimed. Returns the records and
         ``{"checks": [(training seconds so far, accuracy)], "every", "test_samples"}`` for
         ``outcome.technique(..., checked=...)``."""
