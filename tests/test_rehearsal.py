@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,12 +50,13 @@ def paste_readme(part: str, values: dict) -> list[dict]:
     return ran
 
 
-def run_notebook(name: str, meanwhile=lambda runner, out: None, **env) -> tuple[list[dict], object]:
-    """Notebook ``name`` on the desktop host, cell by cell, in quick mode; ``meanwhile(runner, out)`` acts
-    while it runs. Returns its cells' outputs (it must have run every cell) and what ``meanwhile`` returned."""
+def run_notebook(name: str, meanwhile=lambda runner, out: None, hold: str = "", **env) -> tuple[list[dict], object]:
+    """Notebook ``name`` on the desktop host, cell by cell, in quick mode (``hold``: waiting before its first
+    cell with that tag, learner.held); ``meanwhile(runner, out)`` acts while it runs. Returns its cells'
+    outputs (it must have run every cell) and what ``meanwhile`` returned."""
     out = rehearsal.ROOT / f"{name}.jsonl"
     env = {**learner.learner_env(DESKTOP), "HETLAB_QUICK": "1", "PYTHONPATH": str(REPO), **env}
-    runner = learner.notebook(REPO / "notebooks" / name, out, env, REPO)
+    runner = learner.notebook(REPO / "notebooks" / name, out, env, REPO, hold=hold)
     try:
         done = meanwhile(runner, out)
         runner.wait(timeout=900)
@@ -272,18 +274,48 @@ def test_the_desktop_reads_the_macs_figures_through_the_cluster(pair, tmp_path):
 # alone, on a box shared with other jobs), so it runs on the practice cluster only until its
 # one-computer bound holds on this box. Notebook 04 is the fixture.
 ON_TWO_MACHINES_ONLY = {"09_where_the_pair_pays.ipynb", "04_build_your_cluster.ipynb"}
+HELD_BEFORE_SOLUTIONS = "08_the_real_world.ipynb"         # a report written before any solution ran (below)
 YOUR_PAIR = f"your pair: desktop ({DESKTOP.ip}) + mac ({MAC.ip})"
 
 
 @needs_pair
 @pytest.mark.parametrize("notebook", sorted(p.name for p in (REPO / "notebooks").glob("0[3-9]_*.ipynb")
-                                            if p.name not in ON_TWO_MACHINES_ONLY))
+                                            if p.name not in ON_TWO_MACHINES_ONLY | {HELD_BEFORE_SOLUTIONS}))
 def test_notebook_runs_on_the_saved_pair(pair, notebook):
     """Each notebook finds the pair with no variable exported, and (05–08) says so in its first output."""
     cells, _ = run_notebook(notebook)
     if not notebook.startswith("03"):
         first = next(c["text"] for c in cells if c["text"].strip())       # the first cell that printed
         assert YOUR_PAIR in first.splitlines(), first
+
+
+@needs_pair
+def test_notebook_08_leaves_the_report_its_link_before_any_solution(pair):
+    """Issue 59: a learner who does 08's exercises without opening a solution still hands in a report
+    with its link section. 08 runs on the pair, held before its first cell tagged `solution` (every
+    cell before it has run, none of the solutions: what such a learner has); `hetlab report` on the
+    desktop host then; then the rest of 08 runs, the solutions too."""
+    from hetlab.store import measured
+    measured.path("link", DESKTOP.measured).unlink(missing_ok=True)    # only this run's cells can measure it
+
+    def report_while_held(runner, out):
+        gate = learner.held(out, "solution")
+        while not gate.exists():                                        # a poll, with the runner's own end
+            assert runner.poll() is None, runner.stdout.read()[-2000:]
+            time.sleep(0.5)
+        try:
+            done = on("desktop", sys.executable, "-m", "hetlab", "report")
+            assert done.returncode == 0, tail(done)
+            return learner.cells_so_far(out), (DESKTOP.measured / "report" / "report.md").read_text()
+        finally:
+            gate.unlink()
+
+    cells, (ran, page) = run_notebook(HELD_BEFORE_SOLUTIONS, report_while_held, hold="solution")
+    assert not any("solution" in c["tags"] for c in ran) and any("solution" in c["tags"] for c in cells)
+    first = next(c["text"] for c in cells if c["text"].strip())
+    assert YOUR_PAIR in first.splitlines(), first
+    link = page.split("## 2 · The link")[1].split("\n## ")[0]
+    assert "- bandwidth, desktop → mac:" in link and "rehearsal" in link and "Not yet measured" not in link, link
 
 
 @needs_pair

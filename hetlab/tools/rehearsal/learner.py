@@ -219,14 +219,23 @@ def kill_since(host: Host, started: float) -> None:
             pass
 
 
-def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900) -> subprocess.Popen:
+def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900, hold: str = "") -> subprocess.Popen:
     """Start running the notebook ``path`` cell by cell in the desktop host; each code cell's output
-    is appended to ``out`` (one JSON line: index, id, tags, text, error) as soon as the cell ends."""
+    is appended to ``out`` (one JSON line: index, id, tags, text, error) as soon as the cell ends.
+    ``hold``: before the first cell with that tag, wait while ``held(out, hold)`` exists (``held`` makes it)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
-    argv = [sys.executable, "-m", "hetlab.tools.rehearsal.learner", str(path), str(out), str(timeout)]
+    if hold:
+        held(out, hold).unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "hetlab.tools.rehearsal.learner", str(path), str(out), str(timeout), hold]
     return subprocess.Popen(_in(DESKTOP, argv), env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def held(out: Path, tag: str) -> Path:
+    """The file that exists while ``notebook(..., hold=tag)`` waits before its first cell tagged ``tag``
+    (e.g. ``"solution"``: what a learner who opened no solution has when the lesson ends); remove it to go on."""
+    return out.with_name(f"{out.name}.held-{tag}")
 
 
 def cells_so_far(out: Path) -> list[dict]:
@@ -251,8 +260,8 @@ def wait_for_cell(out: Path, tag: str, runner: subprocess.Popen, timeout: float 
     raise HetlabError(f"rehearsal: no {tag!r} cell within {timeout:.0f} s")
 
 
-def _run_cells(path: str, out: str, timeout: str) -> int:
-    """``python -m hetlab.tools.rehearsal.learner NOTEBOOK OUT TIMEOUT`` (inside the desktop host)."""
+def _run_cells(path: str, out: str, timeout: str, hold: str = "") -> int:
+    """``python -m hetlab.tools.rehearsal.learner NOTEBOOK OUT TIMEOUT [TAG]`` (inside the desktop host)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -264,6 +273,9 @@ def _run_cells(path: str, out: str, timeout: str) -> int:
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
+            if hold and hold in cell.metadata.get("tags", []):
+                _wait_while(held(Path(out), hold), float(timeout))
+                hold = ""
             error = ""
             try:
                 client.execute_cell(cell, index)
@@ -278,8 +290,16 @@ def _run_cells(path: str, out: str, timeout: str) -> int:
     return 0
 
 
+def _wait_while(gate: Path, timeout: float) -> None:
+    """Make ``gate`` and wait until someone removes it (or ``timeout`` seconds)."""
+    gate.write_text("")
+    deadline = time.time() + timeout
+    while gate.exists() and time.time() < deadline:
+        time.sleep(0.2)
+
+
 if __name__ == "__main__":
-    sys.exit(_run_cells(*sys.argv[1:4]))
+    sys.exit(_run_cells(*sys.argv[1:5]))
 
 
 # --- the README's command blocks ------------------------------------------------------------------
