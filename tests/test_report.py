@@ -201,3 +201,6 @@ def test_a_techniques_conditions_and_time_to_target_come_from_its_own_records():
     late = outcome.technique(records, 0.95, checked={**checked, "checks": checked["checks"][:1]})
     assert late["time_to_target_s"] is None and late["checked_s"] == 0.08      # not reached in its checks
     assert outcome.technique(records, 0.95)["checks"] == 0                     # read once, at the end
+    rounds = outcome.technique(records, 0.95, checked={**checked, "unit": "rounds"})   # local SGD's records
+    line = report.reportclaims.run_conditions(rounds, {"mode": "full"})
+    assert "12 rounds, 768 samples" in line and "checked every 4 rounds" in report.reportclaims.time_to_target(rounds)

@@ -44,6 +44,11 @@ def first_crossing(checks, target: float = TARGET, every: int | None = None,
             "check_samples": test_samples, "checked_s": checks[-1][0] if checks else None}
 
 
+def counted_in(checked: dict | None) -> dict:
+    """What a run's "steps" are: steps, or local SGD's rounds of H steps each (``run_checked``'s unit)."""
+    return {"unit": (checked or {}).get("unit", "steps")}
+
+
 def technique(records, accuracy: float | None = None, *, target: float = TARGET,
               warmup: int = WARMUP_STEPS, checked: dict | None = None, devices=None) -> dict:
     """A run's figures from its ``StepRecord``s (sync: one per worker and step; async and local SGD:
@@ -74,7 +79,7 @@ def technique(records, accuracy: float | None = None, *, target: float = TARGET,
             "seconds": seconds, "accuracy": accuracy, "target": target,
             **conditions(split, workers, len(ordered), sum(r.samples for r in records), devices),
             **first_crossing((checked or {}).get("checks", []), target, (checked or {}).get("every"),
-                             (checked or {}).get("test_samples"))}
+                             (checked or {}).get("test_samples")), **counted_in(checked)}
 
 
 def across(seconds, samples):

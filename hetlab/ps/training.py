@@ -260,7 +260,7 @@ class ParameterServerTraining:
                     batch_sizes: list[int] | None = None) -> tuple[list[StepRecord], dict]:
         """``run`` with its time to target measurable (notebooks 05, 08): every ``every`` steps, the
         weights are evaluated on ``test_samples`` test samples (``held_out``), untimed. Returns the records and
-        ``{"checks": [(training seconds so far, accuracy)], "every", "test_samples"}`` for
+        ``{"checks": [(training seconds so far, accuracy)], "every", "test_samples", "unit"}`` for
         ``outcome.technique(..., checked=...)``."""
         check_count("every", every, 1)
         held = held_out(test_data, test_samples)
@@ -269,7 +269,8 @@ class ParameterServerTraining:
             records += self.run(min(every, steps - done), batch_sizes)
             seconds = dict((r.step, r.step_s) for r in records)          # a sync step's records share one
             checks.append((sum(seconds.values()), self.evaluate(held)))
-        return records, {"checks": checks, "every": every, "test_samples": n_samples(held)}
+        unit = "rounds" if self.mode == "local_sgd" else "steps"   # local SGD: a record per round of H steps
+        return records, {"checks": checks, "every": every, "test_samples": n_samples(held), "unit": unit}
 
     def model(self) -> torch.nn.Module:
         """The current weights in a fresh model, on the CPU."""

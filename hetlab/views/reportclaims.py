@@ -114,14 +114,14 @@ def run_conditions(t: dict, run: dict) -> str:
     mode = {"quick": "QUICK mode (a short run)", "full": "full mode"}.get(run.get("mode"), "mode not recorded")
     devices = f"; {', '.join(clean(d) for d in t['devices'])}" if t.get("devices") else ""
     return (f"batch {t['batch']}, split {':'.join(str(b) for b in t['split'])} ({', '.join(t['roles'])}), "
-            f"{t['steps']} steps, {t['samples']:,} samples, {mode}{devices}")
+            f"{t['steps']} {t.get('unit', 'steps')}, {t['samples']:,} samples, {mode}{devices}")
 
 
 def time_to_target(t: dict) -> str:
     """The first evaluation at or above the target (with how often and on how many samples it checked)."""
     if not t.get("checks"):
         return "not checked during the run (accuracy read once, at its end)"
-    how = f"checked every {t['check_every_steps']} steps on {t['check_samples']:,} test samples"
+    how = f"checked every {t['check_every_steps']} {t.get('unit', 'steps')} on {t['check_samples']:,} test samples"
     if t.get("time_to_target_s") is None:
         return f"not reached in {t['checked_s']:.1f} s ({how})"
     return f"{t['time_to_target_s']:.1f} s of training ({how})"
