@@ -28,13 +28,15 @@ import os
 import statistics
 
 from hetlab import search
+from hetlab.search import slots
 from hetlab.pair import the_pair
 
 ROLES = {"desktop": ("desktop",), "mac": ("mac",), "pair": ("desktop", "mac")}
 
 
 def slot_timeline(result) -> dict:
-    """Where each machine's slots sat idle in one search (seconds of slot time, ``k`` slots a machine):
+    """Where each machine's slots sat idle in one search (seconds of slot time, ``k`` slots a machine),
+    and how fast its device trained (samples weighed by the width's cost, per second training): idle
     before its first trials started (``start``, from the search's first trial), between trials
     (``between``), after its last trials ended until the last trial anywhere ended (``end``); inside
     the trials, what was not training (``in_trials``: start-up, evaluation, reports; span − busy_s);
@@ -49,15 +51,18 @@ def slot_timeline(result) -> dict:
         start = sum(t - first for t in starts) + (k - len(starts)) * (last - first)
         end = sum(last - t for t in ends)
         busy = sum(s[2] - s[1] for s in mine)
-        training = sum(t.busy_s for t in {id(s[3]): s[3] for s in mine}.values())
-        out[role] = {"k": k, "trials": len({id(s[3]) for s in mine}), "start": start, "end": end,
+        trials = list({id(s[3]): s[3] for s in mine}.values())
+        training = sum(t.busy_s for t in trials)
+        work = sum(t.samples * slots.width_cost(t.config) / slots.width_cost({"width": 16}) for t in trials)
+        out[role] = {"k": k, "trials": len(trials), "start": start, "end": end,
                      "between": k * (last - first) - busy - start - end, "in_trials": busy - training,
-                     "training": training}
+                     "training": training, "work_per_s": work / training if training else 0.0}
     return out
 
 
 def timeline_line(name: str, t: dict) -> str:
-    parts = [f"{role} ×{v['k']}: {v['trials']} trials, training {v['training']:.1f} s, in trials not training "
+    parts = [f"{role} ×{v['k']}: {v['trials']} trials, training {v['training']:.1f} s "
+             f"({v['work_per_s']:,.0f} width-16 samples/s), in trials not training "
              f"{v['in_trials']:.1f} s, idle at start {v['start']:.1f} s, between {v['between']:.1f} s, "
              f"at end {v['end']:.1f} s" for role, v in t.items() if isinstance(v, dict)]
     return f"    {name:8s} running {t['running']:.1f} s (Tune's tail after the last report {t['tail']:.1f} s); " \
