@@ -199,8 +199,9 @@ def main() -> None:
           f"{hind['ran_ms']:.1f} ms at {balance.format_ratio(hind['ran']).split(' ')[0]}: the split's part of "
           f"split off + noise is {hind['ran_ms'] - hind['best_ms']:.1f} ms; the rest of the noise is the box's")
     place = by_position(tuned_recs)
-    print(f"  tuned steps by their place in a run (mean ms): first {place[0]:.1f}, second {place[1]:.1f}, "
-          f"the rest {statistics.mean(place[2:]):.1f}")
+    rest = statistics.mean(place[2:] or place)
+    print(f"  tuned steps by their place in a run (mean ms): "
+          f"{', '.join(f'{x:.1f}' for x in place[:2])}, then {rest:.1f} (the rest)")
     followed = step_budget(runs["followed"])
     print(f"  the followed split (retune_every={args.follow_every}, from the tuned one): moved {len(moves)}× "
           f"({' → '.join(balance.format_ratio(m.after).split(' ')[0] for m in moves) or 'never'}); its steps:"
@@ -219,7 +220,7 @@ def main() -> None:
                       "tuned_split_in_hindsight": hindsight,
                       "tuned_split_in_hindsight_per_step": hind["best"],
                       "tuned_split_part_ms": round(hind["ran_ms"] - hind["best_ms"], 2),
-                      "tuned_step_ms_by_place": [round(x, 1) for x in place[:3]] + [round(statistics.mean(place[2:]), 1)],
+                      "tuned_step_ms_by_place": [round(x, 1) for x in place[:2]] + [round(rest, 1)],
                       "tuned_ceiling_from_own_cost": round(ceiling, 4),
                       "efficiency_followed": round(eff["followed"], 4),
                       "efficiency_followed_each": [round(e, 4) for e in eff_each["followed"]],
