@@ -56,6 +56,44 @@ def critical_path_ms(records) -> dict:
     return {k: statistics.mean(v) for k, v in parts.items()}
 
 
+def split_in_hindsight(records) -> dict:
+    """The best fixed split of two workers for these very steps, noise and all (an estimate): each
+    step, each worker's messages plus its batch × its device's seconds per sample in that step; the
+    split whose mean step (each step's slower worker) is least. Against the split the steps ran at,
+    the same model gives what a better fixed split saves of "split off" + "noise" (the split's
+    part); what is left of the noise is the box's. Assumes a device's time scales with its batch."""
+    by_step: dict = {}
+    for r in records:
+        by_step.setdefault(r.step, []).append(r)
+    steps = [rs for rs in by_step.values() if len(rs) == 2]
+    total = steps[0][0].batch_size + steps[0][1].batch_size
+    names = [r.worker for r in steps[0]]
+
+    def mean_step(sizes) -> float:
+        worst = 0.0
+        for rs in steps:
+            mine = {r.worker: r for r in rs}
+            worst += max(mine[n].comm_s + b * mine[n].device_s / mine[n].batch_size for n, b in zip(names, sizes))
+        return worst / len(steps)
+    ran = [steps[0][0].batch_size, steps[0][1].batch_size]
+    best = min(([b, total - b] for b in range(1, total)), key=mean_step)
+    return {"ran": ran, "ran_ms": 1e3 * mean_step(ran), "best": best, "best_ms": 1e3 * mean_step(best)}
+
+
+def by_position(records) -> list[float]:
+    """Mean step ms by its place in its run (runs of consecutive step numbers): does a run's first
+    step after a re-split cost more than the rest?"""
+    steps = sorted({r.step: r.step_s for r in records}.items())
+    runs, last = [], None
+    for step, seconds in steps:
+        if last is None or step != last + 1:
+            runs.append([])
+        runs[-1].append(seconds)
+        last = step
+    width = min(len(r) for r in runs)
+    return [1e3 * statistics.mean(r[k] for r in runs) for k in range(width)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--global-batch", type=int, default=512)
@@ -155,6 +193,15 @@ def main() -> None:
     ceiling = budget.ideal / (budget.ideal + budget.overhead)
     print(f"  with a split balanced in every step and no noise, the parameter server's own cost alone would "
           f"still cap the cluster at {ceiling:.1%} of those speeds")
+    hind = split_in_hindsight(tuned_recs)
+    print(f"  the best fixed split for the tuned steps themselves, noise and all (each step's speeds; an estimate): "
+          f"{balance.format_ratio(hind['best'])}, mean step {hind['best_ms']:.1f} ms against "
+          f"{hind['ran_ms']:.1f} ms at {balance.format_ratio(hind['ran']).split(' ')[0]}: the split's part of "
+          f"split off + noise is {hind['ran_ms'] - hind['best_ms']:.1f} ms; the rest of the noise is the box's")
+    place = by_position(tuned_recs)
+    rest = statistics.mean(place[2:] or place)
+    print(f"  tuned steps by their place in a run (mean ms): "
+          f"{', '.join(f'{x:.1f}' for x in place[:2])}, then {rest:.1f} (the rest)")
     followed = step_budget(runs["followed"])
     print(f"  the followed split (retune_every={args.follow_every}, from the tuned one): moved {len(moves)}× "
           f"({' → '.join(balance.format_ratio(m.after).split(' ')[0] for m in moves) or 'never'}); its steps:"
@@ -171,6 +218,9 @@ def main() -> None:
                       "tuned_step_ms": {k: round(v, 2) for k, v in path.items()},
                       "tuned_step_budget_ms": budget.ms(),
                       "tuned_split_in_hindsight": hindsight,
+                      "tuned_split_in_hindsight_per_step": hind["best"],
+                      "tuned_split_part_ms": round(hind["ran_ms"] - hind["best_ms"], 2),
+                      "tuned_step_ms_by_place": [round(x, 1) for x in place[:2]] + [round(rest, 1)],
                       "tuned_ceiling_from_own_cost": round(ceiling, 4),
                       "efficiency_followed": round(eff["followed"], 4),
                       "efficiency_followed_each": [round(e, 4) for e in eff_each["followed"]],

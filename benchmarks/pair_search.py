@@ -28,14 +28,50 @@ import os
 import statistics
 
 from hetlab import search
+from hetlab.search import slots
 from hetlab.pair import the_pair
 
 ROLES = {"desktop": ("desktop",), "mac": ("mac",), "pair": ("desktop", "mac")}
 
 
+def slot_timeline(result) -> dict:
+    """Where each machine's slots sat idle in one search (seconds of slot time, ``k`` slots a machine),
+    and how fast its device trained (samples weighed by the width's cost, per second training): idle
+    before its first trials started (``start``, from the search's first trial), between trials
+    (``between``), after its last trials ended until the last trial anywhere ended (``end``); inside
+    the trials, what was not training (``in_trials``: start-up, evaluation, reports; span − busy_s);
+    and, for the whole search, Ray Tune's own tail after the last trial's last report (``tail``),
+    which the search's samples/s counts too. Spans come from the search's own records."""
+    spans = [(t.role, s[1], s[2], t) for t in result.trials for s in t.spans if t.role]
+    first, last = min(s[1] for s in spans), max(s[2] for s in spans)
+    out = {"tail": result.wall_s - last, "running": result.running_s}
+    for role, k in result.packing.items():
+        mine = [s for s in spans if s[0] == role]
+        starts, ends = sorted(s[1] for s in mine)[:k], sorted((s[2] for s in mine), reverse=True)[:k]
+        start = sum(t - first for t in starts) + (k - len(starts)) * (last - first)
+        end = sum(last - t for t in ends)
+        busy = sum(s[2] - s[1] for s in mine)
+        trials = list({id(s[3]): s[3] for s in mine}.values())
+        training = sum(t.busy_s for t in trials)
+        work = sum(t.samples * slots.width_cost(t.config) / slots.width_cost({"width": 16}) for t in trials)
+        out[role] = {"k": k, "trials": len(trials), "start": start, "end": end,
+                     "between": k * (last - first) - busy - start - end, "in_trials": busy - training,
+                     "training": training, "work_per_s": work / training if training else 0.0}
+    return out
+
+
+def timeline_line(name: str, t: dict) -> str:
+    parts = [f"{role} ×{v['k']}: {v['trials']} trials, training {v['training']:.1f} s "
+             f"({v['work_per_s']:,.0f} width-16 samples/s), in trials not training "
+             f"{v['in_trials']:.1f} s, idle at start {v['start']:.1f} s, between {v['between']:.1f} s, "
+             f"at end {v['end']:.1f} s" for role, v in t.items() if isinstance(v, dict)]
+    return f"    {name:8s} running {t['running']:.1f} s (Tune's tail after the last report {t['tail']:.1f} s); " \
+           + "; ".join(parts)
+
+
 def one_round(n: int, args, slowdowns: dict, packing: dict) -> dict:
     order = ["desktop", "mac", "pair"] if n % 2 == 0 else ["pair", "mac", "desktop"]
-    rate = {}
+    rate, timeline = {}, {}
     for name in order:
         result = search.search(None, args.configs, roles=ROLES[name], epochs=args.epochs,
                                train_samples=args.train_samples, val_samples=500, slowdowns=slowdowns,
@@ -43,9 +79,10 @@ def one_round(n: int, args, slowdowns: dict, packing: dict) -> dict:
                                checkpoints=False, progress=False, seed=args.seed)
         assert len(result.finished) == args.configs, result.summary()      # the same work in all three
         rate[name] = result.samples_per_s
+        timeline[name] = slot_timeline(result)
     total = rate["desktop"] + rate["mac"]
     return {**rate, "sum": total, "pair_vs_sum": rate["pair"] / total, "pair_vs_desktop": rate["pair"] / rate["desktop"],
-            "mac_slowdown": rate["desktop"] / rate["mac"]}
+            "mac_slowdown": rate["desktop"] / rate["mac"], "timeline": timeline}
 
 
 def main() -> None:
@@ -77,6 +114,8 @@ def main() -> None:
             print(f"{n + 1:<3d}{'(warm-up)' if n == 0 else '':5s}{r['desktop']:10,.0f}{r['mac']:10,.0f}{r['sum']:10,.0f}"
                   f"{r['pair']:10,.0f}{r['pair_vs_sum']:10.3f}{r['pair_vs_desktop']:10.3f}{r['mac_slowdown']:10.2f}×",
                   flush=True)
+            for name, t in r["timeline"].items():
+                print(timeline_line(name, t), flush=True)
     counted = rounds[1:]
     keys = ("desktop", "mac", "sum", "pair", "pair_vs_sum", "pair_vs_desktop", "mac_slowdown")
     median = {k: statistics.median(r[k] for r in counted) for k in keys}
