@@ -219,12 +219,14 @@ def kill_since(host: Host, started: float) -> None:
             pass
 
 
-def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900) -> subprocess.Popen:
+def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900,
+             through: str | None = None) -> subprocess.Popen:
     """Start running the notebook ``path`` cell by cell in the desktop host; each code cell's output
-    is appended to ``out`` (one JSON line: index, id, tags, text, error) as soon as the cell ends."""
+    is appended to ``out`` (one JSON line: index, id, tags, text, error) as soon as the cell ends.
+    ``through``: the id of the last cell to run (None: every cell)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
-    argv = [sys.executable, "-m", "hetlab.tools.rehearsal.learner", str(path), str(out), str(timeout)]
+    argv = [sys.executable, "-m", "hetlab.tools.rehearsal.learner", str(path), str(out), str(timeout), through or ""]
     return subprocess.Popen(_in(DESKTOP, argv), env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -251,13 +253,15 @@ def wait_for_cell(out: Path, tag: str, runner: subprocess.Popen, timeout: float 
     raise HetlabError(f"rehearsal: no {tag!r} cell within {timeout:.0f} s")
 
 
-def _run_cells(path: str, out: str, timeout: str) -> int:
-    """``python -m hetlab.tools.rehearsal.learner NOTEBOOK OUT TIMEOUT`` (inside the desktop host)."""
+def _run_cells(path: str, out: str, timeout: str, through: str = "") -> int:
+    """``python -m hetlab.tools.rehearsal.learner NOTEBOOK OUT TIMEOUT [LAST_CELL_ID]`` (inside the desktop host)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
+    if through and through not in [cell.get("id") for cell in nb.cells if cell.cell_type == "code"]:
+        raise SystemExit(f"rehearsal: {path} has no code cell {through!r} to stop after")
     client = NotebookClient(nb, timeout=float(timeout), kernel_name="python3",
                             resources={"metadata": {"path": str(Path(path).parent)}})
     with client.setup_kernel(), open(out, "a") as sink:
@@ -275,11 +279,13 @@ def _run_cells(path: str, out: str, timeout: str) -> int:
             sink.flush()
             if error:
                 return 1
+            if cell.get("id") == through:
+                break
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_run_cells(*sys.argv[1:4]))
+    sys.exit(_run_cells(*sys.argv[1:5]))
 
 
 # --- the README's command blocks ------------------------------------------------------------------
