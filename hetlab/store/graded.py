@@ -23,10 +23,11 @@ def _key(exercise: str, role: str) -> str:
 
 def load(where: str | Path | None = None) -> dict[str, dict]:
     """exercise@role → its last result here ({} when no grader has run)."""
-    results = measured.read(
-        measured.path(FILE, where),
-        lambda data: data["results"] if data.get("format") == measured.FORMAT and isinstance(data["results"], dict) else None,
-        "hetlab's file of exercise results: delete it and run the check cells again.")
+    p = measured.path(FILE, where)
+    def parse(data):
+        return data["results"] if data.get("format") == measured.FORMAT and isinstance(data["results"], dict) else None
+    results = measured.read(p, parse, HetlabError(
+        f"{p} is not hetlab's file of exercise results: delete it and run the check cells again."))
     return {} if results is None else results
 
 

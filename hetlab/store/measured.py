@@ -154,11 +154,11 @@ def write(target: Path, data: dict) -> Path:
     return target
 
 
-def read(target: Path, parse, not_what: str):
+def read(target: Path, parse, damaged: HetlabError):
     """``parse`` of the JSON in ``target``, or None when there is no such file: the one way every file
     in the figures folder, and the saved pair, is read back. ``parse`` returns None (or raises) when
-    the data is not what it wants; then, as for a file that cannot be read, one line that says
-    ``f"{target} is not {not_what}"``: what to do is in ``not_what``."""
+    the data is not what it wants; then, as for a file that cannot be read, ``damaged`` is raised
+    (its one line names the file and what to do)."""
     if not target.is_file():
         return None
     try:
@@ -166,14 +166,15 @@ def read(target: Path, parse, not_what: str):
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         value = None
     if value is None:
-        raise HetlabError(f"{target} is not {not_what}")
+        raise damaged
     return value
 
 
 def load(role: str, where: str | Path | None = None) -> dict | None:
     """The figures notebook 02 saved for ``role``, or None if there is no file."""
-    return read(path(role, where), lambda data: data if is_sweep(data) else None,
-                "a measurement file from notebook 02: delete it and run notebook 02 on that machine again.")
+    p = path(role, where)
+    return read(p, lambda data: data if is_sweep(data) else None, HetlabError(
+        f"{p} is not a measurement file from notebook 02: delete it and run notebook 02 on that machine again."))
 
 
 def is_sweep(data) -> bool:
@@ -262,8 +263,9 @@ def engine_cost(where: str | Path | None = None) -> Seconds:
         if kind == PAIR:
             return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {date}")
         return Seconds(value, f"measured in notebook 05 {date}: {ORIGINS[kind]}; not your pair")
-    cost = read(path(ENGINE_FILE, where), parse,
-                "notebook 05's engine measurement: delete it and run notebook 05 again.")
+    p = path(ENGINE_FILE, where)
+    cost = read(p, parse, HetlabError(
+        f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again."))
     return Seconds(ENGINE_DEFAULT_S, ENGINE_DEFAULT_WHERE) if cost is None else cost
 
 
@@ -323,8 +325,9 @@ def load_run(notebook: str, where: str | Path | None = None) -> dict | None:
     def parse(data):
         ok = data.get("format") == FORMAT and isinstance(data["figures"], dict) and isinstance(data["predictions"], dict)
         return data if ok else None
-    return read(path(f"{RUN_PREFIX}{notebook}", where), parse,
-                f"a run saved by notebook {notebook}: delete it and run that notebook again.")
+    p = path(f"{RUN_PREFIX}{notebook}", where)
+    return read(p, parse, HetlabError(
+        f"{p} is not a run saved by notebook {notebook}: delete it and run that notebook again."))
 
 
 def save_figure(name: str, data: dict, where: str | Path | None = None, *, simulated: bool | None = None) -> Path:
@@ -339,8 +342,9 @@ def save_figure(name: str, data: dict, where: str | Path | None = None, *, simul
 
 def load_figure(name: str, where: str | Path | None = None) -> dict | None:
     """What ``save_figure`` kept as ``<name>.json``, or None if nothing was saved."""
-    return read(path(name, where), lambda data: data if data.get("format") == FORMAT and data.get("name") == name else None,
-                f"hetlab's {name} file: delete it and measure again.")
+    p = path(name, where)
+    return read(p, lambda data: data if data.get("format") == FORMAT and data.get("name") == name else None,
+                HetlabError(f"{p} is not hetlab's {name} file: delete it and measure again."))
 
 
 def whose(**sources: str) -> str:

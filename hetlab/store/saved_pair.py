@@ -62,9 +62,10 @@ def load() -> SavedPair | None:
 
     A file that cannot be read is one line that says how to start again, never a guess.
     """
-    return measured.read(path(), lambda data: SavedPair(str(data["desktop_ip"]), str(data["mac_ip"]),
+    target = path()
+    return measured.read(target, lambda data: SavedPair(str(data["desktop_ip"]), str(data["mac_ip"]),
                                                         int(data.get("port", Ports.gcs)), str(data.get("saved", ""))),
-                         "a pair hetlab saved: delete it and run notebook 04 again.")
+                         HetlabError(f"{target} is not a pair hetlab saved: delete it and run notebook 04 again."))
 
 
 def forget() -> bool:
