@@ -7,7 +7,7 @@ import pytest
 
 from hetlab import HetlabError
 from hetlab.arithmetic import planner
-from hetlab.store import measured
+from hetlab.store import graded, measured, saved_pair
 
 DEVICE = {"device": "cuda", "name": "NVIDIA GeForce RTX 4070 Ti"}
 SIZES = [1, 16, 256]
@@ -81,6 +81,26 @@ def test_a_bad_file_is_a_one_line_error(tmp_path, text):
     with pytest.raises(HetlabError, match="not a measurement file") as err:
         measured.speed("mac", "small", 128, tmp_path)
     assert "\n" not in str(err.value) and "notebook 02" in str(err.value)
+
+
+READERS = {  # each reader of the figures folder, its file there, and what it gives when there is none
+    "load": (lambda: measured.load("mac"), "mac.json", None),
+    "engine_cost": (lambda: float(measured.engine_cost()), "engine.json", measured.ENGINE_DEFAULT_S),
+    "load_run": (lambda: measured.load_run("05"), "notebook-05.json", None),
+    "load_figure": (lambda: measured.load_figure("link"), "link.json", None),
+    "graded": (lambda: graded.load(), "exercises.json", {}),
+    "saved_pair": (lambda: saved_pair.load(), "pair.json", None)}
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", "null", json.dumps({"format": 1})])
+def test_every_reader_gives_its_empty_value_without_a_file_and_one_line_for_a_damaged_one(folder, reader, text):
+    read, name, empty = READERS[reader]
+    assert read() == empty
+    (folder / name).write_text(text)
+    with pytest.raises(HetlabError, match="delete it") as err:
+        read()
+    assert "\n" not in str(err.value) and str(err.value).startswith(f"{folder / name} is not ")
 
 
 def test_refusals(tmp_path):

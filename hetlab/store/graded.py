@@ -8,7 +8,6 @@ status (right, wrong, your turn), the grader's one line (the mistake it named) a
 from __future__ import annotations
 
 import datetime
-import json
 import platform
 from pathlib import Path
 
@@ -25,15 +24,11 @@ def _key(exercise: str, role: str) -> str:
 def load(where: str | Path | None = None) -> dict[str, dict]:
     """exercise@role → its last result here ({} when no grader has run)."""
     p = measured.path(FILE, where)
-    if not p.is_file():
-        return {}
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-        if data.get("format") == measured.FORMAT and isinstance(data["results"], dict):
-            return data["results"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    raise HetlabError(f"{p} is not hetlab's file of exercise results: delete it and run the check cells again.")
+    def parse(data):
+        return data["results"] if data.get("format") == measured.FORMAT and isinstance(data["results"], dict) else None
+    results = measured.read(p, parse, HetlabError(
+        f"{p} is not hetlab's file of exercise results: delete it and run the check cells again."))
+    return {} if results is None else results
 
 
 def _write(results: dict, where) -> Path:

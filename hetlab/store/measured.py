@@ -154,19 +154,27 @@ def write(target: Path, data: dict) -> Path:
     return target
 
 
+def read(target: Path, parse, damaged: HetlabError):
+    """``parse`` of the JSON in ``target``, or None when there is no such file: the one way every file
+    in the figures folder, and the saved pair, is read back. ``parse`` returns None (or raises) when
+    the data is not what it wants; then, as for a file that cannot be read, ``damaged`` is raised
+    (its one line names the file and what to do)."""
+    if not target.is_file():
+        return None
+    try:
+        value = parse(json.loads(target.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        value = None
+    if value is None:
+        raise damaged
+    return value
+
+
 def load(role: str, where: str | Path | None = None) -> dict | None:
     """The figures notebook 02 saved for ``role``, or None if there is no file."""
     p = path(role, where)
-    if not p.is_file():
-        return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = None
-    if not is_sweep(data):
-        raise HetlabError(f"{p} is not a measurement file from notebook 02: delete it and run "
-                          f"notebook 02 on that machine again.")
-    return data
+    return read(p, lambda data: data if is_sweep(data) else None, HetlabError(
+        f"{p} is not a measurement file from notebook 02: delete it and run notebook 02 on that machine again."))
 
 
 def is_sweep(data) -> bool:
@@ -247,20 +255,18 @@ def save_engine(engine_s: float, link_s: float | None = None, where: str | Path 
 
 def engine_cost(where: str | Path | None = None) -> Seconds:
     """The engine's own seconds per exchange: notebook 05's measurement, else the practice figure."""
+    def parse(data):
+        value = float(data["engine_s"])
+        if not (math.isfinite(value) and value >= 0):
+            return None
+        kind, date = origin_of(data), str(data.get("date", ""))[:10]
+        if kind == PAIR:
+            return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {date}")
+        return Seconds(value, f"measured in notebook 05 {date}: {ORIGINS[kind]}; not your pair")
     p = path(ENGINE_FILE, where)
-    if p.is_file():
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-            value = float(data["engine_s"])
-            if math.isfinite(value) and value >= 0:
-                kind, date = origin_of(data), str(data.get("date", ""))[:10]
-                if kind == PAIR:
-                    return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {date}")
-                return Seconds(value, f"measured in notebook 05 {date}: {ORIGINS[kind]}; not your pair")
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        raise HetlabError(f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again.")
-    return Seconds(ENGINE_DEFAULT_S, ENGINE_DEFAULT_WHERE)
+    cost = read(p, parse, HetlabError(
+        f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again."))
+    return Seconds(ENGINE_DEFAULT_S, ENGINE_DEFAULT_WHERE) if cost is None else cost
 
 
 RUN_PREFIX = "notebook-"
@@ -316,16 +322,12 @@ def save_run(notebook: str, figures: dict, *, simulated: bool,
 
 def load_run(notebook: str, where: str | Path | None = None) -> dict | None:
     """What ``save_run`` kept for ``notebook``, or None if that notebook has not saved a run here."""
+    def parse(data):
+        ok = data.get("format") == FORMAT and isinstance(data["figures"], dict) and isinstance(data["predictions"], dict)
+        return data if ok else None
     p = path(f"{RUN_PREFIX}{notebook}", where)
-    if not p.is_file():
-        return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-        if data.get("format") == FORMAT and isinstance(data["figures"], dict) and isinstance(data["predictions"], dict):
-            return data
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    raise HetlabError(f"{p} is not a run saved by notebook {notebook}: delete it and run that notebook again.")
+    return read(p, parse, HetlabError(
+        f"{p} is not a run saved by notebook {notebook}: delete it and run that notebook again."))
 
 
 def save_figure(name: str, data: dict, where: str | Path | None = None, *, simulated: bool | None = None) -> Path:
@@ -341,15 +343,8 @@ def save_figure(name: str, data: dict, where: str | Path | None = None, *, simul
 def load_figure(name: str, where: str | Path | None = None) -> dict | None:
     """What ``save_figure`` kept as ``<name>.json``, or None if nothing was saved."""
     p = path(name, where)
-    if not p.is_file():
-        return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-        if data.get("format") == FORMAT and data.get("name") == name:
-            return data
-    except (OSError, ValueError, AttributeError):
-        pass
-    raise HetlabError(f"{p} is not hetlab's {name} file: delete it and measure again.")
+    return read(p, lambda data: data if data.get("format") == FORMAT and data.get("name") == name else None,
+                HetlabError(f"{p} is not hetlab's {name} file: delete it and measure again."))
 
 
 def whose(**sources: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -64,14 +63,9 @@ def load() -> SavedPair | None:
     A file that cannot be read is one line that says how to start again, never a guess.
     """
     target = path()
-    if not target.is_file():
-        return None
-    try:
-        data = json.loads(target.read_text(encoding="utf-8"))
-        return SavedPair(str(data["desktop_ip"]), str(data["mac_ip"]), int(data.get("port", Ports.gcs)),
-                         str(data.get("saved", "")))
-    except (ValueError, KeyError, TypeError):
-        raise HetlabError(f"{target} is not a pair hetlab saved: delete it and run notebook 04 again.") from None
+    return measured.read(target, lambda data: SavedPair(str(data["desktop_ip"]), str(data["mac_ip"]),
+                                                        int(data.get("port", Ports.gcs)), str(data.get("saved", ""))),
+                         HetlabError(f"{target} is not a pair hetlab saved: delete it and run notebook 04 again."))
 
 
 def forget() -> bool:

@@ -219,15 +219,18 @@ def kill_since(host: Host, started: float) -> None:
             pass
 
 
-def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900, hold: str = "") -> subprocess.Popen:
+def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900, hold: str = "",
+             through: str | None = None) -> subprocess.Popen:
     """Start running the notebook ``path`` cell by cell in the desktop host; each code cell's output
     is appended to ``out`` (one JSON line: index, id, tags, text, error) as soon as the cell ends.
-    ``hold``: before the first cell with that tag, wait while ``held(out, hold)`` exists (``held`` makes it)."""
+    ``hold``: before the first cell with that tag, wait while ``held(out, hold)`` exists (``held`` makes it).
+    ``through``: the id of the last cell to run (None: every cell)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
     if hold:
         held(out, hold).unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "hetlab.tools.rehearsal.learner", str(path), str(out), str(timeout), hold]
+    argv = [sys.executable, "-m", "hetlab.tools.rehearsal.learner", str(path), str(out), str(timeout), hold,
+            through or ""]
     return subprocess.Popen(_in(DESKTOP, argv), env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -260,13 +263,15 @@ def wait_for_cell(out: Path, tag: str, runner: subprocess.Popen, timeout: float 
     raise HetlabError(f"rehearsal: no {tag!r} cell within {timeout:.0f} s")
 
 
-def _run_cells(path: str, out: str, timeout: str, hold: str = "") -> int:
-    """``python -m hetlab.tools.rehearsal.learner NOTEBOOK OUT TIMEOUT [TAG]`` (inside the desktop host)."""
+def _run_cells(path: str, out: str, timeout: str, hold: str = "", through: str = "") -> int:
+    """``python -m hetlab.tools.rehearsal.learner NOTEBOOK OUT TIMEOUT [TAG [LAST_CELL_ID]]`` (inside the desktop host)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
+    if through and through not in [cell.get("id") for cell in nb.cells if cell.cell_type == "code"]:
+        raise SystemExit(f"rehearsal: {path} has no code cell {through!r} to stop after")
     client = NotebookClient(nb, timeout=float(timeout), kernel_name="python3",
                             resources={"metadata": {"path": str(Path(path).parent)}})
     with client.setup_kernel(), open(out, "a") as sink:
@@ -287,6 +292,8 @@ def _run_cells(path: str, out: str, timeout: str, hold: str = "") -> int:
             sink.flush()
             if error:
                 return 1
+            if cell.get("id") == through:
+                break
     return 0
 
 
@@ -299,7 +306,7 @@ def _wait_while(gate: Path, timeout: float) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(_run_cells(*sys.argv[1:5]))
+    sys.exit(_run_cells(*sys.argv[1:6]))
 
 
 # --- the README's command blocks ------------------------------------------------------------------
