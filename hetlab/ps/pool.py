@@ -17,7 +17,7 @@ import torch
 from hetlab.errors import HetlabError, one_line
 from hetlab.core.flat import join_pieces, pieces_for, split_pieces
 from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, Slowdown,
-                                WorkerLost, as_refs, open_answer)
+                                WorkerLost, as_refs, open_answer, spans_wire)
 from hetlab.ps.options import Options, check_local_steps
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
 from hetlab.core.simulate import labelled
@@ -106,14 +106,14 @@ class WorkerPool:
     def submit(self, name: str, spans: list, weights_step: int, held_s: float = 0.0) -> InFlight:
         """Send worker ``name`` the current weights and the positions ``spans``: one gradient back."""
         m, k = self.member(name), self.pieces["gradient"]
-        refs = m.actor.gradient.options(num_returns=k).remote(spans, *self.weights, pieces=k)
+        refs = m.actor.gradient.options(num_returns=k).remote(spans_wire(spans), *self.weights)
         return self._sent(m, refs, spans, weights_step, held_s)
 
     def submit_round(self, name: str, spans: list, weights_step: int) -> InFlight:
         """Send worker ``name`` the current weights and ``spans`` for local SGD: its H steps, their
         weights' change back (in the gradient's place)."""
         m, k = self.member(name), self.pieces["gradient"]
-        refs = m.actor.local_round.options(num_returns=k).remote(spans, m.local_steps, *self.weights, pieces=k)
+        refs = m.actor.local_round.options(num_returns=k).remote(spans_wire(spans), m.local_steps, *self.weights)
         return self._sent(m, refs, spans, weights_step, 0.0)
 
     def _sent(self, m: Member, refs, spans: list, weights_step: int, held_s: float) -> InFlight:
