@@ -179,13 +179,9 @@ def test_autocast_choice_per_device(monkeypatch):
     assert autocast_dtype(torch.device("cuda"), "fp32") is None
 
 
-@pytest.mark.parametrize("where", ["own thread", "calling thread"])
-def test_the_server_leaves_the_drivers_threads_alone(where, monkeypatch):
-    """The server's updates run on a thread of their own with one torch thread (a model too small
-    for torch to split an operation over threads: on the calling thread); either way the driver's
+def test_the_server_leaves_the_drivers_threads_alone():
+    """The server's updates run on a thread of their own with one torch thread; the driver's
     thread count, and torch's default for threads started later, stay as they were."""
-    if where == "own thread":
-        monkeypatch.setattr("hetlab.ps.server.ONE_THREAD_BELOW", 0)   # as for a big model
     before = torch.get_num_threads()
     server = Server("small", seed=0, lr=1e-3, mode="sync", threads=1)
     server.apply([1.0], [torch.ones(server.w.numel())])

@@ -21,11 +21,6 @@ from hetlab.ps.messages import Update
 from hetlab.core.train_step import make_optimizer
 
 
-# torch runs an element-wise operation on fewer values than this (its GRAIN_SIZE) on one thread,
-# whatever the thread count: the update of a model this small uses one thread on any thread.
-ONE_THREAD_BELOW = 32768
-
-
 class Server:
     """The weights and the optimizer (Adam, or plain SGD with ``optimizer="sgd"``; outer SGD
     in local-SGD mode), in the driver's process; ``threads``: its updates' torch threads."""
@@ -48,13 +43,9 @@ class Server:
 
     def apply(self, coefficients: list[float], grads: list[torch.Tensor]) -> Update:
         """Σ c_i · g_i as the gradient, one optimizer step (on the server's own thread); the
-        ``Update`` holds a copy of the new weights. ``grads``: flat buffers in any float dtype.
-        Weights too few for torch to split an operation over threads are updated on the calling
-        thread: one thread either way, without the hand-over (two thread switches a step)."""
+        ``Update`` holds a copy of the new weights. ``grads``: flat buffers in any float dtype."""
         if self._thread is None:
             raise HetlabError("this server is closed (its training was shut down): start a new training.")
-        if self.w.numel() < ONE_THREAD_BELOW:
-            return self._apply(coefficients, grads)
         return self._thread.submit(self._apply, coefficients, grads).result()
 
     def close(self) -> None:
