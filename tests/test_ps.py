@@ -190,7 +190,7 @@ def test_the_server_leaves_the_drivers_threads_alone():
     later.start()
     later.join()
     assert torch.get_num_threads() == before and seen == [before]
-    assert server._thread.submit(torch.get_num_threads).result() == 1 and server.version == 1
+    assert server._thread.run(torch.get_num_threads) == 1 and server.version == 1
 
 
 def test_worker_warm_up_leaves_the_training_state_alone():
