@@ -1,8 +1,7 @@
 """What travels in a parameter-server run, and what the driver keeps of it (notebook 05).
 
-* ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta), and how
-  the two travel together (``answer_wire`` / ``open_answer``, the refs by ``as_refs``); a
-  message's stream positions as they travel (``spans_wire`` / ``open_spans``);
+* ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta), how the two
+  travel (``answer_wire`` / ``open_answer``, ``as_refs``), and a message's spans (``spans_wire``);
 * ``InFlight`` a message on its way; ``Answer`` / ``Lost`` one that came back, or a worker that did not;
 * ``Round``: what one wait for answers brought; ``Update``: what the server did with the gradients;
 * events (``Resplit``, ``WorkerLost``, ``Slowdown``, ``Checkpoint`` …): what happened, at a step;
