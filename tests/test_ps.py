@@ -190,7 +190,7 @@ def test_the_server_leaves_the_drivers_threads_alone():
     later.start()
     later.join()
     assert torch.get_num_threads() == before and seen == [before]
-    assert server._thread.submit(torch.get_num_threads).result() == 1 and server.version == 1
+    assert server._thread.run(torch.get_num_threads) == 1 and server.version == 1
 
 
 def test_worker_warm_up_leaves_the_training_state_alone():
@@ -295,17 +295,16 @@ def test_one_sync_step_is_the_hand_computed_weighted_update(data):
         assert [(r.step, r.worker, r.samples) for r in ps.records] == [(1, "fast", 40), (1, "slow", 24)]
 
 
-def test_a_big_models_weights_go_once_through_the_object_store_and_train_the_same(data):
+def test_a_big_models_weights_go_once_through_the_object_store_and_train_the_same(data, monkeypatch):
     """A model too big for pieces inside the calls travels as one object: each step the server's
     new weights are put ONCE into Ray's object store (each worker's node pulls them from there)
-    and the gradients are fetched from it. Forced here on the small model: the same steps end on
-    the same weights, bit for bit, as in pieces."""
+    and the gradients are fetched from it. Forced here on the small model (``pieces_for`` says
+    one object, as for a big buffer): the same steps end on the same weights, bit for bit, as in pieces."""
     specs, weights = [WorkerSpec("fast"), WorkerSpec("slow")], {}
     for way in ("pieces", "one object"):
+        if way == "one object":
+            monkeypatch.setattr("hetlab.ps.pool.pieces_for", lambda nbytes: 1)
         with ParameterServerTraining(specs, data[0], batch_sizes=[40, 24], seed=SEED, progress=False) as ps:
-            if way == "one object":
-                ps.pool.pieces = {"weights": 1, "gradient": 1}
-                ps.pool.publish(ps.server.weights())
             ps.run(3)
             expected = ray.ObjectRef if way == "one object" else np.ndarray
             assert {type(w) for w in ps.pool.weights} == {expected}

@@ -33,10 +33,13 @@ def pieces_for(nbytes: int) -> int:
 def split_pieces(flat: torch.Tensor, pieces: int) -> tuple:
     """``flat`` as ``pieces`` consecutive copies for the wire (a view would carry the whole
     buffer with it): numpy arrays when they go inside Ray's call; otherwise (a buffer too big
-    for that, or bfloat16, which numpy lacks) torch tensors, and one piece is ``flat`` itself."""
+    for that, or bfloat16, which numpy lacks) torch tensors. One piece is ``flat`` itself (inside
+    the call: its numpy view, whose pickle carries its own bytes only): Ray copies it when sent."""
     inline = flat.numel() * flat.element_size() <= pieces * PIECE_BYTES and flat.dtype != torch.bfloat16
     if not inline:
         return tuple(p.clone() for p in flat.tensor_split(pieces)) if pieces > 1 else (flat,)
+    if pieces == 1:
+        return (flat.detach().cpu().numpy(),)
     return tuple(p.numpy().copy() for p in flat.detach().cpu().tensor_split(pieces))
 
 

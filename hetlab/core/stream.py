@@ -17,7 +17,8 @@ def stream_indices(n: int, seed: int, spans: Sequence[tuple[int, int]]) -> torch
     """The samples at ``spans`` of the stream epoch 0's order, then epoch 1's, … (notebook 05).
 
     A span ``(start, size)`` is a range of positions in that stream: position p is sample
-    ``epoch_order(n, seed, p // n)[p % n]``, so a span may run on into the next epoch.
+    ``epoch_order(n, seed, p // n)[p % n]``, so a span may run on into the next epoch. One
+    span within one epoch is a slice of that epoch's cached order: read it, never write to it.
     """
     parts = []
     for start, size in spans:
@@ -26,6 +27,8 @@ def stream_indices(n: int, seed: int, spans: Sequence[tuple[int, int]]) -> torch
             part = epoch_order(n, seed, epoch)[offset: offset + size]
             parts.append(part)
             start, size = start + len(part), size - len(part)
+    if len(parts) == 1:
+        return parts[0]              # a slice of the cached order: callers read it, never write
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
 
 

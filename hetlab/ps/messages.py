@@ -1,7 +1,7 @@
 """What travels in a parameter-server run, and what the driver keeps of it (notebook 05).
 
-* ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta), and how
-  the two travel together (``answer_wire`` / ``open_answer``, the refs by ``as_refs``);
+* ``WorkerReply``: what a worker sends back beside its gradient (or local-SGD delta), how the two
+  travel (``answer_wire`` / ``open_answer``, ``as_refs``), and a message's spans (``spans_wire``);
 * ``InFlight`` a message on its way; ``Answer`` / ``Lost`` one that came back, or a worker that did not;
 * ``Round``: what one wait for answers brought; ``Update``: what the server did with the gradients;
 * events (``Resplit``, ``WorkerLost``, ``Slowdown``, ``Checkpoint`` …): what happened, at a step;
@@ -40,6 +40,19 @@ def answer_wire(pieces: tuple, reply: WorkerReply):
     own would be one more object per answer, ~3 % of a small model's step."""
     *first, last = pieces
     return (*first, (last, reply.wire())) if first else (last, reply.wire())
+
+
+def spans_wire(spans) -> list[int]:
+    """A message's spans ``[(start, size), ...]`` as sent: ``[start, size, start, size, ...]``. Plain
+    ints go through Ray's msgpack; a tuple would be pickled, and unpickled on the worker."""
+    return [n for span in spans for n in span]
+
+
+def open_spans(wire) -> list[tuple[int, int]]:
+    """The spans back from ``spans_wire`` (spans already in pairs are kept as they are)."""
+    if wire and not isinstance(wire[0], int):
+        return list(wire)
+    return list(zip(wire[::2], wire[1::2]))
 
 
 def as_refs(refs) -> list:

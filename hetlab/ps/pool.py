@@ -15,9 +15,9 @@ import ray
 import torch
 
 from hetlab.errors import HetlabError, one_line
-from hetlab.core.flat import join_pieces, pieces_for, split_pieces
+from hetlab.core.flat import PIECE_BYTES, join_pieces, pieces_for, split_pieces
 from hetlab.ps.messages import (AllWorkersLost, Answer, InFlight, Lost, Resplit, Round, RunLog, Slowdown,
-                                WorkerLost, as_refs, open_answer)
+                                WorkerLost, as_refs, open_answer, spans_wire)
 from hetlab.ps.options import Options, check_local_steps
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
 from hetlab.core.simulate import labelled
@@ -49,6 +49,8 @@ class WorkerPool:
         self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * n_params       # one message down
         self.gradient_bytes = BYTES_PER_VALUE[options.transfer] * n_params  # one message up
         self.pieces = {"weights": pieces_for(self.weights_bytes), "gradient": pieces_for(self.gradient_bytes)}
+        # an answer in pieces comes inside its call's reply: when the call has ended, it is here
+        self.inline = self.gradient_bytes <= self.pieces["gradient"] * PIECE_BYTES
         self.weights: list = []          # the server's weights as the next messages carry them
         self.bytes_down = self.bytes_up = 0
         self.warmups = 0                 # untimed warm-up steps the workers ran
@@ -106,14 +108,14 @@ class WorkerPool:
     def submit(self, name: str, spans: list, weights_step: int, held_s: float = 0.0) -> InFlight:
         """Send worker ``name`` the current weights and the positions ``spans``: one gradient back."""
         m, k = self.member(name), self.pieces["gradient"]
-        refs = m.actor.gradient.options(num_returns=k).remote(spans, *self.weights, pieces=k)
+        refs = m.actor.gradient.options(num_returns=k).remote(spans_wire(spans), *self.weights)
         return self._sent(m, refs, spans, weights_step, held_s)
 
     def submit_round(self, name: str, spans: list, weights_step: int) -> InFlight:
         """Send worker ``name`` the current weights and ``spans`` for local SGD: its H steps, their
         weights' change back (in the gradient's place)."""
         m, k = self.member(name), self.pieces["gradient"]
-        refs = m.actor.local_round.options(num_returns=k).remote(spans, m.local_steps, *self.weights, pieces=k)
+        refs = m.actor.local_round.options(num_returns=k).remote(spans_wire(spans), m.local_steps, *self.weights)
         return self._sent(m, refs, spans, weights_step, 0.0)
 
     def _sent(self, m: Member, refs, spans: list, weights_step: int, held_s: float) -> InFlight:
@@ -123,10 +125,19 @@ class WorkerPool:
     def round(self, messages: list[InFlight], deadline: float, first: bool = False) -> Round:
         """Wait for the answers to ``messages`` until ``deadline`` (``first``: until one has come),
         then fetch them all in one get: a ``Round`` (a worker whose gradient was lost with its
-        node after it answered is among its ``lost``)."""
-        arrived, late = self._wait([m.answer[-1] for m in messages], deadline, first)
+        node after it answered is among its ``lost``). Answers that come inside their calls
+        (``inline``) are waited for one by one until one is left: the get waits for that last
+        one, and its return is that answer's arrival (one Ray call fewer a step)."""
+        arrived, late, left = self._wait([m.answer[-1] for m in messages], deadline, first,
+                                         leave=int(self.inline and not first))
+        got = self._last_by_get(messages, deadline) if left else None
+        if got is None and left:                                      # it failed: as without it
+            more, late, _ = self._wait(left, deadline)
+            arrived.update(more)
+        elif left:
+            arrived[left[0]] = time.perf_counter()
         gathered_at, came = time.perf_counter(), [m for m in messages if m.answer[-1] in arrived]
-        got, failed = self._fetch({m.worker: m.answer for m in came})
+        got, failed = (got, {}) if got is not None else self._fetch({m.worker: m.answer for m in came})
         lost = [Lost(m.worker, f"no answer within {self.timeout_s:.0f} s", m.spans)
                 for m in messages if m.answer[-1] in late]
         lost += [Lost(m.worker, failed[m.worker], m.spans) for m in came if m.worker in failed]
@@ -166,7 +177,7 @@ class WorkerPool:
     def collect(self, refs: dict):
         """{name: answer} of calls to the workers named in ``refs`` ({name: a call's ref}) within
         the deadline, and the workers lost meanwhile: ({name: answer}, [Lost])."""
-        arrived, late = self._wait(list(refs.values()), time.perf_counter() + self.timeout_s)
+        arrived, late, _ = self._wait(list(refs.values()), time.perf_counter() + self.timeout_s)
         got, failed = self._fetch({name: [ref] for name, ref in refs.items() if ref in arrived})
         lost = [Lost(n, f"no answer within {self.timeout_s:.0f} s") for n, ref in refs.items() if ref in late]
         return {name: values[0] for name, values in got.items()}, lost + [Lost(n, why) for n, why in failed.items()]
@@ -204,19 +215,31 @@ class WorkerPool:
             _kill(m.actor)
             m.actor = None
 
-    def _wait(self, refs: list, deadline: float, first: bool = False) -> tuple[dict, list]:
-        """Wait for ``refs`` until ``deadline`` (``first``: until one has come): ({ref: when it
-        came}, the refs still out at the deadline). A ref has come when its call has ended,
-        well or not; its value may still be on the worker's node (``_fetch`` gets it)."""
+    def _wait(self, refs: list, deadline: float, first: bool = False, leave: int = 0) -> tuple[dict, list, list]:
+        """Wait for ``refs`` until ``deadline`` (``first``: until one has come; ``leave``: until
+        that many are still out): ({ref: when it came}, the refs still out at the deadline, the
+        refs left out). A ref has come when its call has ended, well or not; its value may
+        still be on the worker's node (``_fetch`` gets it)."""
         pending, arrived = list(refs), {}
-        while pending and not (first and arrived):
+        while len(pending) > leave and not (first and arrived):
             ready, pending = ray.wait(pending, num_returns=1, fetch_local=False,
                                       timeout=max(0.0, deadline - time.perf_counter()))
             if not ready:
-                return arrived, pending
+                return arrived, pending, []
             now = time.perf_counter()
             arrived.update(dict.fromkeys(ready, now))
-        return arrived, []
+        return arrived, [], pending
+
+    def _last_by_get(self, messages: list[InFlight], deadline: float) -> dict | None:
+        """Every answer in one get within the deadline, the last one still out when it starts:
+        {name: [value, ...]}, or None when it did not come in time or a value is gone (``round``
+        then waits and fetches as it does without it, to say whose)."""
+        try:
+            values = iter(ray.get([r for m in messages for r in m.answer],
+                                  timeout=max(0.0, deadline - time.perf_counter())))
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            return None
+        return {m.worker: [next(values) for _ in m.answer] for m in messages}
 
     def _fetch(self, refs: dict) -> tuple[dict, dict]:
         """The values of each worker's refs ({name: [ref, ...]}) in one ``ray.get``: ({name: [value,

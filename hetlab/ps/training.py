@@ -95,7 +95,8 @@ class ParameterServerTraining:
         data = ray.put(train_data)  # once; each worker's node fetches it once
         for m, options in zip(self.pool.members, where):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **options}
-            m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, self.options, self.loss)
+            m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, self.options, self.loss,
+                                                                pieces=self.pool.pieces["gradient"])
         o = self.options
         self.server = Server(self.factory, o.seed, o.lr, o.mode, o.outer_lr, o.outer_momentum, o.optimizer)
         refs = [m.actor.info.remote() for m in self.pool.members]

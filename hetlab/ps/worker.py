@@ -21,7 +21,7 @@ from hetlab.core.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.core.machine import this_machine
 from hetlab.core.models import make_model
-from hetlab.ps.messages import WorkerReply, answer_wire
+from hetlab.ps.messages import WorkerReply, answer_wire, open_spans
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerSpec
 from hetlab.core.simulate import SlowDevice
@@ -69,12 +69,14 @@ class Worker:
     ``spec`` says which device, how slow and in which precision; ``options`` the seed, the
     learning rate (local SGD's inner Adam) and the wire's dtype. ``train`` is the whole
     training set (the driver puts it in Ray's object store once; each machine fetches it
-    once); which samples a message uses, the message says. Its process keeps torch's threads
-    as they are until the driver calls ``set_threads``.
+    once); which samples a message uses, the message says. ``pieces``: in how many pieces it
+    returns a gradient (``flat.pieces_for``), told once here rather than in every message. Its
+    process keeps torch's threads as they are until the driver calls ``set_threads``.
     """
 
-    def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None):
-        self.name, self.seed, self.lr = spec.name, options.seed, options.lr
+    def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None,
+                 pieces: int = 1):
+        self.name, self.seed, self.lr, self.pieces = spec.name, options.seed, options.lr, pieces
         self.model_name = model  # a built-in name or a factory
         self.loss = loss or nn.functional.cross_entropy
         self.slow = SlowDevice(spec.slowdown)
@@ -130,8 +132,13 @@ class Worker:
         load_flat(self.params, flat)
 
     def _indices(self, spans) -> torch.Tensor:
-        """The samples at these positions of the shuffled stream, on this worker's device."""
-        return stream_indices(len(self.y), self.seed, spans).to(self.device)
+        """The samples at these positions of the shuffled stream (as sent: ``messages.spans_wire``),
+        on this worker's device."""
+        return stream_indices(len(self.y), self.seed, open_spans(spans)).to(self.device)
+
+    def _batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The samples at ``idx``: ``index_select`` gathers rows ~4× faster than ``x[idx]``."""
+        return self.x.index_select(0, idx), self.y.index_select(0, idx)
 
     def _loss_backward(self, xb, yb, amp_dtype="default") -> torch.Tensor:
         """Forward + backward of one batch (autocast where chosen); grads in fp32.
@@ -181,26 +188,27 @@ class Worker:
         """How many warm-up steps this worker has run (tests count them)."""
         return self.warmups
 
-    def gradient(self, spans: list, *weights: torch.Tensor, pieces: int = 1):
+    def gradient(self, spans: list, *weights: torch.Tensor, pieces: int | None = None):
         """The mean-loss gradient at ``weights`` (the flat buffer, in its pieces) of the batch at
         ``spans`` (positions of the shuffled stream): the flat CPU buffer in wire dtype, in
-        ``pieces`` pieces, the last paired with its ``WorkerReply`` (``messages.answer_wire``;
-        the driver calls it with ``num_returns=pieces``)."""
+        ``pieces`` pieces (default: its own), the last paired with its ``WorkerReply``
+        (``messages.answer_wire``; the driver calls it with ``num_returns=pieces``)."""
         t0 = time.perf_counter()
         self._load(join_pieces(weights))
         idx = self._indices(spans)
-        loss = self._loss_backward(self.x[idx], self.y[idx])
+        loss = self._loss_backward(*self._batch(idx))
         grad = flat_grad(self.params, self.wire)
         loss = float(loss)  # also synchronises the device
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        return answer_wire(split_pieces(grad, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)))
+        reply = WorkerReply(loss, compute_s, simulated_s, len(idx))
+        return answer_wire(split_pieces(grad, pieces or self.pieces), reply)
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
             self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
-    def local_round(self, spans: list, steps: int, *weights: torch.Tensor, pieces: int = 1):
+    def local_round(self, spans: list, steps: int, *weights: torch.Tensor, pieces: int | None = None):
         """Local SGD: ``steps`` Adam steps from ``weights`` (in pieces, as for ``gradient``), one
         per consecutive equal part of the positions at ``spans``; returns start − end, in
         ``pieces`` pieces with its ``WorkerReply``, as ``gradient`` does."""
@@ -211,14 +219,15 @@ class Worker:
         idx = self._indices(spans)
         losses = []
         for batch in idx.view(steps, -1):
-            losses.append(self._loss_backward(self.x[batch], self.y[batch]))
+            losses.append(self._loss_backward(*self._batch(batch)))
             self.local_opt.step()
         end = torch.nn.utils.parameters_to_vector(self.params).detach()
         delta = (start - end).to("cpu", self.wire)
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        return answer_wire(split_pieces(delta, pieces), WorkerReply(loss, compute_s, simulated_s, len(idx)))
+        reply = WorkerReply(loss, compute_s, simulated_s, len(idx))
+        return answer_wire(split_pieces(delta, pieces or self.pieces), reply)
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
                    warmup: int | None = None) -> float:
