@@ -27,7 +27,7 @@ import pytest
 from hetlab.store import saved_pair
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
-from hetlab.tools.rehearsal import learner, run as rehearsal
+from hetlab.tools.rehearsal import cells as by_cell, learner, run as rehearsal
 
 REPO = Path(__file__).resolve().parents[1]
 WHY = rehearsal.missing()
@@ -54,19 +54,19 @@ def paste_readme(part: str, values: dict) -> list[dict]:
 def run_notebook(name: str, meanwhile=lambda runner, out: None, hold: str = "", through: str | None = None,
                  **env) -> tuple[list[dict], object]:
     """Notebook ``name`` on the desktop host, cell by cell, in quick mode, through the cell whose id is
-    ``through`` (None: to its end; ``hold``: waiting before its first cell with that tag, learner.held);
+    ``through`` (None: to its end; ``hold``: waiting before its first cell with that tag, by_cell.held);
     ``meanwhile(runner, out)`` acts while it runs. Returns its cells' outputs (it must have run every one
     of them) and what ``meanwhile`` returned."""
     out = rehearsal.ROOT / f"{name}.jsonl"
     env = {**learner.learner_env(DESKTOP), "HETLAB_QUICK": "1", "PYTHONPATH": str(REPO), **env}
-    runner = learner.notebook(REPO / "notebooks" / name, out, env, REPO, hold=hold, through=through)
+    runner = by_cell.notebook(REPO / "notebooks" / name, out, env, REPO, hold=hold, through=through)
     try:
         done = meanwhile(runner, out)
         runner.wait(timeout=900)
     finally:
         if runner.poll() is None:
             runner.kill()
-    cells = learner.cells_so_far(out)
+    cells = by_cell.cells_so_far(out)
     failed = [c for c in cells if c["error"]]
     assert runner.returncode == 0 and not failed, (failed[:1] or runner.stdout.read()[-2000:])
     return cells, done
@@ -76,7 +76,7 @@ def notebook_04() -> dict:
     """Notebook 04 on the desktop host; the two blocks it prints pasted on their hosts while its wait
     cell waits. Returns what was printed, pasted and seen."""
     def paste_its_lines(runner, out):
-        printed = {role: learner.wait_for_cell(out, f"{role}-lines", runner)["text"] for role in ("desktop", "mac")}
+        printed = {role: by_cell.wait_for_cell(out, f"{role}-lines", runner)["text"] for role in ("desktop", "mac")}
         return printed, [rehearsal.paste_with_retry(host, printed[host.role]) for host in (DESKTOP, MAC)]
 
     cells, (printed, pasted) = run_notebook("04_build_your_cluster.ipynb", paste_its_lines, HETLAB_MAC_IP=MAC.ip)
@@ -334,14 +334,14 @@ def test_notebook_08_leaves_the_report_its_link_before_any_solution(pair):
     measured.path("link", DESKTOP.measured).unlink(missing_ok=True)    # only this run's cells can measure it
 
     def report_while_held(runner, out):
-        gate = learner.held(out, "solution")
+        gate = by_cell.held(out, "solution")
         while not gate.exists():                                        # a poll, with the runner's own end
             assert runner.poll() is None, runner.stdout.read()[-2000:]
             time.sleep(0.5)
         try:
             done = on("desktop", sys.executable, "-m", "hetlab", "report")
             assert done.returncode == 0, tail(done)
-            return learner.cells_so_far(out), (DESKTOP.measured / "report" / "report.md").read_text()
+            return by_cell.cells_so_far(out), (DESKTOP.measured / "report" / "report.md").read_text()
         finally:
             gate.unlink()
 
