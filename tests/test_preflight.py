@@ -38,6 +38,14 @@ def test_local_report_names_hetlab_and_the_mnist_files():
     assert machine.local_report()["mnist_sha256"] is not report["mnist_sha256"]  # a copy each time
 
 
+def test_a_window_for_ray_work_to_start_grows_with_the_load_per_core(monkeypatch):
+    """notebook 09's probes wait longer on a busy machine (a practice cluster shares its cores)."""
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 2)
+    for load, window in ((0.5, 60), (2.0, 60), (5.0, 150), (400.0, 600)):   # at most 10× the window
+        monkeypatch.setattr(machine.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
+        assert machine.patience(60) == window
+
+
 def test_mnist_checksums_are_cached_and_see_changes(tmp_path):
     for name in data.SHA256:
         shutil.copy(os.path.join(ROOT, "data", name), tmp_path / name)

@@ -28,6 +28,17 @@ def this_machine() -> str:
         return socket.gethostname()
 
 
+def patience(seconds: float) -> float:
+    """A window for work to start on a Ray node, grown with this machine's load (1-minute load
+    average per core, when over 1): a busy box starts Ray's worker processes later, not never
+    (notebook 09's probes; a practice cluster shares this machine's cores)."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        per_core = 1.0
+    return seconds * min(max(1.0, per_core), 10.0)
+
+
 def accelerator() -> str:
     """The accelerator torch can use here: CUDA card name, Apple chip (MPS), or "none"."""
     import torch

@@ -11,6 +11,7 @@ import ray
 from ray.tune.search import Searcher
 
 from hetlab.cluster.roles import ROLE_SLIVER, has_role, live_nodes, placement, role_resource
+from hetlab.core.machine import patience
 from hetlab.errors import HetlabError
 from hetlab.search.trial import DEFAULT_MODEL, step_rate
 
@@ -64,11 +65,12 @@ def slots_of(node: dict, k: int) -> int:
 
 def computers(roles) -> dict:
     """Role → (the computer its node runs on, that computer's cores), asked there
-    (``hetlab.core.machine.this_machine``); a machine that does not answer within 60 s counts apart."""
+    (``hetlab.core.machine.this_machine``); a machine that does not answer within 60 s (``patience``)
+    counts apart."""
     ask = ray.remote(num_cpus=0)(_this_computer)
     refs = {role: ask.options(**placement(role)).remote() for role in roles}
     try:
-        return dict(zip(refs, ray.get(list(refs.values()), timeout=60)))
+        return dict(zip(refs, ray.get(list(refs.values()), timeout=patience(60))))
     except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
         return {role: (role, 0) for role in roles}
 
@@ -122,11 +124,11 @@ def _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain)
     rates: dict = {}
     best = 1
     try:
-        ray.get([a.ready.remote() for a in actors], timeout=120)
+        ray.get([a.ready.remote() for a in actors], timeout=patience(120))
         for k in tries:
             threads = max(1, cpus // k)
             rates[k] = sum(ray.get([a.rate.remote(model, width, batch_size, seconds, threads)
-                                    for a in actors[:k]], timeout=120))
+                                    for a in actors[:k]], timeout=patience(120)))
             if k > 1 and rates[k] < gain * rates[best]:
                 break
             best = k if rates[k] >= rates[best] else best

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import ray
 
 from hetlab.cluster.roles import placement
+from hetlab.core.machine import patience
 from hetlab.errors import HetlabError
 from hetlab.search.trial import probe_storage, write_read_delete
 
@@ -93,7 +94,7 @@ def check_storage(storage: Storage, roles) -> tuple | None:
     try:
         probe = ray.remote(num_cpus=0)(probe_storage)
         said = ray.get([probe.options(**placement(role)).remote(storage.where, storage.folder, marker)
-                        for role in roles], timeout=60)
+                        for role in roles], timeout=patience(60))
         return next(((role, why) for role, why in zip(roles, said) if why), None)
     finally:
         storage.fs.delete_file(f"{storage.folder}/{marker}")
