@@ -56,6 +56,22 @@ def test_each_role_is_its_own_node(practice):
         assert token.stat().st_mode & 0o777 == 0o600, token
 
 
+def test_the_heads_gcs_waits_for_a_busy_node(practice):
+    """The practice nodes share this machine's cores: the GCS that watches them runs with
+    PATIENT_HEALTH_CHECK (read back from its own command line), so a node starved of CPU for a
+    minute is not marked dead. A busy run once lost its "mac" to Ray's default (5 checks of 10 s)."""
+    import base64
+    import json
+    from hetlab.cluster.practice import PATIENT_HEALTH_CHECK
+    head = practice._local_cluster.head_node
+    [gcs] = [infos[0].process.pid for name, infos in head.all_processes.items() if "gcs" in name]
+    with open(f"/proc/{gcs}/cmdline") as f:
+        [config] = [a.split("=", 1)[1] for a in f.read().split("\0") if a.startswith("--config_list=")]
+    told = json.loads(base64.b64decode(config))
+    assert {k: told.get(k) for k in PATIENT_HEALTH_CHECK} == PATIENT_HEALTH_CHECK
+    assert PATIENT_HEALTH_CHECK["health_check_timeout_ms"] > 10_000  # Ray's default: 10 s
+
+
 def test_placement_pins_actor_to_role(practice):
     mac = WhereAmI.options(**placement("mac")).remote()
     desk = WhereAmI.options(**placement("desktop")).remote()

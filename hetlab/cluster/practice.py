@@ -21,6 +21,12 @@ from hetlab.cluster.reach import start_with_retry, stop_children_since
 
 REAL_HERE = {"mac"} if sys.platform == "darwin" else {"desktop"}  # the role this box honestly is
 
+# Every practice node shares this machine's cores, so a node whose raylet answers Ray's health check
+# late is busy, not lost: a busy 2-core box once had its "mac" marked dead (Ray's default: 5 checks
+# missed, 10 s each). Here a check waits 30 s and 10 must be missed. remove_node() stops a node
+# gracefully, which Ray sees at once; only a crashed node is found later (10 × 3 s instead of 15 s).
+PATIENT_HEALTH_CHECK = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 10}
+
 
 def display_name(role: str) -> str:
     """Learner-facing name of a practice node: ``"desktop"`` or ``"mac (simulated)"`` on Linux
@@ -86,9 +92,12 @@ class PracticeCluster:
         # a file and aborts after ~15 s, which a busy 2-core machine can exceed.
         agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
                            "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
-        return dict(num_cpus=self._cpus, num_gpus=self._gpus.get(role, 0), object_store_memory=self._store, **agents,
+        args = dict(num_cpus=self._cpus, num_gpus=self._gpus.get(role, 0), object_store_memory=self._store, **agents,
                     resources=node_resources(role), labels=node_labels(role, simulated=role not in REAL_HERE),
                     include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
+        if self._local_cluster.head_node is None:  # the head's GCS watches every node
+            args["_system_config"] = PATIENT_HEALTH_CHECK
+        return args
 
     @property
     def address(self) -> str:
