@@ -34,6 +34,7 @@ import argparse
 import json
 import statistics
 import time
+from unittest import mock
 
 import ray
 import torch
@@ -41,7 +42,7 @@ import torch
 from hetlab.arithmetic.balance import split_batch
 from hetlab.cluster.roles import placement
 from hetlab.core.data import load_mnist
-from hetlab.core.flat import flat_weights
+from hetlab.core.flat import flat_weights, pieces_for
 from hetlab.core.models import make_model
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
@@ -74,28 +75,32 @@ def median_ms(samples: list[float]) -> float:
 
 
 def training_steps(pair, model: str, global_batch: int, steps: int, rounds: int):
-    """Sync steps of a real training, the buffers as one object or in pieces, alternating:
-    (batch sizes, the pieces, {what: (one object ms, pieces ms)})."""
-    with ParameterServerTraining(pair.workers, load_mnist("train"), model=model, seed=0,
-                                 progress=False) as training:
+    """Sync steps of a real training, the buffers as one object or in pieces, alternating: a
+    worker is told its piece count at its start, so each way is its own training in each round.
+    Returns (batch sizes, the pieces, {what: (one object ms, pieces ms)})."""
+    train = load_mnist("train")
+    with ParameterServerTraining(pair.workers, train, model=model, seed=0, progress=False) as training:
         sizes = split_batch(global_batch, training.standalone_throughput(global_batch // 2, steps=3))
-        training.run(3, batch_sizes=sizes)  # warm-up
-        ways = {"one object": {"weights": 1, "gradient": 1}, "pieces": dict(training.pieces)}
-        records: dict[str, list] = {way: [] for way in ways}
-        for _ in range(rounds):
-            for way, pieces in ways.items():
-                training.pieces = pieces
+        pieces = dict(training.pool.pieces)
+    ways = {"one object": lambda nbytes: 1, "pieces": pieces_for}
+    records: dict[str, list] = {way: [] for way in ways}
+    for _ in range(rounds):
+        for way, count in ways.items():
+            with mock.patch("hetlab.ps.pool.pieces_for", count), \
+                    ParameterServerTraining(pair.workers, train, model=model, seed=0, progress=False,
+                                            batch_sizes=sizes) as training:
+                training.run(3)  # warm-up
                 records[way] += training.run(steps)
-        rows = {"server's update (in the driver)": [median_ms([r.update_s for r in records[way]]) for way in ways]}
-        for spec in training.workers:
-            rows[f"{spec.name}'s communication"] = [
-                median_ms([r.comm_s for r in records[way] if r.worker == spec.name]) for way in ways]
-        for spec in training.workers:  # not Ray's, but it moves the whole step as much
-            rows[f"{spec.name}'s compute + simulated"] = [
-                median_ms([r.device_s for r in records[way] if r.worker == spec.name])
-                for way in ways]
-        rows["whole step"] = [median_ms([r.step_s for r in records[way]]) for way in ways]
-        return sizes, ways["pieces"], rows
+    rows = {"server's update (in the driver)": [median_ms([r.update_s for r in records[way]]) for way in ways]}
+    names = [spec.name for spec in pair.workers]
+    for name in names:
+        rows[f"{name}'s communication"] = [
+            median_ms([r.comm_s for r in records[way] if r.worker == name]) for way in ways]
+    for name in names:  # not Ray's, but it moves the whole step as much
+        rows[f"{name}'s compute + simulated"] = [
+            median_ms([r.device_s for r in records[way] if r.worker == name]) for way in ways]
+    rows["whole step"] = [median_ms([r.step_s for r in records[way]]) for way in ways]
+    return sizes, pieces, rows
 
 
 def main() -> None:
