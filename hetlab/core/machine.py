@@ -29,14 +29,16 @@ def this_machine() -> str:
 
 
 def patience(seconds: float) -> float:
-    """A window for work to start on a Ray node, grown with this machine's load (1-minute load
-    average per core, when over 1): a busy box starts Ray's worker processes later, not never
-    (notebook 09's probes; a practice cluster shares this machine's cores)."""
+    """A window for work to start on a Ray node, grown with this machine's load: ``seconds`` ×
+    twice the 1-minute load average per core, at least 1×, at most 10×. A busy box starts Ray's
+    worker processes later, not never, and the processes that start at once share what is left:
+    with a busy loop per core (load 2.2 per core) a search's first task took 137 s to start on
+    the practice cluster, against about 6 s quiet (notebook 09's probes)."""
     try:
         per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
     except OSError:
-        per_core = 1.0
-    return seconds * min(max(1.0, per_core), 10.0)
+        per_core = 0.5
+    return seconds * min(max(1.0, 2 * per_core), 10.0)
 
 
 def accelerator() -> str:

@@ -93,8 +93,12 @@ def check_storage(storage: Storage, roles) -> tuple | None:
         f.write(b"hetlab")
     try:
         probe = ray.remote(num_cpus=0)(probe_storage)
-        said = ray.get([probe.options(**placement(role)).remote(storage.where, storage.folder, marker)
-                        for role in roles], timeout=patience(60))
-        return next(((role, why) for role, why in zip(roles, said) if why), None)
+        asked = {role: probe.options(**placement(role)).remote(storage.where, storage.folder, marker)
+                 for role in roles}
+        window = patience(60)
+        done, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=window)
+        said = {role: ray.get(ref) if ref in done else f"did not answer within {window:.0f} s: is that "
+                f"machine busy, or its Ray stopped? (`hetlab doctor` there)" for role, ref in asked.items()}
+        return next(((role, why) for role, why in said.items() if why), None)
     finally:
         storage.fs.delete_file(f"{storage.folder}/{marker}")
