@@ -11,12 +11,12 @@ import argparse
 import sys
 
 from hetlab.errors import HetlabError
-from hetlab.tools.cli.gpu_check import _add_gpu_check
-from hetlab.tools.cli.rehearse import _add_rehearse
-from hetlab.tools.cli.report import _add_report
-from hetlab.tools.cli.search import _add_search
-from hetlab.tools.cli.train import _add_train
-from hetlab.tools.cli.update import _add_update
+from hetlab.tools.cli.gpu_check import add_gpu_check
+from hetlab.tools.cli.rehearse import add_rehearse
+from hetlab.tools.cli.report import add_report
+from hetlab.tools.cli.search import add_search
+from hetlab.tools.cli.train import add_train
+from hetlab.tools.cli.update import add_update
 from hetlab.vocab import Ports
 
 
@@ -218,8 +218,8 @@ def _wslconfig(args) -> int:
     return 0
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_pair, _add_wslconfig, _add_train, _add_search, _add_rehearse, _add_gpu_check,
-               _add_report, _add_update]
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_pair, _add_wslconfig, add_train, add_search, add_rehearse, add_gpu_check,
+               add_report, add_update]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "pair_ps", "pair_r
                    "sweep", "speedups")  # hetlab.tools.gpucheck.claims.CHECKS, named here for --help without loading torch
 
 
-def _add_gpu_check(sub) -> None:
+def add_gpu_check(sub) -> None:
     p = subcommand(
         sub, "gpu-check", "on a machine with CUDA: check the course's GPU claims, a table + JSON",
         "Run on an NVIDIA GPU what the course claims about one, each with a goal:\n"

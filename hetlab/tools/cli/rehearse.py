@@ -10,7 +10,7 @@ from hetlab.errors import HetlabError
 from hetlab.tools.cli.base import subcommand
 
 
-def _add_rehearse(sub) -> None:
+def add_rehearse(sub) -> None:
     p = subcommand(
         sub, "rehearse", "rehearse the real pair on this Linux box: two hosts, a capped link, firewalls",
         "Two network namespaces play the desktop and the Mac: private addresses, a link\n"

@@ -4,7 +4,7 @@ an HTML file with them inlined and the figures as CSV, written from the figures 
 from __future__ import annotations
 
 
-def _add_report(sub) -> None:
+def add_report(sub) -> None:
     p = sub.add_parser("report", help="write one Markdown page (with plots) of what your two machines did",
                        description="Write report.md and its PNG plots from the figures the notebooks saved in "
                                    "measured/: each figure labelled measured (machine, date), estimated or simulated.")

@@ -1,6 +1,6 @@
 """``hetlab search`` (notebook 09): the hyperparameter search of ``hetlab.search.driver`` from a terminal,
 on the practice cluster or your pair, printing the table of trials and the best configuration.
-``hetlab.tools.cli.app`` lists ``_add_search`` among its subcommands; building the parser loads no Ray."""
+``hetlab.tools.cli.app`` lists ``add_search`` among its subcommands; building the parser loads no Ray."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +14,7 @@ SEARCH_EXAMPLES = """  hetlab search --trials 8                       practice c
   hetlab search --storage s3://my-bucket/hetlab --max-failures 2            results in a bucket, 2 retries"""
 
 
-def _add_search(sub) -> None:
+def add_search(sub) -> None:
     from hetlab import is_quick
     quick = is_quick()
     p = sub.add_parser(

@@ -24,7 +24,7 @@ TRAIN_EXAMPLES = """  hetlab train --steps 200                       practice cl
 TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples default (quick mode / full)
 
 
-def _add_train(sub) -> None:
+def add_train(sub) -> None:
     from hetlab import is_quick
     quick = is_quick()
     p = subcommand(

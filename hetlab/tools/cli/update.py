@@ -143,7 +143,7 @@ def _on_a_branch(checkout: Path) -> str | None:
     return branch
 
 
-def _add_update(sub) -> None:
+def add_update(sub) -> None:
     p = sub.add_parser("update", help="pull a new version of the course; the cells you changed or added are "
                        "carried into it (a copy of each changed notebook beside it: NN_topic.yours-DATE.ipynb)")
     p.add_argument("--checkout", default=".", help="the course's folder (default: here)")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from hetlab.errors import HetlabError
-from hetlab.tools.rehearsal.hosts import DESKTOP, _in
+from hetlab.tools.rehearsal.hosts import DESKTOP, inside
 
 
 def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900, hold: str = "",
@@ -28,7 +28,7 @@ def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900, 
         held(out, hold).unlink(missing_ok=True)
     argv = [sys.executable, "-m", "hetlab.tools.rehearsal.cells", str(path), str(out), str(timeout), hold,
             through or ""]
-    return subprocess.Popen(_in(DESKTOP, argv), env=env, cwd=cwd, stdout=subprocess.PIPE,
+    return subprocess.Popen(inside(DESKTOP, argv), env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 

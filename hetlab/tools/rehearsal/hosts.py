@@ -94,7 +94,7 @@ def _run(argv: list[str], check: bool = True, timeout: float = 60, **kw) -> subp
     return done
 
 
-def _in(host: Host, argv: list[str]) -> list[str]:
+def inside(host: Host, argv: list[str]) -> list[str]:
     """argv run inside ``host``: its network namespace and its own hostname (a UTS namespace).
 
     A joining node takes the head's Ray temp folder path from the head; on two real machines
@@ -144,7 +144,7 @@ def firewall(host: Host, peer: Host, ports: commands.Ports) -> str:
             f"}}\n")
 
 
-def _network(profile: str, ports: commands.Ports) -> None:
+def set_up_network(profile: str, ports: commands.Ports) -> None:
     for host in HOSTS:
         _run(["ip", "netns", "add", host.netns])
         hosts_dir = Path("/etc/netns") / host.netns
@@ -221,7 +221,7 @@ def down() -> list[str]:
         return gone
     present = set(_run(["ip", "netns", "list"], check=False).stdout.split())
     running = [host.netns for host in HOSTS if host.netns in present]
-    _kill_all(*running)
+    kill_all_in(*running)
     for netns in running:
         _run(["ip", "netns", "del", netns], check=False)
         gone.append(netns)
@@ -231,7 +231,7 @@ def down() -> list[str]:
     return gone
 
 
-def _kill_all(*netns: str) -> None:
+def kill_all_in(*netns: str) -> None:
     """SIGTERM every process in these namespaces, SIGKILL what is left after a second.
 
     Ray's raylet and GCS take over 5 s to act on SIGTERM; a rehearsal host has nothing to save

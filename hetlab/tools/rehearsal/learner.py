@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from hetlab.errors import HetlabError
-from hetlab.tools.rehearsal.hosts import DESKTOP, ROOT, Host, _in, host_env
+from hetlab.tools.rehearsal.hosts import DESKTOP, ROOT, Host, inside, host_env
 
 PLACEHOLDERS = ("MAC_IP", "DESKTOP_IP", "DESKTOP_USER", "MAC_USER", "WINDOWS_LAN_IP")
 # a comment that starts like a command was meant to run: pasted, it does nothing
@@ -94,7 +94,7 @@ def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None,
     shell = SHELLS[host.role]
     if here is not None:               # the shell itself by its path: a block's stand-ins may share its name
         return _paste([shutil.which(shell[0]) or shell[0], *shell[1:]], host.role, text, here, timeout, lint)
-    return _paste(_in(host, shell), host.role, text, learner_env(host), timeout, lint)
+    return _paste(inside(host, shell), host.role, text, learner_env(host), timeout, lint)
 
 
 def _paste(argv: list[str], role: str, text: str, env: dict, timeout: float, lint: bool = True) -> dict:

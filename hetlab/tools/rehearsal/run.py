@@ -20,8 +20,8 @@ from hetlab.store import saved_pair
 from hetlab.cluster.reach import start_with_retry
 from hetlab.errors import HetlabError
 from hetlab.tools.rehearsal import learner
-from hetlab.tools.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, _in, _kill_all,
-                                          _network, down, host_env, missing, status)
+from hetlab.tools.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, inside, kill_all_in,
+                                          set_up_network, down, host_env, missing, status)
 from hetlab.tools.rehearsal.hosts import firewall, readdress, set_link  # noqa: F401 - rehearsal.set_link, .firewall, .readdress
 
 
@@ -61,7 +61,7 @@ def up(profile: str = "wifi", ports: commands.Ports = commands.Ports(), start: b
     down()  # a stale rehearsal (a crash, a killed test) goes first
     began = time.perf_counter()
     try:
-        _network(profile, ports)
+        set_up_network(profile, ports)
         for host in HOSTS:
             (host.home / ".ray").mkdir(parents=True, exist_ok=True)
             host.ray_tmp.mkdir(parents=True, exist_ok=True)
@@ -96,7 +96,7 @@ def describe(state: dict) -> str:
 
 def stop_host(role: str) -> None:
     """The machine goes away: every process on that rehearsal host stops (its Ray node too)."""
-    _kill_all(_host(role).netns)
+    kill_all_in(_host(role).netns)
 
 
 def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports(), timeout: float = 60.0) -> None:
@@ -162,7 +162,7 @@ def lab(port: int = 8888, folder: str = ".") -> int:
         raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
     token, sock = secrets.token_hex(16), ROOT / "jupyter.sock"
     jupyter = str(Path(sys.executable).parent / "jupyter")
-    server = subprocess.Popen(_in(DESKTOP, [jupyter, "lab", "--no-browser", "--allow-root", f"--ServerApp.sock={sock}",
+    server = subprocess.Popen(inside(DESKTOP, [jupyter, "lab", "--no-browser", "--allow-root", f"--ServerApp.sock={sock}",
                                             f"--ServerApp.token={token}", f"--ServerApp.root_dir={folder}"]),
                               env=learner.learner_env(DESKTOP))
     print(f"JupyterLab on the rehearsal desktop: http://127.0.0.1:{port}/lab?token={token}  (Ctrl-C stops it)")
@@ -210,4 +210,4 @@ def run_on(role: str, argv: list[str], driver: bool = True, **kw) -> subprocess.
     if state is None:
         raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
     env = {**host_env(host, state["address"] if driver else None), **kw.pop("env", {})}
-    return subprocess.run(_in(host, argv), env=env, **kw)
+    return subprocess.run(inside(host, argv), env=env, **kw)
