@@ -1,11 +1,12 @@
 """Shared test settings: quick mode for notebooks (nbval kernels inherit this
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
 which notebooks run only through the two-host rehearsal, the fast tier of `make check` (``--fast-tier``),
-a stack of every thread on a crash, and ``folder``: a figures folder of a test's own with no address asked for."""
+a stack of every thread on a crash, the ledger's gauge read before and after a run (``--gauge``), and ``folder``: a figures folder of a test's own with no address asked for."""
 import faulthandler
 import os
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -63,6 +64,9 @@ def pytest_addoption(parser):
     parser.addoption("--fast-tier", action="store_true",
                      help="make check: only the tests that need no Ray, no notebook and no rehearsal; "
                           "a test that starts Ray fails")
+    parser.addoption("--gauge", action="store_true",
+                     help="read the ledger's gauge (benchmarks/gauge.py) before and after the run and print "
+                          "the run's gauge-seconds (docs/contributing.md); .ci/run passes it")
 
 
 def pytest_configure(config):
@@ -126,9 +130,45 @@ def _leave_to_the_rehearsal(config, items):
         items[:] = [item for item in items if item not in covered]
 
 
-def pytest_terminal_summary(terminalreporter):
+GAUGE = pytest.StashKey[dict]()      # --gauge: the first reading and the run's clock
+
+
+def _gauge():
+    """benchmarks/gauge.py, a script rather than a package: loaded by its path."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "hetlab_gauge", os.path.join(os.path.dirname(__file__), "benchmarks", "gauge.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pytest_sessionstart(session):
+    """With ``--gauge``: the gauge's first reading, then the clock of the run it brackets."""
+    if session.config.getoption("--gauge"):
+        session.config.stash[GAUGE] = {"before": _gauge().read(), "t0": time.monotonic()}
+
+
+def _print_gauge(terminalreporter, config):
+    """The run's seconds (the readings' own left out) and its gauge-seconds at each reading and their mean.
+    The gauge read right after a run moved 2,100–3,500 between runs on one box, so both ends are read."""
+    run = config.stash[GAUGE]
+    seconds = time.monotonic() - run["t0"]
+    gauge = _gauge()
+    after = gauge.read(threads=run["before"]["torch_threads"])
+    speeds = [run["before"]["gauge_samples_per_s"], after["gauge_samples_per_s"]]
+    mean = sum(speeds) / 2
+    terminalreporter.write_sep("-", "the ledger's gauge (docs/contributing.md)")
+    terminalreporter.write_line(
+        f"before: {speeds[0]:,} samples/s (load {run['before']['loadavg_1min']:.2f}); after: {speeds[1]:,} "
+        f"(load {after['loadavg_1min']:.2f}); the run: {seconds:.1f} s = {gauge.gauge_seconds(seconds, mean)} "
+        f"gauge-seconds at their mean ({gauge.gauge_seconds(seconds, speeds[0])} before, "
+        f"{gauge.gauge_seconds(seconds, speeds[1])} after)")
+
+
+def pytest_terminal_summary(terminalreporter, config):
     """After a run with notebooks: minutes per notebook (the README's table takes full mode's from
-    ``make test-full``), summed over its cells' set-up, run and tear-down."""
+    ``make test-full``), summed over its cells' set-up, run and tear-down; with ``--gauge``, the gauge."""
     seconds: dict[str, float] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
@@ -140,6 +180,8 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", f"minutes per notebook ({mode} mode)")
         for where, s in sorted(seconds.items()):
             terminalreporter.write_line(f"{where:<50s} {s / 60:5.1f}")
+    if GAUGE in config.stash:
+        _print_gauge(terminalreporter, config)
 
 
 # Every thread's stack on a crash, to stderr, the interpreter's teardown included: a run that once

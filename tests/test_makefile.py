@@ -1,9 +1,11 @@
-"""The Makefile's own settings: JupyterLab without the news pop-up, and the full-mode notebook run.
-Pure file checks against the installed JupyterLab's schema; nothing is started."""
+"""The Makefile's own settings: JupyterLab without the news pop-up, the full-mode notebook run, the fast tier,
+the environment make picks, and CI's gauge. File checks and `make -n`, but for one real pytest run with --gauge."""
 import json
 import re
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTIFICATION = "@jupyterlab/apputils-extension:notification"
@@ -104,3 +106,23 @@ def test_a_conda_environment_without_torch_and_ray_gets_a_venv_from_its_python(t
     out = dry_run("lab", prefix)
     assert f"{prefix}/bin/python -m venv .venv" in out and ".venv/bin/python -m pip install" in out
     assert f"{prefix}/bin/python -m pip" not in out
+
+
+@pytest.mark.slow
+def test_ci_reads_the_gauge_before_and_after_its_run(tmp_path):
+    """`.ci/run` passes --gauge (conftest.py, loaded here as a plugin): the ledger's gauge read on each side of
+    the run itself, since a reading taken later moved 2,100–3,500 on one box. A real pytest run of a one-test
+    file, both readings real: the run's gauge-seconds at the readings' mean lie between those at each."""
+    assert re.search(r'^make test PYTEST_ARGS=".*--gauge.*"$', (ROOT / ".ci" / "run").read_text(), re.M)
+    (tmp_path / "test_one.py").write_text("import time\n\ndef test_one():\n    time.sleep(2)\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
+                          "--gauge", str(tmp_path / "test_one.py")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    line = re.search(r"before: ([\d,]+) samples/s \(load [\d.]+\); after: ([\d,]+) \(load [\d.]+\); "
+                     r"the run: ([\d.]+) s = (\d+) gauge-seconds at their mean \((\d+) before, (\d+) after\)",
+                     run.stdout)
+    assert line, run.stdout
+    before, after, seconds, mean, at_before, at_after = (float(g.replace(",", "")) for g in line.groups())
+    assert before > 0 and after > 0 and seconds >= 2
+    assert min(at_before, at_after) <= mean <= max(at_before, at_after)
