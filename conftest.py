@@ -150,7 +150,8 @@ def pytest_sessionstart(session):
 
 
 def _print_gauge(terminalreporter, config):
-    """The run's seconds (the readings' own left out) and its gauge-seconds at each reading and their mean.
+    """Seconds per test file (the ledger's per-file table), then the run's seconds (the readings' own left
+    out) and its gauge-seconds at each reading and their mean.
     The gauge read right after a run moved 2,100–3,500 between runs on one box, so both ends are read."""
     run = config.stash[GAUGE]
     seconds = time.monotonic() - run["t0"]
@@ -158,6 +159,15 @@ def _print_gauge(terminalreporter, config):
     after = gauge.read(threads=run["before"]["torch_threads"])
     speeds = [run["before"]["gauge_samples_per_s"], after["gauge_samples_per_s"]]
     mean = sum(speeds) / 2
+    files: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if hasattr(report, "duration") and getattr(report, "nodeid", ""):
+                where = report.nodeid.split("::")[0]
+                files[where] = files.get(where, 0.0) + report.duration
+    terminalreporter.write_sep("-", "seconds per file, the slowest 25 (set-up, call and tear-down)")
+    for where, s in sorted(files.items(), key=lambda kv: -kv[1])[:25]:
+        terminalreporter.write_line(f"{s:8.1f}  {where}")
     terminalreporter.write_sep("-", "the ledger's gauge (docs/contributing.md)")
     terminalreporter.write_line(
         f"before: {speeds[0]:,} samples/s (load {run['before']['loadavg_1min']:.2f}); after: {speeds[1]:,} "
