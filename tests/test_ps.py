@@ -499,6 +499,20 @@ def test_a_simulated_throttle_mid_run_is_followed_by_the_split(data):
         assert specs[1].slowdown == 2  # the learner's own WorkerSpec is left as it was
 
 
+def test_a_workers_start_waits_longer_on_a_busy_machine_and_a_late_one_is_named(data, monkeypatch):
+    """The start window is ``worker_timeout_s`` grown with the load (``machine.patience``: a busy loop per core
+    once kept a worker's first call waiting past a fixed 120 s). Shrunk to 1 ms here, on real Ray: one line
+    names the late workers."""
+    from hetlab.ps import training
+    asked = []
+    monkeypatch.setattr(training, "patience", lambda seconds: asked.append(seconds) or 0.001)
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
+    with pytest.raises(HetlabError) as e:
+        ParameterServerTraining(specs, data[0], batch_sizes=[40, 24], progress=False, worker_timeout_s=45)
+    assert asked == [45] and "did not start within 0 s" in str(e.value) and "'fast'" in str(e.value)
+    assert len(str(e.value).splitlines()) == 1
+
+
 def test_resume_from_checkpoint_is_bitwise_equal(data, sync_run):
     """Run 2k steps uninterrupted (checkpoint at k) vs resume at k in a new training + k steps."""
     train, k = data[0], sync_run["steps"] // 2

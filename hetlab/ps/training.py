@@ -17,6 +17,7 @@ from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError, one_line
 from hetlab.core.flat import flat_weights, load_flat
+from hetlab.core.machine import patience
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps import saving
 from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hooks, Progress
@@ -42,7 +43,8 @@ class ParameterServerTraining:
     ``train_data``, ``loss``: yours or the built-ins (as ``train``). A context manager, or ``shutdown()``."""
 
     # progress (a bar) and checkpoint_dir + checkpoint_every (automatic checkpoints) make the default
-    # hooks; run(hooks=[...]) takes others. worker_timeout_s: how long the driver waits for an answer.
+    # hooks; run(hooks=[...]) takes others. worker_timeout_s: how long the driver waits for an answer (and,
+    # grown with the machine's load by machine.patience, for a worker to start).
     # local_steps: local SGD's H, one for all or one per worker (speed-scaled, notebook 08).
     def __init__(self, workers: list[WorkerSpec], train_data, model="small", *, batch_sizes: list[int] | None = None,
                  local_steps: int | list[int] = 8, loss=None, checkpoint_dir=None, checkpoint_every: int = 0,
@@ -100,10 +102,11 @@ class ParameterServerTraining:
         o = self.options
         self.server = Server(self.factory, o.seed, o.lr, o.mode, o.outer_lr, o.outer_momentum, o.optimizer)
         refs = [m.actor.info.remote() for m in self.pool.members]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.pool.timeout_s)
+        window = patience(self.pool.timeout_s)   # a start: a new process imports torch; a busy machine is slower
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=window)
         if len(ready) < len(refs):
             late = [s.name for s, r in zip(self.workers, refs) if r not in ready]
-            raise HetlabError(f"workers {late} did not start within {self.pool.timeout_s:.0f} s: "
+            raise HetlabError(f"workers {late} did not start within {window:.0f} s: "
                               f"check hetlab.cluster.node_table() shows their machines.")
         try:
             for m, info in zip(self.pool.members, ray.get(refs)):
