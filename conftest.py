@@ -1,7 +1,8 @@
 """Shared test settings: quick mode for notebooks (nbval kernels inherit this
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
 which notebooks run only through the two-host rehearsal, the fast tier of `make check` (``--fast-tier``),
-a stack of every thread on a crash, the ledger's gauge read before and after a run (``--gauge``), and ``folder``: a figures folder of a test's own with no address asked for."""
+a stack of every thread on a crash, the ledger's gauge read before and after a run (``--gauge``), and
+``folder``: a figures folder of a test's own with no address asked for."""
 import faulthandler
 import os
 import sys
