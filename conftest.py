@@ -4,6 +4,7 @@ which notebooks run only through the two-host rehearsal, the fast tier of `make 
 a stack of every thread on a crash, the ledger's gauge read before and after a run (``--gauge``), and
 ``folder``: a figures folder of a test's own with no address asked for."""
 import faulthandler
+import functools
 import os
 import sys
 import tempfile
@@ -134,8 +135,20 @@ def _leave_to_the_rehearsal(config, items):
 GAUGE = pytest.StashKey[dict]()      # --gauge: the first reading and the run's clock
 
 
+def _seconds_per_file(terminalreporter) -> dict[str, float]:
+    """Each test file's (or notebook's) seconds, summed over its items' set-up, call and tear-down."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            where = str(getattr(report, "nodeid", "")).split("::")[0]
+            if where and hasattr(report, "duration"):
+                seconds[where] = seconds.get(where, 0.0) + report.duration
+    return seconds
+
+
+@functools.cache
 def _gauge():
-    """benchmarks/gauge.py, a script rather than a package: loaded by its path."""
+    """benchmarks/gauge.py, a script rather than a package: loaded by its path, once."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "hetlab_gauge", os.path.join(os.path.dirname(__file__), "benchmarks", "gauge.py"))
@@ -160,12 +173,7 @@ def _print_gauge(terminalreporter, config):
     after = gauge.read(threads=run["before"]["torch_threads"])
     speeds = [run["before"]["gauge_samples_per_s"], after["gauge_samples_per_s"]]
     mean = sum(speeds) / 2
-    files: dict[str, float] = {}
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            if hasattr(report, "duration") and getattr(report, "nodeid", ""):
-                where = report.nodeid.split("::")[0]
-                files[where] = files.get(where, 0.0) + report.duration
+    files = _seconds_per_file(terminalreporter)
     terminalreporter.write_sep("-", "seconds per file, the slowest 25 (set-up, call and tear-down)")
     for where, s in sorted(files.items(), key=lambda kv: -kv[1])[:25]:
         terminalreporter.write_line(f"{s:8.1f}  {where}")
@@ -180,12 +188,7 @@ def _print_gauge(terminalreporter, config):
 def pytest_terminal_summary(terminalreporter, config):
     """After a run with notebooks: minutes per notebook (the README's table takes full mode's from
     ``make test-full``), summed over its cells' set-up, run and tear-down; with ``--gauge``, the gauge."""
-    seconds: dict[str, float] = {}
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            where = str(getattr(report, "nodeid", "")).split("::")[0]
-            if where.endswith(".ipynb") and hasattr(report, "duration"):
-                seconds[where] = seconds.get(where, 0.0) + report.duration
+    seconds = {where: s for where, s in _seconds_per_file(terminalreporter).items() if where.endswith(".ipynb")}
     if seconds:
         mode = "quick" if os.environ.get("HETLAB_QUICK") != "0" else "full"
         terminalreporter.write_sep("-", f"minutes per notebook ({mode} mode)")

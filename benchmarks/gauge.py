@@ -21,12 +21,12 @@ def read(threads: int | None = None) -> dict:
 
     load = os.getloadavg()[0]
     left = torch.get_num_threads()
-    torch.set_num_threads(threads or left)
+    used = threads or left
+    torch.set_num_threads(used)
     try:
         model = make_model("small", seed=0)
         speed = statistics.median(throughput(model, "cpu", 128, steps=30) for _ in range(3))
     finally:
-        used = torch.get_num_threads()
         torch.set_num_threads(left)
     return {"gauge_samples_per_s": round(speed), "loadavg_1min": round(load, 2), "torch_threads": used}
 
