@@ -56,13 +56,16 @@ lab: $(STAMP)
 	@$(BIN)/python -c 'from hetlab.tools.doctor.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this environment: {c.name}: {c.detail}. For the real pair: {c.fix}; or use the conda environment of environment-*.yml: conda activate hetlab, then make lab")'
 	$(abspath $(BIN))/jupyter lab --ServerApp.root_dir='$(CURDIR)' --LabApp.app_settings_dir='$(LAB_SETTINGS)' notebooks/00_setup_check.ipynb
 
+# Two processes at once (pytest-xdist): make test's two lanes (conftest.py, SECOND_LANE), make check's
+# tests handed out one by one. LANES= runs one process.
+LANES ?= -n 2
 test: $(STAMP)
-	HETLAB_QUICK=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	HETLAB_QUICK=1 $(BIN)/python -m pytest -q $(LANES) $(PYTEST_ARGS)
 
 # The inner loop's tier (conftest.py, --fast-tier): tests/ less every test marked `ray` or using a
 # fixture that starts Ray; no notebook, no rehearsal. A test in it that starts Ray fails.
 check: $(STAMP)
-	HETLAB_QUICK=1 $(BIN)/python -m pytest -q tests --fast-tier $(PYTEST_ARGS)
+	HETLAB_QUICK=1 $(BIN)/python -m pytest -q tests --fast-tier $(LANES) $(PYTEST_ARGS)
 
 # For contributors, once per clone: git's pre-commit hook (scripts/pre-commit) stops a commit whose
 # notebooks carry outputs and strips them with nbstripout (cell ids kept); tests/test_workflow.py

@@ -1,6 +1,7 @@
 """Shared test settings: quick mode for notebooks (nbval kernels inherit this
 environment), Ray quiet and offline, how long nbval waits for a cell's output, and
-which notebooks run only through the two-host rehearsal, the fast tier of `make check` (``--fast-tier``),
+which notebooks run only through the two-host rehearsal, `make test`'s two lanes (``-n 2``), the fast tier
+of `make check` (``--fast-tier``),
 a stack of every thread on a crash, the ledger's gauge read before and after a run (``--gauge``), and
 ``folder``: a figures folder of a test's own with no address asked for."""
 import faulthandler
@@ -17,9 +18,15 @@ from hetlab.vocab import ADDRESS_ENV, MEASURED_ENV, RAY_ADDRESS_ENV
 os.environ.setdefault("HETLAB_QUICK", "1")
 # Notebook 02 saves its figures where hetlab.store.measured.folder() says. A test session gives them a
 # folder of its own, so a test never replaces the figures a learner measured in the checkout's
-# measured/ (the notebook itself has no test branch: it just saves to measured.folder()).
-if not os.environ.get(MEASURED_ENV):
+# measured/ (the notebook itself has no test branch: it just saves to measured.folder()). Each of
+# `make test`'s two lanes (below) has its own: one lane's figures never meet the other's.
+if not os.environ.get(MEASURED_ENV) or os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ[MEASURED_ENV] = tempfile.mkdtemp(prefix="hetlab-measured-")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # In a lane, torch's threads (and those of every process the lane starts) yield a core they wait for
+    # instead of spinning on it: two processes of 2 spinning threads on 2 cores each ran at a fifth of
+    # their speed alone, and at two thirds with this (benchmarks/lanes.py). Set before torch loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
@@ -38,6 +45,28 @@ OUTPUT_TIMEOUT_S = 60
 # the two machines are clearly unlike (the rehearsal's hosts share one CPU).
 COVERED_BY_REHEARSAL = ("03_ray_fundamentals.ipynb", "04_build_your_cluster.ipynb",
                         "07_ray_train_mixed_devices.ipynb", "08_the_real_world.ipynb")
+
+
+# `make test` runs two lanes at once (pytest-xdist, -n 2): a third of a serial run the CPUs sit idle
+# while tests wait on Ray's new processes, a simulated device's sleep, a capped link or a timeout.
+# The second lane is the rehearsal's file and three files of practice-cluster tests, about half of
+# the suite; the first lane is the rest, the notebooks in their order. Each lane runs its files in the
+# usual order, and without -n there are no lanes. The timing-sensitive tests hold with a busy loop
+# per core (the ledger), more than the other lane takes from them.
+SECOND_LANE = ("tests/test_rehearsal.py", "tests/test_search.py", "tests/test_raytrain.py", "tests/test_practice.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With -n: every test of a lane goes to one worker, in the collection's order. The fast tier has
+    no file of the second lane: there -n hands out single tests (xdist's own ``load``)."""
+    if config.getoption("--fast-tier"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "second" if nodeid.split("::")[0] in SECOND_LANE else "first"
+    return Lanes(config, log)
 
 
 # The fast tier (`make check`, issue 58): every test that needs no Ray, no notebook and no rehearsal.
@@ -159,7 +188,7 @@ def _gauge():
 
 def pytest_sessionstart(session):
     """With ``--gauge``: the gauge's first reading, then the clock of the run it brackets."""
-    if session.config.getoption("--gauge"):
+    if session.config.getoption("--gauge") and not hasattr(session.config, "workerinput"):   # not in a lane
         session.config.stash[GAUGE] = {"before": _gauge().read(), "t0": time.monotonic()}
 
 

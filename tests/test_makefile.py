@@ -1,11 +1,14 @@
 """The Makefile's own settings: JupyterLab without the news pop-up, the full-mode notebook run, the fast tier,
-the environment make picks, and CI's gauge. File checks and `make -n`, but for one real pytest run with --gauge."""
+the environment make picks, `make test`'s two lanes and CI's gauge. File checks and `make -n`, but for one real
+pytest run with two lanes and --gauge."""
 import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
+
+import conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTIFICATION = "@jupyterlab/apputils-extension:notification"
@@ -49,7 +52,7 @@ def test_check_runs_the_fast_tier_of_tests_and_test_stays_whole():
     """`make check` is the inner loop's tier (conftest.py --fast-tier, issue 58); `make test`, the README's
     one command and CI's, runs everything."""
     assert "--fast-tier" in recipe("check") and " tests " in recipe("check") and "HETLAB_QUICK=1" in recipe("check")
-    assert "--fast-tier" not in recipe("test") and "pytest -q $(PYTEST_ARGS)" in recipe("test")
+    assert "--fast-tier" not in recipe("test") and "pytest -q $(LANES) $(PYTEST_ARGS)" in recipe("test")
 
 
 # One environment per machine (issue 28): in the course's conda environment make uses it; anywhere
@@ -109,20 +112,32 @@ def test_a_conda_environment_without_torch_and_ray_gets_a_venv_from_its_python(t
 
 
 @pytest.mark.slow
-def test_ci_reads_the_gauge_before_and_after_its_run(tmp_path):
-    """`.ci/run` passes --gauge (conftest.py, loaded here as a plugin): the ledger's gauge read on each side of
-    the run itself, since a reading taken later moved 2,100–3,500 on one box. A real pytest run of a one-test
-    file, both readings real: the run's gauge-seconds at the readings' mean lie between those at each."""
+def test_ci_runs_two_lanes_and_reads_the_gauge_once_on_each_side(tmp_path):
+    """`make test` runs two lanes (conftest.py's SECOND_LANE: pytest-xdist, ``LANES``), and `.ci/run` passes
+    --gauge: the ledger's gauge read on each side of the run itself, by the run and not by a lane (a
+    reading taken later moved 2,100–3,500 on one box). A real `pytest -n 2 --gauge` of a few tests of each
+    lane: each lane's tests ran on one worker, in order, and the run's gauge-seconds at the readings'
+    mean lie between those at each."""
     assert re.search(r'^make test PYTEST_ARGS=".*--gauge.*"$', (ROOT / ".ci" / "run").read_text(), re.M)
-    (tmp_path / "test_one.py").write_text("import time\n\ndef test_one():\n    time.sleep(2)\n")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
-                          "--gauge", str(tmp_path / "test_one.py")],
+    assert re.search(r"^LANES \?= -n 2$", (ROOT / "Makefile").read_text(), re.M)
+    first = "tests/test_steptime.py"
+    second = "tests/test_rehearsal.py::test_firewall_rules_are_the_printed_rules"
+    assert second.split("::")[0] in conftest.SECOND_LANE and first not in conftest.SECOND_LANE
+    run = subprocess.run([sys.executable, "-m", "pytest", "-v", "-n", "2", "--gauge", first, second],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
+    ran = re.findall(r"^\[(gw\d)\] \[ *\d+%\] PASSED (\S+)", run.stdout, re.M)
+    lanes = {where: {gw for gw, test in ran if test.startswith(where)} for where in (first, second)}
+    assert len(lanes[first]) == len(lanes[second]) == 1 and lanes[first] != lanes[second], ran
+    steptime = [test for _, test in ran if test.startswith(first)]
+    order = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", first], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120).stdout.split("\n\n")[0].splitlines()
+    assert steptime == order, (steptime, order)               # the lane keeps the file's order
+    assert run.stdout.count("the ledger's gauge") == 1, run.stdout
     line = re.search(r"before: ([\d,]+) samples/s \(load [\d.]+\); after: ([\d,]+) \(load [\d.]+\); "
                      r"the run: ([\d.]+) s = (\d+) gauge-seconds at their mean \((\d+) before, (\d+) after\)",
                      run.stdout)
     assert line, run.stdout
     before, after, seconds, mean, at_before, at_after = (float(g.replace(",", "")) for g in line.groups())
-    assert before > 0 and after > 0 and seconds >= 2
+    assert before > 0 and after > 0 and seconds > 0
     assert min(at_before, at_after) <= mean <= max(at_before, at_after)
