@@ -56,6 +56,7 @@ COVERED_BY_REHEARSAL = ("03_ray_fundamentals.ipynb", "04_build_your_cluster.ipyn
 SECOND_LANE = ("tests/test_rehearsal.py", "tests/test_search.py", "tests/test_raytrain.py", "tests/test_practice.py")
 
 
+@pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook (the test extras install it)
 def pytest_xdist_make_scheduler(config, log):
     """With -n: every test of a lane goes to one worker, in the collection's order. The fast tier has
     no file of the second lane: there -n hands out single tests (xdist's own ``load``)."""
