@@ -112,7 +112,7 @@ def test_a_conda_environment_without_torch_and_ray_gets_a_venv_from_its_python(t
 
 
 @pytest.mark.slow
-def test_ci_runs_two_lanes_and_reads_the_gauge_once_on_each_side(tmp_path):
+def test_ci_runs_two_lanes_and_reads_the_gauge_once_on_each_side():
     """`make test` runs two lanes (conftest.py's SECOND_LANE: pytest-xdist, ``LANES``), and `.ci/run` passes
     --gauge: the ledger's gauge read on each side of the run itself, by the run and not by a lane (a
     reading taken later moved 2,100–3,500 on one box). A real `pytest -n 2 --gauge` of a few tests of each
