@@ -151,6 +151,10 @@ def main() -> None:
     for r in tuned.history:
         print(f"    {balance.format_ratio(r.batch_sizes):24s} measured "
               f"{', '.join(f'{t:,.0f}' for t in r.throughputs)} samples/s")
+    equal_finish = balance.equal_finish_split(g, tuned.lines)
+    n_told = len(balance.step_scatter(tuned.history))
+    print(f"  auto-tune's lines finish together at {balance.format_ratio(equal_finish)}; for the scatter of the "
+          f"{n_told} steps it measured it took {balance.format_ratio(tuned.batch_sizes)} (balance.split_for_noise)")
     print(f"  {'split':28s} {'samples/s':>10} {'efficiency':>11} {'PS overhead':>12}   efficiency per alternation")
     for name, sizes in splits.items():
         print(f"  {name + ' ' + balance.format_ratio(sizes):28s} {rate[name]:10,.0f} "
@@ -210,7 +214,7 @@ def main() -> None:
                       "efficiency_tuned": round(eff["tuned"], 4),
                       "efficiency_tuned_each": [round(e, 4) for e in eff_each["tuned"]],
                       "tuned_ratio": [round(x, 4) for x in tuned.ratio],
-                      "tuned_batch_sizes": tuned.batch_sizes,
+                      "tuned_batch_sizes": tuned.batch_sizes, "tuned_equal_finish": equal_finish,
                       "ps_overhead_fraction": round(overhead["tuned"], 4),
                       "ps_overhead_fraction_equal": round(overhead["equal"], 4),
                       "efficiency_tuned_predicted": round(predicted, 4),

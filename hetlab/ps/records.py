@@ -104,6 +104,15 @@ def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
     return [worker_speed(r for r in records if r.worker == name).rate for name in names]
 
 
+def step_seconds(records, names: list[str]) -> list[list[float]]:
+    """Per synchronous step in which all of ``names`` answered: each one's seconds until its gradient
+    was back (device + comm), in ``names``' order: the steps' scatter ``auto_tune`` shifts the split for."""
+    by_step: dict = {}
+    for r in records:
+        by_step.setdefault(r.step, {})[r.worker] = r.device_s + r.comm_s
+    return [[mine[n] for n in names] for _, mine in sorted(by_step.items()) if all(n in mine for n in names)]
+
+
 @dataclass
 class StepBudget:
     """Why synchronous steps took longer than ideal, in mean seconds per step (notebook 06).

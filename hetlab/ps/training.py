@@ -13,6 +13,7 @@ import torch
 
 from hetlab.cluster import gpu_holders
 from hetlab.cluster.connecting import connect
+from hetlab.arithmetic.balance import Speeds
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError, one_line
@@ -27,7 +28,7 @@ from hetlab.ps.options import Options, check_count, check_local_steps, check_pos
 from hetlab.ps.pool import Member, WorkerPool
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
-from hetlab.ps.records import StepRecord, per_worker_samples_per_s, samples_per_s
+from hetlab.ps.records import StepRecord, per_worker_samples_per_s, samples_per_s, step_seconds
 from hetlab.ps.placement import actor_options
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate, held_out
@@ -220,8 +221,9 @@ class ParameterServerTraining:
             hooks.after_run()
         return self.records[start:]
 
-    def measure(self, batch_sizes: list[int], steps: int = 3) -> list[float]:
-        """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes.
+    def measure(self, batch_sizes: list[int], steps: int = 3) -> Speeds:
+        """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes,
+        and each step's seconds per worker (``Speeds.steps``: the scatter ``auto_tune`` weighs).
 
         The steps train the model for real, with no hooks (no bar, no checkpoint); the batch
         sizes are put back afterwards. A worker whose batch size is new to it first runs one
@@ -235,7 +237,8 @@ class ParameterServerTraining:
         finally:
             if len(old) == len(self.workers):
                 self.resplit(old, "measure")
-        return per_worker_samples_per_s(records, [s.name for s in self.workers])
+        names = [s.name for s in self.workers]
+        return Speeds(per_worker_samples_per_s(records, names), step_seconds(records, names))
 
     def standalone_throughput(self, batch_size, steps: int = 5, together: bool = False) -> list[float]:
         """Each worker training on its own (no waiting, no communication): samples/s of full
