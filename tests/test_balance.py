@@ -279,6 +279,11 @@ def test_under_noise_the_costlier_sample_is_given_away_until_it_seldom_sets_the_
     assert mean_step(lines, found, scatter) < mean_step(lines, [60, 10], scatter)
     assert split_for_noise(70, lines) == equal_finish_split(70, lines) == [60, 10]
     assert mean_step(lines, [60, 10]) == step_time(lines, [60, 10])
+    # a big batch moves many samples at a time first, and still ends where trying every split does
+    lines = [StepTime(0.0, 1 / 3750), StepTime(0.020, 0.99e-3)]
+    scatter = [[1 + rng.gauss(0, 0.3), 1 + rng.gauss(0, 0.3)] for _ in range(30)]
+    every = min(([5120 - m, m] for m in range(1, 5120)), key=lambda s: mean_step(lines, s, scatter))
+    assert split_for_noise(5120, lines, scatter) == every
 
 
 def test_the_scatter_is_each_step_against_its_rounds_median():
