@@ -120,7 +120,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     from hetlab.ps.records import engine_cost, exchange_costs
     from hetlab.core.data import load_mnist
     from hetlab.tools.cli.app import main
-    from hetlab.views import report, reportwords
+    from hetlab.views import report
     where = tmp_path / "measured"
     for role in ("desktop", "mac"):                                                    # 02 (and 04's fetch)
         figures.fetch(role, where, there=str(tmp_path / role), quick=True, models=("small",))
@@ -198,15 +198,15 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     assert html.count('src="data:image/png;base64,') == 4 and '.png"' not in html
     table = list(csv.DictReader((out / "figures.csv").open()))
     assert all(r["low"] and r["high"] and "measured on" in r["source"] for r in table if r["unit"] == "samples/s")
-    asked = reportwords.unwritten(page)                                                # all unwritten at first,
-    assert set(reportwords.QUESTIONS) <= set(asked) and any(k.startswith("why-") for k in asked)   # own figures' too
+    asked = report.unwritten(page)                                                # all unwritten at first,
+    assert set(report.QUESTIONS) <= set(asked) and any(k.startswith("why-") for k in asked)   # own figures' too
     assert all("batch 64, split" in r and "QUICK mode" in r for r in rows)              # each row's conditions
     assert all("checked every 3 steps on 300 test samples" in r for r in rows if "per-step sync" in r)
     mine = "The mac waited less than I thought: its messages, not its compute, set the step."
-    (out / "report.md").write_text(page.replace(reportwords.UNWRITTEN, mine, 1))
+    (out / "report.md").write_text(page.replace(report.UNWRITTEN, mine, 1))
     link.save(link.measure(sizes_mb=(1,), repeats=2, echoes=3), where)                 # new figures, then again
     again = report.write(out, where).read_text()
-    assert mine in again and len(reportwords.unwritten(again)) == len(asked) - 1
+    assert mine in again and len(report.unwritten(again)) == len(asked) - 1
     assert "over 2 objects of 1 MB" in again and "over 2 objects of 4 MB" in page
     assert main(["report", "--measured", str(tmp_path / "nothing")]) == 2      # nothing measured: one line
 

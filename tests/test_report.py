@@ -11,7 +11,7 @@ from hetlab.arithmetic import outcome, planner
 from hetlab.store import claims, graded, measured
 from hetlab.arithmetic.steady import steady
 from hetlab.tools.cli import main
-from hetlab.views import report, reportwords
+from hetlab.views import report
 
 TOKEN = "a3f9" * 16
 ADDRESSES = ("10.4.7.21", "172.16.0.9", "172.31.255.2", "192.168.1.20:6379")
@@ -162,13 +162,13 @@ def test_each_technique_row_has_its_conditions_a_quick_run_is_marked_and_time_to
     assert "1.1 s of training (checked every 5 steps on 500 test samples)" in rows["parameter server, per-step sync"]
     assert "not reached in 1.0 s (checked every 5 steps" in rows["parameter server, async"]
     assert all(report.QUICK_MARK in row for row in rows.values())
-    assert "not checked during the run" in report.reportclaims.time_to_target(_one_model_run(64, [32, 32]))
-    why = reportwords.key("why", "parameter server, per-step sync")       # a question about their own figure
-    assert f"<!-- your words: {why} -->\n{reportwords.UNANSWERED}" in page
+    assert "not checked during the run" in report.time_to_target(_one_model_run(64, [32, 32]))
+    why = report.key("why", "parameter server, per-step sync")       # a question about their own figure
+    assert f"<!-- your words: {why} -->\n{report.UNANSWERED}" in page
     mine = "The mac waited for the desktop's messages: the communication share is 20 %."
-    (tmp_path / "out" / "report.md").write_text(page.replace(f"{why} -->\n{reportwords.UNANSWERED}", f"{why} -->\n{mine}"))
+    (tmp_path / "out" / "report.md").write_text(page.replace(f"{why} -->\n{report.UNANSWERED}", f"{why} -->\n{mine}"))
     again = report.write(tmp_path / "out", tmp_path).read_text()
-    assert f"{why} -->\n{mine}" in again and why not in reportwords.unwritten(again)
+    assert f"{why} -->\n{mine}" in again and why not in report.unwritten(again)
 
 
 def test_the_exercises_results_are_in_the_report_and_check_names_what_is_missing(tmp_path, capsys):
@@ -202,5 +202,21 @@ def test_a_techniques_conditions_and_time_to_target_come_from_its_own_records():
     assert late["time_to_target_s"] is None and late["checked_s"] == 0.08      # not reached in its checks
     assert outcome.technique(records, 0.95)["checks"] == 0                     # read once, at the end
     rounds = outcome.technique(records, 0.95, checked={**checked, "unit": "rounds"})   # local SGD's records
-    line = report.reportclaims.run_conditions(rounds, {"mode": "full"})
-    assert "12 rounds, 768 samples" in line and "checked every 4 rounds" in report.reportclaims.time_to_target(rounds)
+    line = report.run_conditions(rounds, {"mode": "full"})
+    assert "12 rounds, 768 samples" in line and "checked every 4 rounds" in report.time_to_target(rounds)
+
+
+def test_the_html_is_the_pages_markdown_escaped_with_the_learners_words_in_it(tmp_path):
+    """What a learner writes reaches report.html as text (a tag in it is shown, never run); the page's
+    tables and headings are HTML ones; the words' markers stay comments, so the HTML reads as the page."""
+    measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
+    out = tmp_path / "out"
+    page = report.write(out, tmp_path).read_text()
+    mine = "The <script>alert(1)</script> tag & **the desktop** waited."
+    (out / "report.md").write_text(page.replace(report.UNWRITTEN, mine, 1))
+    report.write(out, tmp_path)
+    html = (out / "report.html").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; tag &amp; <strong>the desktop</strong> waited." in html
+    assert "<script>" not in html and "<!-- your words: surprised-01-02 -->" in html
+    assert "<h2>4 · Each machine alone (notebooks 01, 02)</h2>" in html and "<th>machine</th>" in html
+    assert html.count('src="data:image/png;base64,') == 1 and "<title>What my Mac and my desktop did</title>" in html

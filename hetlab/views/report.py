@@ -1,25 +1,40 @@
 """The learner's hand-in (``hetlab report``, notebook 09's last cell), from what the notebooks saved.
 
-The machines (read on each), the link (through Ray), each machine alone (01, 02), each technique on the
-pair (05, 07, 08) with its conditions, 06's split, 09's search, every prediction beside a measurement of
-the same thing (``reportclaims``), the graded exercises (``reportwork``), the learner's words and answers
-(``reportwords``, kept across rewrites). Each speed: a median, its spread, the warm-up left out
-(``arithmetic.steady``); each figure: where it came from. Beside ``report.md``: its PNGs, ``report.html``
-and ``figures.csv`` (``reportshare``); no token, address or host name (``reportprivate``).
+One page, ``report.md``, in ten sections: the machines (read on each), the link (through Ray), each
+machine alone (01, 02), each technique on the pair (05, 07, 08) with its conditions, 06's split, 09's
+search, every prediction beside a measurement of the same thing, the graded exercises, and the
+learner's own words. Each speed is a median with its spread, the warm-up left out
+(``arithmetic.steady``); each figure says where it came from. Beside the page: its PNGs,
+``report.html`` (the page through mistune, its plots inlined: the one file to send) and
+``figures.csv``.
+
+What stays out: anything that looks like an IPv4 address (private ones too) or a token (32 hex
+digits or more); the host names the saved files hold become the role they stand for ("desktop",
+"mac"; "this machine" where one box held both) unless the learner asks for them (``names``).
+
+The learner's words sit between ``<!-- your words: ID -->`` and ``<!-- end of your words -->``:
+writing the page again reads the old one first and puts each written block back, so new figures
+never erase an answer. ``missing`` is ``hetlab report --check``: what a hand-in still lacks.
 """
 from __future__ import annotations
 
+import base64
+import csv
 import datetime
+import html
+import json
+import re
 from pathlib import Path
 
-from hetlab.store import measured
+import jinja2
+import mistune
+
+from hetlab.course.exercises import EXERCISES
 from hetlab.errors import HetlabError
-from hetlab.views import reportclaims, reportshare, reportwords, reportwork
-from hetlab.views.reportprivate import clean, redact, hosts as _hosts
+from hetlab.store import claims, graded, measured
 
 ROLES = ("desktop", "mac")
 NOTEBOOKS = ("01", "02", "05", "06", "07", "08", "09")
-SIMULATED = measured.ORIGINS[measured.PRACTICE]
 TITLE = "What my Mac and my desktop did"
 SECTIONS = ("The machines", "The link", "How each speed was read", "Each machine alone",
             "Each technique on the pair", "The split against the speed ratio", "The search",
@@ -28,30 +43,104 @@ FACTS = (("chip", "chip"), ("accelerator", "GPU / accelerator"), ("gpu_memory_gb
          ("memory_gb", "memory, GiB"), ("cpus", "CPU cores"), ("os", "OS"), ("wsl", "WSL (Windows build)"),
          ("driver", "NVIDIA driver"), ("cuda", "CUDA build of torch"), ("mps", "MPS"), ("torch", "torch"),
          ("ray", "Ray"), ("python", "Python"), ("hetlab", "hetlab"), ("hetlab_commit", "hetlab commit"))
-
-
-QUICK = "quick"
 QUICK_MARK = "QUICK MODE (HETLAB_QUICK=1: fewer samples and steps), not a full run"
-
-
 HOW_TO_HAND_IN = ("**Before you send it.** Write your answers in `report.md` (this page), between each "
                   "`<!-- your words -->` line and its end line. Then run `hetlab report` again: it keeps your words, "
                   "puts them into `report.html`, the one file to send, and `hetlab report --check` lists "
                   "what is still missing.")
+TECHNIQUES = (("05", "sync", "parameter server, per-step sync"), ("05", "async", "parameter server, async"),
+              ("08", "sync", "per-step sync (08)"), ("08", "local SGD", "local SGD (08)"),
+              ("07", "ray train", "Ray Train, gloo all-reduce"))
+# Which notebook measures each quantity the course predicts (what a "not yet measured" row says to run)
+MEASURED_BY = {claims.ONE_MODEL: "notebook 07 (one model, Ray Train, on the pair at this batch)",
+               claims.SEARCH: "a search whose trials all train at this batch (notebook 09 mixes 32–128)"}
+CSV_COLUMNS = ("section", "figure", "value", "low", "high", "unit", "repeats", "source")
+RIGHT = "right"
+
+# --- what stays out: addresses, tokens, host names --------------------------------------------------
+
+_ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b[0-9a-fA-F]{32,}\b")
+_HOST_NAME = re.compile(r"\b[\w-]+\.(?:local|lan|home|localdomain)\b")
+ONE_BOX = "this machine"
 
 
-def origin_label(data: dict) -> str:
-    kind = measured.origin_of(data)
-    return "" if kind == measured.PAIR else measured.ORIGINS[kind]
+def clean(text: str) -> str:
+    """``text`` with anything that looks like an IP address (private ones too) or a token left out."""
+    return _ADDRESS.sub("(left out)", str(text))
+
+
+def hosts(source: Path) -> dict[str, str]:
+    """Every host name a saved file holds → the role it stands for (a run's host is the desktop's);
+    a host that holds both roles (the practice cluster, one box) → "this machine"."""
+    names = {}
+
+    def name(host, role):
+        if host:
+            names[host] = role if names.get(host, role) == role else ONE_BOX
+
+    for role in ROLES:
+        name((measured.load(role, source) or {}).get("host"), role)
+    for role, facts in ((measured.load_figure("machines", source) or {}).get("machines") or {}).items():
+        name(facts.get("hostname"), role)
+    for p in sorted(source.glob("*.json")):
+        try:
+            host = json.loads(p.read_text(encoding="utf-8")).get("host")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(host, str) and host:
+            names.setdefault(host, "desktop")
+    return names
+
+
+def redact(text: str, hosts: dict[str, str]) -> str:
+    """Host names as their roles, then addresses, tokens and any other ``.local`` name left out."""
+    for host in sorted(hosts, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", hosts[host], text)
+    return _HOST_NAME.sub("(a host name, left out)", clean(text))
+
+# --- the learner's words, kept across rewrites --------------------------------------------------------
+
+UNWRITTEN = "*(unwritten: replace this line with your own words)*"
+UNANSWERED = "*(unanswered: replace this line with your answer, from the figures above)*"
+_BLOCK = re.compile(r"<!-- your words: ([\w-]+) -->\n(.*?)\n<!-- end of your words -->", re.S)
+# (id, the question): one per notebook's figures, then the two at the end
+QUESTIONS = {
+    "surprised-01-02": "Each machine alone (notebooks 01, 02): what surprised you?",
+    "surprised-05-07-08": "The techniques on the pair (notebooks 05, 07, 08): what surprised you?",
+    "surprised-06": "The split (notebook 06): what surprised you?",
+    "surprised-09": "The search (notebook 09): what surprised you?",
+    "limitations": "Limitations: what these figures cannot tell, and why",
+    "would-change": "What you would change, with these two machines or with others",
+}
+
+
+def read_words(page: Path) -> dict[str, str]:
+    """id → the learner's text, from an earlier ``report.md`` (unwritten blocks left out)."""
+    if not page.is_file():
+        return {}
+    found = _BLOCK.findall(page.read_text(encoding="utf-8"))
+    return {k: text.strip() for k, text in found if text.strip() and text.strip() not in (UNWRITTEN, UNANSWERED)}
+
+
+def key(*parts: str) -> str:
+    """A block's id from words that stay the same across rewrites ("why", "05", "async")."""
+    return "-".join(re.sub(r"[^a-z0-9]+", "-", str(p).lower()).strip("-") for p in parts)
+
+
+def unwritten(text: str) -> list[str]:
+    """The ids of the blocks of a page still unwritten or unanswered."""
+    return [k for k, body in _BLOCK.findall(text) if body.strip() in (UNWRITTEN, UNANSWERED)]
+
+# --- the page ----------------------------------------------------------------------------------------
 
 
 def run_label(run: dict) -> str:
     """"measured on HOST, DATE", and where it came from when not your pair (simulated, rehearsal)."""
     label = f"measured on {run.get('host', '?')}, {str(run.get('date', ''))[:10]}"
-    if run.get("mode") == QUICK:
+    if run.get("mode") == claims.QUICK:
         label += f"; {QUICK_MARK}"
-    extra = origin_label(run)
-    return clean(f"{label}; {extra}" if extra else label)
+    kind = measured.origin_of(run)
+    return clean(label if kind == measured.PAIR else f"{label}; {measured.ORIGINS[kind]}")
 
 
 def speed_text(s: dict | None) -> str:
@@ -65,13 +154,25 @@ def speed_text(s: dict | None) -> str:
 
 
 class Page:
-    """The page being written: its lines, its CSV rows, its folder."""
+    """The page being written: its lines, its CSV rows, its folder, the words kept from the last one."""
 
     def __init__(self, out: Path, source: Path):
         self.out, self.source, self.lines, self.rows = out, source, [], []
+        self.kept = read_words(out / "report.md")
 
     def add(self, *lines: str) -> None:
         self.lines += list(lines)
+
+    def heading(self, n: int, notebooks: str = "") -> None:
+        plural = "s" if "," in notebooks or "–" in notebooks else ""
+        self.add(f"## {n} · {SECTIONS[n - 1]}" + (f" (notebook{plural} {notebooks})" if notebooks else ""), "")
+
+    def words(self, block: str, question: str | None = None) -> None:
+        """One of the learner's blocks: a fixed question (``QUESTIONS``), or ``question`` about their
+        own figures; then their text, or the placeholder."""
+        empty = UNWRITTEN if question is None else UNANSWERED
+        self.add(f"**{question or QUESTIONS[block]}**", "", f"<!-- your words: {block} -->",
+                 self.kept.get(block, empty), "<!-- end of your words -->", "")
 
     def row(self, section: str, figure: str, value, source: str, unit: str = "", low="", high="", repeats="") -> None:
         self.rows.append({"section": section, "figure": figure, "value": value, "low": low, "high": high,
@@ -94,13 +195,8 @@ class Page:
         self.add(f"![{title} ({label})]({name}.png)", "", f"*{title}: {label}.*" + (f" {words}" if words else ""), "")
 
 
-def _heading(page: Page, n: int, notebooks: str = "") -> None:
-    page.add(f"## {n} · {SECTIONS[n - 1]}" + (f" (notebook{'s' if ',' in notebooks or '–' in notebooks else ''} {notebooks})"
-                                             if notebooks else ""), "")
-
-
 def _machines(page: Page) -> None:
-    _heading(page, 1, "09")
+    page.heading(1, "09")
     data = measured.load_figure("machines", page.source)
     if not data:
         page.add("Not yet described: run notebook 09's report cell with both machines connected "
@@ -109,15 +205,15 @@ def _machines(page: Page) -> None:
     table = data["machines"]
     roles = list(dict.fromkeys([r for r in ROLES if r in table] + sorted(table)))
     page.add("| | " + " | ".join(roles) + " |", "|---|" + "---|" * len(roles))
-    for key, name in FACTS:
-        page.add(f"| {name} | " + " | ".join(str(table[r].get(key) if table[r].get(key) is not None else "—")
+    for k, name in FACTS:
+        page.add(f"| {name} | " + " | ".join(str(table[r].get(k) if table[r].get(k) is not None else "—")
                                          for r in roles) + " |")
     page.add("| where | " + " | ".join(measured.ORIGINS[table[r].get("origin", "pair")] for r in roles) + " |", "")
     page.add(f"*Each column read by a task on that machine over the cluster, {str(data.get('date', ''))[:10]}.*", "")
 
 
 def _link(page: Page) -> None:
-    _heading(page, 2, "08")
+    page.heading(2, "08")
     data = measured.load_figure("link", page.source)
     if not data:
         page.add("Not yet measured: run notebook 08's link exercise (`link.measure()`).", "")
@@ -138,7 +234,7 @@ def _link(page: Page) -> None:
 
 def _method(page: Page, runs: dict) -> None:
     from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS
-    _heading(page, 3)
+    page.heading(3)
     page.add(f"Every speed here is read one way (`hetlab.arithmetic.steady`): the first {WARMUP_STEPS} steps of a "
              "run are its warm-up (a new shape's compile or search), timed apart and left out; the remaining steps "
              f"are cut into windows (usually {WINDOWS}), each gives one samples/s, and the speed is their median "
@@ -151,21 +247,21 @@ def _method(page: Page, runs: dict) -> None:
 
 
 def _alone(page: Page, runs: dict) -> None:
-    _heading(page, 4, "01, 02")
-    rows = []
+    page.heading(4, "01, 02")
+    rows, labels = [], []
     for role in ROLES:
         data = measured.load(role, page.source)
         if data is None:
             rows.append(f"| {role} | not measured: run notebook 02 there | — | — | — |")
+            labels.append(f"{role}: {measured.step_time(role, 'small', page.source).source}")
             continue
-        s = (data.get("speeds") or {}).get("small")
-        label = run_label(data)
-        line = measured.step_time(role, "small", page.source)
-        rows.append(f"| {role} | {speed_text(s)} | {line.formula} "
+        s, label = (data.get("speeds") or {}).get("small"), run_label(data)
+        rows.append(f"| {role} | {speed_text(s)} | {measured.step_time(role, 'small', page.source).formula} "
                     f"| {clean(data.get('accelerator') or data.get('device'))} | {label} |")
         page.speed_row("each machine alone", f"{role}, small CNN, batch {measured.ASSUMED_BATCH}", s, label)
-    page.add(f"| machine | samples/s at batch {measured.ASSUMED_BATCH}, small CNN | step line t₀ + b × per sample | device | source |",
-             "|---|---|---|---|---|", *rows, "")
+        labels.append(f"{role}: {label}")
+    page.add(f"| machine | samples/s at batch {measured.ASSUMED_BATCH}, small CNN | step line t₀ + b × per sample "
+             "| device | source |", "|---|---|---|---|---|", *rows, "")
     first = runs.get("01")
     if first:
         f = first["figures"]
@@ -174,7 +270,6 @@ def _alone(page: Page, runs: dict) -> None:
         page.row("each machine alone", "01's test accuracy", round(f["accuracy"], 4), run_label(first))
     else:
         page.add("Notebook 01's accuracy: not yet saved: run notebook 01.", "")
-    labels = []
 
     def draw(ax):
         for role in ROLES:
@@ -193,28 +288,40 @@ def _alone(page: Page, runs: dict) -> None:
                title="Step time: t(b) = t₀ + b/T")
         ax.legend(fontsize=8)
 
-    for role in ROLES:
-        data = measured.load(role, page.source)
-        labels.append(f"{role}: {run_label(data) if data else measured.step_time(role, 'small', page.source).source}")
     page.figure("steps", "Step time over the sweep", clean("; ".join(labels)), draw,
                 "Dots: notebook 02's sweep; lines: the step line fitted to it. Where the line is flat the "
                 "device is launch-bound: a bigger batch costs almost nothing more.")
-    page.add(*reportwords.block("surprised-01-02", page.kept))
+    page.words("surprised-01-02")
 
 
-TECHNIQUES = (("05", "sync", "parameter server, per-step sync"), ("05", "async", "parameter server, async"),
-              ("08", "sync", "per-step sync (08)"), ("08", "local SGD", "local SGD (08)"),
-              ("07", "ray train", "Ray Train, gloo all-reduce"))
+def run_conditions(t: dict, run: dict) -> str:
+    """A technique's conditions in one cell: global batch, split, steps, samples, mode."""
+    if "batch" not in t:
+        return "not recorded: run the notebook again"
+    mode = {"quick": "QUICK mode (a short run)", "full": "full mode"}.get(run.get("mode"), "mode not recorded")
+    devices = f"; {', '.join(clean(d) for d in t['devices'])}" if t.get("devices") else ""
+    return (f"batch {t['batch']}, split {':'.join(str(b) for b in t['split'])} ({', '.join(t['roles'])}), "
+            f"{t['steps']} {t.get('unit', 'steps')}, {t['samples']:,} samples, {mode}{devices}")
+
+
+def time_to_target(t: dict) -> str:
+    """The first evaluation at or above the target (with how often and on how many samples it checked)."""
+    if not t.get("checks"):
+        return "not checked during the run (accuracy read once, at its end)"
+    how = f"checked every {t['check_every_steps']} {t.get('unit', 'steps')} on {t['check_samples']:,} test samples"
+    if t.get("time_to_target_s") is None:
+        return f"not reached in {t['checked_s']:.1f} s ({how})"
+    return f"{t['time_to_target_s']:.1f} s of training ({how})"
 
 
 def _techniques(page: Page, runs: dict) -> None:
-    _heading(page, 5, "05, 07, 08")
+    page.heading(5, "05, 07, 08")
     page.add("| technique | samples/s | spread (windows) | efficiency vs the sum alone | communication share "
              "| conditions | time to target | final accuracy | source |", "|---|---|---|---|---|---|---|---|---|")
     shown = []
-    for nb, key, name in TECHNIQUES:
+    for nb, k, name in TECHNIQUES:
         run = runs.get(nb)
-        t = (run or {}).get("speeds", {}).get(key)
+        t = (run or {}).get("speeds", {}).get(k)
         if not t:
             page.add(f"| {name} | not yet measured: run notebook {nb} | — | — | — | — | — | — | — |")
             continue
@@ -223,7 +330,7 @@ def _techniques(page: Page, runs: dict) -> None:
         acc = "—" if t.get("accuracy") is None else f"{t['accuracy']:.2%} (target {t['target']:.0%})"
         page.add(f"| {name} | {s['samples_per_s']:,.0f} | {s['low']:,.0f}–{s['high']:,.0f}, {len(s['windows'])} windows, "
                  f"warm-up {s['warmup_steps']} steps left out | {pct(t.get('efficiency'))} | {pct(t.get('comm_share'))} "
-                 f"| {reportclaims.run_conditions(t, run)} | {reportclaims.time_to_target(t)} | {acc} | {label} |")
+                 f"| {run_conditions(t, run)} | {time_to_target(t)} | {acc} | {label} |")
         page.speed_row("techniques", name, s, label)
         for field in ("efficiency", "comm_share", "accuracy", "time_to_target_s"):
             if t.get(field) is not None:
@@ -236,13 +343,13 @@ def _techniques(page: Page, runs: dict) -> None:
              "Time to target: the training seconds to the first evaluation at or above the target.", "")
     if shown:
         def draw(ax):
-            names = [n for n, _, _ in shown]
             medians = [t["speed"]["samples_per_s"] for _, t, _ in shown]
             errs = [[m - t["speed"]["low"] for m, (_, t, _) in zip(medians, shown)],
                     [t["speed"]["high"] - m for m, (_, t, _) in zip(medians, shown)]]
-            ax.barh(names, medians, xerr=errs, color="#2a7ab0", capsize=3, label="measured (median, range)")
-            ax.scatter([t["sum_alone"] for _, t, _ in shown], names, marker="|", s=300, color="k",
-                       label="ideal: the sum alone")
+            ax.barh([n for n, _, _ in shown], medians, xerr=errs, color="#2a7ab0", capsize=3,
+                    label="measured (median, range)")
+            ax.scatter([t["sum_alone"] for _, t, _ in shown], [n for n, _, _ in shown], marker="|", s=300,
+                       color="k", label="ideal: the sum alone")
             ax.set(xlabel="samples/s", title="Each technique against its ideal")
             ax.tick_params(axis="y", labelsize=7)
             ax.legend(fontsize=7)
@@ -253,13 +360,13 @@ def _techniques(page: Page, runs: dict) -> None:
                     "which.")
     for name, t, _ in shown:
         eff = "—" if t.get("efficiency") is None else f"{t['efficiency']:.0%}"
-        page.add(*reportwords.ask(reportwords.key("why", name), f"{name}: why {eff} of the sum alone? Name the "
-                                  "figure in your table that says where the rest went.", page.kept))
-    page.add(*reportwords.block("surprised-05-07-08", page.kept))
+        page.words(key("why", name), f"{name}: why {eff} of the sum alone? Name the figure in your table that "
+                   "says where the rest went.")
+    page.words("surprised-05-07-08")
 
 
 def _split(page: Page, runs: dict) -> None:
-    _heading(page, 6, "06")
+    page.heading(6, "06")
     run = runs.get("06")
     if not run:
         page.add("Not yet measured: run notebook 06.", "")
@@ -267,11 +374,10 @@ def _split(page: Page, runs: dict) -> None:
         f, label = run["figures"], run_label(run)
         split = ":".join(str(int(b)) for b in f["tuned_split"])
         share = f["tuned_split"][1] / sum(f["tuned_split"])
-        line = (f"The tuned split (desktop:mac) {split} gives the mac {share:.1%} of the batch"
-                + (f"; the speeds alone ({f['speed_ratio']:.2f} : 1) give it {f['ratio_share']:.1%}"
-                   if "speed_ratio" in f else "") + f". It ran at {f['efficiency_tuned']:.0%} of the sum of the "
-                f"workers alone; the equal split at {f['efficiency_equal']:.0%} ({label}).")
-        page.add(line, "")
+        page.add(f"The tuned split (desktop:mac) {split} gives the mac {share:.1%} of the batch"
+                 + (f"; the speeds alone ({f['speed_ratio']:.2f} : 1) give it {f['ratio_share']:.1%}"
+                    if "speed_ratio" in f else "") + f". It ran at {f['efficiency_tuned']:.0%} of the sum of the "
+                 f"workers alone; the equal split at {f['efficiency_equal']:.0%} ({label}).", "")
         page.row("split", "mac's share of the tuned batch", round(share, 4), label)
         for name in ("efficiency_tuned", "efficiency_equal", "speed_ratio"):
             if name in f:
@@ -287,11 +393,11 @@ def _split(page: Page, runs: dict) -> None:
         page.figure("split", "Efficiency of the equal and the tuned split", label, draw,
                     "The tuned split gives each machine a share in proportion to its speed with its messages; "
                     "the gap to 100 % is what the exchange and the waiting cost.")
-    page.add(*reportwords.block("surprised-06", page.kept))
+    page.words("surprised-06")
 
 
 def _search(page: Page, runs: dict) -> None:
-    _heading(page, 7, "09")
+    page.heading(7, "09")
     run = runs.get("09")
     if not run:
         page.add("Not yet measured: run notebook 09.", "")
@@ -299,9 +405,9 @@ def _search(page: Page, runs: dict) -> None:
         f, label = run["figures"], run_label(run)
         page.add(f"Pair ÷ sum: {f['pair_vs_sum']:.2f}; pair ÷ desktop alone: {f['pair_vs_desktop']:.2f} ({label}).", "")
         if "best_accuracy" in f:
-            config = f.get("best_config") or {}
-            page.add(f"Best configuration: {', '.join(f'{k} {v:g}' if isinstance(v, float) else f'{k} {v}' for k, v in config.items())}; "
-                     f"held-out accuracy {f['best_accuracy']:.2%} ({label}).", "")
+            config = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                               for k, v in (f.get("best_config") or {}).items())
+            page.add(f"Best configuration: {config}; held-out accuracy {f['best_accuracy']:.2%} ({label}).", "")
             page.row("search", "best accuracy", round(f["best_accuracy"], 4), label)
         for role in ROLES:
             s = run.get("speeds", {}).get(f"{role} trials")
@@ -321,15 +427,86 @@ def _search(page: Page, runs: dict) -> None:
         page.figure("search", "Samples per second of the same search", label, draw,
                     "Trials exchange nothing, so the pair can come near the sum; the end of the search, when one "
                     "machine has no trial left, costs the rest.")
-    page.add(*reportwords.block("surprised-09", page.kept))
+    page.words("surprised-09")
+
+# --- predictions, each beside a measurement of the same thing ----------------------------------------
+
+
+def measurements(runs: dict, source) -> list[tuple]:
+    """Every saved measurement a prediction may read: (value, about, notebook). 02's ceiling is one
+    model on the pair: 07's run at its global batch over the desktop's own speed at that batch
+    (02's sweep, measured where 07 ran) measures it; a search never does."""
+    found = [(m["value"], m["about"], nb) for nb, run in sorted(runs.items())
+             for m in run.get("measures", {}).values()]
+    run = runs.get("07")
+    t = (run or {}).get("speeds", {}).get("ray train")
+    desktop = measured.load("desktop", source)
+    if t and "batch" in t and desktop is not None and "small" in desktop["samples_per_s"] \
+            and measured.origin_of(desktop) == measured.origin_of(run):
+        alone = measured.speed("desktop", "small", t["batch"], source)
+        on = claims.about(claims.ONE_MODEL, t["batch"], t["split"], t["roles"], mode_=run.get("mode", claims.FULL))
+        found.append((t["speed"]["samples_per_s"] / float(alone), on, "07"))
+    return found
+
+
+def pair(p: dict, nb: str, found: list[tuple]) -> tuple:
+    """(measured value or None, from which notebook, why not) for prediction ``p`` saved by notebook ``nb``:
+    only a measurement whose description matches (``claims.mismatch`` is None) reads it."""
+    about = p.get("about")
+    if p["measured"] is not None:                      # measured in the same run, on the same conditions
+        return p["measured"], nb, ""
+    if about is None:
+        return None, "", "not yet measured"
+    same = [(v, n) for v, on, n in found if claims.mismatch(about, on) is None]
+    if same:
+        return same[-1][0], same[-1][1], ""
+    near = [claims.mismatch(about, on) for _, on, _ in found if on.get("quantity") == about["quantity"]]
+    run_this = MEASURED_BY.get(about["quantity"], "the notebook that measures it")
+    return None, "", f"not yet measured: run {run_this}" + (f" (the run saved has {near[-1]})" if near else "")
+
+
+def conditions(about: dict, run: dict) -> str:
+    """A prediction's conditions in one cell: batch, split, mode."""
+    parts = []
+    if about.get("batch") is not None:
+        b = about["batch"]
+        parts.append("batch " + ("–".join(str(x) for x in (min(b), max(b))) if isinstance(b, list) else str(b)))
+    if about.get("split"):
+        parts.append("split " + ":".join(str(x) for x in about["split"]))
+    if mode := about.get("mode") or run.get("mode"):
+        parts.append(f"{mode} mode")
+    return ", ".join(parts) or "—"
 
 
 def _predictions(page: Page, runs: dict) -> None:
-    _heading(page, 8)
+    page.heading(8)
     if not any(run["predictions"] for run in runs.values()):
         page.add("No prediction saved yet: notebooks 02, 06, 08 and 09 save theirs.", "")
         return
-    done = reportclaims.section(page, runs, run_label)
+    found = measurements(runs, page.source)
+    page.add("| notebook | what | predicted | measured | measured ÷ predicted | conditions | how it was predicted "
+             "| whose figures | source |", "|---|---|---|---|---|---|---|---|---|")
+    done = []
+    for nb, run in sorted(runs.items()):
+        for name, p in run["predictions"].items():
+            about, label = p.get("about") or {}, run_label(run)
+            value, where, why = pair(p, nb, found)
+            head = f"| {nb} | {name} | {p['predicted']:.3g} |"
+            tail = f"| {conditions(about, run)} | {clean(p['how'])} | {p.get('whose') or '—'} | {label} |"
+            if value is None:
+                page.add(f"{head} {why} | — {tail}")
+            elif about.get("bound"):
+                held = value <= p["predicted"] + 1e-9
+                page.add(f"{head} {value:.3g} (notebook {where}) | bound {'held' if held else 'broken'}: "
+                         f"{'no run beat it' if held else 'the run beat the ceiling: a step line was off'} {tail}")
+                page.row("predictions", f"{nb}: {name}: bound {'held' if held else 'broken'}", round(value, 4), label)
+            else:
+                ratio = value / p["predicted"] if p["predicted"] else float("nan")
+                page.add(f"{head} {value:.3g} | {ratio:.2f} {tail}")
+                page.row("predictions", f"{nb}: {name}: measured ÷ predicted", round(ratio, 4), label)
+                done.append((nb, name, ratio, run))
+    page.add("", "A prediction is compared only with a measurement of the same quantity at the same global batch, "
+             "split, roles and mode. A bound (the ceiling) is held or broken, never a ratio.", "")
     if done:
         def draw(ax):
             ax.barh([f"{nb}: {name}"[:28] for nb, name, _, _ in done], [r for _, _, r, _ in done], color="#2a7ab0")
@@ -341,18 +518,70 @@ def _predictions(page: Page, runs: dict) -> None:
                     "; ".join(sorted({f"notebook {nb}: {run_label(run)}" for nb, _, _, run in done})), draw,
                     "Near 1 the model of step time, link and engine held; far from it, one of them was off: the "
                     "sections above say which.")
-    reportclaims.questions(page, done)
+    for nb, name, ratio, _ in done:
+        page.words(key("why", nb, name), f"{nb}, {name}: measured ÷ predicted is {ratio:.2f}. Which figure "
+                   "in your tables explains the gap (step line, link, engine, waiting)?")
 
 
-def source_folder(where: str | Path | None = None) -> Path:
-    """The figures folder a report reads: ``where``, else ``measured.folder()``."""
-    return Path(where) if where is not None else measured.folder()
+def _exercises(page: Page) -> None:
+    """One row per graded exercise of the course: its last result on each machine, or "not run"."""
+    page.heading(9, "02–09")
+    results = graded.load(page.source)
+    page.add("| notebook | exercise | machine | result | when |", "|---|---|---|---|---|")
+    for name, ex in sorted(EXERCISES.items(), key=lambda item: (item[1].notebook, item[0])):
+        mine = [r for r in results.values() if r["exercise"] == name]
+        if not mine:
+            page.add(f"| {ex.notebook} | `{name}` | — | not run: run its check cell in notebook {ex.notebook} | — |")
+        for r in sorted(mine, key=lambda r: r["role"]):
+            page.add(f"| {ex.notebook} | `{name}` | {r['role']} | {r['status']}: {clean(r['line'])} "
+                     f"| {str(r.get('date', ''))[:10]} |")
+            page.row("exercises", f"{name} on the {r['role']}", r["status"], f"graded on {r['role']}, {r.get('date', '')}")
+    passed = {r["exercise"] for r in results.values() if r["status"] == RIGHT}
+    page.add("", f"Passed: {len(passed)} of {len(EXERCISES)}. Each grader tries your function on random inputs "
+             "against hetlab's own and names the typical mistake it made; the last result on each machine is kept.", "")
+
+# --- what is sent: HTML and CSV ----------------------------------------------------------------------
+
+
+class _Html(mistune.HTMLRenderer):
+    """The page's Markdown as HTML, escaped, each PNG of ``folder`` inlined; the learner's-words
+    markers stay HTML comments."""
+
+    def __init__(self, folder: Path):
+        super().__init__(escape=True)
+        self.folder = folder
+
+    def image(self, text: str, url: str, title=None) -> str:
+        png = self.folder / url
+        data = base64.b64encode(png.read_bytes()).decode("ascii") if png.is_file() else ""
+        return f'<img alt="{html.escape(mistune.util.striptags(text))}" src="data:image/png;base64,{data}">'
+
+    def block_html(self, text: str) -> str:
+        return text + "\n" if text.startswith("<!--") else super().block_html(text)
+
+
+HTML = jinja2.Template("""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title><style>
+body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.45}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:.25em .5em;text-align:left;vertical-align:top}
+img{max-width:100%}code{background:#f3f3f3}
+</style></head><body>
+{{ body | safe }}
+</body></html>
+""", autoescape=True)
+
+
+def to_html(markdown: str, folder: Path, title: str = TITLE) -> str:
+    """``markdown`` (the report's page) as one self-contained HTML document, every PNG of ``folder``
+    inlined: a mail or a course site opens it with nothing else."""
+    body = mistune.create_markdown(renderer=_Html(folder), plugins=["table"])(markdown)
+    return HTML.render(title=title, body=body)
 
 
 def write(out: str | Path | None = None, where: str | Path | None = None, names: bool = False) -> Path:
     """Write ``report.md``, its PNGs, ``report.html`` and ``figures.csv`` into ``out`` (default:
-    ``measured/report``) from the figures in ``where`` (default: ``measured/``), keeping the words the
-    learner wrote in an earlier ``report.md`` there; host names become roles unless ``names``."""
+    ``measured/report``) from the figures in ``where`` (default: ``measured.folder()``), keeping the
+    words the learner wrote in an earlier ``report.md`` there; host names become roles unless ``names``."""
     source = source_folder(where)
     target = Path(out) if out is not None else source / "report"
     runs = {nb: run for nb in NOTEBOOKS if (run := measured.load_run(nb, source)) is not None}
@@ -361,7 +590,6 @@ def write(out: str | Path | None = None, where: str | Path | None = None, names:
                           f"or name the folder with --measured.")
     target.mkdir(parents=True, exist_ok=True)
     page = Page(target, source)
-    page.kept = reportwords.read(target / "report.md")
     origins = sorted({measured.origin_of(r) for r in runs.values()})
     page.add(f"# {TITLE}", "",
              f"Written by `hetlab report` on {datetime.date.today().isoformat()} from the figures the course's "
@@ -378,15 +606,40 @@ def write(out: str | Path | None = None, where: str | Path | None = None, names:
     _split(page, runs)
     _search(page, runs)
     _predictions(page, runs)
-    _heading(page, 9, "02–09")
-    reportwork.exercises(page)
-    _heading(page, 10)
-    page.add(*reportwords.block("limitations", page.kept), *reportwords.block("would-change", page.kept))
-    hosts = {} if names else _hosts(source)
-    text = redact("\n".join(page.lines), hosts) if not names else clean("\n".join(page.lines))
+    _exercises(page)
+    page.heading(10)
+    page.words("limitations")
+    page.words("would-change")
+    hosts_ = {} if names else hosts(source)
+    text = redact("\n".join(page.lines), hosts_) if not names else clean("\n".join(page.lines))
     md = target / "report.md"
     md.write_text(text, encoding="utf-8")
-    (target / "report.html").write_text(reportshare.to_html(text, target, TITLE), encoding="utf-8")
-    rows = [{k: (redact(v, hosts) if isinstance(v, str) else v) for k, v in r.items()} for r in page.rows]
-    reportshare.write_csv(rows, target / "figures.csv")
+    (target / "report.html").write_text(to_html(text, target), encoding="utf-8")
+    with (target / "figures.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for r in page.rows:
+            writer.writerow({k: (redact(v, hosts_) if isinstance(v, str) else v) for k, v in r.items()})
     return md
+
+
+def source_folder(where: str | Path | None = None) -> Path:
+    """The figures folder a report reads: ``where``, else ``measured.folder()``."""
+    return Path(where) if where is not None else measured.folder()
+
+
+def missing(page_text: str, source: str | Path) -> list[str]:
+    """What the written page still lacks (``hetlab report --check``), one line each: sections not
+    measured, unanswered questions, exercises not passed."""
+    lines = []
+    for line in page_text.splitlines():
+        found = re.search(r"[Nn]ot yet (?:measured|described|saved)[^|]*", line)
+        if found and not line.startswith("| notebook |"):
+            head = line.split("|")[1].strip() if line.startswith("|") else ""
+            lines.append(f"not measured: {head + ': ' if head else ''}{found.group(0).strip().rstrip('.')}")
+    lines += [f"unanswered: your words '{k}' in report.md" for k in unwritten(page_text)]
+    passed = {r["exercise"] for r in graded.load(source).values() if r["status"] == RIGHT}
+    lines += [f"exercise not passed: {name} (notebook {ex.notebook})"
+              for name, ex in sorted(EXERCISES.items(), key=lambda item: (item[1].notebook, item[0]))
+              if name not in passed]
+    return lines

@@ -21,13 +21,12 @@ def add_report(sub) -> None:
 
 def _report(args) -> int:
     from hetlab.views import report
-    from hetlab.views import reportwork
     page = report.write(args.out, args.measured, names=args.names)
     print(f"wrote {page}, {page.with_suffix('.html').name} (plots inlined: the one file to send) and figures.csv")
     print("write your answers in report.md, then run `hetlab report` again before sending report.html")
     if not args.check:
         return 0
-    gaps = reportwork.missing(page.read_text(encoding="utf-8"), report.source_folder(args.measured))
+    gaps = report.missing(page.read_text(encoding="utf-8"), report.source_folder(args.measured))
     print(f"still missing ({len(gaps)}):" if gaps else "nothing missing: report.html is ready to send")
     for line in gaps:
         print(f"  - {line}")
