@@ -4,7 +4,7 @@ The same tensors (MNIST, already in memory, flattened), ``nn.Linear(784, 10)``, 
 through ``hetlab.core.train.train`` (``timing`` off) and through a bare loop of six lines: data on the
 device, one permutation per epoch, nothing read back. Alternated, each run timed whole (wall clock, and
 this process's CPU time beside it: less moved by other processes), the order alternating. Then one epoch of each under
-``hetlab.core.opcount``: torch operations and host reads per step (on a card each operation is a launch
+``opcount.py`` (beside it): torch operations and host reads per step (on a card each operation is a launch
 and each read a wait).
 
     .venv/bin/python benchmarks/train_loop.py [--samples 30000] [--epochs 2] [--repeats 5] [--device cpu]
@@ -24,8 +24,8 @@ from torch import nn
 
 from hetlab.core.data import load_mnist
 from hetlab.core.devices import resolve, synchronize
-from hetlab.core.opcount import count_ops
 from hetlab.core.train import train
+from opcount import count_ops   # beside this script
 
 BATCH = 128
 

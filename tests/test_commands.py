@@ -297,8 +297,6 @@ def _listening(procs):
 CLIENT = """
 import json, sys, ray
 from hetlab import cluster
-from hetlab.errors import one_line_errors
-one_line_errors()   # an uncaught HetlabError prints its one line
 cluster.connect(sys.argv[1], timeout=20)
 
 @ray.remote(num_cpus=0)

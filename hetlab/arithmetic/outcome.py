@@ -49,8 +49,7 @@ def counted_in(checked: dict | None) -> dict:
     return {"unit": (checked or {}).get("unit", "steps")}
 
 
-def technique(records, accuracy: float | None = None, *, target: float = TARGET,
-              warmup: int = WARMUP_STEPS, checked: dict | None = None, devices=None) -> dict:
+def technique(records, accuracy: float | None = None, *, checked: dict | None = None, devices=None) -> dict:
     """A run's figures from its ``StepRecord``s (sync: one per worker and step; async and local SGD:
     one per message): speed, efficiency, communication share, seconds, accuracy, conditions, and
     the time to target when ``checked`` ({"checks", "every", "test_samples"}: ``first_crossing``'s,
@@ -64,7 +63,7 @@ def technique(records, accuracy: float | None = None, *, target: float = TARGET,
         seconds, samples = steps.get(r.step, (r.step_s, 0))
         steps[r.step] = (seconds, samples + r.samples)
     ordered = [steps[k] for k in sorted(steps)]
-    speed = speed_of([s for s, _ in ordered], [n for _, n in ordered], warmup)
+    speed = speed_of([s for s, _ in ordered], [n for _, n in ordered], WARMUP_STEPS)
     alone = 0.0
     for name in sorted({r.worker for r in records}):
         mine = [r for r in records if r.worker == name]
@@ -76,9 +75,9 @@ def technique(records, accuracy: float | None = None, *, target: float = TARGET,
     split = [median_low([r.batch_size for r in records if r.worker == w]) for w in workers]   # desktop first
     return {"speed": speed.as_dict(), "efficiency": speed.samples_per_s / alone if alone else None,
             "sum_alone": alone, "comm_share": sum(r.comm_s for r in records) / spent if spent else None,
-            "seconds": seconds, "accuracy": accuracy, "target": target,
+            "seconds": seconds, "accuracy": accuracy, "target": TARGET,
             **conditions(split, workers, len(ordered), sum(r.samples for r in records), devices),
-            **first_crossing((checked or {}).get("checks", []), target, (checked or {}).get("every"),
+            **first_crossing((checked or {}).get("checks", []), TARGET, (checked or {}).get("every"),
                              (checked or {}).get("test_samples")), **counted_in(checked)}
 
 

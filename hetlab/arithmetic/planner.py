@@ -222,11 +222,11 @@ def engine_note(engine_s=None) -> str:
 
 def advise(pair: Sequence, params: int, link: Link, global_batch: int,
            local_steps: Sequence[int] = (4, 8, 16, 32, 64), engine_s: float | None = None,
-           min_gain: float = MIN_GAIN, alone: StepTime | None = None) -> Advice:
+           alone: StepTime | None = None) -> Advice:
     """Compare the desktop alone, per-step sync (fp32) and local SGD (16-bit) for each H.
 
-    Recommends the Mac only if it gains at least ``min_gain`` (by default ``MIN_GAIN``: the model's
-    measured error, ``MODEL_ERROR``; a smaller gain could be that error); among plans within 2 % of the fastest, the
+    Recommends the Mac only if it gains at least ``MIN_GAIN`` (the model's measured error,
+    ``MODEL_ERROR``: a smaller gain could be that error); among plans within 2 % of the fastest, the
     smallest H (closest to plain SGD) wins. ``engine_s``: pass ``measured.engine_cost()``; default the practice figure.
     ``alone``: the desktop's plain loop, where it differs from its worker in the pair.
     """
@@ -239,18 +239,18 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
     plans = [alone, sync, *local]
     fastest = max(p.samples_per_s for p in plans)
     candidates = [p for p in plans[1:] if p.uses_mac and p.samples_per_s >= 0.98 * fastest
-                  and p.samples_per_s >= min_gain * alone.samples_per_s]
+                  and p.samples_per_s >= MIN_GAIN * alone.samples_per_s]
     if candidates:
         best = min(candidates, key=lambda p: p.local_steps)
         speedup = best.samples_per_s / alone.samples_per_s
         verdict = (f"add the Mac with {best.name}, batch {best.batch_sizes[0]}:{best.batch_sizes[1]} "
                    f"(desktop:mac): {speedup:.2f}× the desktop alone on {link.name}.")
         return Advice(plans, best, speedup, f"{verdict} {note}".strip(), note)
-    verdict = _why_alone((d, m), params, link, global_batch, engine, min_gain)
+    verdict = _why_alone((d, m), params, link, global_batch, engine)
     return Advice(plans, alone, 1.0, f"{verdict} {note}".strip(), note)
 
 
-def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float, min_gain: float) -> str:
+def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float) -> str:
     """The verdict when no plan gains: what a share saves the desktop against what an exchange costs."""
     d, m = pair
     top = steptime.ceiling(d, m, global_batch)
@@ -262,14 +262,14 @@ def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float, 
         why = (f"at batch {global_batch} the desktop's whole step takes {d(global_batch) * 1e3:.2f} ms, "
                f"less than the Mac's step at a share of one sample ({m(1) * 1e3:.2f} ms): the pair's "
                f"ceiling here is 1.00×")
-    elif top < min_gain:
+    elif top < MIN_GAIN:
         why = (f"at batch {global_batch} the desktop's step is {d(global_batch) * 1e3:.2f} ms and giving "
                f"the Mac {_samples(b_m)} saves it {saved * 1e3:.2f} ms (the pair's ceiling here is "
                f"{top:.2f}×)")
     else:
         why = (f"a share of {_samples(b_m)} saves the desktop {saved * 1e3:.2f} ms a step, but one exchange "
                f"on {link.name} and the engine cost {e * 1e3:.1f} ms")
-    return f"use the desktop alone: {why}; no plan gains {min_gain - 1:.0%}."
+    return f"use the desktop alone: {why}; no plan gains {MIN_GAIN - 1:.0%}."
 
 
 def _samples(n: int) -> str:

@@ -33,11 +33,11 @@ def check_timeout(timeout) -> float:
 
 
 def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | None = None,
-            dashboard: bool = False, same_code: bool = True):
+            same_code: bool = True):
     """Connect this process to Ray and return Ray's context (notebooks 03, 04).
 
     No address (neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set, and no pair saved): start an
-    embedded local Ray, quiet, dashboard off unless asked. With an address, connect
+    embedded local Ray, quiet, its dashboard off. With an address, connect
     to that cluster or fail within ``timeout`` seconds with one line saying what to
     check; never fall back to a local Ray. A node whose hetlab is not this process's is refused
     (``check_same_code``; ``same_code=False``: the doctor, which reports it instead). Calling it
@@ -57,7 +57,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
             stop_children_since(started)
 
         return start_with_retry(
-            lambda: ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard,
+            lambda: ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                              logging_level=logging.WARNING),
             clean_up,
             lambda exc, _: HetlabError(f"local Ray did not start: {type(exc).__name__}: {str(exc)[:160]} — "

@@ -199,17 +199,12 @@ def _load(split: str, root: str) -> Dataset:
     return Dataset(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)))
 
 
-def load_mnist(split: str = "train", root: str | os.PathLike | None = None,
-               download: bool = False) -> Dataset:
-    """Load the 60,000 ``"train"`` or 10,000 ``"test"`` MNIST samples as tensors.
-
-    Missing files are fetched from the usual mirrors only when ``download=True``.
-    """
+def load_mnist(split: str = "train", root: str | os.PathLike | None = None) -> Dataset:
+    """Load the 60,000 ``"train"`` or 10,000 ``"test"`` MNIST samples as tensors, from the files the
+    repository ships (``download_mnist`` restores missing ones from the usual mirrors)."""
     if split not in FILES:
         raise HetlabError(f"unknown MNIST split {split!r}: use 'train' or 'test'.")
     root = Path(root) if root is not None else default_root()
-    if download and not all((root / f).exists() for f in FILES[split]):
-        download_mnist(root)
     return _load(split, str(root))
 
 

@@ -93,10 +93,11 @@ def held_out(test_data, n: int):
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data, device=None, batch_size: int = 2000) -> float:
+def evaluate(model: nn.Module, data, device=None) -> float:
     """Fraction of ``data`` (a hetlab Dataset, ``(x, y)`` tensors or a map-style torch
     Dataset) that ``model`` classifies correctly, on ``device`` (the model moves there, as
-    ``train`` moves it); by default on the device the model is on."""
+    ``train`` moves it); by default on the device the model is on. 2,000 samples at a time."""
+    batch_size = 2000
     if device is None:
         dev = next((p.device for p in model.parameters()), torch.device("cpu"))
     else:

@@ -196,12 +196,6 @@ def keep(role: str, data: dict, where: str | Path | None = None) -> Path:
     return write(path(role, where), data)
 
 
-def assumed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH) -> Speed:
-    """The course's estimated samples/s for ``role`` and ``model`` at ``batch_size``, labelled as such."""
-    line = assumed_step_time(role, model)
-    return Speed(line.samples_per_s(batch_size), f"{line.source}, batch {batch_size}")
-
-
 def speed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH,
           where: str | Path | None = None) -> Speed:
     """``role``'s samples/s for ``model`` at ``batch_size``: its step line's b ÷ t(b) (``step_time``:

@@ -66,12 +66,3 @@ def load() -> SavedPair | None:
     return measured.read(target, lambda data: SavedPair(str(data["desktop_ip"]), str(data["mac_ip"]),
                                                         int(data.get("port", Ports.gcs)), str(data.get("saved", ""))),
                          HetlabError(f"{target} is not a pair hetlab saved: delete it and run notebook 04 again."))
-
-
-def forget() -> bool:
-    """Delete the saved pair (back to the practice cluster); True if there was one."""
-    target = path()
-    if target.is_file():
-        target.unlink()
-        return True
-    return False

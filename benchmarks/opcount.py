@@ -1,9 +1,9 @@
-"""Count the torch operations a piece of code issues and its reads back to the host (notebook 01).
+"""Count the torch operations a piece of code issues and its reads back to the host (``train_loop.py``).
 
 At a small batch a card waits on the loop, not on arithmetic: each operation is a launch and each
 read to the host (``item``, ``tolist``, ``.cpu()``, ``bool(t)``) waits for the card. Both can be
 counted on any machine: ``with count_ops() as c: ...`` then ``c.ops`` and ``c.reads``
-(``benchmarks/train_loop.py`` compares ``train`` with a bare loop this way).
+(``train_loop.py`` compares ``train`` with a bare loop this way; ``tests/test_train.py`` checks it).
 """
 from __future__ import annotations
 
