@@ -78,10 +78,10 @@ def which_cluster() -> str:
 
 
 def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
-             address: str | None = None, announce: bool = True) -> Pair:
+             address: str | None = None) -> Pair:
     """Connect to your pair (``address``, else ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``, else the pair
     notebook 04 saved), or start the practice cluster, and return it with a desktop and a mac
-    ``WorkerSpec``. ``announce`` prints which of the two it is (``Pair.where``), first.
+    ``WorkerSpec``; it prints which of the two it is (``Pair.where``) first.
 
     The practice mac is a simulated ``practice_slowdown``× slower device; ``slowdown``
     (e.g. ``hetlab train --slowdown``) slows the mac down, simulated, on either.
@@ -100,6 +100,5 @@ def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
     workers = [WorkerSpec("desktop", role="desktop", device=device),
                WorkerSpec("mac", role="mac", device=device, slowdown=mac_slowdown)]
     pair = Pair(workers, target, practice)
-    if announce:
-        print(pair.where(), flush=True)
+    print(pair.where(), flush=True)
     return pair

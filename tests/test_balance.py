@@ -320,7 +320,7 @@ def test_auto_tune_rejects_bad_measurements_and_arguments():
         auto_tune(lambda sizes: [1000.0], 64, 2)
     with pytest.raises(HetlabError, match="not one positive samples/s per worker"):
         auto_tune(lambda sizes: [1000.0, float("nan")], 64, 2)
-    for kwargs in ({"rounds": 0}, {"tol": -0.1}, {"damping": 0}, {"n_workers": 0}, {"confirm": -1}):
+    for kwargs in ({"rounds": 0}, {"n_workers": 0}, {"confirm": -1}):
         args = {"measure": overhead_model([1.0, 1.0]), "global_batch": 64, "n_workers": 2, **kwargs}
         with pytest.raises(HetlabError):
             auto_tune(**args)
@@ -371,8 +371,6 @@ def test_follow_split_equalises_finish_times_and_ignores_small_gains():
     lines = [StepTime(0.0, 1 / 1000), StepTime(0.02, 1 / 500)]
     sizes = follow_split([64, 64], lines)
     assert sizes == [92, 36] and abs(step_time(lines, sizes) - 0.092) < 1e-9
-    with pytest.raises(HetlabError, match="min_gain"):
-        follow_split([64, 64], lines, min_gain=2)
 
 
 def test_scale_local_steps_gives_each_worker_steps_in_proportion_to_its_speed():

@@ -42,16 +42,16 @@ def _call(fn: Callable, args: tuple):
     return fn(*copy.deepcopy(args))   # a function that changes its inputs changes no other answer
 
 
-def grade(name: str, fn: Callable | None, cases: int = CASES, seed: int = 0) -> Verdict:
-    """Run ``fn`` against exercise ``name``'s reference on ``cases`` random inputs."""
+def grade(name: str, fn: Callable | None) -> Verdict:
+    """Run ``fn`` against exercise ``name``'s reference on ``CASES`` random inputs (seed 0: the same each time)."""
     if name not in EXERCISES:
         raise HetlabError(f"no exercise {name!r}: pick one of {sorted(EXERCISES)}.")
-    exercise, rng = EXERCISES[name], random.Random(seed)
+    exercise, rng = EXERCISES[name], random.Random(0)
     if fn is None or fn is Ellipsis:
         return _your_turn(exercise)
     if not callable(fn):
         return Verdict(WRONG, f"not yet: {exercise.name} should be a function, got {type(fn).__name__}.")
-    inputs = [exercise.cases(rng) for _ in range(cases)]
+    inputs = [exercise.cases(rng) for _ in range(CASES)]
     answers = []
     for args in inputs:
         try:
@@ -67,7 +67,7 @@ def grade(name: str, fn: Callable | None, cases: int = CASES, seed: int = 0) -> 
     expected = [_call(exercise.reference, args) for args in inputs]
     wrong = [i for i, (a, e) in enumerate(zip(answers, expected)) if not exercise.same(a, e)]
     if not wrong:
-        return Verdict(RIGHT, f"right: your {exercise.name} agrees with hetlab's on {cases} random inputs.")
+        return Verdict(RIGHT, f"right: your {exercise.name} agrees with hetlab's on {CASES} random inputs.")
     i = wrong[0]
     hint = exercise.precheck(answers[i], inputs[i]) or _named_mistake(exercise, inputs, answers)
     return Verdict(WRONG, f"not yet: {exercise.name}{show(inputs[i])} gave {show(answers[i])}, "

@@ -97,16 +97,15 @@ def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = No
     return fig
 
 
-def allreduce_bytes_per_worker(params: int, n_workers: int, bytes_per_value: int = FP32) -> float:
-    """Bytes each worker *sends* per ring all-reduce of ``params`` values: 2(n−1)/n · P values
+def allreduce_bytes_per_worker(params: int, n_workers: int) -> float:
+    """Bytes each worker *sends* per ring all-reduce of ``params`` fp32 values: 2(n−1)/n · P values
     (it receives as many). n−1 reduce-scatter steps, then n−1 all-gather steps, of P/n values each."""
     if n_workers < 2 or params < 1:
         raise HetlabError(f"an all-reduce needs ≥ 2 workers and ≥ 1 value, got {n_workers} and {params}.")
-    return 2 * (n_workers - 1) / n_workers * params * bytes_per_value
+    return 2 * (n_workers - 1) / n_workers * params * FP32
 
 
-def allreduce_vs_ps(n_workers: int = 2, params: int = 29_066, bytes_per_value: int = FP32,
-                    names: Sequence[str] | None = None) -> Figure:
+def allreduce_vs_ps(n_workers: int = 2, params: int = 29_066, names: Sequence[str] | None = None) -> Figure:
     """Ring all-reduce next to a parameter server: who sends what to whom, and the bytes per step
     (notebook 07, where gloo's all-reduce is introduced).
 
@@ -122,15 +121,14 @@ def allreduce_vs_ps(n_workers: int = 2, params: int = 29_066, bytes_per_value: i
     names = [f"w{i + 1}" for i in range(n)] if names is None else [str(name) for name in names]
     if len(names) != n:
         raise HetlabError(f"give one name per worker: {n} workers, {len(names)} names.")
-    up = params * bytes_per_value
-    down = planner.exchange_bytes(params, bytes_per_value) - up  # the fp32 weights coming back
-    ring = allreduce_bytes_per_worker(params, n, bytes_per_value)
+    up = params * FP32
+    down = planner.exchange_bytes(params, FP32) - up  # the fp32 weights coming back
+    ring = allreduce_bytes_per_worker(params, n)
     fig = Figure(figsize=(11, 6.4), layout="constrained")
     ax_ps, ax_ring = fig.subplots(1, 2)
     size = 6.0
     for ax in (ax_ps, ax_ring):
         _canvas(ax, size, size + 0.4)
-    wire = "fp32" if bytes_per_value == 4 else f"{bytes_per_value} B per value"
 
     # parameter server: the server above, the workers in a row below
     _box(ax_ps, size / 2, 5.0, 2.6, 0.8, "server\nweights + optimizer", "#dbe9f6")
@@ -176,7 +174,7 @@ def allreduce_vs_ps(n_workers: int = 2, params: int = 29_066, bytes_per_value: i
     ax_ring.text(size / 2, size + 0.3, f"ring all-reduce: {n} workers, peer to peer", ha="center", va="top",
                  fontsize=10.5)
 
-    fig.suptitle(f"Moving one step's gradients: P = {params:,} parameters, {wire}", fontsize=11)
+    fig.suptitle(f"Moving one step's gradients: P = {params:,} parameters, fp32", fontsize=11)
     fig.supxlabel(f"Sent + received per worker: parameter server 2·P = {_nbytes(up + down)}, "
                   f"ring 4(n−1)/n·P = {_nbytes(2 * ring)}.\nThe ring's gain is that no machine is a hot spot, "
                   "not fewer bytes per worker (at n = 2 they are equal).\nhetlab's server sits on the desktop, so only "
@@ -190,14 +188,12 @@ def _ms(seconds: float) -> str:
 
 def bandwidth_arithmetic(params: int, links: planner.Link | Sequence[planner.Link] = (planner.WIFI, planner.GIGABIT),
                          pair: Sequence | None = None, global_batch: int = 128,
-                         local_steps: int = 8, bytes_per_value: int = FP32,
-                         local_bytes_per_value: int = planner.BYTES_PER_VALUE["fp16"],
-                         engine_s: float | None = None) -> Figure:
+                         local_steps: int = 8, engine_s: float | None = None) -> Figure:
     """Compute against exchange, per step, in milliseconds (notebook 08, section 5).
 
     Bars: each machine's step at the whole global batch (``pair``: (desktop, mac) step times or
     samples/s, default ``planner.assumed_devices()``), the engine's own cost per exchange, then,
-    for each link, one exchange (per-step sync, ``bytes_per_value`` up) and local SGD's exchange
+    for each link, one exchange (per-step sync, fp32 up) and local SGD's exchange (fp16 up)
     per step (every H steps: e/H). The dashed line is the desktop's whole step. Beside each
     exchange bar, ``planner.with_mac``'s verdict for that plan.
     """
@@ -210,6 +206,7 @@ def bandwidth_arithmetic(params: int, links: planner.Link | Sequence[planner.Lin
     alone = planner.desktop_alone((d, m), global_batch)
     h = int(local_steps)
     b = global_batch
+    bytes_per_value, local_bytes_per_value = FP32, planner.BYTES_PER_VALUE["fp16"]
     rows = [(f"desktop's step at the batch of {b}\n({d.source})", d(b), "tab:blue", None, ""),
             (f"mac's step at the batch of {b}\n({m.source})", m(b), "lightsteelblue", None, ""),
             (f"the engine's own cost per exchange\n({engine_from})",

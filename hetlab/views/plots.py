@@ -167,9 +167,9 @@ def throughput_vs_ratio(ratios: Sequence, samples_per_s: Sequence[float],
 
 def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
            accuracy: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
-           loss_x: str = "step", accuracy_x: str = "epoch") -> Figure:
+           accuracy_x: str = "epoch") -> Figure:
     """Loss and/or accuracy curves; pass a dict to compare runs, e.g. {"1 device": …, "PS": …}."""
-    panels = [(n, v, x) for n, v, x in (("loss", loss, loss_x), ("accuracy", accuracy, accuracy_x))
+    panels = [(n, v, x) for n, v, x in (("loss", loss, "step"), ("accuracy", accuracy, accuracy_x))
               if v is not None]
     if not panels:
         raise HetlabError("nothing to plot: pass loss=[...] and/or accuracy=[...].")
