@@ -21,7 +21,7 @@ from hetlab.core.data import batches, load_mnist
 from hetlab.core.devices import resolve, synchronize
 from hetlab.core.models import make_model
 from hetlab.core.train_step import train_step
-from hetlab.course.textbook import textbook_loader
+from hetlab.core.data import textbook_loader
 
 
 def hetlab_batches(data, batch_size, dev, seed):

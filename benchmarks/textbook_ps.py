@@ -12,7 +12,7 @@ takes Σ (b_i/B)·g_i with lr: the same update.
 Four variants, alternating ``--repeats`` times (median run of each kept):
 
 * ``textbook per-sample``: each worker iterates a DataLoader over PerSampleMNIST
-  (``hetlab.course.textbook``), as in Ray's example;
+  (``hetlab.core.data``), as in Ray's example;
 * ``textbook tensors``: each worker slices batches from one normalised tensor;
 * ``hetlab``: ``ParameterServerTraining`` (weighting, per-step timings, fault handling);
 * ``Ray's floor``: the fewest Ray calls a synchronous step can make — one call per worker, one
@@ -50,7 +50,7 @@ from hetlab.core.data import batches, load_mnist  # noqa: E402
 from hetlab.core.flat import flat_grad, flat_weights, load_flat  # noqa: E402
 from hetlab.core.models import make_model  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
-from hetlab.course.textbook import textbook_loader  # noqa: E402
+from hetlab.core.data import textbook_loader  # noqa: E402
 from hetlab.core.train import evaluate  # noqa: E402
 
 LR = 0.01

@@ -1,4 +1,4 @@
-"""hetlab.cluster (connecting, address, reach, nodeinfo): address checks, fast failures on loopback only, embedded Ray, node table."""
+"""hetlab.cluster (connecting, address, reach): address checks, fast failures on loopback only, embedded Ray, node table."""
 import os
 import socket
 import subprocess

@@ -195,11 +195,11 @@ def test_check_keeps_each_exercises_last_result_for_the_report(tmp_path, monkeyp
     """Issue 59: the hand-in lists every grader's last result, with the notebook and the machine."""
     from hetlab.course import grading
     from hetlab.course.exercises import EXERCISES
-    from hetlab.store import graded
+    from hetlab.store import measured
     monkeypatch.setenv("HETLAB_MEASURED", str(tmp_path))
     grading.check("samples_per_s", lambda batch_size, step_seconds: step_seconds / batch_size)
-    (kept,) = graded.load().values()
+    (kept,) = measured.load_graded().values()
     assert kept["status"] == grading.WRONG and kept["notebook"] == "02" and kept["line"] in capsys.readouterr().out
     grading.check("samples_per_s", EXERCISES["samples_per_s"].reference)
-    (kept,) = graded.load().values()
+    (kept,) = measured.load_graded().values()
     assert kept["status"] == grading.RIGHT and kept["role"] in ("desktop", "mac") and kept["exercise"] == "samples_per_s"

@@ -7,7 +7,7 @@ import pytest
 
 from hetlab import HetlabError
 from hetlab.arithmetic import planner
-from hetlab.store import graded, measured, saved_pair
+from hetlab.store import measured, saved_pair
 
 DEVICE = {"device": "cuda", "name": "NVIDIA GeForce RTX 4070 Ti"}
 SIZES = [1, 16, 256]
@@ -88,7 +88,7 @@ READERS = {  # each reader of the figures folder, its file there, and what it gi
     "engine_cost": (lambda: float(measured.engine_cost()), "engine.json", measured.ENGINE_DEFAULT_S),
     "load_run": (lambda: measured.load_run("05"), "notebook-05.json", None),
     "load_figure": (lambda: measured.load_figure("link"), "link.json", None),
-    "graded": (lambda: graded.load(), "exercises.json", {}),
+    "graded": (lambda: measured.load_graded(), "exercises.json", {}),
     "saved_pair": (lambda: saved_pair.load(), "pair.json", None)}
 
 

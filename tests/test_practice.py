@@ -113,7 +113,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     import platform
     import re
     from hetlab.arithmetic import balance, planner, steptime
-    from hetlab.store import graded, measured
+    from hetlab.store import measured
     from hetlab.arithmetic.outcome import technique
     from hetlab.cluster import figures, link, machines
     from hetlab.ps import ParameterServerTraining
@@ -129,7 +129,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
         "the pair's ceiling": (planner.ceiling(lines, 128), None, "planner.ceiling at batch 128",
                                measured.whose(desktop=lines[0].source, mac=lines[1].source))})
     machines.save(machines.collect(), where)                                           # 09's machine table
-    graded.save("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path / "mac")   # 02's grader
+    measured.save_graded("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path / "mac")   # 02's grader
     assert figures.fetch_graded("mac", where, there=str(tmp_path / "mac")) == 1       # on the mac, over Ray
     link.save(link.measure(sizes_mb=(1, 4), repeats=2, echoes=5), where)               # 08's link exercise
     train, test = load_mnist("train").subset(2000, seed=0), load_mnist("test").subset(300, seed=0)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from hetlab.arithmetic import outcome, planner
-from hetlab.store import claims, graded, measured
+from hetlab.store import measured
 from hetlab.arithmetic.steady import steady
 from hetlab.tools.cli import main
 from hetlab.views import report
@@ -121,22 +121,22 @@ def test_a_prediction_reads_only_a_measurement_of_the_same_quantity(tmp_path, mo
     run at 128 holds or breaks the bound, never as measured ÷ predicted."""
     monkeypatch.delenv("HETLAB_QUICK", raising=False)
     measured.save("desktop", {"device": "cuda"}, [64, 128], {"small": [1000.0, 1200.0]}, where=tmp_path)
-    ceiling = claims.about(claims.ONE_MODEL, 128, bound=True)
+    ceiling = measured.about(measured.ONE_MODEL, 128, bound=True)
     measured.save_run("02", {"batch": 128}, simulated=False, where=tmp_path,
                       predictions={"the pair's ceiling": (1.3, None, "planner.ceiling", "yours", ceiling)})
     measured.save_run("09", {"pair_vs_sum": 0.93, "pair_vs_desktop": 1.25, "desktop_samples_per_s": 900.0,
                              "mac_samples_per_s": 200.0, "pair_samples_per_s": 1020.0}, simulated=False, where=tmp_path,
-                      measures={"search": (1.25, claims.about(claims.SEARCH, [32, 64, 128]))},
+                      measures={"search": (1.25, measured.about(measured.SEARCH, [32, 64, 128]))},
                       predictions={"the search": (1.3, None, "planner.search_gain", "yours",
-                                                  claims.about(claims.SEARCH, 64))})
+                                                  measured.about(measured.SEARCH, 64))})
     measured.save_run("07", {}, simulated=False, where=tmp_path, speeds={"ray train": _one_model_run(64, [48, 16])})
     page = report.write(tmp_path / "out", tmp_path).read_text()
     rows = {line.split(" | ")[1]: line for line in page.splitlines() if line.startswith(("| 02 |", "| 09 |"))}
     assert "not yet measured: run notebook 07" in rows["the pair's ceiling"]
     assert "batch 64, not 128" in rows["the pair's ceiling"]               # 07 ran at 64: not this bound's batch
     assert "not yet measured" in rows["the search"] and "batch 32–128, not 64" in rows["the search"]
-    assert claims.mismatch(ceiling, claims.about(claims.SEARCH, 128)) == \
-        f"quantity {claims.SEARCH}, not {claims.ONE_MODEL}"                # a search never measures one model
+    assert measured.mismatch(ceiling, measured.about(measured.SEARCH, 128)) == \
+        f"quantity {measured.SEARCH}, not {measured.ONE_MODEL}"                # a search never measures one model
     measured.save_run("07", {}, simulated=False, where=tmp_path, speeds={"ray train": _one_model_run(128, [100, 28])})
     page = report.write(tmp_path / "out", tmp_path).read_text()
     row = next(line for line in page.splitlines() if line.startswith("| 02 | the pair's ceiling"))
@@ -172,9 +172,9 @@ def test_each_technique_row_has_its_conditions_a_quick_run_is_marked_and_time_to
 
 
 def test_the_exercises_results_are_in_the_report_and_check_names_what_is_missing(tmp_path, capsys):
-    graded.save("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path)
-    graded.save("ps_step", "05", "wrong", "not yet: a plain mean", role="desktop", where=tmp_path)
-    graded.keep({"x": {"exercise": "ps_step", "role": "desktop", "status": "right", "line": "right",
+    measured.save_graded("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path)
+    measured.save_graded("ps_step", "05", "wrong", "not yet: a plain mean", role="desktop", where=tmp_path)
+    measured.keep_graded({"x": {"exercise": "ps_step", "role": "desktop", "status": "right", "line": "right",
                        "date": "2000-01-01T00:00"}}, tmp_path)                 # older: the later result stays
     measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
     out = tmp_path / "out"

@@ -5,7 +5,7 @@ Mac has joined, ``fetch("mac")`` runs a task pinned to the Mac's node that reads
 ``measured/mac.json`` there; if the Mac never ran 02, a second task pinned there measures it (a
 short sweep on its best device) and saves it on the Mac too. The desktop keeps the result as its
 own ``measured/mac.json``, labelled with the Mac's host and date. ``fetch_graded`` brings the Mac's
-exercise results the same way (``hetlab.store.graded``).
+exercise results the same way (``measured.save_graded``).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import ray
 
-from hetlab.store import graded, measured
+from hetlab.store import measured
 from hetlab.cluster.roles import SIMULATED_LABEL, live_nodes, placement
 from hetlab.errors import HetlabError
 
@@ -85,7 +85,7 @@ def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | No
 
 
 def _graded_there(there: str | None) -> dict:
-    return graded.load(there)
+    return measured.load_graded(there)
 
 
 def fetch_graded(role: str = "mac", where: str | Path | None = None, *, there: str | None = None,
@@ -95,5 +95,5 @@ def fetch_graded(role: str = "mac", where: str | Path | None = None, *, there: s
     if not ray.is_initialized() or not live_nodes(role):
         raise HetlabError(f"fetching the {role}'s exercise results needs the cluster with the {role} joined.")
     results = ray.get(ray.remote(num_cpus=0)(_graded_there).options(**placement(role)).remote(there), timeout=timeout)
-    graded.keep(results, where)
+    measured.keep_graded(results, where)
     return len(results)

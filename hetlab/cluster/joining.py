@@ -15,8 +15,7 @@ import ray
 
 from hetlab.store import saved_pair
 from hetlab.cluster.commands import check_ip
-from hetlab.cluster.connecting import connect
-from hetlab.cluster.nodeinfo import check_same_code
+from hetlab.cluster.connecting import check_same_code, connect
 from hetlab.cluster.roles import live_nodes, placement
 from hetlab.cluster.reach import port_open
 from hetlab.errors import HetlabError

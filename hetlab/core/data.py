@@ -1,6 +1,6 @@
 """MNIST as tensors, read straight from the IDX files shipped in ``data/`` (notebook 01), and
 hetlab's one shuffle (``epoch_order``). No PIL images, no DataLoader: the set is decoded once into
-a tensor and batches are slices of it. How workers with unequal batches share one shuffled stream
+a tensor and batches are slices of it (``textbook_loader``, the per-sample way, stays for 01's race). How workers with unequal batches share one shuffled stream
 is ``hetlab.core.stream`` (notebook 05).
 """
 from __future__ import annotations
@@ -279,3 +279,34 @@ def download_mnist(root: str | os.PathLike | None = None, mirrors: Sequence[str]
                 f"or copy the MNIST files into {root}."
             )
     return root
+
+
+# --- the textbook pipeline, kept for comparison (notebook 01, benchmarks/single_device.py) ------
+# What ``torchvision.datasets.MNIST(transform=Compose([ToTensor(), Normalize(...)]))`` plus a
+# ``DataLoader`` does, written out without torchvision (whose CPU build crashes on import here): for
+# every sample a uint8 array becomes a PIL image, then a float tensor in [0, 1], then a normalised
+# one; the DataLoader collates samples into batches one by one. ``Dataset`` does the same arithmetic
+# once for the whole set and slices batches from one tensor.
+
+class PerSampleMNIST(torch.utils.data.Dataset):
+    """MNIST served one sample at a time through PIL, as torchvision's MNIST does."""
+
+    def __init__(self, data: Dataset):
+        self.images = data.images.numpy()
+        self.labels = data.labels.tolist()
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int):
+        from PIL import Image
+        img = Image.fromarray(self.images[i], mode="L")                 # uint8 array -> PIL
+        x = torch.from_numpy(np.array(img, dtype=np.uint8)).float().div_(255)  # ToTensor
+        x = ((x - MEAN) / STD).unsqueeze(0)                            # Normalize, 1×28×28
+        return x, self.labels[i]
+
+
+def textbook_loader(data: Dataset, batch_size: int = 64, shuffle: bool = True, seed: int = 0):
+    """A ``DataLoader`` over ``PerSampleMNIST``: the per-sample pipeline most tutorials use."""
+    return torch.utils.data.DataLoader(PerSampleMNIST(data), batch_size=batch_size, shuffle=shuffle,
+                                       generator=torch.Generator().manual_seed(seed))

@@ -4,7 +4,7 @@ the skeleton above is still empty (it raises ``NotImplementedError`` or returns 
 
 Each exercise knows the typical mistakes (a plain mean, a missing 1/B, a split ∝ 1/speed ...)
 and names the one your function made. Pure functions, no Ray. The answers, with their
-reasoning, are in ``docs/answers/``. ``check`` keeps each result for the report (``hetlab.store.graded``).
+reasoning, are in ``docs/answers/``. ``check`` keeps each result for the report (``hetlab.store.measured.save_graded``).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from hetlab.course.exercises import EXERCISES, Exercise, show
 from hetlab.errors import HetlabError
-from hetlab.store import graded
+from hetlab.store import measured
 
 RIGHT, WRONG, YOUR_TURN = "right", "wrong", "your turn"
 CASES = 25   # random inputs per check
@@ -87,6 +87,6 @@ def check(name: str, fn: Callable | None) -> None:
     verdict = grade(name, fn)
     print(verdict.line)
     try:
-        graded.save(name, EXERCISES[name].notebook, verdict.status, verdict.line)
+        measured.save_graded(name, EXERCISES[name].notebook, verdict.status, verdict.line)
     except (OSError, HetlabError) as e:        # the grade stands; only the report misses it
         print(f"(not kept for your report: {e})")

@@ -1,7 +1,7 @@
 """Where the pair pays: a hyperparameter search across both machines with Ray Tune (notebook 09).
 ``driver`` runs it (re-exported here: ``from hetlab import search; search.search()``), ``slots``
-decides which machine takes which trial, ``trial`` is one trial's training, ``results`` what comes
-back, ``storage`` where results go and ``keeper`` where each trial's last checkpoint waits.
+decides which machine takes which trial, ``trial`` is one trial's training (its last checkpoint
+kept beside the driver), ``results`` what comes back, ``storage`` where results go.
 """
 from hetlab.search.driver import (  # noqa: F401 - re-exported
     SPACE, check_space, sample, placement_plan, plan_line, search, train_best, check_numbers)

@@ -18,7 +18,7 @@ from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, check_model_and_loss, model_label
 from hetlab.cluster.raylog import quiet_stopped_processes
 from hetlab.search.results import SearchResult, Watcher
-from hetlab.search.keeper import start_keeper
+from hetlab.search.trial import start_keeper
 from hetlab.search.storage import Storage, check_storage, open_storage
 from hetlab.search.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data
 
@@ -126,7 +126,7 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     ``packing``: role → trials at once (default: measured); ``early_stopping=False``: every trial
     runs all its epochs. ``storage_path`` / ``storage_filesystem``: where results go
     (``hetlab.search.storage``); checkpoints ``True`` / ``"auto"`` (kept beside the driver,
-    ``hetlab.search.keeper``) or ``False``; a failed trial is retried ``max_failures`` times from its last one.
+    ``hetlab.search.trial.start_keeper``) or ``False``; a failed trial is retried ``max_failures`` times from its last one.
     """
     space = check_space(SPACE if space is None else space)
     roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, train_samples=train_samples,
@@ -268,7 +268,7 @@ def _cross_entropy():
 
 
 def _checkpoints(checkpoints, storage: Storage, roles, explicit: bool) -> bool:
-    """Whether trials save checkpoints (beside the driver, ``hetlab.search.keeper``). Every node
+    """Whether trials save checkpoints (beside the driver, ``hetlab.search.trial.start_keeper``). Every node
     is asked to use ``storage`` (it warms them too): storage you gave that a machine cannot use
     is one line; without it, a note says where results go."""
     if checkpoints not in (True, False, "auto"):

@@ -223,7 +223,7 @@ class Watcher(Callback):
 
     def _move_if_lost(self, trial) -> None:
         """A trial waits for a slot of its machine; if that machine is gone, it asks for a slot
-        of another (its checkpoint, if any, waits beside the driver: ``hetlab.search.keeper``)."""
+        of another (its checkpoint, if any, waits beside the driver: ``hetlab.search.trial.start_keeper``)."""
         from ray.tune import PlacementGroupFactory
         from ray.tune.experiment import Trial
 

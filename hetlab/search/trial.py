@@ -86,7 +86,7 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
               slowdowns: dict, keeper=None) -> None:
     """Train ``config["config"]`` (lr, batch_size, width, optimizer, seed) for up to ``epochs``
     epochs, reporting accuracy, loss, samples and busy seconds after each. With a ``keeper``
-    (``hetlab.search.keeper``, an actor beside the driver) it saves its state there after every
+    (``start_keeper``, an actor beside the driver) it saves its state there after every
     epoch and, retried (e.g. on the other machine after one was lost), goes on from it; every
     report says the epoch it started from (``resumed_from``: 0 for a fresh start)."""
     import ray
@@ -198,3 +198,34 @@ def _node_id() -> str:
 
 
 DEFAULT_MODEL = small_cnn
+
+
+# --- each trial's last checkpoint, beside the driver ------------------------------------------------
+# A trial sends its state to a Ray actor on the driver's machine after every epoch; a trial retried
+# on the other machine (its own was lost) reads it back, so a pair with no shared folder or bucket
+# still resumes a moved trial where it stopped. Not Ray Tune's checkpoints: Tune writes them into its
+# storage from the trial's machine, so without storage both machines see, a moved trial finds none.
+# The driver's machine is the one a search cannot lose: losing it ends the search anyway.
+
+class CheckpointKeeper:
+    """Trial number → the bytes of its last saved state (``_saved``)."""
+
+    def __init__(self):
+        self.saved: dict[int, bytes] = {}
+
+    def put(self, trial: int, state: bytes) -> None:
+        self.saved[trial] = state
+
+    def get(self, trial: int) -> bytes | None:
+        return self.saved.get(trial)
+
+    def size(self) -> int:
+        return sum(len(b) for b in self.saved.values())
+
+
+def start_keeper():
+    """A ``CheckpointKeeper`` actor on this process's node (no CPU reserved: it only stores)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(num_cpus=0)(CheckpointKeeper).options(scheduling_strategy=here).remote()

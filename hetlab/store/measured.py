@@ -3,8 +3,9 @@
 Notebook 02 saves its sweep and the step time fitted to it (``hetlab.arithmetic.steptime``) as
 ``measured/<role>.json`` (the Mac's reaches the desktop through the cluster, ``hetlab.cluster.figures``);
 05 saves the engine's cost per exchange as ``engine.json``; 05–09 save each run and its predictions as
-``notebook-NN.json`` (``save_run``) for ``hetlab report``. Every figure read back says where it came
-from (``.source``). The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache.
+``notebook-NN.json`` (``save_run``), each prediction and measurement saying what it is about
+(``about``), and each graded exercise's last result goes to ``exercises.json`` (``save_graded``): all
+for ``hetlab report``. Every figure read back says where it came from (``.source``). The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Sequence
 from hetlab.arithmetic import estimates
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steptime import StepTime, from_sweep
-from hetlab.store import claims
+import hetlab
 from hetlab.vocab import MEASURED_ENV, REHEARSAL_ENV
 
 FOLDER_ENV = MEASURED_ENV
@@ -140,7 +141,7 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
             "device": device.get("device"), "accelerator": device.get("name"), "torch": torch_version,
             "date": datetime.datetime.now().isoformat(timespec="minutes"), "optimizer": optimizer,
             "batch_sizes": batch_sizes, "samples_per_s": models, "step_time": fits,
-            "origin": origin(simulated), "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": claims.mode()}
+            "origin": origin(simulated), "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": mode()}
     return write(path(role, where), data)
 
 
@@ -286,8 +287,8 @@ def save_run(notebook: str, figures: dict, *, simulated: bool,
              add: bool = False, where: str | Path | None = None, measures: dict | None = None) -> Path:
     """Keep what notebook ``notebook`` measured (``figures``: name → number, list or dict of numbers)
     and each prediction the course made beside it (name → (predicted, measured or None, how it was
-    predicted[, whose figures it used[, what it is about: ``claims.about``]])), as ``notebook-NN.json``;
-    ``measures``: name → (value, ``claims.about``), a measurement any notebook's prediction about the
+    predicted[, whose figures it used[, what it is about: ``about``]])), as ``notebook-NN.json``;
+    ``measures``: name → (value, ``about``), a measurement any notebook's prediction about the
     same may read; ``speeds``: name → ``SteadySpeed`` (or a technique's ``outcome.technique``);
     ``simulated``: the run had a simulated machine (the practice cluster); ``add``: keep what an
     earlier cell of the same run saved. The run's mode (quick or full) is kept with it."""
@@ -306,7 +307,7 @@ def save_run(notebook: str, figures: dict, *, simulated: bool,
     data = {"format": FORMAT, "notebook": str(notebook), "host": platform.node() or "this machine",
             "date": datetime.datetime.now().isoformat(timespec="minutes"), "simulated": bool(simulated),
             "origin": origin(simulated), "figures": kept, "predictions": guesses,
-            "speeds": _numbers(dict(speeds or {}), what), "measures": found, "mode": claims.mode()}
+            "speeds": _numbers(dict(speeds or {}), what), "measures": found, "mode": mode()}
     earlier = load_run(notebook, where) if add else None
     if earlier is not None:
         for part in ("figures", "predictions", "speeds", "measures"):
@@ -355,3 +356,97 @@ def whose(**sources: str) -> str:
     if len(set(kinds.values())) == 1:
         return next(iter(kinds.values()))
     return ", ".join(f"{role}: {kind}" for role, kind in kinds.items())
+
+
+# --- what a prediction or a measurement is about (issue 59) ----------------------------------------
+# The quantity, the global batch, the split, the roles and the mode (quick or full). ``hetlab report``
+# pairs a prediction only with a measurement whose description is the same (``mismatch`` is None);
+# otherwise its row reads "not yet measured". Notebooks 02 and 09 describe theirs; a technique's run
+# carries its own (``outcome.conditions``).
+
+QUICK, FULL = "quick", "full"
+ROLES = ("desktop", "mac")
+# The quantities the course predicts and measures (one model trained on both, or independent trials)
+ONE_MODEL = "one model on the pair ÷ the desktop alone"
+SEARCH = "independent trials on the pair ÷ the desktop alone"
+COMPARED = ("quantity", "batch", "split", "roles", "mode")
+
+
+def mode() -> str:
+    """``"quick"`` under ``HETLAB_QUICK=1`` (fewer samples and steps), else ``"full"``."""
+    return QUICK if hetlab.is_quick() else FULL
+
+
+def about(quantity: str, batch=None, split=None, roles=ROLES, *, mode_: str | None = None,
+          bound: bool = False, **more) -> dict:
+    """A description: ``quantity`` (one of the names above, or a notebook's own), the global
+    ``batch`` (a number, or the list of batches a run mixed), the ``split`` (None: any), the
+    ``roles``, the ``mode`` (default: this process's); ``bound``: a limit no plan beats."""
+    found = {"quantity": str(quantity), "batch": batch, "split": None if split is None else [int(b) for b in split],
+             "roles": list(roles), "mode": mode_ or mode(), "bound": bool(bound)}
+    return {**found, **more}
+
+
+def mismatch(prediction: dict, measurement: dict) -> str | None:
+    """Why ``measurement`` does not measure ``prediction`` ("batch 64, not 128"), or None when it does.
+    A prediction with no split takes any split of the same global batch."""
+    for key in COMPARED:
+        want, got = prediction.get(key), measurement.get(key)
+        if key == "split" and want is None:
+            continue
+        if want != got:
+            return f"{key} {_show(key, got)}, not {_show(key, want)}"
+    return None
+
+
+def _show(key: str, value) -> str:
+    """A split as desktop:mac, a mix of batches as its range, roles as a list."""
+    if isinstance(value, list) and value:
+        if key == "split":
+            return ":".join(str(v) for v in value)
+        return f"{min(value)}–{max(value)}" if key == "batch" else ", ".join(map(str, value))
+    return str(value)
+
+
+# --- each graded exercise's last result (``hetlab.course.grading.check``) ---------------------------
+# One file, ``exercises.json``: per exercise and machine, the notebook, the status (right, wrong, your
+# turn), the grader's one line (the mistake it named) and when. The Mac's (notebook 02's grader runs
+# there too) reaches the desktop over the cluster like its figures (``cluster.figures.fetch_graded``).
+
+GRADED_FILE = "exercises"
+
+
+def load_graded(where: str | Path | None = None) -> dict[str, dict]:
+    """exercise@role → its last result here ({} when no grader has run)."""
+    p = path(GRADED_FILE, where)
+
+    def parse(data):
+        return data["results"] if data.get("format") == FORMAT and isinstance(data["results"], dict) else None
+    results = read(p, parse, HetlabError(
+        f"{p} is not hetlab's file of exercise results: delete it and run the check cells again."))
+    return {} if results is None else results
+
+
+def save_graded(exercise: str, notebook: str, status: str, line: str, role: str | None = None,
+                where: str | Path | None = None) -> Path:
+    """Keep one grader's result, replacing that exercise's earlier result on this machine."""
+    role = role or guess_role()
+    results = load_graded(where)
+    results[f"{exercise}@{role}"] = {"exercise": exercise, "notebook": str(notebook), "role": role,
+                                     "status": status, "line": line, "host": platform.node() or "this machine",
+                                     "date": datetime.datetime.now().isoformat(timespec="minutes"),
+                                     "origin": origin()}
+    return write(path(GRADED_FILE, where), {"format": FORMAT, "results": results})
+
+
+def keep_graded(results: dict, where: str | Path | None = None) -> Path:
+    """Add another machine's results (as its ``load_graded`` read them) to this machine's file."""
+    if not isinstance(results, dict) or not all(isinstance(r, dict) and {"exercise", "role", "status"} <= set(r)
+                                                for r in results.values()):
+        raise HetlabError("the exercise results received are not hetlab's: run the check cells there again.")
+    here = load_graded(where)
+    for r in results.values():
+        key = f"{r['exercise']}@{r['role']}"
+        if key not in here or str(here[key].get("date", "")) <= str(r.get("date", "")):
+            here[key] = r
+    return write(path(GRADED_FILE, where), {"format": FORMAT, "results": here})

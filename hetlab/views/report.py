@@ -31,7 +31,7 @@ import mistune
 
 from hetlab.course.exercises import EXERCISES
 from hetlab.errors import HetlabError
-from hetlab.store import claims, graded, measured
+from hetlab.store import measured
 
 ROLES = ("desktop", "mac")
 NOTEBOOKS = ("01", "02", "05", "06", "07", "08", "09")
@@ -52,8 +52,8 @@ TECHNIQUES = (("05", "sync", "parameter server, per-step sync"), ("05", "async",
               ("08", "sync", "per-step sync (08)"), ("08", "local SGD", "local SGD (08)"),
               ("07", "ray train", "Ray Train, gloo all-reduce"))
 # Which notebook measures each quantity the course predicts (what a "not yet measured" row says to run)
-MEASURED_BY = {claims.ONE_MODEL: "notebook 07 (one model, Ray Train, on the pair at this batch)",
-               claims.SEARCH: "a search whose trials all train at this batch (notebook 09 mixes 32–128)"}
+MEASURED_BY = {measured.ONE_MODEL: "notebook 07 (one model, Ray Train, on the pair at this batch)",
+               measured.SEARCH: "a search whose trials all train at this batch (notebook 09 mixes 32–128)"}
 CSV_COLUMNS = ("section", "figure", "value", "low", "high", "unit", "repeats", "source")
 RIGHT = "right"
 
@@ -137,7 +137,7 @@ def unwritten(text: str) -> list[str]:
 def run_label(run: dict) -> str:
     """"measured on HOST, DATE", and where it came from when not your pair (simulated, rehearsal)."""
     label = f"measured on {run.get('host', '?')}, {str(run.get('date', ''))[:10]}"
-    if run.get("mode") == claims.QUICK:
+    if run.get("mode") == measured.QUICK:
         label += f"; {QUICK_MARK}"
     kind = measured.origin_of(run)
     return clean(label if kind == measured.PAIR else f"{label}; {measured.ORIGINS[kind]}")
@@ -444,23 +444,23 @@ def measurements(runs: dict, source) -> list[tuple]:
     if t and "batch" in t and desktop is not None and "small" in desktop["samples_per_s"] \
             and measured.origin_of(desktop) == measured.origin_of(run):
         alone = measured.speed("desktop", "small", t["batch"], source)
-        on = claims.about(claims.ONE_MODEL, t["batch"], t["split"], t["roles"], mode_=run.get("mode", claims.FULL))
+        on = measured.about(measured.ONE_MODEL, t["batch"], t["split"], t["roles"], mode_=run.get("mode", measured.FULL))
         found.append((t["speed"]["samples_per_s"] / float(alone), on, "07"))
     return found
 
 
 def pair(p: dict, nb: str, found: list[tuple]) -> tuple:
     """(measured value or None, from which notebook, why not) for prediction ``p`` saved by notebook ``nb``:
-    only a measurement whose description matches (``claims.mismatch`` is None) reads it."""
+    only a measurement whose description matches (``measured.mismatch`` is None) reads it."""
     about = p.get("about")
     if p["measured"] is not None:                      # measured in the same run, on the same conditions
         return p["measured"], nb, ""
     if about is None:
         return None, "", "not yet measured"
-    same = [(v, n) for v, on, n in found if claims.mismatch(about, on) is None]
+    same = [(v, n) for v, on, n in found if measured.mismatch(about, on) is None]
     if same:
         return same[-1][0], same[-1][1], ""
-    near = [claims.mismatch(about, on) for _, on, _ in found if on.get("quantity") == about["quantity"]]
+    near = [measured.mismatch(about, on) for _, on, _ in found if on.get("quantity") == about["quantity"]]
     run_this = MEASURED_BY.get(about["quantity"], "the notebook that measures it")
     return None, "", f"not yet measured: run {run_this}" + (f" (the run saved has {near[-1]})" if near else "")
 
@@ -526,7 +526,7 @@ def _predictions(page: Page, runs: dict) -> None:
 def _exercises(page: Page) -> None:
     """One row per graded exercise of the course: its last result on each machine, or "not run"."""
     page.heading(9, "02–09")
-    results = graded.load(page.source)
+    results = measured.load_graded(page.source)
     page.add("| notebook | exercise | machine | result | when |", "|---|---|---|---|---|")
     for name, ex in sorted(EXERCISES.items(), key=lambda item: (item[1].notebook, item[0])):
         mine = [r for r in results.values() if r["exercise"] == name]
@@ -638,7 +638,7 @@ def missing(page_text: str, source: str | Path) -> list[str]:
             head = line.split("|")[1].strip() if line.startswith("|") else ""
             lines.append(f"not measured: {head + ': ' if head else ''}{found.group(0).strip().rstrip('.')}")
     lines += [f"unanswered: your words '{k}' in report.md" for k in unwritten(page_text)]
-    passed = {r["exercise"] for r in graded.load(source).values() if r["status"] == RIGHT}
+    passed = {r["exercise"] for r in measured.load_graded(source).values() if r["status"] == RIGHT}
     lines += [f"exercise not passed: {name} (notebook {ex.notebook})"
               for name, ex in sorted(EXERCISES.items(), key=lambda item: (item[1].notebook, item[0]))
               if name not in passed]
