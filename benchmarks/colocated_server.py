@@ -26,14 +26,13 @@ import torch
 from hetlab.arithmetic import balance
 from hetlab.core.data import load_mnist
 from hetlab.core.stream import Stream, split_spans
-from hetlab.core.flat import join_pieces, split_pieces
+from hetlab.core.flat import join_pieces, pieces_for, split_pieces
+from hetlab.core.simulate import device_seconds
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
-from hetlab.ps.messages import as_refs, open_answer
 from hetlab.ps.options import Options
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerSpec
-from hetlab.ps.rules import combine_coefficients
 from hetlab.ps.placement import actor_options
 from hetlab.ps.worker import Worker
 
@@ -43,7 +42,8 @@ class Host:
     """The fast worker with the server and the step loop in its own process."""
 
     def __init__(self, data, mac, model: str, seed: int, lr: float, pieces: dict):
-        self.me = Worker(WorkerSpec("desktop", device="cpu"), data, model, Options(seed=seed, lr=lr))
+        self.me = Worker(WorkerSpec("desktop", device="cpu"), data, model, Options(seed=seed, lr=lr),
+                         pieces=pieces["gradient"])
         self.me.set_threads(2)  # this machine's cores shared by two workers, as hetlab sets it
         self.mac, self.pieces = mac, pieces  # the mac: hetlab's engine's own mac actor
         self.server = Server(model, seed, lr, "sync")
@@ -60,18 +60,16 @@ class Host:
         for _ in range(steps):
             spans = split_spans(self.stream.take(sum(sizes)), sizes)
             t0 = time.perf_counter()
-            refs = as_refs(self.mac.gradient.options(num_returns=k).remote(spans[1], *weights, pieces=k))
+            refs = self.mac.gradient.options(num_returns=k + 1).remote(spans[1], *weights)
             arrived = threading.Thread(target=lambda: macs.append(_arrival(refs[-1]) - t0))
             arrived.start()  # notes when the mac's answer comes, while this thread computes
-            answer = self.me.gradient(spans[0], *weights, pieces=k)
-            grad, mine_reply = open_answer(answer if k > 1 else [answer])
-            mine.append(mine_reply.compute_s)
+            *grad, mine_reply = self.me.gradient(spans[0], *weights)   # (loss, compute_s, simulated_s, samples)
+            mine.append(mine_reply[1])
             arrived.join()
-            theirs, their_reply = open_answer(ray.get(refs))
-            update = self.server.apply(combine_coefficients([mine_reply.samples, their_reply.samples]),
-                                       [join_pieces(grad), join_pieces(theirs)])
-            weights = split_pieces(update.weights, down)
-            beyond.append(time.perf_counter() - t0 - max(mine_reply.compute_s, their_reply.device_s))
+            *theirs, their_reply = ray.get(refs)
+            self.server.apply([join_pieces(grad), join_pieces(theirs)], [mine_reply[3], their_reply[3]])
+            weights = split_pieces(self.server.weights(), down)
+            beyond.append(time.perf_counter() - t0 - max(mine_reply[1], device_seconds(*their_reply[1:3])))
         return {"beyond_s": beyond, "desktop_s": mine, "mac_s": macs, "samples": steps * sum(sizes)}
 
     def weights(self) -> torch.Tensor:
@@ -110,9 +108,10 @@ def main() -> None:
     with the_pair(address="local") as pair:  # the practice cluster (docstring)
         with ParameterServerTraining(pair.workers, train, seed=0, progress=False,
                                      batch_sizes=[384, 128]) as engine:
-            mac = engine.pool.members[1].actor  # the same mac for both designs; they take turns
+            mac = engine.members[1].actor  # the same mac for both designs; they take turns
             host = Host.options(**actor_options(pair.workers[0])).remote(
-                ray.put(train), mac, "small", 0, 1e-3, engine.pool.pieces)
+                ray.put(train), mac, "small", 0, 1e-3,
+                {"gradient": engine.pieces, "weights": pieces_for(engine.weights_bytes)})
             # the same steps give the same weights (sync: Σ (b_i/B)·g_i, then Adam)
             engine.run(3)
             ray.get(host.run.remote(3, [384, 128]))

@@ -1,7 +1,7 @@
 """Would Ray's Compiled Graphs make a synchronous step cheaper? (notebook 05)
 
 A sync step sends both workers the weights and waits for both gradients: one round of
-ordinary actor calls (``hetlab.ps.pool``). Ray's Compiled Graphs (beta since Ray 2.44)
+ordinary actor calls (``hetlab.ps.loop``). Ray's Compiled Graphs (beta since Ray 2.44)
 compile a fixed graph of actor calls once and then pass each round through channels that
 were set up in advance: Ray's documentation promises under 50 µs per call instead of about
 1 ms. This times that round both ways on your cluster, with the course's model's buffers
@@ -34,7 +34,6 @@ from hetlab.cluster.roles import placement
 from hetlab.core.flat import flat_weights, pieces_for, split_pieces
 from hetlab.core.models import make_model
 from hetlab.pair import the_pair
-from hetlab.ps.messages import as_refs
 
 
 @ray.remote(num_cpus=0)
@@ -86,7 +85,7 @@ def main() -> None:
         ray.get([p.gradient.remote(whole) for p in probes], timeout=60)
         k = len(pieces)
         ordinary = lambda: ray.get([r for p in probes  # noqa: E731
-                                    for r in as_refs(p.gradient.options(num_returns=k).remote(*pieces))], timeout=60)
+                                    for r in _refs(p.gradient.options(num_returns=k).remote(*pieces))], timeout=60)
         times: dict[str, list[float]] = {"ordinary actor calls (hetlab)": [], "one compiled graph": []}
         why_not = None
         for _ in range(args.blocks):
@@ -120,6 +119,11 @@ def main() -> None:
         result["compiled_over_ordinary"] = round(result["compiled_graph_ms"] / result["ordinary_ms"], 3)
         print(f"  compiled ÷ ordinary: {result['compiled_over_ordinary']:.2f}× Ray's time per round")
     print(json.dumps(result))
+
+
+def _refs(refs) -> list:
+    """A call's return refs as a list: with ``num_returns=1`` Ray gives the one ref itself."""
+    return list(refs) if isinstance(refs, (list, tuple)) else [refs]
 
 
 if __name__ == "__main__":

@@ -81,12 +81,12 @@ def training_steps(pair, model: str, global_batch: int, steps: int, rounds: int)
     train = load_mnist("train")
     with ParameterServerTraining(pair.workers, train, model=model, seed=0, progress=False) as training:
         sizes = split_batch(global_batch, training.standalone_throughput(global_batch // 2, steps=3))
-        pieces = dict(training.pool.pieces)
+        pieces = {"weights": pieces_for(training.weights_bytes), "gradient": training.pieces}
     ways = {"one object": lambda nbytes: 1, "pieces": pieces_for}
     records: dict[str, list] = {way: [] for way in ways}
     for _ in range(rounds):
         for way, count in ways.items():
-            with mock.patch("hetlab.ps.pool.pieces_for", count), \
+            with mock.patch("hetlab.ps.training.pieces_for", count), \
                     ParameterServerTraining(pair.workers, train, model=model, seed=0, progress=False,
                                             batch_sizes=sizes) as training:
                 training.run(3)  # warm-up

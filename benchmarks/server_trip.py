@@ -33,11 +33,10 @@ import torch
 from hetlab.arithmetic import balance
 from hetlab.core.data import load_mnist
 from hetlab.core.stream import split_spans
-from hetlab.core.flat import join_pieces, split_pieces
+from hetlab.core.flat import join_pieces, pieces_for, split_pieces
+from hetlab.core.simulate import device_seconds
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, server
-from hetlab.ps.messages import WorkerReply, as_refs, open_answer
-from hetlab.ps.rules import combine_coefficients
 
 WAYS = ("server actor (two trips)", "in the driver (hetlab)", "in the driver, one thread")
 
@@ -54,27 +53,27 @@ class ServerActor:
     def ready(self) -> bool:
         return True
 
-    def apply(self, coefficients, per: int, pieces: int, *answers):
-        flats = [join_pieces(open_answer(list(answers[j:j + per]))[0]) for j in range(0, len(answers), per)]
-        update = self.server.apply(coefficients, flats)
-        return (*split_pieces(update.weights, pieces), update.version)
+    def apply(self, samples, per: int, pieces: int, *answers):
+        grads = [join_pieces(answers[j:j + per]) for j in range(0, len(answers), per)]
+        self.server.apply(grads, samples)
+        return (*split_pieces(self.server.weights(), pieces), self.server.version)
 
 
-def actor_steps(training, actor, weights: list, n: int) -> tuple[list, list, list]:
+def actor_steps(training, actor, weights, n: int) -> tuple[list, list, list]:
     """``n`` sync steps with the server in ``actor``: (step times, busy times, the weights' refs)."""
-    kg, kw = training.pool.pieces["gradient"], training.pool.pieces["weights"]
+    kg, kw = training.pieces, pieces_for(training.weights_bytes)
     sizes, steps, busy = training.batch_sizes, [], []
     for _ in range(n):
         t0 = time.perf_counter()
         shares = split_spans(training.stream.take(sum(sizes)), sizes)
-        sent = [as_refs(m.actor.gradient.options(num_returns=kg).remote(spans, *weights, pieces=kg))
-                for m, spans in zip(training.pool.members, shares)]
-        replies = [WorkerReply(*last[1]) for last in ray.get([s[-1] for s in sent], timeout=60)]
+        sent = [m.actor.gradient.options(num_returns=kg + 1).remote(spans, *weights)
+                for m, spans in zip(training.members, shares)]
+        replies = ray.get([s[-1] for s in sent], timeout=60)   # (loss, compute_s, simulated_s, samples)
         *weights, version = actor.apply.options(num_returns=kw + 1).remote(
-            combine_coefficients([r.samples for r in replies]), kg, kw, *[p for s in sent for p in s])
+            [r[3] for r in replies], kg, kw, *[p for s in sent for p in s[:-1]])
         ray.get(version, timeout=60)
         steps.append(time.perf_counter() - t0)
-        busy.append(max(r.device_s for r in replies))
+        busy.append(max(device_seconds(r[1], r[2]) for r in replies))
     return steps, busy, weights
 
 
@@ -111,7 +110,7 @@ def main() -> None:
                                                      progress=False) as training:
         training.resplit(balance.split_batch(g, training.standalone_throughput(g // 2, steps=3)))
         training.run(3)  # warm-up at these sizes
-        actor = ServerActor.options(num_cpus=0).remote(training.factory, 0, training.lr, training.mode)
+        actor = ServerActor.options(num_cpus=0).remote(training.factory, 0, training.options.lr, training.mode)
         ray.get(actor.ready.remote(), timeout=60)
         overhead = {w: [] for w in WAYS}
         rate = {w: [] for w in WAYS}
@@ -120,7 +119,7 @@ def main() -> None:
                 # each way goes on from the weights the last one left (the actor starts from its own)
                 with one_thread() if way == WAYS[2] else contextlib.nullcontext():
                     if way == WAYS[0]:
-                        steps, busy, _ = actor_steps(training, actor, training.pool.weights, args.steps)
+                        steps, busy, _ = actor_steps(training, actor, training.weights, args.steps)
                     else:
                         steps, busy = driver_steps(training, args.steps)
                 overhead[way].append(1e3 * statistics.mean(s - b for s, b in zip(steps, busy)))

@@ -22,7 +22,7 @@ def real_state(model="small"):
     data = load_mnist("test").subset(32, seed=0)
     net = make_model(model, seed=0)
     nn.functional.cross_entropy(net(data.normalized()), data.labels).backward()
-    server.apply([1.0], [torch.cat([p.grad.reshape(-1) for p in net.parameters()])])
+    server.apply([torch.cat([p.grad.reshape(-1) for p in net.parameters()])], [1])
     return {"format": FORMAT, "model": model, "signature": param_signature(model), "options": Options().saved(),
             "step": 1, "server": server.state(), "workers": [{"name": "a"}], "batch_sizes": [32],
             "stream": {"cursor": 32, "pending": []}}

@@ -1,26 +1,11 @@
-"""House rules a reader relies on, read from the source (issue 38): short docstrings in hetlab/,
-and tests that wait for events, not clocks."""
+"""A house rule of the tests, read from their source (issue 38): tests wait for events, not clocks
+(a test that asserts on the wall clock or sleeps to wait fails on a loaded machine)."""
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_DOC_LINES = 8            # "about 5": what, why, which notebook; the rest goes onto the fields
 CLOCKS = {"time", "monotonic", "perf_counter", "process_time", "time_ns", "monotonic_ns", "perf_counter_ns"}
 MARKER = "# clock-ok:"       # on the line, with the reason: a justified exception
-WAIVED: set[str] = set()     # "path what": a docstring allowed to be long, with the reason beside it
-
-
-def long_docstrings(source: str, name: str = "<module>") -> list[str]:
-    """``name:line what (n lines)`` for every docstring in ``source`` over ``MAX_DOC_LINES`` lines."""
-    tree = ast.parse(source)
-    found = []
-    for node in [tree, *ast.walk(tree)]:
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            doc = ast.get_docstring(node, clean=True)
-            if doc and (n := len(doc.splitlines())) > MAX_DOC_LINES:
-                found.append(f"{name}:{getattr(node, 'lineno', 1)} "
-                             f"{getattr(node, 'name', 'module')} ({n} lines)")
-    return sorted(set(found))
 
 
 def _is_clock(node) -> bool:
@@ -70,15 +55,6 @@ def _reads_clock(node, clocked: set) -> bool:
     return any(_is_clock(n) or isinstance(n, ast.Name) and n.id in clocked for n in ast.walk(node))
 
 
-def test_no_docstring_in_hetlab_is_over_8_lines():
-    found = [d for p in sorted((ROOT / "hetlab").rglob("*.py"))
-             for d in long_docstrings(p.read_text(encoding="utf-8"), str(p.relative_to(ROOT)))]
-    waived = {d for d in found if "{} {}".format(d.split(":")[0], d.split()[1]) in WAIVED}
-    assert len(waived) == len(WAIVED), f"short now: remove from WAIVED what is not in {sorted(waived)}"
-    found = sorted(set(found) - waived)
-    assert found == [], "shorten these docstrings (what, why, which notebook):\n" + "\n".join(found)
-
-
 def test_no_test_asserts_on_the_clock_or_sleeps_to_wait():
     found = [r for p in sorted((ROOT / "tests").glob("*.py"))
              for r in clock_races(p.read_text(encoding="utf-8"), p.name)]
@@ -86,11 +62,7 @@ def test_no_test_asserts_on_the_clock_or_sleeps_to_wait():
 
 
 def test_the_checks_find_what_they_look_for():
-    """The two checks above, on code that breaks the rules and code that keeps them."""
-    def doc(n):
-        return 'class C:\n    """' + "\n".join(["line"] * n) + '"""\n'
-
-    assert long_docstrings(doc(9)) == ["<module>:1 C (9 lines)"] and long_docstrings(doc(8)) == []
+    """The check above, on code that breaks the rule and code that keeps it."""
     bad = (
         "import time\n"
         "def test_cap():\n"
@@ -114,47 +86,3 @@ def test_the_checks_find_what_they_look_for():
         "    time.sleep(0.01)  # clock-ok: the simulated slowdown itself\n"
     )
     assert clock_races(good) == []
-
-
-# --- one home per idea (issue 46) ----------------------------------------------------------------
-# The formulas' homes are checked by behaviour in test_one_home.py (issue 51): their call sites give
-# the same answer on random lines. Here: every class that logs a run is one of these.
-RUN_LOGS = {  # the classes that log a run, each with why it is not one of the others
-    "core/train.py History": "one device's epochs in one process (notebook 01): loss, accuracy, samples/s",
-    "ps/messages.py RunLog": "per step, each worker's share and where its time went, and the run's events",
-    "raytrain/loop.py RankLog": "inside one Ray Train rank: its own timings, sent back in its report",
-}
-
-
-def formula_copies(pattern: str, sources: dict) -> list[str]:
-    """``path:line`` of every match of ``pattern`` in ``sources`` ({path: text})."""
-    import re
-    return [f"{path}:{text[:m.start()].count(chr(10)) + 1}" for path, text in sources.items()
-            for m in re.finditer(pattern, text)]
-
-
-def run_log_classes(sources: dict) -> set[str]:
-    """``path Name`` of every class named like a run's log (``…Log``, ``…History``)."""
-    return {f"{path} {node.name}" for path, text in sources.items() for node in ast.walk(ast.parse(text))
-            if isinstance(node, ast.ClassDef) and node.name.endswith(("Log", "History"))}
-
-
-def _sources(*folders) -> dict:
-    return {str(p.relative_to(ROOT / folders[0] if len(folders) == 1 else ROOT)): p.read_text(encoding="utf-8")
-            for folder in folders for p in sorted((ROOT / folder).rglob("*.py"))}
-
-
-def test_one_run_log_per_idea():
-    assert run_log_classes(_sources("hetlab")) == set(RUN_LOGS)
-    assert run_log_classes({"x.py": "class TrialLog:\n    pass\n"}) == {"x.py TrialLog"}
-
-
-SWEEP_SIZES = r"\(1, 4, 16, 64, 256, 1024\)|\(1, 8, 64, 256\)"
-
-
-def test_notebook_02s_sweep_sizes_are_written_once():
-    """Notebook 02's sweep sizes (full and quick) live in ``store.measured`` only: the Mac's
-    sweep from afar, the report and the GPU check read them there, so a change reaches all four."""
-    assert [c.split(":")[0] for c in formula_copies(SWEEP_SIZES, _sources("hetlab"))] == \
-        ["store/measured.py", "store/measured.py"]
-    assert formula_copies(SWEEP_SIZES, {"x.py": "sweep_batches: tuple = (1, 8, 64, 256)\n"}) == ["x.py:1"]

@@ -8,7 +8,7 @@ import pytest
 from hetlab import HetlabError
 from hetlab.core.data import load_mnist
 from hetlab.cluster.practice import PracticeCluster
-from hetlab.ps import Hook, ParameterServerTraining, Resplit, WorkerLost, WorkerSpec
+from hetlab.ps import Hook, ParameterServerTraining, Resplit, WorkerLost, WorkerSpec, loop
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
     specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac", slowdown=2)]
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False,
                                  worker_timeout_s=60) as ps:
-        placed = {info.name: info.node_id for info in ps.worker_info}
+        placed = {m.name: m.info.node_id for m in ps.members}
         assert placed == {"desktop": cluster.node_id("desktop"), "mac": cluster.node_id("mac")}
         ps.run(10)
         assert [s.name for s in ps.workers] == ["desktop", "mac"]
@@ -90,20 +90,19 @@ def test_a_gradient_lost_with_its_node_after_its_worker_answered_drops_that_work
     desktop's gradient alone, the mac is dropped, and its samples are trained again."""
     train = load_mnist("train").subset(4000, seed=3)
     specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac")]
-    monkeypatch.setattr("hetlab.ps.pool.pieces_for", lambda nbytes: 1)   # as a model too big for pieces
+    monkeypatch.setattr("hetlab.ps.training.pieces_for", lambda nbytes: 1)   # as a model too big for pieces
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60) as ps:
-        assert not ps.pool.inline                       # inside the calls: its gradient waits on its node
+        assert ps.pieces == 1                           # one object: its gradient waits on its node
         ps.run(2)
-        wait = ps.pool._wait
+        fetch = loop.fetch
 
-        def answered_then_gone(*args, **kwargs):
-            answers = wait(*args, **kwargs)
+        def answered_then_gone(run, calls):
             cluster.remove_node("mac")  # both answered; the mac's gradient is still on its node
-            return answers
+            return fetch(run, calls)
 
-        ps.pool._wait = answered_then_gone  # in step 3 only: between the round's answers and its fetch
+        monkeypatch.setattr(loop, "fetch", answered_then_gone)  # in step 3 only: between the answers and their fetch
         ps.run(1)
-        ps.pool._wait = wait
+        monkeypatch.setattr(loop, "fetch", fetch)
         ps.run(2)
 
         lost = [e for e in ps.events if isinstance(e, WorkerLost)]

@@ -1,15 +1,13 @@
 """What happens around a run's steps, as objects passed to ``run`` (notebooks 05, 06, 08).
 
-The loops in ``hetlab.ps.loop`` only train; a ``Hook`` watches and acts between steps, as
-fast.ai's miniai callbacks do: ``Progress`` (a progress bar), ``FollowSpeeds`` (re-split the
-global batch when the machines' speeds change, notebook 06) and ``AutoCheckpoint`` (notebook
-08). A hook sees the run through a read-only ``RunView`` and changes it only by its methods
-(``resplit``, ``save_checkpoint``). ``ParameterServerTraining(progress=..., checkpoint_dir=...,
+The loops in ``hetlab.ps.loop`` only train; a ``Hook`` watches and acts between steps, as fast.ai's
+miniai callbacks do, and gets the ``ParameterServerTraining`` itself: ``Progress`` (a progress bar),
+``FollowSpeeds`` (re-split the global batch when the machines' speeds change, notebook 06) and
+``AutoCheckpoint`` (notebook 08). ``ParameterServerTraining(progress=..., checkpoint_dir=...,
 checkpoint_every=...)`` and ``run(retune_every=N)`` build them; ``run(steps, hooks=[...])`` takes any.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from hetlab import progress_bar
@@ -24,101 +22,36 @@ KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in their folder (the newest o
 
 
 class Hook:
-    """Override what you need; each method gets the run's read-only ``RunView``. After a step, a
-    hook whose ``wants_rest`` is true gets ``at_rest`` once nothing is in flight (async waits for it)."""
+    """Override what you need; each method gets the training. After a step, a hook whose
+    ``wants_rest`` is true gets ``at_rest`` once nothing is in flight (async waits for it)."""
 
-    def before_run(self, run: "RunView", steps: int) -> None:
+    def before_run(self, run, steps: int) -> None:
         """Before the first step of ``run``; a hook that cannot work in this run raises here."""
 
-    def after_step(self, run: "RunView") -> None:
+    def after_step(self, run) -> None:
         """After every step (async: every update)."""
 
-    def wants_rest(self, run: "RunView") -> bool:
+    def wants_rest(self, run) -> bool:
         return False
 
-    def at_rest(self, run: "RunView") -> None:
+    def at_rest(self, run) -> None:
         """Nothing is in flight: the server's state and the data cursor tell the same story."""
 
-    def after_run(self, run: "RunView") -> None:
+    def after_run(self, run) -> None:
         """After the last step, or when the run stopped with an error."""
 
 
-class ReadOnly(Sequence):
-    """A list a hook may read but not change (no copy: the run's records grow under it)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list):
-        self._items = items
-
-    def __getitem__(self, i):
-        return self._items[i]
-
-    def __len__(self) -> int:
-        return len(self._items)
+def after_step(run, hooks: list, resting: list) -> list:
+    """Every hook's ``after_step``; returns ``resting`` and the hooks that now want the run at rest."""
+    for hook in hooks:
+        hook.after_step(run)
+    return resting + [h for h in hooks if h not in resting and h.wants_rest(run)]
 
 
-class RunView:
-    """What a hook sees of a run: its records, step, mode, workers, batch sizes and events, read-only.
-    It changes the run only through its two methods: ``resplit`` and ``save_checkpoint`` (which
-    drops a worker gone since its last step and resplits, as a step would). ``_training`` is the
-    view's own: a hook that reaches through it is outside the contract."""
-
-    __slots__ = ("_training",)
-
-    def __init__(self, training):
-        object.__setattr__(self, "_training", training)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"a hook's view of the run is read-only (setting {name!r}): "
-                             f"change the split with resplit(sizes, why)")
-
-    records = property(lambda self: ReadOnly(self._training.records), doc="One StepRecord per worker and step.")
-    events = property(lambda self: ReadOnly(self._training.log.events), doc="Resplits, lost workers, ...")
-    step = property(lambda self: self._training.step)
-    mode = property(lambda self: self._training.mode)
-    batch_sizes = property(lambda self: tuple(self._training.batch_sizes))
-    names = property(lambda self: tuple(s.name for s in self._training.workers), doc="The live workers.")
-    labels = property(lambda self: tuple(self._training.labels))
-    slowdowns = property(lambda self: tuple(s.slowdown for s in self._training.workers))
-
-    def resplit(self, sizes, why: str, **seen):
-        """Split the global batch anew (a ``Resplit`` event) and warm the new sizes up here: inside a
-        run a timed step follows (``training.resplit`` alone leaves that to ``run``, which warms up
-        only when steps follow)."""
-        event = self._training.resplit(sizes, why, **seen)
-        if event is not None:
-            self._training.pool.warm_up(self.mode == "local_sgd")  # MPS compiles per shape
-        return event
-
-    def save_checkpoint(self, path):
-        """A checkpoint at ``path``, taken at rest (``AutoCheckpoint``)."""
-        return self._training.save_checkpoint(path)
-
-
-class Hooks:
-    """One run's hooks, in order, with the view of the run they get: what the loops call."""
-
-    def __init__(self, hooks, training):
-        self.hooks, self.view, self.waiting = list(hooks), RunView(training), []
-
-    def before_run(self, steps: int) -> None:
-        for hook in self.hooks:
-            hook.before_run(self.view, steps)
-
-    def after_step(self) -> None:
-        for hook in self.hooks:
-            hook.after_step(self.view)
-        self.waiting += [h for h in self.hooks if h not in self.waiting and h.wants_rest(self.view)]
-
-    def at_rest(self) -> None:
-        waiting, self.waiting = self.waiting, []
-        for hook in waiting:
-            hook.at_rest(self.view)
-
-    def after_run(self) -> None:
-        for hook in self.hooks:
-            hook.after_run(self.view)
+def rest(run, hooks: list) -> None:
+    """``at_rest`` of each of ``hooks``: nothing is in flight now."""
+    for hook in hooks:
+        hook.at_rest(run)
 
 
 class Progress(Hook):
@@ -128,7 +61,7 @@ class Progress(Hook):
         self.bar = None
 
     def before_run(self, run, steps):
-        self.bar = progress_bar(steps, f"{run.mode}, {len(run.names)} workers")
+        self.bar = progress_bar(steps, f"{run.mode}, {len(run.members)} workers")
 
     def after_step(self, run):
         last = run.records[-1]
@@ -190,7 +123,7 @@ class FollowSpeeds(Hook):
         """Re-split for the speeds in ``records`` if that gains enough (a ``Resplit`` says so). A
         look from before the worker's simulated slowdown changed is out of date: dropped."""
         lines = []
-        for name, slowdown in zip(run.names, run.slowdowns):
+        for name, slowdown in ((s.name, s.slowdown) for s in run.workers):
             seen = worker_speed(r for r in records if r.worker == name)
             if seen.device <= 0:
                 return  # a worker has no record here (one was just lost): look again next time
@@ -199,4 +132,5 @@ class FollowSpeeds(Hook):
             line = fit_rounds(*zip(*points))
             self.looks[name] = (slowdown, *look)
             lines.append(line.plus(seen.comm_s, f"{name}, its messages included"))
-        run.resplit(follow_split(list(run.batch_sizes), lines), "follow", lines=tuple(lines))
+        if run.resplit(follow_split(run.batch_sizes, lines), "follow", lines=tuple(lines)) is not None:
+            run.warm_up()   # a timed step follows: MPS compiles per shape

@@ -1,118 +1,231 @@
-"""The parameter server's loops: a synchronous step, local SGD's round, async updates (notebook 05).
+"""The parameter server's loops (notebooks 05, 08): a synchronous step, local SGD's round, async updates.
 
-``sync_step`` is the body of Ray's parameter-server loop (``gradients = [w.compute_gradients
-.remote(weights) ...]; weights = ps.apply_gradients.remote(*gradients)``) with what two unlike
-machines need: a batch size b_i each, the weighted sum Σ (b_i/B)·g_i, a deadline, a lost worker dropped.
-``local_sgd_round`` is its sibling (notebook 08): H_i local steps per worker, then one outer step.
+``sync_step`` is Ray's parameter-server loop (``gradients = [w.compute_gradients.remote(weights) ...];
+weights = ps.apply_gradients.remote(*gradients)``) with what two unlike machines need: a batch size b_i
+each, the weighted sum Σ (b_i/B)·g_i, a deadline (``gather``) and a lost worker dropped (``drop_lost``).
+Notebook 05 prints it with ``gather``, ``Worker.gradient`` and ``Server.apply``: the code that runs. A
+loop takes the ``ParameterServerTraining`` itself (``run``); around the steps are its hooks.
 """
 from __future__ import annotations
 
 import time
+from typing import Sequence
+
+import ray
 
 from hetlab.arithmetic.balance import split_batch
-from hetlab.core.stream import Stream, split_spans
-from hetlab.ps.hooks import Hooks
-from hetlab.ps.messages import InFlight, Lost, Round, RunLog
-from hetlab.ps.pool import WorkerPool
-from hetlab.ps.server import Server
-from hetlab.ps.rules import async_scale, combine_coefficients, staleness_allows
+from hetlab.core.flat import join_pieces
+from hetlab.core.simulate import device_seconds
+from hetlab.core.stream import split_spans
+from hetlab.errors import HetlabError, one_line
+from hetlab.ps.hooks import after_step, rest
+from hetlab.ps.records import AllWorkersLost, StepRecord, WorkerLost
+
+REFETCH_S = 10.0   # after one get for every answer failed: how long each worker's answer gets alone
 
 
-def sync_step(pool: WorkerPool, server: Server, stream: Stream, log: RunLog) -> None:
-    """One synchronous step, defined in notebook 05: every worker gets the weights and its b_i
-    of the next B positions; the server applies Σ (b_i/B)·g_i of the gradients that came by the
-    deadline. A worker that did not is dropped, its positions trained in the next step."""
-    t0, sizes = time.perf_counter(), pool.batch_sizes
-    shares = split_spans(stream.take(sum(sizes)), sizes)                 # B consecutive positions, b_i each
-    messages = [pool.submit(name, share, weights_step=log.step) for name, share in zip(pool.names, shares)]
-    close_round(pool, server, stream, log, pool.round(messages, deadline=t0 + pool.timeout_s), t0)
+def sync_step(run) -> None:
+    """One synchronous step: every worker gets the weights and its b_i of the next B positions of the
+    shuffled stream; the server applies Σ (b_i/B)·g_i of the gradients that came by the deadline. A
+    worker that did not answer is dropped, and its positions are trained in the next step."""
+    t0, sizes = time.perf_counter(), run.batch_sizes
+    shares = split_spans(run.stream.take(sum(sizes)), sizes)             # b_i consecutive positions each
+    calls = {m.name: m.actor.gradient.options(num_returns=run.pieces + 1).remote(share, *run.weights)
+             for m, share in zip(run.members, shares)}
+    answers, lost = gather(run, calls, deadline=t0 + run.timeout_s)     # {name: (g_i, reply, came at)}
+    if answers:
+        gathered = time.perf_counter()
+        grads, samples = [g for g, _, _ in answers.values()], [reply[3] for _, reply, _ in answers.values()]
+        run.server.apply(grads, samples)                                 # Σ (b_i/B)·g_i, one optimizer step
+        server_s = time.perf_counter() - gathered
+        run.publish(run.server.weights())                                # what the next calls carry
+        keep_step(run, calls, answers, t0, gathered, server_s)
+    drop_lost(run, lost, dict(zip(calls, shares)))
 
 
-def local_sgd_round(pool: WorkerPool, server: Server, stream: Stream, log: RunLog) -> None:
-    """One round of local SGD (notebook 08): every worker takes H_i steps of b_i from the same
-    weights and sends their change; the server's outer optimizer applies Σ (H_i·b_i / Σ) Δ_i
-    of the changes that came by the deadline. One round is one server step of the run."""
-    t0, sizes = time.perf_counter(), [h * b for h, b in zip(pool.local_steps, pool.batch_sizes)]
-    shares = split_spans(stream.take(sum(sizes)), sizes)                 # H_i·b_i positions each
-    messages = [pool.submit_round(name, share, weights_step=log.step) for name, share in zip(pool.names, shares)]
-    close_round(pool, server, stream, log, pool.round(messages, deadline=t0 + pool.timeout_s), t0)
+def gather(run, calls: dict, deadline: float, first: bool = False) -> tuple[dict, dict]:
+    """The answers to ``calls`` ({worker: its call's refs}), each with when it came, waited for until
+    ``deadline`` (``first``: until one came), never longer: ({worker: (gradient, reply, came at)} in the
+    workers' order, {worker: why} for those that did not answer in time or whose node went away)."""
+    waiting, came, late = {refs[-1]: name for name, refs in calls.items()}, {}, []
+    while waiting and not (first and came):
+        done, _ = ray.wait(list(waiting), timeout=max(0.0, deadline - time.perf_counter()), fetch_local=False)
+        if not done:
+            late = list(waiting.values())                                # the deadline passed
+            break
+        came[waiting.pop(done[0])] = time.perf_counter()
+    values, lost = fetch(run, {name: refs for name, refs in calls.items() if name in came})
+    lost |= {name: f"no answer within {run.timeout_s:.0f} s" for name in late}
+    return {name: (join_pieces(v[:-1]), v[-1], came[name]) for name, v in values.items()}, lost
 
 
-def close_round(pool: WorkerPool, server: Server, stream: Stream, log: RunLog, back: Round, since: float) -> None:
-    """The end of a synchronous step or a local-SGD round begun at ``since``: the server applies
-    Σ (samples_i / Σ) of what came back by the deadline, the new weights go out with the next
-    messages, the round's records are kept, and the workers that did not answer are dropped."""
-    if back.answers:
-        update = server.apply(combine_coefficients([a.reply.samples for a in back.answers]), back.grads)
-        pool.publish(update.weights)                                     # what the next messages carry
-        log.keep_round(back, update, since=since)
-    drop_lost(pool, stream, back.lost)                                   # rebalance; nobody left: raises
+def local_sgd_round(run) -> None:
+    """One round of local SGD (notebook 08): every worker takes H_i steps of b_i from the same weights
+    and sends back their change; the server's outer optimizer applies Σ (H_i·b_i / Σ)·Δ_i of the
+    changes that came by the deadline. One round is one server step."""
+    t0, sizes = time.perf_counter(), [h * b for h, b in zip(run.local_steps, run.batch_sizes)]
+    shares = split_spans(run.stream.take(sum(sizes)), sizes)             # H_i·b_i positions each
+    calls = {m.name: m.actor.local_round.options(num_returns=run.pieces + 1).remote(share, m.local_steps, *run.weights)
+             for m, share in zip(run.members, shares)}
+    answers, lost = gather(run, calls, deadline=t0 + run.timeout_s)
+    if answers:
+        gathered = time.perf_counter()
+        run.server.apply([d for d, _, _ in answers.values()], [reply[3] for _, reply, _ in answers.values()])
+        server_s = time.perf_counter() - gathered
+        run.publish(run.server.weights())
+        keep_step(run, calls, answers, t0, gathered, server_s)
+    drop_lost(run, lost, dict(zip(calls, shares)))
 
 
-def drop_lost(pool: WorkerPool, stream: Stream, lost: list[Lost]) -> None:
-    """Lost workers out of the run: their positions back to ``stream`` (trained next step), their
-    actors stopped, the global batch split over the rest, a line for the learner. Nobody left
-    is a HetlabError (``pool.drop``)."""
+def sync_steps(run, steps: int, hooks: list, step=sync_step) -> None:
+    """``steps`` of ``step`` (``sync_step``, or ``local_sgd_round``), the hooks after each."""
+    for _ in range(steps):
+        step(run)
+        rest(run, after_step(run, hooks, []))
+
+
+def async_updates(run, steps: int, hooks: list) -> None:
+    """``steps`` asynchronous updates (notebook 05, section 6): each gradient is applied alone as it
+    arrives, scaled by b_i / mean b. A worker waits while its next gradient could come more than
+    ``max_staleness`` updates late (no work is thrown away), and everyone waits while a hook wants the
+    run at rest (a checkpoint): then nothing is in flight."""
+    end, flying, resting, since = run.step + steps, {}, [], time.perf_counter()
+    idle = dict.fromkeys(run.names, since)                               # worker → idle since
+    while run.step < end:
+        if resting and not flying:
+            rest(run, resting)                                           # may drop a worker gone meanwhile
+            resting, idle = [], {name: idle[name] for name in run.names}
+        if not resting:
+            send(run, flying, idle, end)
+        answers, lost = gather(run, {n: f["refs"] for n, f in flying.items()}, time.perf_counter() + run.timeout_s,
+                               first=True)
+        done = {name: flying.pop(name) for name in [*answers, *lost]}
+        drop_lost(run, lost, {name: done[name]["spans"] for name in lost})
+        for name, (grad, reply, came) in answers.items():
+            sent, gathered = done[name], time.perf_counter()
+            run.server.step(async_scale(sent["batch_size"], run.batch_sizes) * grad.float())
+            server_s = time.perf_counter() - gathered
+            run.publish(run.server.weights())
+            now = time.perf_counter()
+            keep(run, name, reply, sent["batch_size"], came - sent["at"], wait_s=sent["held_s"],
+                 staleness=run.step - sent["weights_step"], server_s=server_s, update_s=now - gathered,
+                 step_s=now - since)
+            since = idle[name] = now
+            run.step += 1
+            run.bytes_to_server += run.gradient_bytes
+            resting = after_step(run, hooks, resting)
+    if resting:
+        rest(run, resting)
+
+
+def send(run, flying: dict, idle: dict, end: int) -> None:
+    """Calls to idle workers, longest idle first, while the staleness bound lets one more start and
+    updates are still wanted (async)."""
+    for name in sorted(idle, key=idle.get):
+        versions = [f["weights_step"] for f in flying.values()]
+        if run.step + len(versions) >= end or not staleness_allows(run.step, versions, run.options.max_staleness):
+            return
+        m, now = run.member(name), time.perf_counter()
+        spans = run.stream.take(m.batch_size)
+        refs = m.actor.gradient.options(num_returns=run.pieces + 1).remote(spans, *run.weights)
+        flying[name] = {"refs": refs, "spans": spans, "batch_size": m.batch_size, "weights_step": run.step,
+                        "at": now, "held_s": now - idle.pop(name)}
+        run.bytes_to_workers += run.weights_bytes
+
+
+def keep_step(run, calls: dict, answers: dict, since: float, gathered: float, server_s: float) -> None:
+    """The records of one synchronous step (or local-SGD round) begun at ``since``: each worker's round
+    trip from then and its wait for the step's last answer; the step and the bytes counted."""
+    end, last = time.perf_counter(), max(came for _, _, came in answers.values())
+    sizes = {m.name: m.batch_size for m in run.members}
+    for name, (_, reply, came) in answers.items():
+        keep(run, name, reply, sizes[name], came - since, wait_s=last - came, server_s=server_s,
+             update_s=end - gathered, step_s=end - since)
+    run.step += 1
+    run.bytes_to_workers += len(calls) * run.weights_bytes
+    run.bytes_to_server += len(answers) * run.gradient_bytes
+
+
+def keep(run, name: str, reply: tuple, batch_size: int, round_trip: float, **seconds) -> None:
+    """One ``StepRecord``: comm is the driver's round trip − the worker's compute − its simulated sleep."""
+    loss, compute_s, simulated_s, samples = reply
+    run.records.append(StepRecord(step=run.step + 1, worker=name, batch_size=batch_size, compute_s=compute_s,
+                                  simulated_s=simulated_s, loss=loss, samples=samples,
+                                  comm_s=max(0.0, round_trip - device_seconds(compute_s, simulated_s)), **seconds))
+    run.samples_seen += samples
+
+
+def collect(run, refs: dict) -> tuple[dict, dict]:
+    """{worker: answer} of one call to each worker in ``refs`` ({worker: its call's ref}) within the
+    deadline, and {worker: why} for those lost meanwhile: the calls that are not steps."""
+    ready, late = ray.wait(list(refs.values()), num_returns=len(refs), timeout=run.timeout_s, fetch_local=False)
+    values, lost = fetch(run, {name: [ref] for name, ref in refs.items() if ref in ready})
+    lost |= {name: f"no answer within {run.timeout_s:.0f} s" for name, ref in refs.items() if ref in late}
+    return {name: v[0] for name, v in values.items()}, lost
+
+
+def fetch(run, calls: dict) -> tuple[dict, dict]:
+    """The values of each worker's refs ({worker: refs}) in one ``ray.get``: ({worker: values},
+    {worker: why} for those whose values went away with their node or process). An error inside a
+    worker's own code is a HetlabError naming it."""
+    try:
+        values = iter(ray.get([r for refs in calls.values() for r in refs], timeout=run.timeout_s))
+        return {name: [next(values) for _ in refs] for name, refs in calls.items()}, {}
+    except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+        pass                                                             # one by one: whose is it?
+    got, failed = {}, {}
+    for name, refs in calls.items():
+        try:
+            got[name] = ray.get(refs, timeout=REFETCH_S)
+        except ray.exceptions.RayActorError as e:
+            failed[name] = f"{type(e).__name__}: its node or process went away"
+        except ray.exceptions.RayTaskError as e:
+            raise HetlabError(f"worker {run.member(name).spec.label} failed: {one_line(e)}") from None
+        except ray.exceptions.GetTimeoutError:
+            failed[name] = f"its result did not come within {run.timeout_s + REFETCH_S:.0f} s of its call's end"
+        except ray.exceptions.RayError:
+            failed[name] = "its result was lost with its node"
+    return got, failed
+
+
+def drop_lost(run, lost: dict, spans: dict) -> None:
+    """Lost workers ({worker: why}) out of the run: their positions (``spans``) back to the stream,
+    trained next step; their actors stopped; a ``WorkerLost`` event and a line each; the global batch
+    split over the rest. Nobody left is a HetlabError (an ``AllWorkersLost`` event)."""
     if not lost:
         return
-    global_batch, step = sum(pool.batch_sizes), pool.log.step
-    for gone in lost:
-        stream.give_back(gone.spans)
-    gone = pool.drop(lost)                                               # {label: why}; WorkerLost events
-    sizes = split_batch(max(global_batch, len(pool.names)), pool.batch_sizes)
-    pool.resplit(sizes, "lost")
-    for label, why in gone.items():
-        print(f"⚠ lost worker {label} at step {step} ({why}); training goes on with "
-              f"{', '.join(pool.labels)}; batch sizes rebalanced to {sizes} (global batch {sum(sizes)}).")
+    step, global_batch, labels = run.step, sum(run.batch_sizes), dict(zip(run.names, run.labels))
+    for name in lost:
+        run.stream.give_back(spans.get(name, []))
+        run.kill_worker(name)
+    run.members = [m for m in run.members if m.name not in lost]
+    if not run.members:
+        run.events.append(AllWorkersLost(step))
+        raise HetlabError(f"every worker was lost at step {step} ({'; '.join(lost.values())}): "
+                          f"reconnect the machines and resume from the last checkpoint.")
+    gone = [name for name in labels if name in lost]
+    for name in gone:
+        run.events.append(WorkerLost(step, labels[name], lost[name], tuple(run.names), time.time()))
+    sizes = split_batch(max(global_batch, len(run.members)), run.batch_sizes)
+    run.resplit(sizes, "lost")
+    for name in gone:
+        print(f"⚠ lost worker {labels[name]} at step {step} ({lost[name]}); training goes on with "
+              f"{', '.join(run.labels)}; batch sizes rebalanced to {sizes} (global batch {sum(sizes)}).")
 
 
-def sync_steps(pool: WorkerPool, server: Server, stream: Stream, log: RunLog, steps: int, hooks: Hooks,
-               step=sync_step) -> None:
-    """``steps`` of ``step`` (``sync_step``, or ``local_sgd_round``: a round), the hooks after each."""
-    for _ in range(steps):
-        step(pool, server, stream, log)
-        hooks.after_step()
-        if hooks.waiting:
-            hooks.at_rest()
+def async_scale(batch_size: int, batch_sizes: Sequence[int]) -> float:
+    """Scale of one gradient applied alone in async mode: b_i / mean(b) (1 for equal batches)."""
+    return batch_size * len(batch_sizes) / float(sum(batch_sizes))
 
 
-def async_updates(pool: WorkerPool, server: Server, stream: Stream, log: RunLog,
-                  steps: int, max_staleness: int, hooks: Hooks) -> None:
-    """``steps`` asynchronous updates (notebook 05, section 6): each gradient is applied alone as
-    it arrives, scaled by b_i / mean b. A worker waits while its next gradient could come more
-    than ``max_staleness`` updates late (no work is thrown away), and everyone waits while a
-    hook wants the run at rest (a checkpoint): then nothing is in flight."""
-    end, in_flight, since = log.step + steps, [], time.perf_counter()
-    idle = dict.fromkeys(pool.names, since)                          # worker → idle since
-    while log.step < end:
-        if hooks.waiting and not in_flight:
-            hooks.at_rest()                                          # may drop a worker gone meanwhile
-            idle = {name: idle[name] for name in pool.names}
-        if not hooks.waiting:
-            in_flight += _send(pool, stream, log, idle, in_flight, end, max_staleness)
-        back = pool.round(in_flight, time.perf_counter() + pool.timeout_s, first=True)   # at most one answer
-        done = {a.message.worker for a in back.answers} | {gone.worker for gone in back.lost}
-        in_flight = [m for m in in_flight if m.worker not in done]
-        drop_lost(pool, stream, back.lost)
-        for a, grad in zip(back.answers, back.grads):
-            update = server.apply([async_scale(a.message.batch_size, pool.batch_sizes)], [grad])
-            pool.publish(update.weights)
-            since = idle[a.message.worker] = log.keep_update(a, update, since, back.gathered_at)
-            hooks.after_step()
-    if hooks.waiting:
-        hooks.at_rest()
+def staleness_allows(version: int, reads_in_flight: Sequence[int], max_staleness: int) -> bool:
+    """May one more worker start computing now without any gradient exceeding ``max_staleness``?
 
-
-def _send(pool: WorkerPool, stream: Stream, log: RunLog, idle: dict, in_flight: list,
-          end: int, max_staleness: int) -> list[InFlight]:
-    """Messages to idle workers, longest idle first, while the staleness bound lets one more
-    start and updates are still wanted."""
-    sent: list[InFlight] = []
-    for name in sorted(idle, key=idle.get):
-        versions = [m.weights_step for m in in_flight + sent]
-        if log.step + len(versions) >= end or not staleness_allows(log.step, versions, max_staleness):
-            break
-        now = time.perf_counter()
-        spans = stream.take(pool.member(name).batch_size)
-        sent.append(pool.submit(name, spans, weights_step=log.step, held_s=now - idle.pop(name)))
-    return sent
+    A gradient computed on version r and applied at version V has staleness V − r. One in flight can be
+    overtaken by every other in flight, so its worst case is (version − r) + (number in flight − 1): a
+    new call starts only if that stays within the bound for everyone. A fast worker waits instead of
+    racing ahead, and no gradient is ever thrown away (notebook 05)."""
+    n_after = len(reads_in_flight) + 1
+    if n_after - 1 > max_staleness:
+        return False
+    return all(version - r + n_after - 1 <= max_staleness for r in reads_in_flight)

@@ -1,7 +1,8 @@
-"""Where a step's time went (notebooks 05, 06): ``StepRecord``, one worker's share of one step, and
-the arithmetic read from records: the one device-time sum (``device_seconds``), cluster samples/s, a
-worker's idle share and speed (``worker_speed``), the step's budget (``step_budget``) and the engine's
-own cost per exchange (``engine_cost``). No Ray: tests and notebooks check it directly."""
+"""What a run keeps (notebooks 05, 06, 08): ``StepRecord``, one worker's share of one step; the events
+(``Resplit``, ``WorkerLost``, …) that happened to it; and the arithmetic read from records: the one
+device-time sum (``device_seconds``), cluster samples/s, a worker's idle share and speed
+(``worker_speed``), the step's budget (``step_budget``) and the engine's own cost per exchange
+(``engine_cost``). No Ray: tests and notebooks check it directly."""
 from __future__ import annotations
 
 import statistics
@@ -40,8 +41,8 @@ class StepRecord:
 
 
 def device_seconds(x) -> float:
-    """A worker's device time on one message (a ``StepRecord`` or ``WorkerReply``): its compute +
-    the sleep of a simulated slower device (``simulate.device_seconds``)."""
+    """A worker's device time on one message (a ``StepRecord``): its compute + the sleep of a
+    simulated slower device (``simulate.device_seconds``)."""
     return simulate.device_seconds(x.compute_s, x.simulated_s)
 
 
@@ -185,3 +186,58 @@ def engine_cost(records) -> float:
     if not records:
         raise HetlabError("engine_cost needs the records of at least one synchronous step.")
     return min(exchange_costs(records).values())
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened to a run, at server step ``step`` (``training.events``)."""
+
+    step: int
+
+
+@dataclass(frozen=True)
+class Resplit(Event):
+    """The global batch was split anew, ``before`` → ``after``; ``why``: "set" (``run(batch_sizes=)``,
+    ``resplit``), "measure", "follow" (``FollowSpeeds``, with the lines it saw) or "lost"."""
+
+    before: tuple
+    after: tuple
+    why: str
+    lines: tuple = ()   # follow: each worker's fitted StepTime, its messages included
+
+
+@dataclass(frozen=True)
+class WorkerLost(Event):
+    """A worker did not answer and was dropped; ``survivors`` train on."""
+
+    worker: str
+    reason: str
+    survivors: tuple
+    time: float               # time.time() when the driver noticed
+
+
+@dataclass(frozen=True)
+class AllWorkersLost(Event):
+    """Nobody was left to train: the run stopped."""
+
+
+@dataclass(frozen=True)
+class Slowdown(Event):
+    """Worker ``worker`` (its label) became a simulated ``slowdown``× slower device."""
+
+    worker: str
+    slowdown: float
+
+
+@dataclass(frozen=True)
+class Checkpoint(Event):
+    """A checkpoint was written to ``path``."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class Resumed(Event):
+    """This run continues the checkpoint at ``path``."""
+
+    path: str

@@ -13,8 +13,8 @@ from hetlab.core.checkpoint import FORMAT, checkpoint_path, load_checkpoint, par
 from hetlab.core.data import n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError
-from hetlab.ps.loop import drop_lost
-from hetlab.ps.messages import Checkpoint, Resumed
+from hetlab.ps.loop import collect, drop_lost
+from hetlab.ps.records import Checkpoint, Resumed
 
 
 def save(training, path=None) -> Path:
@@ -26,16 +26,16 @@ def save(training, path=None) -> Path:
         if not training.checkpoint_dir:
             raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
         path = checkpoint_path(training.checkpoint_dir, training.step)
-    pool, log = training.pool, training.log
-    local, lost = pool.collect({m.spec.name: m.actor.local_state.remote() for m in pool.members})
-    drop_lost(pool, training.stream, lost)
-    state = {"format": FORMAT, "model": training.model_name, "signature": param_signature(training.factory),
-             "options": training.options.saved(), "step": log.step, "samples_seen": log.samples_seen,
-             "server": training.server.state(), "workers": [{"name": n, **local[n]} for n in pool.names],
-             "batch_sizes": list(pool.batch_sizes), "local_steps": pool.local_steps, "stream": training.stream.state(),
-             "data_len": training.data_len, "bytes_to_workers": pool.bytes_down, "bytes_to_server": pool.bytes_up}
+    t = training
+    local, lost = collect(t, {m.name: m.actor.local_state.remote() for m in t.members})
+    drop_lost(t, lost, {})   # nothing is in flight: no positions to give back
+    state = {"format": FORMAT, "model": t.model_name, "signature": param_signature(t.factory),
+             "options": t.options.saved(), "step": t.step, "samples_seen": t.samples_seen,
+             "server": t.server.state(), "workers": [{"name": n, **local[n]} for n in t.names],
+             "batch_sizes": t.batch_sizes, "local_steps": t.local_steps, "stream": t.stream.state(),
+             "data_len": t.data_len, "bytes_to_workers": t.bytes_to_workers, "bytes_to_server": t.bytes_to_server}
     path = save_checkpoint(state, path)
-    log.event(Checkpoint(log.step, str(path)))
+    t.events.append(Checkpoint(t.step, str(path)))
     return path
 
 
@@ -61,16 +61,16 @@ def resume(cls, path, workers: list, train_data, **overrides):
     run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
     try:
         run.server.load_state(ckpt["server"])
-        run.pool.answers({m.spec.name: m.actor.load_local_state.remote(w) for m, w in zip(run.pool.members, saved)},
-                         "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
+        run.answers({m.name: m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)},
+                    "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
         run.stream = Stream.from_state(ckpt["stream"])
-        run.log.restore(ckpt["step"], ckpt["samples_seen"])
-        run.pool.bytes_down, run.pool.bytes_up = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
-        run.pool.publish(run.server.weights())
+        run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
+        run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
+        run.publish(run.server.weights())
     except BaseException:
         run.shutdown()
         raise
-    run.log.event(Resumed(run.step, str(path)))
+    run.events.append(Resumed(run.step, str(path)))
     if run.progress:
         print(f"resumed from {path} at step {run.step}")
     return run

@@ -1,8 +1,9 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
-``ParameterServerTraining`` holds one ``Server`` in the driver's process, a ``WorkerPool`` of one
-actor per ``WorkerSpec``, the one cursor into the shuffled data (``hetlab.core.stream.Stream``) and the
-run's ``RunLog``; ``run`` calls ``hetlab.ps.loop`` with hooks around it. Per step: ``StepRecord``.
+``ParameterServerTraining`` holds one ``Server`` in the driver's process, one ``Member`` per live
+worker (its actor, batch size and local SGD's H), the one cursor into the shuffled data
+(``hetlab.core.stream.Stream``), the run's records and events; ``run`` calls ``hetlab.ps.loop`` with
+hooks around it. It is the one writer of the split (``resplit``), which every change leaves an event of.
 """
 from __future__ import annotations
 
@@ -17,23 +18,39 @@ from hetlab.arithmetic.balance import Speeds
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError, one_line
-from hetlab.core.flat import flat_weights, load_flat
+from hetlab.core.flat import flat_weights, load_flat, pieces_for, split_pieces
+from hetlab.core.simulate import labelled
 from hetlab.core.machine import patience
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab.ps import saving
-from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hooks, Progress
-from hetlab.ps.loop import async_updates, local_sgd_round, sync_step, sync_steps
-from hetlab.ps.messages import Resplit, RunLog
+from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Progress
+from hetlab.ps.loop import async_updates, collect, local_sgd_round, sync_step, sync_steps
 from hetlab.ps.options import Options, check_count, check_local_steps, check_positive
-from hetlab.ps.pool import Member, WorkerPool
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
-from hetlab.ps.records import StepRecord, per_worker_samples_per_s, samples_per_s, step_seconds
+from hetlab.ps.records import (Event, Resplit, Slowdown, StepRecord, per_worker_samples_per_s, samples_per_s,
+                               step_seconds)
 from hetlab.ps.placement import actor_options
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate, held_out
+from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
 
 __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
+
+
+@dataclasses.dataclass
+class Member:
+    """One worker of a running training: what it is, its share of the work (``batch_size`` and local
+    SGD's H), its actor, what it reported when it started, the batch sizes it has warmed up."""
+
+    spec: WorkerSpec
+    batch_size: int
+    local_steps: int                 # H: local SGD's steps per round (other modes: unused)
+    actor: object = None
+    info: WorkerInfo | None = None
+    warm: set = dataclasses.field(default_factory=set)
+
+    name = property(lambda self: self.spec.name)
 
 
 class ParameterServerTraining:
@@ -78,9 +95,15 @@ class ParameterServerTraining:
         self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
         self.checkpoint_dir, self.progress = checkpoint_dir, progress
         self.n_params = flat_weights(make_model(factory, seed=None)).numel()
-        self.log = RunLog()     # the step count, records and events
-        self.pool = WorkerPool([Member(s, b, h) for s, b, h in zip(workers, sizes, hs)], self.options,
-                               self.n_params, worker_timeout_s, self.log)
+        self.members = [Member(s, b, h) for s, b, h in zip(workers, sizes, hs)]
+        self.timeout_s = worker_timeout_s
+        self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * self.n_params           # one message down
+        self.gradient_bytes = BYTES_PER_VALUE[self.options.transfer] * self.n_params  # one answer up
+        self.pieces = pieces_for(self.gradient_bytes)   # a gradient's pieces, each inside its call
+        self.weights: tuple = ()    # the server's weights as the next calls carry them (``publish``)
+        self.step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = self.warmups = 0
+        self.records: list[StepRecord] = []
+        self.events: list[Event] = []   # Resplit, WorkerLost, Slowdown, Checkpoint, ... (hetlab.ps.records)
         self.data_len = n_samples(payload)
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.core.data.epoch_order)
         self._follow: dict = {}  # retune_every → its FollowSpeeds, kept between runs (its looks)
@@ -96,72 +119,63 @@ class ParameterServerTraining:
 
     def _start(self, train_data, where: list[dict]) -> None:
         data = ray.put(train_data)  # once; each worker's node fetches it once
-        for m, options in zip(self.pool.members, where):
+        for m, options in zip(self.members, where):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **options}
             m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, self.options, self.loss,
-                                                                pieces=self.pool.pieces["gradient"])
+                                                                pieces=self.pieces)
         o = self.options
         self.server = Server(self.factory, o.seed, o.lr, o.mode, o.outer_lr, o.outer_momentum, o.optimizer)
-        refs = [m.actor.info.remote() for m in self.pool.members]
-        window = patience(self.pool.timeout_s)   # a start: a new process imports torch; a busy machine is slower
+        refs = [m.actor.info.remote() for m in self.members]
+        window = patience(self.timeout_s)   # a start: a new process imports torch; a busy machine is slower
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=window)
         if len(ready) < len(refs):
-            late = [s.name for s, r in zip(self.workers, refs) if r not in ready]
+            late = [m.name for m, r in zip(self.members, refs) if r not in ready]
             raise HetlabError(f"workers {late} did not start within {window:.0f} s: "
                               f"check hetlab.cluster.node_table() shows their machines.")
         try:
-            for m, info in zip(self.pool.members, ray.get(refs)):
+            for m, info in zip(self.members, ray.get(refs)):
                 m.info = WorkerInfo.from_wire(info)
         except ray.exceptions.RayError as e:
             raise HetlabError(f"a worker failed to start: {one_line(e)}") from None
-        machines = [m.info.machine for m in self.pool.members]  # each worker: its machine's share of cores
-        self.pool.answers({m.spec.name: m.actor.set_threads.remote(machines.count(m.info.machine))
-                           for m in self.pool.members},
-                          "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
-        self.pool.publish(self.server.weights())
+        machines = [m.info.machine for m in self.members]  # each worker: its machine's share of cores
+        self.answers({m.name: m.actor.set_threads.remote(machines.count(m.info.machine)) for m in self.members},
+                     "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
+        self.publish(self.server.weights())
         if self.progress:
             for label in self.labels:
                 print(f"worker {label}")
 
     # --- what it is -----------------------------------------------------------------------
-    def __getattr__(self, name):
-        """The options read as attributes: ``training.mode``, ``training.lr``, ..."""
-        if name in Options.__dataclass_fields__ and "options" in self.__dict__:
-            return getattr(self.__dict__["options"], name)
-        raise AttributeError(name)
+    mode = property(lambda self: self.options.mode, doc='"sync", "async" or "local_sgd" (``options``).')
 
     @property
     def workers(self) -> list[WorkerSpec]:
         """The live workers' specs, in order (a lost worker is dropped)."""
-        return [m.spec for m in self.pool.members]
+        return [m.spec for m in self.members]
 
     @property
-    def worker_info(self) -> list[WorkerInfo]:
-        """What each live worker reported when it started: host, node, device, precision."""
-        return [m.info for m in self.pool.members]
+    def names(self) -> list[str]:
+        return [m.name for m in self.members]
 
     @property
     def labels(self) -> list[str]:
         """Learner-facing worker labels: name · device precision (simulated …× slower)."""
-        return self.pool.labels
+        return [_label(m) for m in self.members]
 
     @property
     def batch_sizes(self) -> list[int]:
-        return self.pool.batch_sizes
+        return [m.batch_size for m in self.members]
 
     @property
     def local_steps(self) -> list[int]:
         """Local SGD's H per live worker (one list, even when one H was given for all)."""
-        return self.pool.local_steps
+        return [m.local_steps for m in self.members]
 
-    # the run so far: its RunLog and the pool's counters
-    step = property(lambda self: self.log.step, doc="Server updates (local SGD: rounds) so far.")
-    records = property(lambda self: self.log.records, doc="One StepRecord per worker and step.")
-    events = property(lambda self: tuple(self.log.events), doc="Resplits, lost workers, checkpoints, ... (messages.Event)")
-    samples_seen = property(lambda self: self.log.samples_seen, doc="Samples behind the applied updates.")
-    warmups = property(lambda self: self.pool.warmups, doc="Untimed warm-up steps (one per worker and new size).")
-    bytes_to_workers = property(lambda self: self.pool.bytes_down, doc="Weights sent to workers, bytes.")
-    bytes_to_server = property(lambda self: self.pool.bytes_up, doc="Gradients or deltas sent back, bytes.")
+    def member(self, name: str) -> Member:
+        for m in self.members:
+            if m.name == name:
+                return m
+        raise HetlabError(f"no worker named {name!r} (workers: {self.names}).")
 
     @property
     def bytes_sent(self) -> int:
@@ -175,17 +189,60 @@ class ParameterServerTraining:
     # --- changing it between runs ---------------------------------------------------------
     def resplit(self, sizes: list[int], why: str = "set", **seen) -> Resplit | None:
         """Give each worker its batch size (one whole number ≥ 1 per worker): every change of the
-        split goes through here and leaves a ``Resplit`` event saying ``why`` (None: no change)."""
-        return self.pool.resplit(sizes, why, **seen)
+        split goes through here and leaves a ``Resplit`` event saying ``why`` (``seen``: what
+        ``FollowSpeeds`` saw); returns it, or None when nothing changed."""
+        sizes, before = check_batch_sizes(sizes, len(self.members)), self.batch_sizes
+        if sizes == before:
+            return None
+        for m, b in zip(self.members, sizes):
+            m.batch_size = b
+        self.events.append(Resplit(self.step, tuple(before), tuple(sizes), why, **seen))
+        return self.events[-1]
 
     def set_local_steps(self, local_steps) -> None:
         """Local SGD's H from the next round on: one for all, or one per worker (notebook 08)."""
-        self.pool.set_local_steps(local_steps)
+        for m, h in zip(self.members, check_local_steps(local_steps, len(self.members))):
+            m.local_steps = h
 
     def set_slowdown(self, name: str, slowdown: float) -> None:
         """Make worker ``name`` a *simulated* ``slowdown``× slower device from the next step on
-        (notebook 06: a laptop that throttles as it heats). 1 = its own speed; labels say it."""
-        self.pool.set_slowdown(name, slowdown)
+        (notebook 06: a laptop that throttles as it heats; a ``Slowdown`` event). 1 = its own speed."""
+        m = self.member(name)
+        spec = dataclasses.replace(m.spec, slowdown=slowdown)
+        check_spec(spec)
+        self.answers({name: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
+        m.spec = spec
+        self.events.append(Slowdown(self.step, _label(m), spec.slowdown))
+
+    def publish(self, weights: torch.Tensor) -> None:
+        """Make ``weights`` what the next calls carry: in pieces inside the calls, or put once into
+        Ray's object store (each worker's node pulls it from there)."""
+        pieces = split_pieces(weights, pieces_for(self.weights_bytes))
+        self.weights = tuple(ray.put(p) if isinstance(p, torch.Tensor) else p for p in pieces)
+
+    def warm_up(self) -> None:
+        """Before steps at a batch size a worker has not run yet: one untimed forward + backward there
+        (``Worker.warm``), so no recorded step pays for compiling the new shape (MPS compiles per shape;
+        ``hetlab.core.devices.warm_up``). A worker that fails here is left to the step, which drops it."""
+        refs = {m.actor.warm.remote(m.batch_size, self.mode == "local_sgd"): m
+                for m in self.members if m.batch_size not in m.warm}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.timeout_s) if refs else ([], [])
+        for ref in ready:
+            try:
+                ran = ray.get(ref)
+            except ray.exceptions.RayError:
+                continue
+            refs[ref].warm.add(refs[ref].batch_size)
+            self.warmups += int(ran)
+
+    def answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
+        """{name: answer} of calls to the workers named in ``refs`` ({name: a call's ref}) within the
+        deadline; a worker that went away is one line, not Ray's traceback."""
+        got, lost = collect(self, refs)
+        if lost:
+            who = "; ".join(f"{self.member(name).spec.label}: {why}" for name, why in lost.items())
+            raise HetlabError(f"a worker went away while {what} ({who}): {then}.")
+        return got
 
     # --- training -------------------------------------------------------------------------
     def run(self, steps: int, batch_sizes: list[int] | None = None, retune_every: int = 0,
@@ -202,23 +259,24 @@ class ParameterServerTraining:
         if isinstance(retune_every, bool) or not isinstance(retune_every, int) or retune_every < 0:
             raise HetlabError(f"retune_every must be a whole number of steps ≥ 0, got {retune_every!r}.")
         follow = [self._follow.setdefault(retune_every, FollowSpeeds(retune_every))] if retune_every else []
-        hooks = Hooks(follow + list(self.hooks if hooks is None else hooks), self)
+        hooks = follow + list(self.hooks if hooks is None else hooks)
         if self.is_shut_down:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
         start = len(self.records)
         try:
-            hooks.before_run(steps)
+            for hook in hooks:
+                hook.before_run(self, steps)
             if batch_sizes is not None:
                 self.resplit(batch_sizes, "set")
             if steps:
-                self.pool.warm_up(self.mode == "local_sgd")
+                self.warm_up()
             if self.mode == "async":
-                async_updates(self.pool, self.server, self.stream, self.log, steps, self.max_staleness, hooks)
+                async_updates(self, steps, hooks)
             else:
-                step = local_sgd_round if self.mode == "local_sgd" else sync_step
-                sync_steps(self.pool, self.server, self.stream, self.log, steps, hooks, step)
+                sync_steps(self, steps, hooks, local_sgd_round if self.mode == "local_sgd" else sync_step)
         finally:
-            hooks.after_run()
+            for hook in hooks:
+                hook.after_run(self)
         return self.records[start:]
 
     def measure(self, batch_sizes: list[int], steps: int = 3) -> Speeds:
@@ -240,24 +298,15 @@ class ParameterServerTraining:
         names = [s.name for s in self.workers]
         return Speeds(per_worker_samples_per_s(records, names), step_seconds(records, names))
 
-    def standalone_throughput(self, batch_size, steps: int = 5, together: bool = False) -> list[float]:
-        """Each worker training on its own (no waiting, no communication): samples/s of full
-        steps on its device, simulated slowdown included. One after another; ``together=True``:
-        all at once, as they run in the pair (on one machine they then share its cores)."""
+    def standalone_throughput(self, batch_size, steps: int = 5) -> list[float]:
+        """Each worker training on its own, one after another (no waiting, no communication):
+        samples/s of full steps on its device, simulated slowdown included."""
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
-        weights, members = self.server.weights(), list(zip(self.pool.members, sizes))
-
-        def timed(group):   # start these workers' timings at once, wait for them all
-            return self.pool.answers({m.spec.name: m.actor.standalone.remote(weights, b, steps) for m, b in group},
-                                     "timing it alone")
-        if together:
-            got = timed(members)
-        else:
-            got = {}
-            for pair in members:   # one after another
-                got |= timed([pair])
-        return [got[m.spec.name] for m, _ in members]
+        weights, got = self.server.weights(), {}
+        for m, b in zip(self.members, sizes):
+            got |= self.answers({m.name: m.actor.standalone.remote(weights, b, steps)}, "timing it alone")
+        return [got[m.name] for m in self.members]
 
     def samples_per_s(self, records: list[StepRecord] | None = None) -> float:
         """Cluster samples/s over ``records`` (default: all so far)."""
@@ -305,21 +354,20 @@ class ParameterServerTraining:
 
     def kill_worker(self, name: str) -> None:
         """Kill one worker's process, as if its machine went away (notebook 08 on the real pair)."""
-        ray.kill(self.pool.member(name).actor)
+        _kill(self.member(name).actor)
 
     # --- lifetime -------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop this training's actors and the server's thread (not Ray itself); safe to call twice.
-        The server's weights stay: ``model()`` and ``evaluate()`` still read them."""
-        if "pool" in self.__dict__:
-            self.pool.shutdown()
-        if self.__dict__.get("server") is not None:
-            self.server.close()
+        """Stop this training's actors (not Ray itself); safe to call twice. The server's weights
+        stay: ``model()`` and ``evaluate()`` still read them."""
+        for m in self.__dict__.get("members", []):
+            _kill(m.actor)
+            m.actor = None
 
     @property
     def is_shut_down(self) -> bool:
         """True once ``shutdown`` stopped the workers (the notebook 06 tuner checks it)."""
-        return all(m.actor is None for m in self.pool.members)
+        return all(m.actor is None for m in self.members)
 
     def __enter__(self) -> "ParameterServerTraining":
         return self
@@ -341,3 +389,22 @@ def _ensure_ray() -> None:
     """Connect (embedded local Ray, or HETLAB_ADDRESS / RAY_ADDRESS) if not connected yet."""
     if not ray.is_initialized():
         connect()
+
+
+def _label(m: Member) -> str:
+    """name · device precision, and what differs from what was asked (simulated, rehearsal, …)."""
+    spec, info = m.spec, m.info
+    prec = info.precision
+    if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
+        prec += f" ({spec.precision} off on {info.device.split(':')[0]})"
+    where = f" (rehearsal host {info.rehearsal})" if info.rehearsal else ""
+    note = f" ({info.device_note})" if info.device_note else ""  # cuda:N, see worker
+    return labelled(f"{spec.name} · {info.device}{note} {prec}", spec.slowdown) + where
+
+
+def _kill(actor) -> None:
+    if actor is not None:
+        try:
+            ray.kill(actor)
+        except Exception:  # noqa: BLE001 - already gone
+            pass

@@ -2,7 +2,8 @@
 
 A ``Worker`` actor picks its device on its own machine, keeps the whole training set there (fp32:
 ~188 MB for MNIST), trains on the stream positions each message names, and returns ONE flat CPU
-buffer: the gradient (sync, async) or the change after H local steps (local SGD).
+buffer (in pieces, ``hetlab.core.flat.split_pieces``) and a reply: the gradient (sync, async) or
+the change after H local steps (local SGD).
 """
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from hetlab.core.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.core.machine import this_machine
 from hetlab.core.models import make_model
-from hetlab.ps.messages import WorkerReply, answer_wire, open_spans
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerSpec
 from hetlab.core.simulate import SlowDevice
@@ -66,12 +66,11 @@ def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
 class Worker:
     """A Ray actor computing gradients (or local-SGD deltas) on its own device.
 
-    ``spec`` says which device, how slow and in which precision; ``options`` the seed, the
-    learning rate (local SGD's inner Adam) and the wire's dtype. ``train`` is the whole
-    training set (the driver puts it in Ray's object store once; each machine fetches it
-    once); which samples a message uses, the message says. ``pieces``: in how many pieces it
-    returns a gradient (``flat.pieces_for``), told once here rather than in every message. Its
-    process keeps torch's threads as they are until the driver calls ``set_threads``.
+    ``spec``: which device, how slow, which precision; ``options``: the seed, local SGD's learning
+    rate, the wire's dtype. ``train`` is the whole training set (put in Ray's object store once;
+    each machine fetches it once); a message names its samples. An answer is ``(*pieces, reply)``:
+    the buffer in ``pieces`` (``flat.pieces_for``) and a plain tuple ``(loss, compute_s, simulated_s,
+    samples)``, which Ray sends without pickle. torch's threads stay as they are until ``set_threads``.
     """
 
     def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None,
@@ -93,7 +92,6 @@ class Worker:
         x, y = as_tensors(train)  # a hetlab Dataset (normalised here) or (x, y)
         self.x, self.y = x.to(self.device), y.to(self.device)
         self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam
-        self.warmups = 0  # untimed warm-up steps run so far (one per new batch shape and path)
 
     # --- set-up and state ---------------------------------------------------------------
     def info(self) -> dict:
@@ -128,13 +126,9 @@ class Worker:
             self.local_opt.load_state_dict(state["local_opt"])
 
     # --- the work -----------------------------------------------------------------------
-    def _load(self, flat: torch.Tensor) -> None:
-        load_flat(self.params, flat)
-
     def _indices(self, spans) -> torch.Tensor:
-        """The samples at these positions of the shuffled stream (as sent: ``messages.spans_wire``),
-        on this worker's device."""
-        return stream_indices(len(self.y), self.seed, open_spans(spans)).to(self.device)
+        """The samples at these positions of the shuffled stream, on this worker's device."""
+        return stream_indices(len(self.y), self.seed, spans).to(self.device)
 
     def _batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The samples at ``idx``: ``index_select`` gathers rows ~4× faster than ``x[idx]``."""
@@ -179,58 +173,44 @@ class Worker:
 
         if local_sgd:
             self._ensure_local_opt()
-        ran = warm_up(shape_key(self.model, self.device, batch_size, "train", self.amp_dtype),
-                      step, self.device)
-        self.warmups += ran
-        return ran
+        return warm_up(shape_key(self.model, self.device, batch_size, "train", self.amp_dtype), step, self.device)
 
-    def warmups_run(self) -> int:
-        """How many warm-up steps this worker has run (tests count them)."""
-        return self.warmups
-
-    def gradient(self, spans: list, *weights: torch.Tensor, pieces: int | None = None):
-        """The mean-loss gradient at ``weights`` (the flat buffer, in its pieces) of the batch at
-        ``spans`` (positions of the shuffled stream): the flat CPU buffer in wire dtype, in
-        ``pieces`` pieces (default: its own), the last paired with its ``WorkerReply``
-        (``messages.answer_wire``; the driver calls it with ``num_returns=pieces``)."""
+    def gradient(self, spans: list, *weights) -> tuple:
+        """The mean-loss gradient of the samples at ``spans`` (positions of the shuffled stream) at
+        ``weights`` (the flat buffer, in pieces): its pieces on the CPU, in the wire's dtype, and the reply."""
         t0 = time.perf_counter()
-        self._load(join_pieces(weights))
+        load_flat(self.params, join_pieces(weights))
         idx = self._indices(spans)
         loss = self._loss_backward(*self._batch(idx))
         grad = flat_grad(self.params, self.wire)
-        loss = float(loss)  # also synchronises the device
+        loss = float(loss)                                   # waits for the device too
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        reply = WorkerReply(loss, compute_s, simulated_s, len(idx))
-        return answer_wire(split_pieces(grad, pieces or self.pieces), reply)
+        return (*split_pieces(grad, self.pieces), (loss, compute_s, simulated_s, len(idx)))
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
             self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
-    def local_round(self, spans: list, steps: int, *weights: torch.Tensor, pieces: int | None = None):
-        """Local SGD: ``steps`` Adam steps from ``weights`` (in pieces, as for ``gradient``), one
-        per consecutive equal part of the positions at ``spans``; returns start − end, in
-        ``pieces`` pieces with its ``WorkerReply``, as ``gradient`` does."""
+    def local_round(self, spans: list, steps: int, *weights) -> tuple:
+        """Local SGD: ``steps`` Adam steps from ``weights``, one per consecutive equal part of the
+        positions at ``spans``; answers start − end as ``gradient`` answers its gradient."""
         t0 = time.perf_counter()
         self._ensure_local_opt()
         start = join_pieces(weights).to(self.device, torch.float32)
-        self._load(start)
+        load_flat(self.params, start)
         idx = self._indices(spans)
         losses = []
         for batch in idx.view(steps, -1):
             losses.append(self._loss_backward(*self._batch(batch)))
             self.local_opt.step()
-        end = torch.nn.utils.parameters_to_vector(self.params).detach()
-        delta = (start - end).to("cpu", self.wire)
+        delta = (start - torch.nn.utils.parameters_to_vector(self.params).detach()).to("cpu", self.wire)
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        reply = WorkerReply(loss, compute_s, simulated_s, len(idx))
-        return answer_wire(split_pieces(delta, pieces or self.pieces), reply)
+        return (*split_pieces(delta, self.pieces), (loss, compute_s, simulated_s, len(idx)))
 
-    def standalone(self, weights: torch.Tensor, batch_size: int, steps: int,
-                   warmup: int | None = None) -> float:
+    def standalone(self, weights: torch.Tensor, batch_size: int, steps: int) -> float:
         """Samples/s of this device training alone, simulated slowdown and precision (autocast) included.
 
         Full Adam steps on a scratch copy of the model and random samples of the training set, timed by
@@ -245,8 +225,7 @@ class Worker:
                 train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
 
         key = shape_key(model, self.device, batch_size, "alone", self.amp_dtype)
-        seconds, warmups = timed_steps(step, self.device, steps, key, warmup, slow=self.slow)
-        self.warmups += warmups
+        seconds, _ = timed_steps(step, self.device, steps, key, slow=self.slow)
         return batch_size * steps / seconds
 
 

@@ -18,13 +18,13 @@ def _worker_gradient(ctx: Context, precision: str, scale: float):
     """The gradient a parameter-server Worker (in this process, no Ray) sends for its first
     batch at the initial weights × ``scale``; same batch for every call."""
     from hetlab.core.models import make_model
-    from hetlab.core.flat import flat_weights
-    from hetlab.ps.messages import open_answer
+    from hetlab.core.flat import flat_weights, join_pieces
     from hetlab.ps.specs import WorkerSpec
     from hetlab.ps.worker import Worker
     w = Worker(WorkerSpec("desktop", device=ctx.device, precision=precision),
                ctx.train_data().subset(1024, seed=1), "small")
-    (grad,), _ = open_answer([w.gradient(FIRST_BATCH, flat_weights(make_model("small", seed=0)) * scale)])
+    *pieces, _ = w.gradient(FIRST_BATCH, flat_weights(make_model("small", seed=0)) * scale)
+    grad = join_pieces(pieces)
     return grad, w
 
 
