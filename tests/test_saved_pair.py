@@ -47,17 +47,14 @@ def test_head_and_join_read_the_saved_pair_and_name_the_flag_without_one(folder,
     assert "ssh ana@192.168.1.10" in join and "--node-ip-address=192.168.1.20" in join
 
 
-def test_only_the_resolver_reads_the_address_variables_and_the_saved_pair():
-    """Issue 58: the address is worked out once (hetlab.cluster.address). The rehearsal's hosts only set
-    HETLAB_ADDRESS for a driver, as a learner's shell would."""
-    import ast
-    from pathlib import Path
-    package = Path(__file__).resolve().parents[1] / "hetlab"
-    readers = {}
-    for path in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-            if name in ("ADDRESS_ENV", "RAY_ADDRESS_ENV") or (name == "load" and "saved_pair" in ast.unparse(node)):
-                readers.setdefault(name, set()).add(str(path.relative_to(package)))
-    assert readers == {"ADDRESS_ENV": {"vocab.py", "cluster/address.py", "tools/rehearsal/hosts.py"},
-                       "RAY_ADDRESS_ENV": {"vocab.py", "cluster/address.py"}, "load": {"cluster/address.py"}}
+def test_every_way_in_connects_to_the_one_address_worked_out(folder, monkeypatch):
+    """Issue 58: the address is worked out once (hetlab.cluster.address): with a pair saved and
+    RAY_ADDRESS naming a closed port here, ``connect()`` and ``the_pair()`` both go to that port (and
+    fail there in one line, before Ray starts), never to the saved pair's head or a local Ray."""
+    from hetlab import cluster
+    from hetlab.pair import the_pair
+    saved_pair.save("192.168.1.10", "192.168.1.20")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    for way_in in (lambda: cluster.connect(timeout=5), lambda: the_pair()):
+        with pytest.raises(HetlabError, match="cannot reach the Ray head at 127.0.0.1:1"):
+            way_in()
