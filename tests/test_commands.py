@@ -78,8 +78,9 @@ def test_the_token_travels_over_ssh_with_a_by_hand_route_kept():
             assert other_route not in text, (other_route, text)
     for text, by_hand in ((mac, "read -rs"), (linux, "read -rs")):
         writes = [line for line in _commands(text) if "auth_token" in line]
-        assert writes == ["mkdir -p ~/.ray && (umask 077 && ssh ana@192.168.1.10 'cat ~/.ray/auth_token' > "
-                          "~/.ray/auth_token) && chmod 600 ~/.ray/auth_token"], writes
+        assert writes == ["mkdir -p ~/.ray && (umask 077 && TOKEN=$(ssh ana@192.168.1.10 'cat ~/.ray/auth_token') "
+                          "&& [ -n \"$TOKEN\" ] && printf %s \"$TOKEN\" > ~/.ray/auth_token) && chmod 600 "
+                          "~/.ray/auth_token"], writes
         assert by_hand in text and not any(by_hand in line for line in _commands(text))   # a note, not a step
     assert "DESKTOP_USER@192.168.1.10" in commands.render_join("192.168.1.10", "192.168.1.20")  # unknown: named
 
@@ -105,7 +106,7 @@ def _printed_start(capsys, args):
     """The `ray start` line that `hetlab ARGS` prints: (argv, environment, the line itself)."""
     from hetlab.tools.cli import app
     assert app.main(args) == 0
-    line = next(line for line in capsys.readouterr().out.splitlines() if " ray start " in line)   # stdout: the block
+    line = next(line for line in commands.steps(capsys.readouterr().out) if " ray start " in line)   # stdout: the block
     words = shlex.split(line)
     at = words.index("ray")
     return words[at:], dict(word.split("=", 1) for word in words[:at]), line
@@ -155,7 +156,9 @@ def test_start_refuses_in_one_line_before_ray_starts(token, args, says, tmp_path
 
 def test_the_token_line_writes_a_private_file(tmp_path):
     """Run the joining machine's token line for real, in bash with a private HOME; `ssh` is a stand-in
-    (no SSH server here) that runs the command in the desktop's home, as sshd would."""
+    (no SSH server here) that runs the command in the desktop's home, as sshd would. With no token on the
+    desktop the fetch fails, and the line fails too, leaving no token file (an empty one would pass for
+    a token until Ray refused it)."""
     desktop, home, bin_dir = tmp_path / "desktop", tmp_path / "mac", tmp_path / "bin"
     for folder in (desktop / ".ray", home, bin_dir):
         folder.mkdir(parents=True)
@@ -165,8 +168,13 @@ def test_the_token_line_writes_a_private_file(tmp_path):
     (bin_dir / "ssh").chmod(0o755)
     line = next(line for line in _commands(commands.render_join("192.168.1.10", None, mac=False, head_user="ana"))
                 if "auth_token" in line)
-    subprocess.run(["bash", "-c", line], text=True, check=True, timeout=30,
-                   env={"HOME": str(home), "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    env = {"HOME": str(home), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    (desktop / ".ray" / "auth_token").rename(desktop / ".ray" / "elsewhere")
+    failed = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=30, env=env)
+    assert failed.returncode != 0 and "No such file" in failed.stderr, failed
+    assert list((home / ".ray").iterdir()) == []
+    (desktop / ".ray" / "elsewhere").rename(desktop / ".ray" / "auth_token")
+    subprocess.run(["bash", "-c", line], text=True, check=True, timeout=30, env=env)
     path = home / ".ray" / "auth_token"
     assert path.read_text() == token and (path.stat().st_mode & 0o777) == 0o600
 

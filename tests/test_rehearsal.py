@@ -525,12 +525,18 @@ def test_a_printed_comment_that_should_run_or_a_placeholder_left_fails_the_harne
         learner.commands_in(learner.fill_in(MARKED[1]["code"], {"DESKTOP_USER": "ana"}))
 
 
-def _standin_env(tmp_path, names=("ssh", "sudo", "python", "hetlab", "ray")) -> dict:
-    """A private HOME and recording stand-ins first on PATH: each writes "name args" to ~/ran.log."""
+STANDS_IN = {"ssh": "echo stand-in-token"}       # what the desktop's sshd would send back: the token file
+
+
+def _standin_env(tmp_path, names=("ssh", "sudo", "python", "hetlab", "ray"), acts=None) -> dict:
+    """A private HOME and recording stand-ins first on PATH: each writes "name args" to ~/ran.log, then
+    does what ``acts`` (default ``STANDS_IN``) gives it to do. A paste on the mac role swaps the system
+    folders after them for the rehearsal's macOS command set (learner.paste, hetlab.tools.rehearsal.macos)."""
     standin = tmp_path / "bin"
     standin.mkdir(exist_ok=True)
+    acts = STANDS_IN if acts is None else acts
     for name in names:
-        (standin / name).write_text('#!/bin/sh\necho "' + name + ' $*" >> "$HOME/ran.log"\n')
+        (standin / name).write_text('#!/bin/sh\necho "' + name + ' $*" >> "$HOME/ran.log"\n' + acts.get(name, "") + "\n")
         (standin / name).chmod(0o755)
     return {"HOME": str(tmp_path), "PATH": f"{standin}:/usr/bin:/bin", "TERM": "xterm-256color"}
 
@@ -569,6 +575,94 @@ def test_hetlab_joins_stdout_alone_is_the_block_and_runs_pasted_whole_into_zsh(t
     assert learner.paste(MAC, shown.stdout, here=env)["status"] == 0
     ran = (tmp_path / "ran.log").read_text().splitlines()
     assert [line.split()[0] for line in ran] == ["ssh", "python", "ray", "hetlab"], ran
+
+
+PAIRS = {"ipv4": ("10.0.0.1", "10.0.0.2"), "ipv6": ("fd00::10", "fd00::20")}     # (desktop, Mac)
+RAY_TOKEN = ('case "$*" in "get-auth-token --generate") mkdir -p "$HOME/.ray" && '
+             'printf stand-in-token > "$HOME/.ray/auth_token";; esac')                  # as Ray makes it
+WHOLE = {  # each printed block: the host whose shell it is pasted into, and the stand-ins its lines call, in order
+    "mac-joins": (MAC, lambda d, m: commands.render_join(d, m, head_user="ana"),
+                  ["ssh", "python", "sudo", "sudo", "ray", "hetlab"]),
+    "mac-head": (MAC, lambda d, m: commands.render_head(m, mac=True), ["ray", "python", "sudo", "sudo", "ray", "ray"]),
+    "desktop-head": (DESKTOP, lambda d, m: commands.render_head(d, mac_ip=m), ["ray"] + ["sudo"] * 7 + ["ray"]),
+    "linux-joins": (DESKTOP, lambda d, m: commands.render_join(d, m, mac=False, head_user="ana"), ["ssh", "ray", "hetlab"]),
+}
+needs_shells = pytest.mark.skipif(not (shutil.which("zsh") and shutil.which("bash")),
+                                  reason="needs zsh (macOS's shell) and bash (.ci/run installs zsh)")
+
+
+@needs_shells
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("block", WHOLE)
+def test_every_printed_block_runs_whole_pasted_into_its_machines_shell(block, pair, tmp_path):
+    """Each block hetlab prints, for an IPv4 and an IPv6 pair, pasted as a terminal pastes into its
+    machine's shell: zsh on the mac role, where macOS is faked (the rehearsal's macOS command set in
+    place of Linux's, hetlab.tools.rehearsal.macos), bash on the desktop. Every line runs, in order, with
+    each argument as printed: an IPv6 head's `[fd00::10]:6379` reaches `ray` and `hetlab doctor` whole
+    (unquoted, zsh reads it as a glob pattern, "no matches found", and runs nothing)."""
+    host, render, expected = WHOLE[block]
+    desktop, mac = PAIRS[pair]
+    env = _standin_env(tmp_path, acts={**STANDS_IN, "python": "echo /opt/hetlab/bin/python3.11", "ray": RAY_TOKEN})
+    done = learner.paste(host, render(desktop, mac), here=env)
+    ran = (tmp_path / "ran.log").read_text().splitlines()
+    assert [line.split()[0] for line in ran] == expected and done["status"] == 0, ran
+    token = tmp_path / ".ray" / "auth_token"
+    assert token.read_text() == "stand-in-token" and (token.stat().st_mode & 0o777) == 0o600
+    if block.endswith("joins"):
+        head = commands.gcs_address(desktop, 6379)
+        assert f"--address={head}" in ran[-2].split() and ran[-1] == f"doctor --head {head}".join(["hetlab ", ""])
+
+
+@needs_shells
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("host", [MAC, DESKTOP], ids=["mac-zsh", "linux-bash"])
+def test_a_block_whose_token_fetch_fails_stops_there_names_it_and_leaves_no_token_file(host, pair, tmp_path):
+    """The SSH that fetches the head's token fails: the pasted block stops at that line and says which,
+    the firewall, `ray start` and the doctor do not run, and no token file is left (an empty one would
+    pass for a token until Ray refused it). The shell stays open: no `set -e`. macOS is faked on the mac
+    role (hetlab.tools.rehearsal.macos)."""
+    desktop, mac = PAIRS[pair]
+    refused = f'echo "ssh: connect to host {desktop} port 22: Connection refused" >&2; exit 255'
+    env = _standin_env(tmp_path, acts={"ssh": refused})
+    printed = commands.render_join(desktop, mac, mac=host is MAC, head_user="ana")
+    with pytest.raises(HetlabError, match=r"status 1, stopped at its line 1 \(mkdir -p ~/\.ray && \(umask 077 && "
+                                          r"TOKEN=\$\(ssh ana@") as info:
+        learner.paste(host, printed, here=env)
+    assert "Connection refused" in str(info.value) and "hetlab: line 1 of this block failed" in str(info.value)
+    assert (tmp_path / "ran.log").read_text().split() == ["ssh", f"ana@{desktop}", "cat", "~/.ray/auth_token"]
+    assert list((tmp_path / ".ray").iterdir()) == []
+
+
+@needs_shells
+def test_the_mac_hosts_shell_finds_macos_commands_and_the_desktops_finds_linuxs(tmp_path):
+    """macOS is faked: the rehearsal's "mac" is Linux, and every paste there finds the macOS command set
+    of hetlab.tools.rehearsal.macos in place of Linux's system folders. Modelled, and checked here: ip,
+    ss, timeout and nproc absent; hostname -I, stat -c and sed -i without a suffix refused with BSD's
+    text and exit 1; BSD's stat -f and sed -i '' work; pmset, caffeinate, ipconfig, networksetup and
+    sw_vers are labelled recording stand-ins (ipconfig getifaddr: this host's IPv4). Not modelled (the
+    module lists them): BSD's other options, macOS's bash 3.2 and /bin/sh, case-insensitive names,
+    /Users homes, open and pbcopy, the firewall's and privacy prompts' effects. The desktop keeps Linux's."""
+    env = _standin_env(tmp_path, names=())
+    lines = ["cd ~ && echo x > f",
+             'for p in ip ss timeout nproc; do command -v $p >/dev/null || echo "absent: $p"; done',
+             'hostname -I; echo "hostname -I: $?"',
+             'stat -c %a f; echo "stat -c: $?"',
+             "sed -i 's/x/y/' f; echo \"sed -i: $?\"",
+             "sed -i '' 's/x/y/' f && stat -f %Lp f && cat f",
+             'echo "ipconfig: $(ipconfig getifaddr en0 2>/dev/null)"',
+             "pmset -g && caffeinate -dims && sw_vers && networksetup -listallhardwareports && cat ~/macos-standins.log"]
+    said = [line for line in learner.paste(MAC, "\n".join(lines), here=env, lint=False)["output"].splitlines() if line]
+    first_ip = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()[:1]
+    assert [f"absent: {p}" for p in ("ip", "ss", "timeout", "nproc")] + [
+        "hostname: illegal option -- I", "usage: hostname [-f] [-s | -d] [name-of-host]", "hostname -I: 1",
+        "stat: illegal option -- c", "usage: stat [-FLnq] [-f format | -l | -r | -s | -x] [-t timefmt] [file|handle ...]",
+        "stat -c: 1", 'sed: 1: "f": invalid command code f', "sed -i: 1", "644", "y",
+        f"ipconfig: {' '.join(first_ip)}".rstrip()] == [line for line in said if "stand-in for macOS" not in line][:15]
+    assert said[-4:] == ["pmset -g", "caffeinate -dims", "sw_vers", "networksetup -listallhardwareports"]
+    assert sum("rehearsal stand-in for macOS's" in line for line in said) == 4
+    linux = learner.paste(DESKTOP, 'cd ~ && nproc >/dev/null && stat -c %a f && hostname -I >/dev/null && echo linux',
+                          here=env, lint=False)["output"].split()
+    assert linux == ["644", "linux"]
 
 
 @pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")

@@ -215,10 +215,10 @@ def check_teardown_line(line: str) -> str | None:
         return None
     if "ufw delete allow" in line:  # a printed ufw rule, with `delete`
         added = "sudo " + line.split("sudo ", 1)[-1].replace("ufw delete allow", "ufw allow")
-        rules = {l.split(" #")[0].strip() for l in printed.splitlines() if l.startswith("sudo ufw allow proto")}
+        rules = {l.split(" #")[0].strip() for l in commands.pasted(printed) if l.startswith("sudo ufw allow proto")}
         return None if added in rules else "not a printed ufw rule with `delete`"
     if commands.MACOS_FIREWALL in line:  # the printed socketfilterfw loop, --remove instead of --add
-        loop = next((l for l in join.splitlines() if commands.MACOS_FIREWALL in l), "")
+        loop = next((l for l in commands.pasted(join) if commands.MACOS_FIREWALL in l), "")
         same_apps = line.split("| while")[0] == loop.split("| while")[0]
         undoes = f'sudo {commands.MACOS_FIREWALL} --remove "$app"' in line
         return None if same_apps and undoes else "not the printed socketfilterfw loop with --remove"

@@ -158,8 +158,8 @@ def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_st
     assert _code(_part(text, "A")) == "hetlab wslconfig"
     assert cli.build_parser().parse_args(["wslconfig"]).run.__name__ == "_wslconfig"
     linux = commands.render_head(HEAD)
-    start = next(line for line in linux.splitlines() if " ray start --head" in line)
-    assert start in _part(text, "C").splitlines()
+    start = next(line for line in commands.pasted(linux) if " ray start --head" in line)
+    assert start in commands.pasted(_part(text, "C"))
     assert "--node-ip-address=192.168.1.10" in start and "sudo ufw" not in text
     assert "6386','60000-61000'" in text and "build 22631" in text
     assert "WSL's NAT" in winsteps.render_head(NAT_IP, MAC) and "WSL's NAT" not in text
@@ -353,12 +353,12 @@ def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(m
     assert "PowerShell" in where_b and "Ubuntu" in where_c
     made = [(n, p["DisplayName"]) for n, p in _bound(rules) if n.startswith("New-")]
     assert [name for _, name in made] == [[winsteps.RULE]] * 2 + [[winsteps.TRAIN_RULE]] * 2   # 07's, runnable
-    assert "44619-48715" in rules and head.splitlines()[-1] == "ray get-auth-token"            # shown, to type
+    assert "44619-48715" in rules and commands.steps(head)[-1] == "ray get-auth-token"        # shown, to type
     assert commands.pasted(scope["join_text"])[0].startswith("mkdir -p ~/.ray && (umask 077 && read -rs TOKEN")
     assert "ssh " not in scope["join_text"] and "New-NetFirewallRule" in printed
     monkeypatch.setattr(windows, "in_wsl", lambda: False)                     # on the Mac, from a terminal
     assert cli.main(["join", "--head", HEAD, "--ip", MAC, "--head-wsl"]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == commands.pasted(scope["join_text"])[0]   # stdout: the block
+    assert commands.steps(capsys.readouterr().out)[0] == commands.pasted(scope["join_text"])[0]   # stdout: the block
 
 
 def _powershell_blocks() -> list[str]:

@@ -110,10 +110,15 @@ def join_command(head_ip: str, ip: str | None, ports: Ports = Ports(), role: str
     desktop joins a Mac's head) for the learner to fill in.
     """
     head_ip = check_ip(head_ip, "head IP")
-    address = f"[{head_ip}]" if ":" in head_ip else head_ip
     mine = f"{re.sub(r'[^A-Za-z0-9]', '_', role).upper()}_IP" if ip is None else check_ip(ip, "this machine's IP")
-    return (["ray", "start", f"--address={address}:{head_port or ports.gcs}"]
+    return (["ray", "start", f"--address={gcs_address(head_ip, head_port or ports.gcs)}"]
             + _common(mine, role, ports, cpus, gpus, block, temp_dir))
+
+
+def gcs_address(ip: str, port: int) -> str:
+    """``IP:PORT`` as Ray takes it: an IPv6 address in brackets, ``[fd00::10]:6379``. A line to copy
+    quotes it (``shlex.quote``): zsh reads an unquoted one as a glob pattern, "no matches found"."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
 def head_env(python_match: str = "patch", ports: Ports = Ports()) -> dict:
@@ -172,14 +177,37 @@ def block(notes: list[str], where: str, lines: list[str]) -> str:
     return "\n".join([*notes, BEGIN.format(where=where), *lines, END])
 
 
+STOPPED = ('{ echo "hetlab: line $line of this block failed (its error is above), so the lines after it did '
+           'not run: fix that, then paste the whole block again." >&2; false; }')
+STOP_NOTE = "Each line starts `line=N &&`: the block stops at the first line that fails, and names it."
+_STEP = re.compile(r"^line=\d+ && (.*) (?:&&|\|\|)$")
+
+
+def stop_at_failure(lines: list[str]) -> list[str]:
+    """Shell lines that, pasted whole, stop at the first one that fails and say which: one AND-list
+    (``line=N && COMMAND &&`` on each line), then a last line that names ``$line`` and leaves the status
+    non-zero. A pasted block runs on after a failed line otherwise, and ``set -e``, the shell's own way,
+    would close the learner's Terminal at the first error. Plain POSIX syntax: zsh (default options)
+    and bash read it alike. ``steps`` reads the commands back."""
+    if len(lines) < 2:
+        return list(lines)
+    return [f"line={i} && {line} {'&&' if i < len(lines) else '||'}" for i, line in enumerate(lines, 1)] + [STOPPED]
+
+
+def steps(code: str) -> list[str]:
+    """The commands of a block's text, without ``stop_at_failure``'s line numbers and last line."""
+    return [match.group(1) if (match := _STEP.match(line)) else line
+            for line in code.splitlines() if line.strip() and line != STOPPED]
+
+
 def blocks(text: str) -> list[tuple[str, str]]:
     """Each block of printed ``text`` as (where it is pasted, the exact text to paste)."""
     return [(where, code) for where, code in _BLOCK.findall(text)]
 
 
 def pasted(text: str) -> list[str]:
-    """The lines of every block in ``text``: what a learner pastes, without the notes."""
-    return [line for _, code in blocks(text) for line in code.splitlines() if line.strip()]
+    """The commands of every block in ``text``: what a learner pastes, without the notes (``steps``)."""
+    return [line for _, code in blocks(text) for line in steps(code)]
 
 
 def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> tuple[list[str], list[str]]:
@@ -234,10 +262,11 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
              f"3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 {tunnel}).",
              *hand_notes,
              "Day two (after a reboot): `hetlab head --start` runs step 3 again (notebook 04 remembers the pair).",
-             "Stop: `ray stop` (stops every Ray process of this user on this machine)."]
+             "Stop: `ray stop` (stops every Ray process of this user on this machine).", STOP_NOTE]
     lines = ["ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH, *fw_lines,
              shell_line(argv, env), *hand_lines]
-    return block(notes, paste_into or ("the Mac's Terminal" if mac else "a terminal on the desktop"), lines)
+    return block(notes, paste_into or ("the Mac's Terminal" if mac else "a terminal on the desktop"),
+                 stop_at_failure(lines))
 
 
 def token_handover_head(other: str = "Mac", token: str = "ssh") -> tuple[list[str], list[str]]:
@@ -258,21 +287,22 @@ def token_setup_join(mac: bool = True, head: str = "desktop", head_ip: str = "DE
     (notes, lines to paste).
 
     The Mac already reaches the desktop over SSH (it cloned the course from it), so it reads the
-    file there: ``umask 077`` keeps the copy private from its first byte, and ``~/.ray`` is made
-    first (Ray makes it only when it starts). Without SSH to the head (a Mac's head: Remote Login is
+    file there, into a variable first: a failed fetch leaves no empty token file. ``umask 077`` keeps
+    the copy private from its first byte, and ``~/.ray`` is made first (Ray makes it only when it starts). Without SSH to the head (a Mac's head: Remote Login is
     off; a head inside WSL), ``token="by hand"``: the head shows it, and ``read -rs`` here takes it
     typed, unechoed (zsh and bash both have it).
     """
     user = head_user or f"{re.sub(r'[^A-Za-z0-9]', '_', head).upper()}_USER"
-    by_hand = f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && printf %s "$TOKEN" > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}'
+    by_hand = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && [ -n "$TOKEN" ] && printf %s "$TOKEN" > '
+               f'{TOKEN_PATH}) && chmod 600 {TOKEN_PATH}')
     if head.lower() == "mac" or token != "ssh":
         return [f"1) the {head}'s token in {TOKEN_PATH}, private to you: the first line waits; type the "
                 f"token that `ray get-auth-token` showed on the {head} (nothing echoes), then Enter."], [by_hand]
     return ([f"1) the {head}'s token in {TOKEN_PATH}, private to you, read over the SSH you already use. "
              f"No SSH to the {head}? Run `ray get-auth-token` there, and here, instead of the block's "
              f"first line: `{by_hand}`, then type the token (nothing echoes)."],
-            [f"mkdir -p ~/.ray && (umask 077 && ssh {user}@{head_ip} 'cat {TOKEN_PATH}' > {TOKEN_PATH}) "
-             f"&& chmod 600 {TOKEN_PATH}"])
+            [f"mkdir -p ~/.ray && (umask 077 && TOKEN=$(ssh {user}@{head_ip} 'cat {TOKEN_PATH}') && [ -n \"$TOKEN\" ] "
+             f"&& printf %s \"$TOKEN\" > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"])
 
 
 MACOS_FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
@@ -285,7 +315,9 @@ MACOS_APPS = ("import ray, os, sys; d = os.path.join(os.path.dirname(ray.__file_
 
 def macos_firewall_steps(ranges: str) -> tuple[list[str], list[str]]:
     """The Mac's firewall as (notes, lines): per application, not per port or address; and Local Network
-    privacy, which exempts tools run from Terminal and asks for the app that hosts any other shell (TN3179)."""
+    privacy, which exempts tools run from Terminal and asks for the app that hosts any other shell (TN3179).
+    The programs are found first (``apps=$(…)``): a Python without Ray fails the line, where a pipe
+    would hide it."""
     return ([f"2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here). The macOS "
              f"firewall is per APPLICATION, not per port or address: if it is on (System Settings > Network > "
              f"Firewall), the socketfilterfw line allows incoming connections for the programs that accept "
@@ -293,8 +325,8 @@ def macos_firewall_steps(ranges: str) -> tuple[list[str], list[str]]:
              "   macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from "
              "another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy & "
              "Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run."],
-            [f'python -c "{MACOS_APPS}" | while read -r app; do sudo {MACOS_FIREWALL} --add "$app" '
-             f'&& sudo {MACOS_FIREWALL} --unblockapp "$app"; done'])
+            [f'apps=$(python -c "{MACOS_APPS}") && printf \'%s\\n\' "$apps" | while read -r app && [ -n "$app" ]; '
+             f'do sudo {MACOS_FIREWALL} --add "$app" && sudo {MACOS_FIREWALL} --unblockapp "$app"; done'])
 
 
 def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
@@ -332,10 +364,12 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
              "shell, and in the one that starts a notebook here).",
              "Day two (after a reboot): `hetlab join --start` runs step 3 again (notebook 04 remembers the pair here too).",
              *(["During a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
-                "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change."] if mac else [])]
+                "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change."] if mac else []),
+             STOP_NOTE]
     lines = [*tk_lines, *fw_lines, shell_line(argv, env),
-             f"export {_exports(AUTH_ENV)} && hetlab doctor --head {argv[2].split('=', 1)[1]}"]
-    return block(notes, paste_into or ("the Mac's Terminal" if mac else "a terminal on the joining machine"), lines)
+             f"export {_exports(AUTH_ENV)} && hetlab doctor --head {shlex.quote(argv[2].split('=', 1)[1])}"]
+    return block(notes, paste_into or ("the Mac's Terminal" if mac else "a terminal on the joining machine"),
+                 stop_at_failure(lines))
 
 
 def _exports(env: dict) -> str:

@@ -8,13 +8,14 @@ firewall, or a join that failed on the Mac (token, versions, commit: its own lin
 """
 from __future__ import annotations
 
+import shlex
 import socket
 import time
 
 import ray
 
 from hetlab.store import saved_pair
-from hetlab.cluster.commands import check_ip
+from hetlab.cluster.commands import check_ip, gcs_address
 from hetlab.cluster.connecting import check_same_code, connect
 from hetlab.cluster.roles import live_nodes, placement
 from hetlab.cluster.reach import port_open
@@ -78,7 +79,7 @@ def why_no_mac(desktop_ip: str, mac_ip: str, ports: Ports, waited: float, last: 
     problem = port_open(mac_ip, ports.node_manager, timeout=3)
     if problem is None:
         return (f"{where} Ray runs on the Mac ({mac_ip}:{ports.node_manager} answers) but its node has not "
-                f"joined this head: on the Mac, run `hetlab doctor --head {desktop_ip}:{ports.gcs}` (token, "
+                f"joined this head: on the Mac, run `hetlab doctor --head {shlex.quote(gcs_address(desktop_ip, ports.gcs))}` (token, "
                 f"versions, commit) and its last step again.")
     if "timed out" in problem:
         return (f"{where} the desktop cannot reach the Mac ({mac_ip}:{ports.node_manager} {problem}): the Mac's "
@@ -86,7 +87,7 @@ def why_no_mac(desktop_ip: str, mac_ip: str, ports: Ports, waited: float, last: 
                 f"2), and check MAC_IP.")
     return (f"{where} nothing listens on the Mac ({mac_ip}:{ports.node_manager} {problem}): its `ray start` "
             f"failed; read what it printed there (the token, the Ray or Python version, the firewall "
-            f"of this desktop), or run `hetlab doctor --head {desktop_ip}:{ports.gcs}` on the Mac.")
+            f"of this desktop), or run `hetlab doctor --head {shlex.quote(gcs_address(desktop_ip, ports.gcs))}` on the Mac.")
 
 
 def remember(desktop_ip: str, mac_ip: str, port: int = Ports.gcs) -> tuple[str, str]:

@@ -3,6 +3,7 @@ a failure in one line of hetlab's, not Ray's retry log (notebook 04, README day 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import tempfile
 
@@ -46,13 +47,19 @@ def start(argv: list[str], env: dict, limit: float = START_LIMIT_S) -> int:
     except subprocess.TimeoutExpired:
         _stop(ray_start)
         raise HetlabError(f"`ray start` had not ended after {limit:.0f} s (its node could not join{f' {head}' if head else ''}), "
-                          f"so hetlab stopped it: run `hetlab doctor{f' --head {head}' if head else ''}` here.") from None
+                          f"so hetlab stopped it: run `hetlab doctor{_head_flag(head)}` here.") from None
     if ray_start.returncode == 0:
         print(said, end="", flush=True)
         return 0
     lines = [line.strip() for line in said.splitlines() if line.strip()]
     raise HetlabError(f"`ray start` failed (exit {ray_start.returncode}): {(lines or ['no output'])[-1][:240]} — "
-                      f"run `hetlab doctor{f' --head {head}' if head else ''}` here for the full check.")
+                      f"run `hetlab doctor{_head_flag(head)}` here for the full check.")
+
+
+def _head_flag(head: str | None) -> str:
+    """`` --head ADDRESS`` for a doctor line to copy, quoted: zsh reads an unquoted ``[fd00::10]:6379``
+    as a glob pattern ("no matches found") and runs nothing."""
+    return f" --head {shlex.quote(head)}" if head else ""
 
 
 def _head_answers(head: str) -> None:
@@ -63,7 +70,7 @@ def _head_answers(head: str) -> None:
     if problem:
         raise HetlabError(f"the head at {head} does not answer from here: {problem}. Start it first "
                           f"(`hetlab head --start` on the desktop); if it runs, its firewall may not admit "
-                          f"this machine's address (`hetlab doctor --head {head}` checks both).")
+                          f"this machine's address (`hetlab doctor{_head_flag(head)}` checks both).")
 
 
 def _stop(process: subprocess.Popen) -> None:

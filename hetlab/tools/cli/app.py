@@ -62,8 +62,8 @@ def _ports_args(p) -> None:
 def _add_head(sub) -> None:
     p = sub.add_parser("head", help="print (or --start: run) the commands that start the head (the desktop: "
                        "Linux, or WSL2; or a Mac that the desktop joins)")
-    p.add_argument("--ip", default=None, help="this machine's LAN IP (Linux: hostname -I; WSL in mirrored "
-                   "mode shares Windows' address); default: the pair notebook 04 saved")
+    p.add_argument("--ip", default=None, help="this machine's LAN IP (Linux: hostname -I; macOS: ipconfig "
+                   "getifaddr en0; WSL in mirrored mode shares Windows' address); default: the pair notebook 04 saved")
     p.add_argument("--role", default=None, help="hetlab role of this node (default desktop; mac on a Mac)")
     p.add_argument("--windows", action="store_true", help="a Windows desktop running the course in "
                    "WSL2: print the PowerShell steps too (the default inside WSL)")
@@ -78,10 +78,10 @@ def _head(args) -> int:
     from hetlab.cluster.address import requested_address
     from hetlab.windows import steps, wsl
     saved = requested_address().pair
-    ip = args.ip or _saved(saved, "desktop_ip", "--ip DESKTOP_IP (this machine's LAN address: hostname -I)")
+    mac = sys.platform == "darwin" and not args.windows     # a Mac's head: the desktop joins it
+    ip = args.ip or _saved(saved, *HEAD_IP["mac" if mac else "desktop"])
     mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
     ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
-    mac = sys.platform == "darwin" and not args.windows
     options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
     inside_wsl = wsl.in_wsl()
     on_windows = steps.flavour(sys.platform, inside_wsl, args.windows) == "windows"  # native Windows: refused
@@ -89,11 +89,17 @@ def _head(args) -> int:
         _not_moved(saved, options["role"], args.ip)
         return starting.start(*commands.head_start(ip, ports, mac=mac, **options))
     if on_windows:
-        print_steps(steps.render_head(ip, mac_ip, ports, wsl.ephemeral_range(),
-                                      _windows_build(inside_wsl), **options))
+        print_steps(steps.render_head(ip, mac_ip, ports, _windows_build(inside_wsl), **options))
     else:
         print_steps(commands.render_head(ip, ports, mac=mac, mac_ip=mac_ip, **options))
     return 0
+
+
+# `hetlab head` with no --ip and no saved pair: this machine's field of the pair, and how to find its
+# address with its own system's commands (BSD hostname has no -I)
+HEAD_IP = {"desktop": ("desktop_ip", "--ip DESKTOP_IP (this desktop's LAN address: hostname -I)"),
+           "mac": ("mac_ip", "--ip MAC_IP (this Mac's LAN address: ipconfig getifaddr en0 for Wi-Fi, or System "
+                             "Settings > Network > your connection > Details)")}
 
 
 def _saved(saved, field: str, flag: str) -> str:
@@ -127,9 +133,9 @@ def _pair(args) -> int:
     if not (args.mac_ip or args.desktop_ip):
         print(saved or "no pair saved here yet: notebook 04 saves it once the Mac has joined")
         return 0
-    from hetlab.cluster.commands import block as pasteable
+    from hetlab.cluster.commands import block as pasteable, stop_at_failure
     notes, block = moved.update(saved, args.desktop_ip, args.mac_ip, windows=wsl.in_wsl())
-    print_steps(pasteable(notes, "the desktop's terminal", block) if block else "\n".join(notes))
+    print_steps(pasteable(notes, "the desktop's terminal", stop_at_failure(block)) if block else "\n".join(notes))
     return 0
 
 
@@ -173,8 +179,7 @@ def _join(args) -> int:
         return starting.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows),
                                                    **options))
     if on_windows:
-        print_steps(steps.render_join(head, ip, ports, wsl.ephemeral_range(), _windows_build(inside_wsl),
-                                      **options))
+        print_steps(steps.render_join(head, ip, ports, _windows_build(inside_wsl), **options))
     else:
         print_steps(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user,
                                          token="by hand" if args.head_wsl else "ssh", **options))

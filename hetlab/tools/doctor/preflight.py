@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import socket
 import stat
 from pathlib import Path
@@ -274,7 +275,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         return [Check("head GCS port", FAIL, f"{host}:{port}: {problem}",
-                      f"start the head (`hetlab head --ip {host}` prints the command) and open TCP "
+                      f"start the head (`hetlab head --ip {shlex.quote(host)}` prints the command) and open TCP "
                       f"{port} on its firewall for this machine's IP")]
     checks = [Check("head GCS port", OK, f"{host}:{port} accepts connections")]
     cluster.token_mode()  # as a notebook's driver does: the pair always runs with token auth
@@ -327,7 +328,7 @@ def _fix_for(message: str, host: str) -> str:
                 "~/.ray/auth_token here, chmod 600 (`hetlab join` prints how)")
     if "version" in message:
         return "install the head's exact Ray and Python versions here"
-    return f"check `hetlab head --ip {host}` was run there and the port is the GCS port"
+    return f"check `hetlab head --ip {shlex.quote(host)}` was run there and the port is the GCS port"
 
 
 def pair_check(head: str | None) -> list[Check]:

@@ -4,19 +4,23 @@
 pastes the printed block whole into the host's interactive shell on a pseudo-terminal with bracketed
 paste, as a terminal does (zsh on the "mac", bash on the desktop), and reports how it ended
 (notebooks run cell by cell: ``cells``); ``readme_blocks`` reads the README's marked blocks. Labelled stand-ins for what
-cannot exist here: ``sudo`` (root already), macOS's ``socketfilterfw`` (recorded), ``ssh`` (no server).
+cannot exist here: ``sudo`` (root already), macOS's ``socketfilterfw`` (recorded), ``ssh`` (no server); every
+paste on the mac role finds macOS's command set on its PATH (``macos``).
 """
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import psutil
 
+from hetlab.cluster import commands
 from hetlab.errors import HetlabError
+from hetlab.tools.rehearsal import macos
 from hetlab.tools.rehearsal.hosts import DESKTOP, ROOT, Host, inside, host_env
 
 PLACEHOLDERS = ("MAC_IP", "DESKTOP_IP", "DESKTOP_USER", "MAC_USER", "WINDOWS_LAN_IP")
@@ -43,10 +47,11 @@ cd "{DESKTOP.home}" && HOME="{DESKTOP.home}" exec sh -c "$*"
 
 
 def commands_in(text: str) -> list[str]:
-    """The lines a learner pastes: the printed block's (the text itself where it has no markers). One
-    HetlabError names a comment that should have been a command, any other ``#`` note inside the
-    block (zsh, the Mac's shell, runs it as a command), or a placeholder left where the value was known."""
-    lines = [line for line in blocks_or_text(text).splitlines() if line.strip()]
+    """The commands a learner pastes: the printed block's (the text itself where it has no markers), without
+    the line numbers that stop it at a failed one (``commands.steps``). One HetlabError names a comment that
+    should have been a command, any other ``#`` note inside the block (zsh, the Mac's shell, runs it as a
+    command), or a placeholder left where the value was known."""
+    lines = commands.steps(blocks_or_text(text))
     for line in lines:
         if COMMAND_WORDS.match(line.strip()):
             raise HetlabError(f"a printed line is a comment that should be a command: {line.strip()[:100]}")
@@ -60,19 +65,23 @@ def commands_in(text: str) -> list[str]:
 
 
 def make_standins() -> Path:
-    """Write the stand-ins (``sudo``, ``ssh``) into a folder that goes first on the hosts' PATH."""
+    """Write the stand-ins (``sudo``, ``ssh``) into a folder that goes first on the hosts' PATH, and the
+    mac host's macOS command set (``macos``: it lasts as long as the rehearsal, as Ray's processes do)."""
     folder = STANDINS / "bin"
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (("sudo", SUDO), ("ssh", SSH)):
         (folder / name).write_text(text)
         (folder / name).chmod(0o755)
+    macos.build(STANDINS / "macos")
     return folder
 
 
 def learner_env(host: Host) -> dict:
-    """A terminal on ``host``: its home, its figures folder, the course's environment on PATH, the stand-ins first."""
+    """A terminal on ``host``: its home, its figures folder, the course's environment on PATH, the stand-ins
+    first; on the mac, macOS's command set in place of the system folders."""
     env = host_env(host)
-    env["PATH"] = f"{STANDINS / 'bin'}:{env['PATH']}"
+    path = macos.shell_path(env["PATH"], STANDINS / "macos") if host.role == "mac" else env["PATH"]
+    env["PATH"] = f"{STANDINS / 'bin'}:{path}"
     return env
 
 
@@ -98,8 +107,13 @@ def paste(host: Host, text: str, timeout: float = 300, here: dict | None = None,
 
 
 def _paste(argv: list[str], role: str, text: str, env: dict, timeout: float, lint: bool = True) -> dict:
+    if role == "mac" and not macos.on_path(env.get("PATH", "")):     # a paste here: macOS's commands for it alone
+        with tempfile.TemporaryDirectory(prefix="hetlab-macos-") as folder:
+            env = {**env, "PATH": macos.shell_path(env.get("PATH", "/usr/bin:/bin"), macos.build(Path(folder)))}
+            return _paste(argv, role, text, env, timeout, lint)
+    argv = [shutil.which(argv[0]) or argv[0], *argv[1:]]    # found here: the shell's own PATH may lack it (ip)
     found = blocks_or_text(text)
-    lines = commands_in(text) if lint else [line for line in found.splitlines() if line.strip()]
+    lines = commands_in(text) if lint else commands.steps(found)
     env = dict(env)
     if env.get("TERM", "dumb") == "dumb":
         env["TERM"] = "xterm-256color"     # a terminal emulator's TERM: readline turns bracketed paste off for "dumb"
@@ -113,15 +127,17 @@ def _paste(argv: list[str], role: str, text: str, env: dict, timeout: float, lin
     refused = [line for line in out_lines if re.match(r"(zsh|bash|-?bash-[\d.]+): ", line)]
     if refused:                                    # the shell itself refused a line: a parse error, a bad pattern
         raise HetlabError(f"rehearsal: the {role} host's shell refused the paste: {refused[0][:200]}")
+    stopped = re.search(r"hetlab: line (\d+) of this block failed", output)
     if status != 0:
-        raise HetlabError(f"rehearsal: the paste into the {role} host's shell ended with status {status}: "
-                          f"{' '.join(output.split())[-400:]}")
+        at = stopped and commands.steps(found)[int(stopped.group(1)) - 1]
+        raise HetlabError(f"rehearsal: the paste into the {role} host's shell ended with status {status}"
+                          + (f", stopped at its line {stopped.group(1)} ({at[:120]})" if at else "")
+                          + f": {' '.join(output.split())[-600:]}")
     return record
 
 
 def blocks_or_text(text: str) -> str:
     """What a learner pastes of printed ``text``: its one marked block (``commands.blocks``), or all of it."""
-    from hetlab.cluster import commands
     found = commands.blocks(text)
     if len(found) > 1:
         raise HetlabError(f"rehearsal: {len(found)} blocks in one printed text: paste each on its own machine")
@@ -223,7 +239,8 @@ NOT_RUN = re.compile(r"<!-- not run here \(([a-z, ]+)\): (.+?) -->")   # its mac
 # what a README line prints that a later block takes, as the README's text around the block names it
 TAKES = {"whoami": "DESKTOP_USER", "hostname -I": "DESKTOP_IP"}
 EXAMPLES = {"DESKTOP_USER": "ana", "DESKTOP_IP": "192.168.1.10", "MAC_IP": "192.168.1.20"}   # for blocks not run
-SHELL_WORDS = {"cd", "export", "for", "while", "do", "done", "read", "if", "then", "fi", "else", "echo", "true", "umask"}
+SHELL_WORDS = {"cd", "export", "for", "while", "do", "done", "read", "if", "then", "fi", "else", "echo", "printf",
+               "true", "umask", "[", "test"}
 KEYWORDS = {"do", "then", "else", "if", "while", "until", "!"}     # a command follows them
 REAL_HERE = {"mkdir", "rm"}     # run for real by a stand-in paste: they touch only its private HOME
 
