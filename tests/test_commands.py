@@ -200,6 +200,8 @@ def test_the_mac_firewall_line_names_programs_that_exist():
     apps = out.stdout.split()
     assert [os.path.basename(a) for a in apps[1:]] == ["raylet", "gcs_server"]
     assert all(os.access(a, os.X_OK) for a in apps), apps
+    from hetlab.tools.doctor import oschecks
+    assert apps == oschecks.macos_apps()           # the doctor checks the same programs in the Mac's firewall
 
 
 @pytest.mark.parametrize("call", [

@@ -144,6 +144,72 @@ def test_macos_checks():
     assert exported[0].status == preflight.WARN and "unset RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in exported[0].fix
 
 
+LISTAPPS = """ALF: total number of apps = 3 
+
+1 :  {python} 
+ \t ( Allow incoming connections ) 
+
+2 :  {raylet} 
+ \t ( Block incoming connections ) 
+
+3 :  /Applications/Spotify.app 
+ \t ( Allow incoming connections ) 
+"""
+
+
+def test_ray_in_the_mac_firewall_is_read_from_its_list_of_apps():
+    """macOS cannot exist here: socketfilterfw's output is supplied, as a Mac prints it."""
+    from hetlab.tools.doctor import oschecks
+    python, raylet, gcs = "/opt/env/bin/python3.11", "/opt/env/ray/raylet/raylet", "/opt/env/ray/gcs/gcs_server"
+    listed = LISTAPPS.format(python=python, raylet=raylet)
+    assert oschecks.listed_apps(listed) == {python: True, raylet: False, "/Applications/Spotify.app": True}
+    on = "Firewall is enabled. (State = 1)"
+    [blocked] = oschecks.mac_apps_check(on, listed, [python, raylet, gcs])
+    assert blocked.status == "FAIL" and "blocks raylet" in blocked.detail and "gcs_server" not in blocked.detail
+    assert blocked.fix == f"sudo /usr/libexec/ApplicationFirewall/socketfilterfw --unblockapp {raylet}"
+    allowed = listed.replace("Block incoming", "Allow incoming")
+    [absent] = oschecks.mac_apps_check(on, allowed, [python, raylet, gcs])
+    assert absent.status == "warn" and absent.detail.startswith("gcs_server not in the firewall's list")
+    [fine] = oschecks.mac_apps_check(on, allowed, [python, raylet])
+    assert fine.status == "ok"
+    assert oschecks.mac_apps_check("Firewall is disabled. (State = 0)", listed, [raylet]) == []   # off: nothing filters
+    [unread] = oschecks.mac_apps_check(on, None, [raylet])
+    assert unread.status == "warn" and "--listapps" in unread.detail
+    assert oschecks.distributed_check(False).status == "warn" and "notebook 07" in oschecks.distributed_check(False).detail
+
+
+def test_the_doctor_runs_a_macs_checks_on_a_mac_and_a_linux_desktops_on_linux(monkeypatch):
+    """The doctor's dispatch by system. macOS is faked: platform.system() says "Darwin", and pmset and
+    socketfilterfw (which cannot exist here) answer as a Mac's do; torch.distributed is this torch's own.
+    On the faked Mac the doctor reads them (and not ufw or GNOME's settings); on this Linux box, the reverse."""
+    from hetlab.tools.doctor import oschecks
+    python, raylet, gcs = oschecks.macos_apps()
+    answers = {("pmset", "-g"): "System-wide power settings:\n sleep                0\n",
+               ("pmset", "-g", "batt"): "Now drawing from 'AC Power'\n",
+               ("--getglobalstate",): "Firewall is enabled. (State = 1)\n",
+               ("--listapps",): LISTAPPS.format(python=python, raylet=raylet)}
+    asked = []
+
+    def mac_out(argv):
+        asked.append(argv[0].rsplit("/", 1)[-1])
+        return answers.get(tuple(argv[1:]) if argv[0].endswith("socketfilterfw") else tuple(argv))
+
+    monkeypatch.setattr(oschecks, "_out", mac_out)
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    mac = {c.name: c for c in preflight.local_checks()}
+    assert set(asked) == {"pmset", "socketfilterfw"}
+    assert mac["Mac sleep"].status == mac["Mac power"].status == mac["Mac firewall"].status == "ok"
+    assert mac["Ray in the Mac firewall"].status == "FAIL" and "blocks raylet" in mac["Ray in the Mac firewall"].detail
+    assert mac["torch.distributed"].status == ("ok" if torch.distributed.is_available() else "warn")
+    assert "macOS cluster opt-in" in mac and "firewall" not in mac and "automatic suspend" not in mac
+    asked.clear()
+    monkeypatch.undo()
+    monkeypatch.setattr(oschecks, "_out", mac_out)
+    linux = {c.name for c in preflight.local_checks()}
+    assert "pmset" not in asked and "socketfilterfw" not in asked and {"firewall", "automatic suspend"} <= linux
+    assert not linux & {"Mac sleep", "Mac firewall", "Ray in the Mac firewall", "torch.distributed"}
+
+
 def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # no token file: this box's own token mode is not the point here
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)

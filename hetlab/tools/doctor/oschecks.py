@@ -3,15 +3,19 @@
 Native Windows: one line, the course runs inside WSL2. Inside WSL: WSL 2 and the Windows side
 (``winchecks``: build, mirrored networking, NVIDIA's Windows driver, idle settings, firewall rules,
 sleep; README, "Windows desktop"). A Linux desktop: ufw active, automatic suspend off, NVIDIA's
-driver for the card on its bus. A Mac: sleep settings and the power source (``pmset``), and the
-application firewall. Each parser is a pure function of the command's text, so the tests supply
+driver for the card on its bus. A Mac: sleep settings and the power source (``pmset``), the
+application firewall and Ray's programs in it (``socketfilterfw``), and torch.distributed. Each parser is a pure function of the command's text, so the tests supply
 the output of machines that do not exist here.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from hetlab.cluster import commands
@@ -172,6 +176,63 @@ def mac_firewall_check(state: str | None) -> list[Check]:
                                       "allow Ray's programs")]
 
 
+def listed_apps(listapps: str) -> dict[str, bool]:
+    """``{path: allowed}`` from ``socketfilterfw --listapps``: each ``N : PATH`` line, then its verdict in
+    parentheses, ``( Allow incoming connections )`` or ``( Block incoming connections )``."""
+    apps, last = {}, None
+    for line in listapps.splitlines():
+        if match := re.match(r"\s*\d+\s*:\s*(\S.*?)\s*$", line):
+            last = match.group(1)
+        elif (verdict := re.search(r"\(\s*(Allow|Block)", line)) and last:
+            apps[last], last = verdict.group(1) == "Allow", None
+    return apps
+
+
+def mac_apps_check(state: str | None, listapps: str | None, apps: list[str]) -> list[Check]:
+    """Ray's programs in the Mac's application firewall (``--listapps``: it tells a program never listed
+    from an allowed one): with the firewall on, a blocked python or raylet drops every connection the
+    desktop opens to it. Nothing to say with the firewall off (``mac_firewall_check`` says so)."""
+    match = re.search(r"State = (\d)", state or "")
+    if not match or match.group(1) == "0":
+        return []
+    name, fix = "Ray in the Mac firewall", "paste the socketfilterfw line `hetlab join` prints, with the conda env active"
+    if listapps is None:
+        return [Check(name, WARN, f"could not read `{commands.MACOS_FIREWALL} --listapps`",
+                      "System Settings > Network > Firewall > Options must list python and raylet as allowed; " + fix)]
+    listed = {os.path.realpath(path): allowed for path, allowed in listed_apps(listapps).items()}
+    blocked = [app for app in apps if listed.get(os.path.realpath(app)) is False]
+    absent = [app for app in apps if os.path.realpath(app) not in listed]
+    if blocked:
+        return [Check(name, FAIL, f"the firewall blocks {', '.join(map(os.path.basename, blocked))}: the desktop's "
+                                  f"connections to Ray here are dropped",
+                      " && ".join(f"sudo {commands.MACOS_FIREWALL} --unblockapp {shlex.quote(a)}" for a in blocked))]
+    if absent:
+        return [Check(name, WARN, f"{', '.join(map(os.path.basename, absent))} not in the firewall's list: macOS "
+                                  f"may drop the desktop's connections to them", fix)]
+    return [Check(name, OK, "python, raylet and gcs_server are allowed incoming connections")]
+
+
+def macos_apps() -> list[str]:
+    """The programs that take the desktop's connections on a Mac, as the printed firewall line finds them
+    (``commands.MACOS_APPS``): this Python, Ray's raylet and gcs_server (found without importing Ray)."""
+    here = [os.path.realpath(sys.executable)]
+    spec = importlib.util.find_spec("ray")
+    if spec is None or not spec.origin:
+        return here
+    ray_bin = os.path.join(os.path.dirname(spec.origin), "core", "src", "ray")
+    return here + [os.path.join(ray_bin, "raylet", "raylet"), os.path.join(ray_bin, "gcs", "gcs_server")]
+
+
+def distributed_check(available: bool) -> Check:
+    """``torch.distributed`` in this torch: notebook 07's ranks build their process group with it (a
+    torch built without it has no ``init_process_group``)."""
+    if available:
+        return Check("torch.distributed", OK, "available (notebook 07's Ray Train ranks use it)")
+    return Check("torch.distributed", WARN, "this torch was built without torch.distributed: notebook 07 (Ray "
+                                            "Train) cannot run its rank here; notebooks 05, 06, 08 can",
+                 "install the course's torch: conda env create -f environment-mac.yml (or update the env from it)")
+
+
 def _read(path: str) -> str | None:
     try:
         return Path(path).read_text()
@@ -203,10 +264,14 @@ def linux_checks(smi_works: bool) -> list[Check]:
 
 def os_checks(system: str, smi_works: bool = False) -> list[Check]:
     """This machine's checks: native Windows, WSL (with the Windows side), a Linux desktop, or a Mac's
-    sleep, power and firewall (``hetlab doctor``). ``smi_works``: nvidia-smi lists a card here."""
+    sleep, power, firewall (Ray's programs in it too) and torch.distributed (``hetlab doctor``).
+    ``system``: ``platform.system()``; ``smi_works``: nvidia-smi lists a card here."""
     if system == "Darwin":
-        return mac_power_checks(_out(["pmset", "-g"]), _out(["pmset", "-g", "batt"])) + mac_firewall_check(
-            _out([commands.MACOS_FIREWALL, "--getglobalstate"]))
+        import torch
+        state = _out([commands.MACOS_FIREWALL, "--getglobalstate"])
+        return (mac_power_checks(_out(["pmset", "-g"]), _out(["pmset", "-g", "batt"])) + mac_firewall_check(state)
+                + mac_apps_check(state, _out([commands.MACOS_FIREWALL, "--listapps"]), macos_apps())
+                + [distributed_check(torch.distributed.is_available())])
     signs = wsl.local_signs()
     if wsl.is_wsl(signs["release"], signs["env"], signs["interop"]):
         return wsl_checks({**signs, **winchecks.windows_side_signs()})
