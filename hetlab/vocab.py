@@ -33,6 +33,9 @@ RAY_AUTH_ENV = "RAY_AUTH_MODE"                                  # "token" on eve
 RAY_MAC_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"       # "1" on the Mac's `ray start` line only
 RAY_PYTHON_MATCH_ENV = "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"  # "patch" (Ray's default) or "minor"
 TOKEN_PATH = "~/.ray/auth_token"                                # where the printed steps keep Ray's token
+# A Linux node playing the Mac (the practice cluster, the rehearsal) lacks gloo's Linux transport, as a
+# real Mac's torch does (its gloo speaks UV, never Linux's TCP): this Linux torch then refuses gloo at once.
+MAC_GLOO_STANDIN = {"GLOO_DEVICE_TRANSPORT": "UV"}
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,10 @@ class Ports:
     min_worker: int = 10002          # one port per worker process
     max_worker: int = 10063
     # head only, Prometheus, set by env (no flag). Ray's defaults, 44217 and 44227, sit inside
-    # Linux's ephemeral range, which Ray Train's firewall line opens: hetlab moves them beside
-    # the dashboard, outside every opened range.
+    # Linux's ephemeral range: hetlab moves them beside the dashboard, local use only.
     autoscaler_metrics: int = 8266   # AUTOSCALER_METRIC_PORT
     dashboard_metrics: int = 8267    # DASHBOARD_METRIC_PORT
-    train_rendezvous: int = 6386     # Ray Train (notebook 07): rank 0's torch rendezvous, on the head
+    train_rendezvous: int = 6386     # Ray Train (notebook 07): rank 0's rendezvous store, on the desktop
 
     def local_only(self, head: bool) -> list[int]:
         """Ports the other machine never needs: keep them closed in the firewall."""

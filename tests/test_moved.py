@@ -60,12 +60,12 @@ def test_pair_on_the_desktop_saves_and_prints_the_ufw_swap(folder, capsys, monke
     out, err = capsys.readouterr()                                   # the notes and markers, then the block alone
     assert "admit 192.0.2.30 and delete the rules for 192.0.2.20" in err and "paste from here" in err
     lines = commands.steps(out)                                      # each line numbered: the block stops at a failed one
-    assert lines == moved.ufw_swap("192.0.2.20", "192.0.2.30") and len(lines) == 8
+    assert lines == moved.ufw_swap("192.0.2.20", "192.0.2.30") and len(lines) == 6   # 2 of Ray, 1 of Ray Train, each way
     assert out.splitlines()[-1] == commands.STOPPED
     assert all(line.startswith(("sudo ufw allow proto tcp from 192.0.2.30 ",
                                 "sudo ufw delete allow proto tcp from 192.0.2.20 ")) for line in lines)
     day_one = [r for r in commands.ufw_steps(mac_ip="192.0.2.20")[1] if "from 192.0.2.20" in r]
-    assert [f"sudo ufw delete {r.removeprefix('sudo ufw ')}" for r in day_one] == lines[4:]   # each old rule goes
+    assert [f"sudo ufw delete {r.removeprefix('sudo ufw ')}" for r in day_one] == lines[3:]   # each old rule goes
     assert saved_pair.load().mac_ip == "192.0.2.30"
     assert app.main(["pair"]) == 0 and "mac (192.0.2.30)" in capsys.readouterr().out
 

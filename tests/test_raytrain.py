@@ -1,5 +1,5 @@
-"""Ray Train on a real two-node practice cluster: unequal batches, gloo on CPU, identical weights,
-a learner's own model and data.
+"""Ray Train on a real two-node practice cluster: unequal batches, hetlab's exchange on CPU copies,
+identical weights, a learner's own model and data.
 
 No device is mocked: both practice nodes train on this CPU; the "mac" rank is a
 *simulated* slower device (it sleeps), and says so in its label.
@@ -114,10 +114,13 @@ def test_scaling_config_avoids_the_gpu_and_nccl_traps():
     assert cfg.label_selector == [{"hetlab-role": "desktop"}, {"hetlab-role": "mac"}]
 
 
-def test_torch_config_pins_the_rendezvous_and_a_short_timeout():
+def test_torch_config_pins_the_rendezvous_a_short_timeout_and_an_exchange_that_crosses_systems():
     cfg = torch_config()
-    assert cfg.backend == "gloo" and cfg.port == 6386 and cfg.timeout_s == 60   # not a 30-min hang
+    assert cfg.backend == "hetlab" and cfg.port == 6386 and cfg.timeout_s == 60   # not a 30-min hang
     assert torch_config(7000, 5).port == 7000
+    assert torch_config(backend="gloo").backend == "gloo"         # one Linux box only (gpu-check)
+    with pytest.raises(HetlabError, match="^backend 'nccl': use 'hetlab'"):
+        torch_config(backend="nccl")
 
 
 def test_a_blocked_rendezvous_is_explained_in_one_line():
@@ -129,6 +132,9 @@ def test_a_blocked_rendezvous_is_explained_in_one_line():
     assert "\n" not in line and "6386" in line and "within 60 s" in line and "hetlab head" in line
     assert explain_failure("ValueError: HetlabError: rank 1 landed on node role 'x'", None, 60).endswith(
         "HetlabError: rank 1 landed on node role 'x'")
+    mac = ("ray.train.ControllerError: ...\n  ray::execute._setup_torch_process_group() ...\n"
+           "RuntimeError: makeDeviceForInterface(): unsupported gloo device")
+    assert "gloo cannot join these ranks" in explain_failure(mac, None, 60)
     starting = ("ray.train.ControllerError: Training failed due to controller error:\n"
                 "At least one of the worker actors failed to initialize.\n"
                 "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
@@ -157,19 +163,6 @@ def test_without_ray_it_says_so_in_one_line():
     ray.shutdown()
     with pytest.raises(HetlabError, match="^Ray is not connected"):
         train_mixed(steps=1)
-
-
-def test_train_mixed_runs_the_loop_notebook_07_shows():
-    """The loop a learner reads is the one Ray Train gets: train_mixed hands over train_loop itself."""
-    import inspect
-
-    from hetlab.raytrain import mixed as raytrain
-
-    assert "TorchTrainer(train_loop," in inspect.getsource(raytrain.train_mixed)
-    assert raytrain.train_loop is train_loop
-    body = inspect.getsource(train_loop).split('"""')[-1]
-    assert "dist.all_reduce(buf, op=dist.ReduceOp.SUM)" in body and "* share" in body
-    assert len(body.strip().splitlines()) <= 27                 # short enough to read in one screen
 
 
 # --- one real TorchTrainer run on a two-node practice cluster --------------------------

@@ -499,15 +499,17 @@ def test_firewall_rules_are_the_printed_rules():
     from hetlab.cluster import commands
     ports = commands.Ports()
     desktop = commands.render_head(DESKTOP.ip, ports, mac_ip=MAC.ip)
-    for rng in commands.ufw_ports(commands.firewall_ranges(ports, head=True) + commands.train_ranges(ports, "linux", head=True)):
+    for rng in commands.ufw_ports(commands.firewall_ranges(ports, head=True) + commands.train_ranges(ports, "desktop")):
         assert f"sudo ufw allow proto tcp from {MAC.ip} to any port {rng}" in desktop
     mac = rehearsal.firewall(MAC, DESKTOP, ports)
     assert "policy drop" in mac and f"ip saddr {DESKTOP.ip} tcp dport" in mac
-    for rng in commands.firewall_ranges(ports, head=False) + commands.train_ranges(ports, "macos", head=False):
+    assert commands.train_ranges(ports, "mac") == []            # the Mac's rank only connects out
+    for rng in commands.firewall_ranges(ports, head=False):
         assert rng in mac and rng in commands.render_join(DESKTOP.ip, MAC.ip, ports)
+    assert not any(f"{low}-" in mac for low, _ in commands.EPHEMERAL_PORTS.values())   # no gloo range any more
     for port in ports.local_only(head=True):                    # local-only ports stay closed ...
         assert not any(_in_range(port, rng) for rng in commands.firewall_ranges(ports, head=True)
-                       + commands.train_ranges(ports, "linux", head=True))   # ... even with Ray Train's range
+                       + commands.train_ranges(ports, "desktop"))   # ... even with Ray Train's port
 
 
 def test_a_printed_comment_that_should_run_or_a_placeholder_left_fails_the_harness():

@@ -118,7 +118,7 @@ def test_the_grammar_refuses_what_powershell_would_not_bind():
 def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
     """As the ufw tests do: the ports in each rule are exactly those the head listens on for the Mac;
     each rule is removed first, so pasting part B twice leaves one rule of each."""
-    text = winsteps.render_head(HEAD, MAC, ports, ephemeral=(44619, 48715))
+    text = winsteps.render_head(HEAD, MAC, ports)
     ran = _bound(_code(_part(text, "B")))
     made = [(name, params) for name, params in ran if name.startswith("New-NetFirewall")]
     assert [(name, params["DisplayName"]) for name, params in made] == [
@@ -135,7 +135,7 @@ def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
             assert _ports(local) == set(ports.listening(head=True))
             assert not _ports(local) & set(ports.local_only(head=True))  # dashboard, metrics stay closed
         else:
-            assert local == [str(ports.train_rendezvous), "44619-48715"]  # WSL's range as read
+            assert local == [str(ports.train_rendezvous)]    # the rendezvous store alone: no gloo ports
         assert params["RemoteAddresses" if hyperv else "RemoteAddress"] == [MAC]  # the Mac, nobody else
         assert (params["Direction"], params["Protocol"], params["Action"]) == (["Inbound"], ["TCP"], ["Allow"])
         assert params.get("VMCreatorId") == ([windows.WSL_VM_CREATOR] if hyperv else None)
@@ -152,7 +152,7 @@ def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
 
 
 def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_step():
-    text = winsteps.render_head(HEAD, MAC, ephemeral=(60000, 61000), build=22631)
+    text = winsteps.render_head(HEAD, MAC, build=22631)
     assert [next(line[0] for line in p.splitlines() if re.match(r"[A-C]\) ", line))
             for p in text.split("\n\n")] == ["A", "B", "C"]
     assert _code(_part(text, "A")) == "hetlab wslconfig"
@@ -161,7 +161,7 @@ def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_st
     start = next(line for line in commands.pasted(linux) if " ray start --head" in line)
     assert start in commands.pasted(_part(text, "C"))
     assert "--node-ip-address=192.168.1.10" in start and "sudo ufw" not in text
-    assert "6386','60000-61000'" in text and "build 22631" in text
+    assert "-LocalPort '6386' " in text and "build 22631" in text   # the rendezvous store alone
     assert "WSL's NAT" in winsteps.render_head(NAT_IP, MAC) and "WSL's NAT" not in text
     assert "-RemoteAddresses 'MAC_IP'" in winsteps.render_head(HEAD) and "'MAC_IP'" not in text
     with pytest.raises(HetlabError) as info:
@@ -221,8 +221,7 @@ def test_a_windows_desktop_joins_a_macs_head(capsys):
     ray = made[("New-NetFirewallRule", winsteps.RULE)]
     assert _ports(ray["LocalPort"]) == set(Ports().listening(head=False)) and ray["RemoteAddress"] == [MAC]
     train = made[("New-NetFirewallHyperVRule", winsteps.TRAIN_RULE)]
-    low, high = windows.ephemeral_range()                     # rank 0 (the desktop role) serves the rendezvous
-    assert train["LocalPorts"] == [str(Ports().train_rendezvous), f"{low}-{high}"]
+    assert train["LocalPorts"] == [str(Ports().train_rendezvous)]   # rank 0 (the desktop role) serves the store
     part_c = _part(text, "C")
     join = next(line for line in part_c.splitlines() if "ray start --address" in line)
     argv = shlex.split(join)
@@ -334,15 +333,13 @@ def test_the_macs_sleep_and_power_source_are_read_from_pmset():
 
 def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(monkeypatch, capsys):
     """Notebook 04's own cells (imports, the desktop's lines, their check, the Mac's lines, their
-    check) run here with WSL's signs SUPPLIED (no Windows here: ``wsl.in_wsl`` says yes, and WSL's
-    ephemeral range is given). They print part B's firewall rules, Ray Train's among them, without
+    check) run here with WSL's signs SUPPLIED (no Windows here: ``wsl.in_wsl`` says yes). They print part B's firewall rules, Ray Train's among them, without
     its `wsl --shutdown`, no ufw; the Mac's first line takes the token typed, since WSL has no SSH
     server the Mac reaches."""
     import json
     nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_build_your_cluster.ipynb").read_text())
     cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
     monkeypatch.setattr(windows, "in_wsl", lambda: True)
-    monkeypatch.setattr(windows, "ephemeral_range", lambda: (44619, 48715))
     scope = {"DESKTOP_IP": HEAD, "MAC_IP": MAC, "display": print}
     for cell in ("2b72787b", "a65aed84", "ebf8b303", "dce64ea2", "338135b1"):
         exec(compile(cells[cell], f"04:{cell}", "exec"), scope)      # noqa: S102 - the notebook's own cells
@@ -353,7 +350,7 @@ def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(m
     assert "PowerShell" in where_b and "Ubuntu" in where_c
     made = [(n, p["DisplayName"]) for n, p in _bound(rules) if n.startswith("New-")]
     assert [name for _, name in made] == [[winsteps.RULE]] * 2 + [[winsteps.TRAIN_RULE]] * 2   # 07's, runnable
-    assert "44619-48715" in rules and commands.steps(head)[-1] == "ray get-auth-token"        # shown, to type
+    assert "-LocalPort '6386' " in rules and commands.steps(head)[-1] == "ray get-auth-token"   # shown, to type
     assert commands.pasted(scope["join_text"])[0].startswith("mkdir -p ~/.ray && (umask 077 && read -rs TOKEN")
     assert "ssh " not in scope["join_text"] and "New-NetFirewallRule" in printed
     monkeypatch.setattr(windows, "in_wsl", lambda: False)                     # on the Mac, from a terminal

@@ -37,11 +37,10 @@ POWER_OFF = "".join(f"    GUID der Energieeinstellung: {guid}  (x)\n      GUID-A
                     for name, guid in winsteps.POWER_GUIDS.items())
 
 
-def _rules(ephemeral=(44619, 48715), remote=MAC, drop=()):
+def _rules(train=("6386",), remote=MAC, drop=()):
     """The JSON RULES_QUERY prints on a desktop where part B was pasted (Ray Train's rules included)."""
     rules = []
-    for name, ports in ((winsteps.RULE, ["6379-6385", "10001-10063"]),
-                        (winsteps.TRAIN_RULE, ["6386", f"{ephemeral[0]}-{ephemeral[1]}"])):
+    for name, ports in ((winsteps.RULE, ["6379-6385", "10001-10063"]), (winsteps.TRAIN_RULE, list(train))):
         for kind in ("hyperv", "defender"):
             if (name, kind) not in drop:
                 rules.append({"kind": kind, "name": name, "enabled": "True", "ports": ports, "remote": [remote]})
@@ -52,7 +51,7 @@ def _signs(**changes):
     signs = {"platform": "linux", "release": WSL2_RELEASE, "env": WSL_ENV, "interop": True, "dxg": True,
              "wslinfo": "mirrored\n", "route_ip": LAN_IP, "route_mac": LAN_MAC, "linux_nvidia_smi": False,
              "wsl_smi": SMI_4070TI, "build": 22631, "wsl_package": (2, 3, 26, 0), "wslconfig": GOOD_WSLCONFIG,
-             "ephemeral": (44619, 48715), "powercfg": POWER_OFF, "rules": winchecks.parse_rules(_rules())}
+             "powercfg": POWER_OFF, "rules": winchecks.parse_rules(_rules())}
     return {**signs, **changes}
 
 
@@ -109,23 +108,23 @@ def test_networking_names_the_reason_wsl_is_still_nat():
 
 
 def test_the_windows_rules_and_sleep_are_read_back():
-    stale = _by_name(_signs(ephemeral=(37794, 41890)))           # WSL moved the block (microsoft/WSL #12228)
-    train = stale["Windows firewall (Ray Train)"]
-    assert train.status == preflight.WARN and "now 37794-41890" in train.detail and "part B" in train.fix
-    assert stale["Windows firewall"].status == preflight.OK
-    no_rendezvous = _rules().replace('"6386", ', "")
-    assert "lacks the rendezvous port 6386" in winchecks.rules_checks(
-        winchecks.parse_rules(no_rendezvous), Ports(), (44619, 48715))[1].detail
-    missing = winchecks.rules_checks(winchecks.parse_rules(_rules(drop=[(winsteps.RULE, "hyperv")])), Ports(),
-                                     (44619, 48715))
+    old = _by_name(_signs(rules=winchecks.parse_rules(_rules(train=("6386", "44619-48715")))))  # gloo's range too
+    train = old["Windows firewall (Ray Train)"]
+    assert train.status == preflight.WARN and "not the rendezvous port 6386 alone" in train.detail
+    assert "part B" in train.fix and old["Windows firewall"].status == preflight.OK
+    assert _by_name(_signs())["Windows firewall (Ray Train)"].status == preflight.OK
+    no_rendezvous = _rules(train=("6390",))
+    assert "not the rendezvous port 6386" in winchecks.rules_checks(
+        winchecks.parse_rules(no_rendezvous), Ports())[1].detail
+    missing = winchecks.rules_checks(winchecks.parse_rules(_rules(drop=[(winsteps.RULE, "hyperv")])), Ports())
     assert missing[0].status == preflight.WARN and "no hyperv rule 'hetlab Ray'" in missing[0].detail
-    anyone = winchecks.rules_checks(winchecks.parse_rules(_rules(remote="Any")), Ports(), (44619, 48715))
+    anyone = winchecks.rules_checks(winchecks.parse_rules(_rules(remote="Any")), Ports())
     assert all(c.status == preflight.WARN and "not one address" in c.detail for c in anyone)
-    other_mac = winchecks.rules_checks(winchecks.parse_rules(_rules()), Ports(), (44619, 48715), "192.168.1.99")
+    other_mac = winchecks.rules_checks(winchecks.parse_rules(_rules()), Ports(), "192.168.1.99")
     assert "not the Mac's 192.168.1.99" in other_mac[0].detail
     no_train = winchecks.rules_checks(winchecks.parse_rules(_rules(drop=[(winsteps.TRAIN_RULE, "hyperv"),
                                                                          (winsteps.TRAIN_RULE, "defender")])),
-                                      Ports(), (44619, 48715))
+                                      Ports())
     assert no_train[1].status == preflight.OK and "notebook 07" in no_train[1].detail
     unread = json.loads(_rules(drop=[(winsteps.RULE, "hyperv")])) + [{"kind": "error", "name": "Access is denied."}]
     said = winchecks.rules_checks(winchecks.parse_rules(json.dumps(unread)), Ports(), (44619, 48715))[0]
@@ -221,9 +220,10 @@ def test_linux_automatic_suspend_is_a_warning():
 RANK = """
 import json, os, sys, psutil, torch.distributed as dist
 from ray.train.torch.config import _setup_torch_process_group
+from hetlab.raytrain import exchange
 rank, url = int(sys.argv[1]), sys.argv[2]
-os.environ["GLOO_SOCKET_IFNAME"] = "lo"   # hetlab's backend names the interface of the node's address
-_setup_torch_process_group(backend="gloo", world_rank=rank, world_size=2, init_method=url, timeout_s=60)
+exchange.register()                       # as hetlab's Ray Train backend does on every rank
+_setup_torch_process_group(backend="hetlab", world_rank=rank, world_size=2, init_method=url, timeout_s=60)
 import torch
 t = torch.ones(4); dist.all_reduce(t)
 me = os.getpid()
@@ -241,12 +241,11 @@ def _free_port() -> int:
 
 @pytest.mark.slow   # tens of seconds: make test only
 def test_the_printed_rule_covers_the_ports_ray_train_uses():
-    """Two ranks set up torch's process group with Ray Train's own function (gloo, a tcp:// rendezvous on
-    the pinned port), all-reduce, and report every TCP port they listen on: the rendezvous (rank 0) and
-    gloo's listeners (port 0, so Linux's ephemeral range: torch cannot pin them). Each must be inside the
-    Ray Train rule that part B prints for this machine's live range."""
+    """Two ranks set up torch's process group with Ray Train's own function (hetlab's exchange, a tcp://
+    rendezvous on the pinned port), all-reduce, and report every TCP port they listen on: the rendezvous
+    store (rank 0), and nothing else, which the Ray Train rule that part B prints opens."""
     ports = Ports(train_rendezvous=_free_port())
-    text = winsteps.render_head(LAN_IP, MAC, ports, windows.ephemeral_range())
+    text = winsteps.render_head(LAN_IP, MAC, ports)
     rules = [(name, pwsh.flat(params)) for name, params in
              pwsh.parse("\n".join(line for line in commands.pasted(text)
                                     if line.startswith("New-NetFirewall") and winsteps.TRAIN_RULE in line))]
@@ -262,14 +261,9 @@ def test_the_printed_rule_covers_the_ports_ray_train_uses():
     assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in outs]
     seen = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
     assert [s["sum"] for s in seen] == [[2.0] * 4] * 2            # the group really worked
-    assert ports.train_rendezvous in seen[0]["listening"]          # rank 0 serves the rendezvous
-    used = set().union(*[s["listening"] for s in seen])
-    assert len(used) >= 3                                          # the rendezvous and each rank's gloo listener
-    assert used <= opened["New-NetFirewallRule"], sorted(used - opened["New-NetFirewallRule"])
-    low, high = windows.ephemeral_range()
-    gloo = used - {ports.train_rendezvous}
-    assert all(low <= p <= high for p in gloo), (sorted(gloo), low, high)
-    assert re.search(rf"'{ports.train_rendezvous}','{low}-{high}'", text)
+    assert seen[0]["listening"] == [ports.train_rendezvous] and seen[1]["listening"] == []  # the store alone
+    assert opened["New-NetFirewallRule"] == {ports.train_rendezvous}
+    assert re.search(rf"-LocalPort '{ports.train_rendezvous}' ", text)
 
 
 def test_undo_takes_back_hetlabs_values_and_keeps_the_learners_changes(tmp_path):

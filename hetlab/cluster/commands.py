@@ -39,16 +39,14 @@ def firewall_ranges(ports: Ports, head: bool) -> list[str]:
 EPHEMERAL_PORTS = {"linux": (32768, 60999), "macos": (49152, 65535)}  # each OS's default range
 
 
-def train_ranges(ports: Ports, system: str, head: bool) -> list[str]:
-    """TCP ports Ray Train's torch process group needs from the other machine (notebook 07).
-
-    Rank 0 (on the head) serves the rendezvous on ``ports.train_rendezvous``; gloo's pair
-    connections listen on ephemeral ports that torch cannot pin, so this machine's whole
-    ephemeral range must admit the other machine (and only it). The parameter server
-    (notebooks 05, 06, 08) needs none of these.
+def train_ranges(ports: Ports, role: str) -> list[str]:
+    """TCP ports Ray Train needs on the ``role`` machine from the other one (notebook 07): on the
+    desktop, where rank 0 runs (head or not: ``raytrain.config.scaling_config``), the rendezvous store on
+    ``ports.train_rendezvous``, which carries the ranks' exchange too (``hetlab.raytrain.exchange``);
+    nothing on the Mac, whose rank only connects out. The parameter server (notebooks 05, 06, 08)
+    needs none of these.
     """
-    low, high = EPHEMERAL_PORTS[system]
-    return ([str(ports.train_rendezvous)] if head else []) + [f"{low}-{high}"]
+    return [str(ports.train_rendezvous)] if role == "desktop" else []
 
 
 def check_ip(ip: str, what: str = "IP") -> str:
@@ -214,18 +212,18 @@ def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> tuple[list[s
     """The Linux desktop's firewall as (notes, lines to paste): SSH stays open, everything else is
     closed, and exactly the head's ports are opened to the Mac's address only (``MAC_IP`` until known).
 
-    Ray Train's two lines (notebook 07) are the last two ``allow`` lines; the notes say so. ``--force``
+    Ray Train's line (notebook 07) is the last ``allow`` line; the notes say so. ``--force``
     keeps ``ufw enable`` from asking a question that a pasted block would answer with its next line.
     """
     mac = check_ip(mac_ip, "the Mac's IP") if mac_ip else "MAC_IP"
     closed = ", ".join(str(p) for p in ports.local_only(head=True))
     rule = f"sudo ufw allow proto tcp from {mac} to any port"
     ray = [f"{rule} {rng}" for rng in ufw_ports(firewall_ranges(ports, head=True))]
-    train = ufw_ports(train_ranges(ports, "linux", head=True))
+    train = ufw_ports(train_ranges(ports, "desktop"))
     notes = [f"2) firewall (ufw): SSH stays open, Ray's ports open to the Mac ({mac}) only, the rest closed "
-             f"({closed} too: dashboard and metrics, local use only). The last two allow lines are Ray "
-             f"Train's (notebook 07): its rendezvous ({train[0]}) and gloo's connections on Linux's "
-             f"ephemeral ports. No ufw? `sudo apt install ufw` first; with another firewall, open the same "
+             f"({closed} too: dashboard and metrics, local use only). The last allow line is Ray Train's "
+             f"(notebook 07): the rendezvous store ({train[0]}), through which its ranks also swap their "
+             f"gradients. No ufw? `sudo apt install ufw` first; with another firewall, open the same "
              f"TCP ports to the Mac's address only."]
     return notes, ["sudo ufw allow 22/tcp", "sudo ufw default deny incoming", *ray,
                    *[f"{rule} {rng}" for rng in train], "sudo ufw --force enable"]
@@ -248,8 +246,8 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
     if mac:
         where = "On the Mac (the head; the desktop joins it)"
         fw_notes, fw_lines = macos_firewall_steps(" ".join(firewall_ranges(ports, head=True)))
-        fw_notes = fw_notes + ["   Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral "
-                               "ports; the Python rule admits it."]
+        fw_notes = fw_notes + ["   Ray Train (notebook 07) needs nothing more here: the Mac's rank connects "
+                               "out to the desktop's rendezvous store."]
     else:
         fw_notes, fw_lines = ufw_steps(ports, mac_ip) if firewall is None else firewall
     other, tunnel = ("desktop", "here") if mac else ("Mac", "here; from the Mac, ssh -L 8265:127.0.0.1:8265 "
@@ -343,15 +341,13 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool 
     argv, env = join_start(head_ip, ip, ports, mac=mac, **options)
     ranges = " ".join(firewall_ranges(ports, head=False))
     where = where or ("On the Mac (joins the desktop's head)" if mac else "On the joining machine")
-    gloo = " ".join(train_ranges(ports, "macos" if mac else "linux", head=False))
     if firewall is None and mac:
         fw_notes, fw_lines = macos_firewall_steps(ranges)
-        fw_notes = fw_notes + [f"   Ray Train (notebook 07): gloo listens in that Python on macOS's ephemeral "
-                               f"ports ({gloo}); the Python rule admits it."]
     elif firewall is None:
+        train = " ".join(train_ranges(ports, "desktop"))
         fw_notes, fw_lines = ([f"2) firewall: Ray connects in both directions; allow TCP {ranges} from the "
-                               f"desktop's IP. Ray Train (notebook 07) only: also allow TCP {gloo} from the "
-                               f"desktop's IP (gloo's connections on this machine's ephemeral ports)."], [])
+                               f"head's IP. Ray Train (notebook 07) only: on the desktop also allow TCP {train} "
+                               f"from it (rank 0's rendezvous store, which carries the ranks' exchange)."], [])
     else:
         fw_notes, fw_lines = firewall
     tk_notes, tk_lines = token_setup_join(mac, head, check_ip(head_ip, "head IP"), head_user, token)

@@ -65,7 +65,7 @@ def check(pair: saved_pair.SavedPair | None, role: str, here: set[str] | None = 
 def ufw_swap(old_mac: str, new_mac: str, ports: Ports = Ports()) -> list[str]:
     """The Linux desktop's ufw lines for a Mac that moved: its rules for the new address, then the
     ``ufw delete`` of each rule that named the old one (``commands.ufw_steps`` made them)."""
-    rules = ufw_ports(firewall_ranges(ports, head=True) + train_ranges(ports, "linux", head=True))
+    rules = ufw_ports(firewall_ranges(ports, head=True) + train_ranges(ports, "desktop"))
     return ([f"sudo ufw allow proto tcp from {new_mac} to any port {rng}" for rng in rules]
             + [f"sudo ufw delete allow proto tcp from {old_mac} to any port {rng}" for rng in rules])
 

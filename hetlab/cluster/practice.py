@@ -16,6 +16,7 @@ from ray.cluster_utils import Cluster
 from hetlab.cluster import authtoken
 from hetlab.cluster.roles import node_labels, node_resources, role_resource
 from hetlab.errors import HetlabError
+from hetlab.vocab import MAC_GLOO_STANDIN
 from hetlab.cluster.raylog import practice_workers_env, quiet_address_note
 from hetlab.cluster.reach import start_with_retry, stop_children_since
 
@@ -124,7 +125,9 @@ class PracticeCluster:
         if role in self._nodes:
             raise HetlabError(f"the {display_name(role)} node is already running.")
         def start() -> str:
-            with practice_workers_env(), quiet_address_note():  # the node's processes inherit the env
+            # the node's processes inherit the env; a simulated Mac's torch has no Linux gloo, as a Mac's
+            with practice_workers_env(MAC_GLOO_STANDIN if role == "mac" and role not in REAL_HERE else {}), \
+                    quiet_address_note():
                 self._nodes[role] = self._local_cluster.add_node(**self._node_args(role))
             return self._nodes[role].node_id
 

@@ -73,13 +73,13 @@ def practice_worker_setup() -> None:
         logger.addFilter(NoStateApi())
 
 
-def practice_workers_env():
+def practice_workers_env(more: dict | None = None):
     """While a practice node starts, name ``practice_worker_setup`` in Ray's setup-hook variable
-    (the one ``runtime_env={"worker_process_setup_hook": …}`` sets): the node's raylet inherits
-    it and so does every worker it starts. Through a ``runtime_env`` instead, every actor's start
+    (the one ``runtime_env={"worker_process_setup_hook": …}`` sets), and set ``more``: the node's
+    raylet inherits them and so does every worker it starts. Through a ``runtime_env`` instead, every actor's start
     went through Ray's runtime-env agent: 0.4 s more to start a training here."""
     from ray._private.ray_constants import WORKER_PROCESS_SETUP_HOOK_ENV_VAR
-    return environment({WORKER_PROCESS_SETUP_HOOK_ENV_VAR: f"{__name__}.practice_worker_setup"})
+    return environment({WORKER_PROCESS_SETUP_HOOK_ENV_VAR: f"{__name__}.practice_worker_setup", **(more or {})})
 
 
 # --- a practice cluster's start (notebooks 05, 06, 08) -------------------------------------------

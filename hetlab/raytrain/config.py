@@ -43,7 +43,7 @@ def _gloo_on_node_address() -> str:
     """Make gloo use the interface holding this node's Ray address (``GLOO_SOCKET_IFNAME``).
 
     Left alone, gloo binds the address its hostname resolves to, which is 127.0.1.1 on a
-    default Ubuntu install: the other machine would be told to connect to its own loopback.
+    default Ubuntu install: the other rank would be told to connect to its own loopback.
     Returns the interface name ("" where none holds the address: gloo's own choice stays).
     """
     import psutil
@@ -58,31 +58,42 @@ def _gloo_on_node_address() -> str:
 
 
 def _pair_backend():
-    """Ray Train's torch backend for a mixed pair: gloo on each node's own address, the
-    rendezvous on a pinned port (in the printed firewall rule), a short timeout."""
+    """Ray Train's torch backend for the pair: the ranks meet in rank 0's rendezvous store on a
+    pinned port (in the printed firewall rule), with a short timeout; with ``backend="hetlab"``
+    their collectives go through that store too (``hetlab.raytrain.exchange``)."""
     import ray
     from ray._common.network_utils import build_address
     from ray.train.torch.config import (_set_torch_distributed_env_vars, _setup_torch_process_group,
                                         _TorchBackend)
 
+    from hetlab.raytrain import exchange
+
     class PairBackend(_TorchBackend):
         def on_start(self, worker_group, backend_config):
-            worker_group.execute(_gloo_on_node_address)
+            backend = backend_config.backend
+            worker_group.execute(exchange.register if backend == exchange.BACKEND else _gloo_on_node_address)
             master = worker_group.execute_single(0, ray.util.get_node_ip_address)
             url = f"tcp://{build_address(master, backend_config.port)}"
             worker_group.execute(_set_torch_distributed_env_vars)
             ray.get([worker_group.execute_single_async(
-                i, _setup_torch_process_group, backend="gloo", world_rank=i,
+                i, _setup_torch_process_group, backend=backend, world_rank=i,
                 world_size=len(worker_group), init_method=url, timeout_s=backend_config.timeout_s)
                 for i in range(len(worker_group))])
 
     return PairBackend
 
 
-def torch_config(port: int | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S):
-    """``TorchConfig`` for the pair: gloo, rendezvous on ``port`` (default: hetlab's pinned
-    ``Ports.train_rendezvous``), process-group timeout ``timeout_s`` instead of 30 minutes."""
+def torch_config(port: int | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S, backend: str = "hetlab"):
+    """``TorchConfig`` for the pair: rendezvous on ``port`` (default: hetlab's pinned
+    ``Ports.train_rendezvous``), a process-group timeout of ``timeout_s`` instead of 30 minutes, and
+    the ranks' exchange: ``"hetlab"`` (through the rendezvous store: a Mac and a Linux desktop) or
+    ``"gloo"`` (only where every rank runs the same system: gloo's Linux and macOS transports never meet)."""
     from ray.train.torch import TorchConfig
+
+    from hetlab.raytrain.exchange import BACKEND
+
+    if backend not in (BACKEND, "gloo"):
+        raise HetlabError(f"backend {backend!r}: use {BACKEND!r} (any pair) or 'gloo' (ranks on one system only).")
 
     @dataclass
     class PairTorchConfig(TorchConfig):
@@ -92,16 +103,16 @@ def torch_config(port: int | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S)
         def backend_cls(self):
             return _pair_backend()
 
-    return PairTorchConfig(backend="gloo", timeout_s=timeout_s, port=port or Ports.train_rendezvous)
+    return PairTorchConfig(backend=backend, timeout_s=timeout_s, port=port or Ports.train_rendezvous)
 
 
 # GPU means CUDA and NCCL to Ray Train, but Ray 2.60 reports a Mac's GPU as GPU: 1 too: use_gpu=True
-# would start NCCL on the Mac. So use_gpu=False, gloo, a pinned rendezvous port, a short timeout,
-# and each rank picks its own device. No GPU requested is not no GPU used: Ray 2.60 leaves
+# would start NCCL on the Mac. So use_gpu=False, hetlab's exchange, a pinned rendezvous port, a short
+# timeout, and each rank picks its own device. No GPU requested is not no GPU used: Ray 2.60 leaves
 # CUDA_VISIBLE_DEVICES alone for such a rank (Ray issue 54868), so it trains on the card uncounted.
 # Rank i is pinned to its machine by a label_selector (the hetlab-role node label).
 def scaling_config(roles: Sequence[str] | None = ("desktop", "mac"), num_workers: int | None = None):
-    """One CPU per rank, no GPU request (so gloo, not NCCL), rank *i* pinned to ``roles[i]``."""
+    """One CPU per rank, no GPU request (so no NCCL), rank *i* pinned to ``roles[i]``."""
     from ray.train import ScalingConfig
 
     if roles is None:

@@ -1,9 +1,9 @@
 """One line from the wall of text a failed Ray Train run raises (notebook 07).
 
 ``TorchTrainer.fit()`` wraps a rank's error in tens of lines of controller and worker
-tracebacks. The learner needs one of three answers: hetlab's own check refused the run, a
-rank's machine went away (a Mac asleep, a lost link), or the ranks could not reach each other
-(the rendezvous port or gloo's ports blocked by a firewall).
+tracebacks. The learner needs one of four answers: hetlab's own check refused the run, gloo was
+asked to join a Mac and a Linux machine (it cannot), a rank's machine went away (a Mac asleep, a
+lost link), or the ranks could not reach each other (the rendezvous port blocked by a firewall).
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from hetlab.vocab import Ports
 
 NETWORK_SIGNS = ("timed out", "connect timeout", "connection refused", "socket", "tcpstore",
                  "rendezvous", "process group")
+GLOO_SIGNS = ("unsupported gloo device", "unexpected opcode", "ss_family")  # gloo's two transports met
 GONE_SIGNS = ("node has died", "actor died", "worker health check failed",  # a rank's machine left
               "failed to initialize")                                          # ... as the run started
 
@@ -32,6 +33,10 @@ def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence
     if hetlab_line:
         return f"Ray Train run failed: {hetlab_line}"
     lowered = " ".join(lines).lower()
+    if any(sign in lowered for sign in GLOO_SIGNS):
+        return ("Ray Train run failed: gloo cannot join these ranks: it speaks another transport on macOS "
+                "than on Linux (pytorch/pytorch#144851). Use hetlab's exchange, train_mixed's default "
+                "backend='hetlab'.")
     gone = lost_ranks(text)
     network = any(sign in lowered for sign in NETWORK_SIGNS)
     if gone or (not network and any(sign in lowered for sign in GONE_SIGNS)):
@@ -44,6 +49,6 @@ def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence
     if network:
         port = port or Ports.train_rendezvous
         return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP {port} "
-                f"(the rendezvous, on rank 0's machine) and the ephemeral ports gloo uses to the other "
-                f"machine's IP: `hetlab head` / `hetlab join` print the rule (Ray Train only).")
+                f"(the rendezvous store, on rank 0's machine) to the other machine's IP: `hetlab head` "
+                f"prints the rule (Ray Train only).")
     return f"Ray Train run failed: {lines[0] if lines else 'no reason given'}"

@@ -2,8 +2,9 @@
 
 Each rank chooses its device on its own machine (CUDA, MPS, else the CPU) and trains its own share
 b_i of each global batch B. Once per step it scales its gradient by b_i / B, copies it to the CPU as
-one flat buffer (gloo takes no MPS tensors, NCCL cannot reach a Mac) and SUM all-reduces it with gloo:
-every rank applies Σ (b_i / B) · g_i and the weights stay identical (bitwise on alike devices). With
+one flat buffer and SUM all-reduces it through hetlab's exchange (``hetlab.raytrain.exchange``: gloo
+cannot join a Mac and a Linux desktop, NCCL cannot reach a Mac): every rank applies Σ (b_i / B) · g_i
+and the weights stay identical (bitwise on alike devices). With
 ``check_every``, rank 0 tests the weights every K steps, every rank's clock paused (the time to target).
 """
 from __future__ import annotations
@@ -49,7 +50,7 @@ def train_loop(config: dict) -> None:
             loss.backward()
         with log.allreduce():                                 # one flat CPU buffer: b_i/B × (gradient, loss)
             buf = torch.cat([flat_grad(model), loss.detach().float().cpu().view(1)]) * share
-            dist.all_reduce(buf, op=dist.ReduceOp.SUM)        # gloo: now Σ (b_i/B)·g_i on every rank
+            dist.all_reduce(buf, op=dist.ReduceOp.SUM)        # now Σ (b_i/B)·g_i on every rank
             set_flat_grad(model, buf[:-1])                    # back onto this rank's device
         with log.compute():
             opt.step()
@@ -186,7 +187,7 @@ class RankReport:
     samples: int
     compute_s: float          # forward, backward and optimizer step on the device
     simulated_s: float        # the simulated slowdown's sleep
-    allreduce_s: float        # flattening, gloo all-reduce, and waiting for the other rank
+    allreduce_s: float        # flattening, the all-reduce, and waiting for the other rank
     weights_sha256: str
 
     @property

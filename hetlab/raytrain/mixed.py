@@ -1,8 +1,8 @@
 """Ray Train's TorchTrainer on a Mac and a CUDA desktop at once (notebook 07): the launch.
 
 ``train_mixed`` runs exactly ``hetlab.raytrain.loop.train_loop`` on every rank, with the
-configuration of ``hetlab.raytrain.config`` (gloo, no GPU request, a label per rank, a pinned
-rendezvous, no retries), and turns a failed run into one line (``hetlab.raytrain.failure``).
+configuration of ``hetlab.raytrain.config`` (hetlab's exchange, no GPU request, a label per rank, a
+pinned rendezvous, no retries), and turns a failed run into one line (``hetlab.raytrain.failure``).
 Checkpoints: Train needs a ``storage_path`` that every node can reach (NFS, a bucket) on a real
 multi-node cluster; by default a temp dir here, allowed only when rank 0 runs on this machine. A
 resume reads one here and hands it to every rank (``hetlab.raytrain.checkpoint``).
@@ -113,7 +113,8 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
                 rendezvous_port: int | None = None,
                 timeout_s: int = RENDEZVOUS_TIMEOUT_S, loss=None, train_data=None,
                 test_data=None, checkpoint_every: int | None = None, resume_from=None,
-                check_every: int | None = None, check_samples: int = 1000) -> RayTrainResult:
+                check_every: int | None = None, check_samples: int = 1000,
+                backend: str = "hetlab") -> RayTrainResult:
     """Train on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
 
     ``ratio="auto"`` splits the global batch by each rank's measured throughput (``[3, 1]``: directly);
@@ -122,6 +123,8 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     Own model and data: ``model=``, ``loss=``, ``train_data=``. Rank 0 checkpoints at the end (and every
     ``checkpoint_every`` steps); ``resume_from=`` a result or a checkpoint goes on from it to step ``steps``.
     ``check_every=K``: an untimed test on ``check_samples`` samples every K steps (the time to target).
+    ``backend``: the ranks' exchange, ``"hetlab"`` (any pair) or ``"gloo"`` (ranks on one system only:
+    gpu-check's card and CPU in one Linux box).
     """
     import ray
     from ray.train.torch import TorchTrainer
@@ -133,7 +136,7 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
     own = {"train_data": cfg.train_data, "test_data": cfg.test_data, "resume": saved}
     cfg = replace(cfg, **{k: ray.put(v) for k, v in own.items() if v is not None})  # into Ray's object store, once
     trainer = TorchTrainer(train_loop, train_loop_config={"loop": cfg},  # Ray Train's config is a dict
-                           torch_config=torch_config(rendezvous_port, timeout_s),
+                           torch_config=torch_config(rendezvous_port, timeout_s, backend),
                            scaling_config=scaling_config(roles, len(cfg.slowdowns)),
                            run_config=run_config(storage_path))
     t0 = time.perf_counter()

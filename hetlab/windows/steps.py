@@ -15,7 +15,7 @@ from hetlab.windows import wsl, wslconfig
 from hetlab.errors import HetlabError
 
 RULE = "hetlab Ray"                # display name of the firewall rules for Ray's pinned ports
-TRAIN_RULE = "hetlab Ray Train"    # ... and for Ray Train's rendezvous and gloo (notebook 07)
+TRAIN_RULE = "hetlab Ray Train"    # ... and for Ray Train's rendezvous store (notebook 07)
 POWER_RECORD = "hetlab-power-before.txt"   # in %UserProfile%: powercfg's sleep settings before hetlab's
 POWER_SETTINGS = {"STANDBYIDLE": "standby-timeout-ac", "HIBERNATEIDLE": "hibernate-timeout-ac"}
 # powercfg /query prints each setting under its GUID (powercfg /aliases): sleep after, hibernate after
@@ -52,16 +52,8 @@ def firewall_rules(name: str, ranges: list[str], remote: str) -> list[str]:
             f"-LocalPort {ports} -RemoteAddress {address} -Action Allow"]
 
 
-def train_ranges(ports: commands.Ports, ephemeral: tuple[int, int]) -> list[str]:
-    """Ray Train's ports on the Windows desktop: rank 0's rendezvous (rank 0 runs on the desktop role,
-    head or not: ``raytrain_config.scaling_config``), and gloo's listeners on WSL's ephemeral ports
-    (gloo binds port 0: torch offers no way to pin them; pytorch/gloo issue 54)."""
-    return [str(ports.train_rendezvous), f"{ephemeral[0]}-{ephemeral[1]}"]
-
-
 def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Ports(),
-                     ephemeral: tuple[int, int] = commands.EPHEMERAL_PORTS["linux"], head: bool = True,
-                     again: str = "hetlab head", only_firewall: bool = False) -> str:
+                     head: bool = True, again: str = "hetlab head", only_firewall: bool = False) -> str:
     """Part B, run once in PowerShell as Administrator, as notes and one block: both firewalls for
     exactly this node's ports from the other machine only, Ray Train's rules (named ``TRAIN_RULE``,
     for notebook 07) among them (each rule removed first, so pasting again replaces it); no sleep on AC
@@ -71,7 +63,7 @@ def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Por
     other = "the Mac" if head else "the Mac (the head)"
     remote = "MAC_IP" if remote_ip is None else commands.check_ip(remote_ip, "the Mac's IP")
     ranges = commands.firewall_ranges(ports, head=head)
-    train = train_ranges(ports, ephemeral)
+    train = commands.train_ranges(ports, "desktop")   # rank 0 runs on the desktop, head or not
     record = f'{PROFILE}{POWER_RECORD}"'
     notes = [
         "B) On Windows, in PowerShell as Administrator (Start, type PowerShell, Run as administrator).",
@@ -79,8 +71,8 @@ def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Por
           if remote_ip is None else []),
         f"1) firewalls: TCP {' '.join(ranges)} from {other} only, in the Hyper-V firewall (inbound to WSL) "
         f"and Windows Defender Firewall (pasting again replaces them). The rules named '{TRAIN_RULE}' are "
-        f"Ray Train's (notebook 07): TCP {' '.join(train)} (rank 0's rendezvous, here, and gloo on WSL's "
-        f"ephemeral ports, read just now; WSL may move them when it restarts, and `hetlab doctor` then says so).",
+        f"Ray Train's (notebook 07): TCP {' '.join(train)} (rank 0's rendezvous store, here, which carries "
+        f"the ranks' exchange too).",
         *([f"   {', '.join(str(p) for p in ports.local_only(head=True))} stay closed (dashboard and metrics: "
            f"local use only)."] if head else []),
     ]
@@ -128,17 +120,15 @@ def head_inside(ip: str, mac_ip: str | None = None, ports: commands.Ports = comm
                                 paste_into="the Ubuntu (WSL) terminal", **options)
 
 
-def notebook_head(ip: str, mac_ip: str | None, ports: commands.Ports = commands.Ports(),
-                  ephemeral: tuple[int, int] = commands.EPHEMERAL_PORTS["linux"]) -> str:
+def notebook_head(ip: str, mac_ip: str | None, ports: commands.Ports = commands.Ports()) -> str:
     """Notebook 04's desktop lines on a Windows desktop: part B's firewall rules alone (not its
     ``wsl --shutdown``, which would close the Ubuntu that runs JupyterLab), then the head's block."""
-    return "\n\n".join([powershell_steps(mac_ip, ports, ephemeral, only_firewall=True),
+    return "\n\n".join([powershell_steps(mac_ip, ports, only_firewall=True),
                          head_inside(ip, mac_ip, ports, where="Then inside WSL (Ubuntu), the head")])
 
 
 def render_head(ip: str, mac_ip: str | None = None, ports: commands.Ports = commands.Ports(),
-                ephemeral: tuple[int, int] = commands.EPHEMERAL_PORTS["linux"], build: int | None = None,
-                **options) -> str:
+                build: int | None = None, **options) -> str:
     """``hetlab head --windows``: parts A (Ubuntu), B (PowerShell) and C (the head's steps inside
     WSL, as on a Linux desktop, with Windows' LAN address), each notes and a block, a blank line
     apart. ``build``: Windows' build where known; below 22621 a one-line HetlabError, since no
@@ -147,13 +137,12 @@ def render_head(ip: str, mac_ip: str | None = None, ports: commands.Ports = comm
     inside = head_inside(ip, mac_ip, ports, **options)
     keep = ("Keep this Ubuntu window open during a run (older WSL ignores instanceIdleTimeout and stops the "
             "distro a while after its last window closes).")
-    return "\n\n".join([_part_a(build), powershell_steps(mac_ip, ports, ephemeral),
+    return "\n\n".join([_part_a(build), powershell_steps(mac_ip, ports),
                          "\n".join([*_nat_note(ip), keep, inside])])
 
 
 def render_join(head_ip: str, ip: str | None, ports: commands.Ports = commands.Ports(),
-                ephemeral: tuple[int, int] = commands.EPHEMERAL_PORTS["linux"], build: int | None = None,
-                **options) -> str:
+                build: int | None = None, **options) -> str:
     """``hetlab join --windows``: a Windows desktop (WSL2) joins a Mac that is the head. The same
     parts as ``render_head``; part B admits this node's ports from the Mac's address only."""
     _check_build(build)
@@ -161,7 +150,7 @@ def render_join(head_ip: str, ip: str | None, ports: commands.Ports = commands.P
         head_ip, ip, ports, mac=False, head="Mac", firewall=WSL_FIREWALL,
         where="C) Inside WSL (Ubuntu) on the Windows desktop, joining the Mac's head",
         paste_into="the Ubuntu (WSL) terminal", **options)
-    return "\n\n".join([_part_a(build), powershell_steps(head_ip, ports, ephemeral, head=False, again="hetlab join"),
+    return "\n\n".join([_part_a(build), powershell_steps(head_ip, ports, head=False, again="hetlab join"),
                          "\n".join([*(_nat_note(ip) if ip else []), inside])])
 
 

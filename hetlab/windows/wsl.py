@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hetlab.cluster import commands
 
 WSL_VM_CREATOR = "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # Get-NetFirewallHyperVVMCreator: "WSL"
 NAT_NET = ipaddress.ip_network("172.16.0.0/12")  # where WSL's NAT puts the VM
@@ -81,15 +80,6 @@ def in_wsl() -> bool:
     return is_wsl(platform.release(), os.environ, INTEROP.exists())
 
 
-def ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
-    """This Linux's ephemeral ports (where gloo listens), or Linux's default where unreadable."""
-    try:
-        low, high = (int(v) for v in Path(path).read_text().split())
-    except (OSError, ValueError):
-        return commands.EPHEMERAL_PORTS["linux"]
-    return low, high
-
-
 def windows_build(ver: str | None) -> int | None:
     """Windows' build number from ``cmd.exe /c ver`` ("Microsoft Windows [Version 10.0.22631.4460]"
     gives 22631; the words vary with the language, the numbers do not), or None."""
@@ -132,7 +122,6 @@ def local_signs() -> dict:
         signs["wslconfig"] = path.read_text(errors="replace") if path else None
     except OSError:
         signs["wslconfig"] = None
-    signs["ephemeral"] = ephemeral_range()
     return signs
 
 

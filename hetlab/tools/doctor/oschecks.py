@@ -50,7 +50,6 @@ def wsl_checks(signs: dict) -> list[Check]:
     route_ip = signs.get("route_ip")
     mode = wsl.networking_mode(signs.get("wslinfo"), route_ip, signs.get("route_mac"))
     seen = f"default route on {route_ip}" if route_ip else "no default route"
-    ephemeral = signs.get("ephemeral") or wsl.ephemeral_range()
     return [Check("WSL", OK, f"WSL 2 (kernel {release}), distro {env.get('WSL_DISTRO_NAME', '?')}"),
             winchecks.build_check(signs.get("build")),
             winchecks.networking_check(mode, seen, signs.get("build"), signs.get("wslconfig"),
@@ -58,7 +57,7 @@ def wsl_checks(signs: dict) -> list[Check]:
             winchecks.gpu_check(signs.get("dxg", False), signs.get("wsl_smi"), signs.get("linux_nvidia_smi", False)),
             winchecks.idle_check(signs.get("wslconfig"), signs.get("build")),
             winchecks.power_check(signs.get("powercfg")),
-            *winchecks.rules_checks(signs.get("rules"), Ports(), ephemeral, signs["env"].get(MAC_IP_ENV))]
+            *winchecks.rules_checks(signs.get("rules"), Ports(), signs["env"].get(MAC_IP_ENV))]
 
 
 # --- macOS: sleep and power (pmset) ---

@@ -138,11 +138,9 @@ def _ports(ranges: list[str]) -> set[int]:
     return found
 
 
-def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tuple[int, int],
-                 mac_ip: str | None = None) -> list[Check]:
+def rules_checks(rules: list[dict] | None, ports: commands.Ports, mac_ip: str | None = None) -> list[Check]:
     """The hetlab rules in both firewalls: Ray's rule admits exactly a node's ports (the head's or a
-    joining node's) from one address (the Mac's); Ray Train's, where added, still covers WSL's live
-    ephemeral range (WSL may move it when it restarts) and the rendezvous."""
+    joining node's) from one address (the Mac's); Ray Train's, where added, the rendezvous store's."""
     again = "run `hetlab head` (or `hetlab join --windows`) again and paste its part B in PowerShell as Administrator"
     if rules is None:
         return [Check("Windows firewall", WARN, "could not read the firewall rules from WSL (powershell.exe)",
@@ -165,11 +163,9 @@ def rules_checks(rules: list[dict] | None, ports: commands.Ports, ephemeral: tup
                 problems.append(f"the {kind} rule is disabled")
             if name == steps.RULE and frozenset(have) not in wanted:
                 problems.append(f"the rule opens {','.join(rule['ports'])}, not this node's Ray ports")
-            if name == steps.TRAIN_RULE and ports.train_rendezvous not in have:
-                problems.append(f"the rule lacks the rendezvous port {ports.train_rendezvous}")
-            if name == steps.TRAIN_RULE and not set(range(ephemeral[0], ephemeral[1] + 1)) <= have:
-                problems.append(f"WSL's ephemeral ports are now {ephemeral[0]}-{ephemeral[1]}, the rule opens "
-                                f"{','.join(rule['ports'])} (WSL moved them when it restarted)")
+            if name == steps.TRAIN_RULE and have != {ports.train_rendezvous}:
+                problems.append(f"the rule opens {','.join(rule['ports'])}, not the rendezvous port "
+                                f"{ports.train_rendezvous} alone")
             if len(rule["remote"]) != 1 or rule["remote"][0].lower() == "any":
                 problems.append(f"the rule admits {','.join(rule['remote']) or 'anyone'}, not one address")
             elif mac_ip and rule["remote"][0] != mac_ip:

@@ -1,7 +1,7 @@
 """The GPU checks of the real unlike pair in one box (hetlab.tools.gpucheck.claims): ``pair_ps``, the
 card and this CPU through the parameter server (efficiency against the two standalone speeds
 measured in the same run, where each step's time went, accuracy against one device), and
-``pair_raytrain``, the same pair through Ray Train (gloo on CPU copies). Nothing simulated.
+``pair_raytrain``, the same pair through Ray Train (gloo on CPU copies: both ranks on one Linux machine). Nothing simulated.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def check_pair_raytrain(ctx: Context) -> list[Row]:
     result = train_mixed(steps=ctx.acc_steps, global_batch=ctx.sizes.acc_batch, ratio="auto",
                          devices=[ctx.device, "cpu"], train_samples=n if n < 60000 else None,
                          test_samples=ctx.sizes.test_samples if ctx.sizes.test_samples < 10000 else None,
-                         seed=0, progress=False)
+                         seed=0, progress=False, backend="gloo")   # one Linux box: gloo works here
     kinds = [r.device.split(":")[0] for r in result.ranks]
     require(kinds == [torch.device(ctx.device).type, "cpu"], f"ranks ran on {kinds}, not the card + the CPU")
     ranks = "; ".join(f"{r.role} {r.device} b={r.batch_size}" for r in result.ranks)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
-from hetlab.vocab import ADDRESS_ENV, MEASURED_ENV, REHEARSAL_ENV  # REHEARSAL_ENV: set in every rehearsal process
+from hetlab.vocab import ADDRESS_ENV, MAC_GLOO_STANDIN, MEASURED_ENV, REHEARSAL_ENV
 
 ROOT = Path("/tmp/hlr")            # short: Ray's socket paths live under it (108-byte limit)
 UFW = ROOT / "desktop" / "ufw"     # the desktop host's private copies of ufw's files
@@ -112,12 +112,14 @@ def inside(host: Host, argv: list[str]) -> list[str]:
 
 def host_env(host: Host, address: str | None = None) -> dict:
     """The environment of a process on ``host``: its home, figures folder and Ray temp folder, this
-    Python's ``ray``/``hetlab`` on PATH (the course's environment, activated), the GPU stand-in;
+    Python's ``ray``/``hetlab`` on PATH (the course's environment, activated), the GPU stand-in, and on
+    the "mac" no gloo of Linux's (``MAC_GLOO_STANDIN``: gloo fails there at once, as a Mac's never meets Linux's);
     ``address`` adds ``HETLAB_ADDRESS`` (a driver told where the pair is, instead of the saved pair)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", ADDRESS_ENV, MEASURED_ENV))}
     env.update(HOME=str(host.home), RAY_TMPDIR=str(host.ray_tmp), RAY_USAGE_STATS_ENABLED="0",
                PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
-               **{REHEARSAL_ENV: host.role, MEASURED_ENV: str(host.measured)}, **GPU_STANDIN)
+               **{REHEARSAL_ENV: host.role, MEASURED_ENV: str(host.measured)}, **GPU_STANDIN,
+               **(MAC_GLOO_STANDIN if host.os == "macos" else {}))
     if address:
         env[ADDRESS_ENV] = address
     return env
@@ -128,11 +130,11 @@ def firewall(host: Host, peer: Host, ports: commands.Ports) -> str:
     allowed programs listen on; nothing else.
 
     The Mac's printed rule is per application (python, raylet: macOS has no port rules); here that
-    becomes the ports those programs listen on: Ray's pinned ports and macOS's ephemeral range. (The
-    desktop's firewall is the real ufw of its printed lines, not this.)
+    becomes the ports those programs listen on: Ray's pinned ports. (The desktop's firewall is the real
+    ufw of its printed lines, not this.)
     """
     head = host is DESKTOP
-    allowed = commands.firewall_ranges(ports, head) + commands.train_ranges(ports, host.os, head)
+    allowed = commands.firewall_ranges(ports, head) + commands.train_ranges(ports, host.role)
     dports = ", ".join(allowed)
     return (f"table inet hetlab {{\n"
             f"  chain input {{\n"

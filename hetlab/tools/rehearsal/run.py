@@ -49,7 +49,7 @@ def paste_with_retry(host: Host, text: str) -> dict:
 # admits from the peer exactly the ports hetlab's printed instructions open. The link is capped with
 # tc tbf; this kernel has no netem, so **latency is not emulated**. One honest difference from the
 # printed lines: --num-gpus 1 (Ray reports a GPU on both real machines; torch here sees a CPU). The
-# "mac" host is Linux: it borrows macOS's ephemeral port range so the Mac's firewall rule is tested.
+# "mac" host is Linux: it borrows macOS's ephemeral port range, and has no gloo of Linux's (as a Mac).
 def up(profile: str = "wifi", ports: commands.Ports = commands.Ports(), start: bool = True) -> dict:
     """Build both hosts and, with ``start``, bring the pair up by the learner's printed lines
     (``start_pair``); without, the two machines wait for notebook 04. Returns the state (also saved)."""
