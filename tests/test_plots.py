@@ -56,16 +56,16 @@ def test_time_split_and_throughput_panels():
     assert list(ax_rate.lines[0].get_ydata()) == [2000.0, 3500.0]
 
 
-def test_throughput_vs_ratio_sorts_points_and_marks_choices():
-    fig = plots.throughput_vs_ratio([0.8, 0.5, [3, 1]], [4000, 2000, 3600], efficiency=[0.9, 0.45, 0.8],
-                                    marks={"equal": 0.5, "tuned": 0.8})
+def test_speed_vs_share_sorts_points_and_marks_choices():
+    fig = plots.speed_vs_share([0.8, 0.5, [3, 1]], [4000, 2000, 3600], efficiency=[0.9, 0.45, 0.8],
+                               marks={"equal": 0.5, "tuned": 0.8})
     ax = fig.axes[0]
     assert list(ax.lines[0].get_xdata()) == [0.5, 0.75, 0.8]
     assert list(ax.lines[0].get_ydata()) == [2000, 3600, 4000]
     texts = legend_texts(ax)
     assert "efficiency (measured)" in texts and "tuned (80%)" in texts and "equal (50%)" in texts
-    with pytest.raises(HetlabError, match="one samples/s value per ratio"):
-        plots.throughput_vs_ratio([0.5, 0.6], [1.0])
+    with pytest.raises(HetlabError, match="one samples/s value per share"):
+        plots.speed_vs_share([0.5, 0.6], [1.0])
 
 
 def test_curves_one_or_two_panels_and_comparisons():

@@ -251,7 +251,7 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
 
 
 def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float) -> str:
-    """The verdict when no plan gains: what a share saves the desktop against what an exchange costs."""
+    """The verdict when no plan gains: what the Mac's samples save the desktop against what an exchange costs."""
     d, m = pair
     top = steptime.ceiling(d, m, global_batch)
     x = steptime.balance_point(d, m, global_batch)
@@ -260,14 +260,14 @@ def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float) 
     e = exchange_seconds(params, link, BYTES_PER_VALUE["fp32"]) + engine
     if x < 1:
         why = (f"at batch {global_batch} the desktop's whole step takes {d(global_batch) * 1e3:.2f} ms, "
-               f"less than the Mac's step at a share of one sample ({m(1) * 1e3:.2f} ms): the pair's "
+               f"less than the Mac's step at one sample ({m(1) * 1e3:.2f} ms): the pair's "
                f"ceiling here is 1.00×")
     elif top < MIN_GAIN:
         why = (f"at batch {global_batch} the desktop's step is {d(global_batch) * 1e3:.2f} ms and giving "
                f"the Mac {_samples(b_m)} saves it {saved * 1e3:.2f} ms (the pair's ceiling here is "
                f"{top:.2f}×)")
     else:
-        why = (f"a share of {_samples(b_m)} saves the desktop {saved * 1e3:.2f} ms a step, but one exchange "
+        why = (f"giving the Mac {_samples(b_m)} saves the desktop {saved * 1e3:.2f} ms a step, but one exchange "
                f"on {link.name} and the engine cost {e * 1e3:.1f} ms")
     return f"use the desktop alone: {why}; no plan gains {MIN_GAIN - 1:.0%}."
 

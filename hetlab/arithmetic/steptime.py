@@ -149,19 +149,19 @@ def as_lines(lines: Sequence[StepTime]) -> list[StepTime]:
 
 
 def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[float, list[float]]:
-    """The step T in which every device ends together, and each one's share b_i (not rounded):
+    """The step T in which every device ends together, and each one's batch size b_i (not rounded):
     device i needs fixed_i + b_i / speed_i, so T = (B + Σ fixed_i·speed_i) / Σ speed_i and
-    b_i = speed_i·(T − fixed_i). A share below 0: that device should take nothing. A flat device
-    (per_sample 0, speed ∞: its step is its fixed cost whatever its share) sets T and takes the
+    b_i = speed_i·(T − fixed_i). A size below 0: that device should take nothing. A flat device
+    (per_sample 0, speed ∞: its step is its fixed cost whatever its batch) sets T and takes the
     rest; of several, the quickest (notebooks 02, 06)."""
     lines = as_lines(lines)
     flat = [i for i, line in enumerate(lines) if line.per_sample_s == 0]
     if flat:
         quickest = min(flat, key=lambda i: lines[i].fixed_s)
         finish = lines[quickest].fixed_s
-        shares = [0.0 if i in flat else line.speed * (finish - line.fixed_s) for i, line in enumerate(lines)]
-        shares[quickest] = global_batch - sum(shares)
-        return finish, shares
+        sizes = [0.0 if i in flat else line.speed * (finish - line.fixed_s) for i, line in enumerate(lines)]
+        sizes[quickest] = global_batch - sum(sizes)
+        return finish, sizes
     speeds = [line.speed for line in lines]
     finish = (global_batch + sum(line.fixed_s * t for line, t in zip(lines, speeds))) / sum(speeds)
     return finish, [t * (finish - line.fixed_s) for line, t in zip(lines, speeds)]

@@ -99,9 +99,9 @@ def placement_plan(roles, packing, slowdowns, model) -> dict:
     plan = {}
     for role in roles:
         k = measured[role].k
-        rate = measured[role].rates.get(k, 0.0) / k
+        speed = measured[role].speeds.get(k, 0.0) / k
         plan[role] = {"k": k, "device": measured[role].device, "shape": slots.slot_shape(nodes[role], role, k),
-                      "slots": slots.slots_of(nodes[role], k), "rate": rate, "packing": measured[role]}
+                      "slots": slots.slots_of(nodes[role], k), "speed": speed, "packing": measured[role]}
     return plan
 
 
@@ -153,7 +153,7 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
     unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
     searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
-                                  {r: p["rate"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
+                                  {r: p["speed"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
     shapes = {r: p["shape"] for r, p in plan.items()}
     watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
     watcher.movable(searcher, shapes)

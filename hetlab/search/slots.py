@@ -13,7 +13,7 @@ from ray.tune.search import Searcher
 from hetlab.cluster.roles import ROLE_SLIVER, has_role, live_nodes, placement, role_resource
 from hetlab.core.machine import patience
 from hetlab.errors import HetlabError
-from hetlab.search.trial import DEFAULT_MODEL, step_rate
+from hetlab.search.trial import DEFAULT_MODEL, probe_speed
 
 
 @dataclass
@@ -23,11 +23,11 @@ class Packing:
     role: str
     k: int
     device: str                                  # "GPU" or "CPU" (as Ray counts the node)
-    rates: dict = field(default_factory=dict)    # k → samples/s of the k trials together
+    speeds: dict = field(default_factory=dict)   # k → samples/s of the k trials together
     note: str = ""
 
     def __str__(self) -> str:
-        tried = ", ".join(f"{n} at once {r:,.0f}" for n, r in self.rates.items())
+        tried = ", ".join(f"{n} at once {r:,.0f}" for n, r in self.speeds.items())
         return f"{self.role}: {self.k} trial(s) per {self.device}" + (f" ({tried} samples/s)" if tried else "") + (
             f"; {self.note}" if self.note else "")
 
@@ -90,7 +90,7 @@ def share_computers(packing: dict, where: dict, cpus: dict) -> dict:
     for role, p in packing.items():
         mates = [r for r in packing if where[r][0] == where[role][0]]
         if len(mates) > 1 and p.k > 1 and sum(cpus[r] for r in mates) > where[role][1]:
-            out[role] = Packing(p.role, max(1, p.k // len(mates)), p.device, p.rates,
+            out[role] = Packing(p.role, max(1, p.k // len(mates)), p.device, p.speeds,
                                 f"its node shares one computer's cores with {', '.join(r for r in mates if r != role)}")
     return out
 
@@ -121,21 +121,21 @@ def _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain)
     prober = ray.remote(_Prober).options(num_cpus=0, num_gpus=1 / max(tries) if device == "GPU" else 0,
                                          **placement(role))
     actors = [prober.remote() for _ in range(max(tries))]  # started together: one start-up's wait
-    rates: dict = {}
+    speeds: dict = {}
     best = 1
     try:
         ray.get([a.ready.remote() for a in actors], timeout=patience(120))
         for k in tries:
             threads = max(1, cpus // k)
-            rates[k] = sum(ray.get([a.rate.remote(model, width, batch_size, seconds, threads)
+            speeds[k] = sum(ray.get([a.speed.remote(model, width, batch_size, seconds, threads)
                                     for a in actors[:k]], timeout=patience(120)))
-            if k > 1 and rates[k] < gain * rates[best]:
+            if k > 1 and speeds[k] < gain * speeds[best]:
                 break
-            best = k if rates[k] >= rates[best] else best
+            best = k if speeds[k] >= speeds[best] else best
     finally:
         for a in actors:
             ray.kill(a)
-    return Packing(role, best, device, rates)
+    return Packing(role, best, device, speeds)
 
 
 class _Prober:
@@ -144,8 +144,8 @@ class _Prober:
     def ready(self) -> bool:
         return True
 
-    def rate(self, model, width, batch_size, seconds, threads) -> float:
-        return step_rate(model, width, batch_size, seconds, threads)
+    def speed(self, model, width, batch_size, seconds, threads) -> float:
+        return probe_speed(model, width, batch_size, seconds, threads)
 
 
 def width_cost(config: dict) -> float:
@@ -163,10 +163,10 @@ class SlotSearcher(Searcher):
     Each machine gets one trial beyond its slots, waiting, so Tune hands it the process of the trial
     that ends there (a new process costs seconds); a lost machine's waiting trial is handed back."""
 
-    def __init__(self, configs: list[dict], slots: dict, rates: dict, work: float, cost=None):
+    def __init__(self, configs: list[dict], slots: dict, units_per_s: dict, work: float, cost=None):
         super().__init__(metric="accuracy", mode="max")
         self.left, self.slots, self.work, self.cost = list(configs), dict(slots), work, cost
-        self.rates = {r: float(v) for r, v in rates.items()}        # role → cost units per second per slot
+        self.units_per_s = {r: float(v) for r, v in units_per_s.items()}   # role → cost units per second per slot
         self.seen = {r: [0.0, 0.0] for r in slots}                  # role → [cost units, seconds] measured
         self.role_of: dict = {}                                     # trial → role, while it runs or waits
         self.config_of: dict = {}
@@ -187,22 +187,22 @@ class SlotSearcher(Searcher):
         self.role_of[trial_id], self.config_of[trial_id] = role, config
         return {"config": config, "role": role}
 
-    def _rate(self, role: str) -> float:
+    def _units_per_s(self, role: str) -> float:
         units, seconds = self.seen[role]
-        return units / seconds if seconds > 0 and units > 0 else self.rates.get(role, 0.0)
+        return units / seconds if seconds > 0 and units > 0 else self.units_per_s.get(role, 0.0)
 
     def _pick(self):
-        known = all(self._rate(r) > 0 for r in self.slots if self.slots[r])  # until then: in the roles' order
-        by_speed = sorted(self.slots, key=lambda r: -self._rate(r)) if known else list(self.slots)
+        known = all(self._units_per_s(r) > 0 for r in self.slots if self.slots[r])  # until then: in the roles' order
+        by_speed = sorted(self.slots, key=lambda r: -self._units_per_s(r)) if known else list(self.slots)
         ordered = sorted(self.left, key=self._cost) if self.cost else self.left
         held = {r: self._costs(r) for r in by_speed}   # each machine's trials, running or waiting
         for n, role in enumerate(by_speed):
-            mine = self._rate(role)
+            mine = self._units_per_s(role)
             if self.slots[role] == 0 or len(held[role]) > self.slots[role] or (
                     len(held[role]) == self.slots[role] and not known):  # waiting trials: once speeds are known
                 continue
             config = ordered[-1] if n == 0 and self.cost else ordered[0]
-            faster = sum(self.slots[r] * self._rate(r) for r in by_speed[:n])  # cost units/s
+            faster = sum(self.slots[r] * self._units_per_s(r) for r in by_speed[:n])  # cost units/s
             if n == 0 or faster <= 0 or mine <= 0:
                 return role, config
             mine_s = (sum(held[role]) / self.slots[role] + self._cost(config)) / mine

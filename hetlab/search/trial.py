@@ -169,7 +169,7 @@ def write_read_delete(filesystem, folder: str) -> str:
         return f"cannot write, read back and delete a file there ({type(e).__name__}: {' '.join(str(e).split())[:80]})"
 
 
-def step_rate(model, width: int, batch_size: int, seconds: float, threads: int) -> float:
+def probe_speed(model, width: int, batch_size: int, seconds: float, threads: int) -> float:
     """Samples per second of the course's model training on this process's device (the GPU Ray
     gave it, else the CPU with ``threads`` threads) for about ``seconds``: one packed trial's
     share of its device, measured by ``hetlab.search.slots.measure_packing`` (notebook 09)."""

@@ -125,32 +125,31 @@ def time_split(records: Sequence, labels: Mapping[str, str] | None = None,
     return fig
 
 
-def throughput_vs_ratio(ratios: Sequence, samples_per_s: Sequence[float],
-                        efficiency: Sequence[float] | None = None,
-                        marks: Mapping[str, float] | None = None,
-                        xlabel: str = "share of the global batch on the fast worker") -> Figure:
-    """Cluster samples/s (and efficiency, right axis) against the batch split (notebook 06).
+def speed_vs_share(shares: Sequence, samples_per_s: Sequence[float],
+                   efficiency: Sequence[float] | None = None,
+                   marks: Mapping[str, float] | None = None) -> Figure:
+    """Cluster samples/s (and efficiency, right axis) against the fast worker's share (notebook 06).
 
-    ``ratios`` are the fast worker's fractions (0..1), or full per-worker splits whose
-    first entry is used. ``marks`` draws labelled vertical lines, e.g. ``{"tuned": 0.8}``.
+    ``shares`` are the fast worker's fractions of the global batch (0..1), or whole splits (the
+    first worker's fraction is taken). ``marks`` draws labelled vertical lines, e.g. ``{"tuned": 0.8}``.
     """
-    xs = [float(r[0] / sum(r)) if isinstance(r, (list, tuple)) else float(r) for r in ratios]
+    xs = [float(r[0] / sum(r)) if isinstance(r, (list, tuple)) else float(r) for r in shares]
     ys = list(samples_per_s)
     if not xs or len(xs) != len(ys):
-        raise HetlabError(f"need one samples/s value per ratio, got {len(ys)} for {len(xs)} ratios.")
+        raise HetlabError(f"need one samples/s value per share, got {len(ys)} for {len(xs)} shares.")
     order = sorted(range(len(xs)), key=xs.__getitem__)
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
     ax.plot([xs[i] for i in order], [ys[i] for i in order], "o-", color="tab:blue",
             label="cluster samples/s (measured)")
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel("share of the global batch on the fast worker")
     ax.set_ylabel("cluster samples/s")
     ax.set_ylim(bottom=0)
     handles, names = ax.get_legend_handles_labels()
     if efficiency is not None:
         eff = list(efficiency)
         if len(eff) != len(xs):
-            raise HetlabError(f"need one efficiency value per ratio, got {len(eff)} for {len(xs)}.")
+            raise HetlabError(f"need one efficiency value per share, got {len(eff)} for {len(xs)}.")
         ax_eff = ax.twinx()
         ax_eff.plot([xs[i] for i in order], [eff[i] for i in order], "s--", color="tab:green",
                     label="efficiency (measured)")
@@ -162,7 +161,7 @@ def throughput_vs_ratio(ratios: Sequence, samples_per_s: Sequence[float],
         handles.append(ax.axvline(x, color=colour, linestyle=":"))
         names.append(f"{name} ({x:.0%})")
     ax.legend(handles, names, fontsize=8, loc="lower center")
-    ax.set_title("Throughput against the batch split")
+    ax.set_title("Samples/s against the fast worker's share")
     return fig
 
 
@@ -180,7 +179,7 @@ def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
         for label, ys in series.items():
             ys = list(ys)
             ax.plot(range(1, len(ys) + 1), ys, marker="o" if len(ys) < 20 else None, label=label)
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel("share of the global batch on the fast worker")
         ax.set_ylabel(name)
         if isinstance(values, Mapping):
             ax.legend(fontsize=8)
