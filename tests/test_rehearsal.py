@@ -27,6 +27,7 @@ import pytest
 from hetlab.store import saved_pair
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
+from hetlab.tools.doctor import oschecks
 from hetlab.tools.rehearsal import cells as by_cell, learner, run as rehearsal
 
 REPO = Path(__file__).resolve().parents[1]
@@ -375,27 +376,32 @@ def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     assert float(local.stdout.split("final test accuracy: ")[1].split()[0]) > 0.7     # chance: 0.25
 
 
-RAYTRAIN_BLOCKED = """
+RAYTRAIN_FAILS = """
 import time
 from hetlab import cluster
 from hetlab.errors import HetlabError
 from hetlab.raytrain.mixed import train_mixed
 cluster.connect(timeout=30)
-t0 = time.perf_counter()
-try:
-    train_mixed(steps=2, global_batch=64, ratio=[1, 1], train_samples=1000, test_samples=100,
-                progress=False, rendezvous_port=6390, timeout_s=4)
-except HetlabError as e:
-    print(f"{time.perf_counter() - t0:.0f} s:", e)
+for how in (dict(backend="gloo"), dict(rendezvous_port=6390, timeout_s=4)):
+    t0 = time.perf_counter()
+    try:
+        train_mixed(steps=2, global_batch=64, ratio=[1, 1], train_samples=1000, test_samples=100,
+                    progress=False, **how)
+    except HetlabError as e:
+        print(f"{time.perf_counter() - t0:.0f} s:", e)
 """
 
 
 @needs_pair
-def test_ray_train_through_a_closed_port_fails_in_one_line(pair):
-    done = python_on("desktop", RAYTRAIN_BLOCKED)         # 6390 is not in the printed rule
+def test_ray_train_with_gloo_or_through_a_closed_port_fails_in_one_line(pair):
+    """gloo, as before the exchange of hetlab's own: the mac host has no gloo of Linux's, as a Mac has
+    none (hosts.MAC_GLOO_STANDIN), and the run ends at once with the reason. Then the rendezvous on a
+    port that is not in the printed rule (6390)."""
+    done = python_on("desktop", RAYTRAIN_FAILS)
     assert done.returncode == 0, tail(done)
-    last = done.stdout.strip().splitlines()[-1]
-    assert "could not connect to each other within 4 s" in last and "6390" in last, last
+    gloo, blocked = done.stdout.strip().splitlines()[-2:]
+    assert "gloo cannot join these ranks" in gloo and "backend='hetlab'" in gloo, gloo
+    assert "could not connect to each other within 4 s" in blocked and "6390" in blocked, blocked
 
 
 @needs_pair
@@ -665,6 +671,27 @@ def test_the_mac_hosts_shell_finds_macos_commands_and_the_desktops_finds_linuxs(
     linux = learner.paste(DESKTOP, 'cd ~ && nproc >/dev/null && stat -c %a f && hostname -I >/dev/null && echo linux',
                           here=env, lint=False)["output"].split()
     assert linux == ["644", "linux"]
+
+
+@needs_shells
+def test_the_rehearsal_mac_hosts_terminal_has_the_standins_then_the_course_then_macos(tmp_path, monkeypatch):
+    """The mac host's terminal as the namespace pastes get it (learner_env; its stand-ins' folder moved to
+    tmp_path, so no rehearsal is touched): the stand-ins first (sudo, ssh), the course's environment, then
+    the macOS command set in place of Linux's system folders (macOS is faked: hetlab.tools.rehearsal.macos).
+    The Mac's firewall line runs there with the real Python and Ray: sudo's stand-in records socketfilterfw."""
+    monkeypatch.setattr(learner, "STANDINS", tmp_path / "standins")
+    learner.make_standins()
+    mac, desktop = learner.learner_env(MAC), learner.learner_env(DESKTOP)
+    folders = mac["PATH"].split(os.pathsep)
+    assert folders[:2] == [str(tmp_path / "standins" / "bin"), os.path.dirname(sys.executable)], folders
+    assert str(tmp_path / "standins" / "macos") in folders and not {"/usr/bin", "/bin"} & set(folders), folders
+    assert "/usr/bin" in desktop["PATH"].split(os.pathsep) and "macos" not in desktop["PATH"]
+    [line] = commands.macos_firewall_steps("6380-6385")[1]
+    said = learner.paste(MAC, f"command -v ip || echo no ip\n{line}", here={**mac, "HOME": str(tmp_path)}, lint=False)
+    assert said["output"].split() == ["no", "ip"]
+    recorded = (tmp_path / "socketfilterfw.log").read_text().splitlines()
+    assert [row.split()[1:] for row in recorded] == [[verb, app] for app in oschecks.macos_apps()
+                                                     for verb in ("--add", "--unblockapp")], recorded
 
 
 @pytest.mark.skipif(not shutil.which("zsh"), reason="needs zsh, macOS's shell (.ci/run installs it)")

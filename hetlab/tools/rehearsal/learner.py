@@ -80,7 +80,11 @@ def learner_env(host: Host) -> dict:
     """A terminal on ``host``: its home, its figures folder, the course's environment on PATH, the stand-ins
     first; on the mac, macOS's command set in place of the system folders."""
     env = host_env(host)
-    path = macos.shell_path(env["PATH"], STANDINS / "macos") if host.role == "mac" else env["PATH"]
+    path = env["PATH"]
+    if host.role == "mac":
+        if not (STANDINS / "macos" / macos.MARK).exists():       # a rehearsal set up before it had one
+            macos.build(STANDINS / "macos")
+        path = macos.shell_path(path, STANDINS / "macos")
     env["PATH"] = f"{STANDINS / 'bin'}:{path}"
     return env
 
