@@ -78,6 +78,20 @@ def test_comparison_of_identical_facts():
     assert [c.name for c in preflight.compare_versions(FACTS, gcs)] == ["Ray version", "Python version"]
 
 
+def test_the_doctor_says_which_exchange_ray_train_uses_between_a_mac_and_linux(monkeypatch):
+    """A Mac's gloo speaks UV, Linux's TCP (macOS faked here: ``platform.system``, and the Linux
+    "mac" of the practice cluster and the rehearsal by GLOO_DEVICE_TRANSPORT=UV)."""
+    from hetlab.core import machine
+    monkeypatch.delenv("GLOO_DEVICE_TRANSPORT", raising=False)
+    assert (machine.gloo_transport("Darwin"), machine.gloo_transport("Linux")) == ("UV", "TCP")
+    monkeypatch.setenv("GLOO_DEVICE_TRANSPORT", "UV")
+    assert machine.gloo_transport("Linux") == "UV"
+    mixed = _by_name({**FACTS, "gloo": "UV"}, {**FACTS, "gloo": "TCP"})["Ray Train exchange"]
+    assert "UV here and TCP on the head" in mixed.detail and "hetlab's exchange" in mixed.detail
+    alike = _by_name({**FACTS, "gloo": "TCP"}, {**FACTS, "gloo": "TCP"})["Ray Train exchange"]
+    assert "gloo would work too" in alike.detail
+
+
 def test_comparison_flags_each_mismatch_with_its_fix():
     head = {**FACTS, "ray": "2.59.0", "torch": "2.12.0+cu128", "hetlab": "0.2.0", "hetlab_commit": "abc1234",
             "mnist_sha256": {**FACTS["mnist_sha256"], "t10k-labels-idx1-ubyte.gz": "0" * 64}}

@@ -135,6 +135,9 @@ def test_a_blocked_rendezvous_is_explained_in_one_line():
     mac = ("ray.train.ControllerError: ...\n  ray::execute._setup_torch_process_group() ...\n"
            "RuntimeError: makeDeviceForInterface(): unsupported gloo device")
     assert "gloo cannot join these ranks" in explain_failure(mac, None, 60)
+    waited = wall.replace("client socket has timed out", "Wait timeout for key(s)")    # a real Mac's gloo
+    assert "gloo cannot join" in explain_failure(waited, None, 60, ("desktop", "mac"), backend="gloo")
+    assert "gloo" not in explain_failure(waited, None, 60, ("desktop", "mac"))      # hetlab's: the port
     starting = ("ray.train.ControllerError: Training failed due to controller error:\n"
                 "At least one of the worker actors failed to initialize.\n"
                 "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")

@@ -195,12 +195,14 @@ def test_firewall_admits_exactly_the_printed_ports(pair):
 def test_doctor_passes_and_a_missing_or_wrong_token_is_one_line(pair, tmp_path):
     """Across the two hosts, what tests/test_commands.py checks on loopback when there is no
     rehearsal: `hetlab doctor --head` from the Mac finds both nodes and nothing failing, and a
-    client without the token, or with a wrong one, is refused in one line."""
+    client without the token, or with a wrong one, is refused in one line. It says which exchange Ray
+    Train uses: the mac host's gloo speaks UV, as a Mac's does."""
     import secrets
     from test_commands import CLIENT
     doctor = on("mac", sys.executable, "-m", "hetlab", "doctor", "--head", pair["address"], driver=False)
     assert doctor.returncode == 0 and "2 node(s)" in doctor.stdout and "FAIL" not in doctor.stdout, tail(doctor)
     assert "[  ok] Ray version" in doctor.stdout and "ports of mac (rehearsal)" in doctor.stdout, doctor.stdout
+    assert "gloo speaks UV here and TCP on the head" in doctor.stdout, doctor.stdout   # the mac host's stand-in
     for token in ({}, {"RAY_AUTH_TOKEN": secrets.token_hex(32)}):
         refused = on("mac", sys.executable, "-c", CLIENT, pair["address"], driver=False,
                      env={"HOME": str(tmp_path), **token}, timeout=120)   # a home without the token file
@@ -376,27 +378,51 @@ def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     assert float(local.stdout.split("final test accuracy: ")[1].split()[0]) > 0.7     # chance: 0.25
 
 
-RAYTRAIN_BLOCKED = """
-import time
+RAYTRAIN_ACROSS = """
+import json, time
+import torch
 from hetlab import cluster
+from hetlab.core.data import load_mnist
+from hetlab.core.models import make_model
 from hetlab.errors import HetlabError
+from hetlab.raytrain.loop import rank_indices
 from hetlab.raytrain.mixed import train_mixed
 cluster.connect(timeout=30)
-t0 = time.perf_counter()
-try:
-    train_mixed(steps=2, global_batch=64, ratio=[1, 1], train_samples=1000, test_samples=100,
-                progress=False, rendezvous_port=6390, timeout_s=4)
-except HetlabError as e:
-    print(f"{time.perf_counter() - t0:.0f} s:", e)
+one = train_mixed(steps=1, global_batch=64, ratio=[3, 1], train_samples=1000, test_samples=100, progress=False)
+train = load_mnist("train").subset(1000, seed=0)
+sizes = [r.batch_size for r in one.ranks]
+idx = torch.cat([rank_indices(0, sizes, rank, 1000) for rank in (0, 1)])      # the step's 64 samples
+big = make_model("small", seed=0)
+opt = torch.optim.Adam(big.parameters(), lr=1e-3)
+torch.nn.functional.cross_entropy(big(train.normalized()[idx]), train.labels[idx]).backward()
+opt.step()
+diff = max((a - b).abs().max().item() for a, b in zip(one.model().parameters(), big.parameters()))
+print(json.dumps({"sizes": sizes, "diff": diff, "identical": one.weights_identical,
+                  "labels": [r.label for r in one.ranks]}))
+for how in (dict(backend="gloo"), dict(rendezvous_port=6390, timeout_s=4)):
+    t0 = time.perf_counter()
+    try:
+        train_mixed(steps=2, global_batch=64, ratio=[1, 1], train_samples=1000, test_samples=100,
+                    progress=False, **how)
+    except HetlabError as e:
+        print(f"{time.perf_counter() - t0:.0f} s:", e)
 """
 
 
 @needs_pair
-def test_ray_train_through_a_closed_port_fails_in_one_line(pair):
-    done = python_on("desktop", RAYTRAIN_BLOCKED)         # 6390 is not in the printed rule
+def test_ray_train_across_the_hosts_one_unequal_step_is_one_big_batch_step_and_gloo_fails_at_once(pair):
+    """One step of 48 + 16 samples across the two hosts (hetlab's exchange) leaves the weights of one
+    step on all 64 in one process, to float rounding. Then gloo, as before the exchange of hetlab's
+    own: the mac host has no gloo of Linux's, as a Mac has none (``MAC_GLOO_STANDIN``), and the run
+    ends at once with the reason. Then the rendezvous on a port not in the printed rule (6390)."""
+    done = python_on("desktop", RAYTRAIN_ACROSS)
     assert done.returncode == 0, tail(done)
-    last = done.stdout.strip().splitlines()[-1]
-    assert "could not connect to each other within 4 s" in last and "6390" in last, last
+    *_, step, gloo, blocked = done.stdout.strip().splitlines()
+    one = json.loads(step)
+    assert one["sizes"] == [48, 16] and one["identical"] and one["diff"] < 1e-6, one
+    assert one["labels"][1].startswith("mac"), one                     # rank 1 ran on the mac host
+    assert "gloo cannot join these ranks" in gloo and "backend='hetlab'" in gloo, gloo
+    assert "could not connect to each other within 4 s" in blocked and "6390" in blocked, blocked
 
 
 @needs_pair
@@ -587,7 +613,8 @@ WHOLE = {  # each printed block: the host whose shell it is pasted into, and the
     "mac-joins": (MAC, lambda d, m: commands.render_join(d, m, head_user="ana"),
                   ["ssh", "python", "sudo", "sudo", "ray", "hetlab"]),
     "mac-head": (MAC, lambda d, m: commands.render_head(m, mac=True), ["ray", "python", "sudo", "sudo", "ray", "ray"]),
-    "desktop-head": (DESKTOP, lambda d, m: commands.render_head(d, mac_ip=m), ["ray"] + ["sudo"] * 7 + ["ray"]),
+    "desktop-head": (DESKTOP, lambda d, m: commands.render_head(d, mac_ip=m),
+                     ["ray"] + ["sudo"] * len(commands.ufw_steps()[1]) + ["ray"]),
     "linux-joins": (DESKTOP, lambda d, m: commands.render_join(d, m, mac=False, head_user="ana"), ["ssh", "ray", "hetlab"]),
 }
 needs_shells = pytest.mark.skipif(not (shutil.which("zsh") and shutil.which("bash")),

@@ -53,7 +53,7 @@ def flat_weights(model: nn.Module | Iterable) -> torch.Tensor:
 
 
 def flat_grad(model: nn.Module | Iterable, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """All gradients as one CPU vector in ``dtype`` (what goes on the wire, or to gloo)."""
+    """All gradients as one CPU vector in ``dtype`` (what goes on the wire, or to an all-reduce)."""
     return torch.cat([p.grad.detach().reshape(-1) for p in _params(model)]).to("cpu", dtype)
 
 

@@ -94,7 +94,15 @@ def _basics() -> dict:
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "python": platform.python_version(),
             "ray": metadata.version("ray"),  # read from its metadata: the basic layer imports no Ray
-            "torch": torch.__version__, "hetlab": hetlab.__version__, "hetlab_commit": hetlab_commit()}
+            "torch": torch.__version__, "hetlab": hetlab.__version__, "hetlab_commit": hetlab_commit(),
+            "gloo": gloo_transport(system)}
+
+
+def gloo_transport(system: str) -> str:
+    """The transport this machine's gloo speaks: UV on macOS, TCP on Linux (PyTorch builds one of
+    them per system, and the two never meet); UV too where ``GLOO_DEVICE_TRANSPORT=UV`` makes a Linux
+    node play the Mac (the practice cluster's and the rehearsal's "mac")."""
+    return "UV" if system == "Darwin" or os.environ.get("GLOO_DEVICE_TRANSPORT") == "UV" else "TCP"
 
 
 def _run(*cmd: str) -> str:

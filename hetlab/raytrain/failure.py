@@ -12,7 +12,7 @@ from typing import Sequence
 
 from hetlab.vocab import Ports
 
-NETWORK_SIGNS = ("timed out", "connect timeout", "connection refused", "socket", "tcpstore",
+NETWORK_SIGNS = ("timed out", "wait timeout", "connect timeout", "connection refused", "socket", "tcpstore",
                  "rendezvous", "process group")
 GLOO_SIGNS = ("unsupported gloo device", "unexpected opcode", "ss_family")  # gloo's two transports met
 GONE_SIGNS = ("node has died", "actor died", "worker health check failed",  # a rank's machine left
@@ -25,15 +25,18 @@ def lost_ranks(text: str) -> list[int]:
     return [int(rank) for rank, snippet in snippets if any(sign in snippet.lower() for sign in GONE_SIGNS)]
 
 
-def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence[str] = ()) -> str:
+def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence[str] = (),
+                    backend: str = "hetlab") -> str:
     """One line from the wall of text a failed ``TorchTrainer.fit()`` raises (``roles``: each
-    rank's machine, to name the one that went away)."""
+    rank's machine, to name the one that went away). With ``backend="gloo"`` across two machines a
+    timeout is gloo's too: a Mac's gloo and a Linux one wait for each other until it runs out."""
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     hetlab_line = next((line for line in lines if "HetlabError" in line), None)
     if hetlab_line:
         return f"Ray Train run failed: {hetlab_line}"
     lowered = " ".join(lines).lower()
-    if any(sign in lowered for sign in GLOO_SIGNS):
+    gloo_waited = backend == "gloo" and len(set(roles)) > 1 and any(s in lowered for s in NETWORK_SIGNS)
+    if gloo_waited or any(sign in lowered for sign in GLOO_SIGNS):
         return ("Ray Train run failed: gloo cannot join these ranks: it speaks another transport on macOS "
                 "than on Linux (pytorch/pytorch#144851). Use hetlab's exchange, train_mixed's default "
                 "backend='hetlab'.")

@@ -144,5 +144,5 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
         with train_env():
             result = trainer.fit()
     except Exception as e:  # Train wraps worker errors; keep their one-line reason
-        raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s, roles or ())) from None
+        raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s, roles or (), backend)) from None
     return RayTrainResult.read(result, time.perf_counter() - t0, steps, model, cfg.model)

@@ -107,7 +107,7 @@ def allreduce_bytes_per_worker(params: int, n_workers: int) -> float:
 
 def allreduce_vs_ps(n_workers: int = 2, params: int = 29_066, names: Sequence[str] | None = None) -> Figure:
     """Ring all-reduce next to a parameter server: who sends what to whom, and the bytes per step
-    (notebook 07, where gloo's all-reduce is introduced).
+    (notebook 07, where the ranks' all-reduce is introduced).
 
     Parameter server: each worker sends its gradient up (P values) and gets the weights back
     (P values, fp32): 2·P values per worker, all through the server, whose link carries n

@@ -50,7 +50,7 @@ HOW_TO_HAND_IN = ("**Before you send it.** Write your answers in `report.md` (th
                   "what is still missing.")
 TECHNIQUES = (("05", "sync", "parameter server, per-step sync"), ("05", "async", "parameter server, async"),
               ("08", "sync", "per-step sync (08)"), ("08", "local SGD", "local SGD (08)"),
-              ("07", "ray train", "Ray Train, gloo all-reduce"))
+              ("07", "ray train", "Ray Train, all-reduce through the rendezvous store"))
 # Which notebook measures each quantity the course predicts (what a "not yet measured" row says to run)
 MEASURED_BY = {measured.ONE_MODEL: "notebook 07 (one model, Ray Train, on the pair at this batch)",
                measured.SEARCH: "a search whose trials all train at this batch (notebook 09 mixes 32–128)"}

@@ -22,7 +22,7 @@ from hetlab.core.machine import local_report
 from hetlab.core.samecode import mismatch
 from hetlab.tools.doctor import oschecks
 from hetlab.tools.doctor.checks import FAIL, OK, WARN, Check  # noqa: F401 - preflight.OK … as the notebooks name them
-from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV
+from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, Ports
 
 PINNED_PYTHON = "3.11.7"  # environment-mac.yml and environment-cuda.yml (tests/test_envfiles.py checks)
 
@@ -98,7 +98,19 @@ def compare_versions(here: dict, head: dict, python_match: str | None = None) ->
         checks.append(_compare_hetlab(here, head))
     if "mnist_sha256" in here and "mnist_sha256" in head:
         checks.append(_compare_mnist(here["mnist_sha256"], head["mnist_sha256"]))
+    if "gloo" in here and "gloo" in head:
+        checks.append(exchange_check(here["gloo"], head["gloo"]))
     return checks
+
+
+def exchange_check(here: str, head: str) -> Check:
+    """Which exchange Ray Train's ranks use between this machine and the head (notebook 07)."""
+    if here != head:
+        return Check("Ray Train exchange", OK, f"gloo speaks {here} here and {head} on the head, and the two "
+                     f"never meet: Ray Train uses hetlab's exchange, through the rendezvous store (TCP "
+                     f"{Ports.train_rendezvous} on the desktop)")
+    return Check("Ray Train exchange", OK, f"gloo speaks {here} on both: Ray Train uses hetlab's exchange, "
+                 f"through the rendezvous store (TCP {Ports.train_rendezvous} on the desktop); gloo would work too")
 
 
 def _compare_hetlab(here: dict, head: dict) -> Check:
@@ -258,7 +270,7 @@ def head_versions(host: str, port: int) -> dict:
     return {"ray": meta["ray_version"], "python": meta["python_version"]}
 
 
-AFTER_CONNECT = ("torch version", "hetlab version", "MNIST files")
+AFTER_CONNECT = ("torch version", "hetlab version", "MNIST files", "Ray Train exchange")
 
 
 def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
