@@ -162,7 +162,7 @@ def _pty_paste(argv: list[str], text: str, env: dict, timeout: float) -> tuple[b
                             start_new_session=True,
                             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))   # the shell's own terminal
     os.close(slave)
-    seen = bytearray()
+    seen, heard = bytearray(), [time.time()]        # the terminal's output, and when it last said something
 
     def until(done, seconds: float) -> bool:
         end = time.time() + seconds
@@ -178,6 +178,7 @@ def _pty_paste(argv: list[str], text: str, env: dict, timeout: float) -> tuple[b
                 if not chunk:
                     return done()
                 seen.extend(chunk)
+                heard[0] = time.time()
         return done()
 
     try:
@@ -186,7 +187,9 @@ def _pty_paste(argv: list[str], text: str, env: dict, timeout: float) -> tuple[b
                               "into it would run line by line, not as a terminal pastes; " + _tail(seen))
         before = len(seen)
         os.write(master, PASTE_START + text.encode() + PASTE_END)
-        until(lambda: text.splitlines()[-1].encode()[-8:] in bytes(seen[before:]), 5)   # the editor took it
+        end = _flat(text.splitlines()[-1].encode())[-12:]       # the editor took it: its echo ends so, or (a
+        until(lambda: end in _flat(bytes(seen[before:]))         # long line's echo wraps, bash's repeats a
+              or (len(seen) > before and time.time() - heard[0] > 0.3), 5)    # character) it went quiet
         mark = len(seen)
         os.write(master, b"\r")                                             # Enter
         if not until(lambda: BRACKETED_ON in seen[mark:], timeout):
@@ -209,6 +212,11 @@ def _pty_paste(argv: list[str], text: str, env: dict, timeout: float) -> tuple[b
                 pass
         proc.wait(timeout=10)
         os.close(master)
+
+
+def _flat(echo: bytes) -> str:
+    """A terminal's echo without its escapes and white space (zsh wraps a long line with them)."""
+    return re.sub(r"\s+", "", ANSI.sub("", echo.decode(errors="replace")))
 
 
 def _output(transcript: bytes) -> str:
