@@ -131,8 +131,8 @@ def _paste(argv: list[str], role: str, text: str, env: dict, timeout: float, lin
     refused = [line for line in out_lines if re.match(r"(zsh|bash|-?bash-[\d.]+): ", line)]
     if refused:                                    # the shell itself refused a line: a parse error, a bad pattern
         raise HetlabError(f"rehearsal: the {role} host's shell refused the paste: {refused[0][:200]}")
-    stopped = re.search(r"hetlab: line (\d+) of this block failed", output)
-    if status != 0:
+    if status != 0:                                # a printed block names its failed line (commands.stop_at_failure)
+        stopped = re.search(r"hetlab: line (\d+) of this block failed", output)
         at = stopped and commands.steps(found)[int(stopped.group(1)) - 1]
         raise HetlabError(f"rehearsal: the paste into the {role} host's shell ended with status {status}"
                           + (f", stopped at its line {stopped.group(1)} ({at[:120]})" if at else "")
