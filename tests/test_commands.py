@@ -405,7 +405,7 @@ def test_printed_commands_make_an_authenticated_two_node_cluster(real_pair):
         (stdout, stderr), rc = out[name]
         assert rc != 0
         last = stderr.strip().splitlines()[-1]
-        assert last.startswith("HetlabError:") and "token" in last, stderr[-2000:]
+        assert last.startswith("hetlab.errors.HetlabError:") and "token" in last, stderr[-2000:]   # the last line: what to do
 
 
 @ON_THE_REHEARSAL
