@@ -135,6 +135,9 @@ def test_a_blocked_rendezvous_is_explained_in_one_line():
     mac = ("ray.train.ControllerError: ...\n  ray::execute._setup_torch_process_group() ...\n"
            "RuntimeError: makeDeviceForInterface(): unsupported gloo device")
     assert "gloo cannot join these ranks" in explain_failure(mac, None, 60)
+    busy = ("ray.train.ControllerError: Training failed due to controller error:\nThe worker group startup "
+            "timed out after 60.0 seconds waiting for 1 workers.")
+    assert "did not get their CPUs in time" in explain_failure(busy, None, 60)     # not the firewall
     waited = wall.replace("client socket has timed out", "Wait timeout for key(s)")    # a real Mac's gloo
     assert "gloo cannot join" in explain_failure(waited, None, 60, ("desktop", "mac"), backend="gloo")
     assert "gloo" not in explain_failure(waited, None, 60, ("desktop", "mac"))      # hetlab's: the port
@@ -267,6 +270,19 @@ def test_a_paused_clock_leaves_the_pause_out_of_the_step_and_the_run():
         time.sleep(0.05)                  # clock-ok: the pause itself, a lower bound below
     moved = log.started - started
     assert moved == pytest.approx(log._last - last) and moved >= 0.05      # clock-ok: a lower bound on a wait
+
+
+def test_gloo_fails_at_once_on_the_practice_pair_and_leaves_its_cpus_free(run):
+    """The practice "mac" has no gloo of Linux's, as a Mac has none (``vocab.MAC_GLOO_STANDIN``): gloo's
+    run ends in one line, and removes the placement group Ray Train left holding the ranks' CPUs."""
+    import ray
+
+    before = ray.util.placement_group_table()
+    with pytest.raises(HetlabError, match="gloo cannot join these ranks") as err:
+        train_mixed(**{**own_run(backend="gloo"), "steps": 1})
+    assert "\n" not in str(err.value)
+    made = {k: v["state"] for k, v in ray.util.placement_group_table().items() if k not in before}
+    assert made and set(made.values()) == {"REMOVED"}, made
 
 
 def test_a_resumed_run_ends_as_the_uninterrupted_one(run, tmp_path):

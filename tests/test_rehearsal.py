@@ -122,11 +122,11 @@ def test_notebook_04_joins_the_pair_by_the_lines_it_printed(pair):
     nb = pair["nb04"]
     for pasted in nb["pasted"]:          # each block pasted whole ended at the prompt, its last line's status 0;
         assert pasted["status"] == 0 and pasted["commands"] > 0, pasted      # what each line did: below
-    ufw = [line for line in nb["printed"]["desktop"].splitlines() if line.startswith("sudo ufw")]
-    assert len(ufw) == 7 and sum(f"from {MAC.ip} " in line for line in ufw) == 4
+    ufw = [line for line in commands.steps(nb["printed"]["desktop"]) if line.startswith("sudo ufw")]
+    assert len(ufw) == 6 and sum(f"from {MAC.ip} " in line for line in ufw) == 3   # Ray's 2 ranges, Ray Train's port
     rules = subprocess.run(["ip", "netns", "exec", DESKTOP.netns, "iptables", "-S", "ufw-user-input"],
                            capture_output=True, text=True).stdout        # the desktop's firewall: the pasted lines
-    assert rules.count(f"-s {MAC.ip}/32") == 4 and "--dport 22 " in rules, rules
+    assert rules.count(f"-s {MAC.ip}/32") == 3 and "--dport 22 " in rules, rules
     waited = next(c for c in nb["cells"] if "wait-for-mac" in c["tags"])["text"]
     assert f"the Mac ({MAC.ip}) joined" in waited, waited
     for host in (DESKTOP, MAC):                                  # the pair, saved on both machines
@@ -490,11 +490,12 @@ def test_day_two_after_the_macs_address_changed(pair):
         printed = learner.paste(DESKTOP, way)["output"]
         learner.paste(MAC, way)
         [(_, block)] = commands.blocks(printed)                # notes, then one marked block to paste
-        assert len(block.splitlines()) == 8 and all(ln.startswith("sudo ufw") for ln in block.splitlines())
+        swap = commands.steps(block)                           # the block's commands, without its line numbers
+        assert len(swap) == 6 and all(ln.startswith("sudo ufw") for ln in swap), swap   # 3 rules in, 3 out
         assert learner.paste(DESKTOP, printed)["status"] == 0      # pasted whole, as printed; the rules below are its effect
         rules = subprocess.run(["ip", "netns", "exec", DESKTOP.netns, "iptables", "-S", "ufw-user-input"],
                                capture_output=True, text=True).stdout
-        assert rules.count(f"-s {MOVED}/32") == 4 and f"-s {MAC.ip}/32" not in rules, rules
+        assert rules.count(f"-s {MOVED}/32") == 3 and f"-s {MAC.ip}/32" not in rules, rules
         learner.paste(MAC, "hetlab join --start")             # the README's day-two line, as before
         train = on("desktop", *hetlab, "train", "--steps", "4", "--train-samples", "1000", "--global-batch", "64",
                    "--quiet", "--ratio", "1:1")

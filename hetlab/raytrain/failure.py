@@ -35,6 +35,10 @@ def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence
     if hetlab_line:
         return f"Ray Train run failed: {hetlab_line}"
     lowered = " ".join(lines).lower()
+    if "worker group startup timed out" in lowered:
+        return ("Ray Train run failed: its ranks did not get their CPUs in time: a machine has no free CPU for a "
+                "rank (another run or a notebook still holds it) or its node is gone: `hetlab.cluster.node_table()` "
+                "shows the nodes; stop the other work and run again.")
     gloo_waited = backend == "gloo" and len(set(roles)) > 1 and any(s in lowered for s in NETWORK_SIGNS)
     if gloo_waited or any(sign in lowered for sign in GLOO_SIGNS):
         return ("Ray Train run failed: gloo cannot join these ranks: it speaks another transport on macOS "

@@ -103,6 +103,18 @@ class RayTrainResult:
         return model
 
 
+def remove_groups_since(before: set) -> None:
+    """Remove the placement groups made since ``before`` (ids). Ray Train 2.60 leaves its ranks'
+    group behind when a rank fails as the group starts (gloo refused, a rendezvous that timed out):
+    the ranks' CPUs stay taken, and the next run waits for them until its start-up times out."""
+    import ray
+    from ray.util.placement_group import PlacementGroup
+
+    for pg_id, info in ray.util.placement_group_table().items():
+        if pg_id not in before and info.get("state") != "REMOVED":
+            ray.util.remove_placement_group(PlacementGroup(ray.PlacementGroupID.from_hex(pg_id)))
+
+
 # train_data= / test_data= as tensors (x, y) or any map-style torch Dataset (default: MNIST,
 # train_samples …); without test_data the result's accuracy is NaN.
 def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence[float] = "auto",
@@ -139,10 +151,11 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
                            torch_config=torch_config(rendezvous_port, timeout_s, backend),
                            scaling_config=scaling_config(roles, len(cfg.slowdowns)),
                            run_config=run_config(storage_path))
-    t0 = time.perf_counter()
+    t0, groups = time.perf_counter(), set(ray.util.placement_group_table())
     try:
         with train_env():
             result = trainer.fit()
     except Exception as e:  # Train wraps worker errors; keep their one-line reason
+        remove_groups_since(groups)
         raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s, roles or (), backend)) from None
     return RayTrainResult.read(result, time.perf_counter() - t0, steps, model, cfg.model)
