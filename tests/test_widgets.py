@@ -1,4 +1,4 @@
-"""hetlab.views.widgets.RatioTuner, headless: set the slider, click the buttons, against a REAL
+"""hetlab.views.widgets.SplitTuner, headless: set the slider, click the buttons, against a REAL
 ParameterServerTraining on a real local Ray with real MNIST (one worker simulated 4× slower)."""
 import matplotlib
 
@@ -11,7 +11,7 @@ from hetlab.arithmetic.balance import split_batch  # noqa: E402
 from hetlab.cluster.connecting import connect  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.ps import ParameterServerTraining, Resplit, WorkerSpec  # noqa: E402
-from hetlab.views.widgets import RatioTuner  # noqa: E402
+from hetlab.views.widgets import SplitTuner  # noqa: E402
 
 PNG = b"\x89PNG"
 
@@ -32,7 +32,7 @@ def training(local_ray):
 
 
 def test_slider_run_auto_and_errors_against_real_training(training):
-    tuner = RatioTuner(training, global_batch=64, steps=2, auto_rounds=2, auto_steps=2)
+    tuner = SplitTuner(training, global_batch=64, steps=2, auto_rounds=2, auto_steps=2)
     assert len(tuner.sliders) == 1 and "desktop" in tuner.sliders[0].description
     assert tuner.batch_sizes() == [32, 32]  # starts from the training's current (equal) split
     tuner.sliders[0].value = 0.8

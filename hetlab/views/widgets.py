@@ -1,6 +1,6 @@
-"""An interactive batch-ratio tuner for a parameter-server run (notebook 06).
+"""An interactive batch-split tuner for a parameter-server run (notebook 06).
 
-``RatioTuner`` is a thin view: the arithmetic lives in ``hetlab.arithmetic.balance``, the
+``SplitTuner`` is a thin view: the arithmetic lives in ``hetlab.arithmetic.balance``, the
 training in ``hetlab.ps``, the pictures in ``hetlab.views.plots``. Move the slider, press
 "Run", and see each worker's compute / simulated / communication / waiting time and
 the cluster's samples per second; press "Auto" to let ``auto_tune`` pick the split. After two
@@ -27,7 +27,7 @@ def figure_png(fig) -> bytes:
     return buf.getvalue()
 
 
-class RatioTuner:
+class SplitTuner:
     """Sliders for the batch split, a "Run N steps" button, an "Auto" button, a live plot.
 
     ``training`` is a ``ParameterServerTraining``; ``global_batch`` samples per step are
