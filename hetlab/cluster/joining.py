@@ -46,7 +46,8 @@ def wait_for_mac(desktop_ip: str, mac_ip: str, ports: Ports = Ports(), timeout: 
     """Wait until the head runs here and the Mac's node has joined it; returns the seconds waited.
 
     Prints a line every ``every`` seconds. After ``timeout`` seconds without the Mac, one HetlabError
-    that names what stopped it (``why_no_mac``).
+    that names what stopped it (``why_no_mac``). (``every``, ``poll``: tests/test_cluster.py waits the
+    real way for a second, not minutes.)
     """
     started, said, last = time.perf_counter(), 0.0, ""
     address = f"{desktop_ip}:{ports.gcs}"

@@ -67,18 +67,18 @@ class _Echo:
         return x
 
 
-def measure(role: str = "mac", sizes_mb=SIZES_MB, repeats: int = REPEATS, echoes: int = ECHOES,
-            simulated: bool | None = None, timeout: float = 120.0) -> LinkSpeed:
-    """Time the link from this driver to ``role``'s node: ``repeats`` fresh objects at each size,
-    then ``echoes`` small round trips. ``simulated``: default, whether that node is a practice stand-in."""
+def measure(sizes_mb=SIZES_MB, repeats: int = REPEATS, echoes: int = ECHOES) -> LinkSpeed:
+    """Time the link from this driver to the Mac's node: ``repeats`` fresh objects at each size, then
+    ``echoes`` small round trips; labelled simulated when that node is a practice stand-in. (The three
+    counts: tests/test_practice.py measures a shorter link the same way.)"""
+    from hetlab.cluster.roles import SIMULATED_LABEL
+    role, timeout = "mac", 120.0
     if not ray.is_initialized():
         raise HetlabError("measuring the link needs the cluster: connect first (the_pair() or cluster.connect()).")
     nodes = live_nodes(role)
     if not nodes:
         raise HetlabError(f"no live node has the role {role!r}: join that machine first (notebook 04).")
-    if simulated is None:
-        from hetlab.cluster.roles import SIMULATED_LABEL
-        simulated = any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
+    simulated = any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
     pull = ray.remote(num_cpus=0)(_pull).options(**placement(role))
     ray.get(pull.remote([ray.put(b"w" * 1024)]), timeout=timeout)           # warm-up: the worker's start
     by_size = []
@@ -101,7 +101,7 @@ def measure(role: str = "mac", sizes_mb=SIZES_MB, repeats: int = REPEATS, echoes
     last = by_size[-1]
     return LinkSpeed(statistics.median(last), min(last), max(last), statistics.median(trips), min(trips),
                      max(trips), tuple(int(mb) for mb in sizes_mb), tuple(statistics.median(r) for r in by_size),
-                     repeats, echoes, measured.origin(bool(simulated)))
+                     repeats, echoes, measured.origin(simulated))
 
 
 def save(link: LinkSpeed, where=None):
