@@ -44,7 +44,9 @@ RIGHT = {
     "weighted_average": weighted_average,
     "ps_step": ps_step,
     "rank_contribution": lambda g, b, B: b * g / B,
-    "samples_per_s": lambda b, s: b / (sum(s[1:]) / (len(s) - 1)),
+    "samples_per_s": lambda b, s: sorted(b * len(w) / sum(w) for w in (s[5 + i * (len(s) - 5) // 3:
+                                                                      5 + (i + 1) * (len(s) - 5) // 3]
+                                                                    for i in range(3)))[1],
     "tasks_wall_time": lambda n, k, s: -(-n // k) * s,
     "transfer_seconds": lambda n, m: n / (m * 125_000),
     "equal_finish_split": equal_finish_split,
@@ -70,9 +72,12 @@ MISTAKES = {
                 (lambda w, g, s, lr: w - lr * torch.stack(g).sum(0), "Σ g_i, a sum")],
     "rank_contribution": [(lambda g, b, B: g * b, "1/B"), (lambda g, b, B: g.clone(), "unweighted"),
                           (lambda g, b, B: g / (b / B), "upside down")],
-    "samples_per_s": [(lambda b, s: b * len(s) / sum(s), "warm-up"),
-                      (lambda b, s: (sum(s[1:]) / (len(s) - 1)) / b, "turn it over"),
-                      (lambda b, s: b * len(s) / sum(s[1:]), "off by one")],
+    "samples_per_s": [(lambda b, s: b * (len(s) - 1) / sum(s[1:]), "five steps"),   # 01's old one warm-up step
+                      (lambda b, s: b * (len(s) - 5) / sum(s[5:]), "three equal windows"),
+                      (lambda b, s: sum(b * len(w) / sum(w) for w in (s[5 + i * (len(s) - 5) // 3:
+                                                                        5 + (i + 1) * (len(s) - 5) // 3]
+                                                                      for i in range(3))) / 3, "median"),
+                      (lambda b, s: b * len(s) / sum(s), "warm-up")],
     "tasks_wall_time": [(lambda n, k, s: n * s, "one after another"), (lambda n, k, s: s * n / k, "round up"),
                         (lambda n, k, s: s * (1 + n // k), "don't add 1"),
                         (lambda n, k, s: -(-n // k), "not seconds")],

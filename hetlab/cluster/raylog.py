@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from hetlab import environment
 
-# Ray 2.60 turns token authentication on in every process that starts a local cluster while
+# Ray 2.59 and later (2.60 here) turn token authentication on in every process that starts a local cluster while
 # RAY_AUTH_MODE is unset (plain ray.init(), cluster.connect() without an address, a PracticeCluster)
 # and logs, from this logger (_warn_token_auth_enabled), "WARNING authentication_token_setup.py:85
 # -- Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.
@@ -20,8 +20,8 @@ from hetlab import environment
 # passes, Ray's warning that token authentication is *disabled* included.
 TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
 TOKEN_ENABLED = "Token authentication is enabled for this Ray cluster."
-NOTICE = ("hetlab: Ray turned on token authentication for this local Ray (its default since 2.52: only "
-          "processes holding your token, ~/.ray/auth_token, can connect); nothing to fix — see "
+NOTICE = ("hetlab: Ray turned on token authentication for this local Ray (its default for local clusters since 2.59: "
+          "only processes holding your token, ~/.ray/auth_token, can connect); nothing to fix — see "
           "README, Troubleshooting.")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from hetlab.arithmetic import balance, planner, steptime
+from hetlab.arithmetic import balance, planner, steady, steptime
 from hetlab.arithmetic.steptime import StepTime
 
 @dataclass(frozen=True)
@@ -116,8 +116,11 @@ def _share_case(rng: random.Random) -> tuple:
 
 
 def _timing_case(rng: random.Random) -> tuple:
-    steps = [round(rng.uniform(0.01, 0.05), 4) for _ in range(rng.randint(3, 8))]
-    return rng.choice((8, 64, 128, 256)), [round(rng.uniform(0.5, 2.0), 3)] + steps   # first: warm-up
+    """The warm-up's steps (slow, the first slowest), then 3 windows of 2 to 4 steps each."""
+    warmup = [round(rng.uniform(0.5, 2.0), 3)] + [round(rng.uniform(0.06, 0.2), 4)
+                                                   for _ in range(steady.WARMUP_STEPS - 1)]
+    steps = [round(rng.uniform(0.01, 0.05), 4) for _ in range(steady.WINDOWS * rng.randint(2, 4))]
+    return rng.choice((8, 64, 128, 256)), warmup + steps
 
 
 def _tasks_case(rng: random.Random) -> tuple:
@@ -184,8 +187,13 @@ def rank_contribution(grad, size, global_batch):
 
 
 def samples_per_s(batch_size, step_seconds):
-    timed = step_seconds[1:]
-    return batch_size * len(timed) / sum(timed)
+    return steady.steady(step_seconds, batch_size).samples_per_s   # the course's one measured speed
+
+
+def _windows(b, s, warmup=steady.WARMUP_STEPS):
+    """Each window's samples/s after ``warmup`` steps: the pieces of the mistakes below."""
+    cuts = steady.window_cuts(len(s) - warmup, steady.WINDOWS, start=warmup)
+    return [b * (j - i) / sum(s[i:j]) for i, j in zip(cuts, cuts[1:])]
 
 
 def tasks_wall_time(n_tasks, slots, seconds):
@@ -255,15 +263,22 @@ EXERCISES = {e.name: e for e in [
                  (lambda g, b, B: g * B / b, "upside down: multiply by b_i / B, not B / b_i"))),
     Exercise("samples_per_s", "samples_per_s(batch_size, step_seconds)", "02", samples_per_s,
              _timing_case, _close_number, (
-                 (lambda b, s: b * len(s) / sum(s), "the warm-up step is timed: leave out step_seconds[0]"),
-                 (lambda b, s: (len(s) - 1) / sum(s[1:]), "steps per second: multiply by the batch size"),
-                 (lambda b, s: sum(s[1:]) / (b * (len(s) - 1)), "seconds per sample: turn it over"),
-                 (lambda b, s: b * len(s) / sum(s[1:]), "off by one: you timed len(step_seconds) − 1 steps, "
-                                                        "count those"),
-                 (lambda b, s: b * (len(s) - 1) / sum(s), "the warm-up's seconds are in the sum: add "
-                                                          "step_seconds[1:] only"),
-                 (lambda b, s: b * (len(s) - 2) / sum(s[2:]), "two steps left out: only step_seconds[0] "
-                                                              "is the warm-up"))),
+                 (lambda b, s: b * len(s) / sum(s), "every step in one sum: leave out the five warm-up "
+                                                    "steps, then take the median of three windows"),
+                 (lambda b, s: b * (len(s) - 1) / sum(s[1:]), "one warm-up step: the first five steps "
+                                                              "(steady.WARMUP_STEPS) are the warm-up, leave "
+                                                              "out step_seconds[:5]"),
+                 (lambda b, s: statistics.median(_windows(b, s, warmup=0)), "the warm-up is timed: leave "
+                                                                            "out the first five steps"),
+                 (lambda b, s: b * (len(s) - 5) / sum(s[5:]), "one window: cut the timed steps into three "
+                                                              "equal windows and take the median of their speeds"),
+                 (lambda b, s: statistics.mean(_windows(b, s)), "the mean of the windows: take their median "
+                                                                "(one slow window must not move it)"),
+                 (lambda b, s: statistics.median(b / x for x in s[5:]), "the median of single steps: each "
+                                                                         "window's speed is its samples ÷ its seconds"),
+                 (lambda b, s: statistics.median(_windows(b, s)) / b, "steps per second: multiply by the "
+                                                                      "batch size"),
+                 (lambda b, s: 1 / statistics.median(_windows(b, s)), "seconds per sample: turn it over"))),
     Exercise("tasks_wall_time", "tasks_wall_time(n_tasks, slots, seconds)", "03", tasks_wall_time,
              _tasks_case, _close_number, (
                  (lambda n, k, s: n * s, "one after another: `slots` tasks run at once"),
