@@ -42,3 +42,42 @@ def test_02_asks_no_one_to_carry_the_macs_file():
     text = "\n".join(markdown("02"))
     assert "you carry nothing" in text
     assert not re.search(r"(?i)copy the mac's .*mac\.json", text)
+
+
+def test_00_says_which_machine_is_the_head_before_its_question_asks():
+    cells = markdown("00")
+    lesson = "\n".join(c for c in cells if not c.startswith("## Questions"))
+    assert "Which machine of the pair is Ray's head" in "\n".join(cells)
+    assert re.search(r"desktop is Ray's \*\*head\*\*", lesson) and "Linux" in lesson
+
+
+def test_the_grading_page_asks_for_what_report_check_counts(tmp_path):
+    """A pass on the desktop alone is a pass for ``hetlab report --check``; the page says the same."""
+    from hetlab.course.exercises import EXERCISES
+    from hetlab.course.grading import RIGHT
+    from hetlab.store import measured
+    from hetlab.views import report
+
+    for name, ex in EXERCISES.items():
+        measured.save_graded(name, ex.notebook, RIGHT, "right", role="desktop", where=tmp_path)
+    assert not [line for line in report.missing("", tmp_path) if line.startswith("exercise not passed")]
+    page = (ROOT / "docs" / "grading.md").read_text(encoding="utf-8")
+    assert "the Mac's notebook 02\n  grader" not in page and "notebook 02 grader" not in page.replace("\n  ", " ")
+    assert f"All {len(EXERCISES)} exercises passed, each on any machine" in page
+    assert f"| 9 · The exercises | {len(EXERCISES)} passed |" in page
+    measured.save_graded("samples_per_s", "02", "wrong", "not yet", role="desktop", where=tmp_path)
+    assert "exercise not passed: samples_per_s (notebook 02)" in report.missing("", tmp_path)
+
+
+def test_08_measures_the_link_before_the_planner_and_says_what_losing_the_mac_is():
+    cells = markdown("08")
+    link = next(i for i, c in enumerate(cells) if c.startswith("### Your link"))
+    planner = next(i for i, c in enumerate(cells) if c.startswith("## 5 · The planner"))
+    assert link < planner and "assumed" in cells[planner]
+    first = next(c for c in cells if c.startswith("## 1 ·"))
+    assert "kills only the Mac's worker process" in first and "not from a lost machine" in first
+
+
+def test_09_labels_its_predictions_assumption():
+    cell = next(c for c in markdown("09") if "planner.search_gain" in c)
+    assert "one trial per machine at batch 64" in cell and "32–128" in cell
