@@ -19,7 +19,7 @@ from hetlab.ps import Hook, ParameterServerTraining, Resplit, Slowdown, WorkerSp
 from local_ray import start as local_ray_start
 from hetlab.ps.loop import async_scale, staleness_allows, sync_step
 from hetlab.errors import one_line
-from hetlab.ps.server import combine_coefficients
+from hetlab.ps.server import Server, combine_coefficients
 from hetlab.ps.records import StepRecord, idle_share, samples_per_s, step_budget, wall_s
 from hetlab.core.flat import flat_weights
 from hetlab.core.train import evaluate
@@ -173,6 +173,24 @@ def test_autocast_choice_per_device(monkeypatch):
     assert autocast_dtype(torch.device("mps"), "fp16") == torch.float16
     assert autocast_dtype(torch.device("mps"), "bf16") is None  # an older macOS: fp32
     assert autocast_dtype(torch.device("cuda"), "fp32") is None
+
+
+def test_the_servers_update_runs_on_one_thread_and_leaves_the_drivers_count_alone():
+    """A small update on a busy machine is many times slower on several torch threads: the server's
+    optimizer step sees one, and the driver's own count is back afterwards, even after an error."""
+    threads, seen = torch.get_num_threads(), []
+    torch.set_num_threads(2)            # a driver with two threads
+    try:
+        server = Server("small", seed=0, lr=1e-3, mode="sync")
+        step = server.opt.step
+        server.opt.step = lambda: seen.append(torch.get_num_threads()) or step()
+        server.apply([torch.ones(server.w.numel()), torch.zeros(server.w.numel())], [48, 16])
+        assert seen == [1] and torch.get_num_threads() == 2 and server.version == 1
+        with pytest.raises(RuntimeError):
+            server.step(torch.ones(3))      # the wrong size: the optimizer's error, the count restored
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_worker_warm_up_leaves_the_training_state_alone():

@@ -31,21 +31,12 @@ class WorkerSpec:
 class WorkerInfo:
     """What a worker reported when it started (``Worker.info``: a plain dict on the wire)."""
 
-    name: str
     node_id: str
     device: str                  # the torch device it resolved on its own machine
     precision: str               # what autocast really uses there ("fp32" on the CPU)
-    host: str
     machine: str                 # its kernel's id (``hetlab.core.machine.this_machine``): workers sharing cores
-    pid: int = 0
-    threads: int = 0
-    samples: int = 0             # training samples it holds
     device_note: str = ""        # e.g. Ray gave it another GPU than asked
     rehearsal: str | None = None  # the rehearsal host it plays, if any
-
-    @classmethod
-    def from_wire(cls, info: dict) -> "WorkerInfo":
-        return cls(**{f: info[f] for f in cls.__dataclass_fields__ if f in info})
 
 
 def check_spec(spec) -> None:

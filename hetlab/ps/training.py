@@ -134,7 +134,7 @@ class ParameterServerTraining:
                               f"check hetlab.cluster.node_table() shows their machines.")
         try:
             for m, info in zip(self.members, ray.get(refs)):
-                m.info = WorkerInfo.from_wire(info)
+                m.info = WorkerInfo(**info)
         except ray.exceptions.RayError as e:
             raise HetlabError(f"a worker failed to start: {one_line(e)}") from None
         machines = [m.info.machine for m in self.members]  # each worker: its machine's share of cores

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 
 import ray
@@ -95,13 +94,10 @@ class Worker:
 
     # --- set-up and state ---------------------------------------------------------------
     def info(self) -> dict:
-        """Where this worker really runs: node, device, precision, threads."""
+        """Where this worker really runs: node, machine, device, precision (``specs.WorkerInfo``)."""
         amp = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
-        return {"name": self.name, "node_id": ray.get_runtime_context().get_node_id(),
-                "device": str(self.device), "precision": amp, "pid": os.getpid(),
-                "threads": torch.get_num_threads(), "samples": len(self.y),
-                "host": socket.gethostname(), "machine": this_machine(), "device_note": self.device_note,
-                "rehearsal": os.environ.get(REHEARSAL_ENV)}
+        return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device), "precision": amp,
+                "machine": this_machine(), "device_note": self.device_note, "rehearsal": os.environ.get(REHEARSAL_ENV)}
 
     def set_threads(self, sharing: int) -> int:
         """Use this machine's cores divided by the number of workers sharing it.
