@@ -99,3 +99,47 @@ def test_the_check_catches_set_up_words():
     assert {m.group(0) for w in TESTER_WORDS for m in re.finditer(w, text)} == \
         {"Rehears", "rehears", "is_test_run", "automated run"}
     assert not [w for w in TESTER_WORDS if re.search(w, "on the practice cluster the Mac is simulated")]
+
+
+# --- the README (issue 70): a course page, not a manual --------------------------------------------
+
+README = ROOT / "README.md"
+README_MAX_WORDS = 2500
+LABELS = {"desktop": "desktop", "mac": "Mac", "python": "Python"}
+
+
+def readme_prose(text: str) -> str:
+    """The README's prose: without its fenced blocks and its HTML comments (the blocks' marks)."""
+    text = re.sub(r"^```.*?^```[^\n]*$", "", text, flags=re.S | re.M)
+    return re.sub(r"<!--.*?-->", "", text, flags=re.S)
+
+
+def test_the_readme_fits_a_course_page():
+    n = words(readme_prose(README.read_text(encoding="utf-8")))
+    assert n <= README_MAX_WORDS, f"README.md: {n} words of prose, at most {README_MAX_WORDS}"
+
+
+def test_the_count_leaves_out_blocks_and_marks_only():
+    text = "two words\n<!-- runs on: mac -->\n```bash\nray stop --force\n```\nthree more words\n"
+    assert words(readme_prose(text)) == 5
+
+
+def test_every_readme_block_names_its_machine_in_visible_text():
+    """The `<!-- runs on -->` marks are invisible where the README is rendered: the line above each says it."""
+    from hetlab.tools.rehearsal import learner
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    blocks = learner.readme_blocks(text)
+    assert blocks
+    for b in blocks:
+        label = lines[b["line"] - 3]                    # the fence, its mark, then the visible label
+        assert label.startswith("**") and "<!--" not in label, f"README line {b['line']}: no visible label"
+        for machine in b["hosts"] or b["machines"]:
+            assert LABELS[machine] in label, f"README line {b['line']}: {label!r} does not name {machine}"
+
+
+def test_the_readme_makes_an_ssh_key_before_the_macs_clone():
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    clone = text.index("git clone \"ssh://")
+    for step in ("ssh-keygen -t ed25519", "ssh-copy-id DESKTOP_USER@DESKTOP_IP", "Are you sure you want to continue"):
+        assert -1 < text.find(step) < clone, step

@@ -22,7 +22,7 @@ TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
 TOKEN_ENABLED = "Token authentication is enabled for this Ray cluster."
 NOTICE = ("hetlab: Ray turned on token authentication for this local Ray (its default for local clusters since 2.59: "
           "only processes holding your token, ~/.ray/auth_token, can connect); nothing to fix — see "
-          "README, Troubleshooting.")
+          "docs/troubleshooting.md.")
 
 
 class TokenNotice(logging.Filter):
