@@ -9,13 +9,18 @@ way the workers come back as ``WorkerSpec``s ready for ``ParameterServerTraining
 """
 from __future__ import annotations
 
+import ipaddress
+import platform
 from dataclasses import dataclass
 
-from hetlab.cluster.address import requested_address
+from hetlab.cluster.address import Requested, requested_address
 from hetlab.cluster.connecting import connect
+from hetlab.cluster.moved import addresses_here
 from hetlab.cluster.roles import live_nodes
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import WorkerSpec
+from hetlab.store.measured import guess_role
+from hetlab.vocab import LAB_PORT, LAB_TUNNEL_PORT
 
 
 @dataclass
@@ -102,3 +107,59 @@ def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
     pair = Pair(workers, target, practice)
     print(pair.where(), flush=True)
     return pair
+
+
+# --- which machine this kernel runs on: every notebook's first output --------------------------------
+
+ON_THE_HEAD = ("03", "04", "05", "06", "07", "08", "09")   # the notebooks whose driver must be the head
+NAMES = {"desktop": "the desktop", "mac": "the Mac"}
+
+
+def head_host(address: str | None) -> str | None:
+    """The head's host in ``IP:PORT`` / ``[IPv6]:PORT`` (``ray://`` allowed), or None for no real address."""
+    if address in (None, "local"):
+        return None
+    host = str(address).split("://", 1)[-1].rsplit(":", 1)[0] if ":" in str(address) else str(address)
+    return host.strip("[]")
+
+
+def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: str) -> tuple[str, str | None]:
+    """This kernel's machine and role in one line, and (None, or) the one line that stops a notebook whose
+    driver must be the head (``ON_THE_HEAD``) when this machine is not the head of the cluster asked for.
+
+    ``here``: this machine's own addresses; the head is here when its address is one of them (or loopback).
+    Pure: ``this_kernel`` passes in what it read."""
+    head = head_host(requested.address)
+    if head is None:                                   # no pair: the practice cluster, on this machine
+        return (f"this kernel: {hostname}, {NAMES.get(os_role, os_role)} (no pair saved: the practice "
+                f"cluster stands in for both machines)", None)
+    pair = requested.pair
+    role = ("desktop" if pair.desktop_ip in here else "mac" if pair.mac_ip in here else None) if pair else None
+    try:
+        on_head = head in here or ipaddress.ip_address(head).is_loopback
+    except ValueError:                                 # a host name: which machine it is is not known here
+        return (f"this kernel: {hostname}, {NAMES.get(role or os_role)}; the head: {head}", None)
+    head_role = ("desktop" if head == pair.desktop_ip else "mac" if head == pair.mac_ip else None) if pair else None
+    head_name = NAMES.get(head_role, "the head")
+    if on_head:
+        return f"this kernel: {hostname}, {NAMES.get(role or head_role or os_role)}, the head of your pair ({head})", None
+    me = NAMES.get(role or os_role)
+    where = f"the head, {head_name} ({head})" if head_role else f"the head ({head})"
+    stop = (f"this notebook runs on {where}, not on this machine ({me}): open it in {head_name}'s JupyterLab "
+            f"— from here, run `ssh -N -L {LAB_TUNNEL_PORT}:127.0.0.1:{LAB_PORT} USER@{head}` (USER: your "
+            f"user name there) and open the URL its `make lab` printed with {LAB_TUNNEL_PORT} in place of "
+            f"{LAB_PORT} (README, step 4).")
+    return f"this kernel: {hostname}, {me}, not the head of your pair ({head_name}, {head})", stop
+
+
+def this_kernel(notebook: str | None = None) -> str:
+    """Print which machine this kernel runs on and its role (every notebook's first output), and stop a
+    notebook of ``ON_THE_HEAD`` in one line, saying where to open it, when this machine is not the head
+    of the cluster asked for (your saved pair, or ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``)."""
+    line, stop = kernel_line(requested_address(), addresses_here(), platform.node() or "this machine",
+                             guess_role())
+    print(line, flush=True)
+    if stop and str(notebook) in ON_THE_HEAD:
+        raise HetlabError(stop)
+    return line
+

@@ -38,6 +38,10 @@ TOKEN_PATH = "~/.ray/auth_token"                                # where the prin
 MAC_GLOO_STANDIN = {"GLOO_DEVICE_TRANSPORT": "UV"}
 
 
+LAB_PORT = 8888          # JupyterLab on each machine (`make lab`)
+LAB_TUNNEL_PORT = 8889   # the desktop's lab, forwarded to the Mac (README, step 4): the Mac's own is on 8888
+
+
 @dataclass(frozen=True)
 class Ports:
     """Every port a node listens on. The defaults make two short firewall ranges (notebook 04)."""
