@@ -243,3 +243,71 @@ def bandwidth_arithmetic(params: int, links: planner.Link | Sequence[planner.Lin
     fig.suptitle(f"Compute against exchange: P = {params:,} parameters, global batch {global_batch} "
                  f"(hetlab.arithmetic.planner)", fontsize=12)
     return fig
+
+
+def pair_topology(ports=None, desktop_ip: str = "DESKTOP_IP", mac_ip: str = "MAC_IP") -> Figure:
+    """The pair notebook 04 builds (section 3): each machine's processes with their ports, which way each
+    connection goes, and the token's path. Every port is read from ``ports`` (``hetlab.vocab.Ports``) and
+    folded as the printed firewall lines fold them (``cluster.commands``): nothing is typed in here.
+
+    The Mac joins: it connects to the head's GCS; Ray's raylets, object managers and workers then call
+    each other both ways. Ray Train's rank on the Mac connects out to the rendezvous store on the
+    desktop, which carries the ranks' exchange too. The token goes once from the desktop to the Mac over
+    SSH; every Ray connection then presents it. The torch store is not Ray's: the token does not cover it.
+    """
+    from hetlab.cluster import commands
+    from hetlab.vocab import LAB_PORT, LAB_TUNNEL_PORT, TOKEN_PATH
+
+    ports = ports if ports is not None else commands.Ports()
+    head_in = commands.firewall_ranges(ports, head=True)      # what the desktop admits from the Mac
+    mac_in = commands.firewall_ranges(ports, head=False)      # what the Mac accepts from the desktop
+    train_in = commands.train_ranges(ports, "desktop")        # Ray Train's, on the desktop only
+    node_ports = f"{ports.node_manager}–{ports.metrics_export}"
+    workers = f"{ports.min_worker}–{ports.max_worker}"
+    fig = Figure(figsize=(12, 7.2), layout="constrained")
+    ax = fig.add_subplot()
+    width, height = 14.0, 8.4
+    _canvas(ax, width, height, equal=False)
+    _box(ax, 2.45, 4.35, 4.7, 6.6,
+         f"desktop · the head · {desktop_ip}\n\n"
+         f"GCS (the cluster's directory)  :{ports.gcs}\n"
+         f"Ray Client  :{ports.client_server}\n"
+         f"raylet, object manager, agents  :{node_ports}\n"
+         f"workers (the desktop's actors)  :{workers}\n"
+         f"dashboard :{ports.dashboard}, metrics :{ports.autoscaler_metrics}–{ports.dashboard_metrics}\n"
+         f"    on 127.0.0.1 only\n\n"
+         f"JupyterLab + your notebook (the driver,\n    the parameter server)  127.0.0.1:{LAB_PORT}\n"
+         f"Ray Train rank 0 + its rendezvous store  :{ports.train_rendezvous}\n\n"
+         f"token  {TOKEN_PATH}  (mode 600)",
+         "#dbe9f6", fontsize=9)
+    _box(ax, 11.55, 4.35, 4.7, 6.6,
+         f"Mac · joins · {mac_ip}\n\n"
+         f"raylet, object manager, agents  :{node_ports}\n"
+         f"workers (the Mac's actors)  :{workers}\n\n"
+         f"Ray Train rank 1: no port of its own,\n    it connects out\n\n"
+         f"its own JupyterLab  127.0.0.1:{LAB_PORT}\n"
+         f"the desktop's lab, tunnelled  127.0.0.1:{LAB_TUNNEL_PORT}\n\n"
+         f"token  {TOKEN_PATH}  (mode 600),\n    fetched from the desktop over SSH",
+         "#fde9d3", fontsize=9)
+    left, right = 4.95, 9.05
+    rows = [  # (y, from the Mac?, colour, label)
+        (6.9, True, "tab:blue", f"join: TCP {', '.join(head_in)}\n(the GCS first, then the raylet, "
+                                f"objects, workers)"),
+        (5.5, False, "tab:blue", f"back: TCP {', '.join(mac_in)}\n(the desktop's raylet and workers call the Mac's)"),
+        (4.1, True, "tab:green", f"Ray Train: TCP {', '.join(train_in)}\n(the rendezvous store, and the ranks' "
+                                 "exchange)"),
+        (2.7, True, "tab:purple", f"SSH: TCP 22 (the token, once; the lab\ntunnel {LAB_TUNNEL_PORT} → {LAB_PORT}; "
+                                  "clone and update)"),
+    ]
+    for y, from_mac, colour, label in rows:
+        start, end = ((right, y), (left, y)) if from_mac else ((left, y), (right, y))
+        _arrow(ax, start, end, colour)
+        ax.text(width / 2, y + 0.12, label, ha="center", va="bottom", fontsize=8.5, color=colour)
+    _arrow(ax, (left, 1.7), (right, 1.7), "tab:red", rad=0.0)
+    ax.text(width / 2, 1.82, "the token's path: desktop → Mac, once, inside\nthe SSH connection the Mac opened", ha="center", va="bottom",
+            fontsize=8.5, color="tab:red")
+    ax.text(width / 2, 0.15, "Each arrow but the red one points the way its connection is opened. The firewall admits each port from "
+            "the other machine's address only (SSH aside).\nEvery Ray connection, both ways, presents the token "
+            "(RAY_AUTH_MODE=token); the torch store on the desktop is not Ray's, and the token does not cover it.", ha="center", va="bottom", fontsize=8.5)
+    fig.suptitle("Your pair: processes, ports, which way each connection goes, and the token's path", fontsize=12)
+    return fig
