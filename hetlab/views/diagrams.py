@@ -1,8 +1,9 @@
-"""Diagrams of the ideas, drawn from the numbers they are about (notebooks 05, 07, 08).
+"""Diagrams of the ideas, drawn from the numbers they are about (notebooks 04, 05, 07, 08).
 
 ``hetlab.views.plots`` draws what was *measured* (step records, throughputs); this module draws what
-is *explained*: who sends what to whom in a parameter-server step, a ring all-reduce against a
-parameter server, and the bandwidth arithmetic of ``hetlab.arithmetic.planner``. Every byte count and
+is *explained*: the pair's processes, ports and connections (``pair_topology``), who sends what to
+whom in a parameter-server step, a ring all-reduce against a parameter server, and the bandwidth
+arithmetic of ``hetlab.arithmetic.planner``. Every byte count and
 every time on a diagram is computed from its arguments (the model's parameter count, the
 devices' speeds, the link), never typed in, and the planner's own functions do the arithmetic.
 Like ``hetlab.views.plots``, each function returns a matplotlib ``Figure`` built without pyplot.
