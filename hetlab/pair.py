@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from hetlab.cluster.address import Requested, requested_address
 from hetlab.cluster.connecting import connect
+from hetlab.cluster import moved
 from hetlab.cluster.moved import addresses_here
 from hetlab.cluster.roles import live_nodes
 from hetlab.errors import HetlabError
@@ -143,6 +144,10 @@ def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: st
     head_name = NAMES.get(head_role, "the head")
     if on_head:
         return f"this kernel: {hostname}, {NAMES.get(role or head_role or os_role)}, the head of your pair ({head})", None
+    if role is None and pair is not None and requested.from_saved:   # neither saved address is here
+        changed = moved.check(pair, os_role, here)                     # this machine's own address moved
+        if changed:
+            return f"this kernel: {hostname}, {NAMES.get(os_role)}, not at its saved address", changed
     me = NAMES.get(role or os_role)
     where = f"the head, {head_name} ({head})" if head_role else f"the head ({head})"
     stop = (f"this notebook runs on {where}, not on this machine ({me}): open it in {head_name}'s JupyterLab "

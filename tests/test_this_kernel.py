@@ -2,8 +2,8 @@
 line where this machine is not the head of the pair asked for (issue 70, item 3): ``hetlab.pair.this_kernel``.
 
 Nothing is faked: the pair is a real ``pair.json`` in a figures folder of the test's own, and this machine's
-addresses are its own. The one thing that cannot exist here is the other machine: its address is one of
-TEST-NET-1 (192.0.2.0/24, RFC 5737), which no machine holds. No Ray starts: the line is read before any."""
+addresses are its own. The one thing that cannot exist here is the other machine: it gets an address of TEST-NET-2 (RFC 5737)
+that this machine does not hold (checked). No Ray starts: the line is read before any."""
 import json
 import os
 import subprocess
@@ -20,8 +20,9 @@ from hetlab.vocab import ADDRESS_ENV, MEASURED_ENV, RAY_ADDRESS_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-ELSEWHERE = "192.0.2.10"   # the other machine: an address no machine holds
+ELSEWHERE, FARTHER = "198.51.100.10", "198.51.100.11"   # the other machine, and a third address
 MINE = sorted(addresses_here())
+assert ELSEWHERE not in MINE and FARTHER not in MINE
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_it_keys_on_the_head_not_on_the_macs_role(folder, monkeypatch):
 
 
 def test_the_practice_cluster_asked_for_beside_a_saved_pair_stops_nothing(folder, monkeypatch):
-    saved_pair.save(ELSEWHERE, "192.0.2.11")
+    saved_pair.save(ELSEWHERE, FARTHER)
     monkeypatch.setenv(ADDRESS_ENV, "local")
     assert "practice cluster" in pairs.this_kernel("08")
 
@@ -125,3 +126,13 @@ def test_each_notebook_from_03_on_stops_at_its_first_cell_on_the_mac(tmp_path):
     stopped = [line for line in out.stdout.splitlines() if line.startswith("STOPPED")]
     assert len(stopped) == len(later) == 7 and "WENT ON" not in out.stdout, out.stdout
     assert all(f"USER@{ELSEWHERE}" in line for line in stopped)
+
+
+@needs_an_address
+def test_a_machine_whose_address_moved_is_told_the_way_on_not_sent_elsewhere(folder):
+    """Neither saved address is this machine's: its address moved overnight (day two)."""
+    saved_pair.save(ELSEWHERE, FARTHER) if pairs.guess_role() == "desktop" else saved_pair.save(FARTHER, ELSEWHERE)
+    with pytest.raises(HetlabError) as stopped:
+        pairs.this_kernel("05")
+    assert "address changed since notebook 04 saved the pair" in str(stopped.value)
+    assert f"it was {ELSEWHERE}" in str(stopped.value) and f"hetlab pair --{pairs.guess_role()}-ip" in str(stopped.value)
