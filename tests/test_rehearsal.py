@@ -207,7 +207,8 @@ def test_doctor_passes_and_a_missing_or_wrong_token_is_one_line(pair, tmp_path):
         refused = on("mac", sys.executable, "-c", CLIENT, pair["address"], driver=False,
                      env={"HOME": str(tmp_path), **token}, timeout=120)   # a home without the token file
         last = refused.stderr.strip().splitlines()[-1] if refused.stderr.strip() else ""
-        assert refused.returncode != 0 and last.startswith("HetlabError:") and "token" in last, tail(refused)
+        assert refused.returncode != 0 and last.startswith("hetlab.errors.HetlabError:") and "token" in last, \
+            tail(refused)                                     # the last line: what to do
 
 
 @needs_pair
@@ -419,7 +420,7 @@ def test_ray_train_across_the_hosts_one_unequal_step_is_one_big_batch_step_and_g
     assert done.returncode == 0, tail(done)
     *_, step, gloo, blocked = done.stdout.strip().splitlines()
     one = json.loads(step)
-    assert one["sizes"] == [48, 16] and one["identical"] and one["diff"] < 1e-6, one
+    assert one["sizes"] == [48, 16] and one["identical"] and one["diff"] < 1e-5, one   # a step moves weights by ~1e-3
     assert one["labels"][1].startswith("mac"), one                     # rank 1 ran on the mac host
     assert "gloo cannot join these ranks" in gloo and "backend='hetlab'" in gloo, gloo
     assert "could not connect to each other within 4 s" in blocked and "6390" in blocked, blocked

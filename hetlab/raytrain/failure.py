@@ -58,4 +58,5 @@ def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence
         return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP {port} "
                 f"(the rendezvous store, on rank 0's machine) to the other machine's IP: `hetlab head` "
                 f"prints the rule (Ray Train only).")
-    return f"Ray Train run failed: {lines[0] if lines else 'no reason given'}"
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b.*: ", line)]
+    return f"Ray Train run failed: {(errors or lines or ['no reason given'])[-1]}"   # the innermost reason
