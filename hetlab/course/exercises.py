@@ -28,6 +28,8 @@ class Exercise:
     same: Callable[[Any, Any], bool]                 # the learner's answer against the reference's
     mistakes: tuple[tuple[Callable, str], ...] = ()  # (a typical wrong function, what to fix)
     precheck: Callable[[Any, tuple], str | None] = lambda answer, args: None   # a shape/sum problem
+    run: Callable[[Callable], str | None] | None = None   # graded by running it for real: None when right,
+                                                          # else "what happened — what to fix"
 
 
 # --- comparing answers ---------------------------------------------------------------------------
@@ -238,6 +240,76 @@ def _inverse_weights(grads, sizes):
     return sum(g * (w / sum(inverse)) for g, w in zip(grads, inverse))
 
 
+# --- a piece of the mechanism, graded by running it: the exchange's everyone (notebook 07) --------
+
+EVERYONE_SET = "put this rank's piece in the store under f'{key}/{rank}' before you read the others'"
+EVERYONE_OWN = "the list needs this rank's own piece too, in its place"
+EVERYONE_ORDER = "in rank order: rank 0's piece first, whichever rank this is"
+EVERYONE_KEY = "name each piece by the collective's key as well as its rank: f'{key}/{rank}'"
+
+
+def everyone(store, key, rank, world, piece):
+    """hetlab's own (``hetlab.raytrain.exchange.everyone``, written out: the basic layer imports no engine)."""
+    store.set(f"{key}/{rank}", piece)
+    others = iter(store.multi_get([f"{key}/{r}" for r in range(world) if r != rank]))
+    return [piece if r == rank else next(others) for r in range(world)]
+
+
+def run_everyone(fn, world: int = 3, timeout_s: float = 2.0) -> str | None:
+    """``fn`` on ``world`` ranks at once (threads), each with its own client of one real TCPStore on
+    127.0.0.1, for two collectives, "1" then "2" (every rank but 0 a moment late to the second, as a
+    slower machine is). None when every rank got every piece of each collective, in rank order."""
+    import threading
+    import time
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    server = dist.TCPStore("127.0.0.1", 0, world, True, timedelta(seconds=timeout_s), wait_for_workers=False)
+    pieces = {key: [f"collective {key}, rank {r}".encode() for r in range(world)] for key in ("1", "2")}
+    got = [None] * world
+
+    def rank(r):
+        client = dist.TCPStore("127.0.0.1", server.port, world, False, timedelta(seconds=timeout_s))
+        try:
+            got[r] = [fn(client, "1", r, world, pieces["1"][r])]
+            time.sleep(0.3 if r else 0)
+            got[r].append(fn(client, "2", r, world, pieces["2"][r]))
+        except BaseException as e:  # noqa: BLE001 - the learner's error, said in one line below
+            got[r] = e
+
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(4 * timeout_s)
+    for r, answer in enumerate(got):
+        if isinstance(answer, NotImplementedError) or answer is None or (
+                isinstance(answer, list) and any(a is None or a is Ellipsis for a in answer)):
+            raise NotImplementedError   # the skeleton, still empty
+        if isinstance(answer, BaseException):
+            if "timeout" in str(answer).lower() or "timed out" in str(answer).lower():
+                return f"rank {r} waited {timeout_s:.0f} s for the others' pieces — {EVERYONE_SET}"
+            return f"everyone raised {type(answer).__name__}: {str(answer).splitlines()[0][:160]}"
+        for key, pieces_back in zip(("1", "2"), answer):
+            want = pieces[key]
+            if list(pieces_back) == want:
+                continue
+            said = f"rank {r} of {world} got {len(pieces_back)} pieces of collective {key}"
+            if len(pieces_back) == world - 1:
+                return f"{said}, not {world} — {EVERYONE_OWN}"
+            if sorted(pieces_back) == sorted(want):
+                return f"{said}, out of order — {EVERYONE_ORDER}"
+            if any(p in pieces["1"] for p in pieces_back) and key == "2":
+                return f"{said}, some of collective 1's — {EVERYONE_KEY}"
+            return f"{said}: {list(pieces_back)!r}, expected {want!r}"
+    return None
+
+
+def _everyone_without_set(store, key, rank, world, piece):
+    return [piece if r == rank else store.get(f"{key}/{r}") for r in range(world)]
+
+
 EXERCISES = {e.name: e for e in [
     Exercise("weighted_average", "weighted_average(grads, sizes)", "05", weighted_average,
              _gradients_case, _close_tensor, (
@@ -342,6 +414,16 @@ EXERCISES = {e.name: e for e in [
                  (lambda p, v: p * v, "one way only: the delta goes up, then the weights come down"),
                  (lambda p, v: 8 * p, "fp32 both ways: the delta goes up at `bytes_per_value` bytes a value"),
                  (lambda p, v: 8 * p * (v + 4), "bits, not bytes: leave out the 8"))),
+    Exercise("everyone", "everyone(store, key, rank, world, piece)", "07", everyone, lambda rng: (),
+             lambda a, e: a == e, (
+                 (_everyone_without_set, EVERYONE_SET),
+                 (lambda s, k, r, w, p: (s.set(f"{k}/{r}", p), s.multi_get([f"{k}/{i}" for i in range(w) if i != r]))[1],
+                  EVERYONE_OWN),
+                 (lambda s, k, r, w, p: (s.set(f"{k}/{r}", p), [p] + s.multi_get([f"{k}/{i}" for i in range(w)
+                                                                                    if i != r]))[1], EVERYONE_ORDER),
+                 (lambda s, k, r, w, p: (s.set(f"{r}", p), [p if i == r else s.get(f"{i}") for i in range(w)])[1],
+                  EVERYONE_KEY)),
+             run=run_everyone),
     Exercise("pair_over_sum", "pair_over_sum(desktop, mac, pair)", "09", pair_over_sum,
              _search_case, _close_number, (
                  (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),

@@ -3,7 +3,8 @@ hetlab's own on random inputs and prints one line: right, what is wrong, or "you
 the skeleton above is still empty (it raises ``NotImplementedError`` or returns ``None``).
 
 Each exercise knows the typical mistakes (a plain mean, a missing 1/B, a split ∝ 1/speed ...)
-and names the one your function made. Pure functions, no Ray. The answers, with their
+and names the one your function made. Pure functions, no Ray; a piece of the mechanism (07's
+``everyone``) is run for real instead, on threads with a real store. The answers, with their
 reasoning, are in ``docs/answers/``. ``check`` keeps each result for the report (``hetlab.store.measured.save_graded``).
 """
 from __future__ import annotations
@@ -51,6 +52,8 @@ def grade(name: str, fn: Callable | None) -> Verdict:
         return _your_turn(exercise)
     if not callable(fn):
         return Verdict(WRONG, f"not yet: {exercise.name} should be a function, got {type(fn).__name__}.")
+    if exercise.run is not None:
+        return _ran(exercise, fn)
     inputs = [exercise.cases(rng) for _ in range(CASES)]
     answers = []
     for args in inputs:
@@ -72,6 +75,17 @@ def grade(name: str, fn: Callable | None) -> Verdict:
     hint = exercise.precheck(answers[i], inputs[i]) or _named_mistake(exercise, inputs, answers)
     return Verdict(WRONG, f"not yet: {exercise.name}{show(inputs[i])} gave {show(answers[i])}, "
                           f"expected {show(expected[i])}" + (f" — {hint}." if hint else "."))
+
+
+def _ran(exercise: Exercise, fn: Callable) -> Verdict:
+    """An exercise graded by running the learner's function for real (``Exercise.run``)."""
+    try:
+        problem = exercise.run(fn)
+    except NotImplementedError:
+        return _your_turn(exercise)
+    if problem is None:
+        return Verdict(RIGHT, f"right: your {exercise.name} ran for real and did what hetlab's does.")
+    return Verdict(WRONG, f"not yet: {problem}.")
 
 
 def _named_mistake(exercise: Exercise, inputs: Sequence[tuple], answers: Sequence) -> str | None:

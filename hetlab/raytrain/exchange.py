@@ -6,7 +6,7 @@ never connect (pytorch/pytorch#144851, pytorch/gloo#383); NCCL cannot reach a Ma
 rendezvous store is torch's own small TCP key-value server, the same on both systems, on rank 0's
 machine at one pinned port: the ranks already meet there to start. So they swap their pieces there too.
 Each collective is one ``everyone``: every rank puts its piece under the collective's number and reads
-the others'. An all-reduce then adds the pieces in rank order on every rank: the same bits on every
+the others' (notebook 07 has you write it). An all-reduce then adds the pieces in rank order on every rank: the same bits on every
 rank, so the weights stay identical. Tensors on MPS or CUDA are copied to the CPU and back. The rank's
 code stays standard: ``dist.all_reduce(buf)``, ``dist.all_gather_object``, ``dist.barrier``.
 
@@ -32,29 +32,35 @@ def register() -> None:
         dist.Backend.register_backend(BACKEND, StoreExchange, devices=["cpu", "cuda", "mps"])
 
 
+def everyone(store, key: str, rank: int, world: int, piece: bytes) -> list[bytes]:
+    """Every rank's piece of collective ``key``, in rank order: put this rank's piece in the store
+    under ``key/rank``, then read the others' (the store waits until each is there)."""
+    store.set(f"{key}/{rank}", piece)
+    others = iter(store.multi_get([f"{key}/{r}" for r in range(world) if r != rank]))
+    return [piece if r == rank else next(others) for r in range(world)]
+
+
 class StoreExchange(dist.ProcessGroup):
     """A process group whose every collective is one round of pieces through the rendezvous store."""
 
-    def __init__(self, store, rank: int, world_size: int, timeout: timedelta):
+    def __init__(self, store, rank: int, world_size: int, timeout: timedelta, meet=None):
         super().__init__(rank, world_size)
         self._store, self._rank, self._world = store, rank, world_size
         self._timeout_s = timeout.total_seconds()
         self._round = 0
+        self.meet = meet or everyone   # notebook 07 grades your own everyone() in its place
 
     def everyone(self, piece: bytes) -> list[bytes]:
-        """Every rank's piece of this collective, in rank order (this one's own included)."""
+        """Every rank's piece of this collective, in rank order (``everyone`` below, under the next number)."""
         self._round += 1
-        self._store.set(f"{self._round}/{self._rank}", piece)
         if self._round > 2:   # every rank has read round - 2: it wrote round - 1 after reading it
             self._store.delete_key(f"{self._round - 2}/{self._rank}")
-        others = [f"{self._round}/{r}" for r in range(self._world) if r != self._rank]
         try:
-            got = iter(self._store.multi_get(others))
+            return self.meet(self._store, str(self._round), self._rank, self._world, piece)
         except RuntimeError as e:  # the store's own "Wait timeout" or "Connection reset"
             raise RuntimeError(f"rank {self._rank} gave up waiting for the other ranks at collective "
                                f"{self._round} after {self._timeout_s:.0f} s: a rank stopped or lags "
                                f"({str(e).splitlines()[0][:120]})") from None
-        return [piece if r == self._rank else next(got) for r in range(self._world)]
 
     def allreduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
