@@ -5,9 +5,9 @@ Why not gloo: PyTorch builds gloo's TCP transport on Linux and its UV transport 
 never connect (pytorch/pytorch#144851, pytorch/gloo#383); NCCL cannot reach a Mac at all. The
 rendezvous store is torch's own small TCP key-value server, the same on both systems, on rank 0's
 machine at one pinned port: the ranks already meet there to start. So they swap their pieces there too.
-Each collective is one ``everyone``: every rank puts its piece under the collective's number and reads
-the others' (notebook 07 has you write it). An all-reduce then adds the pieces in rank order on every rank: the same bits on every
-rank, so the weights stay identical. Tensors on MPS or CUDA are copied to the CPU and back. The rank's
+Each collective is one ``everyone`` (notebook 07 has you write it): every rank puts its piece under
+the collective's number and reads the others'. An all-reduce then adds the pieces in rank order on
+every rank: the same bits on every rank, so the weights stay identical. Tensors on MPS or CUDA are copied to the CPU and back. The rank's
 code stays standard: ``dist.all_reduce(buf)``, ``dist.all_gather_object``, ``dist.barrier``.
 
 Each rank reads every other rank's piece: for the course's two ranks that is what any all-reduce
@@ -51,7 +51,7 @@ class StoreExchange(dist.ProcessGroup):
         self.meet = meet or everyone   # notebook 07 grades your own everyone() in its place
 
     def everyone(self, piece: bytes) -> list[bytes]:
-        """Every rank's piece of this collective, in rank order (``everyone`` below, under the next number)."""
+        """Every rank's piece of the next collective, in rank order (``everyone`` above, or yours)."""
         self._round += 1
         if self._round > 2:   # every rank has read round - 2: it wrote round - 1 after reading it
             self._store.delete_key(f"{self._round - 2}/{self._rank}")
