@@ -87,16 +87,6 @@ def driver_steps(training, n: int) -> tuple[list, list]:
     return [steps[s] for s in sorted(steps)], [busy[s] for s in sorted(steps)]
 
 
-@contextlib.contextmanager
-def one_thread():
-    """This benchmark's process on one torch thread for a block, then as before."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -117,7 +107,7 @@ def main() -> None:
         for _ in range(args.blocks):
             for way in WAYS:
                 # each way goes on from the weights the last one left (the actor starts from its own)
-                with one_thread() if way == WAYS[2] else contextlib.nullcontext():
+                with server.one_thread() if way == WAYS[2] else contextlib.nullcontext():
                     if way == WAYS[0]:
                         steps, busy, _ = actor_steps(training, actor, training.weights, args.steps)
                     else:
