@@ -39,13 +39,12 @@ def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence
         return ("Ray Train run failed: its ranks did not get their CPUs in time: a machine has no free CPU for a "
                 "rank (another run or a notebook still holds it) or its node is gone: `hetlab.cluster.node_table()` "
                 "shows the nodes; stop the other work and run again.")
-    gloo_waited = backend == "gloo" and len(set(roles)) > 1 and any(s in lowered for s in NETWORK_SIGNS)
-    if gloo_waited or any(sign in lowered for sign in GLOO_SIGNS):
+    network = any(sign in lowered for sign in NETWORK_SIGNS)
+    if (backend == "gloo" and len(set(roles)) > 1 and network) or any(sign in lowered for sign in GLOO_SIGNS):
         return ("Ray Train run failed: gloo cannot join these ranks: it speaks another transport on macOS "
                 "than on Linux (pytorch/pytorch#144851). Use hetlab's exchange, train_mixed's default "
                 "backend='hetlab'.")
     gone = lost_ranks(text)
-    network = any(sign in lowered for sign in NETWORK_SIGNS)
     if gone or (not network and any(sign in lowered for sign in GONE_SIGNS)):
         who = (", ".join(f"the {roles[r]} (rank {r})" if r < len(roles) else f"rank {r}" for r in gone)
                or "a rank's machine")
