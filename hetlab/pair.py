@@ -34,7 +34,7 @@ class Pair:
 
     @property
     def real(self) -> bool:
-        """True on a cluster you started (the real pair, or the rehearsal), False on the practice one."""
+        """True on a cluster you started (the real pair, or hosts playing it), False on the practice one."""
         return self.practice is None
 
     @property

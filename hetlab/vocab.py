@@ -20,7 +20,7 @@ ROLES = ("desktop", "mac")                            # the two machines of the 
 # environment variables hetlab reads
 ADDRESS_ENV = "HETLAB_ADDRESS"      # the Ray head of the real pair: notebooks 03-08 run there
 QUICK_ENV = "HETLAB_QUICK"          # 1: the short runs of `make test`
-REHEARSAL_ENV = "HETLAB_REHEARSAL"  # set on the hosts of `hetlab rehearse`: the host's role
+ORIGIN_ENV = "HETLAB_ORIGIN"        # set from outside on a host playing a machine it is not: its label (core.machine)
 DATA_ENV = "HETLAB_DATA"            # a folder holding MNIST's files instead of the repository's data/
 MEASURED_ENV = "HETLAB_MEASURED"    # a folder for the figures notebooks save (hetlab.store.measured)
 COMMIT_ENV = "HETLAB_COMMIT"        # hetlab's git commit where no git is (`hetlab gpu-check`)
@@ -33,7 +33,7 @@ RAY_AUTH_ENV = "RAY_AUTH_MODE"                                  # "token" on eve
 RAY_MAC_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"       # "1" on the Mac's `ray start` line only
 RAY_PYTHON_MATCH_ENV = "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"  # "patch" (Ray's default) or "minor"
 TOKEN_PATH = "~/.ray/auth_token"                                # where the printed steps keep Ray's token
-# A Linux node playing the Mac (the practice cluster, the rehearsal) lacks gloo's Linux transport, as a
+# A Linux node playing the Mac (the practice cluster's, or any Linux host's) lacks gloo's Linux transport, as a
 # real Mac's torch does (its gloo speaks UV, never Linux's TCP): this Linux torch then refuses gloo at once.
 MAC_GLOO_STANDIN = {"GLOO_DEVICE_TRANSPORT": "UV"}
 

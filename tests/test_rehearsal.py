@@ -163,9 +163,10 @@ def test_two_hosts_two_addresses_gpus_for_ray_and_labels(pair):
     assert done.returncode == 0, tail(done)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     rows = {row["name"]: row for row in seen["rows"]}
-    assert set(rows) == {"desktop (rehearsal)", "mac (rehearsal)"}
-    assert rows["desktop (rehearsal)"]["ip"] == rehearsal.DESKTOP.ip and rows["desktop (rehearsal)"]["is_head"]
-    assert rows["mac (rehearsal)"]["ip"] == rehearsal.MAC.ip
+    desktop, mac = (f"{h.role} ({h.origin})" for h in (rehearsal.DESKTOP, rehearsal.MAC))
+    assert set(rows) == {desktop, mac}
+    assert rows[desktop]["ip"] == rehearsal.DESKTOP.ip and rows[desktop]["is_head"]
+    assert rows[mac]["ip"] == rehearsal.MAC.ip
     assert all(row["gpus_for_ray"] == 1 for row in rows.values())       # as on the real pair
     assert all(row["accelerator"] == "none" for row in rows.values())   # ...but torch sees a CPU
     host, ip, resolved = seen["mac_task"]
@@ -201,7 +202,7 @@ def test_doctor_passes_and_a_missing_or_wrong_token_is_one_line(pair, tmp_path):
     from test_commands import CLIENT
     doctor = on("mac", sys.executable, "-m", "hetlab", "doctor", "--head", pair["address"], driver=False)
     assert doctor.returncode == 0 and "2 node(s)" in doctor.stdout and "FAIL" not in doctor.stdout, tail(doctor)
-    assert "[  ok] Ray version" in doctor.stdout and "ports of mac (rehearsal)" in doctor.stdout, doctor.stdout
+    assert "[  ok] Ray version" in doctor.stdout and f"ports of mac ({rehearsal.MAC.origin})" in doctor.stdout, doctor.stdout
     assert "gloo speaks UV here and TCP on the head" in doctor.stdout, doctor.stdout   # the mac host's stand-in
     for token in ({}, {"RAY_AUTH_TOKEN": secrets.token_hex(32)}):
         refused = on("mac", sys.executable, "-c", CLIENT, pair["address"], driver=False,
@@ -364,7 +365,7 @@ def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     hetlab = [sys.executable, "-m", "hetlab", "train"]
     sync = on("desktop", *hetlab, "--steps", "20", "--checkpoint-dir", ckpt, "--checkpoint-every", "10", *common)
     assert sync.returncode == 0, tail(sync)
-    assert "rehearsal host mac" in sync.stdout and "step 20" in sync.stdout
+    assert rehearsal.MAC.origin in sync.stdout and "step 20" in sync.stdout
     resumed = on("desktop", *hetlab, "--steps", "30", "--resume", ckpt, *common)
     assert resumed.returncode == 0, tail(resumed)
     assert "step 30" in resumed.stdout
@@ -500,7 +501,7 @@ def test_day_two_after_the_macs_address_changed(pair):
         learner.paste(MAC, "hetlab join --start")             # the README's day-two line, as before
         train = on("desktop", *hetlab, "train", "--steps", "4", "--train-samples", "1000", "--global-batch", "64",
                    "--quiet", "--ratio", "1:1")
-        assert train.returncode == 0 and "rehearsal host mac" in train.stdout and "step 4" in train.stdout, tail(train)
+        assert train.returncode == 0 and rehearsal.MAC.origin in train.stdout and "step 4" in train.stdout, tail(train)
         where = python_on("desktop", "from hetlab.pair import which_cluster; print(which_cluster())")
         assert where.stdout.strip().splitlines()[-1] == f"your pair: desktop ({DESKTOP.ip}) + mac ({MOVED})"
     finally:

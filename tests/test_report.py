@@ -64,7 +64,7 @@ def test_no_token_address_or_host_name_from_any_file_reaches_the_page_html_or_cs
     assert HOSTS["desktop"] in with_names and not any(a.split(":")[0] in with_names for a in ADDRESSES)
 
 
-def test_a_practice_or_rehearsal_figure_never_reads_as_your_pairs(tmp_path, monkeypatch):
+def test_a_practice_figure_or_a_host_playing_a_machine_never_reads_as_your_pairs(tmp_path, monkeypatch):
     monkeypatch.setenv("HETLAB_MEASURED", str(tmp_path))
     line = planner.assumed_devices("small")
     assert "practice" in planner.advise(line, 30_000, planner.GIGABIT, 128).note   # the course's default engine
@@ -72,13 +72,17 @@ def test_a_practice_or_rehearsal_figure_never_reads_as_your_pairs(tmp_path, monk
     engine = measured.engine_cost(tmp_path)
     assert "simulated" in engine.source and "practice" in engine.source and "not your pair" in engine.source
     assert "practice" in planner.engine_note(engine) and planner.engine_note(0.004) == ""
-    monkeypatch.setenv("HETLAB_REHEARSAL", "desktop")
+    monkeypatch.setenv("HETLAB_ORIGIN", "a Linux host playing the desktop")
     measured.save_engine(0.004, where=tmp_path)
-    assert "rehearsal" in measured.engine_cost(tmp_path).source
+    cost = measured.engine_cost(tmp_path)
+    assert "a Linux host playing the desktop, not your pair" in cost.source and planner.engine_note(cost)
+    assert measured.whose(desktop=cost.source) == "not yours"
     assert measured.load_run("05", tmp_path) is None
     measured.save_run("05", {"engine_s": 0.004}, simulated=False, where=tmp_path)
-    assert measured.load_run("05", tmp_path)["origin"] == "rehearsal"
-    monkeypatch.delenv("HETLAB_REHEARSAL")
+    run = measured.load_run("05", tmp_path)
+    assert run["origin"] == "a Linux host playing the desktop"
+    assert "a Linux host playing the desktop, not your pair" in report.run_label(run)
+    monkeypatch.delenv("HETLAB_ORIGIN")
     measured.save_engine(0.004, where=tmp_path)
     assert planner.engine_note(measured.engine_cost(tmp_path)) == ""          # your pair's own: no note
     own = measured.engine_cost()                                              # the caller reads it, the planner no file

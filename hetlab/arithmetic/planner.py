@@ -212,7 +212,7 @@ class Advice:
 
 def engine_note(engine_s=None) -> str:
     """One sentence when the prediction uses an engine cost that is not your pair's own measurement
-    (the practice cluster's, the rehearsal's, or the course's default): a pair prediction says so."""
+    (the practice cluster's, a host's playing a machine, or the course's default): a pair prediction says so."""
     value, source = (estimates.ENGINE_S, estimates.ENGINE_WHERE) if engine_s is None \
         else (engine_s, getattr(engine_s, "source", None))
     if source is None or "your pair" not in source:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 
 import ray
@@ -20,7 +19,6 @@ from hetlab.cluster.reach import parse_address, port_open, probe_gcs, start_with
 from hetlab.cluster.roles import ROLE_LABEL, live_nodes, node_name
 from hetlab.core import samecode
 from hetlab.errors import HetlabError
-from hetlab.vocab import REHEARSAL_ENV
 
 
 def check_timeout(timeout) -> float:
@@ -175,7 +173,7 @@ def nodes(timeout: float = 60.0) -> list[dict]:
         labels = node.get("Labels") or {}
         name = node_name(labels, report["hostname"])
         rows.append({"node_id": node["NodeID"],
-                     "name": f"{name} (rehearsal)" if report.get("rehearsal") else name,
+                     "name": f"{name} ({report['origin']})" if report.get("origin") else name,
                      "role": labels.get(ROLE_LABEL), "is_head": "node:__internal_head__" in node["Resources"],
                      "ip": node["NodeManagerAddress"],
                      "ports": {"node manager": node.get("NodeManagerPort"),
@@ -221,9 +219,9 @@ def check_same_code(timeout: float = 60.0) -> None:
 
 
 def _node_report() -> dict:
-    """What a node says about itself (``machine.local_report``), and whether it is a rehearsal host."""
-    from hetlab.core.machine import local_report
-    return {**local_report(), "rehearsal": os.environ.get(REHEARSAL_ENV)}
+    """What a node says about itself (``machine.local_report``), and its origin label if it plays a machine."""
+    from hetlab.core.machine import local_report, origin_label
+    return {**local_report(), "origin": origin_label()}
 
 
 class NodeTable(list):

@@ -21,7 +21,7 @@ def _facts_there() -> dict:
 
 
 def collect(roles=("desktop", "mac"), timeout: float = 120.0) -> dict:
-    """role → that node's facts, each read on its own node; ``origin`` says practice, rehearsal or pair."""
+    """role → that node's facts, each read on its own node; ``origin`` says practice, pair or a host's label."""
     if not ray.is_initialized():
         raise HetlabError("describing the machines needs the cluster: connect first (the_pair()).")
     task = ray.remote(num_cpus=0)(_facts_there)
@@ -42,5 +42,5 @@ def collect(roles=("desktop", "mac"), timeout: float = 120.0) -> dict:
 def save(described: dict, where=None):
     """Keep ``collect()``'s table as ``machines.json`` for the report."""
     origins = {f["origin"] for f in described.values()}
-    kind = next(iter(origins)) if len(origins) == 1 else measured.PRACTICE if measured.PRACTICE in origins else measured.PAIR
+    kind = measured.PRACTICE if measured.PRACTICE in origins else min(origins - {measured.PAIR} or origins)
     return measured.save_figure(FILE, {"machines": described, "origin": kind}, where)

@@ -118,7 +118,7 @@ def start_with_retry(start: Callable[[], T], clean_up: Callable[[float], None],
 
     Any other failure, or a second time-out, is cleaned up too and raises ``give_up(exc,
     timed_out)`` (or ``exc`` itself where that returns None). Used by ``cluster.connect``,
-    ``PracticeCluster.add_node``, the rehearsal and the tests' local Ray.
+    ``PracticeCluster.add_node`` and the tests' local Ray.
     """
     import time
 

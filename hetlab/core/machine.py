@@ -15,7 +15,7 @@ import subprocess
 from importlib import metadata
 
 from hetlab.core.samecode import code_here
-from hetlab.vocab import REHEARSAL_ENV
+from hetlab.vocab import ORIGIN_ENV
 
 
 def this_machine() -> str:
@@ -26,6 +26,14 @@ def this_machine() -> str:
             return f.read().strip()
     except OSError:
         return socket.gethostname()
+
+
+def origin_label() -> str | None:
+    """Where this host's figures come from when it is not one of the learner's own machines: the plain
+    label ``HETLAB_ORIGIN`` that whatever runs it sets from outside (e.g. "a Linux host playing the
+    Mac"), which every label a learner sees carries (the node table, a worker's line, the saved
+    figures, the report); None on the learner's own machine, where nothing sets it."""
+    return os.environ.get(ORIGIN_ENV) or None
 
 
 def patience(seconds: float) -> float:
@@ -101,7 +109,7 @@ def _basics() -> dict:
 def gloo_transport(system: str) -> str:
     """The transport this machine's gloo speaks: UV on macOS, TCP on Linux (PyTorch builds one of
     them per system, and the two never meet); UV too where ``GLOO_DEVICE_TRANSPORT=UV`` makes a Linux
-    node play the Mac (the practice cluster's and the rehearsal's "mac")."""
+    node play the Mac (the practice cluster's "mac", or any Linux host playing it)."""
     return "UV" if system == "Darwin" or os.environ.get("GLOO_DEVICE_TRANSPORT") == "UV" else "TCP"
 
 
@@ -131,7 +139,7 @@ def facts() -> dict:
     report = _basics()
     extra = {"chip": platform.processor() or platform.machine(), "wsl": wsl_build(),
              "cuda": torch.version.cuda, "mps": None, "driver": None, "gpu_memory_gb": None,
-             "origin": "rehearsal" if os.environ.get(REHEARSAL_ENV) else "pair"}
+             "origin": origin_label() or "pair"}
     if torch.cuda.is_available():
         extra["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
         extra["driver"] = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or None

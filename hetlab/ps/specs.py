@@ -36,7 +36,7 @@ class WorkerInfo:
     precision: str               # what autocast really uses there ("fp32" on the CPU)
     machine: str                 # its kernel's id (``hetlab.core.machine.this_machine``): workers sharing cores
     device_note: str = ""        # e.g. Ray gave it another GPU than asked
-    rehearsal: str | None = None  # the rehearsal host it plays, if any
+    origin: str | None = None    # its host's origin label, if it plays a machine (core.machine.origin_label)
 
 
 def check_spec(spec) -> None:

@@ -19,14 +19,13 @@ from hetlab.core.data import as_tensors
 from hetlab.core.stream import stream_indices
 from hetlab.core.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key, timed_steps, warm_up
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
-from hetlab.core.machine import this_machine
+from hetlab.core.machine import origin_label, this_machine
 from hetlab.core.models import make_model
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerSpec
 from hetlab.core.simulate import SlowDevice
 from hetlab.core.speedups import on_device
 from hetlab.core.train_step import make_optimizer, train_step
-from hetlab.vocab import REHEARSAL_ENV
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
@@ -82,7 +81,7 @@ class Worker:
         self.device = resolve(device)            # resolved here, on the worker's own node
         if self.device.type == "cpu" and ray.is_initialized() and \
                 ray.get_runtime_context().get_accelerator_ids().get("GPU"):
-            self.device_note = "Ray gave it a GPU that torch here cannot use"  # e.g. the rehearsal's
+            self.device_note = "Ray gave it a GPU that torch here cannot use"  # a GPU count set from outside
         self.amp_dtype = autocast_dtype(self.device, spec.precision)
         self.backend = on_device(self.device).backend   # TF32 when gpu-check's rule picked it for this kind
         self.wire = WIRE_DTYPES[options.transfer]
@@ -97,7 +96,7 @@ class Worker:
         """Where this worker really runs: node, machine, device, precision (``specs.WorkerInfo``)."""
         amp = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
         return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device), "precision": amp,
-                "machine": this_machine(), "device_note": self.device_note, "rehearsal": os.environ.get(REHEARSAL_ENV)}
+                "machine": this_machine(), "device_note": self.device_note, "origin": origin_label()}
 
     def set_threads(self, sharing: int) -> int:
         """Use this machine's cores divided by the number of workers sharing it.

@@ -10,7 +10,6 @@ and the weights stay identical (bitwise on alike devices). With
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 import time
 from contextlib import contextmanager
@@ -22,13 +21,13 @@ import torch.distributed as dist
 from torch import nn
 
 from hetlab.core.devices import resolve, synchronize
+from hetlab.core.machine import origin_label
 from hetlab.errors import HetlabError
 from hetlab.core.flat import flat_grad, set_flat_grad
 from hetlab.core.models import make_model
 from hetlab.raytrain.checkpoint import restore, rng_state, write
 from hetlab.raytrain.config import LoopConfig
 from hetlab.core.simulate import SlowDevice, device_seconds, labelled
-from hetlab.vocab import REHEARSAL_ENV
 
 
 def train_loop(config: dict) -> None:
@@ -210,8 +209,8 @@ def report(cfg: LoopConfig, model, opt, rank, role, device, batch_size, speed, l
 
     train_s = time.perf_counter() - log.started
     label = labelled(f"{role} · {device.type}", log.slowdown)  # the parameter server's label format
-    if os.environ.get(REHEARSAL_ENV):
-        label += " (rehearsal host)"
+    if origin := origin_label():
+        label += f" ({origin})"
     mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), batch_size, speed,
                       batch_size * (cfg.steps - log.first_step), log.compute_s, log.simulated_s, log.allreduce_s,
                       weights_digest(model))

@@ -24,7 +24,8 @@ from hetlab.arithmetic import estimates
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steptime import StepTime, from_sweep
 import hetlab
-from hetlab.vocab import MEASURED_ENV, REHEARSAL_ENV
+from hetlab.core.machine import origin_label
+from hetlab.vocab import MEASURED_ENV
 
 FOLDER_ENV = MEASURED_ENV
 FORMAT = 1
@@ -70,25 +71,31 @@ class Seconds(Labelled):
     unit = " s"
 
 
-# Where a saved figure came from (``origin``): every file records it, and every label says it.
-PRACTICE, REHEARSAL, PAIR = "practice", "rehearsal", "pair"
-ORIGINS = {PRACTICE: "simulated: the practice cluster, where the mac is this machine slowed down",
-           REHEARSAL: "rehearsal: two network namespaces on one Linux box, not your pair",
+# Where a saved figure came from (``origin``): every file records it, and every label says it:
+# the practice cluster, the learner's pair, or the label of a host playing a machine it is not
+# (``core.machine.origin_label``), which is never read as the pair's.
+PRACTICE, PAIR = "practice", "pair"
+ORIGINS = {PRACTICE: "simulated: the practice cluster, where the mac is this machine slowed down, not your pair",
            PAIR: "your pair"}
 
 
 def origin(simulated: bool = False) -> str:
-    """Where a figure measured now comes from: ``"practice"`` (a simulated machine took part),
-    ``"rehearsal"`` (``HETLAB_REHEARSAL`` is set on this host), else ``"pair"`` (the learner's own)."""
+    """Where a figure measured now comes from: ``"practice"`` (a simulated machine took part), this
+    host's origin label (``HETLAB_ORIGIN``: it plays a machine it is not), else ``"pair"``."""
     if simulated:
         return PRACTICE
-    return REHEARSAL if os.environ.get(REHEARSAL_ENV) else PAIR
+    return origin_label() or PAIR
 
 
 def origin_of(data: dict) -> str:
     """The origin a saved file records; files from before it was recorded: practice if simulated, else the pair."""
     kept = data.get("origin")
-    return kept if kept in ORIGINS else (PRACTICE if data.get("simulated") else PAIR)
+    return kept if isinstance(kept, str) and kept else (PRACTICE if data.get("simulated") else PAIR)
+
+
+def describe(kind: str) -> str:
+    """What a label says of an origin: the practice cluster's or your pair's, else a host's own label."""
+    return ORIGINS.get(kind) or f"{kind}, not your pair"
 
 
 def folder() -> Path:
@@ -208,7 +215,7 @@ def speed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH,
 def _where_measured(data: dict) -> str:
     what = ", ".join(str(x) for x in (data.get("device"), data.get("optimizer")) if x)
     kind = origin_of(data)
-    where = "" if kind == PAIR else f"; {ORIGINS[kind]}"
+    where = "" if kind == PAIR else f"; {describe(kind)}"
     return f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}{where}".rstrip()
 
 
@@ -257,7 +264,7 @@ def engine_cost(where: str | Path | None = None) -> Seconds:
         kind, date = origin_of(data), str(data.get("date", ""))[:10]
         if kind == PAIR:
             return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {date}")
-        return Seconds(value, f"measured in notebook 05 {date}: {ORIGINS[kind]}; not your pair")
+        return Seconds(value, f"measured in notebook 05 {date}: {describe(kind)}")
     p = path(ENGINE_FILE, where)
     cost = read(p, parse, HetlabError(
         f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again."))
@@ -344,13 +351,13 @@ def load_figure(name: str, where: str | Path | None = None) -> dict | None:
 
 def whose(**sources: str) -> str:
     """Whose figures a prediction used, from each input's ``.source`` (role=source): "yours" where
-    measured on your machines, "estimated", or the practice cluster's / the rehearsal's."""
+    measured on your machines, "estimated", the practice cluster's, or "not yours" (a host playing a machine)."""
     def one(source: str) -> str:
         source = str(source)
         if "practice" in source or "simulated" in source:
             return "the practice cluster's"
-        if "rehearsal" in source:
-            return "the rehearsal's"
+        if "not your pair" in source:
+            return "not yours"
         return "yours" if source.startswith("measured") else "estimated"
     kinds = {role: one(src) for role, src in sources.items()}
     if len(set(kinds.values())) == 1:

@@ -46,7 +46,7 @@ def path(where: str | Path | None = None) -> Path:
 
 def save(desktop_ip: str, mac_ip: str, port: int = Ports.gcs, where: str | Path | None = None) -> Path:
     """Remember the pair (notebook 04, once the Mac has joined); returns the file written.
-    ``where``: another figures folder than this machine's (the rehearsal's hosts)."""
+    ``where``: another figures folder than this machine's (two hosts on one box)."""
     for ip, what in ((desktop_ip, "desktop"), (mac_ip, "Mac")):
         try:
             ipaddress.ip_address(str(ip))

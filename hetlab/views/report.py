@@ -135,12 +135,12 @@ def unwritten(text: str) -> list[str]:
 
 
 def run_label(run: dict) -> str:
-    """"measured on HOST, DATE", and where it came from when not your pair (simulated, rehearsal)."""
+    """"measured on HOST, DATE", and where it came from when not your pair (simulated, a host's label)."""
     label = f"measured on {run.get('host', '?')}, {str(run.get('date', ''))[:10]}"
     if run.get("mode") == measured.QUICK:
         label += f"; {QUICK_MARK}"
     kind = measured.origin_of(run)
-    return clean(label if kind == measured.PAIR else f"{label}; {measured.ORIGINS[kind]}")
+    return clean(label if kind == measured.PAIR else f"{label}; {measured.describe(kind)}")
 
 
 def speed_text(s: dict | None) -> str:
@@ -208,7 +208,7 @@ def _machines(page: Page) -> None:
     for k, name in FACTS:
         page.add(f"| {name} | " + " | ".join(str(table[r].get(k) if table[r].get(k) is not None else "—")
                                          for r in roles) + " |")
-    page.add("| where | " + " | ".join(measured.ORIGINS[table[r].get("origin", "pair")] for r in roles) + " |", "")
+    page.add("| where | " + " | ".join(measured.describe(table[r].get("origin", "pair")) for r in roles) + " |", "")
     page.add(f"*Each column read by a task on that machine over the cluster, {str(data.get('date', ''))[:10]}.*", "")
 
 
@@ -594,10 +594,10 @@ def write(out: str | Path | None = None, where: str | Path | None = None, names:
     page.add(f"# {TITLE}", "",
              f"Written by `hetlab report` on {datetime.date.today().isoformat()} from the figures the course's "
              "notebooks saved. Every figure says where it comes from: measured (on which machine, when), "
-             "estimated (the course's figure, not your machines), simulated (the practice cluster) or the "
-             "rehearsal. The sections in *your words* are yours to write: `hetlab report` keeps them when it "
+             "estimated (the course's figure, not your machines), simulated (the practice cluster) or a host "
+             "playing a machine. The sections in *your words* are yours to write: `hetlab report` keeps them when it "
              "writes the page again.", "", HOW_TO_HAND_IN, "",
-             "Where these runs come from: " + ("; ".join(measured.ORIGINS[o] for o in origins) or "no run yet") + ".", "")
+             "Where these runs come from: " + ("; ".join(measured.describe(o) for o in origins) or "no run yet") + ".", "")
     _machines(page)
     _link(page)
     _method(page, runs)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
-from hetlab.vocab import ADDRESS_ENV, MAC_GLOO_STANDIN, MEASURED_ENV, REHEARSAL_ENV
+from hetlab.vocab import ADDRESS_ENV, MAC_GLOO_STANDIN, MEASURED_ENV, ORIGIN_ENV
 
 ROOT = Path("/tmp/hlr")            # short: Ray's socket paths live under it (108-byte limit)
 UFW = ROOT / "desktop" / "ufw"     # the desktop host's private copies of ufw's files
@@ -52,6 +52,12 @@ class Host:
     @property
     def hostname(self) -> str:
         return f"{self.role}-rehearsal"
+
+    @property
+    def origin(self) -> str:
+        """The plain label every figure and line this host makes carries (``HETLAB_ORIGIN``): not your pair."""
+        plays = "the Mac" if self.os == "macos" else "the desktop"
+        return f"rehearsal, a Linux network namespace playing {plays}"
 
     @property
     def home(self) -> Path:
@@ -118,7 +124,7 @@ def host_env(host: Host, address: str | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", ADDRESS_ENV, MEASURED_ENV))}
     env.update(HOME=str(host.home), RAY_TMPDIR=str(host.ray_tmp), RAY_USAGE_STATS_ENABLED="0",
                PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
-               **{REHEARSAL_ENV: host.role, MEASURED_ENV: str(host.measured)}, **GPU_STANDIN,
+               **{ORIGIN_ENV: host.origin, MEASURED_ENV: str(host.measured)}, **GPU_STANDIN,
                **(MAC_GLOO_STANDIN if host.os == "macos" else {}))
     if address:
         env[ADDRESS_ENV] = address
