@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hetlab.arithmetic import balance
+from hetlab.arithmetic import balance, steptime
 from hetlab.course import grading
 from hetlab.errors import HetlabError
 
@@ -41,6 +41,14 @@ def everyone(store, key, rank, world, piece):
     return [piece if r == rank else store.get(f"{key}/{r}") for r in range(world)]
 
 
+def follow_split(batch_sizes, lines):
+    B = sum(batch_sizes)
+    T, exact = steptime.finish_together(B, lines)
+    sizes = balance.split_batch(B, [max(x, 1e-9) for x in exact])
+    faster = max(line(b) for line, b in zip(lines, batch_sizes)) / max(line(b) for line, b in zip(lines, sizes))
+    return sizes if faster > 1.05 else batch_sizes
+
+
 def scale_local_steps(H, speeds):
     return [max(1, round(H * t / max(speeds))) for t in speeds]
 
@@ -58,6 +66,7 @@ RIGHT = {
     "equal_finish_split": equal_finish_split,
     "step_time": lambda b, t, c: max(x / y + z for x, y, z in zip(b, t, c)),
     "scale_local_steps": scale_local_steps,
+    "follow_split": follow_split,
     "pair_over_sum": lambda d, m, p: p / (d + m),
     "exchange_bytes": lambda p, v: p * v + p * 4,
     "pair_gain": lambda d, m, b: (d.fixed_s + b * d.per_sample_s + m.fixed_s + b * m.per_sample_s)
@@ -102,6 +111,13 @@ MISTAKES = {
                           (lambda H, t: [math.floor(H * x / max(t)) or 1 for x in t], "round"),
                           (lambda H, t: [max(1, round(H * x / t[0])) for x in t], "speeds[0]"),   # first ≠ fastest
                           (lambda H, t: [max(1, math.ceil(H * x / max(t))) for x in t], "rounded up")],
+    # the rule that follows the machines: by step time, not where all finish together; every move
+    # taken (noise moves it); rounding down (samples lost); a fixed global batch instead of Σ batch_sizes
+    "follow_split": [(lambda b, l: balance.split_batch(sum(b), [x(n) for x, n in zip(l, b)]), "step time"),
+                     (lambda b, l: balance.equal_finish_split(sum(b), l), "5 %"),
+                     (lambda b, l: [int(x) for x in steptime.finish_together(sum(b), l)[1]]
+                      if follow_split(b, l) != b else b, "rounding lost"),
+                     (lambda b, l: follow_split([64] * len(b), l), "global batch")],
     "pair_over_sum": [(lambda d, m, p: p / d, "desktop alone"), (lambda d, m, p: (d + m) / d, "ceiling"),
                       (lambda d, m, p: p / (d + m) * 100, "percentage")],
     "exchange_bytes": [(lambda p, v: p * v * 2, "fp32"), (lambda p, v: p * v, "one way")],
@@ -177,6 +193,30 @@ def test_the_exchange_the_library_runs_passes_07s_grader():
     """07's everyone is hetlab.raytrain.exchange's own, graded by running it on three ranks."""
     from hetlab.raytrain import exchange
     assert grading.grade("everyone", exchange.everyone).status == grading.RIGHT
+
+
+@pytest.fixture(scope="module")
+def practice():
+    from hetlab.cluster.practice import PracticeCluster
+
+    with PracticeCluster(("desktop", "mac")) as pc:
+        yield pc
+
+
+def test_06s_rule_drives_a_live_run_and_a_rule_wrong_only_there_is_named(practice):
+    """On a cluster, follow_split's grader also lets the rule drive a real run's split: hetlab's own
+    passes; a rule right on the random inputs but not on the lines a live run measures (their
+    source says the messages are included) is caught there, at its look, in one line."""
+    verdict = grading.grade("follow_split", balance.follow_split)
+    assert verdict.status == grading.RIGHT and "ran for real" in verdict.line, verdict.line
+
+    def live_only(batch_sizes, lines):
+        wrong = "messages" in lines[0].source
+        return [sum(batch_sizes) - 1, 1] if wrong else balance.follow_split(batch_sizes, lines)
+
+    verdict = grading.grade("follow_split", live_only)
+    assert verdict.status == grading.WRONG and "\n" not in verdict.line, verdict.line
+    assert "live, look 1" in verdict.line and "[63, 1]" in verdict.line, verdict.line
 
 
 def test_a_crash_is_one_line_naming_the_error():

@@ -3,7 +3,7 @@ module imports itself back through others (README, "Layout").
 
     basics     one device, one process: data, models, training step, devices, arithmetic; no Ray
     cluster    Ray and the machines: connecting, roles, commands, Ray's logs, practice cluster, rehearsal
-    engines    training across machines: the parameter server (hetlab.ps), Ray Train, the pair
+    engines    training across machines: the parameter server (hetlab.ps), Ray Train, the pair, the course's graders
     front ends what a learner drives or looks at: CLI, widgets, plots, diagrams, the GPU check
 
 Read from the source (every ``import``, also those inside functions). A module's layer is its
@@ -22,9 +22,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 # Each folder is one layer (its modules with it); the modules directly in hetlab/ are named.
 LAYERS = {
-    "basics": ["hetlab", "errors", "vocab", "core", "arithmetic", "store", "course"],
+    "basics": ["hetlab", "errors", "vocab", "core", "arithmetic", "store"],
     "cluster": ["cluster", "windows", "tools.rehearsal", "tools.doctor"],
-    "engines": ["ps", "raytrain", "search", "pair"],
+    "engines": ["ps", "raytrain", "search", "pair", "course"],   # course: its graders run the engines
     "front ends": ["__main__", "tools", "tools.cli", "tools.gpucheck", "views"],
 }
 FOLDER_LEVEL = {where: n for n, places in enumerate(LAYERS.values()) for where in places}

@@ -15,6 +15,7 @@ import torch
 
 from hetlab.arithmetic import balance, planner, steady, steptime
 from hetlab.arithmetic.steptime import StepTime
+from hetlab.errors import HetlabError
 
 @dataclass(frozen=True)
 class Exercise:
@@ -24,11 +25,12 @@ class Exercise:
     signature: str
     notebook: str
     reference: Callable
-    cases: Callable[[random.Random], tuple]         # one random argument tuple
+    cases: Callable[[random.Random], tuple] | None  # one random argument tuple (None: graded by ``run`` alone)
     same: Callable[[Any, Any], bool]                 # the learner's answer against the reference's
     mistakes: tuple[tuple[Callable, str], ...] = ()  # (a typical wrong function, what to fix)
     precheck: Callable[[Any, tuple], str | None] = lambda answer, args: None   # a shape/sum problem
     run: Callable[[Callable], str | None] | None = None   # graded by running it for real: None when right,
+                                                          # "" when nothing could run live (no cluster),
                                                           # else "what happened — what to fix"
 
 
@@ -84,6 +86,8 @@ def show(value) -> str:
     if isinstance(value, torch.Tensor):
         values = [round(v, 4) for v in value.flatten().tolist()]
         return "tensor(" + str(values[:4])[:-1] + (", …]" if len(values) > 4 else "]") + ")"
+    if isinstance(value, StepTime):
+        return value.formula
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
@@ -310,6 +314,106 @@ def _everyone_without_set(store, key, rank, world, piece):
     return [piece if r == rank else store.get(f"{key}/{r}") for r in range(world)]
 
 
+# --- a piece of the mechanism, graded on recorded steps, then driving a live run: the rule that
+# --- follows the machines (notebook 06) ------------------------------------------------------------
+
+FOLLOW_BY_STEP = ("split by step time: a worker whose step is longer got more samples; give each the size "
+                  "with which all finish together (balance.equal_finish_split)")
+FOLLOW_BY_SPEED = ("∝ the speeds at these sizes: a fixed cost per step does not shrink with the batch; give each "
+                   "the size with which all finish together (balance.equal_finish_split)")
+FOLLOW_NOISE = ("moved for a step less than 5 % faster: keep batch_sizes unless the new split's step_time is more "
+                "than balance.FOLLOW_GAIN faster (noise must not move the split)")
+FOLLOW_STAYS = ("kept batch_sizes where the split where all finish together is more than 5 % faster: move there")
+FOLLOW_MISTAKES = (
+    (lambda b, l: balance.split_batch(sum(b), [line(x) for line, x in zip(l, b)]), FOLLOW_BY_STEP),
+    (lambda b, l: balance.split_batch(sum(b), [line.samples_per_s(x) for line, x in zip(l, b)]), FOLLOW_BY_SPEED),
+    (lambda b, l: balance.equal_finish_split(sum(b), l), FOLLOW_NOISE),
+    (lambda b, l: list(b), FOLLOW_STAYS))
+
+
+def _follow_case(rng: random.Random) -> tuple:
+    """A split and each worker's measured step line: half the splits near the one where all finish
+    together (the rule keeps them), half far from it (it moves)."""
+    while True:
+        n = rng.choice((2, 2, 3))
+        lines = [StepTime(round(rng.uniform(0.0, 0.03), 4), 1 / rng.uniform(300, 6000)) for _ in range(n)]
+        batch = rng.choice((64, 128, 256, 512))
+        target = balance.equal_finish_split(batch, lines)
+        if min(target) < 4:
+            continue
+        if rng.random() < 0.5:   # near: a sample or two off
+            sizes = list(target)
+            move = rng.choice((1, 2))
+            i, j = rng.sample(range(n), 2)
+            sizes[i], sizes[j] = sizes[i] - move, sizes[j] + move
+            if min(sizes) < 1:
+                continue
+        else:
+            sizes = balance.split_batch(batch, [rng.uniform(1, 4) for _ in range(n)])
+        now, then = steptime.step_time(lines, sizes), steptime.step_time(lines, target)
+        if abs(now / then - (1 + balance.FOLLOW_GAIN)) > 0.01:   # not on the 5 % edge: float rounding decides there
+            return sizes, lines
+
+
+def _follow_sums(answer, args) -> str | None:
+    """A precheck: whole sizes, one per worker, summing to the global batch ``sum(batch_sizes)``."""
+    sizes = args[0]
+    got = _whole_numbers(answer) if answer is not None else None
+    if got is None or len(got) != len(sizes):
+        return f"return one whole batch size per worker ({len(sizes)} of them)"
+    exact = steptime.finish_together(sum(sizes), args[1])[1]   # where all finish together, unrounded
+    if sum(got) < sum(sizes) and all(abs(g - e) < 1 for g, e in zip(got, exact)):
+        lost = sum(sizes) - sum(got)
+        return (f"rounding lost {lost} sample{'s' if lost > 1 else ''}: round with balance.split_batch(B, exact_sizes) "
+                f"(balance.equal_finish_split does), which keeps the global batch")
+    if sum(got) != sum(sizes):
+        return (f"your sizes sum to {sum(got)}, not the global batch {sum(sizes)}: keep the global batch, "
+                f"B = sum(batch_sizes)")
+    return None
+
+
+def run_follow_split(fn, steps: int = 6, every: int = 2) -> str | None:
+    """``fn`` drives a live run's split: a short run of the parameter server on the cluster this
+    kernel is connected to (the pair or the practice cluster), a desktop worker and a mac worker
+    simulated 3× slower, both on their CPU (the desktop's GPU stays with the notebook's own
+    training), from an equal split; every ``every`` steps the engine's ``FollowSpeeds`` asks ``fn``
+    for the next split. None when each look's answer is hetlab's own for the lines measured then.
+    No Ray connected: "", nothing runs live (the random inputs were graded already)."""
+    import ray
+
+    if not ray.is_initialized():
+        return ""
+    from hetlab.core.data import load_mnist
+    from hetlab.ps import FollowSpeeds, ParameterServerTraining, WorkerSpec
+
+    looks = []   # (split, lines, the learner's answer, hetlab's)
+
+    def rule(batch_sizes, lines):
+        answer = fn(list(batch_sizes), list(lines))
+        looks.append((list(batch_sizes), list(lines), answer, balance.follow_split(batch_sizes, lines)))
+        return answer
+
+    workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
+               WorkerSpec("mac", role="mac", device="cpu", slowdown=3.0)]
+    training = ParameterServerTraining(workers, load_mnist("train").subset(2_000, seed=0), seed=0,
+                                       progress=False, batch_sizes=[32, 32])
+    try:
+        training.run(steps, hooks=[FollowSpeeds(every, rule=rule)])
+    except HetlabError as e:
+        return f"the live run stopped at step {training.step}: {str(e).splitlines()[0]}"
+    finally:
+        training.shutdown()
+    for at, (sizes, lines, answer, hetlabs) in enumerate(looks, 1):
+        if not _same_list(answer, hetlabs):
+            hint = _follow_sums(answer, (sizes, lines)) or next(
+                (h for mistake, h in FOLLOW_MISTAKES if _same_list(answer, mistake(sizes, lines))), None)
+            return (f"live, look {at}: at {show(sizes)} your rule gave {show(answer)}, hetlab's "
+                    f"{show(hetlabs)} for the same measured lines" + (f" — {hint}" if hint else ""))
+    if not looks:
+        return f"the live run took no look in {steps} steps: run it again"
+    return None
+
+
 EXERCISES = {e.name: e for e in [
     Exercise("weighted_average", "weighted_average(grads, sizes)", "05", weighted_average,
              _gradients_case, _close_tensor, (
@@ -392,6 +496,8 @@ EXERCISES = {e.name: e for e in [
                   "samples per second, divide"),
                  (lambda b, t, c: min(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "the fastest worker's "
                   "time: everyone waits for the slowest, take the max"))),
+    Exercise("follow_split", "follow_split(batch_sizes, lines)", "06", balance.follow_split,
+             _follow_case, _same_list, FOLLOW_MISTAKES, _follow_sums, run=run_follow_split),
     Exercise("scale_local_steps", "scale_local_steps(local_steps, speeds)", "08", balance.scale_local_steps,
              _local_steps_case, _same_list, (
                  (lambda H, t: [max(1, round(H * min(t) / x)) for x in t], "∝ 1 / speed: the faster "
@@ -414,7 +520,7 @@ EXERCISES = {e.name: e for e in [
                  (lambda p, v: p * v, "one way only: the delta goes up, then the weights come down"),
                  (lambda p, v: 8 * p, "fp32 both ways: the delta goes up at `bytes_per_value` bytes a value"),
                  (lambda p, v: 8 * p * (v + 4), "bits, not bytes: leave out the 8"))),
-    Exercise("everyone", "everyone(store, key, rank, world, piece)", "07", everyone, lambda rng: (),
+    Exercise("everyone", "everyone(store, key, rank, world, piece)", "07", everyone, None,
              lambda a, e: a == e, (
                  (_everyone_without_set, EVERYONE_SET),
                  (lambda s, k, r, w, p: (s.set(f"{k}/{r}", p), s.multi_get([f"{k}/{i}" for i in range(w) if i != r]))[1],

@@ -3,8 +3,9 @@ hetlab's own on random inputs and prints one line: right, what is wrong, or "you
 the skeleton above is still empty (it raises ``NotImplementedError`` or returns ``None``).
 
 Each exercise knows the typical mistakes (a plain mean, a missing 1/B, a split ∝ 1/speed ...)
-and names the one your function made. Pure functions, no Ray; a piece of the mechanism (07's
-``everyone``) is run for real instead, on threads with a real store. The answers, with their
+and names the one your function made. Pure functions, no Ray; a piece of the mechanism is run for real
+instead: 07's ``everyone`` on threads with a real store, 06's ``follow_split`` on random inputs, then
+driving a live run's split on the cluster this kernel is connected to. The answers, with their
 reasoning, are in ``docs/answers/``. ``check`` keeps each result for the report (``hetlab.store.measured.save_graded``).
 """
 from __future__ import annotations
@@ -52,7 +53,7 @@ def grade(name: str, fn: Callable | None) -> Verdict:
         return _your_turn(exercise)
     if not callable(fn):
         return Verdict(WRONG, f"not yet: {exercise.name} should be a function, got {type(fn).__name__}.")
-    if exercise.run is not None:
+    if exercise.cases is None:
         return _ran(exercise, fn)
     inputs = [exercise.cases(rng) for _ in range(CASES)]
     answers = []
@@ -70,19 +71,23 @@ def grade(name: str, fn: Callable | None) -> Verdict:
     expected = [_call(exercise.reference, args) for args in inputs]
     wrong = [i for i, (a, e) in enumerate(zip(answers, expected)) if not exercise.same(a, e)]
     if not wrong:
-        return Verdict(RIGHT, f"right: your {exercise.name} agrees with hetlab's on {CASES} random inputs.")
+        right = Verdict(RIGHT, f"right: your {exercise.name} agrees with hetlab's on {CASES} random inputs.")
+        return right if exercise.run is None else _ran(exercise, fn, right)
     i = wrong[0]
     hint = exercise.precheck(answers[i], inputs[i]) or _named_mistake(exercise, inputs, answers)
     return Verdict(WRONG, f"not yet: {exercise.name}{show(inputs[i])} gave {show(answers[i])}, "
                           f"expected {show(expected[i])}" + (f" — {hint}." if hint else "."))
 
 
-def _ran(exercise: Exercise, fn: Callable) -> Verdict:
-    """An exercise graded by running the learner's function for real (``Exercise.run``)."""
+def _ran(exercise: Exercise, fn: Callable, not_live: Verdict | None = None) -> Verdict:
+    """An exercise graded by running the learner's function for real (``Exercise.run``); ``not_live``:
+    the verdict when nothing could run live (no cluster connected), after the random inputs."""
     try:
         problem = exercise.run(fn)
     except NotImplementedError:
         return _your_turn(exercise)
+    if problem == "" and not_live is not None:
+        return not_live
     if problem is None:
         return Verdict(RIGHT, f"right: your {exercise.name} ran for real and did what hetlab's does.")
     return Verdict(WRONG, f"not yet: {problem}.")
