@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from hetlab.views import diagrams
 from hetlab.arithmetic import planner
 from hetlab.store import measured
 from hetlab.core.models import count_params, make_model
@@ -42,7 +41,6 @@ def test_exact_figures_on_the_page_are_what_the_library_computes():
         f"{small:,}", f"{classic:,}",
         f"{planner.exchange_bytes(small, 4) // 2:,} B",                      # one fp32 copy: 116,264 B
         f"{planner.exchange_bytes(small, 4):,} B",                           # gradient up + weights down
-        f"{round(diagrams.allreduce_bytes_per_worker(small, 2)):,} B",       # ring, 2 workers
         f"{planner.exchange_seconds(small, wifi) * 1e3:.2f} ms",
         f"{planner.exchange_seconds(small, gigabit) * 1e3:.2f} ms",
         f"{planner.exchange_seconds(small, wifi, 2) / 8 * 1e3:.2f}",

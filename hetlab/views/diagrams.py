@@ -1,16 +1,15 @@
-"""Diagrams of the ideas, drawn from the numbers they are about (notebooks 04, 05, 07, 08).
+"""Diagrams of the ideas, drawn from the numbers they are about (notebooks 04, 05, 08).
 
-``hetlab.views.plots`` draws what was *measured* (step records, throughputs); this module draws what
+``hetlab.views.plots`` draws what was *measured* (step records, speeds); this module draws what
 is *explained*: the pair's processes, ports and connections (``pair_topology``), who sends what to
-whom in a parameter-server step, a ring all-reduce against a parameter server, and the bandwidth
-arithmetic of ``hetlab.arithmetic.planner``. Every byte count and
+whom in a parameter-server step, and the bandwidth arithmetic of ``hetlab.arithmetic.planner``.
+Every byte count and
 every time on a diagram is computed from its arguments (the model's parameter count, the
 devices' speeds, the link), never typed in, and the planner's own functions do the arithmetic.
 Like ``hetlab.views.plots``, each function returns a matplotlib ``Figure`` built without pyplot.
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 from matplotlib.figure import Figure
@@ -44,11 +43,9 @@ def _arrow(ax, start, end, colour="black", rad=0.0):
                                 shrinkA=0, shrinkB=0, connectionstyle=f"arc3,rad={rad}"))
 
 
-def _canvas(ax, width, height, equal=True):
+def _canvas(ax, width, height):
     ax.set_xlim(0, width)
     ax.set_ylim(0, height)
-    if equal:
-        ax.set_aspect("equal")
     ax.axis("off")
 
 
@@ -69,7 +66,7 @@ def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = No
     fig = Figure(figsize=(10, 6), layout="constrained")
     ax = fig.add_subplot()
     width, height = 12.0, 7.4
-    _canvas(ax, width, height, equal=False)
+    _canvas(ax, width, height)
     terms = " + ".join(f"({b}/{total})·g_{n}" for b, n in zip(sizes, names))
     _box(ax, width / 2, 6.2, 8.4, 1.8,
          "parameter server (in the driver's process: your notebook)\nholds the weights w and Adam's state\n"
@@ -98,112 +95,27 @@ def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = No
     return fig
 
 
-def allreduce_bytes_per_worker(params: int, n_workers: int) -> float:
-    """Bytes each worker *sends* per ring all-reduce of ``params`` fp32 values: 2(n−1)/n · P values
-    (it receives as many). n−1 reduce-scatter steps, then n−1 all-gather steps, of P/n values each."""
-    if n_workers < 2 or params < 1:
-        raise HetlabError(f"an all-reduce needs ≥ 2 workers and ≥ 1 value, got {n_workers} and {params}.")
-    return 2 * (n_workers - 1) / n_workers * params * FP32
-
-
-def allreduce_vs_ps(n_workers: int = 2, params: int = 29_066, names: Sequence[str] | None = None) -> Figure:
-    """Ring all-reduce next to a parameter server: who sends what to whom, and the bytes per step
-    (notebook 07, where the ranks' all-reduce is introduced).
-
-    Parameter server: each worker sends its gradient up (P values) and gets the weights back
-    (P values, fp32): 2·P values per worker, all through the server, whose link carries n
-    times that. Ring all-reduce: each worker sends 2(n−1)/n·P values to its neighbour and
-    receives as many, with no server. ``params`` is the model's parameter count (default:
-    hetlab's small CNN); ``names`` label the workers (default w1, w2, ...).
-    """
-    n = int(n_workers)
-    if not 2 <= n <= 8:
-        raise HetlabError(f"draw 2 to 8 workers, got {n_workers}.")
-    names = [f"w{i + 1}" for i in range(n)] if names is None else [str(name) for name in names]
-    if len(names) != n:
-        raise HetlabError(f"give one name per worker: {n} workers, {len(names)} names.")
-    up = params * FP32
-    down = planner.exchange_bytes(params, FP32) - up  # the fp32 weights coming back
-    ring = allreduce_bytes_per_worker(params, n)
-    fig = Figure(figsize=(11, 6.4), layout="constrained")
-    ax_ps, ax_ring = fig.subplots(1, 2)
-    size = 6.0
-    for ax in (ax_ps, ax_ring):
-        _canvas(ax, size, size + 0.4)
-
-    # parameter server: the server above, the workers in a row below
-    _box(ax_ps, size / 2, 5.0, 2.6, 0.8, "server\nweights + optimizer", "#dbe9f6")
-    xs = [size * (i + 0.5) / n for i in range(n)]
-    for i, x in enumerate(xs):
-        _box(ax_ps, x, 1.6, min(1.1, 0.8 * size / n), 0.6, names[i], "#fde9d3")
-        top = (size / 2 + (x - size / 2) * 0.35, 4.6)
-        _arrow(ax_ps, (x - 0.12, 1.9), (top[0] - 0.12, top[1]), "tab:orange")   # gradient up
-        _arrow(ax_ps, (top[0] + 0.12, top[1]), (x + 0.12, 1.9), "tab:blue")     # weights down
-        if i == 0:
-            ax_ps.text((x + top[0]) / 2 - 0.25, 3.25, "gradient ↑", color="tab:orange", fontsize=9, ha="right")
-        if i == n - 1:
-            ax_ps.text((x + top[0]) / 2 + 0.25, 3.25, "weights ↓", color="tab:blue", fontsize=9, ha="left")
-    ax_ps.text(size / 2, 0.95,
-               f"each worker, per step: gradient ↑ {_nbytes(up)}\n"
-               f"+ weights ↓ {_nbytes(down)}\n"
-               f"= 2·P values = {_nbytes(up + down)}, all through the server;\n"
-               f"the server's link carries {n}× that: {_nbytes(n * (up + down))}",
-               ha="center", va="top", fontsize=8.5)
-    ax_ps.text(size / 2, size + 0.3, f"parameter server: {n} workers + a server", ha="center", va="top", fontsize=10.5)
-
-    # ring: the workers on a circle, each sending to the next
-    centre, radius = (size / 2, 3.3), 1.55
-    start = -math.pi / 2 if n == 2 else 0.0          # two workers side by side, more round a circle
-    points = [(centre[0] + radius * math.sin(start + 2 * math.pi * i / n),
-               centre[1] + radius * math.cos(start + 2 * math.pi * i / n)) for i in range(n)]
-    for i, (x, y) in enumerate(points):
-        _box(ax_ring, x, y, 1.1, 0.5, names[i], "#fde9d3")
-    for i in range(n):
-        (x0, y0), (x1, y1) = points[i], points[(i + 1) % n]
-        dx, dy = x1 - x0, y1 - y0
-        d = math.hypot(dx, dy)
-        shrink = 0.6 / d
-        _arrow(ax_ring, (x0 + dx * shrink, y0 + dy * shrink), (x1 - dx * shrink, y1 - dy * shrink),
-               "tab:green", rad=0.35 if n == 2 else 0.15)
-    ax_ring.text(centre[0], centre[1] + (1.1 if n == 2 else 0), f"chunks of P/{n}\nto the next worker",
-                 ha="center", va="center", fontsize=8.5, color="tab:green")
-    ax_ring.text(size / 2, 0.95,
-                 f"each worker, per step: sends 2(n−1)/n·P values = {_nbytes(ring)}\n"
-                 f"to its neighbour and receives as many ({n - 1} reduce-scatter + {n - 1} all-gather\n"
-                 f"steps of P/{n} values); no server, every link carries the same",
-                 ha="center", va="top", fontsize=8.5)
-    ax_ring.text(size / 2, size + 0.3, f"ring all-reduce: {n} workers, peer to peer", ha="center", va="top",
-                 fontsize=10.5)
-
-    fig.suptitle(f"Moving one step's gradients: P = {params:,} parameters, fp32", fontsize=11)
-    fig.supxlabel(f"Sent + received per worker: parameter server 2·P = {_nbytes(up + down)}, "
-                  f"ring 4(n−1)/n·P = {_nbytes(2 * ring)}.\nThe ring's gain is that no machine is a hot spot, "
-                  "not fewer bytes per worker (at n = 2 they are equal).\nhetlab's server sits on the desktop, so only "
-                  "the Mac's exchange crosses the network (notebook 08's planner).", fontsize=9)
-    return fig
-
-
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.2f} ms"
 
 
-def bandwidth_arithmetic(params: int, links: planner.Link | Sequence[planner.Link] = (planner.WIFI, planner.GIGABIT),
-                         pair: Sequence | None = None, global_batch: int = 128,
-                         local_steps: int = 8, engine_s: float | None = None) -> Figure:
+def bandwidth_arithmetic(params: int, links: Sequence[planner.Link] = (planner.WIFI, planner.GIGABIT),
+                         pair: Sequence | None = None, global_batch: int = 128, local_steps: int = 8) -> Figure:
     """Compute against exchange, per step, in milliseconds (notebook 08, section 5).
 
     Bars: each machine's step at the whole global batch (``pair``: (desktop, mac) step times or
     samples/s, default ``planner.assumed_devices()``), the engine's own cost per exchange, then,
     for each link, one exchange (per-step sync, fp32 up) and local SGD's exchange (fp16 up)
     per step (every H steps: e/H). The dashed line is the desktop's whole step. Beside each
-    exchange bar, ``planner.with_mac``'s verdict for that plan.
+    exchange bar, ``planner.with_mac``'s verdict for that plan. The engine's cost is your pair's
+    own when notebook 05 saved it (``measured.engine_cost``), labelled with where it came from.
     """
-    links = [links] if isinstance(links, planner.Link) else list(links)
+    links = list(links)
     if not links:
         raise HetlabError("give at least one link, e.g. planner.WIFI.")
     d, m = planner.as_devices(planner.assumed_devices() if pair is None else pair)
-    engine_s = measured.engine_cost() if engine_s is None else engine_s   # read once: the figure and its source
-    engine, engine_from = planner.engine_or_default(engine_s), getattr(engine_s, "source", "given")
+    engine_s = measured.engine_cost()   # read once: the figure and its source
+    engine, engine_from = planner.engine_or_default(engine_s), engine_s.source
     alone = planner.desktop_alone((d, m), global_batch)
     h = int(local_steps)
     b = global_batch
@@ -268,7 +180,7 @@ def pair_topology(ports=None, desktop_ip: str = "DESKTOP_IP", mac_ip: str = "MAC
     fig = Figure(figsize=(12, 7.2), layout="constrained")
     ax = fig.add_subplot()
     width, height = 14.0, 8.4
-    _canvas(ax, width, height, equal=False)
+    _canvas(ax, width, height)
     _box(ax, 2.45, 4.35, 4.7, 6.6,
          f"desktop · the head · {desktop_ip}\n\n"
          f"GCS (the cluster's directory)  :{ports.gcs}\n"

@@ -39,11 +39,25 @@ SEGMENTS = (
 
 
 def _workers(records) -> list[str]:
-    names: list[str] = []
-    for r in records:
-        if r.worker not in names:
-            names.append(r.worker)
-    return names
+    return list(dict.fromkeys(r.worker for r in records))
+
+
+def _stack(ax, rows: list, lefts: list, widths_of) -> None:
+    """Draw ``SEGMENTS`` one after another on ``ax``'s horizontal rows ``rows`` from ``lefts``;
+    ``widths_of(key)`` gives each row's seconds of that segment. "simulated" stays out of the
+    legend when nothing was simulated."""
+    for key, label, colour, hatch in SEGMENTS:
+        widths = widths_of(key)
+        if key == "simulated_s" and not any(w > 0 for w in widths):
+            label = "_" + label
+        ax.barh(rows, widths, left=lefts, height=0.6, color=colour, hatch=hatch,
+                edgecolor="white" if hatch is None else "navy", linewidth=0.5, label=label)
+        lefts = [a + b for a, b in zip(lefts, widths)]
+
+
+def _worker_axis(ax, names: list, labels: Mapping[str, str] | None) -> None:
+    ax.set_yticks(range(len(names)), [(labels or {}).get(n, n) for n in names])
+    ax.invert_yaxis()
 
 
 def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
@@ -57,32 +71,20 @@ def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
     records = list(records)
     if not records:
         raise HetlabError("no step records to plot: run some steps first, e.g. training.run(5).")
-    labels = dict(labels or {})
     names = _workers(records)
-    steps = sorted({r.step for r in records})
     start, t = {}, 0.0
-    for s in steps:
+    for s in sorted({r.step for r in records}):
         start[s] = t
         mine = [r for r in records if r.step == s]
         longest = max(sum(getattr(r, k) for k, *_ in SEGMENTS) for r in mine)
         t += max(getattr(mine[0], "step_s", 0.0) or 0.0, longest)
     fig = Figure(figsize=(9, 1.6 + 0.6 * len(names)), layout="constrained")
     ax = fig.add_subplot()
-    rows = {name: i for i, name in enumerate(names)}
-    left = {id(r): start[r.step] for r in records}
-    for key, label, colour, hatch in SEGMENTS:
-        widths = [getattr(r, key) for r in records]
-        if key == "simulated_s" and not any(w > 0 for w in widths):
-            label = "_" + label  # nothing simulated: keep it out of the legend
-        ax.barh([rows[r.worker] for r in records], widths, left=[left[id(r)] for r in records],
-                height=0.6, color=colour, hatch=hatch, edgecolor="white" if hatch is None else "navy",
-                linewidth=0.5, label=label)
-        for r, w in zip(records, widths):
-            left[id(r)] += w
-    for s in steps[1:]:
+    _stack(ax, [names.index(r.worker) for r in records], [start[r.step] for r in records],
+           lambda key: [getattr(r, key) for r in records])
+    for s in sorted(start)[1:]:
         ax.axvline(start[s], color="black", linewidth=0.5, alpha=0.3)
-    ax.set_yticks(range(len(names)), [labels.get(n, n) for n in names])
-    ax.invert_yaxis()
+    _worker_axis(ax, names, labels)
     ax.set_xlabel("seconds since the first step started")
     ax.set_title(title)
     fig.legend(loc="outside lower center", ncols=4, fontsize=8)
@@ -96,47 +98,36 @@ def time_split(records: Sequence, labels: Mapping[str, str] | None = None,
     records = list(records)
     if not records:
         raise HetlabError("no step records to plot: run some steps first.")
-    labels = dict(labels or {})
     names = _workers(records)
     fig = Figure(figsize=(10, 2.0 + 0.5 * len(names)), layout="constrained")
-    ax, ax_rate = fig.subplots(1, 2, width_ratios=(2, 1))
-    lefts = [0.0] * len(names)
-    for key, label, colour, hatch in SEGMENTS:
-        means = []
-        for name in names:
-            mine = [getattr(r, key) for r in records if r.worker == name]
-            means.append(sum(mine) / len(mine))
-        if key == "simulated_s" and not any(m > 0 for m in means):
-            label = "_" + label
-        ax.barh(range(len(names)), means, left=lefts, height=0.6, color=colour, hatch=hatch,
-                edgecolor="white" if hatch is None else "navy", linewidth=0.5, label=label)
-        lefts = [a + b for a, b in zip(lefts, means)]
-    ax.set_yticks(range(len(names)), [labels.get(n, n) for n in names])
-    ax.invert_yaxis()
+    ax, ax_speed = fig.subplots(1, 2, width_ratios=(2, 1))
+
+    def means(key):
+        return [sum(getattr(r, key) for r in mine) / len(mine)
+                for mine in ([r for r in records if r.worker == name] for name in names)]
+
+    _stack(ax, list(range(len(names))), [0.0] * len(names), means)
+    _worker_axis(ax, names, labels)
     ax.set_xlabel("mean seconds per step")
     fig.legend(loc="outside lower center", ncols=4, fontsize=8)
-    rates = list(samples_per_s)
-    ax_rate.plot(range(1, len(rates) + 1), rates, "o-")
+    speeds = list(samples_per_s)
+    ax_speed.plot(range(1, len(speeds) + 1), speeds, "o-")
     if run_labels:
-        ax_rate.set_xticks(range(1, len(rates) + 1), list(run_labels), rotation=30, fontsize=7)
-    ax_rate.set_xlabel("run")
-    ax_rate.set_ylabel("cluster samples/s")
-    ax_rate.set_ylim(bottom=0)
+        ax_speed.set_xticks(range(1, len(speeds) + 1), list(run_labels), rotation=30, fontsize=7)
+    ax_speed.set_xlabel("run")
+    ax_speed.set_ylabel("cluster samples/s")
+    ax_speed.set_ylim(bottom=0)
     return fig
 
 
-def speed_vs_share(shares: Sequence, samples_per_s: Sequence[float],
-                   efficiency: Sequence[float] | None = None,
+def speed_vs_share(shares: Sequence[float], samples_per_s: Sequence[float], efficiency: Sequence[float],
                    marks: Mapping[str, float] | None = None) -> Figure:
-    """Cluster samples/s (and efficiency, right axis) against the fast worker's share (notebook 06).
-
-    ``shares`` are the fast worker's fractions of the global batch (0..1), or whole splits (the
-    first worker's fraction is taken). ``marks`` draws labelled vertical lines, e.g. ``{"tuned": 0.8}``.
-    """
-    xs = [float(r[0] / sum(r)) if isinstance(r, (list, tuple)) else float(r) for r in shares]
-    ys = list(samples_per_s)
-    if not xs or len(xs) != len(ys):
-        raise HetlabError(f"need one samples/s value per share, got {len(ys)} for {len(xs)} shares.")
+    """Cluster samples/s and efficiency (right axis) against the fast worker's share, its fraction
+    of the global batch (notebook 06). ``marks`` draws labelled vertical lines, e.g. ``{"tuned": 0.8}``."""
+    xs, ys, eff = list(shares), list(samples_per_s), list(efficiency)
+    if not xs or not len(xs) == len(ys) == len(eff):
+        raise HetlabError(f"need one samples/s value and one efficiency per share, got {len(ys)} and {len(eff)} "
+                          f"for {len(xs)} shares.")
     order = sorted(range(len(xs)), key=xs.__getitem__)
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
@@ -145,18 +136,12 @@ def speed_vs_share(shares: Sequence, samples_per_s: Sequence[float],
     ax.set_xlabel("share of the global batch on the fast worker")
     ax.set_ylabel("cluster samples/s")
     ax.set_ylim(bottom=0)
-    handles, names = ax.get_legend_handles_labels()
-    if efficiency is not None:
-        eff = list(efficiency)
-        if len(eff) != len(xs):
-            raise HetlabError(f"need one efficiency value per share, got {len(eff)} for {len(xs)}.")
-        ax_eff = ax.twinx()
-        ax_eff.plot([xs[i] for i in order], [eff[i] for i in order], "s--", color="tab:green",
-                    label="efficiency (measured)")
-        ax_eff.set_ylabel("efficiency")
-        ax_eff.set_ylim(0, 1.05)
-        h, n = ax_eff.get_legend_handles_labels()
-        handles, names = handles + h, names + n
+    ax_eff = ax.twinx()
+    ax_eff.plot([xs[i] for i in order], [eff[i] for i in order], "s--", color="tab:green",
+                label="efficiency (measured)")
+    ax_eff.set_ylabel("efficiency")
+    ax_eff.set_ylim(0, 1.05)
+    handles, names = (a + b for a, b in zip(ax.get_legend_handles_labels(), ax_eff.get_legend_handles_labels()))
     for (name, x), colour in zip((marks or {}).items(), ("tab:red", "tab:purple", "tab:brown")):
         handles.append(ax.axvline(x, color=colour, linestyle=":"))
         names.append(f"{name} ({x:.0%})")
@@ -179,7 +164,7 @@ def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
         for label, ys in series.items():
             ys = list(ys)
             ax.plot(range(1, len(ys) + 1), ys, marker="o" if len(ys) < 20 else None, label=label)
-        ax.set_xlabel("share of the global batch on the fast worker")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(name)
         if isinstance(values, Mapping):
             ax.legend(fontsize=8)
@@ -207,19 +192,19 @@ STATUS_COLOURS = {"done": "tab:green", "stopped early": "tab:orange", "failed": 
 def trial_timeline(*results, titles=None) -> Figure:
     """One panel per ``SearchResult`` (e.g. the desktop alone, then the pair), on one time axis."""
     titles = list(titles or [" + ".join(r.roles) for r in results])
-    fig = Figure(figsize=(9, 1.2 + 1.1 * sum(max(1, len(_machines(r))) for r in results)))
+    rows = [sorted({m for t in r.trials for m, _, _ in t.spans if m}, key=lambda m: (not m.startswith("desktop"), m))
+            for r in results]
+    fig = Figure(figsize=(9, 1.2 + 1.1 * sum(max(1, len(machines)) for machines in rows)))
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False,
-                        height_ratios=[max(1, len(_machines(r))) for r in results])[:, 0]
-    for ax, result, title in zip(axes, results, titles):
-        machines = _machines(result)
+                        height_ratios=[max(1, len(machines)) for machines in rows])[:, 0]
+    for ax, result, title, machines in zip(axes, results, titles, rows):
         for t in result.trials:
-            colour = STATUS_COLOURS.get(t.status, "lightgrey")
             for machine, start, end in t.spans:
-                if machine not in machines:
-                    continue
-                y = machines.index(machine)
-                ax.barh(y, max(end - start, 0.05), left=start, height=0.6, color=colour, edgecolor="black")
-                ax.text(start + (end - start) / 2, y, str(t.trial), ha="center", va="center", fontsize=8)
+                if machine in machines:
+                    y = machines.index(machine)
+                    ax.barh(y, max(end - start, 0.05), left=start, height=0.6,
+                            color=STATUS_COLOURS.get(t.status, "lightgrey"), edgecolor="black")
+                    ax.text(start + (end - start) / 2, y, str(t.trial), ha="center", va="center", fontsize=8)
         ax.set_yticks(range(len(machines)), machines)
         ax.set_ylim(-0.6, len(machines) - 0.4)
         ax.axvline(result.wall_s, color="black", linestyle="--", linewidth=1)
@@ -228,12 +213,3 @@ def trial_timeline(*results, titles=None) -> Figure:
                         "stopped early by ASHA, red failed")
     fig.tight_layout()
     return fig
-
-
-def _machines(result) -> list[str]:
-    found = []
-    for t in result.trials:
-        for machine, _, _ in t.spans:
-            if machine and machine not in found:
-                found.append(machine)
-    return sorted(found, key=lambda m: (not m.startswith("desktop"), m))

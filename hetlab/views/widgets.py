@@ -1,11 +1,13 @@
 """An interactive batch-split tuner for a parameter-server run (notebook 06).
 
 ``SplitTuner`` is a thin view: the arithmetic lives in ``hetlab.arithmetic.balance``, the
-training in ``hetlab.ps``, the pictures in ``hetlab.views.plots``. Move the slider, press
-"Run", and see each worker's compute / simulated / communication / waiting time and
-the cluster's samples per second; press "Auto" to let ``auto_tune`` pick the split. After two
-runs at different splits it fits each worker's step (fixed + b / speed, ``steptime.fit_rounds``)
-and predicts the samples/s of any split the slider shows, and recommends where both finish together.
+training in ``hetlab.ps``, the pictures in ``hetlab.views.plots``. Each slider is one worker's
+batch size (the last worker takes the rest of the global batch), so the split the sliders show is
+the split a run trains with: ``batch_sizes()`` → ``training.resplit`` → each worker's batch.
+Press "Run" to see each worker's compute / simulated / communication / waiting time and the
+cluster's samples per second; press "Auto" to let ``auto_tune`` pick the split. After two runs at
+different splits it fits each worker's step (fixed + b / speed, ``steptime.fit_rounds``), predicts
+the samples/s of the split the sliders show, and recommends where both finish together.
 """
 from __future__ import annotations
 
@@ -20,19 +22,12 @@ from hetlab.errors import HetlabError
 from hetlab.ps.records import per_worker_samples_per_s
 
 
-def figure_png(fig) -> bytes:
-    """A matplotlib Figure as PNG bytes (what an ``ipywidgets.Image`` shows)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
-    return buf.getvalue()
-
-
 class SplitTuner:
     """Sliders for the batch split, a "Run N steps" button, an "Auto" button, a live plot.
 
     ``training`` is a ``ParameterServerTraining``; ``global_batch`` samples per step are
-    split over its workers. Two workers get one slider (the first worker's share);
-    more get one weight slider each. Display it by leaving it as a cell's last value.
+    split over its workers: one slider per worker but the last, each its batch size. Display it
+    by leaving it as a cell's last value.
     """
 
     def __init__(self, training, global_batch: int, steps: int = 5, auto_rounds: int = 5,
@@ -44,66 +39,44 @@ class SplitTuner:
         self.labels = dict(zip(self.names, training.labels))  # "mac · cpu fp32 (simulated 4× slower)"
         n = len(self.names)
         current = balance.split_batch(global_batch, training.batch_sizes or [1] * n, n=n)
-        if n == 2:
-            share = current[0] / global_batch
-            self.sliders = [w.FloatSlider(value=round(share, 2), min=0.01, max=0.99, step=0.01,
-                                          description=f"share on {self.labels[self.names[0]]}",
-                                          readout_format=".0%", continuous_update=False,
-                                          style={"description_width": "initial"},
-                                          layout=w.Layout(width="500px"))]
-        else:
-            self.sliders = [w.FloatSlider(value=float(b), min=1.0, max=float(global_batch), step=1.0,
-                                          description=self.labels[name], continuous_update=False,
-                                          style={"description_width": "initial"})
-                            for name, b in zip(self.names, current)]
+        self.sliders = [w.IntSlider(value=b, min=1, max=global_batch - 1, description=f"batch on {self.labels[name]}",
+                                    continuous_update=False, style={"description_width": "initial"},
+                                    layout=w.Layout(width="500px"))
+                        for name, b in zip(self.names[:-1], current)]
         self.run_button = w.Button(description=f"Run {steps} steps", button_style="primary")
         self.auto_button = w.Button(description="Auto", tooltip="measure, re-split, repeat (auto_tune)")
         self.split_label = w.HTML()
         self.result_label = w.HTML("Press <b>Run</b> to measure this split.")
         self.recommended_label = w.HTML()
         self.plot = w.Image(format="png", layout=w.Layout(max_width="900px"))
-        self.runs: list[dict] = []          # one per Run: sizes, records, samples/s, efficiency
+        self.runs: list[dict] = []          # one per Run: batch sizes, records, samples/s, efficiency
         self.tune_result: balance.TuneResult | None = None
         self.error: str | None = None
-        # (slider value, sizes): the exact split behind the slider's value, until it moves
-        self._exact = (self.sliders[0].value, current) if n == 2 else None
         for slider in self.sliders:
-            slider.observe(self._slider_moved, names="value")
+            slider.observe(lambda _: self._show_split(), names="value")
         self.run_button.on_click(lambda _: self._guarded(self.run))
         self.auto_button.on_click(lambda _: self._guarded(self.auto))
         self._show_split()
         self.widget = w.VBox([
-            w.HBox([*self.sliders]), self.split_label,
+            w.VBox(self.sliders), self.split_label,
             w.HBox([self.run_button, self.auto_button]),
             self.result_label, self.recommended_label, self.plot,
         ])
 
-    # --- the state the sliders describe ---------------------------------------------------
+    # --- the split the sliders show -------------------------------------------------------
     def batch_sizes(self) -> list[int]:
-        """The integer split that the sliders describe now (after ``set_batch_sizes``, exactly
-        those sizes until the slider moves: its 1 % steps cannot show every split)."""
-        if len(self.sliders) == 1:
-            share = self.sliders[0].value
-            if self._exact is not None and self._exact[0] == share:
-                return list(self._exact[1])
-            return balance.split_batch(self.global_batch, [share, 1 - share])
-        return balance.split_batch(self.global_batch, [s.value for s in self.sliders])
+        """The split the sliders show: each slider's batch size, the last worker the rest."""
+        sizes = [s.value for s in self.sliders]
+        rest = self.global_batch - sum(sizes)
+        if rest < 1:
+            raise HetlabError(f"the sliders give {sum(sizes)} of the global batch of {self.global_batch}: "
+                              f"leave the last worker at least 1 sample.")
+        return sizes + [rest]
 
     def set_batch_sizes(self, sizes: list[int]) -> None:
-        """Move the sliders to ``sizes``."""
-        if len(self.sliders) == 1:
-            slider = self.sliders[0]
-            share = min(max(round(sizes[0] / sum(sizes), 2), slider.min), slider.max)
-            self._exact = (share, list(sizes))
-            slider.value = share
-        else:
-            for slider, b in zip(self.sliders, sizes):
-                slider.value = float(b)
-
-    def _slider_moved(self, change) -> None:
-        if self._exact is not None and change["new"] != self._exact[0]:
-            self._exact = None  # the learner moved it: the slider's own split from now on
-        self._show_split()
+        """Move the sliders to the split ``sizes``."""
+        for slider, b in zip(self.sliders, sizes):
+            slider.value = int(b)
 
     def _show_split(self) -> None:
         try:
@@ -133,25 +106,27 @@ class SplitTuner:
         sizes = self.batch_sizes()
         self.training.resplit(sizes, "widget")
         records = self.training.run(self.steps, hooks=[])  # a look: no bar, no checkpoint
-        rates = per_worker_samples_per_s(records, self.names)
+        speeds = per_worker_samples_per_s(records, self.names)
         cluster = self.training.samples_per_s(records)
         run = {"batch_sizes": sizes, "records": records, "samples_per_s": cluster,
-               "worker_samples_per_s": rates, "efficiency": balance.efficiency(cluster, rates)}
+               "worker_samples_per_s": speeds, "efficiency": balance.efficiency(cluster, speeds)}
         self.runs.append(run)
         self.result_label.value = (
             f"split {balance.format_ratio(sizes)}: cluster <b>{cluster:,.0f} samples/s</b>, "
             f"efficiency ≈ <b>{run['efficiency']:.0%}</b> of the workers' own speeds "
-            f"({', '.join(f'{self.labels[n]} {r:,.0f}/s' for n, r in zip(self.names, rates))})")
+            f"({', '.join(f'{self.labels[n]} {s:,.0f}/s' for n, s in zip(self.names, speeds))})")
         fits = self.fitted()
-        recommended = (balance.split_batch(self.global_batch, rates) if fits is None
+        recommended = (balance.split_batch(self.global_batch, speeds) if fits is None
                        else balance.equal_finish_split(self.global_batch, fits))
         basis = "∝ this run's speeds" if fits is None else "both finish together, from your runs' fitted steps"
-        self.recommended_label.value = (f"recommended ({basis}): <b>{balance.format_ratio(recommended)}</b>")
+        self.recommended_label.value = f"recommended ({basis}): <b>{balance.format_ratio(recommended)}</b>"
         self._show_split()
         self.figure = plots.time_split(records, self.labels,
                                        samples_per_s=[r["samples_per_s"] for r in self.runs],
                                        run_labels=[":".join(map(str, r["batch_sizes"])) for r in self.runs])
-        self.plot.value = figure_png(self.figure)
+        png = io.BytesIO()
+        self.figure.savefig(png, format="png", dpi=80)
+        self.plot.value = png.getvalue()
         return run
 
     def auto(self) -> balance.TuneResult:
@@ -190,4 +165,3 @@ class SplitTuner:
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
-
