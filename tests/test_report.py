@@ -207,7 +207,7 @@ def test_a_techniques_conditions_and_time_to_target_come_from_its_own_records():
     assert late["time_to_target_s"] is None and late["checked_s"] == 0.08      # not reached in its checks
     assert outcome.technique(records, 0.95)["checks"] == 0                     # read once, at the end
     rounds = outcome.technique(records, 0.95, checked={**checked, "unit": "rounds"})   # local SGD's records
-    line = report.run_conditions(rounds, {"mode": "full"})
+    line = report.conditions(rounds, "full")
     assert "12 rounds, 768 samples" in line and "checked every 4 rounds" in report.time_to_target(rounds)
 
 

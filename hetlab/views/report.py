@@ -184,14 +184,11 @@ class Page:
                      round(s["high"], 1), f"{len(s['windows'])} windows")
 
     def figure(self, name: str, title: str, label: str, draw, words: str = "") -> None:
-        import matplotlib
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-        draw(ax)
-        fig.tight_layout()
+        """``draw(ax)`` saved as ``name``.png beside the page, with its title, label and words under it."""
+        from matplotlib.figure import Figure
+        fig = Figure(figsize=(6, 3.6), layout="tight")
+        draw(fig.add_subplot())
         fig.savefig(self.out / f"{name}.png", dpi=100)
-        plt.close(fig)
         self.add(f"![{title} ({label})]({name}.png)", "", f"*{title}: {label}.*" + (f" {words}" if words else ""), "")
 
 
@@ -294,14 +291,19 @@ def _alone(page: Page, runs: dict) -> None:
     page.words("surprised-01-02")
 
 
-def run_conditions(t: dict, run: dict) -> str:
-    """A technique's conditions in one cell: global batch, split, steps, samples, mode."""
-    if "batch" not in t:
-        return "not recorded: run the notebook again"
-    mode = {"quick": "QUICK mode (a short run)", "full": "full mode"}.get(run.get("mode"), "mode not recorded")
-    devices = f"; {', '.join(clean(d) for d in t['devices'])}" if t.get("devices") else ""
-    return (f"batch {t['batch']}, split {':'.join(str(b) for b in t['split'])} ({', '.join(t['roles'])}), "
-            f"{t['steps']} {t.get('unit', 'steps')}, {t['samples']:,} samples, {mode}{devices}")
+def conditions(d: dict, mode: str | None) -> str:
+    """What a figure ran under, in one cell: the global batch (or the range of batches a search
+    mixed), the split desktop:mac with its roles, the steps and samples, the mode, the devices."""
+    b, parts = d.get("batch"), []
+    if b is not None:
+        parts.append("batch " + (f"{min(b)}–{max(b)}" if isinstance(b, list) else str(b)))
+    if d.get("split"):
+        parts.append(f"split {':'.join(str(x) for x in d['split'])}" + (f" ({', '.join(d['roles'])})" if d.get("roles") else ""))
+    if "steps" in d:
+        parts.append(f"{d['steps']} {d.get('unit', 'steps')}, {d['samples']:,} samples")
+    if mode:
+        parts.append({"quick": "QUICK mode (a short run)", "full": "full mode"}.get(mode, f"{mode} mode"))
+    return (", ".join(parts) or "—") + (f"; {', '.join(clean(x) for x in d['devices'])}" if d.get("devices") else "")
 
 
 def time_to_target(t: dict) -> str:
@@ -330,7 +332,7 @@ def _techniques(page: Page, runs: dict) -> None:
         acc = "—" if t.get("accuracy") is None else f"{t['accuracy']:.2%} (target {t['target']:.0%})"
         page.add(f"| {name} | {s['samples_per_s']:,.0f} | {s['low']:,.0f}–{s['high']:,.0f}, {len(s['windows'])} windows, "
                  f"warm-up {s['warmup_steps']} steps left out | {pct(t.get('efficiency'))} | {pct(t.get('comm_share'))} "
-                 f"| {run_conditions(t, run)} | {time_to_target(t)} | {acc} | {label} |")
+                 f"| {conditions(t, run.get('mode'))} | {time_to_target(t)} | {acc} | {label} |")
         page.speed_row("techniques", name, s, label)
         for field in ("efficiency", "comm_share", "accuracy", "time_to_target_s"):
             if t.get(field) is not None:
@@ -465,19 +467,6 @@ def pair(p: dict, nb: str, found: list[tuple]) -> tuple:
     return None, "", f"not yet measured: run {run_this}" + (f" (the run saved has {near[-1]})" if near else "")
 
 
-def conditions(about: dict, run: dict) -> str:
-    """A prediction's conditions in one cell: batch, split, mode."""
-    parts = []
-    if about.get("batch") is not None:
-        b = about["batch"]
-        parts.append("batch " + ("–".join(str(x) for x in (min(b), max(b))) if isinstance(b, list) else str(b)))
-    if about.get("split"):
-        parts.append("split " + ":".join(str(x) for x in about["split"]))
-    if mode := about.get("mode") or run.get("mode"):
-        parts.append(f"{mode} mode")
-    return ", ".join(parts) or "—"
-
-
 def _predictions(page: Page, runs: dict) -> None:
     page.heading(8)
     if not any(run["predictions"] for run in runs.values()):
@@ -492,7 +481,7 @@ def _predictions(page: Page, runs: dict) -> None:
             about, label = p.get("about") or {}, run_label(run)
             value, where, why = pair(p, nb, found)
             head = f"| {nb} | {name} | {p['predicted']:.3g} |"
-            tail = f"| {conditions(about, run)} | {clean(p['how'])} | {p.get('whose') or '—'} | {label} |"
+            tail = f"| {conditions(about, about.get('mode') or run.get('mode'))} | {clean(p['how'])} | {p.get('whose') or '—'} | {label} |"
             if value is None:
                 page.add(f"{head} {why} | — {tail}")
             elif about.get("bound"):
