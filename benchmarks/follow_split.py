@@ -23,6 +23,7 @@ from hetlab.arithmetic import balance
 from hetlab.core.data import load_mnist
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
+from hetlab.ps.records import cluster_samples_per_s
 
 
 def main(argv=None) -> dict:
@@ -47,9 +48,9 @@ def main(argv=None) -> dict:
         runs = {"fixed": [], "follows": []}
         splits = []
         for _ in range(args.repeats):
-            runs["fixed"].append(training.samples_per_s(training.run(args.steps, batch_sizes=tuned)))
+            runs["fixed"].append(cluster_samples_per_s(training.run(args.steps, batch_sizes=tuned)))
             records = training.run(args.steps, batch_sizes=tuned, retune_every=args.every)
-            runs["follows"].append(training.samples_per_s(records))
+            runs["follows"].append(cluster_samples_per_s(records))
             splits.append(list(training.batch_sizes))
         hot_standalone = [(b + a) / 2 for b, a in zip(before, training.standalone_throughput(g, steps=8))]
     figures = {name: {"samples_per_s": round(statistics.median(rates), 1),

@@ -25,7 +25,7 @@ from hetlab.arithmetic import balance, steptime
 from hetlab.core.data import load_mnist
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, Resplit
-from hetlab.ps.records import step_budget, wall_s
+from hetlab.ps.records import cluster_samples_per_s, step_budget, wall_s
 
 
 def ps_overhead_fraction(records) -> float:
@@ -137,7 +137,7 @@ def main() -> None:
         moves = [e for e in training.events if isinstance(e, Resplit) and e.why == "follow"]
 
     alone = [statistics.mean(a) for a in zip(*alone_each)]
-    rate = {name: training.samples_per_s(recs) for name, recs in runs.items()}
+    rate = {name: cluster_samples_per_s(recs) for name, recs in runs.items()}
     eff = {name: statistics.median(e) for name, e in eff_each.items()}
     overhead = {name: ps_overhead_fraction(recs) for name, recs in runs.items()}
 

@@ -28,7 +28,7 @@ from hetlab.core import devices  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.cluster.practice import PracticeCluster  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
-from hetlab.ps.records import samples_per_s  # noqa: E402
+from hetlab.ps.records import cluster_samples_per_s  # noqa: E402
 from hetlab.core.train import train  # noqa: E402
 
 
@@ -61,7 +61,7 @@ def main() -> None:
             warmups.append(warm.warmup_s)
             records = run.run(args.rounds)
             loop.append(sum(r.samples for r in records) / sum(r.compute_s for r in records))
-            whole.append(samples_per_s(records))
+            whole.append(cluster_samples_per_s(records))
     med = {k: statistics.median(v) for k, v in (("train", plain), ("loop", loop), ("whole", whole))}
     pairs = [w / p for w, p in zip(whole, plain)]   # each alternation's own ratio: load hits both alike
     where = f"STAND-IN (Ray counts a GPU, the worker runs on {device})" if args.stand_in else device

@@ -26,6 +26,7 @@ from hetlab.arithmetic.balance import scale_local_steps, split_batch  # noqa: E4
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.pair import the_pair  # noqa: E402
 from hetlab.ps import ParameterServerTraining  # noqa: E402
+from hetlab.ps.records import cluster_samples_per_s  # noqa: E402
 
 
 def run_one(workers, train, test, mode, steps, batch_sizes, local_steps, transfer, seed):
@@ -35,7 +36,7 @@ def run_one(workers, train, test, mode, steps, batch_sizes, local_steps, transfe
                                  progress=False) as run:
         t0 = time.perf_counter()  # the training's own time, not the actors' start-up
         records = run.run(steps)
-        figures = {"samples_per_s": round(run.samples_per_s(records), 1),
+        figures = {"samples_per_s": round(cluster_samples_per_s(records), 1),
                    "bytes_per_sample": round(run.bytes_per_sample, 1),
                    "accuracy": round(run.evaluate(test), 4),
                    "samples": run.samples_seen, "seconds": round(time.perf_counter() - t0, 1)}

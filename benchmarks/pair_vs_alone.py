@@ -46,7 +46,7 @@ from hetlab.arithmetic.steady import WARMUP_STEPS  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.core.models import count_params, make_model  # noqa: E402
 from hetlab.ps import ParameterServerTraining  # noqa: E402
-from hetlab.ps.records import engine_cost, samples_per_s  # noqa: E402
+from hetlab.ps.records import cluster_samples_per_s, engine_cost  # noqa: E402
 from hetlab.core.train import train  # noqa: E402
 
 SWEEP = (16, 64, 128, 256)
@@ -149,7 +149,7 @@ def run_pair(workers, plan: planner.Plan, data, test, epochs: int, target: float
         for epoch in range(epochs):   # evaluated at the same sample counts as the desktop alone
             records += run.run(per_pass - (epoch == 0))
             points.append((run.samples_seen, run.evaluate(test)))
-    return {"samples_per_s": samples_per_s(records), "to_target": accuracy_curve(points, target),
+    return {"samples_per_s": cluster_samples_per_s(records), "to_target": accuracy_curve(points, target),
             "accuracy": points[-1][1], "warmup_s": warmup_s}
 
 
@@ -231,7 +231,7 @@ def one_alone(line, points: dict, runs: list, batch: int) -> dict:
     ``train`` run (the machine's drift since the sweep); ``train``'s steady speed (a different data path:
     shuffled slices of real MNIST, its loss reads, its per-step bookkeeping); and ``train`` over the whole
     run (its warm-up in). Evaluation is in none of them; its seconds are given apart."""
-    predicted = line.samples_per_s(batch)
+    predicted = steady.samples_per_s(batch, line(batch))
     again = statistics.median(r["sweep_point"]["samples_per_s"] for r in runs)
     steady_train = statistics.median(r["steady"]["samples_per_s"] for r in runs)
     whole = statistics.median(r["whole_run"] for r in runs)
@@ -282,8 +282,8 @@ def report(args, where, labels, alone_line, alone_points, lines, engine, link, a
     alone = one_alone(alone_line, alone_points, runs["desktop alone"], args.global_batch)
     first_line, first_points = first
     alone["first_sweep"] = {"line": [first_line.fixed_s, first_line.per_sample_s],
-                            "at_batch": round(first_line.samples_per_s(args.global_batch)),
-                            "over_line": round(first_line.samples_per_s(args.global_batch) / alone_line.samples_per_s(args.global_batch), 3),
+                            "at_batch": round(steady.samples_per_s(args.global_batch, first_line(args.global_batch))),
+                            "over_line": round(alone_line(args.global_batch) / first_line(args.global_batch), 3),
                             "warmup_s": {str(k): round(v.warmup_s, 4) for k, v in first_points.items()}}
     print(f"  the same sweep in the fresh process, before Ray: {first_line}; at {args.global_batch}: "
           f"{alone['first_sweep']['over_line']:.2f} of the line the planner used")

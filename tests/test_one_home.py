@@ -104,7 +104,7 @@ def test_the_in_step_speed_and_the_budget_read_the_same_lines(rng):
 def test_the_estimates_rest_on_the_h100_line_through_both_anchors():
     h100 = estimates._h100_line()
     for batch, samples_per_s in estimates.H100_TRAIN.items():
-        assert h100.samples_per_s(batch) == pytest.approx(samples_per_s)
+        assert batch / h100(batch) == pytest.approx(samples_per_s)
     assert estimates.STEP["small"]["desktop"].fixed_s == h100.fixed_s
 
 

@@ -17,6 +17,7 @@ from hetlab.cluster.roles import placement, role_label
 from hetlab.cluster.practice import PracticeCluster, display_name
 from hetlab.ps import WorkerSpec
 from hetlab.ps.placement import actor_options
+from hetlab.ps.records import cluster_samples_per_s
 
 
 @ray.remote(num_cpus=0)
@@ -140,7 +141,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
         rates = {}
         for name, sizes in (("equal", [32, 32]), ("tuned", balance.split_batch(64, alone))):
             records, checked = run.run_checked(6, test, 3, batch_sizes=sizes)    # 05's time to target
-            rates[name] = (sizes, run.samples_per_s(records))
+            rates[name] = (sizes, cluster_samples_per_s(records))
         sync = technique(records, run.evaluate(test), checked=checked)
     engine = engine_cost(records)
     measured.save_engine(engine, simulated=True, where=where)

@@ -30,7 +30,7 @@ def test_a_fit_recovers_them_within_noise_and_from_a_samples_per_s_sweep():
         line = steptime.fit(SIZES, noisy)
         assert line.fixed_s == pytest.approx(true.fixed_s, rel=0.1, abs=2e-5)
         assert line.per_sample_s == pytest.approx(true.per_sample_s, rel=0.15, abs=2e-8)
-        swept = steptime.from_sweep(SIZES, [true.samples_per_s(b) for b in SIZES])
+        swept = steptime.from_sweep(SIZES, [b / true(b) for b in SIZES])
         assert swept.fixed_s == pytest.approx(true.fixed_s) and swept.per_sample_s == pytest.approx(true.per_sample_s)
 
 
@@ -77,7 +77,7 @@ def test_the_split_equalises_finish_times_under_the_affine_model(models):
         else:                     # both finish together, up to one sample's time
             assert max(times) - min(times) <= one_sample
         # never worse than a split ∝ samples/s at this batch (up to one sample's rounding)
-        naive = balance.split_batch(batch, [m.samples_per_s(batch) for m in models])
+        naive = balance.split_batch(batch, [batch / m(batch) for m in models])
         assert max(times) <= max(m(b) for m, b in zip(models, naive)) + one_sample
 
 
@@ -138,7 +138,7 @@ def test_the_plain_loop_can_differ_from_the_desktops_worker():
     worker, plain = CPU, CPU.slowed(0.5)
     advice = planner.advise((worker, worker.slowed(4)), 29_066, planner.SAME_MACHINE, 128, engine_s=0.003,
                             alone=plain)
-    assert advice.plans[0].samples_per_s == pytest.approx(plain.samples_per_s(128))
+    assert advice.plans[0].samples_per_s == pytest.approx(128 / plain(128))
     assert advice.verdict.startswith("use the desktop alone")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from hetlab.arithmetic.steady import samples_per_s
 from hetlab.arithmetic.steptime import StepTime, fit, independent_gain
 from hetlab.errors import HetlabError
 
@@ -82,7 +83,7 @@ def labelled(role: str, model: str = "small") -> StepTime:
 
 def speed(role: str, batch: int, model: str = "small") -> float:
     """Estimated samples/s of ``role`` at ``batch``."""
-    return line(role, model).samples_per_s(batch)
+    return samples_per_s(batch, line(role, model)(batch))
 
 
 def search_gain() -> tuple[float, float]:

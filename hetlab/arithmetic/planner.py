@@ -9,10 +9,10 @@ tests/test_planner_record.py holds it to an H100 pair's runs (docs/measured/2026
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
-from hetlab.arithmetic import estimates, steptime
+from hetlab.arithmetic import estimates, steady, steptime
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steptime import StepTime
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
@@ -87,10 +87,11 @@ class Plan:
     round_s: float                 # seconds for H global steps (one exchange)
     comm_s: float                  # seconds of that round spent exchanging: the link + the engine
     bytes_per_sample: float        # bytes over the link per trained sample
+    samples_per_s: float = field(init=False)   # H global batches ÷ round_s
 
-    @property
-    def samples_per_s(self) -> float:
-        return self.local_steps * sum(self.batch_sizes) / self.round_s
+    def __post_init__(self):
+        object.__setattr__(self, "samples_per_s", steady.samples_per_s(self.local_steps * sum(self.batch_sizes),
+                                                                        self.round_s))
 
     @property
     def step_s(self) -> float:

@@ -43,6 +43,12 @@ class SteadySpeed:
                 f"n={len(self.windows)}; warm-up {self.warmup_steps} steps, {self.warmup_s:.2f} s, left out)")
 
 
+def samples_per_s(samples: float, seconds: float) -> float:
+    """The one speed: samples trained ÷ the seconds they took (0.0 when no time passed). Every
+    samples/s in hetlab is this division, of a window, a run, a search or a step line at its batch."""
+    return samples / seconds if seconds > 0 else 0.0
+
+
 def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: int = WARMUP_STEPS,
            windows: int = WINDOWS) -> SteadySpeed:
     """The steady speed of one run from each step's seconds and samples (an int: the same every step).
@@ -61,7 +67,7 @@ def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: 
         raise HetlabError(f"steady(): {len(seconds)} steps leave {max(timed, 0)} after {warmup} warm-up "
                           f"steps, fewer than {windows} windows: run more steps.")
     cuts = window_cuts(timed, windows, start=warmup)
-    rates = tuple(sum(sizes[a:b]) / sum(seconds[a:b]) for a, b in zip(cuts, cuts[1:]))
+    rates = tuple(samples_per_s(sum(sizes[a:b]), sum(seconds[a:b])) for a, b in zip(cuts, cuts[1:]))
     median, low, high = median_and_range(rates)
     return SteadySpeed(samples_per_s=median, low=low, high=high, windows=rates,
                        steps=timed, warmup_steps=warmup, warmup_s=sum(seconds[:warmup]))

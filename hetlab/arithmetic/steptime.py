@@ -5,7 +5,7 @@ every parameter) and a cost per sample (the arithmetic). A card at a small batch
 fixed cost: its step time is flat, so a share of the batch given away saves it almost nothing.
 ``fit`` draws this line through a batch-size sweep; ``fit_rounds`` through a run's few rounds
 (auto-tune, the widget, ``FollowSpeeds``). A device's speed at batch b is always its line's
-``b / t(b)`` (``StepTime.samples_per_s``), never a sweep's point. Pure Python: no torch, no Ray.
+``b / t(b)`` (``samples_per_s(b, line(b))``), never a sweep's point. Pure Python: no torch, no Ray.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from hetlab.arithmetic.steady import samples_per_s
 from hetlab.errors import HetlabError
 
 
@@ -33,9 +34,6 @@ class StepTime:
     def __call__(self, batch_size: float) -> float:
         """Seconds for one step at ``batch_size``."""
         return self.fixed_s + batch_size * self.per_sample_s
-
-    def samples_per_s(self, batch_size: float) -> float:
-        return batch_size / self(batch_size)
 
     @property
     def speed(self) -> float:
@@ -192,7 +190,7 @@ def efficiency(together: float, alone: Sequence[float]) -> float:
 def together_samples_per_s(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
     """Samples/s of the devices in synchronous steps at these sizes: Σb ÷ the slowest one's step
     (notebook 06's widget predicts a split with it)."""
-    return sum(batch_sizes) / step_time(lines, batch_sizes)
+    return samples_per_s(sum(batch_sizes), step_time(lines, batch_sizes))
 
 
 def predicted_efficiency(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
@@ -212,4 +210,4 @@ def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_ste
 def independent_gain(first: StepTime, second: StepTime, batch_size: float) -> float:
     """Two devices each doing work of their own (notebook 09's trials) against ``first`` alone:
     1 + the second's samples/s ÷ the first's. Nothing is exchanged, so nothing is lost."""
-    return 1 + second.samples_per_s(batch_size) / first.samples_per_s(batch_size)
+    return 1 + samples_per_s(batch_size, second(batch_size)) / samples_per_s(batch_size, first(batch_size))

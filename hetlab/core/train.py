@@ -20,7 +20,7 @@ from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
 from hetlab.core.speedups import Speedups, on_device
 from hetlab.core.train_step import train_step
-from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady, window_cuts
+from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, samples_per_s, steady, window_cuts
 
 
 def steady_cuts(steps: int) -> tuple[int, int]:
@@ -50,16 +50,11 @@ class History:
     seconds_batching: float = 0.0
     seconds_compute: float = 0.0
     seconds_eval: float = 0.0
+    samples_per_s: float = 0.0  # over the whole run, warm-up included, evaluation excluded (``steady``: without it)
     model: nn.Module | None = field(default=None, repr=False)  # the trained network
     step_seconds: list[float] = field(default_factory=list, repr=False)  # each step's batching + compute
     step_samples: list[int] = field(default_factory=list, repr=False)    # each step's batch size
     epoch_steps: list[int] = field(default_factory=list, repr=False)     # steps per epoch
-
-    @property
-    def samples_per_s(self) -> float:
-        """Training throughput over the whole run, warm-up included, evaluation excluded (``steady``: without it)."""
-        busy = self.seconds_batching + self.seconds_compute
-        return self.samples / busy if busy else 0.0
 
     @property
     def steady(self) -> SteadySpeed:
@@ -77,7 +72,7 @@ class History:
         rates, i = [], 0
         for n in self.epoch_steps:
             seconds = sum(self.step_seconds[i:i + n])
-            rates.append(sum(self.step_samples[i:i + n]) / seconds if seconds else 0.0)
+            rates.append(samples_per_s(sum(self.step_samples[i:i + n]), seconds))
             i += n
         return rates
 
@@ -189,6 +184,7 @@ def train(model, train_data, test_data=None,
             hist.epoch_steps.append(len(seconds) - first)
             hist.seconds_batching, hist.seconds_compute = batching, compute
             hist.samples = sum(sizes)
+            hist.samples_per_s = samples_per_s(hist.samples, batching + compute)
             if test_data is not None:
                 t0 = time.perf_counter()
                 hist.test_accuracy.append(evaluate(model, test_data, dev))

@@ -192,10 +192,6 @@ def rank_contribution(grad, size, global_batch):
     return grad * (size / global_batch)
 
 
-def samples_per_s(batch_size, step_seconds):
-    return steady.steady(step_seconds, batch_size).samples_per_s   # the course's one measured speed
-
-
 def _windows(b, s, warmup=steady.WARMUP_STEPS):
     """Each window's samples/s after ``warmup`` steps: the pieces of the mistakes below."""
     cuts = steady.window_cuts(len(s) - warmup, steady.WINDOWS, start=warmup)
@@ -326,7 +322,7 @@ FOLLOW_NOISE = ("moved for a step less than 5 % faster: keep batch_sizes unless 
 FOLLOW_STAYS = ("kept batch_sizes where the split where all finish together is more than 5 % faster: move there")
 FOLLOW_MISTAKES = (
     (lambda b, l: balance.split_batch(sum(b), [line(x) for line, x in zip(l, b)]), FOLLOW_BY_STEP),
-    (lambda b, l: balance.split_batch(sum(b), [line.samples_per_s(x) for line, x in zip(l, b)]), FOLLOW_BY_SPEED),
+    (lambda b, l: balance.split_batch(sum(b), [x / line(x) for line, x in zip(l, b)]), FOLLOW_BY_SPEED),
     (lambda b, l: balance.equal_finish_split(sum(b), l), FOLLOW_NOISE),
     (lambda b, l: list(b), FOLLOW_STAYS))
 
@@ -437,7 +433,8 @@ EXERCISES = {e.name: e for e in [
                  (lambda g, b, B: g / B, "the b_i is missing: multiply by b_i / B, not by 1 / B"),
                  (lambda g, b, B: g / 2, "a plain mean over two ranks: weight by b_i / B"),
                  (lambda g, b, B: g * B / b, "upside down: multiply by b_i / B, not B / b_i"))),
-    Exercise("samples_per_s", "samples_per_s(batch_size, step_seconds)", "02", samples_per_s,
+    Exercise("samples_per_s", "samples_per_s(batch_size, step_seconds)", "02",
+             lambda batch_size, step_seconds: steady.steady(step_seconds, batch_size).samples_per_s,
              _timing_case, _close_number, (
                  (lambda b, s: b * len(s) / sum(s), "every step in one sum: leave out the five warm-up "
                                                     "steps, then take the median of three windows"),
@@ -538,14 +535,14 @@ EXERCISES = {e.name: e for e in [
                  (lambda d, m, p: (d + m) / p, "upside down: the pair ÷ the sum"),
                  (lambda d, m, p: 100 * p / (d + m), "a percentage: return the fraction (0.9, not 90)"))),
     Exercise("pair_gain", "pair_gain(desktop, mac, batch_size)", "09", planner.search_gain, _gain_case, _close_number, (
-        (lambda d, m, b: m.samples_per_s(b) / d.samples_per_s(b), "the Mac ÷ the desktop: the pair is the "
+        (lambda d, m, b: d(b) / m(b), "the Mac ÷ the desktop: the pair is the "
          "desktop plus the Mac, add 1"),
-        (lambda d, m, b: 1 + d.samples_per_s(b) / m.samples_per_s(b), "upside down: add the Mac's samples/s "
+        (lambda d, m, b: 1 + m(b) / d(b), "upside down: add the Mac's samples/s "
          "÷ the desktop's (or the desktop's step time ÷ the Mac's), not the Mac's step ÷ the desktop's"),
         (lambda d, m, b: 1 + d.per_sample_s / m.per_sample_s, "the fixed cost is left out: a step takes "
-         "fixed_s + b × per_sample_s, so compare samples_per_s(batch_size)"),
-        (lambda d, m, b: d.samples_per_s(b) + m.samples_per_s(b), "the pair's samples/s: divide it by "
+         "fixed_s + b × per_sample_s, so compare b ÷ t(b)"),
+        (lambda d, m, b: b / d(b) + b / m(b), "the pair's samples/s: divide it by "
          "the desktop's to get the gain"),
-        (lambda d, m, b: 100 * (1 + m.samples_per_s(b) / d.samples_per_s(b)), "a percentage: give the "
+        (lambda d, m, b: 100 * (1 + d(b) / m(b)), "a percentage: give the "
          "ratio, e.g. 1.4, not 140"))),
 ]}

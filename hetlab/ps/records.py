@@ -1,6 +1,6 @@
 """What a run keeps (notebooks 05, 06, 08): ``StepRecord``, one worker's share of one step; the events
 (``Resplit``, ``WorkerLost``, …) that happened to it; and the arithmetic read from records: the one
-device-time sum (``device_seconds``), cluster samples/s, a worker's idle share and speed
+device-time sum (``device_seconds``), the cluster's samples/s, a worker's idle share and speed
 (``worker_speed``), the step's budget (``step_budget``) and the engine's own cost per exchange
 (``engine_cost``). No Ray: tests and notebooks check it directly."""
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from hetlab.core import simulate
 from hetlab.errors import HetlabError
+from hetlab.arithmetic.steady import samples_per_s
 from hetlab.arithmetic.steptime import StepTime, finish_together, step_time
 
 
@@ -52,10 +53,9 @@ def wall_s(records) -> float:
     return sum({r.step: r.step_s for r in records}.values())
 
 
-def samples_per_s(records) -> float:
-    """Cluster throughput: samples of all records ÷ the wall time of their steps."""
-    wall = wall_s(records)
-    return sum(r.samples for r in records) / wall if wall > 0 else 0.0
+def cluster_samples_per_s(records) -> float:
+    """The cluster's speed over ``records``: every worker's samples ÷ the wall time of their steps."""
+    return samples_per_s(sum(r.samples for r in records), wall_s(records))
 
 
 def idle_share(records, name: str) -> float:

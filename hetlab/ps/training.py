@@ -28,7 +28,7 @@ from hetlab.ps.loop import async_updates, collect, local_sgd_round, sync_step, s
 from hetlab.ps.options import Options, check_count, check_local_steps, check_positive
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
-from hetlab.ps.records import (Event, Resplit, Slowdown, StepRecord, per_worker_samples_per_s, samples_per_s,
+from hetlab.ps.records import (Event, Resplit, Slowdown, StepRecord, per_worker_samples_per_s,
                                step_seconds)
 from hetlab.ps.placement import actor_options
 from hetlab.ps.worker import Worker
@@ -307,10 +307,6 @@ class ParameterServerTraining:
         for m, b in zip(self.members, sizes):
             got |= self.answers({m.name: m.actor.standalone.remote(weights, b, steps)}, "timing it alone")
         return [got[m.name] for m in self.members]
-
-    def samples_per_s(self, records: list[StepRecord] | None = None) -> float:
-        """Cluster samples/s over ``records`` (default: all so far)."""
-        return samples_per_s(self.records if records is None else records)
 
     def run_checked(self, steps: int, test_data, every: int, test_samples: int = 1000,
                     batch_sizes: list[int] | None = None) -> tuple[list[StepRecord], dict]:

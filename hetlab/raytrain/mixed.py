@@ -18,6 +18,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from hetlab.arithmetic.steady import samples_per_s
 from hetlab.errors import HetlabError
 from hetlab.raytrain import checkpoint
 from hetlab.raytrain.config import (RENDEZVOUS_TIMEOUT_S, TRAIN_ENV, LoopConfig, check_cluster, loop_config,
@@ -47,6 +48,10 @@ class RayTrainResult:
     checked: dict = field(default_factory=dict)  # rank 0's accuracy checks (check_every=): {"checks", "every", "test_samples"}
     extra: dict = field(default_factory=dict)
     factory: object = field(default=None, repr=False)  # train_mixed's model= when it was a factory
+    samples_per_s: float = field(init=False)  # every rank's samples ÷ train_s
+
+    def __post_init__(self):
+        self.samples_per_s = samples_per_s(sum(r.samples for r in self.ranks), self.train_s)
 
     @classmethod
     def read(cls, result, fit_s: float, steps: int, model, factory) -> "RayTrainResult":
@@ -68,9 +73,6 @@ class RayTrainResult:
     def weights_identical(self) -> bool:
         return len({r.weights_sha256 for r in self.ranks}) == 1
 
-    @property
-    def samples_per_s(self) -> float:
-        return sum(r.samples for r in self.ranks) / self.train_s
 
     def technique(self) -> dict:
         """This run's figures for the report (``hetlab.arithmetic.outcome``): a steady speed from rank 0's

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from ray.tune import Callback
 
 from hetlab import progress_bar
+from hetlab.arithmetic.steady import samples_per_s
 from hetlab.arithmetic.steptime import efficiency
 
 COLUMNS = ("trial", "lr", "batch_size", "width", "optimizer", "machine", "device", "epochs",
@@ -70,6 +71,10 @@ class SearchResult:
     resources: dict           # role → what each trial there asked Ray for
     folder: str               # Tune's results and hetlab-trials.json
     packing: dict = field(default_factory=dict)  # role → trials at once on its device
+    samples_per_s: float = field(init=False)  # samples trained by all trials ÷ ``running_s``
+
+    def __post_init__(self):
+        self.samples_per_s = samples_per_s(self.samples, self.running_s)
 
     @property
     def finished(self) -> list[TrialRecord]:
@@ -85,11 +90,6 @@ class SearchResult:
         own set-up before any trial (a few seconds, the same for every search, whatever machines)."""
         starts = [span[1] for t in self.trials for span in t.spans]
         return self.wall_s - min(starts) if starts else self.wall_s
-
-    @property
-    def samples_per_s(self) -> float:
-        """Samples trained by all trials per second while the search ran trials."""
-        return self.samples / self.running_s if self.running_s > 0 else 0.0
 
     @property
     def trials_per_hour(self) -> float:

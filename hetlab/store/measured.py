@@ -22,6 +22,7 @@ from typing import Sequence
 
 from hetlab.arithmetic import estimates
 from hetlab.errors import HetlabError
+from hetlab.arithmetic.steady import samples_per_s
 from hetlab.arithmetic.steptime import StepTime, from_sweep
 import hetlab
 from hetlab.core.machine import origin_label
@@ -209,7 +210,7 @@ def speed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH,
     """``role``'s samples/s for ``model`` at ``batch_size``: its step line's b ÷ t(b) (``step_time``:
     fitted to notebook 02's sweep, else estimated), the one meaning of a speed at a batch (``steptime``)."""
     line = step_time(role, model, where)
-    return Speed(line.samples_per_s(batch_size), f"{line.source}, batch {batch_size}")
+    return Speed(samples_per_s(batch_size, line(batch_size)), f"{line.source}, batch {batch_size}")
 
 
 def _where_measured(data: dict) -> str:

@@ -19,7 +19,7 @@ import ray
 from hetlab.arithmetic import balance, steptime
 from hetlab.views import plots
 from hetlab.errors import HetlabError
-from hetlab.ps.records import per_worker_samples_per_s
+from hetlab.ps.records import cluster_samples_per_s, per_worker_samples_per_s
 
 
 class SplitTuner:
@@ -107,7 +107,7 @@ class SplitTuner:
         self.training.resplit(sizes, "widget")
         records = self.training.run(self.steps, hooks=[])  # a look: no bar, no checkpoint
         speeds = per_worker_samples_per_s(records, self.names)
-        cluster = self.training.samples_per_s(records)
+        cluster = cluster_samples_per_s(records)
         run = {"batch_sizes": sizes, "records": records, "samples_per_s": cluster,
                "worker_samples_per_s": speeds, "efficiency": balance.efficiency(cluster, speeds)}
         self.runs.append(run)

@@ -239,6 +239,7 @@ def _train(args) -> int:
     from hetlab.pair import the_pair
     from hetlab.ps import ParameterServerTraining
     from hetlab.ps.hooks import AutoCheckpoint, Progress
+    from hetlab.ps.records import cluster_samples_per_s
     requested = requested_address(args.address)  # --address, else HETLAB_ADDRESS / RAY_ADDRESS / the saved pair
     if requested.real:
         print(f"training on the cluster at {requested.address}")
@@ -284,6 +285,6 @@ def _train(args) -> int:
             if args.checkpoint_dir:
                 print(f"checkpoint: {run.save_checkpoint()}")
             print(f"{run.mode}: step {run.step}, {run.samples_seen} samples, "
-                  f"{run.samples_per_s(records):.0f} samples/s, {run.bytes_per_sample:.0f} bytes/sample")
+                  f"{cluster_samples_per_s(records):.0f} samples/s, {run.bytes_per_sample:.0f} bytes/sample")
             print(f"final test accuracy: {accuracy:.4f}")
     return 0

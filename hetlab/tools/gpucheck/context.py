@@ -176,6 +176,7 @@ class Context:
         """One accuracy run of the pair through the parameter server (sync, tuned split)."""
         def make():
             from hetlab.ps import ParameterServerTraining
+            from hetlab.ps.records import cluster_samples_per_s
             sizes = self.accuracy_split()
             self.cluster()
             with ParameterServerTraining(pair_workers(self.worker_device, precision), self.train_data(),
@@ -185,7 +186,7 @@ class Context:
                 losses = [r.loss for r in records]
                 return {"accuracy": run.evaluate(self.test_data()), "labels": run.labels,
                         "batch_sizes": sizes, "samples": run.samples_seen,
-                        "samples_per_s": run.samples_per_s(records),
+                        "samples_per_s": cluster_samples_per_s(records),
                         "bytes_to_server_per_sample": run.bytes_to_server / run.samples_seen,
                         "losses_finite": all(math.isfinite(x) for x in losses)}
         return self.cached(("ps", precision, transfer), make)

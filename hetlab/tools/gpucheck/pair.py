@@ -59,12 +59,12 @@ def _pair_efficiency(training, g: int, s: Sizes, goal: Goal | None, name: str, w
     """Auto-tune the split of ``g``, then train at it, each worker timed alone at its share just
     before and after: efficiency = together ÷ Σ alone; and why the step is longer than its ideal."""
     from hetlab.arithmetic.balance import auto_tune, format_ratio
-    from hetlab.ps.records import step_budget
+    from hetlab.ps.records import cluster_samples_per_s, step_budget
     tuned = auto_tune(lambda sizes: training.measure(sizes, steps=s.pair_steps), g, 2, rounds=s.pair_rounds)
     before = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
     records = training.run(s.pair_steps * s.pair_repeats, batch_sizes=tuned.batch_sizes)
     after = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
-    together, budget = training.samples_per_s(records), step_budget(records)
+    together, budget = cluster_samples_per_s(records), step_budget(records)
     labels = training.labels
     alone = " + ".join(f"{_device_of(lab)} {(a + b) / 2:,.0f}" for lab, a, b in zip(labels, before, after))
     return Row(name, pair_efficiency(together, before, after), "fraction", goal,
