@@ -8,7 +8,7 @@
 #                                              workers run on the CPU, every label says stand-in), tiny sizes
 #   bash scripts/gpu_run.sh --dry-run --quick  the dry run's short form (no notebooks, one pair batch)
 #   bash scripts/gpu_run.sh --dry-run --plumbing  the call's machinery at its smallest (make test's part,
-#                                              tests/test_gpu_run.py): gpu-check's describe and speedups
+#                                              tests/test_gpu_run.py): gpu-check's describe and train_128
 #                                              rows, then local_loop; nothing that other tests train
 #
 # On the GPU machine Ray comes from .gpu-carry/ (scripts/gpu_carry.py) unless `import ray` already works.
@@ -106,7 +106,7 @@ echo "=== the call's budget on the card: setup $SETUP_BUDGET s (took $setup_took
 NOTEBOOKS=(notebooks/01_single_device_mnist.ipynb notebooks/02_measure_your_devices.ipynb)
 if [ "$DRY" = 1 ]; then
   TINY_PAIR=(--card --stand-in --samples 512 --epochs 1 --repeats 1 --sweep-steps 2 --local-steps 4 --target 0.5)
-  if [ "$PLUMB" = 1 ]; then ONLY=(--only describe,speedups); else ONLY=(); fi
+  if [ "$PLUMB" = 1 ]; then ONLY=(--only describe,train_128); else ONLY=(); fi
   step gpu_check "$PY" -m hetlab gpu-check --stand-in --record "$OUT" "${ONLY[@]}"
   [ "$PLUMB" = 1 ] || step pair_vs_alone_128 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 32
   [ "$SHORT" = 1 ] || step pair_vs_alone_1024 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 64

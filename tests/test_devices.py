@@ -23,7 +23,7 @@ def test_cpu_is_always_there_and_real():
 
 
 def test_throughput_is_measured_for_real():
-    sps = devices.throughput(make_model("small"), "cpu", batch_size=32, steps=2, warmup=1)
+    sps = devices.throughput(make_model("small"), "cpu", batch_size=32, steps=2)
     assert math.isfinite(sps) and sps > 0
 
 
@@ -36,7 +36,7 @@ def test_throughput_warms_up_once_per_new_batch_size():
 
     def steps_run(batch_size, **kw):
         calls.clear()
-        devices.throughput(model, "cpu", batch_size=batch_size, steps=2, **kw)
+        devices.steady_throughput(model, "cpu", batch_size=batch_size, steps=2, **kw)
         return len(calls)
 
     assert steps_run(23) == 7   # new shape: 5 warm-up (WARMUP_STEPS) + 2 timed
@@ -53,15 +53,14 @@ def test_timed_steps_hands_each_step_to_a_simulated_device():
     seconds, warmups = devices.timed_steps(lambda: ran.append(1), "cpu", 3, key, slow=slow)
     assert (warmups, len(ran), len(slow._recent[key])) == (1, 4, 3)   # 1 untimed, 3 timed, 3 handed over
     assert devices.timed_steps(lambda: ran.append(1), "cpu", 2, key)[1] == 0 and len(ran) == 6
-    assert devices.timed_steps(lambda: ran.append(1), "cpu", 1, key, warmup=2)[1] == 2 and len(ran) == 9
     assert math.isfinite(seconds)
 
 
 def test_warm_up_runs_a_step_once_per_key():
-    seen, ran = set(), []
-    assert devices.warm_up(("cpu", 8), lambda: ran.append(8), "cpu", seen) is True
-    assert devices.warm_up(("cpu", 8), lambda: ran.append(8), "cpu", seen) is False
-    assert devices.warm_up(("cpu", 16), lambda: ran.append(16), "cpu", seen) is True
+    ran = []
+    assert devices.warm_up(("cpu", "a key no other test uses", 8), lambda: ran.append(8), "cpu") is True
+    assert devices.warm_up(("cpu", "a key no other test uses", 8), lambda: ran.append(8), "cpu") is False
+    assert devices.warm_up(("cpu", "a key no other test uses", 16), lambda: ran.append(16), "cpu") is True
     assert ran == [8, 16]
     small = make_model("small")
     assert devices.shape_key(small, "cpu", 8) == devices.shape_key(make_model("small", seed=3), "cpu", 8)
@@ -77,20 +76,17 @@ def test_unknown_device_names_are_one_line_errors(bad):
 def test_bad_throughput_arguments():
     with pytest.raises(HetlabError, match="at least 1"):
         devices.throughput(make_model("small"), "cpu", batch_size=0)
-    with pytest.raises(HetlabError, match="unknown optimizer"):
-        devices.throughput(make_model("small"), "cpu", optimizer="lamb")
 
 
 def test_throughput_times_the_optimizer_training_uses(monkeypatch):
-    """hetlab trains with Adam (train.py, the parameter server), so that is what is timed by
-    default; SGD on request. The optimizers are real, only counted on their way in."""
+    """hetlab trains with Adam (train.py, the parameter server), so that is what is timed.
+    The optimizers are real, only counted on their way in."""
     made = []
     for name in ("Adam", "SGD"):
         real = getattr(torch.optim, name)
         monkeypatch.setattr(torch.optim, name, lambda params, _real=real, **kw: made.append(_real) or _real(params, **kw))
-    devices.throughput(make_model("small"), "cpu", batch_size=8, steps=1, warmup=0)
-    devices.throughput(make_model("small"), "cpu", batch_size=8, steps=1, warmup=0, optimizer="sgd")
-    assert [opt.__name__ for opt in made] == ["Adam", "SGD"]
+    devices.throughput(make_model("small"), "cpu", batch_size=8, steps=1)
+    assert [opt.__name__ for opt in made] == ["Adam"]
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The GPU call cannot be wasted (issues 44 and 50): its dry run runs here through the same code paths as on
 the card, in a stand-in mode (Ray counts a GPU on the desktop node that is not there; the workers run on this
 CPU). `make test` runs the call's plumbing at its smallest (``--plumbing``: its steps in order, their logs,
-status, plan, budget lines and the figures line; gpu-check's describe and speedups rows, then local_loop),
+status, plan, budget lines and the figures line; gpu-check's describe and train_128 rows, then local_loop),
 training nothing that other tests train (issue 58); every check and the pair's steps run in
 `make gpu-dry-run`. And a call cut short (the lease ran out, a step past its budget) still says which steps
 gave nothing."""
@@ -32,7 +32,7 @@ def test_the_gpu_calls_plumbing_runs_its_steps_in_order_and_ends_with_the_figure
     assert {"train_128_plain", "local_loop_end_to_end_over_train"} <= set(figures)
     assert "STAND-IN" in (tmp_path / "local_loop.log").read_text()
     check = gpu_figures.last_json(tmp_path / "gpu_check.log")
-    assert check["only"] == ["describe", "speedups"] and check["passed"] is True
+    assert check["only"] == ["describe", "train_128"] and check["passed"] is True
     assert list(tmp_path.glob("*-stand-in.json")) and list(tmp_path.glob("*-stand-in.md"))   # the record
     # the budget: each step's on the card beside what it took here, the whole call's at most 8 minutes
     assert "budget on the card" in done.stdout

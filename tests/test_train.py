@@ -168,24 +168,6 @@ def test_the_sweep_and_train_agree_on_a_device_speed():
     assert 0.6 < ratio < 1.6, (plain, sweep)   # wide: a machine shared with other work is noisy
 
 
-@pytest.mark.slow   # tens of seconds: make test only
-def test_speedups_run_on_this_cpu_and_train_as_the_plain_loop():
-    """The card's options (issue 44) are plumbed and change nothing but speed here: the fused Adam
-    gives the plain loop's losses, bf16 autocast learns as well. CUDA graphs need CUDA: a clear error."""
-    from hetlab.core.speedups import Speedups
-    data, test = load_mnist("train").subset(1024), load_mnist("test").subset(500)
-    plain = train("small", data, test, epochs=1, batch_size=64, progress=False)
-    fused = train("small", data, test, epochs=1, batch_size=64, progress=False, speedups=Speedups(fused=True))
-    bf16 = train("small", data, test, epochs=1, batch_size=64, progress=False,
-                 speedups=Speedups(bf16=True, tf32=True))
-    assert fused.loss == pytest.approx(plain.loss, rel=1e-3, abs=1e-4)
-    assert abs(bf16.final_accuracy - plain.final_accuracy) < 0.05 and bf16.loss[-1] < bf16.loss[0]
-    assert hetlab.core.devices.throughput(make_model("small"), "cpu", 32, steps=2,
-                                          speedups=Speedups(fused=True, bf16=True)) > 0
-    with pytest.raises(HetlabError, match="cuda_graphs needs a CUDA device"):
-        train("small", data, epochs=1, progress=False, speedups=Speedups(cuda_graphs=True))
-
-
 def _count_ops():
     """The benchmarks' counter of torch operations and host reads (a script beside them, not hetlab)."""
     import importlib.util

@@ -15,8 +15,9 @@ from torch import nn
 
 from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, steady, window_cuts
 from hetlab.errors import HetlabError
+from hetlab.arithmetic.estimates import COURSE_BATCH
 from hetlab.core import simulate
-from hetlab.core.speedups import PLAIN, Speedups
+from hetlab.core.models import make_model
 from hetlab.core.train_step import make_optimizer, train_step
 
 KINDS = ("cuda", "mps", "cpu")
@@ -104,18 +105,17 @@ def synchronize(device: str | torch.device) -> None:
 _WARM: set = set()
 
 
-def warm_up(key, step, device: str | torch.device, seen: set | None = None) -> bool:
-    """Run ``step()`` once, untimed, the first time ``key`` (a batch shape, device, model) is seen.
+def warm_up(key, step, device: str | torch.device) -> bool:
+    """Run ``step()`` once, untimed, the first time ``key`` (a batch shape, device, model) is seen here.
 
     MPS compiles a graph per shape, so a first step at a new batch size is many times slower: timed,
     the Mac would look slower and the tuner give it less work. CUDA does first-time work per shape too;
-    on the CPU it is cheap, so one rule for every device. ``seen``: default this process's set."""
-    seen = _WARM if seen is None else seen
-    if key in seen:
+    on the CPU it is cheap, so one rule for every device."""
+    if key in _WARM:
         return False
     step()
     synchronize(device)
-    seen.add(key)
+    _WARM.add(key)
     return True
 
 
@@ -130,34 +130,27 @@ TRAINING_OPTIMIZER = "adam"
 
 
 def throughput(model: nn.Module, device: str | torch.device | None = None,
-               batch_size: int = 128, steps: int = 10, warmup: int | None = None,
-               optimizer: str = TRAINING_OPTIMIZER, data=None, loss=None,
-               speedups: Speedups = PLAIN) -> float:
+               batch_size: int = 128, steps: int = 10, data=None, loss=None) -> float:
     """Training samples per second of ``model`` on ``device`` at ``batch_size`` (random data), in steady state:
-    whole training steps (forward, backward, an ``optimizer`` update: Adam, as hetlab trains), the device
-    synchronised at each timed window's end. ``warmup=None``: ``WARMUP_STEPS`` (5) untimed steps only when this
-    process has not yet run these layers at this batch size on this device (MPS compiles per shape; a fresh
-    process is slow for more than one step); an int: that many every time. Your own model: ``data=(x, y)``
-    and ``loss``. The median of the windows (``steady_throughput``: the windows and the warm-up's seconds)."""
-    return steady_throughput(model, device, batch_size, steps, warmup, optimizer, data, loss,
-                             speedups).samples_per_s
+    whole training steps (forward, backward, an Adam update, as hetlab trains), the device synchronised at
+    each timed window's end, after ``WARMUP_STEPS`` untimed steps the first time this process runs these
+    layers at this batch size on this device (MPS compiles per shape). Your own model: ``data=(x, y)`` and
+    ``loss``. The median of the windows (``steady_throughput``: the windows and the warm-up's seconds)."""
+    return steady_throughput(model, device, batch_size, steps, data=data, loss=loss).samples_per_s
 
 
 def steady_throughput(model: nn.Module, device: str | torch.device | None = None,
                       batch_size: int = 128, steps: int = 10, warmup: int | None = None,
-                      optimizer: str = TRAINING_OPTIMIZER, data=None, loss=None,
-                      speedups: Speedups = PLAIN, windows: int = WINDOWS) -> SteadySpeed:
+                      data=None, loss=None, windows: int = WINDOWS) -> SteadySpeed:
     """``throughput``'s measurement whole (``hetlab.arithmetic.steady``): the steady samples/s (the median of
     ``windows`` windows of the ``steps`` timed steps, fewer windows if fewer steps), their range, and the
-    warm-up's steps and seconds, timed apart and left out."""
+    warm-up's steps and seconds, timed apart and left out. ``warmup``: None, the rule above; an int, that
+    many steps every time (the benchmarks, which time one shape again and again)."""
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
     dev = resolve(device)
-    speedups.check(dev)
     model = model.to(dev)
-    opt = (speedups.optimizer(model.parameters(), 1e-3) if optimizer == "adam"
-           else make_optimizer(optimizer, model.parameters(), lr=1e-3))
-    step_model = speedups.model(model)
+    opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=1e-3)
     if data is None:
         x = torch.randn(batch_size, 1, 28, 28, device=dev)
         y = torch.randint(0, 10, (batch_size,), device=dev)
@@ -166,30 +159,15 @@ def steady_throughput(model: nn.Module, device: str | torch.device | None = None
         x, y = data[0][idx.to(data[0].device)], data[1][idx.to(data[1].device)]
         x, y = (x.float() if x.is_floating_point() else x).to(dev), y.to(dev)  # MPS has no float64
     loss = loss or nn.functional.cross_entropy
-
-    def step():
-        with speedups.autocast(dev):
-            train_step(step_model, opt, loss, x, y)
-
-    with speedups.backend(dev):
-        return timed_windows(step, dev, steps, shape_key(model, dev, batch_size, optimizer, *speedups.names),
-                             batch_size, warmup, windows)
-
-
-def timed_windows(step, device: str | torch.device, steps: int, key, batch_size: int,
-                  warmup: int | None = None, windows: int = WINDOWS) -> SteadySpeed:
-    """``steps`` calls of ``step()`` in ``windows`` windows (fewer if fewer steps), the device synchronised at
-    each window's end only; before them the warm-up, each step timed to its end: ``warmup=None``,
-    ``WARMUP_STEPS`` the first time ``key`` is seen in this process, else none; an int, that many.
-    The steady speed of the whole (``hetlab.arithmetic.steady``), the warm-up apart."""
+    key = shape_key(model, dev, batch_size, TRAINING_OPTIMIZER)
     if warmup is None:
         warmup = 0 if key in _WARM else WARMUP_STEPS
-    synchronize(device)
+    synchronize(dev)
     warm = []
     for _ in range(warmup):
         t0 = time.perf_counter()
-        step()
-        synchronize(device)
+        train_step(model, opt, loss, x, y)
+        synchronize(dev)
         warm.append(time.perf_counter() - t0)
     if warmup > 0:
         _WARM.add(key)
@@ -199,29 +177,25 @@ def timed_windows(step, device: str | torch.device, steps: int, key, batch_size:
     for a, b in zip(cuts, cuts[1:]):
         t0 = time.perf_counter()
         for _ in range(b - a):
-            step()
-        synchronize(device)
+            train_step(model, opt, loss, x, y)
+        synchronize(dev)
         spans.append(time.perf_counter() - t0)
     sizes = [batch_size] * warmup + [batch_size * (b - a) for a, b in zip(cuts, cuts[1:])]
     return dataclasses.replace(steady(warm + spans, sizes, warmup=warmup, windows=n), steps=steps)
 
 
-def timed_steps(step, device: str | torch.device, steps: int, key, warmup: int | None = None,
-                slow=None) -> tuple[float, int]:
-    """Seconds ``steps`` calls of ``step()`` take on ``device``, and how many untimed warm-up steps ran first.
+def course_speed(device=None, steps: int = 10) -> SteadySpeed:
+    """The course's model's steady samples/s at the course's batch on ``device``, with its spread: ``WINDOWS``
+    windows of ``steps`` steps after the warm-up (timed apart, left out). What notebook 02 saves for the report."""
+    return steady_throughput(make_model("small", seed=0), device, COURSE_BATCH, steps=steps * WINDOWS)
 
-    ``warmup=None``: one, only if ``key`` is new to this process (``warm_up``); an int: that many every time.
-    The one timer of ``throughput`` (notebook 02) and a parameter-server worker timing itself alone
+
+def timed_steps(step, device: str | torch.device, steps: int, key, slow=None) -> tuple[float, int]:
+    """Seconds ``steps`` calls of ``step()`` take on ``device``, and how many untimed warm-up steps ran first
+    (one, only if ``key`` is new to this process: ``warm_up``). A parameter-server worker timing itself alone
     (notebook 05): without ``slow`` the steps are one synchronised run; with a ``hetlab.core.simulate.SlowDevice``
     each step is timed to its end and followed by the simulated device's wait, which is counted."""
-    if warmup is None:
-        warmups = int(warm_up(key, step, device))
-    else:
-        for _ in range(warmup):
-            step()
-        if warmup > 0:
-            _WARM.add(key)
-        warmups = warmup
+    warmups = int(warm_up(key, step, device))
     synchronize(device)
     if slow is None:
         t0 = time.perf_counter()

@@ -18,7 +18,6 @@ from hetlab.core.data import Dataset, as_tensors, batches
 from hetlab.core.devices import resolve, synchronize
 from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
-from hetlab.core.speedups import Speedups, on_device
 from hetlab.core.train_step import train_step
 from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, samples_per_s, steady, window_cuts
 
@@ -113,15 +112,14 @@ def evaluate(model: nn.Module, data, device=None) -> float:
 def train(model, train_data, test_data=None,
           epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
           seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None,
-          timing: bool = False, speedups: Speedups | None = None) -> History:
+          timing: bool = False) -> History:
     """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
 
     ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
     then ``History.model``). Data: a hetlab Dataset, ``(x, y)`` or a map-style torch Dataset.
     ``schedule="cosine"`` decays the rate to zero: the last epochs settle (≥ 99 %). Losses stay on the
     device, read ``LOSS_READS_PER_EPOCH`` times an epoch; ``timing=True`` waits for the device each step
-    to time batching apart from compute (notebook 01; on a GPU it costs speed). ``speedups``: ``Speedups``; by default what gpu-check's rule decided for this
-    kind of device (``speedups.on_device``: the plain loop until a card's warm run picks an option)."""
+    to time batching apart from compute (notebook 01; on a GPU it costs speed)."""
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
@@ -135,12 +133,9 @@ def train(model, train_data, test_data=None,
         check_model_and_loss(factory, loss_fn, x, y)
         model = make_model(factory, seed=seed)
     dev = resolve(device)
-    speedups = on_device(dev) if speedups is None else speedups
-    speedups.check(dev)
     torch.manual_seed(seed)
     model.to(dev).train()
-    opt = speedups.optimizer(model.parameters(), lr)
-    step_model = speedups.model(model)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     x, y = x.to(dev), y.to(dev)
     hist = History(device=str(dev), model=model)
     steps_per_epoch = -(-len(y) // batch_size)
@@ -149,47 +144,45 @@ def train(model, train_data, test_data=None,
              if schedule == "cosine" else None)
     bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
     waits = _sync_points(epochs * steps_per_epoch)
-    step = _step_fn(step_model, opt, loss_fn, speedups, dev)
     lrs, seconds, sizes = hist.lr, hist.step_seconds, hist.step_samples   # appended to each step
     batching = compute = 0.0
-    with speedups.backend(dev):
-        for epoch in range(epochs):
-            t, pending, first, shown = time.perf_counter(), [], len(seconds), len(seconds)
-            shown_t = t
-            for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
-                t_batch = time.perf_counter()
-                pending.append(step(xb, yb))   # the loss, left on the device (its graph is freed)
-                lrs.append(opt.param_groups[0]["lr"])
-                if sched is not None:
-                    sched.step()
-                if timing or len(seconds) + 1 in waits:
-                    synchronize(dev)
-                if len(pending) == read_every:
-                    _read_losses(pending, hist, bar)   # waits for the device: counted as compute
-                t_done = time.perf_counter()
-                batching += t_batch - t
-                compute += t_done - t_batch
-                seconds.append(t_done - t)
-                sizes.append(yb.shape[0])
-                t = t_done
-                if t_done - shown_t >= BAR_EVERY_S:   # the bar, a few times a second: not each step
-                    bar.update(len(seconds) - shown)
-                    shown, shown_t = len(seconds), t_done
-            if pending:
-                _read_losses(pending, hist, bar)
-            tail = time.perf_counter() - t   # what the device still had queued: the epoch's last step's
-            compute += tail
-            seconds[-1] += tail
-            bar.update(len(seconds) - shown)
-            hist.epoch_steps.append(len(seconds) - first)
-            hist.seconds_batching, hist.seconds_compute = batching, compute
-            hist.samples = sum(sizes)
-            hist.samples_per_s = samples_per_s(hist.samples, batching + compute)
-            if test_data is not None:
-                t0 = time.perf_counter()
-                hist.test_accuracy.append(evaluate(model, test_data, dev))
-                hist.seconds_eval += time.perf_counter() - t0
-                bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", acc=f"{hist.test_accuracy[-1]:.4f}")
+    for epoch in range(epochs):
+        t, pending, first, shown = time.perf_counter(), [], len(seconds), len(seconds)
+        shown_t = t
+        for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
+            t_batch = time.perf_counter()
+            pending.append(train_step(model, opt, loss_fn, xb, yb))   # the loss, left on the device
+            lrs.append(opt.param_groups[0]["lr"])
+            if sched is not None:
+                sched.step()
+            if timing or len(seconds) + 1 in waits:
+                synchronize(dev)
+            if len(pending) == read_every:
+                _read_losses(pending, hist, bar)   # waits for the device: counted as compute
+            t_done = time.perf_counter()
+            batching += t_batch - t
+            compute += t_done - t_batch
+            seconds.append(t_done - t)
+            sizes.append(yb.shape[0])
+            t = t_done
+            if t_done - shown_t >= BAR_EVERY_S:   # the bar, a few times a second: not each step
+                bar.update(len(seconds) - shown)
+                shown, shown_t = len(seconds), t_done
+        if pending:
+            _read_losses(pending, hist, bar)
+        tail = time.perf_counter() - t   # what the device still had queued: the epoch's last step's
+        compute += tail
+        seconds[-1] += tail
+        bar.update(len(seconds) - shown)
+        hist.epoch_steps.append(len(seconds) - first)
+        hist.seconds_batching, hist.seconds_compute = batching, compute
+        hist.samples = sum(sizes)
+        hist.samples_per_s = samples_per_s(hist.samples, batching + compute)
+        if test_data is not None:
+            t0 = time.perf_counter()
+            hist.test_accuracy.append(evaluate(model, test_data, dev))
+            hist.seconds_eval += time.perf_counter() - t0
+            bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", acc=f"{hist.test_accuracy[-1]:.4f}")
     bar.close()
     return hist
 
@@ -199,18 +192,6 @@ LOSS_READS_PER_EPOCH = 2
 # How often the loop hands its steps to the progress bar (which redraws every ``PROGRESS_EVERY_S`` at most):
 # a bar's update costs microseconds, a tiny model's step not many more.
 BAR_EVERY_S = 0.1
-
-
-def _step_fn(model, opt, loss_fn, speedups: Speedups, dev):
-    """``train_step`` on these, inside bf16 autocast when ``speedups`` asks: chosen once, not each step."""
-    if not (speedups.bf16 or speedups.cuda_graphs):
-        return lambda xb, yb: train_step(model, opt, loss_fn, xb, yb)
-
-    def step(xb, yb):   # a captured step's losses let go of its graph: nothing of the capture kept alive
-        with speedups.autocast(dev):
-            loss = train_step(model, opt, loss_fn, xb, yb)
-        return loss.detach() if speedups.cuda_graphs else loss
-    return step
 
 
 def _read_losses(pending: list, hist: History, bar) -> None:

@@ -24,7 +24,6 @@ from hetlab.core.models import make_model
 from hetlab.ps.options import Options
 from hetlab.ps.specs import WorkerSpec
 from hetlab.core.simulate import SlowDevice
-from hetlab.core.speedups import on_device
 from hetlab.core.train_step import make_optimizer, train_step
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -83,7 +82,6 @@ class Worker:
                 ray.get_runtime_context().get_accelerator_ids().get("GPU"):
             self.device_note = "Ray gave it a GPU that torch here cannot use"  # a GPU count set from outside
         self.amp_dtype = autocast_dtype(self.device, spec.precision)
-        self.backend = on_device(self.device).backend   # TF32 when gpu-check's rule picked it for this kind
         self.wire = WIRE_DTYPES[options.transfer]
         self.model = make_model(model, seed=options.seed).to(self.device).train()
         self.params = list(self.model.parameters())
@@ -138,11 +136,10 @@ class Worker:
         amp_dtype = self.amp_dtype if amp_dtype == "default" else amp_dtype
         for p in self.params:
             p.grad = None
-        with self.backend(self.device):   # backward outside autocast, as torch advises
-            with _autocast(self.device, amp_dtype):
-                loss = self.loss(self.model(xb), yb)
-            scale = LOSS_SCALE if amp_dtype == torch.float16 else 1.0
-            (loss * scale if scale != 1.0 else loss).backward()   # no extra kernel on a launch-bound card
+        with _autocast(self.device, amp_dtype):   # backward outside autocast, as torch advises
+            loss = self.loss(self.model(xb), yb)
+        scale = LOSS_SCALE if amp_dtype == torch.float16 else 1.0
+        (loss * scale if scale != 1.0 else loss).backward()   # no extra kernel on a launch-bound card
         if scale != 1.0:
             for p in self.params:
                 p.grad.div_(scale)

@@ -8,7 +8,7 @@ from hetlab.errors import HetlabError
 from hetlab.tools.cli.base import subcommand
 
 GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "pair_ps", "pair_raytrain", "autocast",
-                   "sweep", "speedups")  # hetlab.tools.gpucheck.claims.CHECKS, named here for --help without loading torch
+                   "sweep", "train_128")  # hetlab.tools.gpucheck.claims.CHECKS, named here for --help without loading torch
 
 
 def add_gpu_check(sub) -> None:

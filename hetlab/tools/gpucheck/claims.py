@@ -16,8 +16,8 @@ import torch
 from hetlab.errors import HetlabError
 from hetlab.tools.gpucheck.autocast import check_autocast
 from hetlab.tools.gpucheck.context import FULL, QUICK, STAND_IN, Context, Sizes
-from hetlab.tools.gpucheck.device import (check_describe, check_notebook01, check_single_device, check_speedups,
-                                          check_sweep)
+from hetlab.tools.gpucheck.device import (check_describe, check_notebook01, check_single_device, check_sweep,
+                                          check_train_128)
 from hetlab.tools.gpucheck.pair import check_pair_ps, check_pair_raytrain
 from hetlab.tools.gpucheck.report import Row, error_row, render_table, summary, versions, write_record
 
@@ -38,7 +38,7 @@ CHECKS: dict[str, Callable[[Context], list[Row]]] = {
     # fp16 and bf16 autocast on the CUDA worker, the fp16 overflow fallback provoked, fp16 on the wire
     "autocast": check_autocast,
     "sweep": check_sweep,                   # notebook 02's throughput-vs-batch sweep on CUDA
-    "speedups": check_speedups,             # train at 128: plain, the card options, CUDA graphs (not goals yet)
+    "train_128": check_train_128,           # the plain loop at batch 128, warm (not a goal)
 }
 
 

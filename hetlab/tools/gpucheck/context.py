@@ -81,20 +81,20 @@ class Sizes:
     acc_epochs: int = 2
     sweep_batches: tuple = SWEEP_BATCHES   # notebook 02's sweep, full mode
     sweep_steps: int = 10
-    options_samples: int = 30000     # the card options' runs (check_speedups): samples a pass, batch 128
-    options_epochs: int = 1
+    plain_samples: int = 30000     # the plain loop's run (check_train_128): samples a pass, batch 128
+    plain_epochs: int = 1
 
 
 FULL = Sizes()
 QUICK = replace(FULL, bench_repeats=2, pair_steps=4, pair_rounds=5, pair_repeats=6, acc_epochs=1,
                 sweep_batches=QUICK_SWEEP_BATCHES, sweep_steps=3,
-                options_samples=24000)
+                plain_samples=24000)
 # The dry run's (``--stand-in``): every check's code path on a CPU, at sizes of seconds.
 STAND_IN = replace(QUICK, bench_samples=1100, bench_repeats=1, nb01_train=2000, nb01_test=500, nb01_epochs=1,
                    nb01_target=0.5, pair_batch=1024, pair_step_s=0.01, pair_short_batch=128, pair_steps=2,
                    pair_rounds=2, pair_repeats=1, train_samples=2000, test_samples=500, acc_batch=64,
                    sweep_batches=(1, 16), sweep_steps=2,
-                   options_samples=1280)
+                   plain_samples=1280)
 
 
 # --- what the checks share ----------------------------------------------------------------------

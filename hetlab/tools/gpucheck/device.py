@@ -1,7 +1,7 @@
 """The GPU checks on one device (hetlab.tools.gpucheck.claims): ``describe`` (and why timers wait for
 the card), ``single_device`` (benchmarks/single_device.py: tensor batches vs DataLoader),
 ``notebook01`` (notebook 01's full run to ≥ 99 %), ``sweep`` (notebook 02's throughput vs
-batch size) and ``speedups`` (the card options beside the plain loop). Each returns rows.
+batch size) and ``train_128`` (the plain loop at the course's batch). Each returns rows.
 """
 from __future__ import annotations
 
@@ -128,58 +128,25 @@ def check_sweep(ctx: Context) -> list[Row]:
                 f"here (it is on a CPU or a Mac)", details=details)]
 
 
-# The card options (hetlab.core.speedups), each alone beside the plain loop: (row name, options, needs CUDA).
-OPTIONS = (("plain", {}, False), ("fused", {"fused": True}, False), ("tf32", {"tf32": True}, True),
-           ("bf16", {"bf16": True}, False), ("cuda_graphs", {"cuda_graphs": True}, True))
-OPTION_TEXT = {"plain": "the plain loop", "fused": "fused Adam (one kernel for every parameter)",
-               "tf32": "TF32 matmuls and convolutions + cudnn.benchmark", "bf16": "bf16 autocast",
-               "cuda_graphs": 'CUDA graphs (torch.compile mode="reduce-overhead")'}
-
-
-def check_speedups(ctx: Context) -> list[Row]:
-    """``train`` at batch 128 (notebook 01's model), plain and with each card option (``hetlab.core.speedups``)
-    alone: the warm samples/s (``History.steady``: the warm-up, with cudnn's search or the compile and capture,
-    apart, its seconds beside it) and the test accuracy against the plain loop's. Not goals: the figures
-    ``speedups.decide`` reads (its verdict is the last row, ``train_128_decided``; a card's record sets
-    ``speedups.DECIDED_ON_CUDA``). A whole number of batches, so that no
-    partial last batch is a new shape (a second search, a second capture) inside the timed windows."""
+def check_train_128(ctx: Context) -> list[Row]:
+    """``train`` at batch 128 (notebook 01's model and loop): the warm samples/s (``History.steady``: the
+    warm-up, with cudnn's first search, apart, its seconds beside it) and the test accuracy. Not a goal:
+    the figure the reference pages quote. A whole number of batches, so that no partial last batch is a
+    new shape inside the timed windows."""
     from hetlab.core.data import load_mnist
     from hetlab.core.models import make_model
-    from hetlab.core.speedups import Speedups, decide
     from hetlab.core.train import train
     batch = 128
-    n = max(batch, ctx.sizes.options_samples // batch * batch)
+    n = max(batch, ctx.sizes.plain_samples // batch * batch)
     data, test = load_mnist("train").subset(n, seed=0), ctx.test_data()
-    on_card = torch.device(ctx.device).type == "cuda"
-    rows, plain = [], None
-    for name, flags, needs_cuda in OPTIONS:
-        options = Speedups(**flags)
-        what = OPTION_TEXT[name]
-        if needs_cuda and not on_card:
-            rows.append(Row(f"train_128_{name}", None, "samples/s", None,
-                            f"{what}: needs CUDA, not run on {ctx.device} (a CUDA setting; nothing to measure here)"))
-            continue
-        t0 = time.perf_counter()
-        hist = train(make_model("small", seed=0), data, test, epochs=ctx.sizes.options_epochs, batch_size=batch,
-                     device=ctx.device, progress=False, speedups=options)
-        warm, accuracy = hist.steady, hist.final_accuracy
-        if plain is None:
-            plain = (warm.samples_per_s, accuracy)
-        versus = ("" if name == "plain" else
-                  f"; {warm.samples_per_s / plain[0]:.2f}× the plain loop warm, accuracy "
-                  f"{100 * (accuracy - plain[1]):+.2f} pt against it")
-        rows.append(Row(f"train_128_{name}", warm.samples_per_s, "samples/s", None,
-                        f"{what}: {n:,} samples × {ctx.sizes.options_epochs}, batch {batch}; warm "
-                        f"{warm.low:,.0f}–{warm.high:,.0f} over {len(warm.windows)} windows, warm-up "
-                        f"{warm.warmup_steps} steps {warm.warmup_s:.2f} s (apart); test accuracy {accuracy:.2%}{versus}",
-                        details={"options": options.names, "steady": warm.as_dict(), "accuracy": accuracy,
-                                 "accuracy_minus_plain": accuracy - plain[1],
-                                 "over_plain": warm.samples_per_s / plain[0],
-                                 "whole_run_samples_per_s": hist.samples_per_s,
-                                 "seconds_with_evaluation": time.perf_counter() - t0,
-                                 "final_loss": hist.loss[-1]}))
-    chosen, why = decide([r.as_json() for r in rows])
-    rows.append(Row("train_128_decided", None, "samples/s", None,
-                    f"the rule (faster warm, accuracy within 0.2 pt) picks {chosen.names or 'no option: the plain loop'}"
-                    f" on {ctx.device}", details={"options": chosen.names, "why": why}))
-    return rows
+    t0 = time.perf_counter()
+    hist = train(make_model("small", seed=0), data, test, epochs=ctx.sizes.plain_epochs, batch_size=batch,
+                 device=ctx.device, progress=False)
+    warm, accuracy = hist.steady, hist.final_accuracy
+    return [Row("train_128_plain", warm.samples_per_s, "samples/s", None,
+                f"the plain loop: {n:,} samples × {ctx.sizes.plain_epochs}, batch {batch}; warm "
+                f"{warm.low:,.0f}–{warm.high:,.0f} over {len(warm.windows)} windows, warm-up "
+                f"{warm.warmup_steps} steps {warm.warmup_s:.2f} s (apart); test accuracy {accuracy:.2%}",
+                details={"steady": warm.as_dict(), "accuracy": accuracy,
+                         "whole_run_samples_per_s": hist.samples_per_s,
+                         "seconds_with_evaluation": time.perf_counter() - t0, "final_loss": hist.loss[-1]})]
