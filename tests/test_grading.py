@@ -136,19 +136,24 @@ MISTAKES = {
 }
 
 
+# Graded by running the learner's pieces on a cluster: their tests (below) start Ray.
+ON_RAY = {"run_on", "sync_step"}
+PURE = sorted(set(grading.EXERCISES) - ON_RAY)
+
+
 def test_every_exercise_has_a_right_answer_and_two_mistakes_here():
-    assert set(RIGHT) == set(MISTAKES) == set(grading.EXERCISES)
+    assert set(RIGHT) == set(MISTAKES) == set(PURE)
     assert all(len(m) >= 2 for m in MISTAKES.values())
 
 
-@pytest.mark.parametrize("name", sorted(grading.EXERCISES))
+@pytest.mark.parametrize("name", PURE)
 def test_accepts_the_reference_and_a_learners_own_correct_answer(name):
     for fn in (grading.EXERCISES[name].reference, RIGHT[name]):
         verdict = grading.grade(name, fn)
         assert verdict.status == grading.RIGHT, verdict.line
 
 
-@pytest.mark.parametrize("name", sorted(grading.EXERCISES))
+@pytest.mark.parametrize("name", PURE)
 def test_rejects_typical_mistakes_in_one_line_that_names_them(name):
     for mistake, word, *misleading in MISTAKES[name]:
         verdict = grading.grade(name, mistake)
@@ -268,3 +273,137 @@ def test_check_keeps_each_exercises_last_result_for_the_report(tmp_path, monkeyp
     grading.check("samples_per_s", EXERCISES["samples_per_s"].reference)
     (kept,) = measured.load_graded().values()
     assert kept["status"] == grading.RIGHT and kept["role"] in ("desktop", "mac") and kept["exercise"] == "samples_per_s"
+
+
+# --- the pieces run for real on a practice cluster: 03's pinned task and actor, 05's workers and loop ----
+
+@pytest.fixture(scope="module")
+def practice():
+    from hetlab.cluster.practice import PracticeCluster
+    with PracticeCluster(roles=("desktop", "mac")) as pc:
+        yield pc
+
+
+def my_run_on(node_id):
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    there = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    task = ray.remote(lambda: ray.get_runtime_context().get_node_id()).options(num_cpus=0, scheduling_strategy=there)
+
+    class Here:
+        def node(self):
+            return ray.get_runtime_context().get_node_id()
+    actor = ray.remote(Here).options(num_cpus=0, scheduling_strategy=there).remote()
+    return ray.get(task.remote()), ray.get(actor.node.remote())
+
+
+def unpinned_run_on(node_id):
+    import ray
+    task = ray.remote(lambda: ray.get_runtime_context().get_node_id()).options(num_cpus=0)
+
+    class Here:
+        def node(self):
+            return ray.get_runtime_context().get_node_id()
+    return ray.get(task.remote()), ray.get(ray.remote(Here).options(num_cpus=0).remote().node.remote())
+
+
+def other_run_on(node_id):
+    import ray
+    other = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != node_id)
+    return my_run_on(other)
+
+
+def refs_run_on(node_id):
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    there = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    task = ray.remote(lambda: ray.get_runtime_context().get_node_id()).options(num_cpus=0, scheduling_strategy=there)
+    return task.remote(), task.remote()
+
+
+def drivers_run_on(node_id):
+    import ray
+    ray.get(ray.remote(lambda: None).options(num_cpus=0).remote())
+    here = ray.get_runtime_context().get_node_id()   # read in the notebook, not in the task
+    return here, here
+
+
+@pytest.mark.parametrize("fn, word", [(unpinned_run_on, "not pinned"), (other_run_on, "wrong machine"),
+                                      (refs_run_on, "ray.get"), (drivers_run_on, "not pinned")])
+def test_03s_run_on_names_each_typical_mistake(practice, fn, word):
+    verdict = grading.grade("run_on", fn)
+    assert verdict.status == grading.WRONG and "\n" not in verdict.line and word in verdict.line, verdict.line
+
+
+def test_03s_run_on_accepts_hetlabs_and_a_learners_own_pins(practice):
+    from hetlab.course import exercises
+    for fn in (exercises.run_on, my_run_on):
+        verdict = grading.grade("run_on", fn)
+        assert verdict.status == grading.RIGHT, verdict.line
+
+
+class MyWorker:
+    """A learner's own worker, written differently from hetlab's (autograd.grad, no .grad fields)."""
+
+    def __init__(self, data, device):
+        from hetlab.core.models import make_model
+        self.model = make_model("small", seed=0)
+        self.x, self.y = data.normalized(), data.labels
+
+    def gradient(self, weights, positions):
+        torch.nn.utils.vector_to_parameters(weights, self.model.parameters())
+        loss = torch.nn.functional.cross_entropy(self.model(self.x[positions]), self.y[positions])
+        grads = torch.autograd.grad(loss, list(self.model.parameters()))
+        return torch.cat([g.reshape(-1) for g in grads]), len(positions)
+
+
+class Accumulating(MyWorker):
+    def gradient(self, weights, positions):
+        torch.nn.utils.vector_to_parameters(weights, self.model.parameters())
+        torch.nn.functional.cross_entropy(self.model(self.x[positions]), self.y[positions]).backward()
+        return torch.cat([p.grad.reshape(-1) for p in self.model.parameters()]), len(positions)
+
+
+def my_step(workers, server, weights, positions, sizes):
+    import ray
+    parts = torch.split(positions, sizes)
+    answers = [ray.get(w.gradient.remote(weights, p)) for w, p in zip(workers, parts)]
+    total = sum(b for _, b in answers)
+    return server.step(sum(g * (b / total) for g, b in answers))
+
+
+def plain_mean_step(workers, server, weights, positions, sizes):
+    import ray
+    answers = ray.get([w.gradient.remote(weights, p) for w, p in zip(workers, torch.split(positions, sizes))])
+    return server.step(torch.stack([g for g, _ in answers]).mean(0))
+
+
+def stale_step(workers, server, weights, positions, sizes):
+    my_step(workers, server, weights, positions, sizes)
+    return weights                           # the weights it was given, not the new ones
+
+
+def twice_step(workers, server, weights, positions, sizes):
+    my_step(workers, server, weights, positions, sizes)
+    return my_step(workers, server, weights, positions, sizes)   # the same gradients, stepped again
+
+
+def no_get_step(workers, server, weights, positions, sizes):
+    refs = [w.gradient.remote(weights, p) for w, p in zip(workers, torch.split(positions, sizes))]
+    return server.step(sum(refs))
+
+
+@pytest.mark.parametrize("step, worker, word", [
+    (plain_mean_step, MyWorker, "b_i / B"), (stale_step, MyWorker, "first weights"),
+    (twice_step, MyWorker, "twice"), (no_get_step, MyWorker, "ray.get"), (my_step, Accumulating, "zero_grad")])
+def test_05s_sync_step_names_each_typical_mistake_of_a_run(practice, step, worker, word):
+    verdict = grading.grade("sync_step", step, worker)
+    assert verdict.status == grading.WRONG and "\n" not in verdict.line and word in verdict.line, verdict.line
+
+
+def test_05s_sync_step_accepts_hetlabs_and_a_learners_own_loop_run_for_real(practice):
+    from hetlab.course import exercises
+    for step, worker in ((exercises.sync_step, exercises.Worker), (my_step, MyWorker)):
+        verdict = grading.grade("sync_step", step, worker)
+        assert verdict.status == grading.RIGHT, verdict.line

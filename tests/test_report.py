@@ -225,3 +225,28 @@ def test_the_html_is_the_pages_markdown_escaped_with_the_learners_words_in_it(tm
     assert "<script>" not in html and "<!-- your words: surprised-01-02 -->" in html
     assert "<h2>4 · Each machine alone (notebooks 01, 02)</h2>" in html and "<th>machine</th>" in html
     assert html.count('src="data:image/png;base64,') == 1 and "<title>What my Mac and my desktop did</title>" in html
+
+
+def test_the_report_shows_the_source_the_learner_wrote_for_each_graded_function(tmp_path, monkeypatch, capsys):
+    """Issue 70: a teacher reads the learner's code, not only "passed". check keeps what was written
+    (a function's source, a class's methods when the class's own cannot be found), the report prints it."""
+    from hetlab.course import grading
+
+    def tasks_wall_time(n_tasks, slots, seconds):
+        waves = -(-n_tasks // slots)          # the learner's own way to round up
+        return waves * seconds
+
+    monkeypatch.setenv("HETLAB_MEASURED", str(tmp_path))
+    grading.check("tasks_wall_time", tasks_wall_time)
+    (kept,) = measured.load_graded().values()
+    assert kept["status"] == "right" and "waves = -(-n_tasks // slots)" in kept["source"]
+    namespace = {}
+    exec("class Worker:\n    def gradient(self):\n        return 1\n", namespace)   # no file holds its source
+    assert "could not be read" in grading.written(namespace["Worker"])
+    assert "def gradient(self, weights, positions)" in grading.written(EXERCISES["sync_step"].run.__globals__["Worker"])
+    measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
+    out = tmp_path / "out"
+    main(["report", "--measured", str(tmp_path), "--out", str(out)])
+    page = (out / "report.md").read_text()
+    assert "What you wrote for `tasks_wall_time` (notebook 03" in page and "    waves = -(-n_tasks // slots)" in page
+    assert "waves = -(-n_tasks // slots)" in (out / "report.html").read_text()

@@ -1,10 +1,12 @@
 """The exercises that ``hetlab.course.grading`` grades (notebooks 02–09): for each, its signature,
 hetlab's answer, how random inputs are drawn, how two answers compare, and the typical mistakes
-with the one-line hint each earns. Add an exercise here; its test lists its mistakes
-(tests/test_grading.py).
+with the one-line hint each earns; for a piece of the mechanism (03's ``run_on``, 05's ``sync_step``,
+07's ``everyone``), how it is run for real and how each typical mistake shows in what it did.
+Add an exercise here; its test lists its mistakes (tests/test_grading.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
@@ -12,9 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+from torch import nn
 
 from hetlab.arithmetic import balance, planner, steady, steptime
 from hetlab.arithmetic.steptime import StepTime
+from hetlab.core.devices import resolve
+from hetlab.core.flat import flat_weights
+from hetlab.core.models import _send_by_value, make_model
 from hetlab.errors import HetlabError
 
 @dataclass(frozen=True)
@@ -29,9 +35,10 @@ class Exercise:
     same: Callable[[Any, Any], bool]                 # the learner's answer against the reference's
     mistakes: tuple[tuple[Callable, str], ...] = ()  # (a typical wrong function, what to fix)
     precheck: Callable[[Any, tuple], str | None] = lambda answer, args: None   # a shape/sum problem
-    run: Callable[[Callable], str | None] | None = None   # graded by running it for real: None when right,
-                                                          # "" when nothing could run live (no cluster),
-                                                          # else "what happened — what to fix"
+    run: Callable[..., str | None] | None = None   # graded by running it for real (with the parts the check
+                                                   # cell also hands over, e.g. 05's Worker): None when
+                                                   # right, "" when nothing could run live (no cluster),
+                                                   # else "what happened — what to fix"
 
 
 # --- comparing answers ---------------------------------------------------------------------------
@@ -410,6 +417,237 @@ def run_follow_split(fn, steps: int = 6, every: int = 2) -> str | None:
     return None
 
 
+# --- a piece of the mechanism, graded by running it: 03's task and actor pinned to a machine -------
+
+PIN_HOW = "pin it with .options(**cluster.placement(node_id=node_id)), as hetlab pins its workers"
+PIN_GET = "ray.get what they report: .remote() returns a ref (or an actor's handle) before the work has run"
+PIN_REPORT = "report ray.get_runtime_context().get_node_id() from inside the task and the actor's method"
+
+
+def run_on(node_id):
+    """A task and an actor pinned to the node ``node_id``, each reporting the node it ran on (what
+    ``hetlab.cluster.machines`` does to read each machine on itself)."""
+    import ray
+
+    from hetlab.cluster import placement
+
+    def node_here():
+        return ray.get_runtime_context().get_node_id()
+
+    class Where:
+        def node(self):
+            return node_here()
+
+    pin = placement(node_id=node_id)
+    task_node = ray.get(ray.remote(num_cpus=0)(node_here).options(**pin).remote())
+    actor = ray.remote(num_cpus=0)(Where).options(**pin).remote()
+    actor_node = ray.get(actor.node.remote())
+    ray.kill(actor)
+    return task_node, actor_node
+
+
+def run_pinned(fn) -> str | None:
+    """``fn`` asked for each live node of the cluster this kernel is connected to: None when the task
+    and the actor each reported the node asked for. Work not pinned reports this notebook's node
+    whichever was asked (Ray looks for room first where the driver is)."""
+    import ray
+
+    from hetlab.cluster.roles import live_nodes, node_name
+
+    if not ray.is_initialized():
+        if fn("0" * 56) in (None, Ellipsis):   # the skeleton raises NotImplementedError here
+            raise NotImplementedError
+        return "Ray is not connected here — run the cells above that connect, then this one"
+    here = ray.get_runtime_context().get_node_id()
+    names = {n["NodeID"]: node_name(n.get("Labels", {}), f"node {n['NodeID'][:8]}") for n in live_nodes()}
+    if len(names) < 2:
+        return "this cluster has one node, so nothing shows where work runs — run the cell above that starts two"
+    reported = {}
+    for asked in names:
+        try:
+            got = fn(asked)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the learner's error, said in one line
+            return f"run_on raised {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        if got is None or got is Ellipsis:
+            raise NotImplementedError
+        parts = list(got) if isinstance(got, (list, tuple)) else [got]
+        if any(isinstance(p, (ray.ObjectRef, ray.actor.ActorHandle)) for p in parts):
+            return f"run_on returned {type(parts[0]).__name__}s, not node ids — {PIN_GET}"
+        if len(parts) != 2 or not all(isinstance(p, str) for p in parts):
+            return f"run_on returned {show(got)[:80]}, not (the task's node id, the actor's node id)"
+        reported[asked] = dict(zip(("the task", "the actor"), parts))
+    for what in ("the task", "the actor"):
+        wrong = {asked: got[what] for asked, got in reported.items() if got[what] != asked}
+        if not wrong:
+            continue
+        asked, node = next(iter(wrong.items()))
+        said = f"{what} asked for {names[asked]} reported {names.get(node, repr(node[:12]))}"
+        if node not in names:
+            return f"{said}, not a node id — {PIN_REPORT}"
+        if all(got[what] == here for got in reported.values()):
+            return f"{said}, this notebook's machine, whichever was asked: it is not pinned — {PIN_HOW}"
+        return f"{said}: pinned to the wrong machine — pin it to the node_id it is given"
+    return None
+
+
+# --- a piece of the mechanism, graded by running it: 05's synchronous step ------------------------
+
+SYNC_STEPS, SYNC_SIZES, SYNC_LR, SYNC_SAMPLES = 3, (48, 16), 0.1, 1_000   # the run both loops take
+SYNC_TOLERANCE = 1e-5   # the largest weight the two runs may differ by: float rounding, not a step
+SYNC_GET = "ray.get the workers' answers: .remote() returns a ref at once, before the work has run"
+SYNC_WEIGHTED = "a plain mean of the gradients: weight each by b_i / B, with your weighted_average"
+SYNC_SUM = "the gradients summed: weight each by b_i / B, with your weighted_average"
+SYNC_STALE = "every gradient was taken at the first weights: return the weights server.step gives back"
+SYNC_TWICE = "the update was applied twice in a step: call server.step once per step"
+SYNC_ZERO = "the worker's gradients add up over its calls: model.zero_grad() before backward()"
+
+
+class Worker:
+    """The parameter server's worker as notebook 05 writes it (``hetlab.ps.worker.Worker.gradient``
+    is this with timings and pieces): the model on its own device, the training set there, the
+    mean-loss gradient of the samples it is told, back on the CPU with the count behind it."""
+
+    def __init__(self, data, device):
+        self.device = resolve(device)                              # chosen on the worker's own machine
+        self.model = make_model("small", seed=0).to(self.device)
+        self.x, self.y = data.normalized().to(self.device), data.labels.to(self.device)
+
+    def gradient(self, weights, positions):
+        nn.utils.vector_to_parameters(weights.to(self.device), self.model.parameters())
+        self.model.zero_grad()
+        idx = positions.to(self.device)
+        nn.functional.cross_entropy(self.model(self.x[idx]), self.y[idx]).backward()
+        g = torch.cat([p.grad.flatten() for p in self.model.parameters()])
+        return g.cpu(), len(idx)                                   # b_i travels with g_i
+
+
+class Server:
+    """The weights and plain SGD, in the driver's process (``hetlab.ps.server.Server.step``)."""
+
+    def __init__(self, lr):
+        self.w = nn.Parameter(flat_weights(make_model("small", seed=0)))
+        self.opt = torch.optim.SGD([self.w], lr=lr)
+
+    def step(self, gradient):
+        self.w.grad = gradient
+        self.opt.step()
+        return self.w.detach().clone()
+
+
+def sync_step(workers, server, weights, positions, sizes):
+    """hetlab's synchronous step (``hetlab.ps.loop.sync_step``, without its deadline and records)."""
+    import ray   # here, not at the top: the arithmetic exercises need no Ray
+
+    shares = positions.split(sizes)                                # worker i: its b_i of the B samples
+    answers = ray.get([w.gradient.remote(weights, s) for w, s in zip(workers, shares)])
+    grads, counts = zip(*answers)
+    return server.step(weighted_average(grads, counts))            # Σ (b_i/B)·g_i, one SGD step
+
+
+class _Adding(Worker):
+    """A worker that never zeroes its gradients: one of the typical mistakes, run on the driver."""
+
+    def gradient(self, weights, positions):
+        nn.utils.vector_to_parameters(weights.to(self.device), self.model.parameters())
+        idx = positions.to(self.device)
+        nn.functional.cross_entropy(self.model(self.x[idx]), self.y[idx]).backward()
+        return torch.cat([p.grad.flatten() for p in self.model.parameters()]).cpu(), len(idx)
+
+
+def _on_the_driver(data, plan, worker=Worker, combine=weighted_average, stale=False, twice=False):
+    """The weights after ``plan``'s steps, every worker a plain object here: the right run, or one
+    with a typical mistake (a combine other than Σ (b_i/B)·g_i, stale weights, each update twice)."""
+    workers = [worker(data, "cpu") for _ in SYNC_SIZES]
+    server = Server(SYNC_LR)
+    first = weights = server.w.detach().clone()
+    for positions in plan:
+        answers = [w.gradient(first if stale else weights, s) for w, s in zip(workers, positions.split(SYNC_SIZES))]
+        gradient = combine(*zip(*answers))
+        weights = server.step(gradient)
+        if twice:
+            weights = server.step(gradient)
+    return weights
+
+
+@functools.cache
+def _engines(workers: tuple, nodes: tuple) -> torch.Tensor:
+    """hetlab's engine's weights after ``SYNC_STEPS`` steps of plain SGD, its workers ``workers`` ((name,
+    role) each) on the cluster of ``nodes``: the same every time on the same machines, so run once per
+    kernel, not once per check."""
+    from hetlab.core.data import load_mnist
+    from hetlab.ps import ParameterServerTraining, WorkerSpec
+
+    with ParameterServerTraining([WorkerSpec(name, role=role) for name, role in workers], load_mnist("train").subset(SYNC_SAMPLES, seed=0),
+                                 batch_sizes=list(SYNC_SIZES), optimizer="sgd", lr=SYNC_LR, seed=0,
+                                 progress=False) as engine:
+        engine.run(SYNC_STEPS)
+        return engine.server.weights()
+
+
+def run_sync_step(fn, worker_class=Worker) -> str | None:
+    """``SYNC_STEPS`` steps of the learner's ``fn`` with actors of their ``worker_class`` (a plain
+    class; Ray makes it an actor here), one per machine of the cluster this kernel is connected to,
+    then as many steps of hetlab's engine (plain SGD, the same seed, split and samples). None when
+    the two runs end at the same weights, to float rounding."""
+    import ray
+
+    try:   # with no workers: the skeleton says so at once, before any actor starts
+        if fn([], Server(SYNC_LR), None, torch.zeros(0, dtype=torch.long), []) in (None, Ellipsis):
+            raise NotImplementedError
+    except NotImplementedError:
+        raise
+    except Exception:  # noqa: BLE001 - a written step, called with no workers: its real run is below
+        pass
+    if not ray.is_initialized():
+        return "Ray is not connected here — run the cell with the_pair() first, then this one"
+    from hetlab.cluster.roles import live_nodes
+    from hetlab.core.data import load_mnist
+    from hetlab.core.stream import stream_indices
+    from hetlab.ps import WorkerSpec
+    from hetlab.ps.placement import actor_options
+
+    roles = [role for role in ("desktop", "mac") if live_nodes(role)]
+    specs = [WorkerSpec(r, role=r) for r in roles] if len(roles) == 2 else [WorkerSpec("a"), WorkerSpec("b")]
+    data = load_mnist("train").subset(SYNC_SAMPLES, seed=0)
+    plan = [stream_indices(len(data), 0, [(t * sum(SYNC_SIZES), sum(SYNC_SIZES))]) for t in range(SYNC_STEPS)]
+    _send_by_value(worker_class)                         # a class in the learner's own module reaches the workers
+    actor = ray.remote(worker_class)
+    actors = [actor.options(num_cpus=0, **actor_options(spec)).remote(data, spec.device) for spec in specs]
+    server = Server(SYNC_LR)
+    first = weights = server.w.detach().clone()
+    try:
+        for positions in plan:
+            weights = fn(actors, server, weights, positions, list(SYNC_SIZES))
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the learner's error, said in one line
+        said = f"sync_step raised {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        return f"{said} — {SYNC_GET}" if "ObjectRef" in str(e) else said
+    finally:
+        for a in actors:
+            ray.kill(a)                                  # the machines (a GPU) go free for the engine
+    if isinstance(weights, ray.ObjectRef) or (isinstance(weights, (list, tuple))
+                                              and any(isinstance(w, ray.ObjectRef) for w in weights)):
+        return f"sync_step returned a ref — {SYNC_GET}"
+    if not isinstance(weights, torch.Tensor) or weights.shape != first.shape:
+        return f"sync_step returned {show(weights)[:80]}, not the new weights (one flat tensor, as server.step returns)"
+    hetlabs = _engines(tuple((spec.name, spec.role) for spec in specs), tuple(n["NodeID"] for n in live_nodes()))
+    gap = (weights - hetlabs).abs().max().item()
+    if gap < SYNC_TOLERANCE:
+        return None
+    said = f"after {SYNC_STEPS} steps your weights differ from hetlab's engine by up to {gap:.1e}"
+    if (weights - first).abs().max().item() < SYNC_TOLERANCE:
+        return f"{said}, they never moved — {SYNC_STALE}"
+    for hint, mistake in ((SYNC_WEIGHTED, dict(combine=_plain_mean)), (SYNC_SUM, dict(combine=lambda g, s: sum(g))),
+                          (SYNC_STALE, dict(stale=True)), (SYNC_TWICE, dict(twice=True)), (SYNC_ZERO, dict(worker=_Adding))):
+        wrong = _on_the_driver(data, plan, **mistake)
+        if any((answer - wrong).abs().max().item() < 10 * SYNC_TOLERANCE for answer in (weights, server.w.detach())):
+            return f"{said} — {hint}"
+    return said
+
+
 EXERCISES = {e.name: e for e in [
     Exercise("weighted_average", "weighted_average(grads, sizes)", "05", weighted_average,
              _gradients_case, _close_tensor, (
@@ -527,6 +765,9 @@ EXERCISES = {e.name: e for e in [
                  (lambda s, k, r, w, p: (s.set(f"{r}", p), [p if i == r else s.get(f"{i}") for i in range(w)])[1],
                   EVERYONE_KEY)),
              run=run_everyone),
+    Exercise("run_on", "run_on(node_id)", "03", run_on, None, lambda a, e: a == e, run=run_pinned),
+    Exercise("sync_step", "sync_step(workers, server, weights, positions, sizes)", "05", sync_step, None,
+             lambda a, e: a == e, run=run_sync_step),
     Exercise("pair_over_sum", "pair_over_sum(desktop, mac, pair)", "09", pair_over_sum,
              _search_case, _close_number, (
                  (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),

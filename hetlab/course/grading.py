@@ -3,14 +3,17 @@ hetlab's own on random inputs and prints one line: right, what is wrong, or "you
 the skeleton above is still empty (it raises ``NotImplementedError`` or returns ``None``).
 
 Each exercise knows the typical mistakes (a plain mean, a missing 1/B, a split ∝ 1/speed ...)
-and names the one your function made. Pure functions, no Ray; a piece of the mechanism is run for real
-instead: 07's ``everyone`` on threads with a real store, 06's ``follow_split`` on random inputs, then
-driving a live run's split on the cluster this kernel is connected to. The answers, with their
-reasoning, are in ``docs/answers/``. ``check`` keeps each result for the report (``hetlab.store.measured.save_graded``).
+and names the one your function made. A piece of the mechanism is run for real instead: 03's
+``run_on`` and 05's ``sync_step`` on the cluster this kernel is connected to (your pair, or the
+practice cluster), 07's ``everyone`` on threads with a real store, 06's ``follow_split`` on random
+inputs, then driving a live run's split on the cluster. The answers, with their reasoning, are in
+``docs/answers/``. ``check`` keeps each result for the report, with the source the learner wrote
+(``hetlab.store.measured.save_graded``).
 """
 from __future__ import annotations
 
 import copy
+import inspect
 import random
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -44,8 +47,9 @@ def _call(fn: Callable, args: tuple):
     return fn(*copy.deepcopy(args))   # a function that changes its inputs changes no other answer
 
 
-def grade(name: str, fn: Callable | None) -> Verdict:
-    """Run ``fn`` against exercise ``name``'s reference on ``CASES`` random inputs (seed 0: the same each time)."""
+def grade(name: str, fn: Callable | None, *parts) -> Verdict:
+    """Run ``fn`` against exercise ``name``'s reference on ``CASES`` random inputs (seed 0: the same each
+    time), or, for a piece of the mechanism, run it for real with ``parts`` (05's ``Worker`` class)."""
     if name not in EXERCISES:
         raise HetlabError(f"no exercise {name!r}: pick one of {sorted(EXERCISES)}.")
     exercise, rng = EXERCISES[name], random.Random(0)
@@ -54,7 +58,7 @@ def grade(name: str, fn: Callable | None) -> Verdict:
     if not callable(fn):
         return Verdict(WRONG, f"not yet: {exercise.name} should be a function, got {type(fn).__name__}.")
     if exercise.cases is None:
-        return _ran(exercise, fn)
+        return _ran(exercise, fn, parts)
     inputs = [exercise.cases(rng) for _ in range(CASES)]
     answers = []
     for args in inputs:
@@ -72,18 +76,19 @@ def grade(name: str, fn: Callable | None) -> Verdict:
     wrong = [i for i, (a, e) in enumerate(zip(answers, expected)) if not exercise.same(a, e)]
     if not wrong:
         right = Verdict(RIGHT, f"right: your {exercise.name} agrees with hetlab's on {CASES} random inputs.")
-        return right if exercise.run is None else _ran(exercise, fn, right)
+        return right if exercise.run is None else _ran(exercise, fn, parts, right)
     i = wrong[0]
     hint = exercise.precheck(answers[i], inputs[i]) or _named_mistake(exercise, inputs, answers)
     return Verdict(WRONG, f"not yet: {exercise.name}{show(inputs[i])} gave {show(answers[i])}, "
                           f"expected {show(expected[i])}" + (f" — {hint}." if hint else "."))
 
 
-def _ran(exercise: Exercise, fn: Callable, not_live: Verdict | None = None) -> Verdict:
-    """An exercise graded by running the learner's function for real (``Exercise.run``); ``not_live``:
-    the verdict when nothing could run live (no cluster connected), after the random inputs."""
+def _ran(exercise: Exercise, fn: Callable, parts: tuple = (), not_live: Verdict | None = None) -> Verdict:
+    """An exercise graded by running the learner's function for real (``Exercise.run``, with the
+    ``parts`` the check cell handed over); ``not_live``: the verdict when nothing could run live (no
+    cluster connected), after the random inputs."""
     try:
-        problem = exercise.run(fn)
+        problem = exercise.run(fn, *parts)
     except NotImplementedError:
         return _your_turn(exercise)
     if problem == "" and not_live is not None:
@@ -101,11 +106,36 @@ def _named_mistake(exercise: Exercise, inputs: Sequence[tuple], answers: Sequenc
     return None
 
 
-def check(name: str, fn: Callable | None) -> None:
-    """Grade ``fn``, print the one line (the notebooks' check cells) and keep it for the report."""
-    verdict = grade(name, fn)
+def written(*pieces) -> str:
+    """What the learner wrote, as their cell has it, for the report: each function's source (IPython
+    keeps a cell's source where ``inspect`` finds it), a class's methods when the class's own source
+    cannot be found (a class in a notebook), else a note saying so."""
+    out = []
+    for piece in pieces:
+        try:
+            out.append(inspect.getsource(piece).rstrip())
+            continue
+        except (OSError, TypeError):
+            pass
+        methods = [m for m in vars(piece).values() if inspect.isfunction(m)] if inspect.isclass(piece) else []
+        try:
+            out.append(f"class {piece.__name__}:   # its methods\n" +
+                       "\n".join(inspect.getsource(m).rstrip() for m in methods))
+        except (OSError, TypeError):
+            methods = []
+        if not methods:
+            out.append(f"# {getattr(piece, '__name__', type(piece).__name__)}: its source could not be read "
+                       f"here (not written in a cell or a file)")
+    return "\n\n".join(out)
+
+
+def check(name: str, fn: Callable | None, *parts) -> None:
+    """Grade ``fn`` (with ``parts``, see ``grade``), print the one line (the notebooks' check cells) and
+    keep it, with what the learner wrote, for the report."""
+    verdict = grade(name, fn, *parts)
     print(verdict.line)
+    source = written(fn, *parts) if verdict.status != YOUR_TURN else ""
     try:
-        measured.save_graded(name, EXERCISES[name].notebook, verdict.status, verdict.line)
+        measured.save_graded(name, EXERCISES[name].notebook, verdict.status, verdict.line, source=source)
     except (OSError, HetlabError) as e:        # the grade stands; only the report misses it
         print(f"(not kept for your report: {e})")

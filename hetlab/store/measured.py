@@ -418,7 +418,7 @@ def _show(key: str, value) -> str:
 
 # --- each graded exercise's last result (``hetlab.course.grading.check``) ---------------------------
 # One file, ``exercises.json``: per exercise and machine, the notebook, the status (right, wrong, your
-# turn), the grader's one line (the mistake it named) and when. The Mac's (notebook 02's grader runs
+# turn), the grader's one line (the mistake it named), the learner's source and when. The Mac's (notebook 02's grader runs
 # there too) reaches the desktop over the cluster like its figures (``cluster.figures.fetch_graded``).
 
 GRADED_FILE = "exercises"
@@ -436,12 +436,14 @@ def load_graded(where: str | Path | None = None) -> dict[str, dict]:
 
 
 def save_graded(exercise: str, notebook: str, status: str, line: str, role: str | None = None,
-                where: str | Path | None = None) -> Path:
-    """Keep one grader's result, replacing that exercise's earlier result on this machine."""
+                where: str | Path | None = None, source: str = "") -> Path:
+    """Keep one grader's result, with the ``source`` the learner wrote, replacing that exercise's
+    earlier result on this machine."""
     role = role or guess_role()
     results = load_graded(where)
     results[f"{exercise}@{role}"] = {"exercise": exercise, "notebook": str(notebook), "role": role,
-                                     "status": status, "line": line, "host": platform.node() or "this machine",
+                                     "status": status, "line": line, "source": source,
+                                     "host": platform.node() or "this machine",
                                      "date": datetime.datetime.now().isoformat(timespec="minutes"),
                                      "origin": origin()}
     return write(path(GRADED_FILE, where), {"format": FORMAT, "results": results})

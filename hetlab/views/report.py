@@ -528,6 +528,9 @@ def _exercises(page: Page) -> None:
     passed = {r["exercise"] for r in results.values() if r["status"] == RIGHT}
     page.add("", f"Passed: {len(passed)} of {len(EXERCISES)}. Each grader tries your function on random inputs "
              "against hetlab's own and names the typical mistake it made; the last result on each machine is kept.", "")
+    for r in sorted((r for r in results.values() if r.get("source")), key=lambda r: (r["notebook"], r["exercise"])):
+        page.add(f"What you wrote for `{r['exercise']}` (notebook {r['notebook']}, the {r['role']}, "
+                 f"{r['status']}):", "", "```python", *r["source"].splitlines(), "```", "")
 
 # --- what is sent: HTML and CSV ----------------------------------------------------------------------
 
