@@ -56,8 +56,6 @@ def test_join_command_for_the_mac():
     assert "--address=192.168.1.10:6379" in argv and "--node-ip-address=192.168.1.20" in argv
     assert "--labels=hetlab-role=mac" in argv and "--head" not in argv
     assert "--node-ip-address=MAC_IP" in commands.join_command("192.168.1.10", None)
-    minor = commands.join_env(python_match="minor")
-    assert minor["RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"] == "minor"
 
 
 def _commands(text):
@@ -220,7 +218,6 @@ def test_the_mac_firewall_line_names_programs_that_exist():
     lambda: commands.head_command("192.168.1.x"),
     lambda: commands.join_command("192.168.1.10", "my-mac.local"),
     lambda: commands.head_command("192.168.1.10", role="laptop"),
-    lambda: commands.join_env(python_match="major"),
 ])
 def test_bad_input_is_one_line(call):
     with pytest.raises(HetlabError) as info:

@@ -105,7 +105,7 @@ def library_messages(root: Path = ROOT) -> dict[str, str]:
     return found
 
 
-DOCTOR = ("preflight.py", "oschecks.py", "winchecks.py")  # the modules whose Checks `hetlab doctor` prints
+DOCTOR = ("preflight.py", "oschecks.py")  # the modules whose Checks `hetlab doctor` prints
 
 
 def doctor_checks(root: Path = ROOT) -> dict[str, str]:

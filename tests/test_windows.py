@@ -18,7 +18,7 @@ from hetlab.cluster import commands
 from hetlab.windows import wsl as windows, steps as winsteps
 from hetlab.cluster.commands import Ports
 from hetlab.tools import cli
-from hetlab.tools.doctor import oschecks, preflight, winchecks
+from hetlab.tools.doctor import oschecks, preflight
 
 # --- supplied signs (not this machine's) ---
 WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"   # uname -r in WSL 2 (Ubuntu on Windows 11)
@@ -185,13 +185,13 @@ def test_the_build_decides_19045_fails_and_22621_passes(capsys):
         assert "\n" not in str(info.value) and "no .wslconfig change helps" in str(info.value)
         with pytest.raises(HetlabError):
             winsteps.render_join(MAC, HEAD, build=build)
-        check = winchecks.build_check(build)
+        check = oschecks.build_check(build)
         assert check.status == preflight.FAIL and "22H2" in check.detail and "winver" in check.fix
     for build in (22621, 22631, 26100):
         assert windows.build_problem(build) is None
-        assert winchecks.build_check(build).status == preflight.OK
+        assert oschecks.build_check(build).status == preflight.OK
         assert "ray start --head" in winsteps.render_head(HEAD, MAC, build=build)
-    assert winchecks.build_check(None).status == preflight.WARN          # unread: say how to check
+    assert oschecks.build_check(None).status == preflight.WARN          # unread: say how to check
     shown = _shown(capsys, ["head", "--ip", HEAD, "--windows", "--mac-ip", MAC])   # here: no WSL, build unknown
     assert "`winver` on Windows shows the version" in shown
 

@@ -20,7 +20,7 @@ import pwsh_grammar as pwsh
 from hetlab.cluster import commands
 from hetlab.windows import wsl as windows, steps as winsteps, wslconfig
 from hetlab.tools import cli
-from hetlab.tools.doctor import oschecks, preflight, winchecks
+from hetlab.tools.doctor import oschecks, preflight
 from hetlab.vocab import Ports
 
 WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"
@@ -51,7 +51,7 @@ def _signs(**changes):
     signs = {"platform": "linux", "release": WSL2_RELEASE, "env": WSL_ENV, "interop": True, "dxg": True,
              "wslinfo": "mirrored\n", "route_ip": LAN_IP, "route_mac": LAN_MAC, "linux_nvidia_smi": False,
              "wsl_smi": SMI_4070TI, "build": 22631, "wsl_package": (2, 3, 26, 0), "wslconfig": GOOD_WSLCONFIG,
-             "powercfg": POWER_OFF, "rules": winchecks.parse_rules(_rules())}
+             "powercfg": POWER_OFF, "rules": oschecks.parse_rules(_rules())}
     return {**signs, **changes}
 
 
@@ -108,40 +108,40 @@ def test_networking_names_the_reason_wsl_is_still_nat():
 
 
 def test_the_windows_rules_and_sleep_are_read_back():
-    old = _by_name(_signs(rules=winchecks.parse_rules(_rules(train=("6386", "44619-48715")))))  # gloo's range too
+    old = _by_name(_signs(rules=oschecks.parse_rules(_rules(train=("6386", "44619-48715")))))  # gloo's range too
     train = old["Windows firewall (Ray Train)"]
     assert train.status == preflight.WARN and "not the rendezvous port 6386 alone" in train.detail
     assert "part B" in train.fix and old["Windows firewall"].status == preflight.OK
     assert _by_name(_signs())["Windows firewall (Ray Train)"].status == preflight.OK
     no_rendezvous = _rules(train=("6390",))
-    assert "not the rendezvous port 6386" in winchecks.rules_checks(
-        winchecks.parse_rules(no_rendezvous), Ports())[1].detail
-    missing = winchecks.rules_checks(winchecks.parse_rules(_rules(drop=[(winsteps.RULE, "hyperv")])), Ports())
+    assert "not the rendezvous port 6386" in oschecks.rules_checks(
+        oschecks.parse_rules(no_rendezvous), Ports())[1].detail
+    missing = oschecks.rules_checks(oschecks.parse_rules(_rules(drop=[(winsteps.RULE, "hyperv")])), Ports())
     assert missing[0].status == preflight.WARN and "no hyperv rule 'hetlab Ray'" in missing[0].detail
-    anyone = winchecks.rules_checks(winchecks.parse_rules(_rules(remote="Any")), Ports())
+    anyone = oschecks.rules_checks(oschecks.parse_rules(_rules(remote="Any")), Ports())
     assert all(c.status == preflight.WARN and "not one address" in c.detail for c in anyone)
-    other_mac = winchecks.rules_checks(winchecks.parse_rules(_rules()), Ports(), "192.168.1.99")
+    other_mac = oschecks.rules_checks(oschecks.parse_rules(_rules()), Ports(), "192.168.1.99")
     assert "not the Mac's 192.168.1.99" in other_mac[0].detail
-    no_train = winchecks.rules_checks(winchecks.parse_rules(_rules(drop=[(winsteps.TRAIN_RULE, "hyperv"),
+    no_train = oschecks.rules_checks(oschecks.parse_rules(_rules(drop=[(winsteps.TRAIN_RULE, "hyperv"),
                                                                          (winsteps.TRAIN_RULE, "defender")])),
                                       Ports())
     assert no_train[1].status == preflight.OK and "notebook 07" in no_train[1].detail
     unread = json.loads(_rules(drop=[(winsteps.RULE, "hyperv")])) + [{"kind": "error", "name": "Access is denied."}]
-    said = winchecks.rules_checks(winchecks.parse_rules(json.dumps(unread)), Ports(), (44619, 48715))[0]
+    said = oschecks.rules_checks(oschecks.parse_rules(json.dumps(unread)), Ports(), (44619, 48715))[0]
     assert "(Windows said: Access is denied.)" in said.detail
     disabled = json.loads(_rules())
     disabled[1]["enabled"] = "False"
-    assert "disabled" in winchecks.rules_checks(winchecks.parse_rules(json.dumps(disabled)), Ports(), (1, 2))[0].detail
+    assert "disabled" in oschecks.rules_checks(oschecks.parse_rules(json.dumps(disabled)), Ports(), (1, 2))[0].detail
     single = json.dumps(json.loads(_rules())[0])                  # ConvertTo-Json of one rule: an object
-    assert winchecks.parse_rules(single)[0]["name"] == winsteps.RULE
-    assert winchecks.parse_rules("not json") is None
-    assert winchecks.rules_checks(None, Ports(), (1, 2))[0].status == preflight.WARN
-    assert [c for c in pwsh.parse(winchecks.RULES_QUERY) if c[0] == "ConvertTo-Json"]  # the query parses
-    power = winchecks.power_check(POWER_OFF.replace("0x00000000", "0x00000708", 1))
+    assert oschecks.parse_rules(single)[0]["name"] == winsteps.RULE
+    assert oschecks.parse_rules("not json") is None
+    assert oschecks.rules_checks(None, Ports(), (1, 2))[0].status == preflight.WARN
+    assert [c for c in pwsh.parse(oschecks.RULES_QUERY) if c[0] == "ConvertTo-Json"]  # the query parses
+    power = oschecks.power_check(POWER_OFF.replace("0x00000000", "0x00000708", 1))
     assert power.status == preflight.WARN and "sleep after 30 min" in power.detail
     assert "powercfg /change standby-timeout-ac 0" in power.fix and "hibernate" not in power.fix
-    assert winchecks.power_check(None).status == preflight.WARN
-    assert winchecks.power_check(POWER_OFF.replace(winsteps.POWER_GUIDS["STANDBYIDLE"], "0" * 36)).status \
+    assert oschecks.power_check(None).status == preflight.WARN
+    assert oschecks.power_check(POWER_OFF.replace(winsteps.POWER_GUIDS["STANDBYIDLE"], "0" * 36)).status \
         == preflight.OK                                            # found by its alias too
 
 

@@ -14,7 +14,7 @@ import shlex
 
 from hetlab import cluster
 from hetlab.errors import HetlabError
-from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, TOKEN_PATH, Ports
+from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, TOKEN_PATH, Ports
 
 AUTH_ENV = {RAY_AUTH_ENV: "token"}  # token authentication everywhere, one shared token
 # Ray refuses a Mac in a cluster without it; on its `ray start` line only: set for every process,
@@ -83,19 +83,16 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> li
     return args
 
 
+# ``block``, ``temp_dir`` (and ``join_command``'s ``head_port``): tests/test_commands.py starts a real,
+# isolated head and node from these lines on one machine, in the foreground, each on its own ports.
 def head_command(ip: str, ports: Ports = Ports(), role: str = "desktop", cpus: int | None = None,
-                 gpus: int | None = None, dashboard: bool = True, dashboard_host: str = "127.0.0.1",
-                 block: bool = False, temp_dir: str | None = None) -> list[str]:
-    """argv of ``ray start --head`` for the desktop (the Linux machine is the head).
-
-    ``dashboard=False`` starts no dashboard at all (one web server less to protect). It listens on
-    127.0.0.1 only: open it on the desktop, or from the Mac through ``ssh -L 8265:127.0.0.1:8265``.
+                 gpus: int | None = None, block: bool = False, temp_dir: str | None = None) -> list[str]:
+    """argv of ``ray start --head`` for the desktop (the Linux machine is the head). Its dashboard
+    listens on 127.0.0.1 only: open it on the desktop, or from the Mac through ``ssh -L 8265:127.0.0.1:8265``.
     """
     ip = check_ip(ip, "head IP")
-    web = ([f"--dashboard-host={check_ip(dashboard_host, 'dashboard host')}",
-            f"--dashboard-port={ports.dashboard}"] if dashboard else ["--include-dashboard=false"])
-    return (["ray", "start", "--head", f"--port={ports.gcs}",
-             f"--ray-client-server-port={ports.client_server}", *web, "--disable-usage-stats"]
+    return (["ray", "start", "--head", f"--port={ports.gcs}", f"--ray-client-server-port={ports.client_server}",
+             "--dashboard-host=127.0.0.1", f"--dashboard-port={ports.dashboard}", "--disable-usage-stats"]
             + _common(ip, role, ports, cpus, gpus, block, temp_dir))
 
 
@@ -119,23 +116,16 @@ def gcs_address(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-def head_env(python_match: str = "patch", ports: Ports = Ports()) -> dict:
+def head_env(ports: Ports = Ports()) -> dict:
     """Environment for ``ray start --head``: token auth, and the two metrics ports that
     have no ``ray start`` flag (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``)."""
-    return {**AUTH_ENV, **_match_env(python_match),
-            "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
+    return {**AUTH_ENV, "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
             "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics)}
 
 
-def join_env(mac: bool = True, python_match: str = "patch") -> dict:
+def join_env(mac: bool = True) -> dict:
     """Environment for the joining machine; a Mac must opt in to multi-node clusters."""
-    return {**AUTH_ENV, **(MAC_ENV if mac else {}), **_match_env(python_match)}
-
-
-def _match_env(level: str) -> dict:
-    if level not in ("patch", "minor"):
-        raise HetlabError(f"python_match={level!r}: use 'patch' (Ray's default) or 'minor'.")
-    return {} if level == "patch" else {RAY_PYTHON_MATCH_ENV: "minor"}
+    return {**AUTH_ENV, **(MAC_ENV if mac else {})}
 
 
 def head_start(ip: str, ports: Ports = Ports(), mac: bool = False, **options) -> tuple[list[str], dict]:

@@ -55,29 +55,24 @@ class PracticeCluster:
     The first role is the head (the driver connects through it); the others can be removed and
     re-added to practise losing a machine. ``shutdown()`` is idempotent and also runs on errors."""
 
-    # token_auth (the default, like Ray's own local default): only clients holding this user's
-    # token (~/.ray/auth_token, kept 0600) can connect. accounted_gpus, e.g. {"desktop": 1}, for
-    # scheduling tests only: Ray *counts* GPUs this machine does not have (by default none); the
-    # other role's node is "mac (simulated)" on a Linux box, "desktop (simulated)" on a Mac.
-    def __init__(self, roles=("desktop", "mac"), cpus_per_node: int = 1,
-                 object_store_mb: int = 100, connect: bool = True, token_auth: bool = True,
-                 accounted_gpus: dict | None = None):
+    # Token auth, like Ray's own local default: only clients holding this user's token
+    # (~/.ray/auth_token, kept 0600) can connect. One CPU and a 100 MB object store per node.
+    # accounted_gpus, e.g. {"desktop": 1}, for scheduling only: Ray *counts* GPUs this machine does not
+    # have (by default none); the other role's node is "mac (simulated)" on a Linux box, "desktop
+    # (simulated)" on a Mac. connect=False: the driver stays unconnected (tests/test_cli_train.py
+    # runs `hetlab train --address` against it from another process).
+    def __init__(self, roles=("desktop", "mac"), connect: bool = True, accounted_gpus: dict | None = None):
         roles = tuple(roles)
         if not roles or len(set(roles)) != len(roles):
             raise HetlabError(f"roles {roles!r} must be distinct and non-empty, e.g. ('desktop', 'mac').")
         for role in roles:
             role_resource(role)  # validates the role
-        if cpus_per_node < 1:
-            raise HetlabError(f"cpus_per_node={cpus_per_node}: give each node at least 1 CPU.")
         self.roles = roles
-        self._cpus = int(cpus_per_node)
-        self._store = int(object_store_mb) * 2**20
         self._nodes: dict = {}
         self._gpus = dict(accounted_gpus or {})  # role → GPUs Ray counts there; none is real
         if ray.is_initialized():
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
-        if token_auth:
-            authtoken.enable_local_token_auth()  # token file created / made 0600
+        authtoken.enable_local_token_auth()  # token file created / made 0600
         self._local_cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
         try:
             for role in roles:
@@ -93,7 +88,7 @@ class PracticeCluster:
         # a file and aborts after ~15 s, which a busy 2-core machine can exceed.
         agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
                            "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
-        args = dict(num_cpus=self._cpus, num_gpus=self._gpus.get(role, 0), object_store_memory=self._store, **agents,
+        args = dict(num_cpus=1, num_gpus=self._gpus.get(role, 0), object_store_memory=100 * 2**20, **agents,
                     resources=node_resources(role), labels=node_labels(role, simulated=role not in REAL_HERE),
                     include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
         if self._local_cluster.head_node is None:  # the head's GCS watches every node

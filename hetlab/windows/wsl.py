@@ -110,13 +110,13 @@ def local_signs() -> dict:
              "interop": INTEROP.exists(), "dxg": Path("/dev/dxg").exists()}
     if not is_wsl(signs["release"], signs["env"], signs["interop"]):
         return signs
-    signs["wslinfo"] = _run(["wslinfo", "--networking-mode"])
+    signs["wslinfo"] = output(["wslinfo", "--networking-mode"])
     signs["route_ip"], signs["route_mac"] = _route_address()
     smi = shutil.which("nvidia-smi")
     signs["linux_nvidia_smi"] = smi is not None and not smi.startswith("/usr/lib/wsl/")
-    signs["wsl_smi"] = _run([WSL_SMI, "-L"]) if Path(WSL_SMI).exists() else None
-    signs["build"] = windows_build(_run(["cmd.exe", "/c", "ver"]))
-    signs["wsl_package"] = package_version(_run(["wsl.exe", "--version"]))
+    signs["wsl_smi"] = output([WSL_SMI, "-L"]) if Path(WSL_SMI).exists() else None
+    signs["build"] = windows_build(output(["cmd.exe", "/c", "ver"]))
+    signs["wsl_package"] = package_version(output(["wsl.exe", "--version"]))
     path = wslconfig_path()
     try:
         signs["wslconfig"] = path.read_text(errors="replace") if path else None
@@ -125,19 +125,16 @@ def local_signs() -> dict:
     return signs
 
 
-def run_windows(argv: list[str]) -> str | None:
-    """A Windows program's output, run from inside WSL through its interop; None where it cannot run."""
-    return _run(argv)
-
-
-def _run(argv: list[str]) -> str | None:
+def output(argv: list[str], timeout: float = 20, any_status: bool = False) -> str | None:
+    """A program's output (a Windows program's too, run from inside WSL through its interop), or None
+    where it cannot run or (unless ``any_status``: ``systemctl is-enabled`` exits 1 when masked) fails."""
     if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
         return None
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.replace("\x00", "") if out.returncode == 0 else None
+    return out.stdout.replace("\x00", "") if out.returncode == 0 or any_status else None
 
 
 def _route_address() -> tuple[str | None, str | None]:
@@ -154,8 +151,8 @@ def _route_address() -> tuple[str | None, str | None]:
 
 def profile_dir() -> Path | None:
     """Windows' ``%UserProfile%`` as a path inside WSL (``/mnt/c/Users/NAME``), through interop; or None."""
-    profile = _run(["cmd.exe", "/c", "echo %USERPROFILE%"])
-    path = _run(["wslpath", "-u", profile.strip()]) if profile and profile.strip() else None
+    profile = output(["cmd.exe", "/c", "echo %USERPROFILE%"])
+    path = output(["wslpath", "-u", profile.strip()]) if profile and profile.strip() else None
     return Path(path.strip()) if path and path.strip() else None
 
 

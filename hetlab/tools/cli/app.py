@@ -142,7 +142,7 @@ def _pair(args) -> int:
 def _windows_build(inside_wsl: bool) -> int | None:
     """Windows' build, read through WSL's interop (None outside WSL: the steps then say how to check)."""
     from hetlab.windows import wsl
-    return wsl.windows_build(wsl.run_windows(["cmd.exe", "/c", "ver"])) if inside_wsl else None
+    return wsl.windows_build(wsl.output(["cmd.exe", "/c", "ver"])) if inside_wsl else None
 
 
 def _add_join(sub) -> None:

@@ -12,16 +12,18 @@ from __future__ import annotations
 import os
 import platform
 import shlex
-import socket
+import shutil
 import stat
 from pathlib import Path
 
 from hetlab.errors import HetlabError
+from hetlab.cluster.moved import addresses_here
 from hetlab.cluster.reach import parse_address, port_open, probe_gcs
 from hetlab.core.machine import local_report
 from hetlab.core.samecode import mismatch
 from hetlab.tools.doctor import oschecks
-from hetlab.tools.doctor.checks import FAIL, OK, WARN, Check  # noqa: F401 - preflight.OK … as the notebooks name them
+from hetlab.tools.doctor.oschecks import FAIL, OK, WARN, Check  # noqa: F401 - preflight.OK … as the notebooks name them
+from hetlab.windows import wsl
 from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV, Ports
 
 PINNED_PYTHON = "3.11.7"  # environment-mac.yml and environment-cuda.yml (tests/test_envfiles.py checks)
@@ -156,19 +158,8 @@ def macos_checks(env: dict | None = None, system: str | None = None) -> list[Che
               f"`ray start` line that `hetlab join` prints"),
         Check("node IP", WARN, "macOS host-name lookup often fails or gives the wrong address",
               f"pass --node-ip-address explicitly (`hetlab join --head HEAD_IP --ip MAC_IP` "
-              f"prints it); LAN IPs here: {', '.join(lan_ips()) or 'none found'}"),
+              f"prints it); LAN IPs here: {', '.join(sorted(addresses_here())) or 'none found'}"),
     ]
-
-
-def lan_ips() -> list[str]:
-    """This machine's non-loopback IPv4 addresses (read from the interfaces, nothing is sent)."""
-    import psutil
-    found = []
-    for addrs in psutil.net_if_addrs().values():
-        for addr in addrs:
-            if addr.family == socket.AF_INET and not addr.address.startswith("127."):
-                found.append(addr.address)
-    return sorted(set(found))
 
 
 def token_file_checks(env: dict | None = None) -> list[Check]:
@@ -219,15 +210,8 @@ def accelerator_check(found: str, usable: bool, system: str, arch: str, nvidia_c
 def _nvidia_card() -> bool:
     """Does ``nvidia-smi`` list a card here (the driver sees one, whatever torch can do)?
     Inside WSL the Windows driver's nvidia-smi is in /usr/lib/wsl/lib."""
-    import shutil
-    import subprocess
     smi = shutil.which("nvidia-smi", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/lib/wsl/lib"]))
-    if smi is None:
-        return False
-    try:
-        return subprocess.run([smi, "-L"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+    return smi is not None and wsl.output([smi, "-L"], timeout=10) is not None
 
 
 def local_checks() -> list[Check]:
@@ -236,7 +220,6 @@ def local_checks() -> list[Check]:
     import torch
 
     from hetlab.core import devices
-    from hetlab.windows import wsl
     report = local_report()
     system = "WSL" if wsl.in_wsl() else platform.system()
     card = _nvidia_card()
@@ -320,7 +303,6 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
 
 def port_checks(rows: list[dict], timeout: float = 3.0) -> list[Check]:
     """From here, try each node's Ray ports (as the node reports them)."""
-    from hetlab import cluster
     checks = []
     for row in rows:
         closed = []
