@@ -13,10 +13,8 @@ import ipaddress
 import platform
 from dataclasses import dataclass
 
-from hetlab.cluster.address import Requested, requested_address
-from hetlab.cluster.connecting import connect
-from hetlab.cluster import moved
-from hetlab.cluster.moved import addresses_here
+from hetlab.cluster.connecting import Requested, connect, requested_address
+from hetlab.cluster import joining
 from hetlab.cluster.roles import live_nodes
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import WorkerSpec
@@ -135,7 +133,7 @@ def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: st
         return (f"this kernel: {hostname}, {NAMES.get(os_role, os_role)} (no pair saved: the practice "
                 f"cluster stands in for both machines)", None)
     pair = requested.pair
-    role = ("desktop" if pair.desktop_ip in here else "mac" if pair.mac_ip in here else None) if pair else None
+    role = joining.role_here(pair, here) if pair else None
     try:
         on_head = head in here or ipaddress.ip_address(head).is_loopback
     except ValueError:                                 # a host name: which machine it is is not known here
@@ -145,7 +143,7 @@ def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: st
     if on_head:
         return f"this kernel: {hostname}, {NAMES.get(role or head_role or os_role)}, the head of your pair ({head})", None
     if role is None and pair is not None and requested.from_saved:   # neither saved address is here
-        changed = moved.check(pair, os_role, here)                     # this machine's own address moved
+        changed = joining.check(pair, os_role, here)                     # this machine's own address moved
         if changed:
             return f"this kernel: {hostname}, {NAMES.get(os_role)}, not at its saved address", changed
     me = NAMES.get(role or os_role)
@@ -161,7 +159,7 @@ def this_kernel(notebook: str | None = None) -> str:
     """Print which machine this kernel runs on and its role (every notebook's first output), and stop a
     notebook of ``ON_THE_HEAD`` in one line, saying where to open it, when this machine is not the head
     of the cluster asked for (your saved pair, or ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``)."""
-    line, stop = kernel_line(requested_address(), addresses_here(), platform.node() or "this machine",
+    line, stop = kernel_line(requested_address(), joining.addresses_here(), platform.node() or "this machine",
                              guess_role())
     print(line, flush=True)
     if stop and str(notebook) in ON_THE_HEAD:

@@ -9,7 +9,7 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab.cluster import authtoken
+from hetlab.cluster import connecting
 from hetlab import cluster
 from hetlab.cluster.reach import parse_address, probe_gcs
 from hetlab.core import machine
@@ -84,7 +84,7 @@ def local_ray(tmp_path_factory):
     # Ray 2.60's local ray.init() leaves its token file 0644. A copy of this user's token, made
     # 0644 in a private temp folder and named by RAY_AUTH_TOKEN_PATH (same token, so Ray's cached
     # one still fits), shows connect() securing the file Ray reads without loosening the real one.
-    default = authtoken.default_token_path()
+    default = connecting.default_token_path()
     with pytest.MonkeyPatch.context() as env:
         copy = None
         if default.is_file():

@@ -155,9 +155,8 @@ def test_start_refuses_in_one_line_before_ray_starts(token, args, says, tmp_path
 def test_a_doctor_line_to_copy_quotes_an_ipv6_head():
     """zsh reads an unquoted `[fd00::10]:6379` as a glob pattern ("no matches found") and runs nothing:
     the lines hetlab gives to copy quote it. Here the head is IPv6 loopback's closed port 1."""
-    from hetlab.cluster import starting
     with pytest.raises(HetlabError) as info:
-        starting._head_answers("[::1]:1")
+        commands._head_answers("[::1]:1")
     assert "(`hetlab doctor --head '[::1]:1'` checks both)" in str(info.value) and "\n" not in str(info.value)
     join = _commands(commands.render_join("fd00::10", "fd00::20", head_user="ana"))
     assert join[-1] == "export RAY_AUTH_MODE=token && hetlab doctor --head '[fd00::10]:6379'"

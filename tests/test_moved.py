@@ -1,4 +1,4 @@
-"""Day two when an address moved overnight (hetlab.cluster.moved, `hetlab head/join --start`, `hetlab
+"""Day two when an address moved overnight (hetlab.cluster.joining, `hetlab head/join --start`, `hetlab
 doctor`, `hetlab pair`), without the rehearsal: this box's own interfaces, TEST-NET addresses
 (192.0.2.x, never routed) for the machine that is not here, loopback for a head that is not running.
 tests/test_rehearsal.py moves the rehearsal Mac's address for real and follows the printed way on.
@@ -7,24 +7,24 @@ import sys
 
 import pytest
 
-from hetlab.cluster import commands, moved, starting
+from hetlab.cluster import commands, joining
 from hetlab.store import saved_pair
 from hetlab.errors import HetlabError
 from hetlab.tools.cli import app
 
 
-HERE = sorted(moved.addresses_here())
+HERE = sorted(joining.addresses_here())
 
 
 def test_a_moved_address_is_one_line_naming_both_and_the_way_on():
     pair = saved_pair.SavedPair("192.0.2.1", "192.0.2.20")
-    line = moved.check(pair, "mac", here={"192.0.2.31"})
+    line = joining.check(pair, "mac", here={"192.0.2.31"})
     assert "\n" not in line and "it was 192.0.2.20, it is 192.0.2.31 now" in line
     assert "`hetlab pair --mac-ip 192.0.2.31` on both machines" in line and "`hetlab join --start` here" in line
-    assert moved.check(pair, "mac", here={"192.0.2.20", "192.0.2.31"}) is None       # still there
-    assert moved.check(pair, "mac", here={"192.0.2.1"}) is None                       # this is the desktop
-    assert "`hetlab pair --desktop-ip 192.0.2.9`" in moved.check(pair, "desktop", here={"192.0.2.9"})
-    assert moved.check(None, "mac") is None                                           # no pair saved
+    assert joining.check(pair, "mac", here={"192.0.2.20", "192.0.2.31"}) is None       # still there
+    assert joining.check(pair, "mac", here={"192.0.2.1"}) is None                       # this is the desktop
+    assert "`hetlab pair --desktop-ip 192.0.2.9`" in joining.check(pair, "desktop", here={"192.0.2.9"})
+    assert joining.check(None, "mac") is None                                           # no pair saved
 
 
 @pytest.mark.parametrize("command, role", [("join", "Mac"), ("head", "desktop")])
@@ -60,7 +60,7 @@ def test_pair_on_the_desktop_saves_and_prints_the_ufw_swap(folder, capsys, monke
     out, err = capsys.readouterr()                                   # the notes and markers, then the block alone
     assert "admit 192.0.2.30 and delete the rules for 192.0.2.20" in err and "paste from here" in err
     lines = commands.steps(out)                                      # each line numbered: the block stops at a failed one
-    assert lines == moved.ufw_swap("192.0.2.20", "192.0.2.30") and len(lines) == 6   # 2 of Ray, 1 of Ray Train, each way
+    assert lines == joining.ufw_swap("192.0.2.20", "192.0.2.30") and len(lines) == 6   # 2 of Ray, 1 of Ray Train, each way
     assert out.splitlines()[-1] == commands.STOPPED
     assert all(line.startswith(("sudo ufw allow proto tcp from 192.0.2.30 ",
                                 "sudo ufw delete allow proto tcp from 192.0.2.20 ")) for line in lines)
@@ -73,12 +73,12 @@ def test_pair_on_the_desktop_saves_and_prints_the_ufw_swap(folder, capsys, monke
 @pytest.mark.skipif(not HERE, reason="this box has no address but loopback")
 def test_pair_on_the_mac_saves_and_says_the_desktop_is_next(folder):
     pair = saved_pair.SavedPair("192.0.2.1", "192.0.2.20")
-    notes, block = moved.update(pair, mac_ip=HERE[0], here=set(HERE))
+    notes, block = joining.update(pair, mac_ip=HERE[0], here=set(HERE))
     assert block == [] and f"`hetlab pair --mac-ip {HERE[0]}`" in notes[-1] and saved_pair.load().mac_ip == HERE[0]
     with pytest.raises(HetlabError, match="give both --desktop-ip and --mac-ip"):
-        moved.update(None, mac_ip="192.0.2.5")
+        joining.update(None, mac_ip="192.0.2.5")
     # a Windows desktop (WSL, faked: no Windows here): its rules are PowerShell, remade by `hetlab head`'s lines
-    notes, block = moved.update(pair, mac_ip="192.0.2.30", here={"192.0.2.1"}, windows=True)
+    notes, block = joining.update(pair, mac_ip="192.0.2.30", here={"192.0.2.1"}, windows=True)
     assert block == [] and "run `hetlab head` and paste its PowerShell firewall lines" in notes[-1]
 
 
@@ -94,7 +94,7 @@ def test_join_start_without_a_head_is_one_line_not_rays_retry_log(token, capsys)
     from hetlab.cluster.practice import free_ports
     argv, env = commands.join_start("127.0.0.1", "127.0.0.1", commands.Ports(gcs=free_ports(1)[0]))
     with pytest.raises(HetlabError, match="does not answer from here: connection refused") as err:
-        starting.start(argv, env)
+        commands.start(argv, env)
     assert "\n" not in str(err.value) and "hetlab: running" not in capsys.readouterr().out
 
 
@@ -108,9 +108,9 @@ def test_a_start_that_does_not_end_is_stopped_at_its_limit_in_one_line(token, ca
     import psutil
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(HetlabError, match=r"had not ended after 1 s .* so hetlab stopped it") as err:
-        starting.start([sys.executable, "-c", RETRYING], {}, limit=1)
+        commands.start([sys.executable, "-c", RETRYING], {}, limit=1)
     out = capsys.readouterr().out
     assert "\n" not in str(err.value) and out.startswith("hetlab: running") and out.count("\n") == 1   # no retry log
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before    # nothing left running
     with pytest.raises(HetlabError, match=r"`ray start` failed \(exit 1\): ConnectionError: GCS — run"):
-        starting.start([sys.executable, "-c", FAILING], {})
+        commands.start([sys.executable, "-c", FAILING], {})

@@ -9,7 +9,7 @@ import ray
 
 import hetlab
 from hetlab import HetlabError, environment
-from hetlab.cluster import authtoken, reach
+from hetlab.cluster import connecting, reach
 from hetlab import cluster
 from hetlab.core import machine
 from hetlab.tools.doctor import preflight
@@ -30,7 +30,7 @@ class WhereAmI:
 def practice(tmp_path_factory):
     # As in test_cluster: a 0644 copy of this user's token (private temp folder) named by
     # RAY_AUTH_TOKEN_PATH shows the practice cluster securing the file Ray reads.
-    default = authtoken.default_token_path()
+    default = connecting.default_token_path()
     with pytest.MonkeyPatch.context() as env:
         tokens = [default]
         if default.is_file():

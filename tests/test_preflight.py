@@ -241,7 +241,7 @@ def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):
 
 def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
     # A temporary HOME: the real ~/.ray/auth_token is never touched. No Ray needed.
-    from hetlab.cluster import authtoken
+    from hetlab.cluster import connecting
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
@@ -254,9 +254,9 @@ def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
     assert check.status == preflight.FAIL and check.fix == "chmod 600 ~/.ray/auth_token"
     assert "0644" in check.detail and any(c.name == "token file" and not c.ok
                                           for c in preflight.doctor())
-    assert authtoken.secure_token_files() == [token]
+    assert connecting.secure_token_files() == [token]
     assert token.stat().st_mode & 0o777 == 0o600 and preflight.token_file_checks()[0].ok
-    assert authtoken.secure_token_files() == []                      # already private: unchanged
+    assert connecting.secure_token_files() == []                      # already private: unchanged
 
     named = tmp_path / "elsewhere" / "ray-token"                     # RAY_AUTH_TOKEN_PATH is respected
     named.parent.mkdir()
@@ -266,7 +266,7 @@ def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
     checks = {c.detail.split()[0]: c for c in preflight.token_file_checks()}
     assert not checks[str(named)].ok and checks[str(named)].fix == f"chmod 600 {named}"
     assert checks["~/.ray/auth_token"].ok
-    assert authtoken.secure_token_files() == [named] and named.stat().st_mode & 0o777 == 0o600
+    assert connecting.secure_token_files() == [named] and named.stat().st_mode & 0o777 == 0o600
 
 
 def test_a_gpu_that_torch_cannot_use_fails_on_the_desktop_and_warns_on_the_mac():

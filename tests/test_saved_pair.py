@@ -4,7 +4,7 @@ learner's saved pair is never read here."""
 import pytest
 
 from hetlab.store import saved_pair
-from hetlab.cluster.address import requested_address
+from hetlab.cluster.connecting import requested_address
 from hetlab.errors import HetlabError
 from hetlab.pair import PRACTICE_LINE, which_cluster
 
@@ -48,7 +48,7 @@ def test_head_and_join_read_the_saved_pair_and_name_the_flag_without_one(folder,
 
 
 def test_every_way_in_connects_to_the_one_address_worked_out(folder, monkeypatch):
-    """Issue 58: the address is worked out once (hetlab.cluster.address): with a pair saved and
+    """Issue 58: the address is worked out once (hetlab.cluster.connecting): with a pair saved and
     RAY_ADDRESS naming a closed port here, ``connect()`` and ``the_pair()`` both go to that port (and
     fail there in one line, before Ray starts), never to the saved pair's head or a local Ray."""
     from hetlab import cluster

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hetlab import pair as pairs
-from hetlab.cluster.moved import addresses_here
+from hetlab.cluster.joining import addresses_here
 from hetlab.errors import HetlabError
 from hetlab.store import saved_pair
 from hetlab.vocab import ADDRESS_ENV, MEASURED_ENV, RAY_ADDRESS_ENV

@@ -26,9 +26,8 @@ PREFIX = 60  # characters of each message that must be quoted on the page
 EXPLAINERS = {
     "cluster/connecting.py": ("_explain", "driver_notice"),
     "cluster/reach.py": ("port_open", "probe_gcs"),
-    "cluster/joining.py": ("why_no_mac",),
-    "cluster/moved.py": ("check",),
-    "raytrain/failure.py": ("explain_failure",),
+    "cluster/joining.py": ("why_no_mac", "check"),
+        "raytrain/failure.py": ("explain_failure",),
     "tools/rehearsal/hosts.py": ("missing",),
     "views/widgets.py": ("shut_down_note",),
 }

@@ -1,25 +1,165 @@
 """Connect this process to Ray: your pair, or a local Ray, in seconds or one line why not (notebooks 03, 04).
 
-``connect`` takes the address ``address.requested_address`` resolves, checks the head answers before
+Which cluster was asked for, and where that came from, is worked out here once: ``requested_address``
+reads, in order, an address given in the call (a flag), ``HETLAB_ADDRESS``, ``RAY_ADDRESS``, then the
+pair notebook 04 saved (``saved_pair``); ``connect``, ``which_cluster`` and the CLI read its answer, and
+nothing else reads those variables or the saved pair's file. ``connect`` checks the head answers before
 ``ray.init`` (which has no timeout of its own), refuses a node on other code (``check_same_code``), and
 tells a driver that is not on the head where the course runs its notebooks. ``nodes()`` / ``node_table()``:
 what every node runs, asked on the node itself by a tiny task pinned there (``machine.local_report``).
+
+Ray's authentication token: Ray reads it from ``RAY_AUTH_TOKEN``, else ``RAY_AUTH_TOKEN_PATH``, else
+``~/.ray/auth_token``, which Ray 2.60 writes with the process umask, usually 0644. Every place hetlab
+starts or relies on token auth calls ``secure_token_files()``; ``hetlab doctor`` fails while a token
+file is open to others. Token auth goes on for a local Ray as Ray's own ``ray.init()`` does it, and for
+the pair's drivers.
 """
 from __future__ import annotations
 
 import logging
 import math
+import os
+import stat
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 
 import ray
 
-from hetlab.cluster.address import requested_address, saved_hint
-from hetlab.cluster.authtoken import enable_local_token_auth, secure_token_files, token_mode
+from hetlab.cluster.raylog import explain_token_auth
 from hetlab.cluster.reach import parse_address, port_open, probe_gcs, start_with_retry, stop_children_since
 from hetlab.cluster.roles import ROLE_LABEL, live_nodes, node_name
 from hetlab.core import samecode
 from hetlab.errors import HetlabError
+from hetlab.store import saved_pair
+from hetlab.vocab import ADDRESS_ENV, RAY_ADDRESS_ENV, RAY_AUTH_ENV
 
+
+# --- which cluster was asked for (notebooks 03-08, ``hetlab``) --------------------------------------
+
+GIVEN, SAVED, NONE = "given", "saved pair", "none"   # the sources besides the two variables' names
+
+
+@dataclass(frozen=True)
+class Requested:
+    """The address asked for (None: none; ``"local"``: this machine alone), where it came from (``GIVEN``,
+    ``HETLAB_ADDRESS``, ``RAY_ADDRESS``, ``SAVED`` or ``NONE``), and the saved pair (None: none saved)."""
+
+    address: str | None
+    source: str
+    pair: saved_pair.SavedPair | None = None
+
+    @property
+    def real(self) -> bool:
+        """True when a cluster was asked for: not the practice cluster, not a local Ray."""
+        return self.address not in (None, "local")
+
+    @property
+    def from_saved(self) -> bool:
+        return self.source == SAVED
+
+
+def requested_address(address: str | None = None) -> Requested:
+    """The cluster asked for: ``address``, else ``HETLAB_ADDRESS``, else ``RAY_ADDRESS``, else the
+    pair notebook 04 saved; none of them: the practice cluster or a local Ray.
+    ``"local"`` asks for this machine alone even when a pair is saved."""
+    pair = saved_pair.load()
+    for value, source in ((address, GIVEN), (os.environ.get(ADDRESS_ENV), ADDRESS_ENV),
+                          (os.environ.get(RAY_ADDRESS_ENV), RAY_ADDRESS_ENV)):
+        if value is not None and str(value).strip():
+            return Requested(str(value).strip(), source, pair)
+    return Requested(pair.address, SAVED, pair) if pair else Requested(None, NONE)
+
+
+def saved_hint(requested: Requested) -> str:
+    """How to read a failure to reach the saved pair's head (nothing for another address)."""
+    if not requested.from_saved:
+        return ""
+    return (f" (your pair, saved by notebook 04 in {saved_pair.path()}: start it with `hetlab head --start` "
+            f"on the desktop, then `hetlab join --start` on the Mac; or {ADDRESS_ENV}=local for the "
+            f"practice cluster)")
+
+
+# --- the token, private (notebook 04) -------------------------------------------------------------
+
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+PRIVATE = 0o600
+OPEN_BITS = 0o077  # any permission for group or others
+
+
+def default_token_path() -> Path:
+    """``~/.ray/auth_token``: where Ray writes a generated token."""
+    return Path.home() / ".ray" / "auth_token"
+
+
+def token_files(env: dict | None = None) -> list[Path]:
+    """The token files Ray may read here: ``$RAY_AUTH_TOKEN_PATH`` (if set), then ``~/.ray/auth_token``."""
+    env = os.environ if env is None else env
+    found = []
+    named = env.get(TOKEN_PATH_ENV, "").strip()
+    if named:
+        found.append(Path(named).expanduser())
+    if default_token_path() not in found:
+        found.append(default_token_path())
+    return found
+
+
+def open_to_others(path: Path) -> bool:
+    """True when ``path`` exists and group or others have any permission on it."""
+    try:
+        return bool(stat.S_IMODE(os.stat(path).st_mode) & OPEN_BITS)
+    except FileNotFoundError:
+        return False
+
+
+def secure_token_files(env: dict | None = None) -> list[Path]:
+    """chmod 600 every existing token file that group or others can access; returns those changed.
+
+    A file this user cannot change is left as it is (``hetlab doctor`` reports it).
+    """
+    changed = []
+    for path in token_files(env):
+        if path.is_file() and open_to_others(path):
+            try:
+                os.chmod(path, PRIVATE)
+            except OSError:
+                continue
+            changed.append(path)
+    return changed
+
+
+def enable_local_token_auth() -> None:
+    """Token auth as Ray 2.60's own local ``ray.init()`` does it, with a private token file.
+
+    Unless ``RAY_AUTH_MODE`` is set, turn token auth on for this process and its children,
+    and create ``~/.ray/auth_token`` if no token exists — under umask 077, so the file is
+    0600 from the start (Ray alone leaves it 0644) — then chmod 600 any token file that
+    is still open to others (``hetlab.cluster.authtoken``).
+    """
+    from ray._private.authentication.authentication_token_setup import (
+        enable_token_auth_by_default, ensure_token_if_auth_enabled)
+    explain_token_auth()  # Ray's "Token authentication is enabled" warning → one hetlab line
+    enable_token_auth_by_default()
+    previous = os.umask(0o077)
+    try:
+        ensure_token_if_auth_enabled(None, create_token_if_missing=True)
+    finally:
+        os.umask(previous)
+    secure_token_files()
+
+
+def token_mode() -> None:
+    """The pair always runs with token auth (notebook 04): a driver whose shell did not export
+    ``RAY_AUTH_MODE=token`` gets it here, and Ray's cached config sees it (as Ray's own local default does)."""
+    if os.environ.get(RAY_AUTH_ENV):
+        return
+    from ray._raylet import AuthenticationTokenLoader, Config
+    os.environ[RAY_AUTH_ENV] = "token"
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+# --- the connection ---------------------------------------------------------------------------------
 
 def check_timeout(timeout) -> float:
     """``timeout`` as seconds, or a one-line HetlabError unless it is a finite number > 0."""

@@ -13,7 +13,7 @@ import sys
 import ray
 from ray.cluster_utils import Cluster
 
-from hetlab.cluster import authtoken
+from hetlab.cluster import connecting
 from hetlab.cluster.roles import node_labels, node_resources, role_resource
 from hetlab.errors import HetlabError
 from hetlab.vocab import MAC_GLOO_STANDIN
@@ -72,7 +72,7 @@ class PracticeCluster:
         self._gpus = dict(accounted_gpus or {})  # role → GPUs Ray counts there; none is real
         if ray.is_initialized():
             ray.shutdown()  # a practice cluster replaces whatever this kernel was connected to
-        authtoken.enable_local_token_auth()  # token file created / made 0600
+        connecting.enable_local_token_auth()  # token file created / made 0600
         self._local_cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
         try:
             for role in roles:

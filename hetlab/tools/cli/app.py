@@ -74,8 +74,8 @@ def _add_head(sub) -> None:
 
 
 def _head(args) -> int:
-    from hetlab.cluster import commands, starting
-    from hetlab.cluster.address import requested_address
+    from hetlab.cluster import commands
+    from hetlab.cluster.connecting import requested_address
     from hetlab.windows import steps, wsl
     saved = requested_address().pair
     mac = sys.platform == "darwin" and not args.windows     # a Mac's head: the desktop joins it
@@ -87,7 +87,7 @@ def _head(args) -> int:
     on_windows = steps.flavour(sys.platform, inside_wsl, args.windows) == "windows"  # native Windows: refused
     if args.start:
         _not_moved(saved, options["role"], args.ip)
-        return starting.start(*commands.head_start(ip, ports, mac=mac, **options))
+        return commands.start(*commands.head_start(ip, ports, mac=mac, **options))
     if on_windows:
         print_steps(steps.render_head(ip, mac_ip, ports, _windows_build(inside_wsl), **options))
     else:
@@ -111,8 +111,8 @@ def _saved(saved, field: str, flag: str) -> str:
 
 def _not_moved(saved, role: str, ip: str | None) -> None:
     """Day two: one line, before Ray starts, when this machine no longer holds the saved pair's address."""
-    from hetlab.cluster import moved
-    problem = None if ip else moved.check(saved, role)
+    from hetlab.cluster import joining
+    problem = None if ip else joining.check(saved, role)
     if problem:
         raise HetlabError(problem)
 
@@ -126,15 +126,15 @@ def _add_pair(sub) -> None:
 
 
 def _pair(args) -> int:
-    from hetlab.cluster import moved
-    from hetlab.cluster.address import requested_address
+    from hetlab.cluster import joining
+    from hetlab.cluster.connecting import requested_address
     from hetlab.windows import wsl
     saved = requested_address().pair
     if not (args.mac_ip or args.desktop_ip):
         print(saved or "no pair saved here yet: notebook 04 saves it once the Mac has joined")
         return 0
     from hetlab.cluster.commands import block as pasteable, stop_at_failure
-    notes, block = moved.update(saved, args.desktop_ip, args.mac_ip, windows=wsl.in_wsl())
+    notes, block = joining.update(saved, args.desktop_ip, args.mac_ip, windows=wsl.in_wsl())
     print_steps(pasteable(notes, "the desktop's terminal", stop_at_failure(block)) if block else "\n".join(notes))
     return 0
 
@@ -164,8 +164,8 @@ def _add_join(sub) -> None:
 
 
 def _join(args) -> int:
-    from hetlab.cluster import commands, starting
-    from hetlab.cluster.address import requested_address
+    from hetlab.cluster import commands
+    from hetlab.cluster.connecting import requested_address
     from hetlab.windows import steps, wsl
     saved = requested_address().pair
     head = args.head or _saved(saved, "desktop_ip", "--head DESKTOP_IP (the desktop's LAN address)")
@@ -176,7 +176,7 @@ def _join(args) -> int:
     options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
     if args.start:
         _not_moved(saved, options["role"], args.ip)
-        return starting.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows),
+        return commands.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows),
                                                    **options))
     if on_windows:
         print_steps(steps.render_join(head, ip, ports, _windows_build(inside_wsl), **options))

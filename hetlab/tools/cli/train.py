@@ -235,7 +235,7 @@ def _train(args) -> int:
     opts = _check_train_args(args)
     from hetlab.arithmetic.balance import auto_tune, format_ratio, split_batch
     from hetlab.core.data import load_mnist
-    from hetlab.cluster.address import requested_address
+    from hetlab.cluster.connecting import requested_address
     from hetlab.pair import the_pair
     from hetlab.ps import ParameterServerTraining
     from hetlab.ps.hooks import AutoCheckpoint, Progress

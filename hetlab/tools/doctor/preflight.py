@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 from hetlab.errors import HetlabError
-from hetlab.cluster.moved import addresses_here
+from hetlab.cluster import joining
 from hetlab.cluster.reach import parse_address, port_open, probe_gcs
 from hetlab.core.machine import local_report
 from hetlab.core.samecode import mismatch
@@ -158,14 +158,14 @@ def macos_checks(env: dict | None = None, system: str | None = None) -> list[Che
               f"`ray start` line that `hetlab join` prints"),
         Check("node IP", WARN, "macOS host-name lookup often fails or gives the wrong address",
               f"pass --node-ip-address explicitly (`hetlab join --head HEAD_IP --ip MAC_IP` "
-              f"prints it); LAN IPs here: {', '.join(sorted(addresses_here())) or 'none found'}"),
+              f"prints it); LAN IPs here: {', '.join(sorted(joining.addresses_here())) or 'none found'}"),
     ]
 
 
 def token_file_checks(env: dict | None = None) -> list[Check]:
     """FAIL while a token file Ray would read (``$RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``)
     is open to group or others: anyone who can read it can run code on the cluster."""
-    from hetlab.cluster.authtoken import OPEN_BITS, token_files
+    from hetlab.cluster.connecting import OPEN_BITS, token_files
     checks = []
     for path in token_files(env):
         try:
@@ -326,16 +326,15 @@ def _fix_for(message: str, host: str) -> str:
 
 
 def pair_check(head: str | None) -> list[Check]:
-    """Day two: does this machine still hold its address in the pair notebook 04 saved (``cluster.moved``)?
+    """Day two: does this machine still hold its address in the pair notebook 04 saved (``cluster.joining``)?
     With ``head`` this is the joining machine (the Mac), else the machine whose saved address it holds."""
-    from hetlab.cluster import moved
-    from hetlab.cluster.address import requested_address
+    from hetlab.cluster.connecting import requested_address
     pair = requested_address().pair
     if pair is None:
         return []
-    here = moved.addresses_here()
-    role = moved.role_here(pair, here) or ("mac" if head or platform.system() == "Darwin" else "desktop")
-    problem = moved.check(pair, role, here)
+    here = joining.addresses_here()
+    role = joining.role_here(pair, here) or ("mac" if head or platform.system() == "Darwin" else "desktop")
+    problem = joining.check(pair, role, here)
     return [Check("saved pair", FAIL if problem else OK, problem or f"{pair}: this machine holds the {role}'s")]
 
 
