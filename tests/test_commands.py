@@ -35,8 +35,8 @@ BIN = os.path.dirname(sys.executable)
 
 
 def test_head_command_pins_everything():
-    argv = commands.head_command("192.168.1.10")
-    text = commands.shell_line(argv, commands.head_env())
+    argv, env = commands.head_start("192.168.1.10")
+    text = commands.shell_line(argv, env)
     assert "AUTOSCALER_METRIC_PORT=8266" in text and "DASHBOARD_METRIC_PORT=8267" in text
     for part in ["RAY_AUTH_MODE=token", "--head", "--node-ip-address=192.168.1.10", "--port=6379",
                  "--dashboard-host=127.0.0.1", "--node-manager-port=6380", "--object-manager-port=6381",
@@ -50,8 +50,8 @@ def test_head_command_pins_everything():
 
 
 def test_join_command_for_the_mac():
-    argv = commands.join_command("192.168.1.10", "192.168.1.20")
-    text = commands.shell_line(argv, commands.join_env(mac=True))
+    argv, env = commands.join_start("192.168.1.10", "192.168.1.20", mac=True)
+    text = commands.shell_line(argv, env)
     assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in text and "RAY_AUTH_MODE=token" in text
     assert "--address=192.168.1.10:6379" in argv and "--node-ip-address=192.168.1.20" in argv
     assert "--labels=hetlab-role=mac" in argv and "--head" not in argv

@@ -17,7 +17,7 @@ import ray
 from hetlab import HetlabError
 from hetlab.core import devices
 from hetlab.cluster import gpu_holders as gpus
-from hetlab.cluster.roles import placement
+from hetlab.cluster.roles import live_nodes, placement
 from hetlab.core.data import load_mnist
 from hetlab.cluster.practice import PracticeCluster
 from hetlab.ps import ParameterServerTraining, WorkerSpec
@@ -64,7 +64,7 @@ def data():
 
 
 def wait_for_free_gpus(expected, timeout=30):
-    nodes = gpus.gpu_nodes("desktop")
+    nodes = [n["NodeID"] for n in live_nodes("desktop") if n["Resources"].get("GPU", 0) >= 1]
     deadline = time.monotonic() + timeout
     while gpus.gpus_available(nodes) != expected:  # Ray's GCS view lags the actor by ~100 ms
         assert time.monotonic() < deadline, f"GPU availability never became {expected}"

@@ -13,7 +13,7 @@ from hetlab.cluster import connecting, reach
 from hetlab import cluster
 from hetlab.core import machine
 from hetlab.tools.doctor import preflight
-from hetlab.cluster.roles import placement, role_label
+from hetlab.cluster.roles import node_name, placement, role_label
 from hetlab.cluster.practice import PracticeCluster, display_name
 from hetlab.ps import WorkerSpec
 from hetlab.ps.placement import actor_options
@@ -51,7 +51,7 @@ def test_each_role_is_its_own_node(practice):
     mac = by_id[practice.node_id("mac")]
     assert mac["Labels"]["hetlab-role"] == "mac"
     assert mac["Resources"].get("GPU", 0) == 0  # no GPU here: the simulated Mac claims none
-    assert practice.names()[practice.node_id("mac")] == display_name("mac")  # Linux: "mac (simulated)"
+    assert node_name(mac["Labels"], "?") == display_name("mac")  # Linux: "mac (simulated)"
     assert [display_name(r).endswith(" (simulated)") for r in ("desktop", "mac")].count(True) == 1
     for token in practice.token_files:  # the token files Ray uses here are private
         assert token.stat().st_mode & 0o777 == 0o600, token
@@ -268,7 +268,7 @@ def test_connect_by_address_and_reconnect(practice, monkeypatch):
         assert len([n for n in ray.nodes() if n["Alive"]]) == 2
     monkeypatch.setenv("HETLAB_ADDRESS", practice.address)
     cluster.connect()  # the address from the environment, not a new local Ray
-    assert {n["NodeID"] for n in ray.nodes() if n["Alive"]} == set(practice.names())
+    assert {n["NodeID"] for n in ray.nodes() if n["Alive"]} == {practice.node_id(r) for r in practice.roles}
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,

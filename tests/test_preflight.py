@@ -147,14 +147,17 @@ def test_python_against_the_pin():
     assert preflight.python_check("3.12.0", level="minor").status == "FAIL"
 
 
-def test_macos_checks():
-    # macOS cannot exist here: the OS name is passed in, the environment is a plain dict.
-    assert preflight.macos_checks({}, system="Linux") == []
+def test_macos_checks(monkeypatch):
+    # macOS cannot exist here: platform.system() is faked
+    monkeypatch.delenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", raising=False)
+    assert preflight.macos_checks() == []
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
     # the opt-in belongs to the `ray start` line (hetlab join prints it): unset in the shell is right
-    unset = preflight.macos_checks({}, system="Darwin")
+    unset = preflight.macos_checks()
     assert unset[0].status == preflight.OK and "hetlab join" in unset[0].detail
     assert "--node-ip-address" in unset[1].fix
-    exported = preflight.macos_checks({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}, system="Darwin")
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")
+    exported = preflight.macos_checks()
     assert exported[0].status == preflight.WARN and "unset RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in exported[0].fix
 
 

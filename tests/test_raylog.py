@@ -50,14 +50,14 @@ def test_token_warning_is_one_hetlab_line_and_other_warnings_pass(how):
 def test_filter_drops_only_that_message():
     def record(msg):
         return logging.LogRecord(raylog.TOKEN_LOGGER, logging.WARNING, __file__, 1, msg, None, None)
-    f = raylog.TokenNotice()
+    f = raylog.Drop(raylog.TOKEN_ENABLED)
     assert f.filter(record("Token authentication is disabled for this Ray cluster. Anyone ..."))
     assert f.filter(record("something else"))
     assert not f.filter(record(raylog.TOKEN_ENABLED + " Set RAY_AUTH_MODE=disabled to opt out."))
     raylog.explain_token_auth()
     raylog.explain_token_auth()
-    assert sum(isinstance(x, raylog.TokenNotice) for x in logging.getLogger(raylog.TOKEN_LOGGER).filters) == 1
-    assert not any(isinstance(x, raylog.TokenNotice) for x in logging.getLogger("ray").filters)
+    assert sum(isinstance(x, raylog.Drop) for x in logging.getLogger(raylog.TOKEN_LOGGER).filters) == 1
+    assert not any(isinstance(x, raylog.Drop) for x in logging.getLogger("ray").filters)
 
 
 def test_overwriting_address_note_is_dropped_only_while_a_practice_node_starts(tmp_path):
@@ -86,7 +86,7 @@ def test_overwriting_address_note_is_dropped_only_while_a_practice_node_starts(t
         logger.setLevel(level)
     assert [m.split(" (")[0] for m in seen] == ["another note on the same logger", raylog.OVERWRITING]
     assert "127.0.0.1:2" in seen[1]               # the note about replacing :2 by :3, after the context
-    assert not any(isinstance(f, raylog.NoAddressNote) for f in logger.filters)
+    assert not any(isinstance(f, raylog.Drop) for f in logger.filters)
 
 
 def test_a_practice_cluster_after_an_earlier_one_starts_without_the_address_note():

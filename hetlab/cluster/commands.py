@@ -123,29 +123,21 @@ def gcs_address(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-def head_env(ports: Ports = Ports()) -> dict:
-    """Environment for ``ray start --head``: token auth, and the two metrics ports that
-    have no ``ray start`` flag (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``)."""
-    return {**AUTH_ENV, "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
-            "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics)}
-
-
-def join_env(mac: bool = True) -> dict:
-    """Environment for the joining machine; a Mac must opt in to multi-node clusters."""
-    return {**AUTH_ENV, **(MAC_ENV if mac else {})}
-
-
 def head_start(ip: str, ports: Ports = Ports(), mac: bool = False, **options) -> tuple[list[str], dict]:
     """The head's ``ray start`` as (argv, environment): printed by ``render_head``, run by ``hetlab head --start``.
-    ``mac``: the Mac is the head, so its line carries the Mac's opt-in."""
-    return head_command(ip, ports, **options), {**head_env(ports=ports), **(MAC_ENV if mac else {})}
+    The environment: token auth, and the two metrics ports that have no ``ray start`` flag
+    (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``); ``mac``: the Mac is the head,
+    so its line carries the Mac's opt-in."""
+    return head_command(ip, ports, **options), {**AUTH_ENV, "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
+                                                "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics),
+                                                **(MAC_ENV if mac else {})}
 
 
 def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
                **options) -> tuple[list[str], dict]:
     """The joining machine's ``ray start`` as (argv, environment): printed by ``render_join``, run by
-    ``hetlab join --start``."""
-    return join_command(head_ip, ip, ports, **options), join_env(mac=mac)
+    ``hetlab join --start``. A Mac must opt in to multi-node clusters."""
+    return join_command(head_ip, ip, ports, **options), {**AUTH_ENV, **(MAC_ENV if mac else {})}
 
 
 def shell_line(argv: list[str], env: dict | None = None) -> str:

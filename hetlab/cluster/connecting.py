@@ -92,11 +92,10 @@ def default_token_path() -> Path:
     return Path.home() / ".ray" / "auth_token"
 
 
-def token_files(env: dict | None = None) -> list[Path]:
+def token_files() -> list[Path]:
     """The token files Ray may read here: ``$RAY_AUTH_TOKEN_PATH`` (if set), then ``~/.ray/auth_token``."""
-    env = os.environ if env is None else env
     found = []
-    named = env.get(TOKEN_PATH_ENV, "").strip()
+    named = os.environ.get(TOKEN_PATH_ENV, "").strip()
     if named:
         found.append(Path(named).expanduser())
     if default_token_path() not in found:
@@ -104,22 +103,14 @@ def token_files(env: dict | None = None) -> list[Path]:
     return found
 
 
-def open_to_others(path: Path) -> bool:
-    """True when ``path`` exists and group or others have any permission on it."""
-    try:
-        return bool(stat.S_IMODE(os.stat(path).st_mode) & OPEN_BITS)
-    except FileNotFoundError:
-        return False
-
-
-def secure_token_files(env: dict | None = None) -> list[Path]:
+def secure_token_files() -> list[Path]:
     """chmod 600 every existing token file that group or others can access; returns those changed.
 
     A file this user cannot change is left as it is (``hetlab doctor`` reports it).
     """
     changed = []
-    for path in token_files(env):
-        if path.is_file() and open_to_others(path):
+    for path in token_files():
+        if path.is_file() and stat.S_IMODE(path.stat().st_mode) & OPEN_BITS:
             try:
                 os.chmod(path, PRIVATE)
             except OSError:

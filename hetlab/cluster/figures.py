@@ -16,7 +16,7 @@ from pathlib import Path
 import ray
 
 from hetlab.store import measured
-from hetlab.cluster.roles import SIMULATED_LABEL, live_nodes, placement
+from hetlab.cluster.roles import joined, placement
 from hetlab.errors import HetlabError
 
 MODELS = ("small", "classic")
@@ -62,11 +62,7 @@ def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | No
     """Read ``role``'s saved figures on its own node and keep them here (``where``: this machine's
     ``measured/``). ``there`` is the folder on that node (default: its own ``measured/``). With no
     file there and ``measure``, measure that machine there first (``quick``: a shorter sweep)."""
-    if not ray.is_initialized():
-        raise HetlabError("fetch needs the cluster: connect first (cluster.connect() or the_pair()).")
-    nodes = live_nodes(role)
-    if not nodes:
-        raise HetlabError(f"no live node has the role {role!r}: join that machine first (notebook 04).")
+    nodes, simulated = joined(role, "fetching figures")
     reader = ray.remote(num_cpus=0)(_read_there).options(**placement(role))
     data, node_id, hostname = ray.get(reader.remote(role, there), timeout=timeout)
     measured_now = data is None
@@ -75,7 +71,6 @@ def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | No
             raise HetlabError(f"the {role} has no figures of notebook 02: run notebook 02 there, "
                               f"or fetch with measure=True.")
         gpu = nodes[0]["Resources"].get("GPU", 0) >= 1
-        simulated = any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
         sweep = ray.remote(num_cpus=1)(_measure_there).options(**placement(role, gpu=gpu))
         data, node_id, hostname = ray.get(
             sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, tuple(models), simulated),
@@ -91,8 +86,7 @@ def fetch_graded(role: str = "mac", where: str | Path | None = None, *, there: s
                  timeout: float = 120.0) -> int:
     """Bring ``role``'s exercise results (its check cells, e.g. notebook 02's on the Mac) to this
     machine's file, read on its own node like its figures; returns how many it holds."""
-    if not ray.is_initialized() or not live_nodes(role):
-        raise HetlabError(f"fetching the {role}'s exercise results needs the cluster with the {role} joined.")
+    joined(role, f"fetching the {role}'s exercise results")
     results = ray.get(ray.remote(num_cpus=0)(_graded_there).options(**placement(role)).remote(there), timeout=timeout)
     measured.keep_graded(results, where)
     return len(results)

@@ -22,16 +22,6 @@ def _where(role: str | None) -> str:
     return f"the {role} machine" if role else "any node"
 
 
-def gpu_nodes(role: str | None) -> list[str]:
-    """Ids of the live nodes (of ``role``, or any) whose Ray reports at least one GPU."""
-    return [n["NodeID"] for n in live_nodes(role) if n["Resources"].get("GPU", 0) >= 1]
-
-
-def gpus_total(node_ids: list[str]) -> float:
-    by_id = {n["NodeID"]: n for n in live_nodes()}
-    return sum(by_id[i]["Resources"].get("GPU", 0) for i in node_ids if i in by_id)
-
-
 def gpus_available(node_ids: list[str]) -> float | None:
     """GPUs free for a new actor now on these nodes (Ray's GCS view); None if Ray cannot say."""
     try:
@@ -102,22 +92,21 @@ def describe_holders(found: list[dict], job_rows: dict, here: str | None) -> tup
     return " and ".join(parts), f"{stop}, then run this again; {SEE_HOLDERS}"
 
 
-def check_free(wanted: list[tuple[str, str | None]], wait_s: float | None = None) -> None:
+def check_free(wanted: list[tuple[str, str | None]]) -> None:
     """Fail now, in one line, if a GPU these workers ask for is missing or held by someone else.
 
     ``wanted``: (worker name, role) of each worker that asks Ray for a GPU. Waits up to
-    ``wait_s`` (default ``RELEASE_WAIT_S``) for a GPU released a moment ago (Ray frees an
-    actor's GPU asynchronously).
+    ``RELEASE_WAIT_S`` for a GPU released a moment ago (Ray frees an actor's GPU asynchronously).
     """
     demand: dict[str | None, list[str]] = {}
     for name, role in wanted:
         demand.setdefault(role, []).append(name)
-    deadline = time.monotonic() + (RELEASE_WAIT_S if wait_s is None else wait_s)
+    deadline = time.monotonic() + RELEASE_WAIT_S
     for role, names in demand.items():
-        nodes = gpu_nodes(role)
-        if not nodes:
+        found = [n for n in live_nodes(role) if n["Resources"].get("GPU", 0) >= 1]
+        if not found:
             return  # placement() already said that no such node has a GPU
-        total = gpus_total(nodes)
+        nodes, total = [n["NodeID"] for n in found], sum(n["Resources"]["GPU"] for n in found)
         if total < len(names):
             raise HetlabError(f"workers {names} each ask for a GPU on {_where(role)}, which has "
                               f"{total:g}: give all but {total:g} of them device='cpu'.")

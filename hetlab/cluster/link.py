@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass
 import ray
 
 from hetlab.store import measured
-from hetlab.cluster.roles import live_nodes, placement
-from hetlab.errors import HetlabError
+from hetlab.cluster.roles import joined, placement
 
 SIZES_MB = (1, 4, 16)        # over Ray's inline limit (100 kB): each goes through the object store
 REPEATS = 3
@@ -71,14 +70,8 @@ def measure(sizes_mb=SIZES_MB, repeats: int = REPEATS, echoes: int = ECHOES) -> 
     """Time the link from this driver to the Mac's node: ``repeats`` fresh objects at each size, then
     ``echoes`` small round trips; labelled simulated when that node is a practice stand-in. (The three
     counts: tests/test_practice.py measures a shorter link the same way.)"""
-    from hetlab.cluster.roles import SIMULATED_LABEL
     role, timeout = "mac", 120.0
-    if not ray.is_initialized():
-        raise HetlabError("measuring the link needs the cluster: connect first (the_pair() or cluster.connect()).")
-    nodes = live_nodes(role)
-    if not nodes:
-        raise HetlabError(f"no live node has the role {role!r}: join that machine first (notebook 04).")
-    simulated = any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
+    _, simulated = joined(role, "measuring the link")
     pull = ray.remote(num_cpus=0)(_pull).options(**placement(role))
     ray.get(pull.remote([ray.put(b"w" * 1024)]), timeout=timeout)           # warm-up: the worker's start
     by_size = []

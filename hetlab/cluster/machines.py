@@ -9,8 +9,7 @@ from __future__ import annotations
 import ray
 
 from hetlab.store import measured
-from hetlab.cluster.roles import SIMULATED_LABEL, live_nodes, placement
-from hetlab.errors import HetlabError
+from hetlab.cluster.roles import joined, placement
 
 FILE = "machines"
 
@@ -22,16 +21,11 @@ def _facts_there() -> dict:
 
 def collect(roles=("desktop", "mac"), timeout: float = 120.0) -> dict:
     """role → that node's facts, each read on its own node; ``origin`` says practice, pair or a host's label."""
-    if not ray.is_initialized():
-        raise HetlabError("describing the machines needs the cluster: connect first (the_pair()).")
     task = ray.remote(num_cpus=0)(_facts_there)
     refs = {}
     for role in roles:
-        nodes = live_nodes(role)
-        if not nodes:
-            raise HetlabError(f"no live node has the role {role!r}: join that machine first (notebook 04).")
-        refs[role] = (task.options(**placement(role)).remote(),
-                      any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes))
+        _, simulated = joined(role, "describing the machines")
+        refs[role] = (task.options(**placement(role)).remote(), simulated)
     out = {}
     for role, (ref, simulated) in refs.items():
         there = ray.get(ref, timeout=timeout)

@@ -108,10 +108,6 @@ class PracticeCluster:
             raise HetlabError(f"no practice node has role {role!r} now (running: {sorted(self._nodes)}).")
         return self._nodes[role].node_id
 
-    def names(self) -> dict:
-        """Node id → learner-facing name, e.g. ``{"ab12…": "mac (simulated)"}``."""
-        return {node.node_id: display_name(role) for role, node in self._nodes.items()}
-
     def add_node(self, role: str) -> str:
         """Start (or restart) the node for ``role``; returns its node id."""
         if self._local_cluster is None:

@@ -25,38 +25,41 @@ NOTICE = ("hetlab: Ray turned on token authentication for this local Ray (its de
           "docs/troubleshooting.md.")
 
 
-class TokenNotice(logging.Filter):
-    """Swap Ray's "Token authentication is enabled ..." warning for hetlab's one-line notice."""
+class Drop(logging.Filter):
+    """Drop the records whose message starts with ``prefix``; the first one this process drops prints
+    ``notice`` in its place, if there is one (once per process; Ray's line never)."""
 
-    shown = False  # per process: the notice is printed once, Ray's warning never
+    noticed: set = set()  # the notices printed in this process
+
+    def __init__(self, prefix: str, notice: str | None = None):
+        super().__init__()
+        self.prefix, self.notice = prefix, notice
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not record.getMessage().startswith(TOKEN_ENABLED):
+        if not record.getMessage().startswith(self.prefix):
             return True
-        if not TokenNotice.shown:
-            TokenNotice.shown = True
-            print(NOTICE)
+        if self.notice and self.notice not in Drop.noticed:
+            Drop.noticed.add(self.notice)
+            print(self.notice)
         return False
 
 
+def drop(logger_name: str, prefix: str, notice: str | None = None) -> None:
+    """Install a ``Drop`` on that logger only, once (idempotent)."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, Drop) and f.prefix == prefix for f in logger.filters):
+        logger.addFilter(Drop(prefix, notice))
+
+
 def explain_token_auth() -> None:
-    """Install the filter on Ray's token-setup logger (only there; idempotent)."""
-    logger = logging.getLogger(TOKEN_LOGGER)
-    if not any(isinstance(f, TokenNotice) for f in logger.filters):
-        logger.addFilter(TokenNotice())
+    """Ray's "Token authentication is enabled ..." warning becomes hetlab's one-line notice."""
+    drop(TOKEN_LOGGER, TOKEN_ENABLED, NOTICE)
 
 
 # --- the practice cluster's workers (notebook 07) ------------------------------------------------
 
 CLEANER_LOGGER = "ray.train.v2._internal.execution.controller.placement_group_cleaner"
 NO_STATE_API = "Failed to query Ray Train Controller actor state."
-
-
-class NoStateApi(logging.Filter):
-    """Drop Ray Train's "Failed to query Ray Train Controller actor state …" warning."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(NO_STATE_API)
 
 
 def practice_worker_setup() -> None:
@@ -68,9 +71,7 @@ def practice_worker_setup() -> None:
     controller still lives, and logs each failure: 17 identical warnings in one run of notebook
     07. This drops exactly that message, in the practice cluster's processes only; on your pair
     (dashboard on) the API answers and there is nothing to drop."""
-    logger = logging.getLogger(CLEANER_LOGGER)
-    if not any(isinstance(f, NoStateApi) for f in logger.filters):
-        logger.addFilter(NoStateApi())
+    drop(CLEANER_LOGGER, NO_STATE_API)
 
 
 def practice_workers_env(more: dict | None = None):
@@ -88,13 +89,6 @@ ADDRESS_LOGGER = "ray._private.utils"
 OVERWRITING = "Overwriting previous Ray address"
 
 
-class NoAddressNote(logging.Filter):
-    """Drop Ray's "Overwriting previous Ray address (…)" note."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(OVERWRITING)
-
-
 @contextmanager
 def quiet_address_note():
     """While a practice node starts. Ray writes the newest local cluster's address to a file (for
@@ -102,7 +96,7 @@ def quiet_address_note():
     one, logs "Overwriting previous Ray address (…)": a red box in JupyterLab. hetlab connects to
     its practice cluster by address, so there is nothing to act on; dropped here only."""
     logger = logging.getLogger(ADDRESS_LOGGER)
-    quiet = NoAddressNote()
+    quiet = Drop(OVERWRITING)
     logger.addFilter(quiet)
     try:
         yield

@@ -82,6 +82,17 @@ def live_nodes(role: str | None = None) -> list[dict]:
     return [n for n in ray.nodes() if n.get("Alive") and (role is None or has_role(n, role))]
 
 
+def joined(role: str, doing: str) -> tuple[list[dict], bool]:
+    """The live nodes of ``role``, and whether they are practice stand-ins (simulated); or one line
+    saying what ``doing`` needs first: the cluster connected, that machine joined (figures, link, machines)."""
+    if not ray.is_initialized():
+        raise HetlabError(f"{doing} needs the cluster: connect first (the_pair() or cluster.connect()).")
+    nodes = live_nodes(role)
+    if not nodes:
+        raise HetlabError(f"no live node has the role {role!r}: join that machine first (notebook 04).")
+    return nodes, any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
+
+
 def _check_placeable(role, node_id, gpu) -> None:
     alive = live_nodes(role)
     if role is not None and not alive:

@@ -139,15 +139,15 @@ def _compare_mnist(mine: dict, theirs: dict) -> Check:
                  f"that machine's hetlab folder")
 
 
-def macos_checks(env: dict | None = None, system: str | None = None) -> list[Check]:
+def macos_checks() -> list[Check]:
     """The Mac's traps: where the multi-node opt-in goes, and an explicit --node-ip-address.
 
     ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` belongs on the Mac's ``ray start`` line (the
     one ``hetlab join`` prints): exported for every process, it moves even a local Ray off
     127.0.0.1. So here it is a warning when set in the shell, not when missing.
     """
-    env = os.environ if env is None else env
-    if (system or platform.system()) != "Darwin":
+    env = os.environ
+    if platform.system() != "Darwin":
         return []
     exported = RAY_MAC_CLUSTER_ENV in env
     return [
@@ -162,12 +162,12 @@ def macos_checks(env: dict | None = None, system: str | None = None) -> list[Che
     ]
 
 
-def token_file_checks(env: dict | None = None) -> list[Check]:
+def token_file_checks() -> list[Check]:
     """FAIL while a token file Ray would read (``$RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``)
     is open to group or others: anyone who can read it can run code on the cluster."""
     from hetlab.cluster.connecting import OPEN_BITS, token_files
     checks = []
-    for path in token_files(env):
+    for path in token_files():
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except FileNotFoundError:
