@@ -125,7 +125,7 @@ def enable_local_token_auth() -> None:
     Unless ``RAY_AUTH_MODE`` is set, turn token auth on for this process and its children,
     and create ``~/.ray/auth_token`` if no token exists — under umask 077, so the file is
     0600 from the start (Ray alone leaves it 0644) — then chmod 600 any token file that
-    is still open to others (``hetlab.cluster.authtoken``).
+    is still open to others.
     """
     from ray._private.authentication.authentication_token_setup import (
         enable_token_auth_by_default, ensure_token_if_auth_enabled)

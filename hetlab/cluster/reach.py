@@ -18,8 +18,6 @@ from hetlab.vocab import Ports
 T = TypeVar("T")
 STARTUP_TIMED_OUT = "timed out during startup"  # Ray's words when a node misses its start-up window
 
-DEFAULT_GCS_PORT = Ports.gcs
-RAY_CLIENT_PORT = Ports.client_server
 
 
 def parse_address(address: str) -> tuple[str, int, bool]:
@@ -32,7 +30,7 @@ def parse_address(address: str) -> tuple[str, int, bool]:
                           f"e.g. 192.168.1.10:6379 (the GCS port printed by `hetlab head`).")
     host, sep, port_text = rest.rpartition(":")
     if not sep:
-        host, port_text = rest, str(RAY_CLIENT_PORT if client else DEFAULT_GCS_PORT)
+        host, port_text = rest, str(Ports.client_server if client else Ports.gcs)
     try:
         port = int(port_text)
     except ValueError:
@@ -87,7 +85,7 @@ def probe_gcs(host: str, port: int, timeout: float = 5.0) -> str | None:
                 "head's token (`ray get-auth-token` there) to ~/.ray/auth_token, chmod 600")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return (f"it accepts connections but did not answer like a Ray head within {timeout:.0f} s: "
-                f"check the port is the GCS port printed by `hetlab head` (default {DEFAULT_GCS_PORT})")
+                f"check the port is the GCS port printed by `hetlab head` (default {Ports.gcs})")
     return f"it does not answer like a Ray head ({code.name}): check the address and port"
 
 

@@ -3,4 +3,4 @@ module per larger subcommand (``train``, ``search``, ``report``, ``rehearse``, `
 ``update``), sharing ``base``.
 """
 from hetlab.tools.cli.app import (  # noqa: F401 - re-exported
-    GCS_PORT, SUBCOMMANDS, build_parser, main)
+    SUBCOMMANDS, build_parser, main)

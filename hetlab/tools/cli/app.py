@@ -46,12 +46,8 @@ def _doctor(args) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
-GCS_PORT = Ports.gcs  # from hetlab.vocab: building the parser loads no Ray (a bad argument, --help,
-                      # or a command that needs no Ray answers at once)
-
-
 def _ports_args(p) -> None:
-    p.add_argument("--port", type=int, default=None, help=f"head's GCS port (default {GCS_PORT}, or the saved pair's)")
+    p.add_argument("--port", type=int, default=None, help=f"head's GCS port (default {Ports.gcs}, or the saved pair's)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
     p.add_argument("--start", action="store_true", help="day two (after a reboot): run this machine's "
@@ -81,7 +77,7 @@ def _head(args) -> int:
     mac = sys.platform == "darwin" and not args.windows     # a Mac's head: the desktop joins it
     ip = args.ip or _saved(saved, *HEAD_IP["mac" if mac else "desktop"])
     mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
-    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
+    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
     options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
     inside_wsl = wsl.in_wsl()
     on_windows = steps.flavour(sys.platform, inside_wsl, args.windows) == "windows"  # native Windows: refused
@@ -170,7 +166,7 @@ def _join(args) -> int:
     saved = requested_address().pair
     head = args.head or _saved(saved, "desktop_ip", "--head DESKTOP_IP (the desktop's LAN address)")
     ip = args.ip or (saved.mac_ip if saved else None)
-    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else GCS_PORT))
+    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
     inside_wsl = wsl.in_wsl()
     on_windows = not args.linux and steps.flavour(sys.platform, inside_wsl, args.windows, "join") == "windows"
     options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
