@@ -84,12 +84,13 @@ test-full: $(STAMP)
 		--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-output-timeout=120 $(PYTEST_ARGS)
 
 # The course's CUDA claims on this machine's NVIDIA GPU (README "Check a real NVIDIA GPU"); refuses
-# in one line without CUDA. E.g. make gpu-check GPU_CHECK_ARGS="--quick --record docs/measured"
+# in one line without CUDA. E.g. make gpu-check GPU_CHECK_ARGS=--quick. The card in a pair, its options
+# and a dated record for docs/measured/: .venv/bin/python -m harness.gpucheck --record docs/measured
 GPU_CHECK_ARGS ?=
 gpu-check: $(STAMP)
 	$(BIN)/python -m hetlab gpu-check $(GPU_CHECK_ARGS)
 
-# The GPU call of docs/gpu-machine.md, every step, here without a GPU: the same code paths in a stand-in
+# The GPU call of docs/gpu-machine.md (harness/gpucheck), every step, here without a GPU: the same code paths in a stand-in
 # mode (Ray counts one GPU on the desktop node, the workers run on the CPU), tiny sizes; exits non-zero if a
 # step fails. GPU_DRY_RUN_ARGS=--quick: the short form (no notebooks, one pair batch).
 GPU_DRY_RUN_ARGS ?=

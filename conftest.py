@@ -153,7 +153,7 @@ def _no_ray_here():
 def _leave_to_the_rehearsal(config, items):
     if os.environ.get("HETLAB_ORIGIN") or os.environ.get("HETLAB_QUICK") == "0":
         return  # the rehearsal's own run, or full mode (make test-full runs every notebook)
-    from hetlab.tools import rehearsal
+    from harness import rehearsal
     if rehearsal.missing() is not None:
         return
     covered = [item for item in items if item.path.name in COVERED_BY_REHEARSAL]

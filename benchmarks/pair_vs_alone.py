@@ -36,8 +36,10 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository's root: harness/ is not installed
 
 from hetlab.core import devices  # noqa: E402
 from hetlab.arithmetic import planner, steptime  # noqa: E402
@@ -319,7 +321,7 @@ def the_pair(args):
     if not args.card:
         return pair.the_pair(practice_slowdown=args.slowdown)
     from hetlab.cluster.practice import PracticeCluster
-    from hetlab.tools.gpucheck.context import pair_workers   # the GPU check's pair: the card, then the CPU
+    from harness.gpucheck.context import pair_workers   # the GPU check's pair: the card, then the CPU
     cluster = PracticeCluster(("desktop", "mac"), accounted_gpus={"desktop": 1})  # Ray counts the card there
     # a stand-in's desktop worker asks for that GPU as on the card ("auto": the GPU node's best device)
     return pair.Pair(pair_workers("auto" if args.stand_in else "cuda"), None, cluster)
@@ -327,7 +329,7 @@ def the_pair(args):
 
 def in_rehearsal(args) -> None:
     """Build the rehearsal, cap its link, run this benchmark on its desktop host, take it down."""
-    from hetlab.tools import rehearsal
+    from harness import rehearsal
 
     why = rehearsal.missing()
     if why:

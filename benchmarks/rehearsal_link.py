@@ -1,6 +1,6 @@
 """Per-step sync vs local SGD across the rehearsal's capped link, measured against the planner.
 
-Builds the two-host rehearsal (``hetlab rehearse``: two network namespaces on this box, the
+Builds the two-host rehearsal (``python -m harness.rehearsal``: two network namespaces on this box, the
 printed firewall, Ray started by the printed lines), then for each link cap — ``wifi``
 (200 Mbit/s) and ``gigabit`` (1000 Mbit/s), ``tc tbf``; **no latency is emulated** (this
 kernel has no netem) — a driver on the desktop host trains the small CNN through the
@@ -27,11 +27,13 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository's root: harness/ is not installed
 
 from hetlab.arithmetic import planner  # noqa: E402
-from hetlab.tools import rehearsal  # noqa: E402
+from harness import rehearsal  # noqa: E402
 
 H = 8
 SPLIT = [64, 64]

@@ -107,14 +107,14 @@ NOTEBOOKS=(notebooks/01_single_device_mnist.ipynb notebooks/02_measure_your_devi
 if [ "$DRY" = 1 ]; then
   TINY_PAIR=(--card --stand-in --samples 512 --epochs 1 --repeats 1 --sweep-steps 2 --local-steps 4 --target 0.5)
   if [ "$PLUMB" = 1 ]; then ONLY=(--only describe,train_128); else ONLY=(); fi
-  step gpu_check "$PY" -m hetlab gpu-check --stand-in --record "$OUT" "${ONLY[@]}"
+  step gpu_check "$PY" -m harness.gpucheck --stand-in --record "$OUT" "${ONLY[@]}"
   [ "$PLUMB" = 1 ] || step pair_vs_alone_128 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 32
   [ "$SHORT" = 1 ] || step pair_vs_alone_1024 "$PY" benchmarks/pair_vs_alone.py "${TINY_PAIR[@]}" --global-batch 64
   step local_loop "$PY" benchmarks/local_loop.py --stand-in --batch 32 --local-steps 4 --rounds 2 --repeats 1
   [ "$SHORT" = 1 ] || step notebooks env HETLAB_QUICK=1 "$PY" scripts/run_cells.py "${NOTEBOOKS[@]}"
 else
   if [ "$FULL" = 1 ]; then MODE=(); else MODE=(--quick); fi
-  step gpu_check "$PY" -m hetlab gpu-check --record "$OUT" "${MODE[@]}"
+  step gpu_check "$PY" -m harness.gpucheck --record "$OUT" "${MODE[@]}"
   step pair_vs_alone_128 "$PY" benchmarks/pair_vs_alone.py --card --repeats 3
   # at 1024 a round of H=64 is all of MNIST: H up to 16, a pass of 16,384 samples, 2 alternations
   step pair_vs_alone_1024 "$PY" benchmarks/pair_vs_alone.py --card --global-batch 1024 --repeats 2 \

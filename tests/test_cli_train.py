@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hetlab.tools import rehearsal
+from harness import rehearsal
 from hetlab.tools.cli.app import main
 from hetlab.tools.cli.train import parse_ratio
 from hetlab.errors import HetlabError

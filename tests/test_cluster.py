@@ -119,7 +119,7 @@ def test_embedded_local_ray_and_node_table(local_ray):
 
 
 def test_the_rehearsals_rejoin_waits_for_the_old_node_to_go_and_the_new_one_to_come(local_ray, monkeypatch):
-    from hetlab.tools.rehearsal import run as rehearsal
+    from harness.rehearsal import run as rehearsal
     here = ray.nodes()[0]["NodeManagerAddress"]
     looks = []
     real_nodes = ray.nodes

@@ -27,7 +27,7 @@ import pytest
 
 from hetlab import HetlabError
 from hetlab.cluster import commands
-from hetlab.tools import rehearsal
+from harness import rehearsal
 from hetlab.cluster.commands import Ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,7 +1,8 @@
-"""``hetlab gpu-check`` on a CPU box: its pure parts (goals, table, JSON last line, record, --only,
-the pair's efficiency arithmetic and GPU requests), the one-line refusal without CUDA, the
-carried Ray wheel's slimming (scripts/gpu_carry.py), and the checks' code run on the CPU (a
-test-only device override). The real run needs an NVIDIA GPU (docs/gpu-machine.md)."""
+"""``hetlab gpu-check`` and the harness's GPU checks (``python -m harness.gpucheck``) on a CPU box: their
+pure parts (goals, table, JSON last line, record, --only, the pair's efficiency arithmetic and GPU
+requests), the one-line refusal without CUDA, the carried Ray wheel's slimming (scripts/gpu_carry.py),
+and the checks' code run on the CPU (``run_checks`` with a CPU context, as the harness's stand-in runs
+them). The real run needs an NVIDIA GPU (docs/gpu-machine.md)."""
 import json
 import math
 import os
@@ -15,12 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.gpucheck import __main__ as harness_gpucheck, autocast as gpucheck_autocast, context as gpucheck_context
+from harness.gpucheck import pair as gpucheck_pair, record as gpucheck_record
 from hetlab.tools import cli
 from hetlab.tools.gpucheck import claims as gpucheck
 from hetlab.tools.cli import gpu_check as cli_gpu_check
-from hetlab.tools.gpucheck import autocast as gpucheck_autocast, context as gpucheck_context, pair as gpucheck_pair, report as gpucheck_report
 from hetlab.errors import HetlabError
-from hetlab.tools.gpucheck.report import Goal, Row
+from hetlab.tools.gpucheck.report import Goal, Row, render_table, summary, versions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +38,7 @@ def test_goals_decide_pass_and_fail():
     assert Row("x", 0.5, goal=at_least).status == "FAIL"
     assert Row("x", 0.5).status == "info"                    # no goal: shown, not judged
     assert str(Goal(">=", 3.0)) == ">= 3" and str(Goal(">=", 3.0, "≥ 3×")) == "≥ 3×"
-    goal = gpucheck_report.accuracy_goal(0.99)
+    goal = gpucheck_context.accuracy_goal(0.99)
     assert str(goal) == "≥ single-device 99.00% − 0.5 pt" and goal.met(0.9851) and not goal.met(0.9849)
 
 
@@ -51,17 +53,13 @@ def test_a_broken_check_is_one_line_and_the_rest_still_run(capsys):
         raise RuntimeError("CUDA error: out of memory\nmore\nlines")
 
     checks = {"fine": fine, "broken": broken, "fails": fails}
-    saved = dict(gpucheck.CHECKS)
-    gpucheck.CHECKS.clear()
-    gpucheck.CHECKS.update(checks)
-    try:
-        result = gpucheck.run(device_override="cpu")
-    finally:
-        gpucheck.CHECKS.clear()
-        gpucheck.CHECKS.update(saved)
+    names = gpucheck.select(None, checks)
+    rows = gpucheck.run_checks(gpucheck.Context("cpu", gpucheck.QUICK), names, checks)
+    print(render_table(rows))
+    print(json.dumps(summary(rows, versions("cpu"), True, 1.0, names), default=str))
     out = capsys.readouterr().out.strip().splitlines()
     last = json.loads(out[-1])                               # the last line is the JSON object
-    assert last == json.loads(json.dumps(result, default=str))
+    assert out[0] == "[gpu-check] fine …" and "[gpu-check]   slow: 50.00% FAIL" in out
     assert [r["name"] for r in last["rows"]] == ["fine", "broken", "slow"]
     assert [r["status"] for r in last["rows"]] == ["pass", "error", "FAIL"]
     assert last["rows"][1]["note"] == "RuntimeError: CUDA error: out of memory more lines"
@@ -75,18 +73,23 @@ def test_a_broken_check_is_one_line_and_the_rest_still_run(capsys):
 def test_only_selects_in_run_order_and_unknown_names_are_one_line(capsys):
     assert gpucheck.select(None) == list(gpucheck.CHECKS)
     assert gpucheck.select("sweep, describe") == ["describe", "sweep"]
-    assert gpucheck.select(["pair_ps"]) == ["pair_ps"]
+    assert gpucheck.select(["notebook01"]) == ["notebook01"]
+    assert gpucheck.select(["pair_ps"], harness_gpucheck.CHECKS) == ["pair_ps"]   # the harness's pair checks
     with pytest.raises(HetlabError, match=r"--only nope: no such check; choose from describe, "):
         gpucheck.select("describe,nope")
+    with pytest.raises(HetlabError, match="no such check"):
+        gpucheck.select("pair_ps")                           # not a check of the learner's card alone
     assert cli.main(["gpu-check", "--only", "nope"]) == 2    # before any CUDA or Ray
     err = capsys.readouterr().err
     assert err.startswith("HetlabError: --only nope: no such check") and err.count("\n") == 1
     for args, says in ((["--pair-batch", "1"], "--pair-batch 1: must be at least 2"),
-                       (["--record", "/proc/no/such"], "--record /proc/no/such: cannot write there")):
-        assert cli.main(["gpu-check", *args]) == 2           # before torch's CUDA check: here, without CUDA
+                       (["--record", "/proc/no/such"], "--record /proc/no/such: cannot write there"),
+                       (["--only", "nope"], "--only nope: no such check")):
+        assert harness_gpucheck.main(args) == 2              # before torch's CUDA check: here, without CUDA
         err = capsys.readouterr().err
         assert err.startswith(f"HetlabError: {says}") and err.count("\n") == 1
     assert cli_gpu_check.GPU_CHECK_NAMES == tuple(gpucheck.CHECKS)      # --help names them without torch
+    assert set(gpucheck.CHECKS) < set(harness_gpucheck.CHECKS)           # the harness runs every one of them
 
 
 @pytest.mark.slow   # tens of seconds: make test only
@@ -124,22 +127,22 @@ def test_pair_efficiency_and_which_worker_asks_for_the_gpu():
 
 
 def test_record_files_say_what_ran_on_what(tmp_path, monkeypatch):
-    assert gpucheck_report.gpu_slug("NVIDIA H100 80GB HBM3") == "h100"
-    assert gpucheck_report.gpu_slug("NVIDIA GeForce RTX 4070 Ti") == "rtx-4070-ti"
-    assert gpucheck_report.gpu_slug("NVIDIA A100-SXM4-40GB") == "a100"
-    assert gpucheck_report.gpu_slug(None) == "cpu"
+    assert gpucheck_record.gpu_slug("NVIDIA H100 80GB HBM3") == "h100"
+    assert gpucheck_record.gpu_slug("NVIDIA GeForce RTX 4070 Ti") == "rtx-4070-ti"
+    assert gpucheck_record.gpu_slug("NVIDIA A100-SXM4-40GB") == "a100"
+    assert gpucheck_record.gpu_slug(None) == "cpu"
     monkeypatch.setenv("HETLAB_COMMIT", "abc1234")               # a copy without .git says its commit
     monkeypatch.setenv("HETLAB_RAY_WHEEL", "ray 2.60.0 slim")
-    versions = gpucheck.versions("cpu")
+    versions = gpucheck_record.versions("cpu")
     assert versions["hetlab_commit"] == "abc1234" and versions["ray_wheel"] == "ray 2.60.0 slim"
     assert versions["torch"] == torch.__version__ and versions["python"] == ".".join(map(str, sys.version_info[:3]))
     assert versions["ray"] == "2.60.0" and versions["gpu"] is None and versions["driver"] is None
     versions.update(gpu="NVIDIA H100 80GB HBM3", driver="580.159.04", cuda="13.0", date="2026-12-01")
     rows = [Row("notebook01", 0.9912, "fraction", Goal(">=", 0.99, "≥ 99.0%"), "6 epochs | 9 s"),
             Row("pair_raytrain", None, status="error", note="HetlabError: x")]
-    result = gpucheck.summary(rows, versions, quick=True, seconds=95.2, names=["notebook01", "pair_raytrain"])
-    first = gpucheck.write_record(result, tmp_path / "measured")
-    second = gpucheck.write_record(result, tmp_path / "measured")   # same day: a new file, none overwritten
+    result = summary(rows, versions, quick=True, seconds=95.2, names=["notebook01", "pair_raytrain"])
+    first = gpucheck_record.write_record(result, tmp_path / "measured")
+    second = gpucheck_record.write_record(result, tmp_path / "measured")   # same day: a new file, none overwritten
     assert [p.name for p in first] == ["2026-12-01-h100.json", "2026-12-01-h100.md"]
     assert [p.name for p in second] == ["2026-12-01-h100-2.json", "2026-12-01-h100-2.md"]
     saved = json.loads(first[0].read_text())
@@ -197,17 +200,18 @@ def test_make_readme_and_gitignore_know_the_gpu_check():
     assert os.access(ROOT / "scripts" / "gpu_run.sh", os.X_OK)
 
 
-TINY = replace(gpucheck.QUICK, bench_samples=1100, bench_repeats=1, sweep_batches=(1, 16), sweep_steps=2,
+TINY = replace(gpucheck_context.QUICK, bench_samples=1100, bench_repeats=1, sweep_batches=(1, 16), sweep_steps=2,
                train_samples=2000, test_samples=500, pair_batch=None, pair_step_s=0.01, pair_short_batch=128, pair_steps=2, pair_rounds=2,
                pair_repeats=1, acc_batch=64, acc_epochs=1, plain_samples=1280)
 
 
 @pytest.mark.slow   # tens of seconds: make test only
 def test_cheap_checks_run_their_library_code_on_the_cpu():
-    """device_override="cpu" is a test-only hook (the CLI never sets it): it runs the benchmark
-    import and notebook 02's sweep with tiny counts, so their calls cannot rot unseen."""
-    result = gpucheck.run("single_device,sweep,train_128", sizes=TINY, device_override="cpu")
-    rows = {r["name"]: r for r in result["rows"]}
+    """The checks' code on the CPU, as the harness's stand-in runs it: the benchmark import, notebook
+    02's sweep and the plain loop at 128 with tiny counts, so their calls cannot rot unseen."""
+    ctx = gpucheck_context.Context("cpu", TINY)
+    rows = {r.name: r.as_json() for r in gpucheck.run_checks(ctx, ["single_device", "sweep", "train_128"],
+                                                              harness_gpucheck.CHECKS)}
     assert list(rows) == ["train_speedup", "pipeline_speedup", "sweep_batching_gain", "sweep_small_vs_classic",
                           "train_128_plain"]
     assert all(r["status"] in ("pass", "FAIL") and r["figure"] > 0 for r in list(rows.values())[:3])
@@ -241,7 +245,7 @@ def test_autocast_checks_worker_code_runs_on_the_cpu():
     """The autocast check drives a parameter-server Worker in this process (CUDA only in real
     use); run its helpers on the CPU so a change of Worker's API breaks this test, not the GPU run."""
     from hetlab.core.models import count_params, make_model
-    ctx = gpucheck.Context("cpu", TINY)
+    ctx = gpucheck_context.Context("cpu", TINY)
     grad, worker = gpucheck_autocast._worker_gradient(ctx, "fp32", 1.0)
     assert grad.shape == (count_params(make_model("small")),) and bool(torch.isfinite(grad).all())
     again, _ = gpucheck_autocast._worker_gradient(ctx, "fp32", 1.0)

@@ -2,7 +2,7 @@
 module imports itself back through others (README, "Layout").
 
     basics     one device, one process: data, models, training step, devices, arithmetic; no Ray
-    cluster    Ray and the machines: connecting, roles, commands, Ray's logs, practice cluster, rehearsal
+    cluster    Ray and the machines: connecting, roles, commands, Ray's logs, practice cluster
     engines    training across machines: the parameter server (hetlab.ps), Ray Train, the pair, the course's graders
     front ends what a learner drives or looks at: CLI, widgets, plots, diagrams, the GPU check
 
@@ -10,8 +10,9 @@ Read from the source (every ``import``, also those inside functions). A module's
 folder's, so a new module in a folder needs nothing here; a new folder, or a module directly in
 hetlab/, is given a layer in ``LAYERS``: the test names any module without one. The basic layer imports no Ray,
 but for one function: ``models`` checks with Ray's own cloudpickle that Ray can send your model.
-The tooling that runs and checks the course (CLI, doctor, rehearsal, GPU check) lives in
-``hetlab/tools/``, and no lesson module depends on it.
+The tooling that runs and checks the course (CLI, doctor, GPU check) lives in
+``hetlab/tools/``, and no lesson module depends on it; no module of ``hetlab`` imports the
+maintainers' ``harness/`` (the rehearsal, the GPU machine's call), which the wheel leaves out.
 """
 import ast
 import re
@@ -23,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hetlab"
 # Each folder is one layer (its modules with it); the modules directly in hetlab/ are named.
 LAYERS = {
     "basics": ["hetlab", "errors", "vocab", "core", "arithmetic", "store"],
-    "cluster": ["cluster", "windows", "tools.rehearsal", "tools.doctor"],
+    "cluster": ["cluster", "windows", "tools.doctor"],
     "engines": ["ps", "raytrain", "search", "pair", "course"],   # course: its graders run the engines
     "front ends": ["__main__", "tools", "tools.cli", "tools.gpucheck", "views"],
 }
@@ -64,7 +65,7 @@ def layer_of(name: str) -> int | None:
 
 
 LEVEL = {name: layer_of(name) for name in MODULES if layer_of(name) is not None}
-TOOLING = {"cli", "doctor", "rehearsal", "gpucheck"}
+TOOLING = {"cli", "doctor", "gpucheck"}
 # Ray in the basic layer: only here, only inside the function, only Ray's cloudpickle (what Ray
 # sends a learner's model and loss with, so the check is the one that matters).
 RAY_IN_BASICS = {("core.models", "_send_by_value"), ("core.models", "_check_picklable")}
@@ -143,6 +144,23 @@ def test_tooling_lives_in_hetlab_tools():
     users = {name for name in MODULES if not name.startswith("tools")
              and any(m == "tools" or m.startswith("tools.") for m in hetlab_imports(MODULES[name]))}
     assert users == {"__main__"}, f"lesson modules that import tooling: {sorted(users - {'__main__'})}"
+
+
+def harness_imports(path: Path) -> bool:
+    """Whether ``path`` imports the maintainers' ``harness`` anywhere (also inside a function)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if any(n.split(".")[0] == "harness" for n in names):
+            return True
+    return False
+
+
+def test_no_module_of_the_package_imports_the_harness(tmp_path):
+    """``harness/`` is not in the wheel: a module of ``hetlab`` importing it breaks a learner's install."""
+    assert [name for name, path in MODULES.items() if harness_imports(path)] == []
+    (tmp_path / "late.py").write_text("def f():\n    from harness.rehearsal import hosts\n")
+    assert harness_imports(tmp_path / "late.py")          # the check sees an import inside a function
 
 
 def test_vocab_is_the_one_home_of_env_names_and_default_ports():

@@ -126,7 +126,7 @@ def test_the_count_leaves_out_blocks_and_marks_only():
 
 def test_every_readme_block_names_its_machine_in_visible_text():
     """The `<!-- runs on -->` marks are invisible where the README is rendered: the line above each says it."""
-    from hetlab.tools.rehearsal import learner
+    from harness.rehearsal import learner
     text = README.read_text(encoding="utf-8")
     lines = text.splitlines()
     blocks = learner.readme_blocks(text)

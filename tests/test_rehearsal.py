@@ -10,7 +10,7 @@ pseudo-terminal with bracketed paste, as a terminal pastes (learner.paste), and
 nothing else: the desktop's firewall is real ufw (files private to that host), built only by those
 lines. Every later test runs on that pair, found through the pair notebook 04 saved (no variable
 exported); the last one is the README's day two. Nothing is faked; what cannot exist here is a
-labelled stand-in (hetlab.tools.rehearsal.learner: sudo, ssh, socketfilterfw; Ray's GPU count).
+labelled stand-in (harness.rehearsal.learner: sudo, ssh, socketfilterfw; Ray's GPU count).
 
 Needs root, ip, tc, nft, ufw, zsh: skipped with the one-line reason otherwise (.ci/run installs them).
 """
@@ -28,7 +28,7 @@ from hetlab.store import saved_pair
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
 from hetlab.tools.doctor import oschecks
-from hetlab.tools.rehearsal import cells as by_cell, learner, run as rehearsal
+from harness.rehearsal import cells as by_cell, learner, run as rehearsal
 
 REPO = Path(__file__).resolve().parents[1]
 WHY = rehearsal.missing()
@@ -563,7 +563,7 @@ STANDS_IN = {"ssh": "echo stand-in-token"}       # what the desktop's sshd would
 def _standin_env(tmp_path, names=("ssh", "sudo", "python", "hetlab", "ray"), acts=None) -> dict:
     """A private HOME and recording stand-ins first on PATH: each writes "name args" to ~/ran.log, then
     does what ``acts`` (default ``STANDS_IN``) gives it to do. A paste on the mac role swaps the system
-    folders after them for the rehearsal's macOS command set (learner.paste, hetlab.tools.rehearsal.macos)."""
+    folders after them for the rehearsal's macOS command set (learner.paste, harness.rehearsal.macos)."""
     standin = tmp_path / "bin"
     standin.mkdir(exist_ok=True)
     acts = STANDS_IN if acts is None else acts
@@ -630,7 +630,7 @@ needs_shells = pytest.mark.skipif(not (shutil.which("zsh") and shutil.which("bas
 def test_every_printed_block_runs_whole_pasted_into_its_machines_shell(block, pair, tmp_path):
     """Each block hetlab prints, for an IPv4 and an IPv6 pair, pasted as a terminal pastes into its
     machine's shell: zsh on the mac role, where macOS is faked (the rehearsal's macOS command set in
-    place of Linux's, hetlab.tools.rehearsal.macos), bash on the desktop. Every line runs, in order, with
+    place of Linux's, harness.rehearsal.macos), bash on the desktop. Every line runs, in order, with
     each argument as printed: an IPv6 head's `[fd00::10]:6379` reaches `ray` and `hetlab doctor` whole
     (unquoted, zsh reads it as a glob pattern, "no matches found", and runs nothing)."""
     host, render, expected = WHOLE[block]
@@ -653,7 +653,7 @@ def test_a_block_whose_token_fetch_fails_stops_there_names_it_and_leaves_no_toke
     """The SSH that fetches the head's token fails: the pasted block stops at that line and says which,
     the firewall, `ray start` and the doctor do not run, and no token file is left (an empty one would
     pass for a token until Ray refused it). The shell stays open: no `set -e`. macOS is faked on the mac
-    role (hetlab.tools.rehearsal.macos)."""
+    role (harness.rehearsal.macos)."""
     desktop, mac = PAIRS[pair]
     refused = f'echo "ssh: connect to host {desktop} port 22: Connection refused" >&2; exit 255'
     env = _standin_env(tmp_path, acts={"ssh": refused})
@@ -669,7 +669,7 @@ def test_a_block_whose_token_fetch_fails_stops_there_names_it_and_leaves_no_toke
 @needs_shells
 def test_the_mac_hosts_shell_finds_macos_commands_and_the_desktops_finds_linuxs(tmp_path):
     """macOS is faked: the rehearsal's "mac" is Linux, and every paste there finds the macOS command set
-    of hetlab.tools.rehearsal.macos in place of Linux's system folders. Modelled, and checked here: ip,
+    of harness.rehearsal.macos in place of Linux's system folders. Modelled, and checked here: ip,
     ss, timeout and nproc absent; hostname -I, stat -c and sed -i without a suffix refused with BSD's
     text and exit 1; BSD's stat -f and sed -i '' work; pmset, caffeinate, ipconfig, networksetup and
     sw_vers are labelled recording stand-ins (ipconfig getifaddr: this host's IPv4). Not modelled (the
@@ -702,7 +702,7 @@ def test_the_mac_hosts_shell_finds_macos_commands_and_the_desktops_finds_linuxs(
 def test_the_rehearsal_mac_hosts_terminal_has_the_standins_then_the_course_then_macos(tmp_path, monkeypatch):
     """The mac host's terminal as the namespace pastes get it (learner_env; its stand-ins' folder moved to
     tmp_path, so no rehearsal is touched): the stand-ins first (sudo, ssh), the course's environment, then
-    the macOS command set in place of Linux's system folders (macOS is faked: hetlab.tools.rehearsal.macos).
+    the macOS command set in place of Linux's system folders (macOS is faked: harness.rehearsal.macos).
     The Mac's firewall line runs there with the real Python and Ray: sudo's stand-in records socketfilterfw."""
     monkeypatch.setattr(learner, "STANDINS", tmp_path / "standins")
     learner.make_standins()
@@ -755,7 +755,7 @@ def test_a_readme_block_not_run_here_parses_when_pasted_into_its_machines_shell(
 
 
 def test_missing_tools_give_one_line(monkeypatch):
-    from hetlab.tools.rehearsal import hosts
+    from harness.rehearsal import hosts
     monkeypatch.setattr(hosts.shutil, "which", lambda tool: None if tool == "nft" else "/usr/bin/" + tool)
     monkeypatch.setattr(hosts.os, "geteuid", lambda: 0)
     why = rehearsal.missing()
@@ -763,7 +763,7 @@ def test_missing_tools_give_one_line(monkeypatch):
 
 
 def test_lab_forwarder_carries_tcp_to_a_unix_socket(tmp_path):
-    """`hetlab rehearse lab` reaches JupyterLab in the desktop host through a Unix socket."""
+    """`python -m harness.rehearsal lab` reaches JupyterLab in the desktop host through a Unix socket."""
     import asyncio
 
     sock = tmp_path / "echo.sock"

@@ -1,5 +1,6 @@
-"""docs/troubleshooting.md stays honest: every one-line error hetlab can show is on the page,
-and every teardown command undoes something hetlab prints or is a hetlab command.
+"""docs/troubleshooting.md stays honest: every one-line error hetlab (and the maintainers' harness)
+can show is on the page, and every teardown command undoes something hetlab prints or is a hetlab
+(or harness) command.
 
 Messages are read from the library's source with ``ast`` (nothing is imported but the printed
 instructions and the CLI parser): the first argument of every ``HetlabError(...)``, the strings
@@ -28,7 +29,7 @@ EXPLAINERS = {
     "cluster/reach.py": ("port_open", "probe_gcs"),
     "cluster/joining.py": ("why_no_mac", "check"),
         "raytrain/failure.py": ("explain_failure",),
-    "tools/rehearsal/hosts.py": ("missing",),
+    "harness/rehearsal/hosts.py": ("missing",),
     "views/widgets.py": ("shut_down_note",),
 }
 NOTICES = {"cluster/raylog.py": ("NOTICE",)}  # module-level one-line notices
@@ -79,13 +80,13 @@ def prefix(message: str) -> str:
 
 @functools.lru_cache(maxsize=None)  # parsed once per test session
 def library_messages(root: Path = ROOT) -> dict[str, str]:
-    """{where: message} for every one-line error or notice in ``hetlab/`` (where: the module's path
-    under ``hetlab/`` and a line)."""
+    """{where: message} for every one-line error or notice in ``hetlab/`` and ``harness/`` (where: the
+    module's path under ``hetlab/``, or from the root for the harness, and a line)."""
     found = {}
     package = root / "hetlab"
     vocab = _constants(ast.parse((package / "vocab.py").read_text(encoding="utf-8")))
-    for path in sorted(package.rglob("*.py")):
-        where = path.relative_to(package).as_posix()
+    for path in sorted(package.rglob("*.py")) + sorted((root / "harness").rglob("*.py")):
+        where = path.relative_to(package if path.is_relative_to(package) else root).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"))
         constants = {**vocab, **_constants(tree)}  # vocab's names (env variables) read as their text
         for node in ast.walk(tree):
@@ -202,6 +203,13 @@ def check_teardown_line(line: str) -> str | None:
         argv = argv[1:]
     if argv[:1] == ["$(command -v hetlab)"]:  # hetlab from whichever environment holds it
         argv = ["hetlab", *argv[1:]]
+    if argv[:3] == ["$(command -v python)", "-m", "harness.rehearsal"]:   # the maintainers' rehearsal
+        from harness.rehearsal.__main__ import build_parser as harness_parser
+        try:
+            harness_parser().parse_args(argv[3:])
+        except SystemExit:
+            return "not a harness.rehearsal command line it accepts"
+        return None
     if argv and Path(argv[0]).name == "hetlab":
         try:
             build_parser().parse_args(argv[1:])
@@ -233,7 +241,7 @@ def check_teardown_line(line: str) -> str | None:
 
 def test_every_teardown_command_matches_the_printed_steps_or_the_cli(page):
     lines = teardown_commands(page)
-    assert any("ray stop" == l for l in lines) and any("rehearse down" in l for l in lines)
+    assert any("ray stop" == l for l in lines) and any("harness.rehearsal down" in l for l in lines)
     assert {line: check_teardown_line(line) for line in lines} == {line: None for line in lines}
 
 
@@ -241,6 +249,7 @@ def test_teardown_check_refuses_a_command_nobody_printed():
     assert check_teardown_line("sudo ufw delete allow proto tcp from MAC_IP to any port 22") is not None
     assert check_teardown_line("sudo ufw delete allow proto tcp from MAC_IP to any port 6379:6386") is not None
     assert check_teardown_line("hetlab rehearse explode") is not None
+    assert check_teardown_line('sudo "$(command -v python)" -m harness.rehearsal explode') is not None
     assert check_teardown_line("rm -rf ~/.ray") is not None
 
 
@@ -292,7 +301,7 @@ def test_every_shell_block_runs_when_pasted_whole(code, tmp_path):
     """Each block is for one machine and is pasted whole, as a terminal pastes (a pseudo-terminal,
     bracketed paste): into zsh -f -i (the Mac's shell, where a # note would run as a command) and
     bash -i. Its programs are labelled recording stand-ins; each is called once, in order."""
-    from hetlab.tools.rehearsal import learner
+    from harness.rehearsal import learner
     for role in ("mac", "desktop"):
         ran = learner.paste_with_standins({"code": code}, role, tmp_path / role)
         assert ran == learner.standins_for(learner.fill_in(code, learner.EXAMPLES)), (role, ran)
@@ -319,7 +328,7 @@ def doctor_commands() -> list[str]:
 def test_the_doctors_fix_lines_run_when_pasted(tmp_path):
     """Every command a doctor fix line gives, pasted at once (one a line) into zsh -f -i and bash -i on a
     pty with bracketed paste, its programs recording stand-ins: no # note, each program called in order."""
-    from hetlab.tools.rehearsal import learner
+    from harness.rehearsal import learner
     commands = doctor_commands()
     assert len(commands) > 5 and not any("#" in c for c in commands), commands
     code = learner.fill_in("\n".join(commands), {"HEAD_IP": "192.168.1.10", **learner.EXAMPLES})

@@ -17,7 +17,7 @@ import pytest
 
 from hetlab.errors import HetlabError
 from hetlab.tools.cli import update as updating
-from hetlab.tools.rehearsal.learner import readme_blocks
+from harness.rehearsal.learner import readme_blocks
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 

@@ -1,10 +1,12 @@
 """Where a course repository lives (issue 58): the CI workflow runs the README's `make test` and passes
-actionlint, and every committed notebook is stripped of outputs the way `make hooks`'s git filter
-strips them (nbstripout). Part of `make check`: files and two small programs, nothing started."""
+actionlint, every committed notebook is stripped of outputs the way `make hooks`'s git filter
+strips them (nbstripout), and the wheel a learner installs holds hetlab without the maintainers'
+harness. Part of `make check`: files and a few small programs, nothing started."""
 import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,33 @@ def test_make_hooks_installs_the_hook_that_strips_a_notebooks_outputs_before_a_c
     assert [c["id"] for c in stripped["cells"]] == [c["id"] for c in nb["cells"]]   # ids kept
     git("add", "n.ipynb")
     assert subprocess.run([str(hook)], cwd=repo, capture_output=True, timeout=60).returncode == 0
+
+
+def test_the_learners_wheel_holds_hetlab_and_not_the_harness(tmp_path):
+    """``pip install .`` gives a learner ``hetlab`` only: ``harness/`` (the rehearsal, the GPU machine's
+    call) stays in the repository, and importing it where the wheel is installed fails. Built offline
+    from a copy of the sources (setuptools from this environment), in seconds."""
+    pytest.importorskip("setuptools", reason="building the wheel offline needs setuptools in this environment")
+    src, out, site = tmp_path / "src", tmp_path / "wheel", tmp_path / "site"
+    for name in ("hetlab", "harness"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    built = subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", str(src), "-w", str(out)],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = out.glob("hetlab-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "hetlab/core/machine.py" in names and "hetlab/tools/cli/app.py" in names   # the package is there
+    assert {n.split("/")[0] for n in names} == {"hetlab", next(n for n in names if ".dist-info/" in n).split("/")[0]}
+    assert [n for n in names if n.startswith("harness/") or "rehears" in n] == []
+    installed = subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
+                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    probe = "import importlib.util as u; print(u.find_spec('hetlab').origin, u.find_spec('harness'))"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)})
+    assert found.returncode == 0, found.stderr[-2000:]
+    origin, harness = found.stdout.split()
+    assert origin.startswith(str(site)) and harness == "None", found.stdout

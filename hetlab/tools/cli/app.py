@@ -1,6 +1,6 @@
 """The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``pair``, ``wslconfig`` (notebook 04), ``train`` (07),
-``search`` (09), ``report`` (the learner's hand-in, 09), ``update`` (a new version, your work kept), ``rehearse``
-(the pair rehearsed on one Linux box) and ``gpu-check`` (an NVIDIA card).
+``search`` (09), ``report`` (the learner's hand-in, 09), ``update`` (a new version, your work kept) and
+``gpu-check`` (an NVIDIA card).
 
 A subcommand is ``_add_<name>(subparsers)`` plus ``_<name>(args) -> int``, listed in ``SUBCOMMANDS``
 (a larger one in ``hetlab.tools.cli.<name>``); ``main`` turns a HetlabError into one line and exit status 2.
@@ -12,7 +12,6 @@ import sys
 
 from hetlab.errors import HetlabError
 from hetlab.tools.cli.gpu_check import add_gpu_check
-from hetlab.tools.cli.rehearse import add_rehearse
 from hetlab.tools.cli.report import add_report
 from hetlab.tools.cli.search import add_search
 from hetlab.tools.cli.train import add_train
@@ -219,7 +218,7 @@ def _wslconfig(args) -> int:
     return 0
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_pair, _add_wslconfig, add_train, add_search, add_rehearse, add_gpu_check,
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_pair, _add_wslconfig, add_train, add_search, add_gpu_check,
                add_report, add_update]
 
 

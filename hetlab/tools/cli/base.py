@@ -1,6 +1,6 @@
 """What the ``hetlab`` subcommand modules share: a subparser whose ``--help`` shows its description
 and examples as written. Apart from ``app`` so that ``app`` imports the subcommand modules
-(``train``, ``rehearse``, ``gpu_check``, ``search``, ``report``) and none imports it back.
+(``train``, ``gpu_check``, ``search``, ``report``) and none imports it back.
 """
 from __future__ import annotations
 

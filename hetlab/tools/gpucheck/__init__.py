@@ -1,6 +1,6 @@
-"""``hetlab gpu-check``: the course's CUDA claims on a real NVIDIA card (docs/gpu-machine.md).
-``claims`` runs them (re-exported here); ``context`` sizes them, ``device`` times one device, ``pair``
-the card beside the CPU, ``autocast`` mixed precision and ``report`` prints the table.
+"""``hetlab gpu-check``: the course's CUDA claims on the learner's own card (README "Check a real NVIDIA
+GPU"). ``claims`` runs them (re-exported here); ``device`` holds the checks on one device and ``report``
+the rows, the table and what the check ran on.
 """
 from hetlab.tools.gpucheck.claims import (  # noqa: F401 - re-exported
     CHECKS, select, require_cuda, run)

@@ -1,7 +1,7 @@
 """The GPU checks on one device (hetlab.tools.gpucheck.claims): ``describe`` (and why timers wait for
 the card), ``single_device`` (benchmarks/single_device.py: tensor batches vs DataLoader),
-``notebook01`` (notebook 01's full run to ≥ 99 %), ``sweep`` (notebook 02's throughput vs
-batch size) and ``train_128`` (the plain loop at the course's batch). Each returns rows.
+``notebook01`` (notebook 01's full run to ≥ 99 %) and ``sweep`` (notebook 02's throughput vs
+batch size). Each takes the check's context (``claims.Context``: device, sizes) and returns rows.
 """
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ from pathlib import Path
 import torch
 
 from hetlab.errors import HetlabError
-from hetlab.tools.gpucheck.context import Context
 from hetlab.tools.gpucheck.report import Goal, Row
 
 
-def check_describe(ctx: Context) -> list[Row]:
+def check_describe(ctx) -> list[Row]:
     from hetlab.core.devices import describe, synchronize
     info = describe(ctx.device)
     dev = torch.device(info["device"])
@@ -61,7 +60,7 @@ TRAIN_SPEEDUP_GOAL = 2.5
 TRAIN_SPEEDUP_TEXT = "≥ 2.5× (an H100 gave 2.58×, 2.81× at batch 64)"
 
 
-def check_single_device(ctx: Context) -> list[Row]:
+def check_single_device(ctx) -> list[Row]:
     bench = _load_benchmark("single_device")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):  # its table goes into the record's details
@@ -77,7 +76,7 @@ def check_single_device(ctx: Context) -> list[Row]:
                 "input pipeline alone: batches ready on the device", details=details)]
 
 
-def check_notebook01(ctx: Context) -> list[Row]:
+def check_notebook01(ctx) -> list[Row]:
     from hetlab.core.data import load_mnist
     from hetlab.core.models import make_model
     from hetlab.core.train import train
@@ -101,7 +100,7 @@ def check_notebook01(ctx: Context) -> list[Row]:
                          "epoch_samples_per_s": hist.epoch_samples_per_s})]
 
 
-def check_sweep(ctx: Context) -> list[Row]:
+def check_sweep(ctx) -> list[Row]:
     from hetlab.core.devices import steady_throughput
     from hetlab.core.models import make_model
     s = ctx.sizes
@@ -126,27 +125,3 @@ def check_sweep(ctx: Context) -> list[Row]:
                 f"best small {best['small']:,.0f}, classic {best['classic']:,.0f} samples/s (up to batch {top:,}); "
                 f"on a card at large batches both are overhead-bound, so the classic CNN need not be slower "
                 f"here (it is on a CPU or a Mac)", details=details)]
-
-
-def check_train_128(ctx: Context) -> list[Row]:
-    """``train`` at batch 128 (notebook 01's model and loop): the warm samples/s (``History.steady``: the
-    warm-up, with cudnn's first search, apart, its seconds beside it) and the test accuracy. Not a goal:
-    the figure the reference pages quote. A whole number of batches, so that no partial last batch is a
-    new shape inside the timed windows."""
-    from hetlab.core.data import load_mnist
-    from hetlab.core.models import make_model
-    from hetlab.core.train import train
-    batch = 128
-    n = max(batch, ctx.sizes.plain_samples // batch * batch)
-    data, test = load_mnist("train").subset(n, seed=0), ctx.test_data()
-    t0 = time.perf_counter()
-    hist = train(make_model("small", seed=0), data, test, epochs=ctx.sizes.plain_epochs, batch_size=batch,
-                 device=ctx.device, progress=False)
-    warm, accuracy = hist.steady, hist.final_accuracy
-    return [Row("train_128_plain", warm.samples_per_s, "samples/s", None,
-                f"the plain loop: {n:,} samples × {ctx.sizes.plain_epochs}, batch {batch}; warm "
-                f"{warm.low:,.0f}–{warm.high:,.0f} over {len(warm.windows)} windows, warm-up "
-                f"{warm.warmup_steps} steps {warm.warmup_s:.2f} s (apart); test accuracy {accuracy:.2%}",
-                details={"steady": warm.as_dict(), "accuracy": accuracy,
-                         "whole_run_samples_per_s": hist.samples_per_s,
-                         "seconds_with_evaluation": time.perf_counter() - t0, "final_loss": hist.loss[-1]})]

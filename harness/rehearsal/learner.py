@@ -20,8 +20,8 @@ import psutil
 
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
-from hetlab.tools.rehearsal import macos
-from hetlab.tools.rehearsal.hosts import DESKTOP, ROOT, Host, inside, host_env
+from harness.rehearsal import macos
+from harness.rehearsal.hosts import DESKTOP, ROOT, Host, inside, host_env
 
 PLACEHOLDERS = ("MAC_IP", "DESKTOP_IP", "DESKTOP_USER", "MAC_USER", "WINDOWS_LAN_IP")
 # a comment that starts like a command was meant to run: pasted, it does nothing

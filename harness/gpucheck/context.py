@@ -1,8 +1,8 @@
-"""What the GPU checks share (hetlab.tools.gpucheck.claims): how much each runs (``Sizes``: ``FULL``,
-``QUICK``), the unlike pair in one box (a "desktop" worker on the card, a "mac" worker on this
-machine's CPU) and its arithmetic, and ``Context``: data, the pair's practice cluster, the
-single-device reference and the accuracy runs, each made once on first use so that ``--only``
-runs any check alone.
+"""What the harness's GPU checks share (``python -m harness.gpucheck``): how much each runs (``Sizes``,
+hetlab's with the pair's and the options' counts: ``FULL``, ``QUICK``, and the dry run's ``STAND_IN``),
+the unlike pair in one box (a "desktop" worker on the card, a "mac" worker on this machine's CPU) and
+its arithmetic, and ``Context``: data, the pair's practice cluster, the single-device reference and
+the accuracy runs, each made once on first use so that ``--only`` runs any check alone.
 """
 from __future__ import annotations
 
@@ -12,8 +12,16 @@ from typing import Callable
 
 import torch
 
-from hetlab.store.measured import QUICK_SWEEP_BATCHES, SWEEP_BATCHES
 from hetlab.errors import HetlabError
+from hetlab.tools.gpucheck import claims
+from hetlab.tools.gpucheck.report import Goal
+
+ACCURACY_TOLERANCE = 0.005  # a pair's accuracy may trail the single-device run's by 0.5 points
+
+
+def accuracy_goal(reference: float, tolerance: float = ACCURACY_TOLERANCE) -> Goal:
+    return Goal(">=", reference - tolerance,
+                f"≥ single-device {reference:.2%} − {tolerance * 100:g} pt")
 
 
 # --- the pair's arithmetic and plan (pure) -----------------------------------------------------
@@ -58,17 +66,9 @@ def pair_placements(workers: list) -> dict[str, dict]:
 # --- sizes ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Sizes:
-    """How much each check runs. Notebook 01's recipe is the notebook's full one in both modes
-    (seconds on a GPU); ``QUICK`` trims repeats, measured steps, epochs and the sweep."""
+class Sizes(claims.Sizes):
+    """hetlab's sizes of the card's own checks, and how much the pair and the plain loop at 128 run."""
 
-    bench_samples: int = 12000       # benchmarks/single_device.py --samples
-    bench_repeats: int = 3
-    nb01_train: int = 60000          # notebook 01: all of MNIST, 6 epochs, batch 64, cosine, ≥ 99 %
-    nb01_test: int = 10000
-    nb01_epochs: int = 6
-    nb01_batch: int = 64
-    nb01_target: float = 0.99
     pair_batch: int | None = None    # global batch of the efficiency run; None: sized to the card (pair_batch_for)
     pair_step_s: float = 0.1         # ... so that its ideal step is about this long
     pair_short_batch: int = 16384    # and an info row at this batch: a short step on a fast card
@@ -79,16 +79,13 @@ class Sizes:
     test_samples: int = 10000
     acc_batch: int = 128             # global batch of the accuracy runs
     acc_epochs: int = 2
-    sweep_batches: tuple = SWEEP_BATCHES   # notebook 02's sweep, full mode
-    sweep_steps: int = 10
-    plain_samples: int = 30000     # the plain loop's run (check_train_128): samples a pass, batch 128
+    plain_samples: int = 30000       # the plain loop's run (check_train_128): samples a pass, batch 128
     plain_epochs: int = 1
 
 
 FULL = Sizes()
-QUICK = replace(FULL, bench_repeats=2, pair_steps=4, pair_rounds=5, pair_repeats=6, acc_epochs=1,
-                sweep_batches=QUICK_SWEEP_BATCHES, sweep_steps=3,
-                plain_samples=24000)
+QUICK = replace(FULL, **{k: getattr(claims.QUICK, k) for k in ("bench_repeats", "sweep_batches", "sweep_steps")},
+                pair_steps=4, pair_rounds=5, pair_repeats=6, acc_epochs=1, plain_samples=24000)
 # The dry run's (``--stand-in``): every check's code path on a CPU, at sizes of seconds.
 STAND_IN = replace(QUICK, bench_samples=1100, bench_repeats=1, nb01_train=2000, nb01_test=500, nb01_epochs=1,
                    nb01_target=0.5, pair_batch=1024, pair_step_s=0.01, pair_short_batch=128, pair_steps=2,
@@ -99,12 +96,13 @@ STAND_IN = replace(QUICK, bench_samples=1100, bench_repeats=1, nb01_train=2000, 
 
 # --- what the checks share ----------------------------------------------------------------------
 
-class Context:
-    """Shared, made on first use: data, the practice cluster of the pair, the single-device
-    reference, the accuracy runs' tuned split and their results (so ``--only`` works alone)."""
+class Context(claims.Context):
+    """hetlab's context (device, sizes) and, made on first use: data, the practice cluster of the pair,
+    the single-device reference, the accuracy runs' tuned split and their results (so ``--only`` works alone)."""
 
     def __init__(self, device: str, sizes: Sizes, stand_in: bool = False):
-        self.device, self.sizes, self.stand_in = device, sizes, stand_in
+        super().__init__(device, sizes)
+        self.stand_in = stand_in
         # the desktop worker's device: as a stand-in "auto", so that it asks Ray for the counted GPU as on the card
         self.worker_device = "auto" if stand_in else device
         self._cluster = None

@@ -1,4 +1,4 @@
-"""The rehearsal's two hosts on one Linux box (hetlab.tools.rehearsal.run, ``hetlab rehearse``): the machines, without Ray.
+"""The rehearsal's two hosts on one Linux box (harness.rehearsal.run, ``python -m harness.rehearsal``): the machines, without Ray.
 
 Each host is a network namespace with its own address on a private link, hostname, home, figures and
 Ray temp folders. The desktop's firewall is real ufw (private copies of its files), built only by the
@@ -23,6 +23,7 @@ from hetlab.cluster import commands
 from hetlab.errors import HetlabError
 from hetlab.vocab import ADDRESS_ENV, MAC_GLOO_STANDIN, MEASURED_ENV, ORIGIN_ENV
 
+REPO = Path(__file__).resolve().parents[2]   # the checkout: on each host's PYTHONPATH, so its processes import harness
 ROOT = Path("/tmp/hlr")            # short: Ray's socket paths live under it (108-byte limit)
 UFW = ROOT / "desktop" / "ufw"     # the desktop host's private copies of ufw's files
 UFW_DIRS = ("/etc/ufw", "/lib/ufw")
@@ -118,7 +119,8 @@ def inside(host: Host, argv: list[str]) -> list[str]:
 
 def host_env(host: Host, address: str | None = None) -> dict:
     """The environment of a process on ``host``: its home, figures folder and Ray temp folder, this
-    Python's ``ray``/``hetlab`` on PATH (the course's environment, activated), the GPU stand-in, and on
+    Python's ``ray``/``hetlab`` on PATH (the course's environment, activated), the checkout on PYTHONPATH
+    (``harness`` is not installed), its origin label (``HETLAB_ORIGIN``), the GPU stand-in, and on
     the "mac" no gloo of Linux's (``MAC_GLOO_STANDIN``: gloo fails there at once, as a Mac's never meets Linux's);
     ``address`` adds ``HETLAB_ADDRESS`` (a driver told where the pair is, instead of the saved pair)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", ADDRESS_ENV, MEASURED_ENV))}
@@ -126,6 +128,7 @@ def host_env(host: Host, address: str | None = None) -> dict:
                PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
                **{ORIGIN_ENV: host.origin, MEASURED_ENV: str(host.measured)}, **GPU_STANDIN,
                **(MAC_GLOO_STANDIN if host.os == "macos" else {}))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     if address:
         env[ADDRESS_ENV] = address
     return env
@@ -191,7 +194,7 @@ def set_link(profile: str) -> dict:
     """Change the running rehearsal's link cap (``wifi`` or ``gigabit``) in place."""
     state = status()
     if state is None:
-        raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
+        raise HetlabError("no rehearsal is up: run `sudo python -m harness.rehearsal up` first.")
     if profile not in PROFILES:
         raise HetlabError(f"link profile {profile!r}: use one of {', '.join(PROFILES)}.")
     for host in HOSTS:

@@ -1,7 +1,7 @@
-"""The real pair, rehearsed on one Linux box: two hosts, a capped link, two firewalls (``hetlab rehearse``).
+"""The real pair, rehearsed on one Linux box: two hosts, a capped link, two firewalls (``python -m harness.rehearsal``).
 
-Each host is a network namespace (``hetlab.tools.rehearsal.hosts``). Ray starts on them only through the learner's own steps
-(``hetlab.tools.rehearsal.learner``): the lines ``hetlab head`` and ``hetlab join`` print, pasted whole into each host's shell,
+Each host is a network namespace (``harness.rehearsal.hosts``). Ray starts on them only through the learner's own steps
+(``harness.rehearsal.learner``): the lines ``hetlab head`` and ``hetlab join`` print, pasted whole into each host's shell,
 the desktop's firewall (real ufw) among them. This module runs Ray on them, and commands and JupyterLab
 in them. Every label says "rehearsal". Stopped by namespace and PID, never ``ray stop``. Needs root,
 ip, tc, nft, ufw, zsh and unshare.
@@ -19,10 +19,10 @@ from hetlab.cluster import commands
 from hetlab.store import saved_pair
 from hetlab.cluster.reach import start_with_retry
 from hetlab.errors import HetlabError
-from hetlab.tools.rehearsal import learner
-from hetlab.tools.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, inside, kill_all_in,
+from harness.rehearsal import learner
+from harness.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, inside, kill_all_in,
                                           set_up_network, down, host_env, missing, status)
-from hetlab.tools.rehearsal.hosts import firewall, readdress, set_link  # noqa: F401 - rehearsal.set_link, .firewall, .readdress
+from harness.rehearsal.hosts import firewall, readdress, set_link  # noqa: F401 - rehearsal.set_link, .firewall, .readdress
 
 
 def start_pair(ports: commands.Ports = commands.Ports()) -> list[dict]:
@@ -88,9 +88,9 @@ def describe(state: dict) -> str:
         f"(this kernel has no netem)",
         "Ray reports GPU: 1 on both hosts (a stand-in, as on the real pair); torch sees only a CPU",
         ("Ray started by the printed lines, the pair saved on both hosts" if state.get("ray") else
-         "no Ray yet: run notebook 04 on the desktop (sudo hetlab rehearse lab) and paste its lines"),
-        "drivers run on the desktop: sudo hetlab rehearse run -- COMMAND, or JupyterLab there: "
-        "sudo hetlab rehearse lab",
+         "no Ray yet: run notebook 04 on the desktop (sudo python -m harness.rehearsal lab) and paste its lines"),
+        "drivers run on the desktop: sudo python -m harness.rehearsal run -- COMMAND, or JupyterLab there: "
+        "sudo python -m harness.rehearsal lab",
     ])
 
 
@@ -109,10 +109,10 @@ def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports(), timeout:
     """
     host = _host(role)
     if host is DESKTOP:
-        raise HetlabError("the desktop is the head: stopping it ends the cluster; run `hetlab rehearse up`.")
+        raise HetlabError("the desktop is the head: stopping it ends the cluster; run `python -m harness.rehearsal up`.")
     if not _node_at(host.ip, alive=False, timeout=timeout):
         raise HetlabError(f"rehearsal: the head still counts the {role} host's old node alive after "
-                          f"{timeout:.0f} s; run `hetlab rehearse down` and `up`.")
+                          f"{timeout:.0f} s; run `python -m harness.rehearsal down` and `up`.")
     for _ in range(2):
         started = time.time()
         learner.paste(host, "hetlab join --start")
@@ -120,7 +120,7 @@ def rejoin(role: str = "mac", ports: commands.Ports = commands.Ports(), timeout:
             return
         learner.kill_since(host, started)
     raise HetlabError(f"rehearsal: the {role} host's Ray started twice but never joined within "
-                      f"{timeout:.0f} s; run `hetlab rehearse down` and `up`.")
+                      f"{timeout:.0f} s; run `python -m harness.rehearsal down` and `up`.")
 
 
 def _node_at(ip: str, alive: bool, timeout: float) -> bool:
@@ -159,7 +159,7 @@ def lab(port: int = 8888, folder: str = ".") -> int:
 
     state = status()
     if state is None:
-        raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
+        raise HetlabError("no rehearsal is up: run `sudo python -m harness.rehearsal up` first.")
     token, sock = secrets.token_hex(16), ROOT / "jupyter.sock"
     jupyter = str(Path(sys.executable).parent / "jupyter")
     server = subprocess.Popen(inside(DESKTOP, [jupyter, "lab", "--no-browser", "--allow-root", f"--ServerApp.sock={sock}",
@@ -208,6 +208,6 @@ def run_on(role: str, argv: list[str], driver: bool = True, **kw) -> subprocess.
     host = _host(role)
     state = status()
     if state is None:
-        raise HetlabError("no rehearsal is up: run `sudo hetlab rehearse up` first.")
+        raise HetlabError("no rehearsal is up: run `sudo python -m harness.rehearsal up` first.")
     env = {**host_env(host, state["address"] if driver else None), **kw.pop("env", {})}
     return subprocess.run(inside(host, argv), env=env, **kw)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from hetlab.errors import HetlabError
-from hetlab.tools.rehearsal.hosts import DESKTOP, inside
+from harness.rehearsal.hosts import DESKTOP, inside
 
 
 def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900, hold: str = "",
@@ -26,7 +26,7 @@ def notebook(path: Path, out: Path, env: dict, cwd: Path, timeout: float = 900, 
     out.write_text("")
     if hold:
         held(out, hold).unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "hetlab.tools.rehearsal.cells", str(path), str(out), str(timeout), hold,
+    argv = [sys.executable, "-m", "harness.rehearsal.cells", str(path), str(out), str(timeout), hold,
             through or ""]
     return subprocess.Popen(inside(DESKTOP, argv), env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -61,7 +61,7 @@ def wait_for_cell(out: Path, tag: str, runner: subprocess.Popen, timeout: float 
 
 
 def _run_cells(path: str, out: str, timeout: str, hold: str = "", through: str = "") -> int:
-    """``python -m hetlab.tools.rehearsal.cells NOTEBOOK OUT TIMEOUT [TAG [LAST_CELL_ID]]`` (inside the desktop host)."""
+    """``python -m harness.rehearsal.cells NOTEBOOK OUT TIMEOUT [TAG [LAST_CELL_ID]]`` (inside the desktop host)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError

@@ -1,4 +1,4 @@
-"""The GPU checks of the real unlike pair in one box (hetlab.tools.gpucheck.claims): ``pair_ps``, the
+"""The GPU checks of the real unlike pair in one box (``python -m harness.gpucheck``): ``pair_ps``, the
 card and this CPU through the parameter server (efficiency against the two standalone speeds
 measured in the same run, where each step's time went, accuracy against one device), and
 ``pair_raytrain``, the same pair through Ray Train (gloo on CPU copies: both ranks on one Linux machine). Nothing simulated.
@@ -9,9 +9,9 @@ from dataclasses import asdict
 
 import torch
 
-from hetlab.tools.gpucheck.context import (Context, Sizes, require, pair_batch_for, pair_efficiency,
-                                           pair_placements, pair_workers)
-from hetlab.tools.gpucheck.report import Goal, Row, accuracy_goal
+from harness.gpucheck.context import (Context, Sizes, accuracy_goal, require, pair_batch_for, pair_efficiency,
+                                      pair_placements, pair_workers)
+from hetlab.tools.gpucheck.report import Goal, Row
 
 
 def _device_of(label: str) -> str:

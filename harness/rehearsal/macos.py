@@ -82,7 +82,7 @@ STANDINS = ("pmset", "caffeinate", "ipconfig", "networksetup", "sw_vers")
 
 def _wrapper(name: str, real: str, body: str) -> str:
     return (f"#!{sys.executable} -S\n"
-            f'"""rehearsal wrapper: macOS\'s (BSD) {name} where it differs from GNU\'s (hetlab.tools.rehearsal.macos)."""\n'
+            f'"""rehearsal wrapper: macOS\'s (BSD) {name} where it differs from GNU\'s (harness.rehearsal.macos)."""\n'
             f"import os, sys\nREAL = {real!r}\nARGS = sys.argv[1:]\n\n\n"
             f"def run(args):\n    os.execv(REAL, [REAL, *args])\n{body}")
 
@@ -115,7 +115,7 @@ def build(folder: Path) -> Path:
         (folder / name).unlink(missing_ok=True)
         (folder / name).write_text(text)
         (folder / name).chmod(0o755)
-    (folder / MARK).write_text("the rehearsal's macOS command set: hetlab.tools.rehearsal.macos\n")
+    (folder / MARK).write_text("the rehearsal's macOS command set: harness.rehearsal.macos\n")
     return folder
 
 

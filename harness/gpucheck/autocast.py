@@ -1,4 +1,4 @@
-"""The GPU check of mixed precision (hetlab.tools.gpucheck.claims): fp16 and bf16 autocast on the card's
+"""The GPU check of mixed precision (``python -m harness.gpucheck``): fp16 and bf16 autocast on the card's
 parameter-server worker, the fp16 overflow fallback provoked on purpose (weights scaled up until
 the loss-scaled gradient overflows; the worker must redo the batch in fp32), and fp16 gradients
 on the wire.
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from hetlab.tools.gpucheck.context import Context, require
-from hetlab.tools.gpucheck.report import ACCURACY_TOLERANCE, Goal, Row
+from harness.gpucheck.context import ACCURACY_TOLERANCE, Context, require
+from hetlab.tools.gpucheck.report import Goal, Row
 
 
 FIRST_BATCH = [(0, 256)]  # positions 0-255 of the shuffled stream: the first batch
