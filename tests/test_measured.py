@@ -6,8 +6,9 @@ import math
 import pytest
 
 from hetlab import HetlabError
-from hetlab.arithmetic import planner
+from hetlab.arithmetic import estimates, planner
 from hetlab.store import measured, saved_pair
+from hetlab.vocab import MEASURED_ENV
 
 DEVICE = {"device": "cuda", "name": "NVIDIA GeForce RTX 4070 Ti"}
 SIZES = [1, 16, 256]
@@ -40,7 +41,7 @@ def test_speed_at_a_batch_is_the_fitted_lines(tmp_path):
 
 def test_without_a_file_the_figure_is_estimated_and_says_so(tmp_path):
     s = measured.speed("mac", "small", 128, tmp_path)
-    assert float(s) == pytest.approx(128 / measured.assumed_step_time("mac", "small")(128))
+    assert float(s) == pytest.approx(128 / estimates.labelled("mac", "small")(128))
     assert not s.measured and "estimated" in s.source and "M2" in s.source
     measured.save("mac", {"device": "mps"}, SIZES, {"small": FIGURES["small"]}, where=tmp_path)
     assert not measured.speed("mac", "classic", 128, tmp_path).measured   # a model not measured
@@ -54,7 +55,7 @@ def test_the_saved_file_holds_the_fitted_step_time_and_the_planner_reads_it(tmp_
     line = measured.step_time("desktop", "small", tmp_path)
     assert (line.fixed_s, line.per_sample_s) == (saved["fixed_s"], saved["per_sample_s"])
     assert line.fixed_s > 0 and line.per_sample_s > 0 and line.source.startswith("measured on ")
-    desktop, mac = measured.devices("small", tmp_path)
+    desktop, mac = measured.step_times("small", tmp_path)
     assert desktop == line and "estimated" in mac.source
     assert planner.advise((desktop, mac), 30_000, planner.GIGABIT, 256, engine_s=0.005).speedup >= 1
     assert all("estimated" in d.source for d in planner.assumed_devices("classic"))
@@ -62,7 +63,7 @@ def test_the_saved_file_holds_the_fitted_step_time_and_the_planner_reads_it(tmp_
 
 def test_the_engines_cost_is_saved_and_read_back_else_the_practice_figure(tmp_path):
     default = measured.engine_cost(tmp_path)
-    assert float(default) == measured.ENGINE_DEFAULT_S and "practice" in default.source
+    assert float(default) == estimates.ENGINE_S and "practice" in default.source
     measured.save_engine(0.0042, 0.003, where=tmp_path)
     mine = measured.engine_cost(tmp_path)
     assert float(mine) == 0.0042 and mine.measured and "notebook 05" in mine.source
@@ -85,7 +86,7 @@ def test_a_bad_file_is_a_one_line_error(tmp_path, text):
 
 READERS = {  # each reader of the figures folder, its file there, and what it gives when there is none
     "load": (lambda: measured.load("mac"), "mac.json", None),
-    "engine_cost": (lambda: float(measured.engine_cost()), "engine.json", measured.ENGINE_DEFAULT_S),
+    "engine_cost": (lambda: float(measured.engine_cost()), "engine.json", estimates.ENGINE_S),
     "load_run": (lambda: measured.load_run("05"), "notebook-05.json", None),
     "load_figure": (lambda: measured.load_figure("link"), "link.json", None),
     "graded": (lambda: measured.load_graded(), "exercises.json", {}),
@@ -111,8 +112,8 @@ def test_refusals(tmp_path):
 
 
 def test_folder_follows_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv(measured.FOLDER_ENV, str(tmp_path))
+    monkeypatch.setenv(MEASURED_ENV, str(tmp_path))
     assert measured.folder() == tmp_path
-    monkeypatch.delenv(measured.FOLDER_ENV)
+    monkeypatch.delenv(MEASURED_ENV)
     assert measured.folder().name == "measured"
     assert measured.guess_role() in ("desktop", "mac")

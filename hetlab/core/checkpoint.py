@@ -6,6 +6,7 @@ It names the model and its parameter shapes, so another model's checkpoint is re
 """
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -85,7 +86,7 @@ def load_checkpoint(path, model=None) -> dict:
         raise HetlabError(f"{path} has parameter shapes that do not fit model {saved!r}: it is "
                           f"a checkpoint of a different network; start a fresh run instead.")
     weights = state["server"].get("weights") if isinstance(state["server"], dict) else None
-    n = sum(_numel(shape) for _, shape in expected)
+    n = sum(math.prod(shape) for _, shape in expected)
     if not isinstance(weights, torch.Tensor) or weights.numel() != n:
         raise HetlabError(f"{path} holds {getattr(weights, 'numel', lambda: 0)()} weights, model "
                           f"{saved!r} has {n}: the file is damaged; use an earlier checkpoint.")
@@ -104,10 +105,3 @@ def latest_checkpoint(directory) -> Path | None:
     """The newest ``step-NNNNNN.pt`` in ``directory`` (highest step), or None."""
     found = sorted(Path(directory).glob(CHECKPOINT_GLOB))
     return found[-1] if found else None
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n

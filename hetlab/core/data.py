@@ -208,9 +208,6 @@ def load_mnist(split: str = "train", root: str | os.PathLike | None = None) -> D
     return _load(split, str(root))
 
 
-_CHECKSUMS: dict = {}  # (root, (name, size, mtime_ns) per file) -> checksums
-
-
 def checksums(root: str | os.PathLike | None = None) -> dict[str, str | None]:
     """sha256 of each MNIST file's decompressed contents in ``root`` (None: missing or unreadable).
 
@@ -223,20 +220,23 @@ def checksums(root: str | os.PathLike | None = None) -> dict[str, str | None]:
     for name in SHA256:
         try:
             st = (root / name).stat()
-            stats.append((name, st.st_size, st.st_mtime_ns))
+            stats.append((st.st_size, st.st_mtime_ns))
         except OSError:
-            stats.append((name, None, None))
-    key = (str(root), tuple(stats))
-    if key not in _CHECKSUMS:
-        found = {}
-        for name in SHA256:
-            try:
-                with gzip.open(root / name, "rb") as f:
-                    found[name] = hashlib.sha256(f.read()).hexdigest()
-            except (OSError, EOFError):
-                found[name] = None
-        _CHECKSUMS[key] = found
-    return dict(_CHECKSUMS[key])
+            stats.append(None)
+    return dict(_checksums(str(root), tuple(stats)))
+
+
+@lru_cache(maxsize=4)
+def _checksums(root: str, stats: tuple) -> dict[str, str | None]:
+    """``checksums`` of ``root`` whose files had these ``stats``: a changed file is a new key, read again."""
+    found = {}
+    for name in SHA256:
+        try:
+            with gzip.open(Path(root) / name, "rb") as f:
+                found[name] = hashlib.sha256(f.read()).hexdigest()
+        except (OSError, EOFError):
+            found[name] = None
+    return found
 
 
 def checksum_status(found: dict[str, str | None]) -> str:

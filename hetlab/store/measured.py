@@ -28,17 +28,10 @@ import hetlab
 from hetlab.core.machine import origin_label
 from hetlab.vocab import MEASURED_ENV
 
-FOLDER_ENV = MEASURED_ENV
 FORMAT = 1
 
-ASSUMED_BATCH = estimates.COURSE_BATCH
 SWEEP_BATCHES = (1, 4, 16, 64, 256, 1024)    # notebook 02's sweep (and the Mac's, measured from afar)
 QUICK_SWEEP_BATCHES = (1, 8, 64, 256)
-
-# Estimated step times and the engine's default cost (not measured on your pair): hetlab.arithmetic.estimates.
-ASSUMED_STEP = estimates.STEP
-ENGINE_FILE = "engine"
-ENGINE_DEFAULT_S, ENGINE_DEFAULT_WHERE = estimates.ENGINE_S, estimates.ENGINE_WHERE
 
 
 class Labelled(float):
@@ -99,10 +92,16 @@ def describe(kind: str) -> str:
     return ORIGINS.get(kind) or f"{kind}, not your pair"
 
 
+def _stamp(simulated: bool = False) -> dict:
+    """What every file saved here records: its format, the host, when (local time, minutes), the origin."""
+    return {"format": FORMAT, "host": platform.node() or "this machine",
+            "date": datetime.datetime.now().isoformat(timespec="minutes"), "origin": origin(simulated)}
+
+
 def folder() -> Path:
     """Where the figures live: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache."""
-    if os.environ.get(FOLDER_ENV):
-        return Path(os.environ[FOLDER_ENV])
+    if os.environ.get(MEASURED_ENV):
+        return Path(os.environ[MEASURED_ENV])
     root = Path(__file__).resolve().parents[2]
     if (root / "pyproject.toml").is_file():
         return root / "measured"
@@ -145,11 +144,9 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
         for model, values in models.items():
             line = from_sweep(batch_sizes, values)
             fits[model] = {"fixed_s": line.fixed_s, "per_sample_s": line.per_sample_s}
-    data = {"format": FORMAT, "role": role, "host": platform.node() or "this machine",
-            "device": device.get("device"), "accelerator": device.get("name"), "torch": torch_version,
-            "date": datetime.datetime.now().isoformat(timespec="minutes"), "optimizer": optimizer,
-            "batch_sizes": batch_sizes, "samples_per_s": models, "step_time": fits,
-            "origin": origin(simulated), "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": mode()}
+    data = {**_stamp(simulated), "role": role, "device": device.get("device"), "accelerator": device.get("name"),
+            "torch": torch_version, "optimizer": optimizer, "batch_sizes": batch_sizes, "samples_per_s": models,
+            "step_time": fits, "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": mode()}
     return write(path(role, where), data)
 
 
@@ -205,7 +202,7 @@ def keep(role: str, data: dict, where: str | Path | None = None) -> Path:
     return write(path(role, where), data)
 
 
-def speed(role: str, model: str = "small", batch_size: int = ASSUMED_BATCH,
+def speed(role: str, model: str = "small", batch_size: int = estimates.COURSE_BATCH,
           where: str | Path | None = None) -> Speed:
     """``role``'s samples/s for ``model`` at ``batch_size``: its step line's b ÷ t(b) (``step_time``:
     fitted to notebook 02's sweep, else estimated), the one meaning of a speed at a batch (``steptime``)."""
@@ -220,16 +217,11 @@ def _where_measured(data: dict) -> str:
     return f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}{where}".rstrip()
 
 
-def assumed_step_time(role: str, model: str = "small") -> StepTime:
-    """The course's estimated step time for ``role`` and ``model``, labelled as such."""
-    return estimates.labelled(role, model)
-
-
 def step_time(role: str, model: str = "small", where: str | Path | None = None) -> StepTime:
     """``role``'s step time for ``model``: the line notebook 02 fitted to its sweep, else estimated."""
     data = load(role, where)
     if data is None or model not in data["samples_per_s"] or len(set(data["batch_sizes"])) < 2:
-        return assumed_step_time(role, model)
+        return estimates.labelled(role, model)
     fitted = data.get("step_time", {}).get(model)
     source = f"{_where_measured(data)}, fitted to {len(data['batch_sizes'])} batch sizes"
     if fitted:
@@ -237,7 +229,7 @@ def step_time(role: str, model: str = "small", where: str | Path | None = None) 
     return from_sweep(data["batch_sizes"], data["samples_per_s"][model], source)
 
 
-def devices(model: str = "small", where: str | Path | None = None) -> tuple[StepTime, StepTime]:
+def step_times(model: str = "small", where: str | Path | None = None) -> tuple[StepTime, StepTime]:
     """(desktop, mac) step times for ``model``, for the planner: the lines notebook 02 fitted on each
     machine where their files exist, else the course's estimates; each says where it came from."""
     return step_time("desktop", model, where), step_time("mac", model, where)
@@ -250,10 +242,8 @@ def save_engine(engine_s: float, link_s: float | None = None, where: str | Path 
     for name, value in (("engine_s", engine_s), ("link_s", link_s)):
         if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
             raise HetlabError(f"{name} must be seconds ≥ 0, got {value!r}.")
-    data = {"format": FORMAT, "host": platform.node() or "this machine", "engine_s": float(engine_s),
-            "link_s": None if link_s is None else float(link_s), "origin": origin(simulated),
-            "date": datetime.datetime.now().isoformat(timespec="minutes")}
-    return write(path(ENGINE_FILE, where), data)
+    data = {**_stamp(simulated), "engine_s": float(engine_s), "link_s": None if link_s is None else float(link_s)}
+    return write(path("engine", where), data)
 
 
 def engine_cost(where: str | Path | None = None) -> Seconds:
@@ -266,10 +256,10 @@ def engine_cost(where: str | Path | None = None) -> Seconds:
         if kind == PAIR:
             return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {date}")
         return Seconds(value, f"measured in notebook 05 {date}: {describe(kind)}")
-    p = path(ENGINE_FILE, where)
+    p = path("engine", where)
     cost = read(p, parse, HetlabError(
         f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again."))
-    return Seconds(ENGINE_DEFAULT_S, ENGINE_DEFAULT_WHERE) if cost is None else cost
+    return Seconds(estimates.ENGINE_S, estimates.ENGINE_WHERE) if cost is None else cost
 
 
 RUN_PREFIX = "notebook-"
@@ -312,9 +302,8 @@ def save_run(notebook: str, figures: dict, *, simulated: bool,
                          "about": _numbers(more[1], what) if len(more) > 1 else None}
     found = {name: {"value": _numbers(value, what), "about": _numbers(dict(on), what)}
              for name, (value, on) in (measures or {}).items()}
-    data = {"format": FORMAT, "notebook": str(notebook), "host": platform.node() or "this machine",
-            "date": datetime.datetime.now().isoformat(timespec="minutes"), "simulated": bool(simulated),
-            "origin": origin(simulated), "figures": kept, "predictions": guesses,
+    data = {**_stamp(simulated), "notebook": str(notebook), "simulated": bool(simulated), "figures": kept,
+            "predictions": guesses,
             "speeds": _numbers(dict(speeds or {}), what), "measures": found, "mode": mode()}
     earlier = load_run(notebook, where) if add else None
     if earlier is not None:
@@ -336,10 +325,7 @@ def load_run(notebook: str, where: str | Path | None = None) -> dict | None:
 def save_figure(name: str, data: dict, where: str | Path | None = None, *, simulated: bool | None = None) -> Path:
     """Keep one named set of figures (``link``, ``machines``) as ``<name>.json``, with its date and
     origin (``data["origin"]`` if given, else ``origin(simulated)``): read back by ``load_figure``."""
-    kept = {"format": FORMAT, "name": name, "host": platform.node() or "this machine",
-            "date": datetime.datetime.now().isoformat(timespec="minutes"),
-            **_numbers(dict(data), f"the figures of {name!r}")}
-    kept.setdefault("origin", origin(bool(simulated)))
+    kept = {**_stamp(bool(simulated)), "name": name, **_numbers(dict(data), f"the figures of {name!r}")}
     return write(path(name, where), kept)
 
 
@@ -441,11 +427,8 @@ def save_graded(exercise: str, notebook: str, status: str, line: str, role: str 
     earlier result on this machine."""
     role = role or guess_role()
     results = load_graded(where)
-    results[f"{exercise}@{role}"] = {"exercise": exercise, "notebook": str(notebook), "role": role,
-                                     "status": status, "line": line, "source": source,
-                                     "host": platform.node() or "this machine",
-                                     "date": datetime.datetime.now().isoformat(timespec="minutes"),
-                                     "origin": origin()}
+    results[f"{exercise}@{role}"] = {**_stamp(), "exercise": exercise, "notebook": str(notebook), "role": role,
+                                     "status": status, "line": line, "source": source}
     return write(path(GRADED_FILE, where), {"format": FORMAT, "results": results})
 
 

@@ -31,6 +31,7 @@ import mistune
 
 from hetlab.course.exercises import EXERCISES
 from hetlab.errors import HetlabError
+from hetlab.arithmetic import estimates
 from hetlab.store import measured
 
 ROLES = ("desktop", "mac")
@@ -255,9 +256,9 @@ def _alone(page: Page, runs: dict) -> None:
         s, label = (data.get("speeds") or {}).get("small"), run_label(data)
         rows.append(f"| {role} | {speed_text(s)} | {measured.step_time(role, 'small', page.source).formula} "
                     f"| {clean(data.get('accelerator') or data.get('device'))} | {label} |")
-        page.speed_row("each machine alone", f"{role}, small CNN, batch {measured.ASSUMED_BATCH}", s, label)
+        page.speed_row("each machine alone", f"{role}, small CNN, batch {estimates.COURSE_BATCH}", s, label)
         labels.append(f"{role}: {label}")
-    page.add(f"| machine | samples/s at batch {measured.ASSUMED_BATCH}, small CNN | step line t₀ + b × per sample "
+    page.add(f"| machine | samples/s at batch {estimates.COURSE_BATCH}, small CNN | step line t₀ + b × per sample "
              "| device | source |", "|---|---|---|---|---|", *rows, "")
     first = runs.get("01")
     if first:
