@@ -39,9 +39,7 @@ def origin_label() -> str | None:
 def patience(seconds: float) -> float:
     """A window for work to start on a Ray node, grown with this machine's load: ``seconds`` ×
     twice the 1-minute load average per core, at least 1×, at most 10×. A busy box starts Ray's
-    worker processes later, not never, and the processes that start at once share what is left:
-    with a busy loop per core (load 2.2 per core) a search's first task took 137 s to start on
-    the practice cluster, against about 6 s quiet (notebook 09's probes)."""
+    worker processes later, not never, and the processes that start at once share what is left."""
     try:
         per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
     except OSError:
