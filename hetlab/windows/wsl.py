@@ -149,14 +149,9 @@ def _route_address() -> tuple[str | None, str | None]:
     return ip, mac
 
 
-def profile_dir() -> Path | None:
-    """Windows' ``%UserProfile%`` as a path inside WSL (``/mnt/c/Users/NAME``), through interop; or None."""
+def wslconfig_path() -> Path | None:
+    """``%UserProfile%\\.wslconfig`` as a path inside WSL (``/mnt/c/Users/NAME/.wslconfig``), found
+    through interop; or None outside WSL."""
     profile = output(["cmd.exe", "/c", "echo %USERPROFILE%"])
     path = output(["wslpath", "-u", profile.strip()]) if profile and profile.strip() else None
-    return Path(path.strip()) if path and path.strip() else None
-
-
-def wslconfig_path() -> Path | None:
-    """``%UserProfile%\\.wslconfig`` as a path inside WSL, or None outside WSL."""
-    profile = profile_dir()
-    return profile / ".wslconfig" if profile else None
+    return Path(path.strip()) / ".wslconfig" if path and path.strip() else None
