@@ -7,8 +7,6 @@ pair it saves (kept in ``hetlab.store``) and a moved address on day two (``joini
 through Ray (``link``), each machine on itself (``machines``).
 """
 from hetlab.cluster.roles import (  # noqa: F401 - re-exported
-    ROLE_LABEL, SIMULATED_LABEL, ROLE_SLIVER, role_resource, role_label, node_labels, node_resources, placement,
-    has_role, live_nodes, node_name)
+    ROLE_LABEL, role_label, node_resources, placement, live_nodes, node_name)
 from hetlab.cluster.connecting import (  # noqa: F401 - re-exported
-    Requested, requested_address, enable_local_token_auth, token_mode, check_timeout, connect, driver_notice,
-    TABLE_COLUMNS, check_same_code, nodes, NodeTable, node_table)
+    requested_address, token_mode, check_timeout, connect, nodes, node_table)
