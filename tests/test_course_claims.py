@@ -67,6 +67,12 @@ def test_the_grading_page_asks_for_what_report_check_counts(tmp_path):
     assert f"| 9 · The exercises | {len(EXERCISES)} passed |" in page
     measured.save_graded("samples_per_s", "02", "wrong", "not yet", role="desktop", where=tmp_path)
     assert "exercise not passed: samples_per_s (notebook 02)" in report.missing("", tmp_path)
+    from hetlab.course import guesses   # every "Predict first" guess typed: the page asks it, --check counts it
+    assert "Every \"Predict first\" guess typed" in page and "lists each question still without one" in page
+    assert len([line for line in report.missing("", tmp_path) if line.startswith("no guess typed")]) == len(guesses.QUESTIONS)
+    for name in guesses.QUESTIONS:
+        guesses.guess(name, 1, where=tmp_path)
+    assert not [line for line in report.missing("", tmp_path) if line.startswith("no guess typed")]
 
 
 def test_08_measures_the_link_before_the_planner_and_says_what_losing_the_mac_is():

@@ -29,6 +29,7 @@ from pathlib import Path
 import jinja2
 import mistune
 
+from hetlab.course import guesses
 from hetlab.course.exercises import EXERCISES
 from hetlab.errors import HetlabError
 from hetlab.arithmetic import estimates
@@ -468,6 +469,19 @@ def pair(p: dict, nb: str, found: list[tuple]) -> tuple:
     return None, "", f"not yet measured: run {run_this}" + (f" (the run saved has {near[-1]})" if near else "")
 
 
+def _guesses(page: Page) -> None:
+    """Your "Predict first" guesses beside what the notebook then measured (``hetlab.course.guesses``),
+    under section 8's predictions."""
+    kept = guesses.load(page.source)
+    page.add("Your guesses, typed before each measurement:", "", "| notebook | question | your guess | measured |",
+             "|---|---|---|---|")
+    for name, (nb, question) in guesses.QUESTIONS.items():
+        mine, got = kept.get(name, {}).get("guess"), kept.get(name, {}).get("measured")
+        page.add(f"| {nb} | {question} | {'no guess typed' if mine is None else f'{mine:.3g}'} "
+                 f"| {'—' if got is None else f'{got:.3g}'} |")
+    page.add("")
+
+
 def _predictions(page: Page, runs: dict) -> None:
     page.heading(8)
     if not any(run["predictions"] for run in runs.values()):
@@ -599,6 +613,7 @@ def write(out: str | Path | None = None, where: str | Path | None = None, names:
     _split(page, runs)
     _search(page, runs)
     _predictions(page, runs)
+    _guesses(page)
     _exercises(page)
     page.heading(10)
     page.words("limitations")
@@ -623,7 +638,7 @@ def source_folder(where: str | Path | None = None) -> Path:
 
 def missing(page_text: str, source: str | Path) -> list[str]:
     """What the written page still lacks (``hetlab report --check``), one line each: sections not
-    measured, unanswered questions, exercises not passed."""
+    measured, unanswered questions, guesses not typed, exercises not passed."""
     lines = []
     for line in page_text.splitlines():
         found = re.search(r"[Nn]ot yet (?:measured|described|saved)[^|]*", line)
@@ -632,6 +647,9 @@ def missing(page_text: str, source: str | Path) -> list[str]:
             lines.append(f"not measured: {head + ': ' if head else ''}{found.group(0).strip().rstrip('.')}")
     lines += [f"unanswered: your words '{k}' in report.md" for k in unwritten(page_text)]
     passed = {r["exercise"] for r in measured.load_graded(source).values() if r["status"] == RIGHT}
+    typed = guesses.load(source)
+    lines += [f"no guess typed: {question} (notebook {nb}, under its Predict first question)"
+              for name, (nb, question) in guesses.QUESTIONS.items() if typed.get(name, {}).get("guess") is None]
     lines += [f"exercise not passed: {name} (notebook {ex.notebook})"
               for name, ex in sorted(EXERCISES.items(), key=lambda item: (item[1].notebook, item[0]))
               if name not in passed]
