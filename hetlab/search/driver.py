@@ -5,6 +5,8 @@ trials early, asynchronously; Tune's own printing is kept quiet.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import random
 import time
@@ -18,9 +20,8 @@ from hetlab.errors import HetlabError
 from hetlab.core.models import as_factory, check_model_and_loss, model_label
 from hetlab.cluster.raylog import quiet_stopped_processes
 from hetlab.search.results import SearchResult, Watcher
-from hetlab.search.trial import start_keeper
 from hetlab.search.storage import Storage, check_storage, open_storage
-from hetlab.search.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data
+from hetlab.search.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data, start_keeper
 
 SPACE = {"lr": [3e-4, 1e-3, 3e-3, 1e-2], "batch_size": [32, 64, 128], "width": [8, 16, 32],
          "optimizer": ["adam", "sgd"]}
@@ -39,25 +40,22 @@ def check_space(space) -> dict:
     for name, choices in space.items():
         if not isinstance(choices, (list, tuple)) or not choices:
             raise HetlabError(f"search space {name!r} must be a non-empty list of choices, got {choices!r}.")
+        valid, rule = _RULES[name]
         for value in choices:
-            if not _valid(name, value):
-                raise HetlabError(f"search space {name!r}: {value!r} is not a valid choice ({_RULES[name]}).")
+            if not valid(value):
+                raise HetlabError(f"search space {name!r}: {value!r} is not a valid choice ({rule}).")
         checked[name] = list(choices)
     return checked
 
 
-_RULES = {"lr": "a number above 0, e.g. 1e-3", "batch_size": "a whole number ≥ 1, e.g. 64",
-          "width": "a whole number ≥ 1, e.g. 16", "optimizer": f"one of {sorted(OPTIMIZERS)}"}
+def _whole(value, least: int = 1) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
-def _valid(name: str, value) -> bool:
-    if name == "optimizer":
-        return value in OPTIMIZERS
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    if name == "lr":
-        return 0 < value < math.inf
-    return isinstance(value, int) and value >= 1
+_RULES = {"lr": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf,
+                 "a number above 0, e.g. 1e-3"),
+          "batch_size": (_whole, "a whole number ≥ 1, e.g. 64"), "width": (_whole, "a whole number ≥ 1, e.g. 16"),
+          "optimizer": (lambda v: v in OPTIMIZERS, f"one of {sorted(OPTIMIZERS)}")}
 
 
 def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
@@ -80,33 +78,24 @@ def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
 
 def placement_plan(roles, packing, slowdowns, model) -> dict:
     """Per role: how many trials at once (``packing``: role → k, or None to measure it with
-    ``hetlab.search.slots.measure_packing``), what each asks Ray for, and the samples/s of one slot."""
+    ``hetlab.search.slots.measure_packing``), what each asks Ray for, and the samples/s of one slot.
+    Nodes on one computer share its cores (``slots.share_computers``)."""
     nodes = {role: slots.node_of(role) for role in roles}
     if packing is None:
-        key = (tuple((r, nodes[r]["NodeID"], float((slowdowns or {}).get(r, 1))) for r in roles), model_label(model))
-        if key not in _MEASURED:  # measured once per machine and model in this session
-            _MEASURED[key] = slots.measure_packing(roles, model=model, slowdowns=slowdowns)
-        measured = _MEASURED[key]
+        measured = slots.measure_packing(roles, model=model, slowdowns=slowdowns)
     else:  # checked by check_numbers
         measured = {role: slots.Packing(role, packing.get(role, 1), "GPU" if nodes[role]["Resources"].get("GPU", 0)
                                         >= 1 else "CPU") for role in roles}
     if len(roles) > 1:
-        ids = tuple(nodes[r]["NodeID"] for r in roles)
-        if ids not in _COMPUTERS:  # asked once per set of nodes in this session
-            _COMPUTERS[ids] = slots.computers(roles)
-        measured = slots.share_computers(measured, _COMPUTERS[ids],
+        measured = slots.share_computers(measured, slots.computers(roles),
                                          {r: nodes[r]["Resources"].get("CPU", 1) for r in roles})
     plan = {}
     for role in roles:
         k = measured[role].k
-        speed = measured[role].speeds.get(k, 0.0) / k
         plan[role] = {"k": k, "device": measured[role].device, "shape": slots.slot_shape(nodes[role], role, k),
-                      "slots": slots.slots_of(nodes[role], k), "speed": speed, "packing": measured[role]}
+                      "slots": slots.slots_of(nodes[role], k), "speed": measured[role].speeds.get(k, 0.0) / k,
+                      "packing": measured[role]}
     return plan
-
-
-_MEASURED: dict = {}
-_COMPUTERS: dict = {}   # node ids → role → (computer, cores)
 
 
 def plan_line(plan: dict) -> str:
@@ -118,15 +107,15 @@ def plan_line(plan: dict) -> str:
 def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac"), epochs: int = 3,
            grace: int = 1, train_samples: int = 4000, val_samples: int = 1000, seed: int = 0,
            model=DEFAULT_MODEL, slowdowns: dict | None = None, storage_path: str | None = None,
-           storage_filesystem=None, checkpoints: bool | str = "auto", time_budget_s: float | None = None,
-           max_failures: int = 1, packing: dict | None = None, early_stopping: bool = True,
-           progress: bool = True, name: str | None = None) -> SearchResult:
+           checkpoints: bool = True, time_budget_s: float | None = None, max_failures: int = 1,
+           packing: dict | None = None, early_stopping: bool = True, progress: bool = True) -> SearchResult:
     """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``; returns a
-    ``SearchResult`` (table, best, throughput, timeline). ``slowdowns``: role → simulated slowdown;
+    ``SearchResult`` (table, best, samples/s, timeline). ``slowdowns``: role → simulated slowdown;
     ``packing``: role → trials at once (default: measured); ``early_stopping=False``: every trial
-    runs all its epochs. ``storage_path`` / ``storage_filesystem``: where results go
-    (``hetlab.search.storage``); checkpoints ``True`` / ``"auto"`` (kept beside the driver,
-    ``hetlab.search.trial.start_keeper``) or ``False``; a failed trial is retried ``max_failures`` times from its last one.
+    runs all its epochs. ``storage_path``: where results go (``hetlab.search.storage``; default a
+    folder here); each trial's last checkpoint is kept beside the driver (``trial.start_keeper``;
+    ``checkpoints=False``: none, as ``benchmarks/pair_search.py`` runs it), so a failed trial is
+    retried ``max_failures`` times from its last one, on the other machine if its own was lost.
     """
     space = check_space(SPACE if space is None else space)
     roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, train_samples=train_samples,
@@ -134,7 +123,7 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
                           slowdowns=slowdowns)
     configs = sample(space, trials, seed)
     _check_model(model, space["width"])
-    storage = open_storage(storage_path, storage_filesystem)
+    storage = open_storage(storage_path)
     if not ray.is_initialized():
         raise HetlabError("not connected to Ray: call hetlab.pair.the_pair() (or cluster.connect()) first.")
     for role in roles:
@@ -142,9 +131,9 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     quiet_stopped_processes()
     plan = placement_plan(roles, packing, slowdowns, model)
     print(plan_line(plan))
-    checkpoints = _checkpoints(checkpoints, storage, roles, explicit=storage_path is not None)
+    _usable_everywhere(storage, roles, storage_path is not None, checkpoints)
     split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here
-    name = name or f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
+    name = f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
     from ray import tune
     keeper = start_keeper() if checkpoints else None
     fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples, val_samples=val_samples,
@@ -155,8 +144,8 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
                                   {r: p["speed"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
     shapes = {r: p["shape"] for r, p in plan.items()}
-    watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs)
-    watcher.movable(searcher, shapes)
+    watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs,
+                      searcher, shapes)
     tuner = _tuner(tune.with_resources(fn, _Shapes(shapes)), searcher, epochs, grace, time_budget_s,
                    max_failures, storage, name, watcher, early_stopping)
     try:
@@ -168,7 +157,15 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
             ray.kill(keeper)
     result = SearchResult(watcher.records, time.time() - watcher.t0, list(roles), shapes, storage.shown(name),
                           {r: p["k"] for r, p in plan.items()})
-    return _checked_result(result, time_budget_s)
+    if not any(t.epochs > 0 for t in result.trials):
+        failed = [t for t in result.trials if t.error]
+        if failed:
+            raise HetlabError(f"every trial failed; the first: {failed[0].error} (results: {result.folder}).")
+        raise HetlabError(f"time_budget_s={time_budget_s} ended the search before any trial finished one "
+                          f"epoch: give more seconds or fewer train_samples (results: {result.folder}).")
+    for line in result.problems():
+        print(line)
+    return result
 
 
 class _Shapes:
@@ -215,28 +212,25 @@ def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, *, 
     """The search's own numbers and roles, each checked in one line before Ray (``hetlab search``
     too): ``train_samples`` at least the largest ``batch_size``, ``packing`` (role → trials at
     once) ≥ 1, ``slowdowns`` (role → X× slower) ≥ 1."""
-    for label, value in (("trials", trials), ("epochs", epochs), ("grace", grace)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise HetlabError(f"{label}={value!r}: give a whole number ≥ 1.")
+    for label, value, least in (("trials", trials, 1), ("epochs", epochs, 1), ("grace", grace, 1),
+                                ("max_failures", max_failures, 0)):
+        if not _whole(value, least):
+            raise HetlabError(f"{label}={value!r}: give a whole number ≥ {least}.")
     if grace > epochs:
         raise HetlabError(f"grace={grace} is more than epochs={epochs}: ASHA can stop a trial only "
                           f"after `grace` epochs; use grace ≤ epochs.")
     if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and 0 < time_budget_s < math.inf):
         raise HetlabError(f"time_budget_s={time_budget_s!r}: give seconds above 0, or None for no limit.")
-    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
-        raise HetlabError(f"max_failures={max_failures!r}: give a whole number ≥ 0.")
     roles = (roles,) if isinstance(roles, str) else tuple(roles)
     if not roles or len(set(roles)) != len(roles):
         raise HetlabError(f"roles={roles!r}: give distinct roles, e.g. ('desktop', 'mac') or ('desktop',).")
     if train_samples is not None and batch_size is not None and not (
             isinstance(train_samples, int) and batch_size <= train_samples):
         raise HetlabError(f"train_samples={train_samples!r}: give at least the largest batch_size, {batch_size}.")
-    if val_samples is not None and (isinstance(val_samples, bool) or not isinstance(val_samples, int)
-                                    or val_samples < 1 or (train_samples or 0) + val_samples > 60000):
+    if val_samples is not None and (not _whole(val_samples) or (train_samples or 0) + val_samples > 60000):
         raise HetlabError(f"val_samples={val_samples!r}: give a whole number ≥ 1; train_samples + val_samples "
                           f"must fit in MNIST's 60000 training samples.")
-    if packing is not None and (not isinstance(packing, dict) or any(
-            isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in packing.values())):
+    if packing is not None and (not isinstance(packing, dict) or not all(map(_whole, packing.values()))):
         raise HetlabError(f"packing={packing!r}: give role → trials at once, each ≥ 1, e.g. {{'desktop': 2}}.")
     if slowdowns is not None and (not isinstance(slowdowns, dict) or any(
             isinstance(x, bool) or not isinstance(x, (int, float)) or not 1 <= x < math.inf
@@ -250,11 +244,13 @@ def _check_model(model, widths) -> None:
     """Build the model at every width and run two samples through it, here on the CPU: a model
     that raises fails in one line before Ray Tune starts a trial."""
     import functools
+
+    import torch
     as_factory(model)  # a name or function Ray can send (the learner's own module goes by value)
     (x, y), _ = split_data(2, 1)
     for width in widths:
         try:
-            check_model_and_loss(functools.partial(model, width=width), _cross_entropy(), x, y)
+            check_model_and_loss(functools.partial(model, width=width), torch.nn.functional.cross_entropy, x, y)
         except HetlabError:
             raise
         except Exception as e:  # noqa: BLE001 - the learner's model, any error
@@ -262,27 +258,18 @@ def _check_model(model, widths) -> None:
                               f"{type(e).__name__}: {' '.join(str(e).split())[:160]}.") from None
 
 
-def _cross_entropy():
-    import torch
-    return torch.nn.functional.cross_entropy
-
-
-def _checkpoints(checkpoints, storage: Storage, roles, explicit: bool) -> bool:
-    """Whether trials save checkpoints (beside the driver, ``hetlab.search.trial.start_keeper``). Every node
-    is asked to use ``storage`` (it warms them too): storage you gave that a machine cannot use
-    is one line; without it, a note says where results go."""
-    if checkpoints not in (True, False, "auto"):
-        raise HetlabError(f"checkpoints={checkpoints!r}: use True, False or 'auto'.")
+def _usable_everywhere(storage: Storage, roles, given: bool, checkpoints: bool) -> None:
+    """Every node is asked to use ``storage`` (it warms them too): storage the learner ``given``
+    that a machine cannot use is one line; without it, a note says where results go."""
     blind = check_storage(storage, roles)
-    if explicit and blind is not None:
-        raise HetlabError(f"storage {storage.ray_path} is not usable from the {blind[0]} machine ({blind[1]}): "
+    if given and blind is not None:
+        raise HetlabError(f"storage {storage.path} is not usable from the {blind[0]} machine ({blind[1]}): "
                           f"give a folder every machine sees at the same path, a URI (e.g. s3://bucket/runs), "
                           f"or none (results on this machine).")
-    if not explicit:
+    if not given:
         print(f"note: results in {storage.folder} on this machine" + (
             "; each trial's last checkpoint is kept here too, through Ray, so a trial whose machine is lost "
             "resumes on the other" if checkpoints else "; checkpoints off: a lost trial restarts from epoch 0"))
-    return checkpoints is not False
 
 
 def _tuner(trainable, searcher, epochs, grace, time_budget_s, max_failures, storage: Storage, name,
@@ -297,7 +284,7 @@ def _tuner(trainable, searcher, epochs, grace, time_budget_s, max_failures, stor
         scheduler = _HandsBack.onto(FIFOScheduler)()
     scheduler.searcher = searcher
     run_config = tune.RunConfig(
-        name=name, storage_path=storage.ray_path, storage_filesystem=storage.ray_fs, verbose=0,
+        name=name, storage_path=storage.path, verbose=0,
         callbacks=[watcher, JsonLoggerCallback()], log_to_file=True, progress_reporter=_Silent(),
         failure_config=tune.FailureConfig(max_failures=max_failures))
     tune_config = tune.TuneConfig(metric="accuracy", mode="max", scheduler=scheduler, search_alg=searcher,
@@ -343,6 +330,7 @@ class _Silent:
         pass
 
 
+@contextlib.contextmanager
 def _quiet_tune(slot_count: int):
     """Tune's printing off for one fit: the old reporter path (``RAY_AIR_NEW_OUTPUT=0``, which
     prints no "Configuration for experiment" box) with a silent reporter, and Tune's loggers
@@ -350,34 +338,14 @@ def _quiet_tune(slot_count: int):
     only ``result.json`` per trial is written (no CSV, no TensorBoard: less work per epoch).
     Tune may hold as many trials waiting to start as the searcher hands out (its default with a
     searcher is one: packed trials would start one after another)."""
-    import contextlib
-    import logging
-
-    @contextlib.contextmanager
-    def quiet():
-        loggers = [logging.getLogger(n) for n in ("ray.tune", "ray.train", "ray.air")]
-        levels = [lg.level for lg in loggers]
-        for lg in loggers:
-            lg.setLevel(logging.CRITICAL)
-        try:
-            with environment({"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
-                              "TUNE_MAX_PENDING_TRIALS_PG": str(max(1, slot_count))}):
-                yield
-        finally:
-            for lg, level in zip(loggers, levels):
-                lg.setLevel(level)
-    return quiet()
-
-
-def _checked_result(result: SearchResult, time_budget_s) -> SearchResult:
-    reported = [t for t in result.trials if t.epochs > 0]
-    if not reported:
-        failed = [t for t in result.trials if t.error]
-        if failed:
-            raise HetlabError(f"every trial failed; the first: {failed[0].error} (results: {result.folder}).")
-        raise HetlabError(f"time_budget_s={time_budget_s} ended the search before any trial finished one "
-                          f"epoch: give more seconds or fewer train_samples (results: {result.folder}).")
-    for line in result.problems():
-        print(line)
-    return result
-
+    loggers = [logging.getLogger(n) for n in ("ray.tune", "ray.train", "ray.air")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        with environment({"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+                          "TUNE_MAX_PENDING_TRIALS_PG": str(max(1, slot_count))}):
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)

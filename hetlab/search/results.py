@@ -54,11 +54,13 @@ class TrialRecord:
         """Ray gave it a share of a GPU, and it trained on the CPU (torch saw no GPU there)."""
         return self.ray_gpu and self.device == "cpu"
 
-    def row(self) -> dict:
-        return {"trial": self.trial, **self.config, "machine": self.machine,
-                "device": self.device + (" (GPU held, unused)" if self.gpu_unused else ""),
-                "epochs": self.epochs, "accuracy": round(self.accuracy, 4), "samples": self.samples,
-                "status": self.status + (f" (retried ×{self.retries})" if self.retries else "")}
+    def row(self) -> list[str]:
+        """Its cells in ``COLUMNS``' order, as the table shows them."""
+        cells = {"trial": self.trial, **self.config, "machine": self.machine,
+                 "device": self.device + (" (GPU held, unused)" if self.gpu_unused else ""),
+                 "epochs": self.epochs, "accuracy": round(self.accuracy, 4), "samples": self.samples,
+                 "status": self.status + (f" (retried ×{self.retries})" if self.retries else "")}
+        return [str(cells.get(c, "")) for c in COLUMNS]
 
 
 @dataclass
@@ -143,13 +145,13 @@ class SearchResult:
         return (f"best: {best.config} held-out accuracy {best.accuracy:.4f} after {best.epochs} epochs "
                 f"({best.machine}, {best.device})")
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[list[str]]:
         """The table's rows, best first; configurations the search never started are left out."""
         ran = [t for t in self.trials if t.status != "not started"]
         return [t.row() for t in sorted(ran, key=lambda t: -t.accuracy if t.epochs else 1)]
 
     def __str__(self) -> str:
-        cells = [[str(r.get(c, "")) for c in COLUMNS] for r in self.rows()]
+        cells = self.rows()
         widths = [max(len(x) for x in col) for col in zip(COLUMNS, *cells)]
         lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [list(COLUMNS)] + cells]
         return "\n".join([self.summary(), *lines[:1], "  ".join("-" * w for w in widths), *lines[1:]])
@@ -159,8 +161,7 @@ class SearchResult:
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in COLUMNS)
-                       + "</tr>" for r in self.rows())
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in self.rows())
         return f"<p>{html.escape(self.summary())}</p><table><tr>{head}</tr>{body}</table>"
 
     def summary(self) -> str:
@@ -173,19 +174,14 @@ class Watcher(Callback):
     """Ray Tune callback in the driver: records, one progress bar, and a JSON copy on disk,
     written after every epoch of every trial."""
 
-    def __init__(self, configs: list[dict], path: tuple, progress: bool, epochs: int):
+    def __init__(self, configs: list[dict], path: tuple, progress: bool, epochs: int, searcher, shapes: dict):
         self.records = [TrialRecord(c["trial"], {k: v for k, v in c.items() if k not in ("seed", "trial")},
                                     c["seed"]) for c in configs]
         self.fs, self.path = path  # a pyarrow filesystem and the JSON file's path in it
         self.epochs = epochs
-        self.searcher, self.shapes = None, {}
+        self.searcher, self.shapes = searcher, shapes  # where a trial whose machine was lost goes: a SlotSearcher
         self.t0 = time.time()
         self.bar = progress_bar(len(configs), "search", progress)
-
-    def movable(self, searcher, shapes: dict) -> None:
-        """Where a trial whose machine was lost goes: ``searcher`` (a ``SlotSearcher``) and each
-        role's slot shape."""
-        self.searcher, self.shapes = searcher, shapes
 
     def __getstate__(self) -> dict:
         """Tune pickles its callbacks with the experiment's state; a notebook's progress bar (a
@@ -228,7 +224,7 @@ class Watcher(Callback):
         from ray.tune.experiment import Trial
 
         from hetlab.search.slots import alive_roles
-        role = None if self.searcher is None else self.searcher.role_of.get(trial.trial_id)
+        role = self.searcher.role_of.get(trial.trial_id)
         if role is None or trial.status not in (Trial.PENDING, Trial.PAUSED):
             return
         alive = alive_roles(self.shapes)
@@ -239,7 +235,7 @@ class Watcher(Callback):
         self.searcher.moved(trial.trial_id, role, to)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        if self.searcher is not None and trial.trial_id in self.searcher.handed_back:
+        if trial.trial_id in self.searcher.handed_back:
             return  # its configuration runs again, as another trial
         record = self._record(trial)
         record.status = "done" if record.epochs >= self.epochs else "stopped early"

@@ -107,7 +107,7 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])  # dropout's masks go on as they would have
         start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
-    node, ray_gpu, computer = _node_id(), bool(ray.get_gpu_ids()), this_machine()
+    node, ray_gpu, computer = ray.get_runtime_context().get_node_id(), bool(ray.get_gpu_ids()), this_machine()
     for epoch, n, s, loss in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
         samples, busy_s = samples + n, busy_s + s
         if keeper is not None:  # before the report: a machine lost after it loses nothing
@@ -137,38 +137,6 @@ def _last_checkpoint(keeper, trial: int, dev) -> dict | None:
     return None if saved is None else torch.load(io.BytesIO(saved), map_location=dev, weights_only=True)
 
 
-def probe_storage(where, folder: str, marker: str) -> str:
-    """Run on a node before the search: read the driver's ``marker`` in ``folder``, then write,
-    read back and delete a file of its own. Returns "" if all worked, else what failed, in a few
-    words. ``where``: a URI or a pyarrow filesystem (the same one the search writes to). Importing
-    this module there (torch with it) also leaves that node a warm process for its first trial."""
-    from pyarrow import fs as pafs
-    try:
-        filesystem = pafs.FileSystem.from_uri(where)[0] if isinstance(where, str) else where
-        with filesystem.open_input_stream(f"{folder}/{marker}") as f:
-            if f.read() != b"hetlab":
-                return "read the desktop's test file but found other content"
-    except Exception as e:  # noqa: BLE001 - any filesystem's error, as one line
-        return f"cannot read the test file the driver wrote ({type(e).__name__})"
-    return write_read_delete(filesystem, folder)
-
-
-def write_read_delete(filesystem, folder: str) -> str:
-    """Write, read back and delete a file of this process's in ``folder``: "" if all worked, else
-    what failed, in a few words (``probe_storage`` on each node, ``hetlab.search.storage`` here)."""
-    import uuid
-    mine = f"{folder}/.hetlab-node-{uuid.uuid4().hex[:8]}"
-    try:
-        with filesystem.open_output_stream(mine) as f:
-            f.write(b"node")
-        with filesystem.open_input_stream(mine) as f:
-            ok = f.read() == b"node"
-        filesystem.delete_file(mine)
-        return "" if ok else "wrote a file but read back other content"
-    except Exception as e:  # noqa: BLE001 - any filesystem's error (read-only, credentials), as one line
-        return f"cannot write, read back and delete a file there ({type(e).__name__}: {' '.join(str(e).split())[:80]})"
-
-
 def probe_speed(model, width: int, batch_size: int, seconds: float, threads: int) -> float:
     """Samples per second of the course's model training on this process's device (the GPU Ray
     gave it, else the CPU with ``threads`` threads) for about ``seconds``: one packed trial's
@@ -192,11 +160,6 @@ def probe_speed(model, width: int, batch_size: int, seconds: float, threads: int
     return steps * batch_size / (time.perf_counter() - t0)
 
 
-def _node_id() -> str:
-    import ray
-    return ray.get_runtime_context().get_node_id()
-
-
 DEFAULT_MODEL = small_cnn
 
 
@@ -218,9 +181,6 @@ class CheckpointKeeper:
 
     def get(self, trial: int) -> bytes | None:
         return self.saved.get(trial)
-
-    def size(self) -> int:
-        return sum(len(b) for b in self.saved.values())
 
 
 def start_keeper():
