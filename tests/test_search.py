@@ -291,13 +291,16 @@ def test_the_practice_nodes_are_one_computer(practice):
 
 
 def test_packing_is_measured_per_machine(practice):
-    measured = slots.measure_packing(("desktop", "mac"), slowdowns={"mac": 4}, ks=(1, 2), seconds=0.2)
+    measured = slots.measure_packing(("desktop", "mac"), slowdowns={"mac": 4})
     desktop, mac = measured["desktop"], measured["mac"]
-    assert desktop.device == "GPU" and desktop.k in (1, 2) and 1 in desktop.speeds   # counted GPU: probed
-    # the rule on the rates it measured, not their order: 2 at once only where it adds 10 % (gain 1.1);
-    # two close rates (980 and 1,019 samples/s on a busy box) come out in either order
-    assert set(desktop.speeds) == {1, 2} and all(r > 0 for r in desktop.speeds.values())
-    assert desktop.k == (2 if desktop.speeds[2] >= 1.1 * desktop.speeds[1] else 1), desktop.speeds
+    assert desktop.device == "GPU" and all(r > 0 for r in desktop.speeds.values())   # counted GPU: probed
+    # the rule on the speeds it measured, not their order: one more at once only where it adds 10 % (GAIN),
+    # stopping at the first that does not; two close speeds (980 and 1,019 samples/s on a busy box) come
+    # out in either order
+    tried = sorted(desktop.speeds)
+    assert len(tried) >= 2 and tried == list(slots.TRIES[:len(tried)]), desktop.speeds
+    gains = [desktop.speeds[b] >= slots.GAIN * desktop.speeds[a] for a, b in zip(tried, tried[1:])]
+    assert all(gains[:-1]) and desktop.k == (tried[-1] if all(gains) else tried[-2]), desktop.speeds
     assert (mac.k, mac.device, mac.speeds) == (1, "CPU", {}) and "simulated" in mac.note
 
 

@@ -140,7 +140,7 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
                               epochs=epochs, slowdowns=dict(slowdowns or {}), keeper=keeper)
     storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
     cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
-    unit = (slots.width_cost({"width": 16}) if cost else 1.0) / (epochs * train_samples)  # probe: width 16
+    unit = (slots.width_cost(slots.PROBE) if cost else 1.0) / (epochs * train_samples)  # the packing probe's
     searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
                                   {r: p["speed"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
     shapes = {r: p["shape"] for r, p in plan.items()}

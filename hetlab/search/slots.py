@@ -95,11 +95,15 @@ def share_computers(packing: dict, where: dict, cpus: dict) -> dict:
     return out
 
 
-def measure_packing(roles, *, model=DEFAULT_MODEL, slowdowns: dict | None = None, width: int = 16,
-                    batch_size: int = 64, ks=(1, 2, 4), seconds: float = 1.0, gain: float = 1.1) -> dict:
+TRIES = (1, 2, 4)        # trials at once that measure_packing tries on a machine, in turn
+PROBE = {"width": 16, "batch_size": 64, "seconds": 1.0}   # each try: the course's CNN at batch 64, for 1 s
+GAIN = 1.1               # a k is kept only if it trains 10 % more samples/s than the best fewer
+
+
+def measure_packing(roles, *, model=DEFAULT_MODEL, slowdowns: dict | None = None) -> dict:
     """Role → ``Packing``: on each machine in turn, k trials of the course's model train at once
-    for ``seconds`` (k in ``ks``), and the k whose samples/s (all k together) is highest wins,
-    stopping at the first k that adds less than ``gain``. On a CPU machine k is at most its CPUs
+    (``PROBE``; k in ``TRIES``), and the k whose samples/s (all k together) is highest wins,
+    stopping at the first k that adds less than ``GAIN``. On a CPU machine k is at most its CPUs
     (k trials share them). A simulated machine keeps k = 1: its sleeps would overlap and
     overstate what packing gives; a real slower device is busy while it computes."""
     out = {}
@@ -107,17 +111,17 @@ def measure_packing(roles, *, model=DEFAULT_MODEL, slowdowns: dict | None = None
         node = node_of(role)
         gpus, cpus = node["Resources"].get("GPU", 0), int(node["Resources"].get("CPU", 1))
         device = "GPU" if gpus >= 1 else "CPU"
+        tries = [k for k in TRIES if device == "GPU" or k <= cpus]
         if float((slowdowns or {}).get(role, 1)) > 1:
             out[role] = Packing(role, 1, device, note="simulated: one trial at a time")
-            continue
-        tries = [k for k in ks if device == "GPU" or k <= cpus]
-        out[role] = _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain)
+        elif tries == [1]:
+            out[role] = Packing(role, 1, device, note=f"{cpus} CPU(s): one trial")
+        else:
+            out[role] = _measure(role, device, tries, cpus, model)
     return out
 
 
-def _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain) -> Packing:
-    if tries == [1] or not tries:
-        return Packing(role, 1, device, note=f"{cpus} CPU(s): one trial")
+def _measure(role, device, tries, cpus, model) -> Packing:
     prober = ray.remote(_Prober).options(num_cpus=0, num_gpus=1 / max(tries) if device == "GPU" else 0,
                                          **placement(role))
     actors = [prober.remote() for _ in range(max(tries))]  # started together: one start-up's wait
@@ -126,10 +130,9 @@ def _measure(role, device, tries, cpus, model, width, batch_size, seconds, gain)
     try:
         ray.get([a.ready.remote() for a in actors], timeout=patience(120))
         for k in tries:
-            threads = max(1, cpus // k)
-            speeds[k] = sum(ray.get([a.speed.remote(model, width, batch_size, seconds, threads)
-                                    for a in actors[:k]], timeout=patience(120)))
-            if k > 1 and speeds[k] < gain * speeds[best]:
+            speeds[k] = sum(ray.get([a.speed.remote(model, max(1, cpus // k)) for a in actors[:k]],
+                                    timeout=patience(120)))
+            if k > 1 and speeds[k] < GAIN * speeds[best]:
                 break
             best = k if speeds[k] >= speeds[best] else best
     finally:
@@ -144,8 +147,8 @@ class _Prober:
     def ready(self) -> bool:
         return True
 
-    def speed(self, model, width, batch_size, seconds, threads) -> float:
-        return probe_speed(model, width, batch_size, seconds, threads)
+    def speed(self, model, threads: int) -> float:
+        return probe_speed(model, PROBE["width"], PROBE["batch_size"], PROBE["seconds"], threads)
 
 
 def width_cost(config: dict) -> float:

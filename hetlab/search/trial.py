@@ -101,8 +101,9 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
     net, opt = build(cfg, model, dev)
     start, samples, busy_s = 0, 0, 0.0
     slow = SlowDevice(slowdown)
-    state = _last_checkpoint(keeper, cfg["trial"], dev)
-    if state is not None:
+    saved = None if keeper is None else ray.get(keeper.get.remote(cfg["trial"]))  # a retried trial's last state
+    if saved is not None:
+        state = torch.load(io.BytesIO(saved), map_location=dev, weights_only=True)
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])  # dropout's masks go on as they would have
@@ -128,13 +129,6 @@ def _saved(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
     torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "samples": samples,
                 "busy_s": busy_s, "rng": torch.get_rng_state()}, buffer)
     return buffer.getvalue()
-
-
-def _last_checkpoint(keeper, trial: int, dev) -> dict | None:
-    """The trial's last saved state, from the driver's ``CheckpointKeeper``, or None."""
-    import ray
-    saved = None if keeper is None else ray.get(keeper.get.remote(trial))
-    return None if saved is None else torch.load(io.BytesIO(saved), map_location=dev, weights_only=True)
 
 
 def probe_speed(model, width: int, batch_size: int, seconds: float, threads: int) -> float:
