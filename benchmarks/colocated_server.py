@@ -30,10 +30,10 @@ from hetlab.core.flat import join_pieces, pieces_for, split_pieces
 from hetlab.core.simulate import device_seconds
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining
-from hetlab.ps.options import Options
+from hetlab.ps.specs import Options
 from hetlab.ps.server import Server
 from hetlab.ps.specs import WorkerSpec
-from hetlab.ps.placement import actor_options
+from hetlab.ps.specs import actor_options
 from hetlab.ps.worker import Worker
 
 
@@ -123,7 +123,7 @@ def main() -> None:
             hosted = balance.auto_tune(
                 lambda s: speeds(ray.get(host.run.remote(args.steps, s)), s), g, 2, rounds=6)
             alone_at = tuned.batch_sizes
-            alone = [engine.standalone_throughput(alone_at, steps=args.steps)]
+            alone = [engine.standalone_samples_per_s(alone_at, steps=args.steps)]
             eff = {"engine": [], "colocated": []}
             beyond = {"engine": [], "colocated": []}
             for _ in range(args.repeats):
@@ -136,7 +136,7 @@ def main() -> None:
                 rates["colocated"] = run["samples"] / (time.perf_counter() - t)
                 beyond["engine"] += beyond_slowest(recs)
                 beyond["colocated"] += run["beyond_s"]
-                alone.append(engine.standalone_throughput(alone_at, steps=args.steps))
+                alone.append(engine.standalone_samples_per_s(alone_at, steps=args.steps))
                 bracket = [statistics.mean(p) for p in zip(*alone[-2:])]
                 for name, rate in rates.items():
                     eff[name].append(balance.efficiency(rate, bracket))
@@ -144,13 +144,13 @@ def main() -> None:
 
     med = {k: statistics.median(v) for k, v in eff.items()}
     print(f"  global batch {g}; {args.run_steps} steps × {args.repeats} alternations; each alone at "
-          f"{balance.format_ratio(alone_at)}: "
+          f"{balance.format_split(alone_at)}: "
           f"{', '.join(f'{statistics.mean(a):,.0f}' for a in zip(*alone))} samples/s")
     print(f"  {'design':36s} {'split':22s} {'efficiency':>10}   per alternation")
     for name, sizes in (("engine (server in the driver)", tuned.batch_sizes),
                         ("colocated (server in the desktop)", hosted.batch_sizes)):
         key = name.split()[0]
-        print(f"  {name:36s} {balance.format_ratio(sizes):22s} {med[key]:10.1%}   "
+        print(f"  {name:36s} {balance.format_split(sizes):22s} {med[key]:10.1%}   "
               f"{', '.join(f'{e:.1%}' for e in eff[key])}")
     beyond_ms = {k: round(1e3 * statistics.median(v), 2) for k, v in beyond.items()}
     print(f"  a step beyond its slower device's own time (median ms): engine {beyond_ms['engine']:.2f}, "

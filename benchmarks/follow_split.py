@@ -44,7 +44,7 @@ def main(argv=None) -> dict:
         cool = training.workers[1].slowdown
         training.set_slowdown("mac", cool * args.throttle)
         hot_labels = training.labels
-        before = training.standalone_throughput(g, steps=8)  # the hot Mac alone, and the desktop
+        before = training.standalone_samples_per_s(g, steps=8)  # the hot Mac alone, and the desktop
         runs = {"fixed": [], "follows": []}
         splits = []
         for _ in range(args.repeats):
@@ -52,7 +52,7 @@ def main(argv=None) -> dict:
             records = training.run(args.steps, batch_sizes=tuned, retune_every=args.every)
             runs["follows"].append(cluster_samples_per_s(records))
             splits.append(list(training.batch_sizes))
-        hot_standalone = [(b + a) / 2 for b, a in zip(before, training.standalone_throughput(g, steps=8))]
+        hot_standalone = [(b + a) / 2 for b, a in zip(before, training.standalone_samples_per_s(g, steps=8))]
     figures = {name: {"samples_per_s": round(statistics.median(rates), 1),
                       "efficiency": round(balance.efficiency(statistics.median(rates), hot_standalone), 3),
                       "runs": [round(r, 1) for r in rates]} for name, rates in runs.items()}
@@ -64,7 +64,7 @@ def main(argv=None) -> dict:
     print(f"{'split':>10} {'samples/s':>10} {'efficiency':>11}   runs")
     for name, f in figures.items():
         print(f"{name:>10} {f['samples_per_s']:10,.0f} {f['efficiency']:11.0%}   {f['runs']}")
-    print(f"tuned split {balance.format_ratio(tuned)}; followed to {[balance.format_ratio(s) for s in splits]}")
+    print(f"tuned split {balance.format_split(tuned)}; followed to {[balance.format_split(s) for s in splits]}")
     print(json.dumps(result))
     return result
 

@@ -118,7 +118,7 @@ def main() -> None:
         driver_cpu = dict.fromkeys(splits, 0.0)
         alone_each, eff_each = [], {name: [] for name in splits}
         alone_at = tuned.batch_sizes  # each worker alone at its own share (docstring)
-        alone_each.append(training.standalone_throughput(alone_at, steps=args.steps))
+        alone_each.append(training.standalone_samples_per_s(alone_at, steps=args.steps))
         for _ in range(args.repeats):  # each alternation: the three splits, then both alone again
             rates = {}
             for name, sizes in splits.items():
@@ -130,7 +130,7 @@ def main() -> None:
                 runs[name].extend(recs)
             splits["followed"] = list(training.batch_sizes)
             followed_at.append(splits["followed"])
-            alone_each.append(training.standalone_throughput(alone_at, steps=args.steps))
+            alone_each.append(training.standalone_samples_per_s(alone_at, steps=args.steps))
             bracket = [statistics.mean(pair) for pair in zip(*alone_each[-2:])]  # before and after
             for name, rate in rates.items():
                 eff_each[name].append(balance.efficiency(rate, bracket))
@@ -149,15 +149,15 @@ def main() -> None:
     print(f"  sum of standalone (mean): {sum(alone):,.0f} samples/s")
     print("  auto-tune rounds:")
     for r in tuned.history:
-        print(f"    {balance.format_ratio(r.batch_sizes):24s} measured "
-              f"{', '.join(f'{t:,.0f}' for t in r.throughputs)} samples/s")
+        print(f"    {balance.format_split(r.batch_sizes):24s} measured "
+              f"{', '.join(f'{t:,.0f}' for t in r.samples_per_s)} samples/s")
     equal_finish = balance.equal_finish_split(g, tuned.lines)
     n_told = len(balance.step_scatter(tuned.history))
-    print(f"  auto-tune's lines finish together at {balance.format_ratio(equal_finish)}; for the scatter of the "
-          f"{n_told} steps it measured it took {balance.format_ratio(tuned.batch_sizes)} (balance.split_for_noise)")
+    print(f"  auto-tune's lines finish together at {balance.format_split(equal_finish)}; for the scatter of the "
+          f"{n_told} steps it measured it took {balance.format_split(tuned.batch_sizes)} (balance.split_for_noise)")
     print(f"  {'split':28s} {'samples/s':>10} {'efficiency':>11} {'PS overhead':>12}   efficiency per alternation")
     for name, sizes in splits.items():
-        print(f"  {name + ' ' + balance.format_ratio(sizes):28s} {rate[name]:10,.0f} "
+        print(f"  {name + ' ' + balance.format_split(sizes):28s} {rate[name]:10,.0f} "
               f"{eff[name]:11.1%} {overhead[name]:12.1%}   {', '.join(f'{e:.1%}' for e in eff_each[name])}")
     print("  where a tuned step's time goes (mean per step):")
     tuned_recs = runs["tuned"]
@@ -192,15 +192,15 @@ def main() -> None:
     hindsight = balance.equal_finish_split(g, [steptime.constant_speed(d).plus(budget.comm[spec.name])
                                                for d, spec in zip(devices, training.workers)])
     print(f"  why the tuned step is longer than its ideal (the batch ÷ those speeds), mean per step:\n    {budget}"
-          f"\n    (the split balanced for those speeds and messages: {balance.format_ratio(hindsight)}; "
-          f"tuned {balance.format_ratio(tuned.batch_sizes)})")
+          f"\n    (the split balanced for those speeds and messages: {balance.format_split(hindsight)}; "
+          f"tuned {balance.format_split(tuned.batch_sizes)})")
     ceiling = budget.ideal / (budget.ideal + budget.overhead)
     print(f"  with a split balanced in every step and no noise, the parameter server's own cost alone would "
           f"still cap the cluster at {ceiling:.1%} of those speeds")
     hind = split_in_hindsight(tuned_recs)
     print(f"  the best fixed split for the tuned steps themselves, noise and all (each step's speeds; an estimate): "
-          f"{balance.format_ratio(hind['best'])}, mean step {hind['best_ms']:.1f} ms against "
-          f"{hind['ran_ms']:.1f} ms at {balance.format_ratio(hind['ran']).split(' ')[0]}: the split's part of "
+          f"{balance.format_split(hind['best'])}, mean step {hind['best_ms']:.1f} ms against "
+          f"{hind['ran_ms']:.1f} ms at {balance.format_split(hind['ran']).split(' ')[0]}: the split's part of "
           f"split off + noise is {hind['ran_ms'] - hind['best_ms']:.1f} ms; the rest of the noise is the box's")
     place = by_position(tuned_recs)
     rest = statistics.mean(place[2:] or place)
@@ -208,12 +208,12 @@ def main() -> None:
           f"{', '.join(f'{x:.1f}' for x in place[:2])}, then {rest:.1f} (the rest)")
     followed = step_budget(runs["followed"])
     print(f"  the followed split (retune_every={args.follow_every}, from the tuned one): moved {len(moves)}× "
-          f"({' → '.join(balance.format_ratio(m.after).split(' ')[0] for m in moves) or 'never'}); its steps:"
+          f"({' → '.join(balance.format_split(m.after).split(' ')[0] for m in moves) or 'never'}); its steps:"
           f"\n    {followed}")
     print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),
                       "efficiency_tuned": round(eff["tuned"], 4),
                       "efficiency_tuned_each": [round(e, 4) for e in eff_each["tuned"]],
-                      "tuned_ratio": [round(x, 4) for x in tuned.ratio],
+                      "tuned_shares": [round(x, 4) for x in balance.shares_of(tuned.batch_sizes)],
                       "tuned_batch_sizes": tuned.batch_sizes, "tuned_equal_finish": equal_finish,
                       "ps_overhead_fraction": round(overhead["tuned"], 4),
                       "ps_overhead_fraction_equal": round(overhead["equal"], 4),

@@ -62,7 +62,7 @@ def main(argv=None) -> dict:
         workers = pair.workers
         if pair.real:  # each worker alone, a few steps
             with ParameterServerTraining(workers, train, progress=False) as probe:
-                speeds = probe.standalone_throughput(args.global_batch // 2, steps=5)
+                speeds = probe.standalone_samples_per_s(args.global_batch // 2, steps=5)
         else:  # the simulated slowdown is exact
             speeds = [args.slowdown, 1.0]
         sizes = split_batch(args.global_batch, speeds)  # ∝ speed: the mac is slower

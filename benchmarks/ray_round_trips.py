@@ -80,7 +80,7 @@ def training_steps(pair, model: str, global_batch: int, steps: int, rounds: int)
     Returns (batch sizes, the pieces, {what: (one object ms, pieces ms)})."""
     train = load_mnist("train")
     with ParameterServerTraining(pair.workers, train, model=model, seed=0, progress=False) as training:
-        sizes = split_batch(global_batch, training.standalone_throughput(global_batch // 2, steps=3))
+        sizes = split_batch(global_batch, training.standalone_samples_per_s(global_batch // 2, steps=3))
         pieces = {"weights": pieces_for(training.weights_bytes), "gradient": training.pieces}
     ways = {"one object": lambda nbytes: 1, "pieces": pieces_for}
     records: dict[str, list] = {way: [] for way in ways}

@@ -98,7 +98,7 @@ def main() -> None:
 
     with the_pair() as pair, ParameterServerTraining(pair.workers, load_mnist("train"), seed=0,
                                                      progress=False) as training:
-        training.resplit(balance.split_batch(g, training.standalone_throughput(g // 2, steps=3)))
+        training.resplit(balance.split_batch(g, training.standalone_samples_per_s(g // 2, steps=3)))
         training.run(3)  # warm-up at these sizes
         actor = ServerActor.options(num_cpus=0).remote(training.factory, 0, training.options.lr, training.mode)
         ray.get(actor.ready.remote(), timeout=60)
@@ -117,7 +117,7 @@ def main() -> None:
         ray.kill(actor)
         labels, sizes = training.labels, training.batch_sizes
 
-    print(f"server_trip: global batch {g} split {balance.format_ratio(sizes)} over {', '.join(labels)}; "
+    print(f"server_trip: global batch {g} split {balance.format_split(sizes)} over {', '.join(labels)}; "
           f"{args.blocks} alternating blocks of {args.steps} sync steps per way")
     print(f"  {'where the server lives':28s} {'overhead ms/step':>17} {'samples/s':>10}   overhead per block")
     for way in WAYS:

@@ -9,8 +9,8 @@ import torch
 
 from hetlab.arithmetic import steptime
 from hetlab.arithmetic.steptime import StepTime
-from hetlab.arithmetic.balance import (Speeds, TuneRound, auto_tune, check_weights, efficiency, equal_finish_split,
-                                       follow_split, format_ratio, mean_step, ratio_of, round_lines, scale_local_steps,
+from hetlab.arithmetic.balance import (Measurement, TuneRound, auto_tune, check_proportions, efficiency, equal_finish_split,
+                                       follow_split, format_split, mean_step, shares_of, round_lines, scale_local_steps,
                                        split_batch, split_for_noise, step_scatter)
 from hetlab.arithmetic.steptime import (constant_speed, idle_fractions, predicted_efficiency, step_time,
                                         together_samples_per_s)
@@ -26,7 +26,7 @@ from hetlab.errors import HetlabError
     (100, [0.5, 0.3, 0.2], [50, 30, 20]),
     (3, [1000, 1, 1], [1, 1, 1]),    # every worker keeps at least one sample
     (5, [1e-9, 1], [1, 4]),
-    (128, [3000.0, 1000.0], [96, 32]),  # measured throughputs work as weights
+    (128, [3000.0, 1000.0], [96, 32]),  # measured samples/s work as proportions
 ])
 def test_split_batch_known_values(global_batch, weights, expected):
     assert split_batch(global_batch, weights) == expected
@@ -40,9 +40,9 @@ def test_split_batch_properties_on_random_inputs():
         g = rng.randint(n, 600)
         sizes = split_batch(g, weights)
         assert sum(sizes) == g and len(sizes) == n and min(sizes) >= 1
-        quotas = [g * w / sum(weights) for w in weights]
-        if all(q >= 1 for q in quotas):  # no minimum-one bump: largest remainder is within 1
-            assert all(abs(s - q) < 1 for s, q in zip(sizes, quotas))
+        exact = [g * w / sum(weights) for w in weights]
+        if all(q >= 1 for q in exact):  # no minimum-one bump: largest remainder is within 1
+            assert all(abs(s - q) < 1 for s, q in zip(sizes, exact))
 
 
 def test_split_batch_makes_workers_finish_together():
@@ -52,8 +52,8 @@ def test_split_batch_makes_workers_finish_together():
     assert sizes == [400, 100] and times[0] == pytest.approx(times[1])
 
 
-def test_ratio_of():
-    assert ratio_of([48, 16]) == [0.75, 0.25]
+def test_shares_of():
+    assert shares_of([48, 16]) == [0.75, 0.25]
 
 
 @pytest.mark.parametrize("global_batch, weights, n, words", [
@@ -77,10 +77,10 @@ def test_split_batch_rejects_bad_input_with_one_line(global_batch, weights, n, w
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
-def test_check_weights_accepts_numbers_and_returns_floats():
-    assert check_weights((3, 1.5), n=2) == [3.0, 1.5]
-    assert all(isinstance(w, float) for w in check_weights([1, 2]))
-    assert not math.isnan(sum(check_weights([1e-12, 1e12])))
+def test_check_proportions_accepts_numbers_and_returns_floats():
+    assert check_proportions((3, 1.5), n=2) == [3.0, 1.5]
+    assert all(isinstance(w, float) for w in check_proportions([1, 2]))
+    assert not math.isnan(sum(check_proportions([1e-12, 1e12])))
 
 
 # --- efficiency arithmetic ----------------------------------------------------------------
@@ -102,8 +102,8 @@ def test_efficiency_arithmetic_of_equal_and_proportional_splits():
         predicted_efficiency(speeds, [64, 64])
 
 
-def test_format_ratio():
-    assert format_ratio([51, 13]) == "51:13 (80% / 20%)"
+def test_format_split():
+    assert format_split([51, 13]) == "51:13 (80% / 20%)"
 
 
 # --- auto_tune ----------------------------------------------------------------------------
@@ -118,7 +118,6 @@ def test_auto_tune_settles_near_the_throughput_ratio():
     assert result.converged and sum(result.batch_sizes) == 128
     assert result.history[0].batch_sizes == [64, 64]  # starts from the equal split
     assert 3.2 < result.batch_sizes[0] / result.batch_sizes[1] < 4.5
-    assert result.ratio == pytest.approx(ratio_of(result.batch_sizes))
     assert result.history[-1].predicted_efficiency > 0.9 > 0.5 > result.history[0].predicted_efficiency
     assert "settled" in str(result)
 
@@ -294,7 +293,7 @@ def test_the_scatter_is_each_step_against_its_rounds_median():
 
 def test_auto_tune_shifts_the_split_for_the_steps_it_measured():
     """The practice pair of the tests above (equal finish at 420:92), each step's time ±8 % (the
-    desktop) and ±5 % (the Mac), seeded. Told each round's steps (``Speeds``), auto-tune settles
+    desktop) and ±5 % (the Mac), seeded. Told each round's steps (a ``Measurement``), auto-tune settles
     where the mean step under that noise is shorter than where it settles told the speeds alone:
     over 20 seeded tunings, on average and in at least twice as many as the other way round."""
     def truth(sizes, rng):
@@ -307,7 +306,7 @@ def test_auto_tune_shifts_the_split_for_the_steps_it_measured():
         def measure(sizes, told, rng=random.Random(seed)):
             steps = [[t / 1e3 for t in truth(sizes, rng)] for _ in range(8)]
             speeds = [b * len(steps) / sum(step[i] for step in steps) for i, b in enumerate(sizes)]
-            return Speeds(speeds, steps) if told else speeds
+            return Measurement(speeds, steps) if told else speeds
         told = auto_tune(lambda sizes: measure(sizes, True), 512, 2, rounds=8).batch_sizes
         plain = auto_tune(lambda sizes: measure(sizes, False), 512, 2, rounds=8).batch_sizes
         gains.append(mean_step(lines, plain, judge) - mean_step(lines, told, judge))

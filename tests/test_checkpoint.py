@@ -13,7 +13,7 @@ from hetlab.core.checkpoint import (FORMAT, latest_checkpoint, load_checkpoint, 
                                save_checkpoint)
 from hetlab.core.data import load_mnist
 from hetlab.core.models import make_model
-from hetlab.ps.options import Options
+from hetlab.ps.specs import Options
 from hetlab.ps.server import Server
 
 

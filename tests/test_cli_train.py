@@ -65,7 +65,7 @@ def saved_checkpoint(folder, step=30, seed=0, data_len=3000) -> Path:
     """A real checkpoint file as a run at ``step`` writes it, built without Ray: a ``Server``
     used as a plain Python object gives the state (as in test_checkpoint.py)."""
     from hetlab.core.checkpoint import FORMAT, param_signature, save_checkpoint
-    from hetlab.ps.options import Options
+    from hetlab.ps.specs import Options
     from hetlab.ps.server import Server
     server = Server("small", seed=seed, lr=1e-3, mode="sync")
     state = {"format": FORMAT, "model": "small", "signature": param_signature("small"),
@@ -259,7 +259,7 @@ def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
     from hetlab.tools.cli.app import build_parser
     from hetlab.tools.cli.train import _check_train_args
     from hetlab.core.models import model_label
-    from hetlab.ps.options import Options
+    from hetlab.ps.specs import Options
     from hetlab.ps.server import Server
     tmp_path = mynet_here
     (tmp_path / "mynet.py").write_text(MYNET + "\n\ndef other():\n    from hetlab.core.models import make_model\n"

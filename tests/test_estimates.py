@@ -70,4 +70,4 @@ def test_the_planner_reads_the_same_step_lines(tmp_path):
 def test_no_estimate_contradicts_the_measured_anchor():
     """A 4070 Ti is no faster than the H100 was in the same loop; an M2 slower than both."""
     for batch, h100 in estimates.H100_TRAIN.items():
-        assert estimates.speed("mac", batch) < estimates.speed("desktop", batch) <= h100
+        assert estimates.estimated_samples_per_s("mac", batch) < estimates.estimated_samples_per_s("desktop", batch) <= h100

@@ -151,7 +151,7 @@ def test_calls_that_are_not_steps_tell_of_a_lost_node_in_one_line(cluster, mac_u
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60) as ps:
         ps.run(1)
         cluster.remove_node("mac")
-        for call in (lambda: ps.standalone_throughput(32, steps=1), lambda: ps.set_slowdown("mac", 3)):
+        for call in (lambda: ps.standalone_samples_per_s(32, steps=1), lambda: ps.set_slowdown("mac", 3)):
             with pytest.raises(HetlabError, match="a worker went away while") as err:
                 call()
             message = str(err.value)
@@ -159,4 +159,4 @@ def test_calls_that_are_not_steps_tell_of_a_lost_node_in_one_line(cluster, mac_u
             assert "its node or process went away" in message and "no answer within" not in message
         ps.run(1)
         assert [s.name for s in ps.workers] == ["desktop"]
-        assert len(ps.standalone_throughput(32, steps=1)) == 1
+        assert len(ps.standalone_samples_per_s(32, steps=1)) == 1

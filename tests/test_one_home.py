@@ -10,7 +10,7 @@ from hetlab.arithmetic import balance, estimates, steptime
 from hetlab.arithmetic.steptime import StepTime
 from hetlab.course import exercises
 from hetlab.errors import HetlabError
-from hetlab.ps.records import StepRecord, step_budget, worker_speed
+from hetlab.ps.records import StepRecord, step_budget, worker_steps
 from hetlab.search.results import SearchResult, TrialRecord, compare
 
 CASES = 200
@@ -91,7 +91,7 @@ def test_the_in_step_speed_and_the_budget_read_the_same_lines(rng):
             for name, line, b in zip(("desktop", "mac"), lines, sizes):
                 compute = line.per_sample_s * b * rng.uniform(0.9, 1.1)
                 records.append(StepRecord(step, name, b, compute, 0.0, 0.0, line.fixed_s, 2.0, step_s=0.5))
-        seen = {n: worker_speed(r for r in records if r.worker == n) for n in ("desktop", "mac")}
+        seen = {n: worker_steps(r for r in records if r.worker == n) for n in ("desktop", "mac")}
         budget = step_budget(records)
         balanced, _ = steptime.finish_together(sum(sizes), [s.line for s in seen.values()])
         assert budget.ideal + budget.split + budget.noise + budget.overhead == pytest.approx(budget.step)

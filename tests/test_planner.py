@@ -114,10 +114,10 @@ def test_table_rows():
     assert rows[1]["batch desktop:mac"] == "69:31"
 
 
-@pytest.mark.parametrize("throughputs", [(1000.0,), (1000.0, 0.0), (1000.0, math.nan), (-1.0, 5.0)])
-def test_bad_throughputs(throughputs):
+@pytest.mark.parametrize("speeds", [(1000.0,), (1000.0, 0.0), (1000.0, math.nan), (-1.0, 5.0)])
+def test_bad_speeds(speeds):
     with pytest.raises(HetlabError):
-        with_mac(throughputs, 1000, SLOW, 100, engine_s=0)
+        with_mac(speeds, 1000, SLOW, 100, engine_s=0)
 
 
 def test_bad_inputs():

@@ -16,7 +16,7 @@ from hetlab.tools.doctor import preflight
 from hetlab.cluster.roles import node_name, placement, role_label
 from hetlab.cluster.practice import PracticeCluster, display_name
 from hetlab.ps import WorkerSpec
-from hetlab.ps.placement import actor_options
+from hetlab.ps.specs import actor_options
 from hetlab.ps.records import cluster_samples_per_s
 
 
@@ -137,7 +137,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
                WorkerSpec("mac", role="mac", device="cpu", slowdown=4)]
     with ParameterServerTraining(workers, train, seed=0, progress=False, batch_sizes=[32, 32]) as run:
-        alone = run.standalone_throughput(64, steps=3)
+        alone = run.standalone_samples_per_s(64, steps=3)
         rates = {}
         for name, sizes in (("equal", [32, 32]), ("tuned", balance.split_batch(64, alone))):
             records, checked = run.run_checked(6, test, 3, batch_sizes=sizes)    # 05's time to target

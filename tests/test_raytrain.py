@@ -18,7 +18,7 @@ from hetlab.core.models import make_model
 from hetlab.core.flat import flat_grad, set_flat_grad
 from hetlab.raytrain.mixed import RayTrainResult, train_mixed
 from hetlab.raytrain.config import scaling_config, torch_config
-from hetlab.raytrain.failure import explain_failure
+from hetlab.raytrain.mixed import explain_failure
 from hetlab.raytrain.loop import rank_indices, train_loop, weights_digest
 from hetlab.core.train import evaluate
 
@@ -72,7 +72,7 @@ def test_rank_i_and_parameter_server_worker_i_train_the_same_samples():
     step, across an epoch's end (100 samples, 7 a step) and with unequal shares."""
     from hetlab.core.stream import Stream, split_spans
     from hetlab.ps import WorkerSpec
-    from hetlab.ps.options import Options
+    from hetlab.ps.specs import Options
     from hetlab.ps.worker import Worker
 
     sizes, data = [5, 2], (torch.zeros(100, 1, 28, 28), torch.arange(100) % 10)

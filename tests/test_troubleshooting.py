@@ -28,7 +28,7 @@ EXPLAINERS = {
     "cluster/connecting.py": ("_explain", "driver_notice"),
     "cluster/reach.py": ("port_open", "probe_gcs"),
     "cluster/joining.py": ("why_no_mac", "check"),
-        "raytrain/failure.py": ("explain_failure",),
+    "raytrain/mixed.py": ("explain_failure",),
     "harness/rehearsal/hosts.py": ("missing",),
     "views/widgets.py": ("shut_down_note",),
 }

@@ -52,7 +52,7 @@ def check_autocast(ctx: Context) -> list[Row]:
     """On a card: fp16 and bf16 autocast on its worker, the fp16 fallback provoked, fp16 on the wire. As a
     stand-in (the CPU): the same pair runs, but a CPU worker trains in fp32 (``autocast_dtype``), so the
     precision rows say so and the fp16 fallback, which needs fp16 autocast, says it needs CUDA."""
-    from hetlab.arithmetic.balance import format_ratio
+    from hetlab.arithmetic.balance import format_split
     ref = ctx.ps_run()["accuracy"]  # the fp32 pair, same samples and split
     goal = Goal(">=", ref - ACCURACY_TOLERANCE, f"≥ fp32 pair {ref:.2%} − {ACCURACY_TOLERANCE * 100:g} pt")
     on_card = torch.device(ctx.device).type == "cuda"
@@ -68,7 +68,7 @@ def check_autocast(ctx: Context) -> list[Row]:
         require(run["losses_finite"], f"a non-finite loss in the {precision} run")
         off = "" if on_card else f"autocast {precision} needs a card: the CPU worker trained in fp32; "
         rows.append(Row(f"autocast_{precision}", run["accuracy"], "fraction", goal,
-                        f"{off}{desktop} + mac cpu fp32, split {format_ratio(run['batch_sizes'])}: "
+                        f"{off}{desktop} + mac cpu fp32, split {format_split(run['batch_sizes'])}: "
                         f"{run['samples_per_s']:,.0f} samples/s", details=run))
     if on_card:
         rows.append(_fp16_fallback(ctx))

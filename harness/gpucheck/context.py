@@ -57,9 +57,9 @@ def pair_workers(device: str = "cuda", precision: str = "fp32") -> list:
 
 
 def pair_placements(workers: list) -> dict[str, dict]:
-    """Per worker, the Ray actor options the parameter server gives it (``ps.placement.actor_options``):
+    """Per worker, the Ray actor options the parameter server gives it (``ps.specs.actor_options``):
     the worker on the card asks for ``num_gpus=1``, the CPU worker asks for none."""
-    from hetlab.ps.placement import actor_options
+    from hetlab.ps.specs import actor_options
     return {w.name: actor_options(w) for w in workers}
 
 

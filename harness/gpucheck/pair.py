@@ -20,7 +20,7 @@ def _device_of(label: str) -> str:
 
 
 def check_pair_ps(ctx: Context) -> list[Row]:
-    from hetlab.arithmetic.balance import format_ratio, split_batch
+    from hetlab.arithmetic.balance import format_split, split_batch
     from hetlab.ps import ParameterServerTraining
     s = ctx.sizes
     workers = pair_workers(ctx.worker_device)
@@ -35,7 +35,7 @@ def check_pair_ps(ctx: Context) -> list[Row]:
         training.run(2)  # warm-up
         g, why = s.pair_batch, "given"
         if g is None:
-            speed = training.standalone_throughput([s.pair_short_batch, 64], steps=s.pair_steps)[0]
+            speed = training.standalone_samples_per_s([s.pair_short_batch, 64], steps=s.pair_steps)[0]
             g = pair_batch_for(speed, s.pair_step_s, s.pair_short_batch, *_card_memory(ctx.device))
             why = (f"sized to the card: {speed:,.0f} samples/s alone, a step of about "
                    f"{1e3 * s.pair_step_s:.0f} ms, within a quarter of its memory")
@@ -50,7 +50,7 @@ def check_pair_ps(ctx: Context) -> list[Row]:
     require(run["losses_finite"], "a non-finite loss in the fp32 run")
     rows.append(Row("pair_ps_accuracy", run["accuracy"], "fraction", accuracy_goal(ref),
                     f"{run['samples']:,} samples (batch {ctx.sizes.acc_batch} = "
-                    f"{format_ratio(run['batch_sizes'])}, {ctx.sizes.acc_epochs} epochs); "
+                    f"{format_split(run['batch_sizes'])}, {ctx.sizes.acc_epochs} epochs); "
                     f"{'; '.join(run['labels'])}", details={**run, "reference": ref}))
     return rows
 
@@ -58,17 +58,17 @@ def check_pair_ps(ctx: Context) -> list[Row]:
 def _pair_efficiency(training, g: int, s: Sizes, goal: Goal | None, name: str, what: str) -> Row:
     """Auto-tune the split of ``g``, then train at it, each worker timed alone at its share just
     before and after: efficiency = together ÷ Σ alone; and why the step is longer than its ideal."""
-    from hetlab.arithmetic.balance import auto_tune, format_ratio
+    from hetlab.arithmetic.balance import auto_tune, format_split
     from hetlab.ps.records import cluster_samples_per_s, step_budget
     tuned = auto_tune(lambda sizes: training.measure(sizes, steps=s.pair_steps), g, 2, rounds=s.pair_rounds)
-    before = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
+    before = training.standalone_samples_per_s(tuned.batch_sizes, steps=s.pair_steps)
     records = training.run(s.pair_steps * s.pair_repeats, batch_sizes=tuned.batch_sizes)
-    after = training.standalone_throughput(tuned.batch_sizes, steps=s.pair_steps)
+    after = training.standalone_samples_per_s(tuned.batch_sizes, steps=s.pair_steps)
     together, budget = cluster_samples_per_s(records), step_budget(records)
     labels = training.labels
     alone = " + ".join(f"{_device_of(lab)} {(a + b) / 2:,.0f}" for lab, a, b in zip(labels, before, after))
     return Row(name, pair_efficiency(together, before, after), "fraction", goal,
-               f"sync, {what}; tuned {format_ratio(tuned.batch_sizes)}: {together:,.0f} samples/s together, "
+               f"sync, {what}; tuned {format_split(tuned.batch_sizes)}: {together:,.0f} samples/s together, "
                f"alone {alone} (each at its share); kept {budget.ideal / budget.step:.0%} of the devices' "
                f"speeds in the steps: {budget}",
                details={"global_batch": g, "labels": labels, "standalone_before": before,

@@ -20,8 +20,8 @@ from hetlab.arithmetic.steptime import (StepTime, constant_speed, efficiency, fi
                                        step_time)
 
 
-def check_weights(weights: Sequence[float], n: int | None = None) -> list[float]:
-    """Validate a ratio / throughput list: finite, positive numbers, ``n`` of them if given."""
+def check_proportions(weights: Sequence[float], n: int | None = None) -> list[float]:
+    """Validate proportions (a ratio, or each worker's samples/s): finite, positive numbers, ``n`` of them if given."""
     if isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__"):
         raise HetlabError(f"ratio {weights!r} must be a list of numbers, e.g. [4, 1].")
     values = list(weights)
@@ -50,7 +50,7 @@ def split_batch(global_batch: int, weights: Sequence[float], n: int | None = Non
     samples left over go to the largest fractional parts, so the sizes sum exactly to
     ``global_batch``. ``split_batch(64, [4, 1]) == [51, 13]``.
     """
-    w = check_weights(weights, n)
+    w = check_proportions(weights, n)
     if isinstance(global_batch, bool) or not isinstance(global_batch, Integral):
         raise HetlabError(f"global batch {global_batch!r} must be a whole number, e.g. 128.")
     global_batch = int(global_batch)
@@ -59,10 +59,10 @@ def split_batch(global_batch: int, weights: Sequence[float], n: int | None = Non
             f"global batch {global_batch} is smaller than the number of workers ({len(w)}): each worker needs at least one sample."
         )
     total = sum(w)
-    quotas = [global_batch * wi / total for wi in w]
-    sizes = [math.floor(q) for q in quotas]
+    exact = [global_batch * wi / total for wi in w]
+    sizes = [math.floor(q) for q in exact]
     left = global_batch - sum(sizes)
-    by_remainder = sorted(range(len(w)), key=lambda i: (-(quotas[i] - sizes[i]), i))
+    by_remainder = sorted(range(len(w)), key=lambda i: (-(exact[i] - sizes[i]), i))
     for i in by_remainder[:left]:
         sizes[i] += 1
     for i in range(len(sizes)):  # a tiny share still gets one sample ...
@@ -70,48 +70,48 @@ def split_batch(global_batch: int, weights: Sequence[float], n: int | None = Non
             sizes[i] = 1
     while sum(sizes) > global_batch:  # ... taken from whoever got most above its share
         donor = max((j for j in range(len(sizes)) if sizes[j] > 1),
-                    key=lambda j: (sizes[j] - quotas[j], sizes[j]))
+                    key=lambda j: (sizes[j] - exact[j], sizes[j]))
         sizes[donor] -= 1
     return sizes
 
 
-def ratio_of(sizes: Sequence[float]) -> list[float]:
-    """Sizes (or throughputs) as fractions that sum to 1, e.g. [48, 16] → [0.75, 0.25]."""
-    w = check_weights(sizes)
+def shares_of(sizes: Sequence[float]) -> list[float]:
+    """Sizes (or samples/s) as each one's share, summing to 1, e.g. [48, 16] → [0.75, 0.25]."""
+    w = check_proportions(sizes)
     total = sum(w)
     return [wi / total for wi in w]
 
 
-def format_ratio(sizes: Sequence[float]) -> str:
-    """A readable ratio, e.g. [51, 13] → '51:13 (80% / 20%)'."""
+def format_split(sizes: Sequence[float]) -> str:
+    """A readable split, e.g. [51, 13] → '51:13 (80% / 20%)'."""
     parts = ":".join(f"{s:g}" for s in sizes)
-    return f"{parts} ({' / '.join(f'{100 * r:.0f}%' for r in ratio_of(sizes))})"
+    return f"{parts} ({' / '.join(f'{100 * r:.0f}%' for r in shares_of(sizes))})"
 
 
 # --- auto-tuning (notebook 06) -------------------------------------------------------------
 
-class Speeds(list):
+class Measurement(list):
     """Each worker's samples/s, as ``auto_tune``'s ``measure`` returns them (``training.measure``),
-    and ``steps``: each measured step's seconds, one per worker, or [] when only the speeds are known."""
+    and ``step_seconds``: each measured step's seconds, one per worker, or [] when only the speeds are known."""
 
-    def __init__(self, throughputs: Sequence[float], steps: Sequence[Sequence[float]] = ()):
-        super().__init__(throughputs)
-        self.steps = [list(step) for step in steps]
+    def __init__(self, samples_per_s: Sequence[float], step_seconds: Sequence[Sequence[float]] = ()):
+        super().__init__(samples_per_s)
+        self.step_seconds = [list(step) for step in step_seconds]
 
 
 @dataclass
 class TuneRound:
     """One measurement: the sizes tried, the per-worker samples/s they gave and, when ``measure``
-    told them, each step's seconds per worker (``Speeds.steps``)."""
+    told them, each step's seconds per worker (``Measurement.step_seconds``)."""
 
     batch_sizes: list[int]
-    throughputs: list[float]
+    samples_per_s: list[float]
     step_seconds: list[list[float]] = field(default_factory=list)
 
     @property
     def predicted_efficiency(self) -> float:
         """What this split reaches if each worker kept this round's samples/s at any size."""
-        return steptime.predicted_efficiency([constant_speed(t) for t in self.throughputs], self.batch_sizes)
+        return steptime.predicted_efficiency([constant_speed(t) for t in self.samples_per_s], self.batch_sizes)
 
 
 @dataclass
@@ -119,14 +119,13 @@ class TuneResult:
     """What ``auto_tune`` recommends, and every round it measured on the way."""
 
     batch_sizes: list[int]
-    ratio: list[float]               # fractions of the global batch, summing to 1
     history: list[TuneRound] = field(default_factory=list)
     converged: bool = False
     lines: list[StepTime] = field(default_factory=list)   # each worker's line, fitted over the rounds
 
     def __str__(self) -> str:
         state = "settled" if self.converged else "not settled"
-        return f"batch sizes {format_ratio(self.batch_sizes)} after {len(self.history)} rounds ({state})"
+        return f"batch sizes {format_split(self.batch_sizes)} after {len(self.history)} rounds ({state})"
 
 
 # Each round fits fixed + b / speed per worker (``round_lines``; a split ∝ samples/s alone leaves
@@ -161,10 +160,10 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
         told = measure(list(sizes))
         measured = list(told)
         try:
-            throughputs = check_weights(measured, n_workers)
+            speeds = check_proportions(measured, n_workers)
         except HetlabError as e:
             raise HetlabError(f"measure({sizes}) returned {measured!r}, not one positive samples/s per worker ({e})") from None
-        history.append(TuneRound(list(sizes), throughputs, _steps_of(told, n_workers)))
+        history.append(TuneRound(list(sizes), speeds, _steps_of(told, n_workers)))
         lines, scatter = round_lines(history), step_scatter(history)
         target = split_for_noise(global_batch, lines, scatter)
         settled = near = mean_step(lines, sizes, scatter) <= (1 + TOL) * mean_step(lines, target, scatter)
@@ -178,11 +177,11 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
             agreed += 1
             if agreed > confirm:  # told the steps: the last move (gaining < tol) is taken unmeasured
                 final = target if scatter and near else sizes
-                return TuneResult(list(final), ratio_of(final), history, converged=True, lines=lines)
+                return TuneResult(list(final), history, converged=True, lines=lines)
             continue  # measure these sizes once more before trusting them
         last_move, agreed = [n - s for n, s in zip(new, sizes)], 0
         sizes = new
-    return TuneResult(list(sizes), ratio_of(sizes), history, converged=False, lines=lines)
+    return TuneResult(list(sizes), history, converged=False, lines=lines)
 
 
 STALE_HALVES = 0.5   # a round counts this much less for each round measured after it
@@ -194,7 +193,7 @@ def round_lines(history: Sequence[TuneRound]) -> list[StepTime]:
     split is: ``STALE_HALVES`` per newer round. The first, equal round is the largest for the slow
     worker and the stalest: the machines then shared their cores otherwise (issue 60)."""
     n = len(history)
-    return [fit_rounds([r.batch_sizes[i] for r in history], [r.batch_sizes[i] / r.throughputs[i] for r in history],
+    return [fit_rounds([r.batch_sizes[i] for r in history], [r.batch_sizes[i] / r.samples_per_s[i] for r in history],
                        [r.batch_sizes[i] * STALE_HALVES ** (n - 1 - k) for k, r in enumerate(history)],
                        f"worker {i}, fitted over {n} auto-tune rounds")
             for i in range(len(history[-1].batch_sizes))]
@@ -207,8 +206,8 @@ def equal_finish_split(global_batch: int, lines: Sequence[StepTime]) -> list[int
 
 
 def _steps_of(measured, n_workers: int) -> list[list[float]]:
-    """``measured.steps`` (``Speeds``) checked: one positive, finite seconds per worker a step; else []."""
-    steps = [list(step) for step in getattr(measured, "steps", [])]
+    """``measured.step_seconds`` (a ``Measurement``) checked: one positive, finite seconds per worker a step; else []."""
+    steps = [list(step) for step in getattr(measured, "step_seconds", [])]
     ok = all(len(step) == n_workers and all(isinstance(t, Real) and math.isfinite(t) and t > 0 for t in step)
              for step in steps)
     return steps if ok else []
@@ -270,11 +269,11 @@ def follow_split(batch_sizes: Sequence[int], lines: Sequence[StepTime]) -> list[
     return target if now > (1 + FOLLOW_GAIN) * then else list(batch_sizes)
 
 
-def scale_local_steps(local_steps: int, throughputs: Sequence[float]) -> list[int]:
+def scale_local_steps(local_steps: int, samples_per_s: Sequence[float]) -> list[int]:
     """Speed-scaled local SGD (notebook 08): the fastest worker takes ``local_steps`` steps
     per round, every other one ∝ its speed (at least 1), so with equal batches all finish
     a round together. ``scale_local_steps(8, [2000, 1000]) == [8, 4]``."""
     if isinstance(local_steps, bool) or not isinstance(local_steps, Integral) or local_steps < 1:
         raise HetlabError(f"local_steps must be a whole number ≥ 1, got {local_steps!r}.")
-    t = check_weights(throughputs)
+    t = check_proportions(samples_per_s)
     return [max(1, round(local_steps * ti / max(t))) for ti in t]

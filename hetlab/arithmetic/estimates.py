@@ -81,7 +81,7 @@ def labelled(role: str, model: str = "small") -> StepTime:
     return dataclasses.replace(STEP[model][role], source=f"{WHAT[role]}, {HOW}")
 
 
-def speed(role: str, batch: int, model: str = "small") -> float:
+def estimated_samples_per_s(role: str, batch: int, model: str = "small") -> float:
     """Estimated samples/s of ``role`` at ``batch``."""
     return samples_per_s(batch, line(role, model)(batch))
 
@@ -112,7 +112,7 @@ def _line(role: str, model: str = "small") -> str:
 
 def _minutes(samples: int, batch: int, role: str, start_s: float) -> str:
     """A full run's minutes: its training samples at the estimated speed, plus start-up and evaluation."""
-    return f"about {(samples / speed(role, batch) + start_s) / 60:.1f}"
+    return f"about {(samples / estimated_samples_per_s(role, batch) + start_s) / 60:.1f}"
 
 
 # Notebook 09's search ends with each machine finishing its last trial alone: with 16 trials that
@@ -138,11 +138,11 @@ FIGURES = {
     "mac_line": Estimate(_line("mac"), STEP_HOW),
     "desktop_classic_line": Estimate(_line("desktop", "classic"), STEP_HOW + "; classic ÷ small as on the H100's sweep"),
     "mac_classic_line": Estimate(_line("mac", "classic"), STEP_HOW + "; classic ÷ small as on the H100's sweep"),
-    "desktop_128": Estimate(f"about {_about(speed('desktop', 128))} samples/s", STEP_HOW),
-    "mac_128": Estimate(f"about {_about(speed('mac', 128))} samples/s", STEP_HOW),
-    "desktop_64": Estimate(f"about {_about(speed('desktop', 64))} samples/s", STEP_HOW),
-    "desktop_cold_128": Estimate(f"about {_about(speed('desktop', 128) * COLD_OVER_WARM)} samples/s", COLD_HOW),
-    "mac_64": Estimate(f"about {_about(speed('mac', 64))} samples/s", STEP_HOW),
+    "desktop_128": Estimate(f"about {_about(estimated_samples_per_s('desktop', 128))} samples/s", STEP_HOW),
+    "mac_128": Estimate(f"about {_about(estimated_samples_per_s('mac', 128))} samples/s", STEP_HOW),
+    "desktop_64": Estimate(f"about {_about(estimated_samples_per_s('desktop', 64))} samples/s", STEP_HOW),
+    "desktop_cold_128": Estimate(f"about {_about(estimated_samples_per_s('desktop', 128) * COLD_OVER_WARM)} samples/s", COLD_HOW),
+    "mac_64": Estimate(f"about {_about(estimated_samples_per_s('mac', 64))} samples/s", STEP_HOW),
     "search_gain": Estimate(f"about {_GAIN[0]:.1f}–{_GAIN[1]:.1f}",
                             "estimated: 1 + the Mac's ÷ the desktop's estimated samples/s at batch 32 to 128"),
     "search_pair_gain": Estimate(f"about {_PAIR_GAIN[0]:.1f}–{_PAIR_GAIN[1]:.1f}",

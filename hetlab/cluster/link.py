@@ -24,7 +24,7 @@ FILE = "link"
 
 
 @dataclass(frozen=True)
-class LinkSpeed:
+class MeasuredLink:
     """The measured link: Mbit/s (median of the repeats at the largest size) and round trip (ms)."""
 
     mbit_s: float
@@ -66,7 +66,7 @@ class _Echo:
         return x
 
 
-def measure(sizes_mb=SIZES_MB, repeats: int = REPEATS, echoes: int = ECHOES) -> LinkSpeed:
+def measure(sizes_mb=SIZES_MB, repeats: int = REPEATS, echoes: int = ECHOES) -> MeasuredLink:
     """Time the link from this driver to the Mac's node: ``repeats`` fresh objects at each size, then
     ``echoes`` small round trips; labelled simulated when that node is a practice stand-in. (The three
     counts: tests/test_practice.py measures a shorter link the same way.)"""
@@ -92,11 +92,11 @@ def measure(sizes_mb=SIZES_MB, repeats: int = REPEATS, echoes: int = ECHOES) -> 
         trips.append((time.perf_counter() - t0) * 1e3)
     ray.kill(echo)
     last = by_size[-1]
-    return LinkSpeed(statistics.median(last), min(last), max(last), statistics.median(trips), min(trips),
+    return MeasuredLink(statistics.median(last), min(last), max(last), statistics.median(trips), min(trips),
                      max(trips), tuple(int(mb) for mb in sizes_mb), tuple(statistics.median(r) for r in by_size),
                      repeats, echoes, measured.origin(simulated))
 
 
-def save(link: LinkSpeed, where=None):
+def save(link: MeasuredLink, where=None):
     """Keep the measured link as ``link.json`` for the report (and the planner's ``Link``)."""
     return measured.save_figure(FILE, link.as_dict(), where)

@@ -188,7 +188,7 @@ def _gain_case(rng: random.Random) -> tuple:
 # --- the references (hetlab's own where it has one) and the typical mistakes ----------------------
 
 def weighted_average(grads, sizes):
-    return sum(g * c for g, c in zip(grads, balance.ratio_of(sizes)))   # c_i = b_i / B
+    return sum(g * c for g, c in zip(grads, balance.shares_of(sizes)))   # c_i = b_i / B
 
 
 def ps_step(weights, grads, sizes, lr):
@@ -606,7 +606,7 @@ def run_sync_step(fn, worker_class=Worker) -> str | None:
     from hetlab.core.data import load_mnist
     from hetlab.core.stream import stream_indices
     from hetlab.ps import WorkerSpec
-    from hetlab.ps.placement import actor_options
+    from hetlab.ps.specs import actor_options
 
     roles = [role for role in ("desktop", "mac") if live_nodes(role)]
     specs = [WorkerSpec(r, role=r) for r in roles] if len(roles) == 2 else [WorkerSpec("a"), WorkerSpec("b")]

@@ -1,15 +1,14 @@
 """The parameter server (notebooks 05, 06, 08): ``training`` (``ParameterServerTraining``, what a
 learner holds), ``loop`` (the steps), ``worker`` (the Ray actor of a device), ``server`` (the weights
 and the optimizer), ``hooks`` (what happens around the steps), ``records`` (what a run keeps, with no
-Ray), ``options``, ``specs`` (what a worker is), ``placement`` (where it runs) and ``saving``.
+Ray), ``specs`` (what a worker is, where it runs, the ``Options``) and ``saving``.
 ``from hetlab.ps import ParameterServerTraining, WorkerSpec`` is what notebooks need; the events of
 ``training.events`` (``Resplit``, ``WorkerLost``, …) come from here too.
 """
 from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hook, Progress
 from hetlab.ps.records import (AllWorkersLost, Checkpoint, Event, Resplit, Resumed, Slowdown, StepRecord,
                                WorkerLost)
-from hetlab.ps.options import Options
-from hetlab.ps.specs import WorkerSpec
+from hetlab.ps.specs import Options, WorkerSpec
 from hetlab.ps.training import ParameterServerTraining
 
 __all__ = ["AllWorkersLost", "AutoCheckpoint", "Checkpoint", "Event", "FollowSpeeds", "Hook", "Options",

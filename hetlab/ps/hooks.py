@@ -15,8 +15,8 @@ from hetlab.arithmetic.balance import follow_split
 from hetlab.arithmetic.steptime import fit_rounds
 from hetlab.core.checkpoint import CHECKPOINT_GLOB, checkpoint_path
 from hetlab.errors import HetlabError
-from hetlab.ps.options import check_count
-from hetlab.ps.records import worker_speed
+from hetlab.ps.specs import check_count
+from hetlab.ps.records import worker_steps
 
 KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in their folder (the newest ones)
 
@@ -126,10 +126,10 @@ class FollowSpeeds(Hook):
         look from before the worker's simulated slowdown changed is out of date: dropped."""
         lines = []
         for name, slowdown in ((s.name, s.slowdown) for s in run.workers):
-            seen = worker_speed(r for r in records if r.worker == name)
-            if seen.device <= 0:
+            seen = worker_steps(r for r in records if r.worker == name)
+            if seen.device_samples_per_s <= 0:
                 return  # a worker has no record here (one was just lost): look again next time
-            look, last = (seen.batch, seen.batch / seen.device), self.looks.get(name)
+            look, last = (seen.batch, seen.batch / seen.device_samples_per_s), self.looks.get(name)
             points = [last[1:], look] if last and last[0] == slowdown else [look]
             line = fit_rounds(*zip(*points))
             self.looks[name] = (slowdown, *look)

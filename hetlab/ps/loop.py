@@ -29,9 +29,9 @@ def sync_step(run) -> None:
     shuffled stream; the server applies Σ (b_i/B)·g_i of the gradients that came by the deadline. A
     worker that did not answer is dropped, and its positions are trained in the next step."""
     t0, sizes = time.perf_counter(), run.batch_sizes
-    shares = split_spans(run.stream.take(sum(sizes)), sizes)             # b_i consecutive positions each
-    calls = {m.name: m.actor.gradient.options(num_returns=run.pieces + 1).remote(share, *run.weights)
-             for m, share in zip(run.members, shares)}
+    spans = split_spans(run.stream.take(sum(sizes)), sizes)             # b_i consecutive positions each
+    calls = {m.name: m.actor.gradient.options(num_returns=run.pieces + 1).remote(mine, *run.weights)
+             for m, mine in zip(run.members, spans)}
     answers, lost = gather(run, calls, deadline=t0 + run.timeout_s)     # {name: (g_i, reply, came at)}
     if answers:
         gathered = time.perf_counter()
@@ -40,7 +40,7 @@ def sync_step(run) -> None:
         server_s = time.perf_counter() - gathered
         run.publish(run.server.weights())                                # what the next calls carry
         keep_step(run, calls, answers, t0, gathered, server_s)
-    drop_lost(run, lost, dict(zip(calls, shares)))
+    drop_lost(run, lost, dict(zip(calls, spans)))
 
 
 def gather(run, calls: dict, deadline: float, first: bool = False) -> tuple[dict, dict]:
@@ -64,9 +64,9 @@ def local_sgd_round(run) -> None:
     and sends back their change; the server's outer optimizer applies Σ (H_i·b_i / Σ)·Δ_i of the
     changes that came by the deadline. One round is one server step."""
     t0, sizes = time.perf_counter(), [h * b for h, b in zip(run.local_steps, run.batch_sizes)]
-    shares = split_spans(run.stream.take(sum(sizes)), sizes)             # H_i·b_i positions each
-    calls = {m.name: m.actor.local_round.options(num_returns=run.pieces + 1).remote(share, m.local_steps, *run.weights)
-             for m, share in zip(run.members, shares)}
+    spans = split_spans(run.stream.take(sum(sizes)), sizes)             # H_i·b_i positions each
+    calls = {m.name: m.actor.local_round.options(num_returns=run.pieces + 1).remote(mine, m.local_steps, *run.weights)
+             for m, mine in zip(run.members, spans)}
     answers, lost = gather(run, calls, deadline=t0 + run.timeout_s)
     if answers:
         gathered = time.perf_counter()
@@ -74,7 +74,7 @@ def local_sgd_round(run) -> None:
         server_s = time.perf_counter() - gathered
         run.publish(run.server.weights())
         keep_step(run, calls, answers, t0, gathered, server_s)
-    drop_lost(run, lost, dict(zip(calls, shares)))
+    drop_lost(run, lost, dict(zip(calls, spans)))
 
 
 def sync_steps(run, steps: int, hooks: list, step=sync_step) -> None:

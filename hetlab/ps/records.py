@@ -1,7 +1,7 @@
 """What a run keeps (notebooks 05, 06, 08): ``StepRecord``, one worker's share of one step; the events
 (``Resplit``, ``WorkerLost``, …) that happened to it; and the arithmetic read from records: the one
 device-time sum (``device_seconds``), the cluster's samples/s, a worker's idle share and speed
-(``worker_speed``), the step's budget (``step_budget``) and the engine's own cost per exchange
+(``worker_steps``), the step's budget (``step_budget``) and the engine's own cost per exchange
 (``engine_cost``). No Ray: tests and notebooks check it directly."""
 from __future__ import annotations
 
@@ -68,18 +68,19 @@ def idle_share(records, name: str) -> float:
 
 
 @dataclass(frozen=True)
-class WorkerSpeed:
-    """One worker's speed from its step records: the one home of it (notebooks 05, 06)."""
+class WorkerSteps:
+    """One worker's steps read from its records: the one home of its speed (notebooks 05, 06)."""
 
-    device: float      # its device: Σ samples ÷ Σ (compute + simulated) s (the split and step_budget)
-    comm_s: float      # its messages: mean seconds per step
-    batch: float       # its mean batch per step (local SGD: per inner step)
-    rate: float        # median of each step's samples ÷ (compute + simulated + comm): what auto_tune splits by
+    device_samples_per_s: float  # its device: Σ samples ÷ Σ (compute + simulated) s (the split and step_budget)
+    comm_s: float                # its messages: mean seconds per step
+    batch: float                 # its mean batch per step (local SGD: per inner step)
+    samples_per_s: float         # median of each step's samples ÷ (compute + simulated + comm): auto_tune splits by it
 
     @property
     def line(self) -> StepTime:
         """Its step before its gradient is back: its messages, then b ÷ its device's speed."""
-        return StepTime(self.comm_s, 1 / self.device if self.device > 0 else 0.0, "in-step records")
+        per_sample = 1 / self.device_samples_per_s if self.device_samples_per_s > 0 else 0.0
+        return StepTime(self.comm_s, per_sample, "in-step records")
 
     @property
     def back_s(self) -> float:
@@ -87,22 +88,22 @@ class WorkerSpeed:
         return self.line(self.batch)
 
 
-def worker_speed(records) -> WorkerSpeed:
-    """``WorkerSpeed`` of the records of ONE worker. ``rate`` stays a median with comm in it: a step
+def worker_steps(records) -> WorkerSteps:
+    """``WorkerSteps`` of the records of ONE worker. ``samples_per_s`` stays a median with comm in it: a step
     something else on the machine slowed is one of them, not a share of the mean (``auto_tune``)."""
     records = list(records)
     if not records:
-        return WorkerSpeed(0.0, 0.0, 0.0, 0.0)
+        return WorkerSteps(0.0, 0.0, 0.0, 0.0)
     busy = sum(r.device_s for r in records)
     samples = sum(r.samples for r in records)
-    rates = [r.samples / s for r in records if (s := r.device_s + r.comm_s) > 0]
-    return WorkerSpeed(samples / busy if busy > 0 else 0.0, sum(r.comm_s for r in records) / len(records),
-                       sum(r.batch_size for r in records) / len(records), statistics.median(rates) if rates else 0.0)
+    each = [samples_per_s(r.samples, s) for r in records if (s := r.device_s + r.comm_s) > 0]
+    return WorkerSteps(samples_per_s(samples, busy), sum(r.comm_s for r in records) / len(records),
+                       sum(r.batch_size for r in records) / len(records), statistics.median(each) if each else 0.0)
 
 
 def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
-    """Each worker's own rate when it is not waiting (``WorkerSpeed.rate``): ``auto_tune`` splits by it."""
-    return [worker_speed(r for r in records if r.worker == name).rate for name in names]
+    """Each worker's own samples/s when it is not waiting (``WorkerSteps.samples_per_s``): ``auto_tune`` splits by it."""
+    return [worker_steps(r for r in records if r.worker == name).samples_per_s for name in names]
 
 
 def step_seconds(records, names: list[str]) -> list[list[float]]:
@@ -118,7 +119,7 @@ def step_seconds(records, names: list[str]) -> list[list[float]]:
 class StepBudget:
     """Why synchronous steps took longer than ideal, in mean seconds per step (notebook 06).
     ``ideal + split + noise + overhead == step``. ``speeds``: each worker's device, samples/s;
-    ``comm``: each worker's messages, mean seconds per step (``worker_speed``)."""
+    ``comm``: each worker's messages, mean seconds per step (``worker_steps``)."""
 
     ideal: float       # the batch ÷ Σ speeds: every device busy all the time, nothing else
     split: float       # the slower worker's mean time above a split balanced for these speeds and messages
@@ -157,8 +158,8 @@ def step_budget(records) -> StepBudget:
         raise HetlabError("step_budget needs the records of at least one step, e.g. training.run(8).")
     n, names = len(by_step), list(mine)
     samples = {w: sum(r.samples for r in rs) for w, rs in mine.items()}
-    seen = {w: worker_speed(rs) for w, rs in mine.items()}
-    speeds, comm = {w: s.device for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
+    seen = {w: worker_steps(rs) for w, rs in mine.items()}
+    speeds, comm = {w: s.device_samples_per_s for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
     total = sum(speeds.values())
     ideal = sum(samples.values()) / n / total
     lines = [seen[w].line for w in names]

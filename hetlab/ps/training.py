@@ -14,7 +14,7 @@ import torch
 
 from hetlab.cluster import gpu_holders
 from hetlab.cluster.connecting import connect
-from hetlab.arithmetic.balance import Speeds
+from hetlab.arithmetic.balance import Measurement
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError, one_line
@@ -25,12 +25,11 @@ from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_m
 from hetlab.ps import saving
 from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Progress
 from hetlab.ps.loop import async_updates, collect, local_sgd_round, sync_step, sync_steps
-from hetlab.ps.options import Options, check_count, check_local_steps, check_positive
 from hetlab.ps.server import Server
-from hetlab.ps.specs import WorkerInfo, WorkerSpec, check_batch_sizes, check_spec
+from hetlab.ps.specs import (Options, WorkerInfo, WorkerSpec, actor_options, check_batch_sizes, check_count,
+                             check_local_steps, check_positive, check_spec)
 from hetlab.ps.records import (Event, Resplit, Slowdown, StepRecord, per_worker_samples_per_s,
                                step_seconds)
-from hetlab.ps.placement import actor_options
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate, held_out
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
@@ -75,7 +74,7 @@ class ParameterServerTraining:
             raise HetlabError(f"worker names {[s.name for s in workers]} must be distinct.")
         unknown = sorted(set(options) - {f.name for f in dataclasses.fields(Options)})
         if unknown:
-            raise HetlabError(f"unknown option {unknown[0]!r}: the options are those of hetlab.ps.options.Options.")
+            raise HetlabError(f"unknown option {unknown[0]!r}: the options are those of hetlab.ps.specs.Options.")
         self.options = Options(**options)  # checked here, once
         payload = compact(train_data)  # what goes into Ray's object store (checks the data's form)
         if n_samples(payload) < len(workers):
@@ -279,9 +278,9 @@ class ParameterServerTraining:
                 hook.after_run(self)
         return self.records[start:]
 
-    def measure(self, batch_sizes: list[int], steps: int = 3) -> Speeds:
+    def measure(self, batch_sizes: list[int], steps: int = 3) -> Measurement:
         """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes,
-        and each step's seconds per worker (``Speeds.steps``: the scatter ``auto_tune`` weighs).
+        and each step's seconds per worker (``Measurement.step_seconds``: the scatter ``auto_tune`` weighs).
 
         The steps train the model for real, with no hooks (no bar, no checkpoint); the batch
         sizes are put back afterwards. A worker whose batch size is new to it first runs one
@@ -296,9 +295,9 @@ class ParameterServerTraining:
             if len(old) == len(self.workers):
                 self.resplit(old, "measure")
         names = [s.name for s in self.workers]
-        return Speeds(per_worker_samples_per_s(records, names), step_seconds(records, names))
+        return Measurement(per_worker_samples_per_s(records, names), step_seconds(records, names))
 
-    def standalone_throughput(self, batch_size, steps: int = 5) -> list[float]:
+    def standalone_samples_per_s(self, batch_size, steps: int = 5) -> list[float]:
         """Each worker training on its own, one after another (no waiting, no communication):
         samples/s of full steps on its device, simulated slowdown included."""
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)

@@ -21,8 +21,7 @@ from hetlab.core.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.core.machine import origin_label, this_machine
 from hetlab.core.models import make_model
-from hetlab.ps.options import Options
-from hetlab.ps.specs import WorkerSpec
+from hetlab.ps.specs import Options, WorkerSpec
 from hetlab.core.simulate import SlowDevice
 from hetlab.core.train_step import make_optimizer, train_step
 

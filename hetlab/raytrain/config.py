@@ -187,7 +187,7 @@ def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr
     """``train_mixed``'s arguments checked (one line each, before anything starts) and turned into
     the ``LoopConfig`` every rank's loop reads. Your own data stays tensors under ``train_data`` /
     ``test_data``: the launch puts them in Ray's object store."""
-    from hetlab.arithmetic.balance import check_weights
+    from hetlab.arithmetic.balance import check_proportions
     from hetlab.cluster.roles import role_label
     from hetlab.core.data import as_tensors
     from hetlab.core.models import as_factory, as_loss, check_model_and_loss
@@ -208,7 +208,7 @@ def loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr
             raise HetlabError(f"{name} must be a whole number ≥ 1, got {value!r}.")
     if check_every and train_data is not None and test_data is None:
         raise HetlabError("check_every= needs test_data= with your own train_data= (the checks test on it).")
-    ratio_list = None if isinstance(ratio, str) else check_weights(ratio, n)
+    ratio_list = None if isinstance(ratio, str) else check_proportions(ratio, n)
     slow = [float(s) for s in _per_rank(slowdowns, n, "slowdowns")]
     if not all(1.0 <= s < float("inf") for s in slow):
         raise HetlabError(f"slowdowns must be finite and ≥ 1 (1 = real speed), got {slowdowns!r}.")

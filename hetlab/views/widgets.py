@@ -112,14 +112,14 @@ class SplitTuner:
                "worker_samples_per_s": speeds, "efficiency": balance.efficiency(cluster, speeds)}
         self.runs.append(run)
         self.result_label.value = (
-            f"split {balance.format_ratio(sizes)}: cluster <b>{cluster:,.0f} samples/s</b>, "
+            f"split {balance.format_split(sizes)}: cluster <b>{cluster:,.0f} samples/s</b>, "
             f"efficiency ≈ <b>{run['efficiency']:.0%}</b> of the workers' own speeds "
             f"({', '.join(f'{self.labels[n]} {s:,.0f}/s' for n, s in zip(self.names, speeds))})")
         fits = self.fitted()
         recommended = (balance.split_batch(self.global_batch, speeds) if fits is None
                        else balance.equal_finish_split(self.global_batch, fits))
         basis = "∝ this run's speeds" if fits is None else "both finish together, from your runs' fitted steps"
-        self.recommended_label.value = f"recommended ({basis}): <b>{balance.format_ratio(recommended)}</b>"
+        self.recommended_label.value = f"recommended ({basis}): <b>{balance.format_split(recommended)}</b>"
         self._show_split()
         self.figure = plots.time_split(records, self.labels,
                                        samples_per_s=[r["samples_per_s"] for r in self.runs],

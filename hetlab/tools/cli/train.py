@@ -233,7 +233,7 @@ def _seed_and_samples(args, resume, ckpt) -> tuple[int, int]:
 
 def _train(args) -> int:
     opts = _check_train_args(args)
-    from hetlab.arithmetic.balance import auto_tune, format_ratio, split_batch
+    from hetlab.arithmetic.balance import auto_tune, format_split, split_batch
     from hetlab.core.data import load_mnist
     from hetlab.cluster.connecting import requested_address
     from hetlab.pair import the_pair
@@ -271,7 +271,7 @@ def _train(args) -> int:
             if opts["resume"]:
                 if args.quiet:  # (with progress on, the engine prints this line itself)
                     print(f"resumed from {opts['resume']} at step {run.step}")
-                print(f"batch sizes from the checkpoint: {format_ratio(run.batch_sizes)}")
+                print(f"batch sizes from the checkpoint: {format_split(run.batch_sizes)}")
             elif opts["ratio"] == "auto":
                 tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), args.global_batch, 2, rounds=4)
                 run.resplit(tuned.batch_sizes, "auto_tune")
@@ -279,7 +279,7 @@ def _train(args) -> int:
             else:
                 run.resplit(split_batch(args.global_batch, opts["ratio"]), "ratio")
             print(f"model {run.model_name} ({run.n_params:,} parameters); "
-                  f"workers: {'; '.join(run.labels)}; batch {format_ratio(run.batch_sizes)}")
+                  f"workers: {'; '.join(run.labels)}; batch {format_split(run.batch_sizes)}")
             records = run.run(max(0, args.steps - run.step), hooks=hooks)
             accuracy = run.evaluate(test)
             if args.checkpoint_dir:
