@@ -84,8 +84,8 @@ test-full: $(STAMP)
 		--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-output-timeout=120 $(PYTEST_ARGS)
 
 # The course's CUDA claims on this machine's NVIDIA GPU (README "Check a real NVIDIA GPU"); refuses
-# in one line without CUDA. E.g. make gpu-check GPU_CHECK_ARGS=--quick. The card in a pair, its options
-# and a dated record for docs/measured/: .venv/bin/python -m harness.gpucheck --record docs/measured
+# in one line without CUDA. E.g. make gpu-check GPU_CHECK_ARGS=--quick. The card in a pair, the plain loop
+# at 128 and a dated record for docs/measured/: .venv/bin/python -m harness.gpucheck --record docs/measured
 GPU_CHECK_ARGS ?=
 gpu-check: $(STAMP)
 	$(BIN)/python -m hetlab gpu-check $(GPU_CHECK_ARGS)

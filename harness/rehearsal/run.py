@@ -3,7 +3,8 @@
 Each host is a network namespace (``harness.rehearsal.hosts``). Ray starts on them only through the learner's own steps
 (``harness.rehearsal.learner``): the lines ``hetlab head`` and ``hetlab join`` print, pasted whole into each host's shell,
 the desktop's firewall (real ufw) among them. This module runs Ray on them, and commands and JupyterLab
-in them. Every label says "rehearsal". Stopped by namespace and PID, never ``ray stop``. Needs root,
+in them. Every label says "rehearsal": each host's origin label (``Host.origin``, ``HETLAB_ORIGIN``),
+which hetlab carries into what a learner sees. Stopped by namespace and PID, never ``ray stop``. Needs root,
 ip, tc, nft, ufw, zsh and unshare.
 """
 from __future__ import annotations
