@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from hetlab.arithmetic import balance, steptime
+from hetlab.core.stream import Stream
 from hetlab.course import grading
 from hetlab.errors import HetlabError
 
@@ -49,6 +50,47 @@ def follow_split(batch_sizes, lines):
     return sizes if faster > 1.05 else batch_sizes
 
 
+def resume_state(checkpoint, server):
+    with torch.no_grad():
+        server.w.copy_(checkpoint["server"]["weights"])
+    server.opt.load_state_dict(checkpoint["server"]["optimizer"])
+    server.version = checkpoint["server"]["version"]
+    return Stream(**checkpoint["stream"]), checkpoint["step"]
+
+
+def _weights_only(checkpoint, server):
+    with torch.no_grad():
+        server.w.copy_(checkpoint["server"]["weights"])
+    return Stream.from_state(checkpoint["stream"]), checkpoint["step"]
+
+
+def trial(config):
+    import torch
+    from ray import tune
+
+    from hetlab.core.models import small_cnn
+    from hetlab.core.simulate import SlowDevice
+    from hetlab.core.train import evaluate
+    from hetlab.search.trial import build, epochs_of, split_data
+    (x, y), val = split_data(config["train_samples"], config["val_samples"])
+    net, opt = build(config, small_cnn, torch.device("cpu"))
+    epochs = epochs_of(net, opt, x, y, config, torch.device("cpu"), 0, config["epochs"], SlowDevice(1))
+    for epoch, *_ in epochs:
+        tune.report({"accuracy": evaluate(net, val), "epoch": epoch + 1, "note": "mine"})
+
+
+def _trial_reporting(report):
+    """A trial that trains as hetlab's does and hands each epoch's accuracy to ``report(tune, epoch, accuracy, last)``."""
+    def fn(config):
+        from ray import tune
+
+        from hetlab.course.exercises import _hetlabs_accuracies
+        accuracies = _hetlabs_accuracies(config)
+        for epoch, accuracy in enumerate(accuracies, 1):
+            report(tune, epoch, accuracy, epoch == len(accuracies))
+    return fn
+
+
 def scale_local_steps(H, speeds):
     return [max(1, round(H * t / max(speeds))) for t in speeds]
 
@@ -67,6 +109,7 @@ RIGHT = {
     "step_time": lambda b, t, c: max(x / y + z for x, y, z in zip(b, t, c)),
     "scale_local_steps": scale_local_steps,
     "follow_split": follow_split,
+    "resume_state": resume_state,
     "pair_over_sum": lambda d, m, p: p / (d + m),
     "exchange_bytes": lambda p, v: p * v + p * 4,
     "pair_gain": lambda d, m, b: (d.fixed_s + b * d.per_sample_s + m.fixed_s + b * m.per_sample_s)
@@ -118,6 +161,11 @@ MISTAKES = {
                      (lambda b, l: [int(x) for x in steptime.finish_together(sum(b), l)[1]]
                       if follow_split(b, l) != b else b, "rounding lost"),
                      (lambda b, l: follow_split([64] * len(b), l), "global batch")],
+    # run for real (k steps, save, resume, m more against k + m straight): only the weights put back
+    # (Adam starts again), a fresh stream (the data position lost), resumed at step 0
+    "resume_state": [(_weights_only, "optimizer state"),
+                     (lambda c, s: (s.load_state(c["server"]), Stream(), c["step"])[1:], "data position"),
+                     (lambda c, s: (s.load_state(c["server"]), Stream.from_state(c["stream"]), 0)[1:], "step 0")],
     "pair_over_sum": [(lambda d, m, p: p / d, "desktop alone"), (lambda d, m, p: (d + m) / d, "ceiling"),
                       (lambda d, m, p: p / (d + m) * 100, "percentage")],
     "exchange_bytes": [(lambda p, v: p * v * 2, "fp32"), (lambda p, v: p * v, "one way")],
@@ -136,8 +184,16 @@ MISTAKES = {
 }
 
 
+# 09's trial, run in a real Tune search (test_09s_trial_…): never reports, reports once at the end,
+# names the metric otherwise
+TRIAL_MISTAKES = [(_trial_reporting(lambda tune, e, a, last: None), "no report"),
+                  (_trial_reporting(lambda tune, e, a, last: last and tune.report({"epoch": e, "accuracy": a})),
+                   "one report"),
+                  (_trial_reporting(lambda tune, e, a, last: tune.report({"epoch": e, "val_acc": a})), "'accuracy'")]
+
+
 # Graded by running the learner's pieces on a cluster: their tests (below) start Ray.
-ON_RAY = {"run_on", "sync_step"}
+ON_RAY = {"run_on", "sync_step", "trial"}   # trial: a real Tune search (test_09s_trial_…)
 PURE = sorted(set(grading.EXERCISES) - ON_RAY)
 
 
@@ -200,14 +256,6 @@ def test_the_exchange_the_library_runs_passes_07s_grader():
     assert grading.grade("everyone", exchange.everyone).status == grading.RIGHT
 
 
-@pytest.fixture(scope="module")
-def practice():
-    from hetlab.cluster.practice import PracticeCluster
-
-    with PracticeCluster(("desktop", "mac")) as pc:
-        yield pc
-
-
 def test_06s_rule_drives_a_live_run_and_a_rule_wrong_only_there_is_named(practice):
     """On a cluster, follow_split's grader also lets the rule drive a real run's split: hetlab's own
     passes; a rule right on the random inputs but not on the lines a live run measures (their
@@ -222,6 +270,21 @@ def test_06s_rule_drives_a_live_run_and_a_rule_wrong_only_there_is_named(practic
     verdict = grading.grade("follow_split", live_only)
     assert verdict.status == grading.WRONG and "\n" not in verdict.line, verdict.line
     assert "live, look 1" in verdict.line and "[63, 1]" in verdict.line, verdict.line
+
+
+def test_09s_trial_runs_in_a_real_tune_search_and_each_mistake_is_named(practice):
+    """09's trial is run as the trial of a one-configuration Tune search on the practice cluster:
+    hetlab's and a learner's own pass; never reporting, reporting once, another metric's name are named."""
+    import sys
+
+    from ray import cloudpickle
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])   # as a notebook's functions go: by value
+    for fn in (grading.EXERCISES["trial"].reference, trial):
+        verdict = grading.grade("trial", fn)
+        assert verdict.status == grading.RIGHT, verdict.line
+    for mistake, word in TRIAL_MISTAKES:
+        verdict = grading.grade("trial", mistake)
+        assert verdict.status == grading.WRONG and "\n" not in verdict.line and word in verdict.line, verdict.line
 
 
 def test_a_crash_is_one_line_naming_the_error():

@@ -648,6 +648,177 @@ def run_sync_step(fn, worker_class=Worker) -> str | None:
     return said
 
 
+# --- a piece of the mechanism, graded by running it: a resume that continues bitwise (notebook 08) --
+
+RESUME_STEP = "return checkpoint['step'] as the step: the run goes on from there, not from 0"
+RESUME_WEIGHTS = "the server's weights are not the checkpoint's: load checkpoint['server'] into it (server.load_state)"
+RESUME_OPTIMIZER = ("lost the optimizer state: Adam's moments and step count start again, so the next updates differ; "
+                    "load checkpoint['server'] whole (server.load_state), not only its weights")
+RESUME_DATA = ("lost the data position: the resumed run trains samples the first one already trained; rebuild "
+               "the stream from checkpoint['stream'] (Stream.from_state)")
+
+
+def resume_state(checkpoint, server):
+    """hetlab's own (``hetlab.ps.saving.resume_state``)."""
+    from hetlab.ps.saving import resume_state as hetlabs
+
+    return hetlabs(checkpoint, server)
+
+
+def run_resume_state(fn, k: int = 3, m: int = 3, sizes: tuple = (24, 8)) -> str | None:
+    """Train k + m synchronous steps straight with hetlab's server, stream and worker (MNIST, on this
+    CPU, a split of ``sizes``); then train k, keep what hetlab's checkpoint keeps (through
+    ``torch.save`` and ``torch.load``, as a file does), resume a new server (other initial weights)
+    with ``fn`` and train m more. None when the two runs end bitwise equal (``torch.equal``)."""
+    import io
+
+    try:
+        probe = fn({}, None)   # the skeleton says so at once, before any training
+    except NotImplementedError:
+        raise
+    except Exception:  # noqa: BLE001 - a real resume cannot work on nothing: go on
+        probe = True
+    if probe is None or probe is Ellipsis:
+        raise NotImplementedError
+    from hetlab.core.data import load_mnist
+    from hetlab.core.stream import Stream, split_spans
+    from hetlab.ps.server import Server
+    from hetlab.ps.specs import WorkerSpec
+    from hetlab.ps.worker import Worker
+
+    worker = Worker(WorkerSpec("desktop", role="desktop", device="cpu"), load_mnist("train").subset(1_000, seed=0))
+
+    def new_server(seed):
+        return Server("small", seed, 1e-3, "sync")
+
+    def train(server, stream, steps):
+        for _ in range(steps):
+            answers = [worker.gradient(spans, server.weights()) for spans in split_spans(stream.take(sum(sizes)), sizes)]
+            server.apply([a[0] for a in answers], [a[-1][3] for a in answers])
+
+    straight = new_server(0)
+    train(straight, Stream(), k + m)
+    first, stream = new_server(0), Stream()
+    train(first, stream, k)
+    file = io.BytesIO()
+    torch.save({"server": first.state(), "stream": stream.state(), "step": k}, file)
+    file.seek(0)
+    resumed = new_server(1)
+    answer = fn(torch.load(file, weights_only=True), resumed)
+    if answer is None or answer is Ellipsis:
+        raise NotImplementedError
+    if not isinstance(answer, tuple) or len(answer) != 2:
+        return f"resume_state returned {show(answer)} — return two things: the stream and the step"
+    resumed_stream, step = answer
+    if not isinstance(step, int) or step != k:
+        return f"resumed at step {show(step)}, the checkpoint was taken at step {k} — {RESUME_STEP}"
+    if not torch.equal(resumed.weights(), first.weights()):
+        return f"after resume_state the weights differ from the checkpoint's — {RESUME_WEIGHTS}"
+    if not resumed.opt.state_dict()["state"]:
+        return f"after resume_state the optimizer has no state ({k} steps were taken) — {RESUME_OPTIMIZER}"
+    if not isinstance(resumed_stream, Stream) or resumed_stream.state() != stream.state():
+        cursor = getattr(resumed_stream, "cursor", None)
+        return f"the stream resumed at sample {show(cursor)}, the checkpoint's at {stream.cursor} — {RESUME_DATA}"
+    train(resumed, resumed_stream, m)
+    if not torch.equal(resumed.weights(), straight.weights()):
+        return (f"{k} steps, resumed, {m} more are not bitwise the {k + m} steps straight — put back everything "
+                f"the checkpoint holds: server.load_state(checkpoint['server']), the stream, the step")
+    return None
+
+
+# --- a piece of the mechanism, graded by running it: the trial function that reports to Tune (09) ----
+
+TRIAL_NEVER = "call tune.report({'epoch': …, 'accuracy': …}) after every epoch: Tune learns a trial's results only so"
+TRIAL_ONCE = "report after every epoch, not once at the end: ASHA stops a trial by the reports it got so far"
+TRIAL_METRIC = "name the held-out accuracy 'accuracy': the search ranks and stops trials by that metric"
+TRIAL_CONFIG = {"lr": 1e-3, "batch_size": 64, "width": 8, "optimizer": "adam", "seed": 0, "epochs": 2,
+                "train_samples": 512, "val_samples": 256}   # one tiny configuration: two epochs on this CPU
+
+
+def trial(config):
+    """hetlab's own trial (``hetlab.search.trial.run_trial``), its loop alone: train the
+    configuration with hetlab's step, score it on the held-out part, report after every epoch."""
+    import torch
+    from ray import tune
+
+    from hetlab.core.models import small_cnn
+    from hetlab.core.simulate import SlowDevice
+    from hetlab.core.train import evaluate
+    from hetlab.search.trial import build, epochs_of, split_data
+
+    dev = torch.device("cpu")
+    (x, y), val = split_data(config["train_samples"], config["val_samples"])
+    net, opt = build(config, small_cnn, dev)
+    for epoch, samples, busy_s, loss in epochs_of(net, opt, x, y, config, dev, 0, config["epochs"], SlowDevice(1)):
+        tune.report({"epoch": epoch + 1, "accuracy": evaluate(net, val, dev)})
+
+
+def _hetlabs_accuracies(config) -> list[float]:
+    """The held-out accuracy after each epoch of hetlab's trial on ``config``, trained here."""
+    import torch
+
+    from hetlab.core.models import small_cnn
+    from hetlab.core.simulate import SlowDevice
+    from hetlab.core.train import evaluate
+    from hetlab.search.trial import build, epochs_of, split_data
+
+    dev = torch.device("cpu")
+    (x, y), val = split_data(config["train_samples"], config["val_samples"])
+    net, opt = build(config, small_cnn, dev)
+    return [evaluate(net, val, dev) for _ in epochs_of(net, opt, x, y, config, dev, 0, config["epochs"], SlowDevice(1))]
+
+
+def run_trial_fn(fn, config: dict = TRIAL_CONFIG) -> str | None:
+    """``fn`` as the trial of a real Ray Tune search of one configuration (``TRIAL_CONFIG``, one CPU),
+    on the cluster this kernel is connected to (else a local Ray started here). None when Tune got
+    a report after every epoch whose 'accuracy' is hetlab's trial's on the same configuration."""
+    import tempfile
+
+    try:
+        probe = fn({})   # the skeleton says so at once, before Tune starts
+    except NotImplementedError:
+        raise
+    except Exception:  # noqa: BLE001 - a real trial cannot train on nothing: go on
+        probe = True
+    if probe is None or probe is Ellipsis:
+        raise NotImplementedError
+    import ray
+    from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
+
+    from hetlab.search.driver import _quiet_tune, _Silent   # the search's own quiet Tune
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    with tempfile.TemporaryDirectory(prefix="hetlab-trial-") as storage, _quiet_tune(1):
+        tuner = tune.Tuner(tune.with_resources(fn, {"cpu": 1}), param_space=dict(config),
+                           tune_config=tune.TuneConfig(num_samples=1),
+                           run_config=tune.RunConfig(storage_path=storage, verbose=0, progress_reporter=_Silent(),
+                                                     callbacks=[JsonLoggerCallback()]))
+        (result,) = tuner.fit()
+        reports = [] if result.metrics_dataframe is None else result.metrics_dataframe.to_dict("records")
+    if result.error is not None:
+        cause = getattr(result.error, "cause", None) or result.error
+        return f"your trial raised {type(cause).__name__}: {str(cause).splitlines()[0][:160]}"
+    epochs = config["epochs"]
+    if not reports:
+        return f"Tune got no report from your trial in {epochs} epochs — {TRIAL_NEVER}"
+    if not all("accuracy" in r for r in reports):
+        names = sorted(k for k in reports[-1] if k not in _TUNE_OWN and not k.startswith("config/"))
+        return f"Tune got {names} but no 'accuracy' — {TRIAL_METRIC}"
+    if len(reports) == 1 and epochs > 1:
+        return f"Tune got one report in {epochs} epochs — {TRIAL_ONCE}"
+    got, want = [r["accuracy"] for r in reports], _hetlabs_accuracies(config)
+    if len(got) != len(want) or any(abs(g - w) > 2 / config["val_samples"] for g, w in zip(got, want)):
+        return (f"Tune got accuracies {show(got)}, hetlab's trial gives {show(want)} on the same configuration — "
+                f"train with build and epochs_of, score with evaluate on the held-out part, once per epoch")
+    return None
+
+
+_TUNE_OWN = {"timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date", "time_this_iter_s",
+             "time_total_s", "pid", "hostname", "node_ip", "time_since_restore", "iterations_since_restore"}
+
+
 EXERCISES = {e.name: e for e in [
     Exercise("weighted_average", "weighted_average(grads, sizes)", "05", weighted_average,
              _gradients_case, _close_tensor, (
@@ -768,6 +939,9 @@ EXERCISES = {e.name: e for e in [
     Exercise("run_on", "run_on(node_id)", "03", run_on, None, lambda a, e: a == e, run=run_pinned),
     Exercise("sync_step", "sync_step(workers, server, weights, positions, sizes)", "05", sync_step, None,
              lambda a, e: a == e, run=run_sync_step),
+    Exercise("resume_state", "resume_state(checkpoint, server)", "08", resume_state, None, lambda a, e: a == e,
+             run=run_resume_state),
+    Exercise("trial", "trial(config)", "09", trial, None, lambda a, e: a == e, run=run_trial_fn),
     Exercise("pair_over_sum", "pair_over_sum(desktop, mac, pair)", "09", pair_over_sum,
              _search_case, _close_number, (
                  (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),

@@ -39,6 +39,15 @@ def save(training, path=None) -> Path:
     return path
 
 
+def resume_state(checkpoint: dict, server) -> tuple[Stream, int]:
+    """What makes a resumed run continue bit for bit (notebook 08): the weights and the optimizer's
+    state (Adam's moments and step count) back into the new run's ``server``, and the data cursor
+    and the step returned, so the next step trains the samples and makes the update the first
+    run's next step would have."""
+    server.load_state(checkpoint["server"])
+    return Stream.from_state(checkpoint["stream"]), checkpoint["step"]
+
+
 def resume(cls, path, workers: list, train_data, **overrides):
     """A new ``cls`` (``ParameterServerTraining``) continuing where the checkpoint at ``path``
     stopped; ``overrides``: keyword arguments of ``cls`` to change (``progress``, ...)."""
@@ -60,11 +69,10 @@ def resume(cls, path, workers: list, train_data, **overrides):
                           f"resume it in mode {mode!r}.")
     run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
     try:
-        run.server.load_state(ckpt["server"])
+        run.stream, run.step = resume_state(ckpt, run.server)
         run.answers({m.name: m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)},
                     "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
-        run.stream = Stream.from_state(ckpt["stream"])
-        run.step, run.samples_seen = ckpt["step"], ckpt["samples_seen"]
+        run.samples_seen = ckpt["samples_seen"]
         run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
         run.publish(run.server.weights())
     except BaseException:
