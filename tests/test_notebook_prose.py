@@ -1,4 +1,4 @@
-"""Every notebook is a lesson for a learner at their own machines (issue 28): at most 2,000 words of
+"""Every notebook is a lesson for a learner at their own machines (issue 28): at most 1,700 words of
 prose, 5–8 questions at the end with answers on a linked page, one link to the reference figures,
 and no word of this project's test set-up in its markdown or code comments. Reads JSON only."""
 import json
@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-MAX_WORDS = 2000
+MAX_WORDS = 1700   # issue 70: a lesson, reached by cutting sections
 
 # Words about how this project is tested, not about the learner's machines.
 SET_UP_WORDS = [r"\b2-core\b", r"\btwo-core\b", r"\bmake test\b", r"\bnbval\b", r"\bCI\b",
