@@ -27,7 +27,7 @@ CHECKS = {**{k: claims.CHECKS[k] for k in ("describe", "single_device", "noteboo
           # card's step is ~100 ms (pair_batch_for), and an info row at 16,384; accuracy against a
           # single-device run on the same samples
           "pair_ps": check_pair_ps,
-          "pair_raytrain": check_pair_raytrain,   # the same pair through Ray Train (gloo on CPU copies, one Linux box)
+          "pair_raytrain": check_pair_raytrain,   # the same pair through Ray Train (hetlab's exchange on CPU copies)
           # fp16 and bf16 autocast on the CUDA worker, the fp16 overflow fallback provoked, fp16 on the wire
           "autocast": check_autocast,
           "sweep": claims.CHECKS["sweep"],

@@ -1,7 +1,8 @@
 """The GPU checks of the real unlike pair in one box (``python -m harness.gpucheck``): ``pair_ps``, the
 card and this CPU through the parameter server (efficiency against the two standalone speeds
 measured in the same run, where each step's time went, accuracy against one device), and
-``pair_raytrain``, the same pair through Ray Train (gloo on CPU copies: both ranks on one Linux machine). Nothing simulated.
+``pair_raytrain``, the same pair through Ray Train and hetlab's exchange (CPU copies through the rendezvous store,
+the exchange the learner's Mac and desktop use; the practice "mac" has no Linux gloo). Nothing simulated.
 """
 from __future__ import annotations
 
@@ -114,11 +115,11 @@ def check_pair_raytrain(ctx: Context) -> list[Row]:
     result = train_mixed(steps=ctx.acc_steps, global_batch=ctx.sizes.acc_batch, ratio="auto",
                          devices=[ctx.device, "cpu"], train_samples=n if n < 60000 else None,
                          test_samples=ctx.sizes.test_samples if ctx.sizes.test_samples < 10000 else None,
-                         seed=0, progress=False, backend="gloo")   # one Linux box: gloo works here
+                         seed=0, progress=False)   # hetlab's exchange, as across the learner's pair
     kinds = [r.device.split(":")[0] for r in result.ranks]
     require(kinds == [torch.device(ctx.device).type, "cpu"], f"ranks ran on {kinds}, not the card + the CPU")
     ranks = "; ".join(f"{r.role} {r.device} b={r.batch_size}" for r in result.ranks)
-    note = (f"{result.steps} steps of batch {ctx.sizes.acc_batch} ({ranks}); gloo on CPU copies, "
+    note = (f"{result.steps} steps of batch {ctx.sizes.acc_batch} ({ranks}); hetlab's exchange on CPU copies, "
             f"no GPU asked; fit {result.fit_s:.0f} s, loop {result.train_s:.0f} s; weights "
             f"{'identical' if result.weights_identical else 'differ in rounding'} on the two ranks")
     return [Row("pair_raytrain_accuracy", result.accuracy, "fraction", accuracy_goal(ctx.reference()),
