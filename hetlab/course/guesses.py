@@ -1,4 +1,4 @@
-"""Your "Predict first" guesses (notebooks 02–05): in the cell under each question you type your guess,
+"""Your "Predict first" guesses (notebooks 02–09): in the cell under each question you type your guess,
 ``guess("05-idle", 0.7)``; the cell that measures it then calls ``measured_as("05-idle", idle)``, which
 keeps the figure beside your guess and prints both. The report shows each pair (its section 8), and
 ``hetlab report --check`` names every question still without a guess. One file, ``guesses.json``, in
@@ -21,6 +21,12 @@ QUESTIONS = {
     "03-done-after-3-s": ("03", "a task asking for a GPU too many has finished after 3 s (1 yes, 0 no)"),
     "05-desktop-idle": ("05", "the share of each step the desktop sits idle, equal split"),
     "05-async-updates": ("05", "the desktop's async updates per update of the Mac's"),
+    "06-desktop-share": ("06", "the desktop's share of the batch in auto-tune's split"),
+    "06-tuned-over-equal": ("06", "the tuned split's samples/s ÷ the equal split's"),
+    "07-mac-share": ("07", "the mac rank's share of the global batch with ratio=\"auto\""),
+    "08-same-digest": ("08", "whether the resumed run prints step 10's digest (1 yes, 0 no)"),
+    "08-mac-local-steps": ("08", "the mac's local steps per round at H = 8"),
+    "09-end-minus-held-out": ("09", "the best trial trained to the end: its test accuracy − its held-out accuracy"),
 }
 
 
