@@ -742,11 +742,10 @@ TRIAL_CONFIG = {"lr": 1e-3, "batch_size": 64, "width": 8, "optimizer": "adam", "
                 "train_samples": 512, "val_samples": 256}   # one tiny configuration: two epochs on this CPU
 
 
-def trial(config):
-    """hetlab's own trial (``hetlab.search.trial.run_trial``), its loop alone: train the
-    configuration with hetlab's step, score it on the held-out part, report after every epoch."""
+def _trial_epochs(config):
+    """hetlab's trial (``hetlab.search.trial.run_trial``), its loop alone, on this CPU: train the
+    configuration with hetlab's step; after every epoch, its number and the held-out accuracy."""
     import torch
-    from ray import tune
 
     from hetlab.core.models import small_cnn
     from hetlab.core.simulate import SlowDevice
@@ -757,22 +756,20 @@ def trial(config):
     (x, y), val = split_data(config["train_samples"], config["val_samples"])
     net, opt = build(config, small_cnn, dev)
     for epoch, samples, busy_s, loss in epochs_of(net, opt, x, y, config, dev, 0, config["epochs"], SlowDevice(1)):
-        tune.report({"epoch": epoch + 1, "accuracy": evaluate(net, val, dev)})
+        yield epoch + 1, evaluate(net, val, dev)
+
+
+def trial(config):
+    """hetlab's own trial: report the held-out accuracy to Tune after every epoch."""
+    from ray import tune
+
+    for epoch, accuracy in _trial_epochs(config):
+        tune.report({"epoch": epoch, "accuracy": accuracy})
 
 
 def _hetlabs_accuracies(config) -> list[float]:
     """The held-out accuracy after each epoch of hetlab's trial on ``config``, trained here."""
-    import torch
-
-    from hetlab.core.models import small_cnn
-    from hetlab.core.simulate import SlowDevice
-    from hetlab.core.train import evaluate
-    from hetlab.search.trial import build, epochs_of, split_data
-
-    dev = torch.device("cpu")
-    (x, y), val = split_data(config["train_samples"], config["val_samples"])
-    net, opt = build(config, small_cnn, dev)
-    return [evaluate(net, val, dev) for _ in epochs_of(net, opt, x, y, config, dev, 0, config["epochs"], SlowDevice(1))]
+    return [accuracy for _, accuracy in _trial_epochs(config)]
 
 
 def run_trial_fn(fn, config: dict = TRIAL_CONFIG) -> str | None:
