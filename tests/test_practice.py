@@ -107,10 +107,8 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     speed at the course's batch), the machines described on their nodes, the link measured through Ray,
     the parameter server sync, async and local SGD, the tuned split, each prediction. Every section is
     there, every speed has its spread, every figure its label ("simulated" where practice), no host
-    name, address or token; a learner's words survive a rewrite with new figures; the HTML inlines
-    the plots and the CSV holds the figures. (09's search and 07's Ray Train cost minutes: their rows
+    name, address or token; a learner's words survive a rewrite with new figures. (09's search and 07's Ray Train cost minutes: their rows
     say "not yet measured", and tests/test_report.py checks 09's section from saved figures.)"""
-    import csv
     import platform
     import re
     from hetlab.arithmetic import balance, planner, steptime
@@ -172,12 +170,6 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     page = (out / "report.md").read_text()
     for n, section in enumerate(report.SECTIONS, 1):                                   # every section
         assert f"## {n} · {section}" in page, section
-    images = re.findall(r"!\[([^\]]*)\]\(([^)]+)\)", page)
-    assert {png for _, png in images} == {"steps.png", "techniques.png", "split.png", "predictions.png"}
-    for alt, png in images:                                                            # every plot labelled
-        assert (out / png).stat().st_size > 1000
-        assert "measured on" in alt or "estimated" in alt, alt
-        assert png == "steps.png" or "simulated" in alt, alt
     speeds = [line for line in page.splitlines() if "samples/s" in line and re.search(r"\d,?\d* samples/s", line)]
     assert speeds and all(re.search(r"range [\d,]+–[\d,]+ over \d+ windows; warm-up", line) for line in speeds)
     rows = [line for line in page.splitlines() if line.startswith("| ") and " | simulated" not in line
@@ -187,7 +179,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     assert re.search(r"bandwidth, desktop → mac: [\d,]+ Mbit/s \(range", page)
     assert "| 02 | the pair's ceiling | " in page and "the practice cluster's" in page
     assert "| 02 | `samples_per_s` | mac | right: right: agrees |" in page             # the Mac's exercise
-    shown = [page, re.sub(r"base64,[^\"]*", "", (out / "report.html").read_text()), (out / "figures.csv").read_text()]
+    shown = [page, (out / "report.html").read_text()]
     for text in shown:                     # the host's name and the cluster's address, as whole words
         assert not re.search(rf"(?<![\w.-]){re.escape(platform.node())}(?![\w-])", text)
         assert practice.address.split(":")[0] not in text and not re.search(r"\b\d{1,3}(\.\d{1,3}){3}\b", text)
@@ -195,10 +187,6 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     for token_file in practice.token_files:
         if token_file.is_file():
             assert all(token_file.read_text().strip() not in text for text in shown)
-    html = (out / "report.html").read_text()
-    assert html.count('src="data:image/png;base64,') == 4 and '.png"' not in html
-    table = list(csv.DictReader((out / "figures.csv").open()))
-    assert all(r["low"] and r["high"] and "measured on" in r["source"] for r in table if r["unit"] == "samples/s")
     asked = report.unwritten(page)                                                # all unwritten at first,
     assert set(report.QUESTIONS) <= set(asked) and any(k.startswith("why-") for k in asked)   # own figures' too
     assert all("batch 64, split" in r and "QUICK mode" in r for r in rows)              # each row's conditions

@@ -4,9 +4,8 @@ One page, ``report.md``, in ten sections: the machines (read on each), the link 
 machine alone (01, 02), each technique on the pair (05, 07, 08) with its conditions, 06's split, 09's
 search, every prediction beside a measurement of the same thing, the graded exercises, and the
 learner's own words. Each speed is a median with its spread, the warm-up left out
-(``arithmetic.steady``); each figure says where it came from. Beside the page: its PNGs,
-``report.html`` (the page through mistune, its plots inlined: the one file to send) and
-``figures.csv``.
+(``arithmetic.steady``); each figure says where it came from. Beside the page: ``report.html``
+(the page through mistune and a jinja2 template: the one file to send).
 
 What stays out: anything that looks like an IPv4 address (private ones too) or a token (32 hex
 digits or more); the host names the saved files hold become the role they stand for ("desktop",
@@ -18,10 +17,7 @@ never erase an answer. ``missing`` is ``hetlab report --check``: what a hand-in 
 """
 from __future__ import annotations
 
-import base64
-import csv
 import datetime
-import html
 import json
 import re
 from pathlib import Path
@@ -56,7 +52,6 @@ TECHNIQUES = (("05", "sync", "parameter server, per-step sync"), ("05", "async",
 # Which notebook measures each quantity the course predicts (what a "not yet measured" row says to run)
 MEASURED_BY = {measured.ONE_MODEL: "notebook 07 (one model, Ray Train, on the pair at this batch)",
                measured.SEARCH: "a search whose trials all train at this batch (notebook 09 mixes 32–128)"}
-CSV_COLUMNS = ("section", "figure", "value", "low", "high", "unit", "repeats", "source")
 RIGHT = "right"
 
 # --- what stays out: addresses, tokens, host names --------------------------------------------------
@@ -156,10 +151,10 @@ def speed_text(s: dict | None) -> str:
 
 
 class Page:
-    """The page being written: its lines, its CSV rows, its folder, the words kept from the last one."""
+    """The page being written: its lines, its folder, the words kept from the last one."""
 
     def __init__(self, out: Path, source: Path):
-        self.out, self.source, self.lines, self.rows = out, source, [], []
+        self.out, self.source, self.lines = out, source, []
         self.kept = read_words(out / "report.md")
 
     def add(self, *lines: str) -> None:
@@ -176,22 +171,6 @@ class Page:
         self.add(f"**{question or QUESTIONS[block]}**", "", f"<!-- your words: {block} -->",
                  self.kept.get(block, empty), "<!-- end of your words -->", "")
 
-    def row(self, section: str, figure: str, value, source: str, unit: str = "", low="", high="", repeats="") -> None:
-        self.rows.append({"section": section, "figure": figure, "value": value, "low": low, "high": high,
-                          "unit": unit, "repeats": repeats, "source": source})
-
-    def speed_row(self, section: str, figure: str, s: dict | None, source: str) -> None:
-        if s:
-            self.row(section, figure, round(s["samples_per_s"], 1), source, "samples/s", round(s["low"], 1),
-                     round(s["high"], 1), f"{len(s['windows'])} windows")
-
-    def figure(self, name: str, title: str, label: str, draw, words: str = "") -> None:
-        """``draw(ax)`` saved as ``name``.png beside the page, with its title, label and words under it."""
-        from matplotlib.figure import Figure
-        fig = Figure(figsize=(6, 3.6), layout="tight")
-        draw(fig.add_subplot())
-        fig.savefig(self.out / f"{name}.png", dpi=100)
-        self.add(f"![{title} ({label})]({name}.png)", "", f"*{title}: {label}.*" + (f" {words}" if words else ""), "")
 
 
 def _machines(page: Page) -> None:
@@ -225,10 +204,6 @@ def _link(page: Page) -> None:
              f"{data['echoes']} echoes)",
              f"- how: a timed Ray object transfer and a small echo to an actor on the mac, Ray's overhead "
              f"included ({label})", "")
-    page.row("link", "bandwidth", round(data["mbit_s"], 1), label, "Mbit/s", round(data["mbit_s_low"], 1),
-             round(data["mbit_s_high"], 1), f"{data['repeats']} repeats")
-    page.row("link", "round trip", round(data["rtt_ms"], 3), label, "ms", round(data["rtt_ms_low"], 3),
-             round(data["rtt_ms_high"], 3), f"{data['echoes']} echoes")
 
 
 def _method(page: Page, runs: dict) -> None:
@@ -247,18 +222,15 @@ def _method(page: Page, runs: dict) -> None:
 
 def _alone(page: Page, runs: dict) -> None:
     page.heading(4, "01, 02")
-    rows, labels = [], []
+    rows = []
     for role in ROLES:
         data = measured.load(role, page.source)
         if data is None:
             rows.append(f"| {role} | not measured: run notebook 02 there | — | — | — |")
-            labels.append(f"{role}: {measured.step_time(role, 'small', page.source).source}")
             continue
         s, label = (data.get("speeds") or {}).get("small"), run_label(data)
         rows.append(f"| {role} | {speed_text(s)} | {measured.step_time(role, 'small', page.source).formula} "
                     f"| {clean(data.get('accelerator') or data.get('device'))} | {label} |")
-        page.speed_row("each machine alone", f"{role}, small CNN, batch {estimates.COURSE_BATCH}", s, label)
-        labels.append(f"{role}: {label}")
     page.add(f"| machine | samples/s at batch {estimates.COURSE_BATCH}, small CNN | step line t₀ + b × per sample "
              "| device | source |", "|---|---|---|---|---|", *rows, "")
     first = runs.get("01")
@@ -266,30 +238,9 @@ def _alone(page: Page, runs: dict) -> None:
         f = first["figures"]
         page.add(f"Notebook 01's model on the desktop: test accuracy {f['accuracy']:.2%} after {f['epochs']:.0f} "
                  f"epoch(s) at batch {f['batch']:.0f} ({run_label(first)}).", "")
-        page.row("each machine alone", "01's test accuracy", round(f["accuracy"], 4), run_label(first))
     else:
         page.add("Notebook 01's accuracy: not yet saved: run notebook 01.", "")
 
-    def draw(ax):
-        for role in ROLES:
-            line = measured.step_time(role, "small", page.source)
-            data = measured.load(role, page.source)
-            sizes = data["batch_sizes"] if data else list(measured.SWEEP_BATCHES)
-            color = None
-            if data and "small" in data["samples_per_s"]:
-                dots = ax.plot(sizes, [1e3 * b / s for b, s in zip(sizes, data["samples_per_s"]["small"])], "o",
-                               label=f"{role}, measured")
-                color = dots[0].get_color()
-            fitted = line.source.startswith("measured")
-            ax.plot(sizes, [1e3 * line(b) for b in sizes], "-" if fitted else "--", color=color,
-                    label=f"{role}, {'fitted' if fitted else 'estimated'}")
-        ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="ms per step (small CNN)",
-               title="Step time: t(b) = t₀ + b/T")
-        ax.legend(fontsize=8)
-
-    page.figure("steps", "Step time over the sweep", clean("; ".join(labels)), draw,
-                "Dots: notebook 02's sweep; lines: the step line fitted to it. Where the line is flat the "
-                "device is launch-bound: a bigger batch costs almost nothing more.")
     page.words("surprised-01-02")
 
 
@@ -335,34 +286,13 @@ def _techniques(page: Page, runs: dict) -> None:
         page.add(f"| {name} | {s['samples_per_s']:,.0f} | {s['low']:,.0f}–{s['high']:,.0f}, {len(s['windows'])} windows, "
                  f"warm-up {s['warmup_steps']} steps left out | {pct(t.get('efficiency'))} | {pct(t.get('comm_share'))} "
                  f"| {conditions(t, run.get('mode'))} | {time_to_target(t)} | {acc} | {label} |")
-        page.speed_row("techniques", name, s, label)
-        for field in ("efficiency", "comm_share", "accuracy", "time_to_target_s"):
-            if t.get(field) is not None:
-                page.row("techniques", f"{name}: {field}", round(t[field], 4), label)
-        shown.append((name, t, label))
+        shown.append((name, t))
     page.add("", "Efficiency: the technique's samples/s ÷ the sum of its workers' own device speeds in the same run "
              "(what the pair would do with nothing lost). Communication share: the workers' time spent on "
              "messages ÷ all their time (compute, messages, waiting). Conditions: the global batch, the split "
              "(desktop:mac), the steps and samples, the mode (quick: a short run, not comparable with a full one). "
              "Time to target: the training seconds to the first evaluation at or above the target.", "")
-    if shown:
-        def draw(ax):
-            medians = [t["speed"]["samples_per_s"] for _, t, _ in shown]
-            errs = [[m - t["speed"]["low"] for m, (_, t, _) in zip(medians, shown)],
-                    [t["speed"]["high"] - m for m, (_, t, _) in zip(medians, shown)]]
-            ax.barh([n for n, _, _ in shown], medians, xerr=errs, color="#2a7ab0", capsize=3,
-                    label="measured (median, range)")
-            ax.scatter([t["sum_alone"] for _, t, _ in shown], [n for n, _, _ in shown], marker="|", s=300,
-                       color="k", label="ideal: the sum alone")
-            ax.set(xlabel="samples/s", title="Each technique against its ideal")
-            ax.tick_params(axis="y", labelsize=7)
-            ax.legend(fontsize=7)
-
-        page.figure("techniques", "Samples per second of each technique, its ideal beside it",
-                    clean("; ".join(sorted({label for _, _, label in shown}))), draw,
-                    "A bar far short of its mark is time lost to messages and waiting; the communication share says "
-                    "which.")
-    for name, t, _ in shown:
+    for name, t in shown:
         eff = "—" if t.get("efficiency") is None else f"{t['efficiency']:.0%}"
         page.words(key("why", name), f"{name}: why {eff} of the sum alone? Name the figure in your table that "
                    "says where the rest went.")
@@ -382,21 +312,6 @@ def _split(page: Page, runs: dict) -> None:
                  + (f"; the speeds alone ({f['speed_ratio']:.2f} : 1) give it {f['ratio_share']:.1%}"
                     if "speed_ratio" in f else "") + f". It ran at {f['efficiency_tuned']:.0%} of the sum of the "
                  f"workers alone; the equal split at {f['efficiency_equal']:.0%} ({label}).", "")
-        page.row("split", "mac's share of the tuned batch", round(share, 4), label)
-        for name in ("efficiency_tuned", "efficiency_equal", "speed_ratio"):
-            if name in f:
-                page.row("split", name, round(f[name], 4), label)
-
-        def draw(ax):
-            ax.bar(["equal", f"tuned {split}"], [100 * f["efficiency_equal"], 100 * f["efficiency_tuned"]],
-                   color=["#999999", "#2a7ab0"])
-            ax.axhline(100, color="k", lw=0.8, ls="--", label="ideal: the sum alone")
-            ax.set(ylabel="efficiency, % of the sum alone", ylim=(0, 110), title="Equal against tuned split")
-            ax.legend(fontsize=8)
-
-        page.figure("split", "Efficiency of the equal and the tuned split", label, draw,
-                    "The tuned split gives each machine a share in proportion to its speed with its messages; "
-                    "the gap to 100 % is what the exchange and the waiting cost.")
     page.words("surprised-06")
 
 
@@ -412,25 +327,12 @@ def _search(page: Page, runs: dict) -> None:
             config = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
                                for k, v in (f.get("best_config") or {}).items())
             page.add(f"Best configuration: {config}; held-out accuracy {f['best_accuracy']:.2%} ({label}).", "")
-            page.row("search", "best accuracy", round(f["best_accuracy"], 4), label)
         for role in ROLES:
             s = run.get("speeds", {}).get(f"{role} trials")
             if s:
                 page.add(f"- a trial on the {role}: {speed_text(s)}; each window one trial (its samples ÷ its busy seconds)")
-                page.speed_row("search", f"a trial on the {role}", s, label)
         page.add("")
-        page.row("search", "pair ÷ sum", round(f["pair_vs_sum"], 4), label)
 
-        def draw(ax):
-            values = [f["desktop_samples_per_s"], f["mac_samples_per_s"],
-                      f["desktop_samples_per_s"] + f["mac_samples_per_s"], f["pair_samples_per_s"]]
-            ax.bar(["desktop alone", "mac alone", "sum (ideal)", "pair"], values,
-                   color=["#2a7ab0", "#e08a2c", "#bbbbbb", "#3a9a5b"])
-            ax.set(ylabel="samples/s, the same configurations", title="The same search, three ways")
-
-        page.figure("search", "Samples per second of the same search", label, draw,
-                    "Trials exchange nothing, so the pair can come near the sum; the end of the search, when one "
-                    "machine has no trial left, costs the rest.")
     page.words("surprised-09")
 
 # --- predictions, each beside a measurement of the same thing ----------------------------------------
@@ -503,26 +405,13 @@ def _predictions(page: Page, runs: dict) -> None:
                 held = value <= p["predicted"] + 1e-9
                 page.add(f"{head} {value:.3g} (notebook {where}) | bound {'held' if held else 'broken'}: "
                          f"{'no run beat it' if held else 'the run beat the ceiling: a step line was off'} {tail}")
-                page.row("predictions", f"{nb}: {name}: bound {'held' if held else 'broken'}", round(value, 4), label)
             else:
                 ratio = value / p["predicted"] if p["predicted"] else float("nan")
                 page.add(f"{head} {value:.3g} | {ratio:.2f} {tail}")
-                page.row("predictions", f"{nb}: {name}: measured ÷ predicted", round(ratio, 4), label)
-                done.append((nb, name, ratio, run))
+                done.append((nb, name, ratio))
     page.add("", "A prediction is compared only with a measurement of the same quantity at the same global batch, "
              "split, roles and mode. A bound (the ceiling) is held or broken, never a ratio.", "")
-    if done:
-        def draw(ax):
-            ax.barh([f"{nb}: {name}"[:28] for nb, name, _, _ in done], [r for _, _, r, _ in done], color="#2a7ab0")
-            ax.axvline(1, color="k", lw=0.8)
-            ax.set(xlabel="measured ÷ predicted (1: as predicted)", title="Predictions against measurements")
-            ax.tick_params(axis="y", labelsize=7)
-
-        page.figure("predictions", "Measured ÷ predicted, each prediction",
-                    "; ".join(sorted({f"notebook {nb}: {run_label(run)}" for nb, _, _, run in done})), draw,
-                    "Near 1 the model of step time, link and engine held; far from it, one of them was off: the "
-                    "sections above say which.")
-    for nb, name, ratio, _ in done:
+    for nb, name, ratio in done:
         page.words(key("why", nb, name), f"{nb}, {name}: measured ÷ predicted is {ratio:.2f}. Which figure "
                    "in your tables explains the gap (step line, link, engine, waiting)?")
 
@@ -539,7 +428,6 @@ def _exercises(page: Page) -> None:
         for r in sorted(mine, key=lambda r: r["role"]):
             page.add(f"| {ex.notebook} | `{name}` | {r['role']} | {r['status']}: {clean(r['line'])} "
                      f"| {str(r.get('date', ''))[:10]} |")
-            page.row("exercises", f"{name} on the {r['role']}", r["status"], f"graded on {r['role']}, {r.get('date', '')}")
     passed = {r["exercise"] for r in results.values() if r["status"] == RIGHT}
     page.add("", f"Passed: {len(passed)} of {len(EXERCISES)}. Each grader tries your function on random inputs "
              "against hetlab's own and names the typical mistake it made; the last result on each machine is kept.", "")
@@ -547,21 +435,12 @@ def _exercises(page: Page) -> None:
         page.add(f"What you wrote for `{r['exercise']}` (notebook {r['notebook']}, the {r['role']}, "
                  f"{r['status']}):", "", "```python", *r["source"].splitlines(), "```", "")
 
-# --- what is sent: HTML and CSV ----------------------------------------------------------------------
+# --- what is sent: HTML -----------------------------------------------------------------------------
 
 
 class _Html(mistune.HTMLRenderer):
-    """The page's Markdown as HTML, escaped, each PNG of ``folder`` inlined; the learner's-words
-    markers stay HTML comments."""
-
-    def __init__(self, folder: Path):
-        super().__init__(escape=True)
-        self.folder = folder
-
-    def image(self, text: str, url: str, title=None) -> str:
-        png = self.folder / url
-        data = base64.b64encode(png.read_bytes()).decode("ascii") if png.is_file() else ""
-        return f'<img alt="{html.escape(mistune.util.striptags(text))}" src="data:image/png;base64,{data}">'
+    """The page's Markdown as HTML, the learner's words escaped (a tag they type is shown, never run);
+    the learner's-words markers stay HTML comments."""
 
     def block_html(self, text: str) -> str:
         return text + "\n" if text.startswith("<!--") else super().block_html(text)
@@ -571,22 +450,22 @@ HTML = jinja2.Template("""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title><style>
 body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.45}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:.25em .5em;text-align:left;vertical-align:top}
-img{max-width:100%}code{background:#f3f3f3}
+code{background:#f3f3f3}
 </style></head><body>
 {{ body | safe }}
 </body></html>
 """, autoescape=True)
 
 
-def to_html(markdown: str, folder: Path, title: str = TITLE) -> str:
-    """``markdown`` (the report's page) as one self-contained HTML document, every PNG of ``folder``
-    inlined: a mail or a course site opens it with nothing else."""
-    body = mistune.create_markdown(renderer=_Html(folder), plugins=["table"])(markdown)
-    return HTML.render(title=title, body=body)
+def to_html(markdown: str) -> str:
+    """``markdown`` (the report's page) as one self-contained HTML document: a mail or a course site
+    opens it with nothing else."""
+    body = mistune.create_markdown(renderer=_Html(escape=True), plugins=["table"])(markdown)
+    return HTML.render(title=TITLE, body=body)
 
 
 def write(out: str | Path | None = None, where: str | Path | None = None, names: bool = False) -> Path:
-    """Write ``report.md``, its PNGs, ``report.html`` and ``figures.csv`` into ``out`` (default:
+    """Write ``report.md`` and ``report.html`` into ``out`` (default:
     ``measured/report``) from the figures in ``where`` (default: ``measured.folder()``), keeping the
     words the learner wrote in an earlier ``report.md`` there; host names become roles unless ``names``."""
     source = source_folder(where)
@@ -622,12 +501,7 @@ def write(out: str | Path | None = None, where: str | Path | None = None, names:
     text = redact("\n".join(page.lines), hosts_) if not names else clean("\n".join(page.lines))
     md = target / "report.md"
     md.write_text(text, encoding="utf-8")
-    (target / "report.html").write_text(to_html(text, target), encoding="utf-8")
-    with (target / "figures.csv").open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for r in page.rows:
-            writer.writerow({k: (redact(v, hosts_) if isinstance(v, str) else v) for k, v in r.items()})
+    (target / "report.html").write_text(to_html(text), encoding="utf-8")
     return md
 
 

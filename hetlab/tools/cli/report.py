@@ -1,12 +1,12 @@
-"""``hetlab report``: the learner's hand-in (``hetlab.views.report``), one Markdown page with its plots,
-an HTML file with them inlined and the figures as CSV, written from the figures notebooks 01–09 saved;
+"""``hetlab report``: the learner's hand-in (``hetlab.views.report``), one Markdown page and the same
+page as one HTML file, written from the figures notebooks 01–09 saved;
 ``--check`` lists what is still missing before handing in. Building the parser loads no Ray."""
 from __future__ import annotations
 
 
 def add_report(sub) -> None:
-    p = sub.add_parser("report", help="write one Markdown page (with plots) of what your two machines did",
-                       description="Write report.md and its PNG plots from the figures the notebooks saved in "
+    p = sub.add_parser("report", help="write one Markdown page of what your two machines did",
+                       description="Write report.md and report.html from the figures the notebooks saved in "
                                    "measured/: each figure labelled measured (machine, date), estimated or simulated.")
     p.add_argument("--measured", metavar="FOLDER", default=None,
                    help="where the notebooks saved their figures (default: HETLAB_MEASURED, else measured/)")
@@ -22,7 +22,7 @@ def add_report(sub) -> None:
 def _report(args) -> int:
     from hetlab.views import report
     page = report.write(args.out, args.measured, names=args.names)
-    print(f"wrote {page}, {page.with_suffix('.html').name} (plots inlined: the one file to send) and figures.csv")
+    print(f"wrote {page} and {page.with_suffix('.html').name} (the one file to send)")
     print("write your answers in report.md, then run `hetlab report` again before sending report.html")
     if not args.check:
         return 0
