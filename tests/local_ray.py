@@ -2,7 +2,7 @@
 tests/test_gpucheck.py). Not a test module: pytest does not collect it."""
 import ray
 
-from hetlab.cluster.reach import start_with_retry
+from hetlab.cluster.connecting import start_with_retry
 
 
 def start(**resources) -> None:

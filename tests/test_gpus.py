@@ -16,7 +16,7 @@ import ray
 
 from hetlab import HetlabError
 from hetlab.core import devices
-from hetlab.cluster import gpu_holders as gpus
+from hetlab.cluster import roles as gpus
 from hetlab.cluster.roles import live_nodes, placement
 from hetlab.core.data import load_mnist
 from hetlab.cluster.practice import PracticeCluster
@@ -85,7 +85,7 @@ def test_gpu_held_by_another_driver_fails_at_once_then_frees(practice, data):
         assert message.startswith("worker 'desktop' needs the GPU on the desktop machine, but it is held by "
                                   "another Ray program (job ")
         assert f"pid {proc.pid} on " in message and "through its Holder actor" in message
-        assert "stop that program (or run training.shutdown() in it), then run this again" in message
+        assert "stop it, or run training.shutdown() in it, then run this again" in message
         assert "ray list actors --filter state=ALIVE" in message and "\n" not in message
     finally:
         proc.stdin.close()  # the other driver exits; Ray frees its actor's GPU
@@ -116,16 +116,13 @@ def test_gpu_held_by_this_driver_and_too_few_gpus(practice, data):
 
 
 def test_holder_description_names_a_notebook_kernel():
-    found = [{"class": "Worker", "job": "03000000", "pid": 11, "node": "n"},
-             {"class": "Worker", "job": "03000000", "pid": 12, "node": "n"}]
-    jobs = {"03000000": {"DriverPid": 4242, "DriverIPAddress": "192.168.1.10",
-                         "Entrypoint": "/x/python -m ipykernel_launcher -f /tmp/kernel-1.json"}}
-    who, fix = gpus.describe_holders(found, jobs, here="05000000")
-    assert who == ("another notebook's kernel (job 03000000, pid 4242 on 192.168.1.10) "
-                   "through its 2 Worker actors")
-    assert fix.startswith("restart or shut down that kernel (or run training.shutdown() there)")
-    who, _ = gpus.describe_holders([], {}, here="05000000")
-    assert "placement group" in who
+    job = {"DriverPid": 4242, "DriverIPAddress": "192.168.1.10",
+           "Entrypoint": "/x/python -m ipykernel_launcher -f /tmp/kernel-1.json"}
+    found = [{"class": "Worker", "job": "03000000", **job}, {"class": "Worker", "job": "03000000", **job}]
+    who = gpus.describe_holders(found, here="05000000")
+    assert who.startswith("another notebook's kernel (job 03000000, pid 4242 on 192.168.1.10) "
+                          "through its Worker actor: stop it")
+    assert "placement group" in gpus.describe_holders([], here="05000000")
 
 
 @pytest.mark.parametrize("device,visible,expected", [

@@ -9,7 +9,7 @@ import ray
 
 import hetlab
 from hetlab import HetlabError, environment
-from hetlab.cluster import connecting, reach
+from hetlab.cluster import connecting
 from hetlab import cluster
 from hetlab.core import machine
 from hetlab.tools.doctor import preflight
@@ -114,7 +114,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     from hetlab.arithmetic import balance, planner, steptime
     from hetlab.store import measured
     from hetlab.arithmetic.outcome import technique
-    from hetlab.cluster import figures, link, machines
+    from hetlab.cluster import figures
     from hetlab.ps import ParameterServerTraining
     from hetlab.ps.records import engine_cost, exchange_costs
     from hetlab.core.data import load_mnist
@@ -127,10 +127,10 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     measured.save_run("02", {"batch": 128}, simulated=False, where=where, predictions={
         "the pair's ceiling": (planner.ceiling(lines, 128), None, "planner.ceiling at batch 128",
                                measured.whose(desktop=lines[0].source, mac=lines[1].source))})
-    machines.save(machines.collect(), where)                                           # 09's machine table
+    figures.save_machines(figures.describe_machines(), where)                                         # 09's machine table
     measured.save_graded("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path / "mac")   # 02's grader
     assert figures.fetch_graded("mac", where, there=str(tmp_path / "mac")) == 1       # on the mac, over Ray
-    link.save(link.measure(sizes_mb=(1, 4), repeats=2, echoes=5), where)               # 08's link exercise
+    figures.save_link(figures.measure_link(sizes_mb=(1, 4), repeats=2, echoes=5), where)               # 08's link exercise
     train, test = load_mnist("train").subset(2000, seed=0), load_mnist("test").subset(300, seed=0)
     workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
                WorkerSpec("mac", role="mac", device="cpu", slowdown=4)]
@@ -193,7 +193,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     assert all("checked every 3 steps on 300 test samples" in r for r in rows if "per-step sync" in r)
     mine = "The mac waited less than I thought: its messages, not its compute, set the step."
     (out / "report.md").write_text(page.replace(report.UNWRITTEN, mine, 1))
-    link.save(link.measure(sizes_mb=(1,), repeats=2, echoes=3), where)                 # new figures, then again
+    figures.save_link(figures.measure_link(sizes_mb=(1,), repeats=2, echoes=3), where)               # new figures, then again
     again = report.write(out, where).read_text()
     assert mine in again and len(report.unwritten(again)) == len(asked) - 1
     assert "over 2 objects of 1 MB" in again and "over 2 objects of 4 MB" in page
@@ -239,7 +239,7 @@ def test_node_table_says_simulated_and_versions_compare(practice):
     rows = cluster.node_table()
     assert [r["name"] for r in rows] == [display_name("desktop"), display_name("mac")]  # head first
     simulated = next(r["name"] for r in rows if r["name"].endswith(" (simulated)"))  # Linux: the mac
-    assert simulated in str(rows) and simulated in rows._repr_html_()
+    assert simulated in str(rows)
     mac = next(r for r in rows if r["role"] == "mac")
     assert all(c.status == preflight.OK for c in preflight.compare_versions(machine.local_report(), mac))
     altered = {**mac, "ray": "2.59.0", "python": mac["python"].rsplit(".", 1)[0] + ".99"}
@@ -277,7 +277,7 @@ def test_a_driver_on_a_machine_without_a_node_is_told_in_one_line(practice):
 
 
 def test_doctor_against_the_practice_head(practice):
-    host, port, _ = reach.parse_address(practice.address)
+    host, port, _ = connecting.parse_address(practice.address)
     assert preflight.head_versions(host, port) == {"ray": ray.__version__,
                                                    "python": machine.local_report()["python"]}
     checks = preflight.head_checks(practice.address, timeout=30)  # connects, then disconnects

@@ -145,7 +145,7 @@ def test_notebook_04_joins_the_pair_by_the_lines_it_printed(pair):
 PROBE = """
 import json, socket, ray
 from hetlab import cluster
-from hetlab.cluster.reach import port_open
+from hetlab.cluster.connecting import port_open
 cluster.connect(timeout=30)
 rows = cluster.nodes()
 @ray.remote(num_cpus=0)
@@ -175,7 +175,7 @@ def test_two_hosts_two_addresses_gpus_for_ray_and_labels(pair):
 
 
 FIREWALL = """
-from hetlab.cluster.reach import port_open
+from hetlab.cluster.connecting import port_open
 print(repr({port: port_open("%s", port, timeout=2) for port in (6379, 6386, 8266)}))
 """
 
@@ -440,9 +440,9 @@ def test_day_two_by_the_readmes_own_lines(pair):
         ("desktop", "cd ~/hetlab && hetlab update"), ("mac", "cd ~/hetlab && hetlab update")]
     assert all(r["status"] == 0 for r in ran)
     # the pair is back; the report's machine table is read on each machine over it (notebook 09's cell)
-    back = python_on("desktop", "from hetlab import cluster; from hetlab.cluster import machines; "
+    back = python_on("desktop", "from hetlab import cluster; from hetlab.cluster import figures; "
                                 "from hetlab.pair import which_cluster; print(which_cluster()); "
-                                "cluster.connect(timeout=30); machines.save(machines.collect()); "
+                                "cluster.connect(timeout=30); figures.save_machines(figures.describe_machines()); "
                                 "print(len(cluster.nodes()))")
     assert back.returncode == 0 and back.stdout.split("\n")[-3:-1] == [YOUR_PAIR, "2"], tail(back)
     ran += paste_readme(the_end, {})                      # `hetlab report`, the course's end

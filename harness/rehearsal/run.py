@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hetlab.cluster import commands
 from hetlab.store import saved_pair
-from hetlab.cluster.reach import start_with_retry
+from hetlab.cluster.connecting import start_with_retry
 from hetlab.errors import HetlabError
 from harness.rehearsal import learner
 from harness.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, inside, kill_all_in,
@@ -39,7 +39,7 @@ def start_pair(ports: commands.Ports = commands.Ports()) -> list[dict]:
 
 def paste_with_retry(host: Host, text: str) -> dict:
     """``learner.paste``, once more when Ray says a node "timed out during startup" (its fixed start-up
-    windows, which a busy machine can miss: ``reach.start_with_retry``). What the failed paste started on
+    windows, which a busy machine can miss: ``connecting.start_with_retry``). What the failed paste started on
     that host is stopped first (by PID); the lines before ``ray start`` (token, firewall) do the same again."""
     return start_with_retry(lambda: learner.paste(host, text), lambda started: learner.kill_since(host, started),
                             lambda exc, _: None)

@@ -19,7 +19,7 @@ import tempfile
 
 from hetlab import cluster
 from hetlab.cluster.connecting import secure_token_files, token_files
-from hetlab.cluster.reach import parse_address, port_open
+from hetlab.cluster.connecting import parse_address, port_open
 from hetlab.errors import HetlabError
 from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, TOKEN_PATH, Ports
 
@@ -415,7 +415,7 @@ def _head_flag(head: str | None) -> str:
 
 
 def _head_answers(head: str) -> None:
-    """One line, in seconds, when the head's GCS port does not answer from here (``reach.port_open``)."""
+    """One line, in seconds, when the head's GCS port does not answer from here (``connecting.port_open``)."""
     host, port, _ = parse_address(head)
     problem = port_open(host, port, timeout=5.0)
     if problem:

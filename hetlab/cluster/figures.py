@@ -1,16 +1,23 @@
-"""A machine's saved figures, fetched through the cluster (notebook 04 on): no file carried by hand.
+"""What the other machine knows, brought over the cluster (notebooks 04, 08, 09): no file carried by hand.
 
-Notebook 02 saves each machine's sweep on that machine (``hetlab.store.measured``). Once the
-Mac has joined, ``fetch("mac")`` runs a task pinned to the Mac's node that reads its
-``measured/mac.json`` there; if the Mac never ran 02, a second task pinned there measures it (a
-short sweep on its best device) and saves it on the Mac too. The desktop keeps the result as its
-own ``measured/mac.json``, labelled with the Mac's host and date. ``fetch_graded`` brings the Mac's
-exercise results the same way (``measured.save_graded``).
+- ``fetch("mac")``: notebook 02 saves each machine's sweep on that machine (``hetlab.store.measured``);
+  a task pinned to the Mac's node reads its ``measured/mac.json`` there (or, if the Mac never ran 02,
+  measures a short sweep on its best device and saves it there too), and the desktop keeps it as its own
+  ``measured/mac.json``. ``fetch_graded`` brings the Mac's exercise results the same way.
+- ``measure_link()``: the link timed through Ray itself, no iperf3 and no extra port: the bandwidth is a
+  timed Ray object transfer at a few sizes (a task pinned to the Mac pulls a fresh block and times its
+  own ``ray.get``), the round trip a small echo to an actor pinned there; each a median over repeats with
+  the lowest and highest beside it. Both include Ray's own overhead: what the parameter server's
+  messages see.
+- ``describe_machines()``: ``hetlab.core.machine.facts()`` read on each role's node (chip, GPU, memory,
+  OS, driver, versions, hetlab's commit) for the report's machine table; a practice stand-in says it is one.
 """
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+import statistics
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import ray
@@ -78,15 +85,121 @@ def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | No
     return Fetched(role, measured.keep(role, data, where), data, node_id, hostname, measured_now)
 
 
-def _graded_there(there: str | None) -> dict:
-    return measured.load_graded(there)
-
-
 def fetch_graded(role: str = "mac", where: str | Path | None = None, *, there: str | None = None,
                  timeout: float = 120.0) -> int:
     """Bring ``role``'s exercise results (its check cells, e.g. notebook 02's on the Mac) to this
     machine's file, read on its own node like its figures; returns how many it holds."""
     joined(role, f"fetching the {role}'s exercise results")
-    results = ray.get(ray.remote(num_cpus=0)(_graded_there).options(**placement(role)).remote(there), timeout=timeout)
+    results = ray.get(ray.remote(num_cpus=0)(measured.load_graded).options(**placement(role)).remote(there),
+                      timeout=timeout)
     measured.keep_graded(results, where)
     return len(results)
+
+
+# --- the link (notebook 08, the report) --------------------------------------------------------------
+
+SIZES_MB = (1, 4, 16)        # over Ray's inline limit (100 kB): each goes through the object store
+
+
+@dataclass(frozen=True)
+class MeasuredLink:
+    """The measured link: Mbit/s (median of the repeats at the largest size) and round trip (ms)."""
+
+    mbit_s: float
+    mbit_s_low: float
+    mbit_s_high: float
+    rtt_ms: float
+    rtt_ms_low: float
+    rtt_ms_high: float
+    sizes_mb: tuple
+    mbit_s_by_size: tuple      # median Mbit/s at each size
+    repeats: int
+    echoes: int
+    origin: str
+
+    def as_link(self, name: str = "my link, measured by hetlab"):
+        """The planner's ``Link`` with these figures (notebook 08's exercise 3)."""
+        from hetlab.arithmetic.planner import Link
+        return Link(self.mbit_s, self.rtt_ms, name)
+
+    def __str__(self) -> str:
+        return (f"{self.mbit_s:,.0f} Mbit/s (repeats {self.mbit_s_low:,.0f}–{self.mbit_s_high:,.0f}, "
+                f"{self.sizes_mb[-1]} MB objects), round trip {self.rtt_ms:.2f} ms "
+                f"({self.rtt_ms_low:.2f}–{self.rtt_ms_high:.2f}, {self.echoes} echoes); through Ray")
+
+
+def _pull(refs: list) -> tuple[float, int]:
+    """On the far node: the seconds its ``ray.get`` takes to bring the object over, and its size."""
+    t0 = time.perf_counter()
+    block = ray.get(refs[0])
+    return time.perf_counter() - t0, len(block)
+
+
+@ray.remote(num_cpus=0)
+class _Echo:
+    def echo(self, x):
+        return x
+
+
+def measure_link(sizes_mb=SIZES_MB, repeats: int = 3, echoes: int = 10) -> MeasuredLink:
+    """Time the link from this driver to the Mac's node: ``repeats`` fresh objects at each size, then
+    ``echoes`` small round trips; labelled simulated when that node is a practice stand-in. (The three
+    counts: tests/test_practice.py measures a shorter link the same way.)"""
+    role, timeout = "mac", 120.0
+    _, simulated = joined(role, "measuring the link")
+    pull = ray.remote(num_cpus=0)(_pull).options(**placement(role))
+    ray.get(pull.remote([ray.put(b"w" * 1024)]), timeout=timeout)           # warm-up: the worker's start
+    by_size = []
+    for mb in sizes_mb:
+        rates = []
+        for r in range(repeats):
+            ref = ray.put(bytes([r % 256]) * (int(mb) * 2**20))           # a fresh object: nothing cached there
+            seconds, n = ray.get(pull.remote([ref]), timeout=timeout)
+            rates.append(n * 8 / max(seconds, 1e-9) / 1e6)
+            del ref
+        by_size.append(rates)
+    echo = _Echo.options(**placement(role)).remote()
+    ray.get(echo.echo.remote(b"x"), timeout=timeout)                          # warm-up: the actor's start
+    trips = []
+    for _ in range(echoes):
+        t0 = time.perf_counter()
+        ray.get(echo.echo.remote(b"x"), timeout=timeout)
+        trips.append((time.perf_counter() - t0) * 1e3)
+    ray.kill(echo)
+    last = by_size[-1]
+    return MeasuredLink(statistics.median(last), min(last), max(last), statistics.median(trips), min(trips),
+                        max(trips), tuple(int(mb) for mb in sizes_mb), tuple(statistics.median(r) for r in by_size),
+                        repeats, echoes, measured.origin(simulated))
+
+
+def save_link(link: MeasuredLink, where=None):
+    """Keep the measured link as ``link.json`` for the report (and the planner's ``Link``)."""
+    return measured.save_figure("link", asdict(link), where)
+
+
+# --- each machine described on itself (notebook 09, the report's machine table) ---------------------
+
+def _facts_there() -> dict:
+    from hetlab.core.machine import facts
+    return {**facts(), "node_id": ray.get_runtime_context().get_node_id()}
+
+
+def describe_machines(roles=("desktop", "mac"), timeout: float = 120.0) -> dict:
+    """role → that node's facts, each read on its own node; ``origin`` says practice, pair or a host's label."""
+    task = ray.remote(num_cpus=0)(_facts_there)
+    refs = {}
+    for role in roles:
+        _, simulated = joined(role, "describing the machines")
+        refs[role] = (task.options(**placement(role)).remote(), simulated)
+    out = {}
+    for role, (ref, simulated) in refs.items():
+        there = ray.get(ref, timeout=timeout)
+        out[role] = {**there, "origin": measured.PRACTICE if simulated else there.get("origin", measured.PAIR)}
+    return out
+
+
+def save_machines(described: dict, where=None):
+    """Keep ``describe_machines()``'s table as ``machines.json`` for the report."""
+    origins = {f["origin"] for f in described.values()}
+    kind = measured.PRACTICE if measured.PRACTICE in origins else min(origins - {measured.PAIR} or origins)
+    return measured.save_figure("machines", {"machines": described, "origin": kind}, where)

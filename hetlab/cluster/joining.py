@@ -25,7 +25,7 @@ from hetlab.store import saved_pair
 from hetlab.cluster.commands import check_ip, firewall_ranges, gcs_address, train_ranges, ufw_ports
 from hetlab.cluster.connecting import check_same_code, connect
 from hetlab.cluster.roles import live_nodes, placement
-from hetlab.cluster.reach import port_open
+from hetlab.cluster.connecting import port_open
 from hetlab.errors import HetlabError
 from hetlab.vocab import Ports
 

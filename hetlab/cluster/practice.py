@@ -18,7 +18,7 @@ from hetlab.cluster.roles import node_labels, node_resources, role_resource
 from hetlab.errors import HetlabError
 from hetlab.vocab import MAC_GLOO_STANDIN
 from hetlab.cluster.raylog import practice_workers_env, quiet_address_note
-from hetlab.cluster.reach import start_with_retry, stop_children_since
+from hetlab.cluster.connecting import start_with_retry, stop_children_since
 
 REAL_HERE = {"mac"} if sys.platform == "darwin" else {"desktop"}  # the role this box honestly is
 

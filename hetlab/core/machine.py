@@ -132,7 +132,7 @@ def wsl_build() -> str | None:
 
 def facts() -> dict:
     """This machine's basics (``local_report`` less MNIST) and what the report's machine table adds,
-    read on each node by ``hetlab.cluster.machines``: GPU memory, driver, CUDA or MPS build, WSL build."""
+    read on each node by ``hetlab.cluster.figures``: GPU memory, driver, CUDA or MPS build, WSL build."""
     import torch
     report = _basics()
     extra = {"chip": platform.processor() or platform.machine(), "wsl": wsl_build(),

@@ -426,7 +426,7 @@ PIN_REPORT = "report ray.get_runtime_context().get_node_id() from inside the tas
 
 def run_on(node_id):
     """A task and an actor pinned to the node ``node_id``, each reporting the node it ran on (what
-    ``hetlab.cluster.machines`` does to read each machine on itself)."""
+    ``hetlab.cluster.figures.describe_machines`` does to read each machine on itself)."""
     import ray
 
     from hetlab.cluster import placement

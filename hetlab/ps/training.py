@@ -12,7 +12,7 @@ import dataclasses
 import ray
 import torch
 
-from hetlab.cluster import gpu_holders
+from hetlab.cluster import roles
 from hetlab.cluster.connecting import connect
 from hetlab.arithmetic.balance import Measurement
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
@@ -109,7 +109,7 @@ class ParameterServerTraining:
         self.server = None
         _ensure_ray()
         where = [actor_options(s) for s in workers]
-        gpu_holders.check_free([(s.name, s.role) for s, p in zip(workers, where) if p.get("num_gpus")])
+        roles.check_free([(s.name, s.role) for s, p in zip(workers, where) if p.get("num_gpus")])
         try:
             self._start(payload, where)
         except BaseException:

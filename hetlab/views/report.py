@@ -178,7 +178,7 @@ def _machines(page: Page) -> None:
     data = measured.load_figure("machines", page.source)
     if not data:
         page.add("Not yet described: run notebook 09's report cell with both machines connected "
-                 "(`machines.collect()` reads each machine on itself).", "")
+                 "(`figures.describe_machines()` reads each machine on itself).", "")
         return
     table = data["machines"]
     roles = list(dict.fromkeys([r for r in ROLES if r in table] + sorted(table)))
@@ -194,7 +194,7 @@ def _link(page: Page) -> None:
     page.heading(2, "08")
     data = measured.load_figure("link", page.source)
     if not data:
-        page.add("Not yet measured: run notebook 08's link exercise (`link.measure()`).", "")
+        page.add("Not yet measured: run notebook 08's link exercise (`figures.measure_link()`).", "")
         return
     label = run_label(data)
     page.add(f"- bandwidth, desktop → mac: {data['mbit_s']:,.0f} Mbit/s (range {data['mbit_s_low']:,.0f}–"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hetlab.errors import HetlabError
 from hetlab.cluster import joining
-from hetlab.cluster.reach import parse_address, port_open, probe_gcs
+from hetlab.cluster.connecting import parse_address, port_open, probe_gcs
 from hetlab.core.machine import local_report
 from hetlab.core.samecode import mismatch
 from hetlab.tools.doctor import oschecks
