@@ -60,35 +60,6 @@ def test_filter_drops_only_that_message():
     assert not any(isinstance(x, raylog.Drop) for x in logging.getLogger("ray").filters)
 
 
-def test_overwriting_address_note_is_dropped_only_while_a_practice_node_starts(tmp_path):
-    """Ray's own write_ray_address, called for real (into a temporary folder, not /tmp/ray): its
-    "Overwriting previous Ray address" note is dropped inside quiet_address_note() and logged
-    again once it ends; other records of that logger pass meanwhile."""
-    from ray._private import utils
-    seen = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            seen.append(record.getMessage())
-
-    logger = logging.getLogger(raylog.ADDRESS_LOGGER)
-    keep, level = Keep(level=logging.INFO), logger.level
-    logger.addHandler(keep)
-    logger.setLevel(logging.INFO)
-    try:
-        utils.write_ray_address("127.0.0.1:1", str(tmp_path))
-        with raylog.quiet_address_note():
-            utils.write_ray_address("127.0.0.1:2", str(tmp_path))      # an earlier address: dropped
-            logger.info("another note on the same logger")
-        utils.write_ray_address("127.0.0.1:3", str(tmp_path))          # after the start: shown again
-    finally:
-        logger.removeHandler(keep)
-        logger.setLevel(level)
-    assert [m.split(" (")[0] for m in seen] == ["another note on the same logger", raylog.OVERWRITING]
-    assert "127.0.0.1:2" in seen[1]               # the note about replacing :2 by :3, after the context
-    assert not any(isinstance(f, raylog.Drop) for f in logger.filters)
-
-
 def test_a_practice_cluster_after_an_earlier_one_starts_without_the_address_note():
     """A real practice cluster started where an earlier cluster's address is still on file (a
     notebook's kernel that still holds one, or died holding it): Ray's note about overwriting

@@ -18,7 +18,7 @@ import pytest
 
 import pwsh_grammar as pwsh
 from hetlab.cluster import commands
-from hetlab.windows import wsl as windows, steps as winsteps, wslconfig
+from hetlab.windows import wsl as windows, steps as winsteps
 from hetlab.tools import cli
 from hetlab.tools.doctor import oschecks, preflight
 from hetlab.vocab import Ports
@@ -148,8 +148,8 @@ def test_the_windows_rules_and_sleep_are_read_back():
 def test_wslconfig_edited_twice_is_unchanged_the_second_time_and_keeps_the_learners_keys(tmp_path, capsys):
     mine = ("# my WSL\r\n[wsl2]\r\nmemory=16GB\r\nnetworkingMode = NAT  # was here\r\nswap=0\r\n\r\n"
             "[experimental]\r\nautoMemoryReclaim=gradual\r\n")
-    once = wslconfig.edit(mine)
-    assert wslconfig.edit(once) == once and wslconfig.missing(wslconfig.parse(once)) == []
+    once = windows.edit(mine)
+    assert windows.edit(once) == once and windows.missing(windows.parse(once)) == []
     assert once.count("networkingMode") == 1 and "networkingMode = mirrored  # was here" in once
     for line in ("# my WSL", "memory=16GB", "swap=0", "[experimental]", "autoMemoryReclaim=gradual"):
         assert line in once.split("\r\n"), line                    # the learner's lines, and Notepad's CRLF
@@ -168,11 +168,11 @@ def test_wslconfig_edited_twice_is_unchanged_the_second_time_and_keeps_the_learn
     assert "SUB_SLEEP STANDBYIDLE 1800" in undo and commands.pasted(undo)[-1] == "wsl --shutdown"
     fresh = tmp_path / "new" / ".wslconfig"
     fresh.parent.mkdir()
-    assert wslconfig.write(fresh) == ["wsl2.networkingMode=mirrored", "wsl2.vmIdleTimeout=-1",
+    assert windows.write(fresh) == ["wsl2.networkingMode=mirrored", "wsl2.vmIdleTimeout=-1",
                                       "general.instanceIdleTimeout=-1"]
-    assert wslconfig.parse(fresh.read_text()) == wslconfig.parse("\n".join(wslconfig.lines()))
-    assert wslconfig.write(fresh) == [] and "removed" in wslconfig.undo(fresh) and not fresh.exists()
-    assert "nothing to undo" in wslconfig.undo(fresh)
+    assert windows.parse(fresh.read_text()) == windows.parse("\n".join(windows.lines()))
+    assert windows.write(fresh) == [] and "removed" in windows.undo(fresh) and not fresh.exists()
+    assert "nothing to undo" in windows.undo(fresh)
     assert cli.main(["wslconfig"]) == 2                            # here: no WSL, no --file
     assert "run `hetlab wslconfig` inside WSL" in capsys.readouterr().err
 
@@ -266,27 +266,15 @@ def test_the_printed_rule_covers_the_ports_ray_train_uses():
     assert re.search(rf"-LocalPort '{ports.train_rendezvous}' ", text)
 
 
-def test_undo_takes_back_hetlabs_values_and_keeps_the_learners_changes(tmp_path):
-    path, backup = tmp_path / ".wslconfig", tmp_path / ".wslconfig.hetlab-backup"
-    path.write_text("[wsl2]\nmemory=8GB\nnetworkingMode=nat\n")
-    wslconfig.write(path)
-    edited = path.read_text()
-    # since: the learner changes memory, sets vmIdleTimeout their own way and adds a line
-    path.write_text(edited.replace("memory=8GB", "memory=16GB\n# mine").replace("vmIdleTimeout=-1", "vmIdleTimeout=60000"))
-    assert "taken out" in wslconfig.undo(path) and not backup.exists()
-    assert path.read_text() == "[wsl2]\nmemory=16GB\n# mine\nnetworkingMode=nat\nvmIdleTimeout=60000\n"
-    # a key still at hetlab's value goes back to the backup's (nat) or away (instanceIdleTimeout,
-    # and its [general] section, which hetlab added); the learner's memory and vmIdleTimeout stay
-
-
-def test_undo_deletes_a_file_hetlab_made_only_if_nothing_is_left(tmp_path):
-    made, kept = tmp_path / "a" / ".wslconfig", tmp_path / "b" / ".wslconfig"
-    for path in (made, kept):
-        path.parent.mkdir()
-        wslconfig.write(path)                                     # no file before: hetlab makes it
-    kept.write_text(kept.read_text() + "[wsl2]\nmemory=16GB\n")   # the learner adds a line
-    assert "removed" in wslconfig.undo(made) and not made.exists()
-    assert "taken out" in wslconfig.undo(kept) and kept.read_text() == "[wsl2]\nmemory=16GB\n"
+def test_undo_puts_back_the_file_hetlab_found_or_deletes_the_one_it_made(tmp_path):
+    found, made = tmp_path / "a" / ".wslconfig", tmp_path / "b" / ".wslconfig"
+    found.parent.mkdir(), made.parent.mkdir()
+    found.write_text("[wsl2]\nmemory=8GB\nnetworkingMode=nat\n")
+    for path in (found, made):
+        assert windows.write(path) and windows.missing(windows.parse(path.read_text())) == []
+    assert "put back" in windows.undo(found) and found.read_text() == "[wsl2]\nmemory=8GB\nnetworkingMode=nat\n"
+    assert "removed" in windows.undo(made) and not made.exists()
+    assert not (found.parent / ".wslconfig.hetlab-backup").exists() and "nothing to undo" in windows.undo(found)
 
 
 def test_wslconfig_below_22621_refuses_and_the_doctor_gives_no_wslconfig_advice(tmp_path, monkeypatch, capsys):

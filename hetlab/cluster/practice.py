@@ -115,10 +115,10 @@ class PracticeCluster:
         role_resource(role)
         if role in self._nodes:
             raise HetlabError(f"the {display_name(role)} node is already running.")
+        quiet_address_note()
         def start() -> str:
             # the node's processes inherit the env; a simulated Mac's torch has no Linux gloo, as a Mac's
-            with practice_workers_env(MAC_GLOO_STANDIN if role == "mac" and role not in REAL_HERE else {}), \
-                    quiet_address_note():
+            with practice_workers_env(MAC_GLOO_STANDIN if role == "mac" and role not in REAL_HERE else {}):
                 self._nodes[role] = self._local_cluster.add_node(**self._node_args(role))
             return self._nodes[role].node_id
 

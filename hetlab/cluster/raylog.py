@@ -2,13 +2,12 @@
 
 Ray's "Token authentication is enabled" warning (the secure default the course wants) becomes one
 notice per process (``explain_token_auth``); a practice cluster drops Ray's "Overwriting previous
-Ray address" note and Ray Train's "Failed to query … actor state" (``practice_worker_setup``); a
-search drops the traceback a trial process prints when Ray stops it (``quiet_stopped_processes``).
+Ray address" note (``quiet_address_note``) and Ray Train's "Failed to query … actor state"
+(``practice_worker_setup``); a search drops the traceback a trial process prints when Ray stops it (``quiet_stopped_processes``).
 """
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
 
 from hetlab import environment
 
@@ -89,19 +88,12 @@ ADDRESS_LOGGER = "ray._private.utils"
 OVERWRITING = "Overwriting previous Ray address"
 
 
-@contextmanager
-def quiet_address_note():
-    """While a practice node starts. Ray writes the newest local cluster's address to a file (for
-    ``ray.init(address="auto")``) and, when a kernel starts a practice cluster after an earlier
-    one, logs "Overwriting previous Ray address (…)": a red box in JupyterLab. hetlab connects to
-    its practice cluster by address, so there is nothing to act on; dropped here only."""
-    logger = logging.getLogger(ADDRESS_LOGGER)
-    quiet = Drop(OVERWRITING)
-    logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        logger.removeFilter(quiet)
+def quiet_address_note() -> None:
+    """Ray writes the newest local cluster's address to a file (for ``ray.init(address="auto")``) and,
+    when a kernel starts a practice cluster after an earlier one, logs "Overwriting previous Ray
+    address (…)": a red box in JupyterLab. hetlab connects to its practice cluster by address, so
+    there is nothing to act on: a practice cluster drops it in its driver's process."""
+    drop(ADDRESS_LOGGER, OVERWRITING)
 
 
 # --- a trial process that Ray stops (notebook 09) ------------------------------------------------

@@ -1,4 +1,3 @@
-"""A Windows desktop, through WSL2 (README, "Windows desktop"; notebook 04): what WSL tells
-about itself (``wsl``), the steps printed for Windows (``steps``) and ``.wslconfig`` edited safely
-(``wslconfig``).
+"""A Windows desktop, through WSL2 (README, "Windows desktop"; notebook 04): what WSL tells about itself
+and ``.wslconfig`` edited safely (``wsl``), the steps printed for Windows (``steps``).
 """

@@ -11,7 +11,7 @@ import ipaddress
 import re
 
 from hetlab.cluster import commands
-from hetlab.windows import wsl, wslconfig
+from hetlab.windows import wsl
 from hetlab.errors import HetlabError
 
 RULE = "hetlab Ray"                # display name of the firewall rules for Ray's pinned ports
@@ -96,9 +96,9 @@ def _part_a(build: int | None) -> str:
     return commands.block(
         ["A) Windows 11 22H2 or newer (build 22621+) is needed: " + checked + ".",
          "   In this Ubuntu window first: WSL's settings ("
-         + ", ".join(line for line in wslconfig.lines() if not line.startswith("["))
+         + ", ".join(line for line in wsl.lines() if not line.startswith("["))
          + ") go into %UserProfile%\\.wslconfig; your other settings stay, and the old file is kept in "
-         ".wslconfig" + wslconfig.BACKUP_SUFFIX + "."],
+         ".wslconfig" + wsl.BACKUP_SUFFIX + "."],
         "this Ubuntu window", ["hetlab wslconfig"])
 
 

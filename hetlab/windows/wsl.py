@@ -4,6 +4,11 @@
 Natively on Windows Ray has no multi-node clusters and PyPI's torch is a CPU build (``NATIVE``); in
 WSL2 Ubuntu the desktop is a Linux node if Windows has mirrored networking (``MIRRORED_MIN_BUILD``),
 two firewalls let it in, and it stays awake. Detection takes the signs as arguments, so tests supply WSL's.
+
+Windows' ``%UserProfile%\\.wslconfig`` is read and edited here too (``hetlab wslconfig``): ``edit`` adds
+or replaces only the course's keys (``WSLCONFIG``) and keeps every other line, so a second run changes
+nothing; ``write`` keeps the file from before hetlab's first edit in ``.wslconfig.hetlab-backup``, which
+``undo`` puts back.
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from hetlab.errors import HetlabError
 
 
 WSL_VM_CREATOR = "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # Get-NetFirewallHyperVVMCreator: "WSL"
@@ -155,3 +162,124 @@ def wslconfig_path() -> Path | None:
     profile = output(["cmd.exe", "/c", "echo %USERPROFILE%"])
     path = output(["wslpath", "-u", profile.strip()]) if profile and profile.strip() else None
     return Path(path.strip()) / ".wslconfig" if path and path.strip() else None
+
+
+# --- .wslconfig (``hetlab wslconfig``) ---------------------------------------------------------------
+# The course's three settings (Microsoft's "Advanced settings configuration in WSL",
+# learn.microsoft.com/windows/wsl/wsl-config).
+WSLCONFIG = {"wsl2": {"networkingMode": "mirrored", "vmIdleTimeout": "-1"},
+             "general": {"instanceIdleTimeout": "-1"}}
+BACKUP_SUFFIX = ".hetlab-backup"   # beside the file: .wslconfig.hetlab-backup
+_HEADER = re.compile(r"^\s*\[([^\]]+)\]\s*(?:#.*)?$")
+_KEY = re.compile(r"^(\s*)([A-Za-z0-9_.]+)(\s*=\s*)([^#\r\n]*?)(\s*(?:#.*)?)$")
+
+
+def parse(text: str) -> dict[str, dict[str, str]]:
+    """``.wslconfig`` as {section: {key: value}}; sections in lower case, keys as written, ``#`` comments dropped."""
+    sections: dict[str, dict[str, str]] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1].strip().lower(), {})
+        elif "=" in line and current is not None:
+            key, value = line.split("=", 1)
+            current[key.strip()] = value.strip()
+    return sections
+
+
+def missing(config: dict[str, dict[str, str]]) -> list[str]:
+    """The ``section.key=value`` settings of ``WSLCONFIG`` that ``config`` lacks (keys and values
+    compared without case, as WSL reads them)."""
+    found = []
+    for section, wanted in WSLCONFIG.items():
+        have = {k.lower(): v.lower() for k, v in config.get(section, {}).items()}
+        found += [f"{section}.{key}={value}" for key, value in wanted.items()
+                  if have.get(key.lower()) != value.lower()]
+    return found
+
+
+def lines() -> list[str]:
+    """``WSLCONFIG`` as the lines of a ``.wslconfig`` file."""
+    out = []
+    for section, keys in WSLCONFIG.items():
+        out += [f"[{section}]"] + [f"{key}={value}" for key, value in keys.items()]
+    return out
+
+
+def edit(text: str) -> str:
+    """``text`` with hetlab's keys added or replaced in their sections; every other line kept.
+
+    A key already set right is left untouched, so ``edit(edit(t)) == edit(t)``. A missing
+    section is added at the end; the file's line ending (CRLF from Notepad, or LF) is kept.
+    """
+    newline = "\r\n" if "\r\n" in text else "\n"
+    rows = text.splitlines()
+    for section, wanted in WSLCONFIG.items():
+        start = next((i for i, row in enumerate(rows) if (m := _HEADER.match(row))
+                      and m.group(1).strip().lower() == section), None)
+        if start is None:
+            if rows and rows[-1].strip():
+                rows.append("")
+            rows += [f"[{section}]"] + [f"{key}={value}" for key, value in wanted.items()]
+            continue
+        end = next((i for i in range(start + 1, len(rows)) if _HEADER.match(rows[i])), len(rows))
+        last = start
+        for key, value in wanted.items():
+            found = False
+            for i in range(start + 1, end):
+                m = _KEY.match(rows[i])
+                if m and m.group(2).lower() == key.lower():
+                    found = True
+                    if m.group(4).strip().lower() != value.lower():
+                        rows[i] = f"{m.group(1)}{m.group(2)}{m.group(3)}{value}{m.group(5)}"
+            if not found:
+                last = max((i for i in range(start, end) if rows[i].strip()), default=start)
+                rows.insert(last + 1, f"{key}={value}")
+                end += 1
+    return newline.join(rows) + newline
+
+
+def _decode(data: bytes) -> tuple[str, str]:
+    for bom, encoding in ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"), (b"\xef\xbb\xbf", "utf-8-sig")):
+        if data.startswith(bom):
+            return data.decode(encoding), encoding
+    return data.decode("utf-8", errors="replace"), "utf-8"
+
+
+def write(path: Path) -> list[str]:
+    """Edit the file at ``path`` in place (made if missing); returns the settings it changed
+    (``[]``: nothing to do, the file untouched). The first edit keeps the file as it was in
+    ``<path>.hetlab-backup`` (empty when there was no file); a later edit keeps that backup."""
+    path = Path(path)
+    old, encoding = _decode(path.read_bytes()) if path.exists() else ("", "utf-8")
+    changed = missing(parse(old))
+    if not changed:
+        return []
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    try:
+        if not backup.exists():
+            backup.write_bytes(path.read_bytes() if path.exists() else b"")
+        path.write_bytes(edit(old).encode(encoding))
+    except OSError as exc:
+        raise HetlabError(f"could not write {path} ({exc.strerror}): edit it by hand in Notepad, "
+                          f"adding {' and '.join(lines())}.") from None
+    return changed
+
+
+def undo(path: Path) -> str:
+    """Put back the ``.wslconfig`` hetlab first found (its backup), or delete the file where hetlab made
+    it; a change you made since goes with it. Returns what was done, in one line."""
+    path = Path(path)
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    if not backup.exists():
+        return f"no {backup.name} here: hetlab never edited {path.name}; nothing to undo"
+    before = backup.read_bytes()
+    if before:
+        path.write_bytes(before)
+        done = f"{path.name} put back as hetlab found it"
+    else:
+        path.unlink(missing_ok=True)
+        done = f"{path.name} removed (there was none before hetlab made it)"
+    backup.unlink()
+    return done

@@ -194,13 +194,13 @@ def _add_wslconfig(sub) -> None:
 def _wslconfig(args) -> int:
     from pathlib import Path
 
-    from hetlab.windows import steps, wsl, wslconfig
+    from hetlab.windows import steps, wsl
     path = Path(args.file) if args.file else wsl.wslconfig_path()
     if path is None:
         raise HetlabError("no Windows profile found from here: run `hetlab wslconfig` inside WSL (Ubuntu) "
                           "on the Windows desktop, or give --file PATH.")
     if args.undo:
-        print(f"# {wslconfig.undo(path)}")
+        print(f"# {wsl.undo(path)}")
         record = path.with_name(steps.POWER_RECORD)
         before = steps.power_before(record.read_text(errors="replace") if record.exists() else None)
         print(steps.undo_text(before))
@@ -211,8 +211,8 @@ def _wslconfig(args) -> int:
     if build is None:
         print("# could not read Windows' build (cmd.exe /c ver): winver on Windows must show build 22621 or "
               "newer, or mirrored networking stays off whatever .wslconfig says")
-    changed = wslconfig.write(path)
-    print(f"{path}: " + (f"set {', '.join(changed)} (the file as it was: {path.name}{wslconfig.BACKUP_SUFFIX}); "
+    changed = wsl.write(path)
+    print(f"{path}: " + (f"set {', '.join(changed)} (the file as it was: {path.name}{wsl.BACKUP_SUFFIX}); "
                          f"`wsl --shutdown` in PowerShell applies it" if changed
                          else "already has the course's settings; nothing changed"))
     return 0

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetlab.cluster import commands
-from hetlab.windows import steps, wsl, wslconfig
+from hetlab.windows import steps, wsl
 from hetlab.vocab import MAC_IP_ENV, Ports
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
@@ -127,7 +127,7 @@ def networking_check(mode: str, seen: str, build: int | None, config: str | None
     if wsl.build_problem(build):
         return Check("WSL networking", FAIL, detail, f"Windows build {build} has no mirrored networking: "
                                                      f"see the Windows build line")
-    asked = config is not None and "wsl2.networkingMode=mirrored" not in wslconfig.missing(wslconfig.parse(config))
+    asked = config is not None and "wsl2.networkingMode=mirrored" not in wsl.missing(wsl.parse(config))
     if not asked:
         return Check("WSL networking", FAIL, detail, f"in Ubuntu: hetlab wslconfig (puts networkingMode="
                                                      f"mirrored into %UserProfile%\\.wslconfig), {RESTART}")
@@ -165,7 +165,7 @@ def idle_check(config: str | None, build: int | None = None) -> Check:
     if config is None:
         return Check("WSL idle shutdown", WARN, "could not read %UserProfile%\\.wslconfig from here",
                      f"in Ubuntu: hetlab wslconfig, {RESTART}; or keep an Ubuntu window open during a run")
-    lacking = [line for line in wslconfig.missing(wslconfig.parse(config)) if "IdleTimeout" in line]
+    lacking = [line for line in wsl.missing(wsl.parse(config)) if "IdleTimeout" in line]
     if lacking:
         return Check("WSL idle shutdown", WARN, f".wslconfig lacks {', '.join(lacking)}: WSL may stop "
                                                 "mid-run once its windows close",
