@@ -1,5 +1,5 @@
 """The ledger's gauge of this machine's speed right now (docs/contributing.md, "A ledger of test time"):
-the small CNN's samples/s at batch 128 on the CPU (``hetlab.core.devices.throughput``, notebook 02's sweep
+the small CNN's samples/s at batch 128 on the CPU (``hetlab.core.train.measure_speed``, notebook 02's sweep
 point: the median of 3 runs of 30 steps after its warm-up), beside the
 load average. A test run's cost in gauge-seconds is its pytest seconds × gauge ÷ 10,000, so runs on a
 quiet and a busy box compare. ``python benchmarks/gauge.py [PYTEST_SECONDS]``; the last line is JSON.
@@ -16,7 +16,7 @@ def read(threads: int | None = None) -> dict:
     reading before it, whatever a test left set); None: this process's current count."""
     import torch
 
-    from hetlab.core.devices import throughput
+    from hetlab.core.train import measure_speed
     from hetlab.core.models import make_model
 
     load = os.getloadavg()[0]
@@ -25,7 +25,7 @@ def read(threads: int | None = None) -> dict:
     torch.set_num_threads(used)
     try:
         model = make_model("small", seed=0)
-        speed = statistics.median(throughput(model, "cpu", 128, steps=30) for _ in range(3))
+        speed = statistics.median(measure_speed(model, "cpu", 128, steps=30).samples_per_s for _ in range(3))
     finally:
         torch.set_num_threads(left)
     return {"gauge_samples_per_s": round(speed), "loadavg_1min": round(load, 2), "torch_threads": used}

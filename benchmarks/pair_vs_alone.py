@@ -42,6 +42,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository's root: harness/ is not installed
 
 from hetlab.core import devices  # noqa: E402
+from hetlab.core.train import measure_speed  # noqa: E402
 from hetlab.arithmetic import planner, steptime  # noqa: E402
 from hetlab.arithmetic import steady  # noqa: E402
 from hetlab.arithmetic.steady import WARMUP_STEPS  # noqa: E402
@@ -102,7 +103,7 @@ def fit_plain_loop(sizes, steps: int, rounds: int = 3) -> tuple[steptime.StepTim
     windows = {b: [] for b in sizes}
     for r in range(rounds):
         for b in sizes:
-            windows[b].append(devices.steady_throughput(
+            windows[b].append(measure_speed(
                 model, device, b, steps=max(steps, steps * max(sizes) // b), windows=1,
                 warmup=WARMUP_STEPS if r == 0 else 0))
     speeds = {b: steady.of_windows(ws) for b, ws in windows.items()}
@@ -127,7 +128,7 @@ def run_alone(data, test, batch: int, epochs: int, target: float, sweep_steps: i
     """The desktop alone: ``train`` (its steady speed, the warm-up apart), and just before it the sweep's
     measurement at the same batch (the plain loop on one fixed random batch): the two meanings of "alone"
     side by side, at the same moment, so that a busy machine weighs on both alike."""
-    point = devices.steady_throughput(make_model("small"), devices.best(), batch, steps=sweep_steps,
+    point = measure_speed(make_model("small"), devices.best(), batch, steps=sweep_steps,
                                       warmup=WARMUP_STEPS)
     hist = train("small", data, test, epochs=epochs, batch_size=batch, device=devices.best(), progress=False)
     warm = hist.steady

@@ -1,6 +1,6 @@
 """Does running the pair leave the desktop's own loop slower? (issue 50: one "desktop alone")
 
-The plain loop at one batch (``devices.steady_throughput``: 3 windows of ``--steps`` steps each) in one
+The plain loop at one batch (``train.measure_speed``: 3 windows of ``--steps`` steps each) in one
 process: fresh, with the practice cluster up, and after each of ``--runs`` parameter-server runs, at once
 and ``--pause`` seconds later. If the figures after the runs sit within the spread of those before them,
 the pair's runs leave nothing behind, and a drift seen in ``pair_vs_alone`` is the machine's own.
@@ -20,7 +20,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import torch  # noqa: E402
 
-from hetlab.core import devices  # noqa: E402
+from hetlab.core.train import measure_speed  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.core.models import make_model  # noqa: E402
 from hetlab.pair import the_pair  # noqa: E402
@@ -37,7 +37,7 @@ def main() -> None:
     model, figures = make_model("small"), {}
 
     def measure(when: str) -> None:
-        speed = devices.steady_throughput(model, "cpu", args.batch, steps=3 * args.steps, warmup=2, windows=3)
+        speed = measure_speed(model, "cpu", args.batch, steps=3 * args.steps, warmup=2, windows=3)
         figures[when] = [round(x) for x in speed.windows]
         print(f"  {when:<22} {' / '.join(f'{x:,}' for x in figures[when])} samples/s "
               f"(torch threads {torch.get_num_threads()})", flush=True)

@@ -20,7 +20,7 @@ from torch import nn
 from hetlab.core.data import batches, load_mnist
 from hetlab.core.devices import resolve, synchronize
 from hetlab.core.models import make_model
-from hetlab.core.train_step import train_step
+from hetlab.core.train import train_step
 from hetlab.core.data import textbook_loader
 
 

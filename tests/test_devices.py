@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from hetlab import HetlabError
-from hetlab.core import devices
+from hetlab.core import devices, train
 from hetlab.core.models import make_model
 from hetlab.core.simulate import SlowDevice
 
@@ -22,12 +22,12 @@ def test_cpu_is_always_there_and_real():
     assert info["kind"] == "cpu" and info["name"]
 
 
-def test_throughput_is_measured_for_real():
-    sps = devices.throughput(make_model("small"), "cpu", batch_size=32, steps=2)
+def test_a_speed_is_measured_for_real():
+    sps = train.measure_speed(make_model("small"), "cpu", batch_size=32, steps=2).samples_per_s
     assert math.isfinite(sps) and sps > 0
 
 
-def test_throughput_warms_up_once_per_new_batch_size():
+def test_a_speed_warms_up_once_per_new_batch_size():
     """The first steps at a new shape are untimed (MPS compiles per shape); a shape already run
     in this process is timed straight away. Counted on the CPU, where the rule is the same."""
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 13))  # layers no other test times
@@ -36,7 +36,7 @@ def test_throughput_warms_up_once_per_new_batch_size():
 
     def steps_run(batch_size, **kw):
         calls.clear()
-        devices.steady_throughput(model, "cpu", batch_size=batch_size, steps=2, **kw)
+        train.measure_speed(model, "cpu", batch_size=batch_size, steps=2, **kw)
         return len(calls)
 
     assert steps_run(23) == 7   # new shape: 5 warm-up (WARMUP_STEPS) + 2 timed
@@ -47,24 +47,24 @@ def test_throughput_warms_up_once_per_new_batch_size():
 
 
 def test_timed_steps_hands_each_step_to_a_simulated_device():
-    """The one timer of ``throughput`` and of a parameter-server worker alone: the warm-up rule, and
+    """The timer of a parameter-server worker alone: the warm-up rule, and
     with a ``SlowDevice`` every timed step is timed on its own and handed to it (its wait follows)."""
     ran, slow, key = [], SlowDevice(1.0), ("cpu", "a step no other test times", 1)
-    seconds, warmups = devices.timed_steps(lambda: ran.append(1), "cpu", 3, key, slow=slow)
+    seconds, warmups = train.timed_steps(lambda: ran.append(1), "cpu", 3, key, slow=slow)
     assert (warmups, len(ran), len(slow._recent[key])) == (1, 4, 3)   # 1 untimed, 3 timed, 3 handed over
-    assert devices.timed_steps(lambda: ran.append(1), "cpu", 2, key)[1] == 0 and len(ran) == 6
+    assert train.timed_steps(lambda: ran.append(1), "cpu", 2, key)[1] == 0 and len(ran) == 6
     assert math.isfinite(seconds)
 
 
 def test_warm_up_runs_a_step_once_per_key():
     ran = []
-    assert devices.warm_up(("cpu", "a key no other test uses", 8), lambda: ran.append(8), "cpu") is True
-    assert devices.warm_up(("cpu", "a key no other test uses", 8), lambda: ran.append(8), "cpu") is False
-    assert devices.warm_up(("cpu", "a key no other test uses", 16), lambda: ran.append(16), "cpu") is True
+    assert train.warm_up(("cpu", "a key no other test uses", 8), lambda: ran.append(8), "cpu") is True
+    assert train.warm_up(("cpu", "a key no other test uses", 8), lambda: ran.append(8), "cpu") is False
+    assert train.warm_up(("cpu", "a key no other test uses", 16), lambda: ran.append(16), "cpu") is True
     assert ran == [8, 16]
     small = make_model("small")
-    assert devices.shape_key(small, "cpu", 8) == devices.shape_key(make_model("small", seed=3), "cpu", 8)
-    assert devices.shape_key(small, "cpu", 8) != devices.shape_key(make_model("classic"), "cpu", 8)
+    assert train.shape_key(small, "cpu", 8) == train.shape_key(make_model("small", seed=3), "cpu", 8)
+    assert train.shape_key(small, "cpu", 8) != train.shape_key(make_model("classic"), "cpu", 8)
 
 
 @pytest.mark.parametrize("bad", ["tpu", "gpu0", "cuda:x", 3.5])
@@ -73,19 +73,19 @@ def test_unknown_device_names_are_one_line_errors(bad):
         devices.resolve(bad)
 
 
-def test_bad_throughput_arguments():
+def test_bad_speed_arguments():
     with pytest.raises(HetlabError, match="at least 1"):
-        devices.throughput(make_model("small"), "cpu", batch_size=0)
+        train.measure_speed(make_model("small"), "cpu", batch_size=0)
 
 
-def test_throughput_times_the_optimizer_training_uses(monkeypatch):
+def test_a_speed_times_the_optimizer_training_uses(monkeypatch):
     """hetlab trains with Adam (train.py, the parameter server), so that is what is timed.
     The optimizers are real, only counted on their way in."""
     made = []
     for name in ("Adam", "SGD"):
         real = getattr(torch.optim, name)
         monkeypatch.setattr(torch.optim, name, lambda params, _real=real, **kw: made.append(_real) or _real(params, **kw))
-    devices.throughput(make_model("small"), "cpu", batch_size=8, steps=1)
+    train.measure_speed(make_model("small"), "cpu", batch_size=8, steps=1)
     assert [opt.__name__ for opt in made] == ["Adam"]
 
 

@@ -100,8 +100,9 @@ class RaggedItems(PlainItems):
 
 
 @pytest.mark.parametrize("data, message", [
-    (PlainItems(), "dataset item 0 is a Tensor, not \\(input, label\\)"),
-    (RaggedItems(), "do not stack"),
+    (PlainItems(), "data do not make inputs and labels"),
+    (RaggedItems(), "data do not make inputs and labels \\(RuntimeError"),
+    ((torch.zeros(5, 2), "labels"), "data do not make inputs and labels"),
     ((torch.zeros(5, 2), torch.zeros(4)), "inputs x \\(N×…\\) and labels y \\(N\\)"),
     ((torch.zeros(5, 2), torch.rand(5)), "labels must be whole numbers"),
     ([1, 2, 3], "data must be a hetlab Dataset"),

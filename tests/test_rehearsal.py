@@ -246,9 +246,10 @@ import sys
 from hetlab.store import measured
 from hetlab.core import devices
 from hetlab.core.models import make_model
+from hetlab.core.train import measure_speed
 sizes = [1, 8]
 measured.save("mac", devices.describe("cpu"), sizes,
-              {"small": [devices.throughput(make_model("small"), "cpu", b, steps=2) for b in sizes]}, where=sys.argv[1])
+              {"small": [measure_speed(make_model("small"), "cpu", b, steps=2).samples_per_s for b in sizes]}, where=sys.argv[1])
 """
 
 FETCH = """

@@ -151,7 +151,7 @@ def test_train_waits_for_the_device_only_where_a_window_ends():
 
 
 def test_the_sweep_and_train_agree_on_a_device_speed():
-    """One meaning of a device's speed: notebook 02's sweep (``throughput``) and ``train`` at the same
+    """One meaning of a device's speed: notebook 02's sweep (``measure_speed``) and ``train`` at the same
     batch, alternated (a busy machine slows both alike), medians within noise of each other. One thread:
     two threads on a machine whose cores other work keeps busy wait on each other, far noisier."""
     threads = torch.get_num_threads()
@@ -160,7 +160,7 @@ def test_the_sweep_and_train_agree_on_a_device_speed():
     sweep, plain = [], []
     try:
         for _ in range(5):
-            sweep.append(hetlab.core.devices.throughput(make_model("small", seed=0), "cpu", 64, steps=12))
+            sweep.append(hetlab.core.train.measure_speed(make_model("small", seed=0), "cpu", 64, steps=12).samples_per_s)
             plain.append(train("small", data, epochs=1, batch_size=64, device="cpu", progress=False).samples_per_s)
     finally:
         torch.set_num_threads(threads)

@@ -16,7 +16,7 @@ from hetlab.errors import HetlabError
 # The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop, WARM (CUDA
 # started, the shape's kernels chosen), 2026-11-28 (docs/measured/2026-11-28-h100-gpucheck): 76,840
 # samples/s at batch 128 (gpu-check's train_128_plain, hetlab.core.train, one pass of 12,000) and 128,937
-# at 256 (its sweep, devices.throughput, the same steps on one batch). The line through both is the warm
+# at 256 (its sweep, train.measure_speed, the same steps on one batch). The line through both is the warm
 # loop's step: launches, update, bookkeeping. A cold first epoch (CUDA's start and first kernels inside)
 # ran 34,990 at 128 (a fresh process, 60,000 samples): COLD_OVER_WARM, a separate estimate.
 H100_TRAIN = {128: 76_840.0, 256: 128_937.0}

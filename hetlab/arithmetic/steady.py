@@ -76,7 +76,7 @@ def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: 
 def window_cuts(timed: int, windows: int, start: int = 0) -> list[int]:
     """Where ``windows`` windows of (nearly) equal step counts begin and end among ``timed`` steps that
     begin at step ``start``: ``windows + 1`` step indices. The one cut of ``steady``, ``train``'s waits
-    for the device and ``devices.steady_throughput``."""
+    for the device and ``train.measure_speed``."""
     return [start + round(i * timed / windows) for i in range(windows + 1)]
 
 

@@ -1,20 +1,19 @@
-"""MNIST as tensors, read straight from the IDX files shipped in ``data/`` (notebook 01), and
-hetlab's one shuffle (``epoch_order``). No PIL images, no DataLoader: the set is decoded once into
-a tensor and batches are slices of it (``textbook_loader``, the per-sample way, stays for 01's race). How workers with unequal batches share one shuffled stream
-is ``hetlab.core.stream`` (notebook 05).
+"""MNIST as tensors, read straight from the IDX files shipped in ``data/`` (notebook 01), your own
+data in the same two tensors, and hetlab's one shuffle (``epoch_order``).
+
+No PIL images, no DataLoader: the set is decoded once into a tensor and batches are slices of it.
+``textbook_loader``, the per-sample way most tutorials use, stays for 01's race. How workers with
+unequal batches share one shuffled stream is ``hetlab.core.stream`` (notebook 05).
 """
 from __future__ import annotations
 
 import gzip
 import hashlib
 import os
-import shutil
-import tempfile
-import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -36,20 +35,13 @@ SHA256 = {
     "t10k-images-idx3-ubyte.gz": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
     "t10k-labels-idx1-ubyte.gz": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
 }
-MIRRORS = (
-    "https://ossci-datasets.s3.amazonaws.com/mnist/",
-    "https://storage.googleapis.com/cvdf-datasets/mnist/",
-)
 
 
 def default_root() -> Path:
-    """``$HETLAB_DATA``, else the repo's ``data/`` folder, else ``~/.cache/hetlab/mnist``."""
+    """``$HETLAB_DATA``, else the repository's ``data/`` folder."""
     if os.environ.get(DATA_ENV):
         return Path(os.environ[DATA_ENV])
-    repo_data = Path(__file__).resolve().parents[2] / "data"
-    if repo_data.is_dir():
-        return repo_data
-    return Path.home() / ".cache" / "hetlab" / "mnist"
+    return Path(__file__).resolve().parents[2] / "data"
 
 
 @dataclass(frozen=True)
@@ -78,11 +70,10 @@ class Dataset:
 def batches(
     x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True, seed: int = 0, epoch: int = 0
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Yield (x, y) mini-batches for one epoch; the last batch may be short.
+    """Yield (x, y) mini-batches for one epoch in ``epoch_order``; the last batch may be short.
 
-    The order is ``epoch_order(len(y), seed, epoch)``, the one shuffle every engine uses.
-    Shuffling gathers the whole epoch once (one large copy, fast on any device), then
-    every batch is a zero-copy slice: far cheaper than a gather per batch.
+    Shuffling gathers the whole epoch once (one large copy, fast on any device), then every
+    batch is a zero-copy slice: far cheaper than a gather per batch.
     """
     if batch_size < 1:
         raise HetlabError(f"batch size must be at least 1, got {batch_size}.")
@@ -93,45 +84,30 @@ def batches(
         yield x[i : i + batch_size], y[i : i + batch_size]
 
 
+def _is_pair(data) -> bool:
+    return isinstance(data, (tuple, list)) and len(data) == 2 and not isinstance(data, torch.utils.data.Dataset)
+
+
 def as_tensors(data) -> tuple[torch.Tensor, torch.Tensor]:
     """Training data in any of three forms → ``(x, y)``: float32 inputs, int64 labels, on the CPU.
 
-    * a hetlab ``Dataset`` (MNIST): its normalised images and labels;
-    * a tuple ``(x, y)`` of tensors or arrays with the same first dimension;
-    * any map-style ``torch.utils.data.Dataset`` whose items are ``(input, label)``:
-      every item is read once and stacked (fine for data that fits in memory).
+    A hetlab ``Dataset`` (its normalised images), a tuple ``(x, y)`` of tensors or arrays, or a
+    map-style ``torch.utils.data.Dataset`` of ``(input, label)`` items (read once and stacked:
+    data that fits in memory).
     """
     if isinstance(data, Dataset):
         return data.normalized(), data.labels
-    if isinstance(data, (tuple, list)) and len(data) == 2 and not isinstance(data, torch.utils.data.Dataset):
-        try:
+    try:
+        if _is_pair(data):
             x, y = torch.as_tensor(data[0]), torch.as_tensor(data[1])
-        except (TypeError, ValueError, RuntimeError) as e:
-            raise HetlabError(f"data=(x, y) must be two tensors or arrays ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0][:100]}).") from None
-        return _checked(x, y)
-    if isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__len__") and hasattr(data, "__getitem__"):
-        if len(data) == 0:
-            raise HetlabError("the dataset is empty: it needs at least one (input, label) item.")
-        xs, ys = [], []
-        for i in range(len(data)):
-            item = data[i]
-            if not (isinstance(item, (tuple, list)) and len(item) == 2):
-                raise HetlabError(f"dataset item {i} is a {type(item).__name__}, not (input, label): "
-                                  f"make __getitem__ return (tensor, int label).")
-            xs.append(torch.as_tensor(item[0]))
-            ys.append(torch.as_tensor(item[1]))
-        try:
-            x, y = torch.stack(xs), torch.stack(ys)
-        except RuntimeError as e:
-            raise HetlabError(f"dataset items do not stack into one tensor ({' '.join(str(e).split())[:120]}): "
-                              f"every input must have the same shape.") from None
-        return _checked(x, y)
-    raise HetlabError(f"data must be a hetlab Dataset, a tuple (x, y) of tensors, or a map-style "
-                      f"torch.utils.data.Dataset, got {type(data).__name__}.")
-
-
-def _checked(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        elif isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__len__"):
+            x, y = torch.utils.data.default_collate([data[i] for i in range(len(data))])
+        else:
+            raise HetlabError(f"data must be a hetlab Dataset, a tuple (x, y) of tensors, or a map-style "
+                              f"torch.utils.data.Dataset, got {type(data).__name__}.")
+    except (TypeError, ValueError, RuntimeError, IndexError) as e:
+        raise HetlabError(f"data do not make inputs and labels ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
+                          f"give (x, y) tensors, or a dataset whose items are (input of one shape, label).") from None
     if x.ndim < 1 or y.ndim != 1 or len(x) != len(y) or len(y) == 0:
         raise HetlabError(f"data must be inputs x (N×…) and labels y (N), got x {list(x.shape)} and y "
                           f"{list(y.shape)}.")
@@ -144,9 +120,7 @@ def _checked(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 def n_samples(data) -> int:
     """How many samples ``data`` holds (any form ``as_tensors`` takes), without converting it."""
-    if isinstance(data, (tuple, list)) and len(data) == 2 and not isinstance(data, torch.utils.data.Dataset):
-        return len(data[1])
-    return len(data)
+    return len(data[1]) if _is_pair(data) else len(data)
 
 
 def compact(data):
@@ -164,129 +138,60 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
 
 
-def _read_idx(path: Path) -> np.ndarray:
-    """Decode one gzipped IDX file after checking its contents' sha256."""
-    name = path.name
-    if not path.exists():
-        raise HetlabError(
-            f"MNIST file {path} is missing: restore it with `git checkout -- data/` "
-            f"or call hetlab.core.data.download_mnist()."
-        )
+def _contents(path: Path) -> bytes | None:
+    """The decompressed bytes of one gzipped file, None when it is missing or not gzip."""
     try:
         with gzip.open(path, "rb") as f:
-            raw = f.read()
-    except (OSError, EOFError) as e:
-        raise HetlabError(
-            f"MNIST file {path} is not a readable gzip file ({e}): delete it and run "
-            f"`git checkout -- data/` or hetlab.core.data.download_mnist()."
-        ) from None
-    if hashlib.sha256(raw).hexdigest() != SHA256[name]:
-        raise HetlabError(
-            f"MNIST file {path} is corrupted (sha256 mismatch): delete it and run "
-            f"`git checkout -- data/` or hetlab.core.data.download_mnist()."
-        )
-    magic = int.from_bytes(raw[:4], "big")
-    ndim = magic & 0xFF
-    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+            return f.read()
+    except (OSError, EOFError):
+        return None
 
 
 @lru_cache(maxsize=4)
 def _load(split: str, root: str) -> Dataset:
-    img_name, lbl_name = FILES[split]
-    images = _read_idx(Path(root) / img_name)
-    labels = _read_idx(Path(root) / lbl_name)
+    arrays = []
+    for name in FILES[split]:
+        path = Path(root) / name
+        raw = _contents(path)
+        if raw is None or hashlib.sha256(raw).hexdigest() != SHA256[name]:
+            problem = "is missing" if not path.exists() else "is not the real MNIST (unreadable or corrupted)"
+            raise HetlabError(f"MNIST file {path} {problem}: restore it with `git checkout -- data/`.")
+        ndim = raw[3]   # IDX: two zero bytes, the type (uint8), the number of dimensions, then each
+        dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+        arrays.append(np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims))
+    images, labels = arrays
     return Dataset(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)))
 
 
 def load_mnist(split: str = "train", root: str | os.PathLike | None = None) -> Dataset:
-    """Load the 60,000 ``"train"`` or 10,000 ``"test"`` MNIST samples as tensors, from the files the
-    repository ships (``download_mnist`` restores missing ones from the usual mirrors)."""
+    """The 60,000 ``"train"`` or 10,000 ``"test"`` MNIST samples as tensors, from the files the
+    repository ships, each checked against its sha256."""
     if split not in FILES:
         raise HetlabError(f"unknown MNIST split {split!r}: use 'train' or 'test'.")
-    root = Path(root) if root is not None else default_root()
-    return _load(split, str(root))
+    return _load(split, str(Path(root) if root is not None else default_root()))
 
 
 def checksums(root: str | os.PathLike | None = None) -> dict[str, str | None]:
-    """sha256 of each MNIST file's decompressed contents in ``root`` (None: missing or unreadable).
-
-    What ``hetlab doctor`` compares between the machines (``preflight.local_report``):
-    contents, not gzip bytes, so copies from different mirrors agree. Computed once per
-    process and folder, and again only when a file's size or modification time changes.
-    """
+    """sha256 of each MNIST file's decompressed contents in ``root`` (None: missing or unreadable):
+    what ``hetlab doctor`` compares between the machines, contents rather than gzip bytes."""
     root = Path(root) if root is not None else default_root()
-    stats = []
-    for name in SHA256:
-        try:
-            st = (root / name).stat()
-            stats.append((st.st_size, st.st_mtime_ns))
-        except OSError:
-            stats.append(None)
-    return dict(_checksums(str(root), tuple(stats)))
-
-
-@lru_cache(maxsize=4)
-def _checksums(root: str, stats: tuple) -> dict[str, str | None]:
-    """``checksums`` of ``root`` whose files had these ``stats``: a changed file is a new key, read again."""
-    found = {}
-    for name in SHA256:
-        try:
-            with gzip.open(Path(root) / name, "rb") as f:
-                found[name] = hashlib.sha256(f.read()).hexdigest()
-        except (OSError, EOFError):
-            found[name] = None
-    return found
+    found = {name: _contents(root / name) for name in SHA256}
+    return {name: None if raw is None else hashlib.sha256(raw).hexdigest() for name, raw in found.items()}
 
 
 def checksum_status(found: dict[str, str | None]) -> str:
     """One word or phrase for ``checksums()``: ``"verified"`` when every file is the real MNIST."""
     missing = [n for n, h in found.items() if h is None]
     wrong = [n for n, h in found.items() if h is not None and h != SHA256.get(n)]
-    if not missing and not wrong:
-        return "verified"
-    return "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
-                                       f"corrupted {', '.join(wrong)}" if wrong else "") if part)
-
-
-def download_mnist(root: str | os.PathLike | None = None, mirrors: Sequence[str] = MIRRORS,
-                   timeout: float = 30.0) -> Path:
-    """Fetch any missing MNIST file into ``root``, verify its sha256, write it atomically."""
-    root = Path(root) if root is not None else default_root()
-    root.mkdir(parents=True, exist_ok=True)
-    for name in SHA256:
-        target = root / name
-        if target.exists():
-            continue
-        errors = []
-        for mirror in mirrors:
-            try:
-                with urllib.request.urlopen(mirror + name, timeout=timeout) as resp:
-                    blob = resp.read()
-                if hashlib.sha256(gzip.decompress(blob)).hexdigest() != SHA256[name]:
-                    errors.append(f"{mirror}: checksum mismatch")
-                    continue
-            except Exception as e:  # any network or gzip failure: try the next mirror
-                errors.append(f"{mirror}: {type(e).__name__}")
-                continue
-            with tempfile.NamedTemporaryFile(dir=root, delete=False) as tmp:
-                tmp.write(blob)
-            shutil.move(tmp.name, target)
-            break
-        else:
-            raise HetlabError(
-                f"could not download {name} ({'; '.join(errors)}): check your network, "
-                f"or copy the MNIST files into {root}."
-            )
-    return root
+    parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"corrupted {', '.join(wrong)}"] if wrong else [])
+    return "; ".join(parts) or "verified"
 
 
 # --- the textbook pipeline, kept for comparison (notebook 01, benchmarks/single_device.py) ------
 # What ``torchvision.datasets.MNIST(transform=Compose([ToTensor(), Normalize(...)]))`` plus a
-# ``DataLoader`` does, written out without torchvision (whose CPU build crashes on import here): for
-# every sample a uint8 array becomes a PIL image, then a float tensor in [0, 1], then a normalised
-# one; the DataLoader collates samples into batches one by one. ``Dataset`` does the same arithmetic
-# once for the whole set and slices batches from one tensor.
+# ``DataLoader`` does, written out without torchvision: for every sample a uint8 array becomes a PIL
+# image, then a float tensor in [0, 1], then a normalised one; the DataLoader collates samples into
+# batches one by one. ``Dataset`` does the same arithmetic once for the whole set.
 
 class PerSampleMNIST(torch.utils.data.Dataset):
     """MNIST served one sample at a time through PIL, as torchvision's MNIST does."""

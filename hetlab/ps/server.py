@@ -13,7 +13,7 @@ from torch import nn
 
 from hetlab.core.flat import flat_weights
 from hetlab.core.models import make_model
-from hetlab.core.train_step import make_optimizer
+from hetlab.core.train import make_optimizer
 
 
 def combine_coefficients(samples: Sequence[int]) -> list[float]:

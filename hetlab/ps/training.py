@@ -222,7 +222,7 @@ class ParameterServerTraining:
     def warm_up(self) -> None:
         """Before steps at a batch size a worker has not run yet: one untimed forward + backward there
         (``Worker.warm``), so no recorded step pays for compiling the new shape (MPS compiles per shape;
-        ``hetlab.core.devices.warm_up``). A worker that fails here is left to the step, which drops it."""
+        ``hetlab.core.train.warm_up``). A worker that fails here is left to the step, which drops it."""
         refs = {m.actor.warm.remote(m.batch_size, self.mode == "local_sgd"): m
                 for m in self.members if m.batch_size not in m.warm}
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.timeout_s) if refs else ([], [])

@@ -17,13 +17,13 @@ from torch import nn
 
 from hetlab.core.data import as_tensors
 from hetlab.core.stream import stream_indices
-from hetlab.core.devices import TRAINING_OPTIMIZER, describe, resolve, shape_key, timed_steps, warm_up
+from hetlab.core.devices import describe, resolve
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.core.machine import origin_label, this_machine
 from hetlab.core.models import make_model
 from hetlab.ps.specs import Options, WorkerSpec
 from hetlab.core.simulate import SlowDevice
-from hetlab.core.train_step import make_optimizer, train_step
+from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_steps, train_step, warm_up
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
@@ -154,7 +154,7 @@ class Worker:
         """One untimed forward + backward at ``batch_size`` if this worker has not run that shape yet.
 
         The driver calls it before any step at a new size, so timed steps never pay for compiling the shape
-        (MPS; ``devices.warm_up``). With ``local_sgd`` it also builds the inner Adam (its first construction
+        (MPS; ``train.warm_up``). With ``local_sgd`` it also builds the inner Adam (its first construction
         imports torch parts for a second or more). Weights, data position and generators stay as they were."""
         def step():
             with _fork_rng(self.device):
@@ -205,7 +205,7 @@ class Worker:
         """Samples/s of this device training alone, simulated slowdown and precision (autocast) included.
 
         Full Adam steps on a scratch copy of the model and random samples of the training set, timed by
-        ``hetlab.core.devices.timed_steps`` (its warm-up rule); the training state is left untouched."""
+        ``hetlab.core.train.timed_steps`` (its warm-up rule); the training state is left untouched."""
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(model, weights)
         opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=self.lr)

@@ -108,11 +108,11 @@ def agree_on_split(cfg: LoopConfig, rank: int, x, y, loss_fn, device) -> tuple[l
     """Each rank measures its own samples/s (a simulated slowdown divides it), the ranks swap the
     numbers, and every rank derives the same split of the global batch: (sizes, this rank's speed)."""
     from hetlab.arithmetic.balance import split_batch
-    from hetlab.core.devices import throughput
+    from hetlab.core.train import measure_speed
 
     world, batch = dist.get_world_size(), cfg.global_batch
-    speed = throughput(make_model(cfg.model, seed=cfg.seed), device, batch_size=max(1, batch // world),
-                       steps=5, data=(x, y), loss=loss_fn) / cfg.slowdowns[rank]
+    speed = measure_speed(make_model(cfg.model, seed=cfg.seed), device, batch_size=max(1, batch // world),
+                          steps=5, data=(x, y), loss=loss_fn).samples_per_s / cfg.slowdowns[rank]
     speeds = [None] * world
     dist.all_gather_object(speeds, speed)
     return split_batch(batch, cfg.ratio or speeds, world), speed

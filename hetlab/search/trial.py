@@ -22,7 +22,7 @@ from hetlab.core.devices import best, synchronize
 from hetlab.core.machine import this_machine
 from hetlab.core.models import make_model, small_cnn
 from hetlab.core.simulate import SlowDevice, labelled
-from hetlab.core.train_step import train_step
+from hetlab.core.train import train_step
 from hetlab.core.train import evaluate
 
 OPTIMIZERS = {"adam": lambda params, lr: torch.optim.Adam(params, lr=lr),

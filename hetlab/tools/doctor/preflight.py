@@ -135,7 +135,7 @@ def _compare_mnist(mine: dict, theirs: dict) -> Check:
     bad_head = [n for n in differ if theirs.get(n) != SHA256.get(n)]
     where = " and ".join(w for w, bad in (("here", bad_here), ("on the head", bad_head)) if bad) or "somewhere"
     return Check("MNIST files", FAIL, f"{', '.join(differ)} differ between here and the head",
-                 f"restore MNIST {where}: git checkout -- data/ (or hetlab.core.data.download_mnist()) in "
+                 f"restore MNIST {where}: git checkout -- data/ in "
                  f"that machine's hetlab folder")
 
 
@@ -231,7 +231,7 @@ def local_checks() -> list[Check]:
                                     + (f" ({report['hetlab_commit']})" if report['hetlab_commit'] else "")),
               python_check(report["python"]),
               Check("MNIST files", OK if report["mnist"] == "verified" else FAIL, report["mnist"],
-                    "restore them: git checkout -- data/ (or hetlab.core.data.download_mnist())"),
+                    "restore them: git checkout -- data/"),
               accelerator_check(f"{', '.join(devices.available())}; accelerator: {report['accelerator']}",
                                 report["accelerator"] != "none", system, platform.machine(),
                                 card, torch.version.cuda)]

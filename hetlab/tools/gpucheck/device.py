@@ -101,10 +101,10 @@ def check_notebook01(ctx) -> list[Row]:
 
 
 def check_sweep(ctx) -> list[Row]:
-    from hetlab.core.devices import steady_throughput
+    from hetlab.core.train import measure_speed
     from hetlab.core.models import make_model
     s = ctx.sizes
-    speeds = {name: [steady_throughput(make_model(name), ctx.device, b, steps=s.sweep_steps) for b in s.sweep_batches]
+    speeds = {name: [measure_speed(make_model(name), ctx.device, b, steps=s.sweep_steps) for b in s.sweep_batches]
               for name in ("small", "classic")}
     rates = {name: [x.samples_per_s for x in r] for name, r in speeds.items()}
     gain = {name: max(r) / r[0] for name, r in rates.items()}
