@@ -290,6 +290,8 @@ def test_09s_trial_runs_in_a_real_tune_search_and_each_mistake_is_named(practice
 def test_a_crash_is_one_line_naming_the_error():
     verdict = grading.grade("weighted_average", lambda g, s: g[5])
     assert verdict.status == grading.WRONG and "IndexError" in verdict.line and "\n" not in verdict.line
+    verdict = grading.grade("run_on", lambda node_id: {}[node_id])   # a piece run for real (no Ray here)
+    assert verdict.status == grading.WRONG and "run_on raised KeyError" in verdict.line and "\n" not in verdict.line
 
 
 def test_an_unknown_exercise_is_refused():

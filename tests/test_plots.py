@@ -110,8 +110,8 @@ def test_ps_round_trip_numbers_its_steps_and_shows_the_weights_and_bytes():
         assert step in text
     assert "(48/64)·g_desktop + (16/64)·g_mac" in text and "b_mac = 16 samples" in text
     assert f"{SMALL_CNN * 4:,} B" in text                     # 116,264 B each way in fp32
-    with pytest.raises(HetlabError, match="one batch size"):
-        diagrams.ps_round_trip([48], names=("desktop", "mac"))
+    with pytest.raises(HetlabError, match="two batch sizes"):
+        diagrams.ps_round_trip([48])
 
 
 def test_bandwidth_arithmetic_draws_the_planners_numbers():

@@ -76,17 +76,15 @@ def _within_one(answer, expected) -> bool:
         and all(abs(a - e) <= 1 for a, e in zip(got, expected))
 
 
-def _sums_to(total_at: int):
-    """A precheck: sizes must be whole numbers summing to the global batch (argument ``total_at``)."""
-    def check(answer, args):
-        got = _whole_numbers(answer) if answer is not None else None
-        if got is None:
-            return "return whole numbers, one per worker: round with balance.split_batch(B, exact_sizes)"
-        if sum(got) != args[total_at]:
-            return (f"your sizes sum to {sum(got)}, not the global batch {args[total_at]}: "
-                    f"round with balance.split_batch(B, exact_sizes)")
-        return None
-    return check
+def _sums_to_batch(answer, args) -> str | None:
+    """A precheck: sizes must be whole numbers summing to the global batch (the first argument)."""
+    got = _whole_numbers(answer) if answer is not None else None
+    if got is None:
+        return "return whole numbers, one per worker: round with balance.split_batch(B, exact_sizes)"
+    if sum(got) != args[0]:
+        return (f"your sizes sum to {sum(got)}, not the global batch {args[0]}: "
+                f"round with balance.split_batch(B, exact_sizes)")
+    return None
 
 
 def show(value) -> str:
@@ -234,17 +232,16 @@ def _plain_mean(grads, sizes):
     return sum(grads) / len(grads)
 
 
-def _no_one_over_b(grads, sizes):
-    return sum(g * b for g, b in zip(grads, sizes))
-
-
-def _over_n(grads, sizes):
-    return _no_one_over_b(grads, sizes) / len(grads)
-
-
-def _inverse_weights(grads, sizes):
-    inverse = [1 / b for b in sizes]
-    return sum(g * (w / sum(inverse)) for g, w in zip(grads, inverse))
+# The ways to weigh the workers' gradients wrong: weighted_average's mistakes, and ps_step's inside its step
+WEIGHTING = (
+    (_plain_mean, "a plain mean: weight each g_i by b_i / B, so a worker with more samples counts more"),
+    (lambda grads, sizes: sum(g * b for g, b in zip(grads, sizes)),
+     "the 1/B is missing: Σ b_i·g_i is B times too big; divide by B = Σ b_i"),
+    (lambda grads, sizes: sum(g * b for g, b in zip(grads, sizes)) / len(grads),
+     "÷ n, the number of workers: divide Σ b_i·g_i by B = Σ b_i, the number of samples"),
+    (lambda grads, sizes: sum(grads), "Σ g_i, a sum, not an average: weight each g_i by b_i / B"),
+    (lambda grads, sizes: sum(g / b for g, b in zip(grads, sizes)) / sum(1 / b for b in sizes),
+     "the weights are upside down: b_i / B, not ∝ 1 / b_i"))
 
 
 # --- a piece of the mechanism, graded by running it: the exchange's everyone (notebook 07) --------
@@ -464,12 +461,7 @@ def run_pinned(fn) -> str | None:
         return "this cluster has one node, so nothing shows where work runs — run the cell above that starts two"
     reported = {}
     for asked in names:
-        try:
-            got = fn(asked)
-        except NotImplementedError:
-            raise
-        except Exception as e:  # noqa: BLE001 - the learner's error, said in one line
-            return f"run_on raised {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        got = fn(asked)   # a learner's error: grading says it in one line
         if got is None or got is Ellipsis:
             raise NotImplementedError
         parts = list(got) if isinstance(got, (list, tuple)) else [got]
@@ -593,13 +585,7 @@ def run_sync_step(fn, worker_class=Worker) -> str | None:
     the two runs end at the same weights, to float rounding."""
     import ray
 
-    try:   # with no workers: the skeleton says so at once, before any actor starts
-        if fn([], Server(SYNC_LR), None, torch.zeros(0, dtype=torch.long), []) in (None, Ellipsis):
-            raise NotImplementedError
-    except NotImplementedError:
-        raise
-    except Exception:  # noqa: BLE001 - a written step, called with no workers: its real run is below
-        pass
+    _still_the_skeleton(lambda: fn([], Server(SYNC_LR), None, torch.zeros(0, dtype=torch.long), []))
     if not ray.is_initialized():
         return "Ray is not connected here — run the cell with the_pair() first, then this one"
     from hetlab.cluster.roles import live_nodes
@@ -818,17 +804,9 @@ _TUNE_OWN = {"timestamp", "checkpoint_dir_name", "done", "training_iteration", "
 
 EXERCISES = {e.name: e for e in [
     Exercise("weighted_average", "weighted_average(grads, sizes)", "05", weighted_average,
-             _gradients_case, _close_tensor, (
-                 (_plain_mean, "a plain mean: weight each g_i by b_i / B, so a worker with more samples counts more"),
-                 (_no_one_over_b, "the 1/B is missing: Σ b_i·g_i is B times too big; divide by B = Σ b_i"),
-                 (_over_n, "÷ n, the number of workers: divide Σ b_i·g_i by B = Σ b_i, the number of samples"),
-                 (lambda grads, sizes: sum(grads), "Σ g_i, a sum, not an average: weight each g_i by b_i / B"),
-                 (_inverse_weights, "the weights are upside down: b_i / B, not ∝ 1 / b_i"))),
+             _gradients_case, _close_tensor, WEIGHTING),
     Exercise("ps_step", "ps_step(weights, grads, sizes, lr)", "05", ps_step, _step_case, _close_tensor, (
-        (lambda w, g, s, lr: w - lr * _plain_mean(g, s), "a plain mean of the gradients: weight each by b_i / B"),
-        (lambda w, g, s, lr: w - lr * _no_one_over_b(g, s), "the 1/B is missing: divide Σ b_i·g_i by B = Σ b_i"),
-        (lambda w, g, s, lr: w - lr * _over_n(g, s), "÷ n, the number of workers: divide Σ b_i·g_i by B = Σ b_i"),
-        (lambda w, g, s, lr: w - lr * sum(g), "Σ g_i, a sum, not the average: step by Σ (b_i / B)·g_i"),
+        *((lambda w, g, s, lr, wrong=wrong: w - lr * wrong(g, s), hint) for wrong, hint in WEIGHTING),
         (lambda w, g, s, lr: w + lr * weighted_average(g, s), "a step uphill: subtract lr × the average gradient"),
         (lambda w, g, s, lr: w - weighted_average(g, s), "the learning rate is missing: subtract lr × the average"),
         (lambda w, g, s, lr: -lr * weighted_average(g, s), "only the step: return the weights minus it"))),
@@ -887,7 +865,7 @@ EXERCISES = {e.name: e for e in [
                                                                         "less its fixed time"),
                  (lambda B, t, c: balance.split_batch(B, [x * (1 + y) for x, y in zip(t, c)]), "the fixed time "
                   "added: a worker with a larger c_i has less of the step left for samples")),
-             _sums_to(0)),
+             _sums_to_batch),
     Exercise("step_time", "step_time(sizes, speeds, fixed)", "06", step_time,
              _step_time_case, _close_number, (
                  (lambda b, t, c: sum(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a sum: the workers run "

@@ -91,6 +91,9 @@ def _ran(exercise: Exercise, fn: Callable, parts: tuple = (), not_live: Verdict 
         problem = exercise.run(fn, *parts)
     except NotImplementedError:
         return _your_turn(exercise)
+    except Exception as e:   # the learner's piece raised where the grader ran it: their bug, in one line
+        said = str(e).splitlines()[0][:160] if str(e) else ""
+        return Verdict(WRONG, f"not yet: {exercise.name} raised {type(e).__name__}: {said}.")
     if problem == "" and not_live is not None:
         return not_live
     if problem is None:

@@ -49,19 +49,17 @@ def _canvas(ax, width, height):
     ax.axis("off")
 
 
-def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = None,
-                  names: Sequence[str] = ("desktop", "mac")) -> Figure:
-    """One synchronous parameter-server step, numbered 1–4 (notebook 05, section 3).
+def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = None) -> Figure:
+    """One synchronous parameter-server step of the pair, numbered 1–4 (notebook 05, section 3).
 
     1 the server's weights go down to every worker; 2 each worker sends back the mean gradient
     of its own b_i samples; 3 the server combines Σ (b_i/B)·g_i; 4 one optimizer step (Adam)
     gives the weights of the next round. With ``params`` each arrow says how many bytes it
     carries (fp32, as hetlab sends them by default).
     """
-    sizes = [int(b) for b in batch_sizes]
-    if len(sizes) != len(names) or not 1 <= len(sizes) <= 4 or min(sizes) < 1:
-        raise HetlabError(f"give one batch size ≥ 1 per worker (1 to 4 workers), got {list(batch_sizes)} "
-                          f"for {list(names)}.")
+    sizes, names = [int(b) for b in batch_sizes], ("desktop", "mac")
+    if len(sizes) != 2 or min(sizes) < 1:
+        raise HetlabError(f"give two batch sizes ≥ 1, the desktop's and the mac's, got {list(batch_sizes)}.")
     total = sum(sizes)
     fig = Figure(figsize=(10, 6), layout="constrained")
     ax = fig.add_subplot()
@@ -73,9 +71,7 @@ def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = No
          f"3 · combine: g = Σ (b_i/B)·g_i = {terms}\n"
          "4 · optimizer step: w ← Adam(w, g), the next round's weights",
          "#dbe9f6", fontsize=10)
-    k = len(sizes)
-    xs = [width / 2] if k == 1 else [2.6 + (width - 5.2) * i / (k - 1) for i in range(k)]
-    for i, (x, b, name) in enumerate(zip(xs, sizes, names)):
+    for x, b, name in zip((2.6, width - 2.6), sizes, names):
         _box(ax, x, 1.6, 3.6, 1.5, f"{name} worker (its own device)\nforward + backward\non its b_{name} = {b} "
              f"samples → g_{name},\ntheir mean gradient", "#fde9d3", fontsize=10)
         side = -1 if x <= width / 2 else 1          # weights on the outer side, gradient on the inner

@@ -151,10 +151,9 @@ def speed_vs_share(shares: Sequence[float], samples_per_s: Sequence[float], effi
 
 
 def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
-           accuracy: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
-           accuracy_x: str = "epoch") -> Figure:
+           accuracy: Sequence[float] | Mapping[str, Sequence[float]] | None = None) -> Figure:
     """Loss and/or accuracy curves; pass a dict to compare runs, e.g. {"1 device": …, "PS": …}."""
-    panels = [(n, v, x) for n, v, x in (("loss", loss, "step"), ("accuracy", accuracy, accuracy_x))
+    panels = [(n, v, x) for n, v, x in (("loss", loss, "step"), ("accuracy", accuracy, "epoch"))
               if v is not None]
     if not panels:
         raise HetlabError("nothing to plot: pass loss=[...] and/or accuracy=[...].")
