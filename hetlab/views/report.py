@@ -151,11 +151,10 @@ def speed_text(s: dict | None) -> str:
 
 
 class Page:
-    """The page being written: its lines, its folder, the words kept from the last one."""
+    """The page being written: its lines, the folder it reads, the words kept from the last one."""
 
     def __init__(self, out: Path, source: Path):
-        self.out, self.source, self.lines = out, source, []
-        self.kept = read_words(out / "report.md")
+        self.source, self.lines, self.kept = source, [], read_words(out / "report.md")
 
     def add(self, *lines: str) -> None:
         self.lines += list(lines)
@@ -170,7 +169,6 @@ class Page:
         empty = UNWRITTEN if question is None else UNANSWERED
         self.add(f"**{question or QUESTIONS[block]}**", "", f"<!-- your words: {block} -->",
                  self.kept.get(block, empty), "<!-- end of your words -->", "")
-
 
 
 def _machines(page: Page) -> None:
