@@ -31,8 +31,8 @@ class Exercise:
     signature: str
     notebook: str
     reference: Callable
-    cases: Callable[[random.Random], tuple] | None  # one random argument tuple (None: graded by ``run`` alone)
-    same: Callable[[Any, Any], bool]                 # the learner's answer against the reference's
+    cases: Callable[[random.Random], tuple] | None = None  # one random argument tuple (None: by ``run`` alone)
+    same: Callable[[Any, Any], bool] | None = None         # the learner's answer against the reference's
     mistakes: tuple[tuple[Callable, str], ...] = ()  # (a typical wrong function, what to fix)
     precheck: Callable[[Any, tuple], str | None] = lambda answer, args: None   # a shape/sum problem
     run: Callable[..., str | None] | None = None   # graded by running it for real (with the parts the check
@@ -901,8 +901,7 @@ EXERCISES = {e.name: e for e in [
                  (lambda p, v: p * v, "one way only: the delta goes up, then the weights come down"),
                  (lambda p, v: 8 * p, "fp32 both ways: the delta goes up at `bytes_per_value` bytes a value"),
                  (lambda p, v: 8 * p * (v + 4), "bits, not bytes: leave out the 8"))),
-    Exercise("everyone", "everyone(store, key, rank, world, piece)", "07", everyone, None,
-             lambda a, e: a == e, (
+    Exercise("everyone", "everyone(store, key, rank, world, piece)", "07", everyone, mistakes=(
                  (_everyone_without_set, EVERYONE_SET),
                  (lambda s, k, r, w, p: (s.set(f"{k}/{r}", p), s.multi_get([f"{k}/{i}" for i in range(w) if i != r]))[1],
                   EVERYONE_OWN),
@@ -911,12 +910,10 @@ EXERCISES = {e.name: e for e in [
                  (lambda s, k, r, w, p: (s.set(f"{r}", p), [p if i == r else s.get(f"{i}") for i in range(w)])[1],
                   EVERYONE_KEY)),
              run=run_everyone),
-    Exercise("run_on", "run_on(node_id)", "03", run_on, None, lambda a, e: a == e, run=run_pinned),
-    Exercise("sync_step", "sync_step(workers, server, weights, positions, sizes)", "05", sync_step, None,
-             lambda a, e: a == e, run=run_sync_step),
-    Exercise("resume_state", "resume_state(checkpoint, server)", "08", resume_state, None, lambda a, e: a == e,
-             run=run_resume_state),
-    Exercise("trial", "trial(config)", "09", trial, None, lambda a, e: a == e, run=run_trial_fn),
+    Exercise("run_on", "run_on(node_id)", "03", run_on, run=run_pinned),
+    Exercise("sync_step", "sync_step(workers, server, weights, positions, sizes)", "05", sync_step, run=run_sync_step),
+    Exercise("resume_state", "resume_state(checkpoint, server)", "08", resume_state, run=run_resume_state),
+    Exercise("trial", "trial(config)", "09", trial, run=run_trial_fn),
     Exercise("pair_over_sum", "pair_over_sum(desktop, mac, pair)", "09", pair_over_sum,
              _search_case, _close_number, (
                  (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),
