@@ -1,6 +1,5 @@
 """`hetlab report`'s page without Ray (hetlab.views.report): tokens, addresses (private ones too) and
-host names that reach any saved file stay out of the page and its HTML; host names come back only
-with --names; provenance reads back as saved; a notebook that has not run yet gets one line. The report after the course on the practice cluster: tests/test_practice.py."""
+host names that reach any saved file stay out of the page and its HTML; provenance reads back as saved; a notebook that has not run yet gets one line. The report after the course on the practice cluster: tests/test_practice.py."""
 import json
 
 import pytest
@@ -58,8 +57,6 @@ def test_no_token_address_or_host_name_from_any_file_reaches_the_page_or_html(tm
     assert "| 02 | the pair's ceiling | 1.1 | not yet measured | — |" in text        # a search never measures it
     assert "held-out accuracy 98.00%" in text and "lr 0.003, optimizer adam" in text
     assert "test accuracy 99.00%" in text and "not yet measured: run notebook 05" in text    # 05 saved no technique
-    with_names = report.write(tmp_path / "named", tmp_path, names=True).read_text()
-    assert HOSTS["desktop"] in with_names and not any(a.split(":")[0] in with_names for a in ADDRESSES)
 
 
 def test_a_practice_figure_or_a_host_playing_a_machine_never_reads_as_your_pairs(tmp_path, monkeypatch):

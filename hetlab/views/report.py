@@ -9,7 +9,7 @@ learner's own words. Each speed is a median with its spread, the warm-up left ou
 
 What stays out: anything that looks like an IPv4 address (private ones too) or a token (32 hex
 digits or more); the host names the saved files hold become the role they stand for ("desktop",
-"mac"; "this machine" where one box held both) unless the learner asks for them (``names``).
+"mac"; "this machine" where one box held both).
 
 The learner's words sit between ``<!-- your words: ID -->`` and ``<!-- end of your words -->``:
 writing the page again reads the old one first and puts each written block back, so new figures
@@ -462,10 +462,10 @@ def to_html(markdown: str) -> str:
     return HTML.render(title=TITLE, body=body)
 
 
-def write(out: str | Path | None = None, where: str | Path | None = None, names: bool = False) -> Path:
+def write(out: str | Path | None = None, where: str | Path | None = None) -> Path:
     """Write ``report.md`` and ``report.html`` into ``out`` (default:
     ``measured/report``) from the figures in ``where`` (default: ``measured.folder()``), keeping the
-    words the learner wrote in an earlier ``report.md`` there; host names become roles unless ``names``."""
+    words the learner wrote in an earlier ``report.md`` there; host names become their roles."""
     source = source_folder(where)
     target = Path(out) if out is not None else source / "report"
     runs = {nb: run for nb in NOTEBOOKS if (run := measured.load_run(nb, source)) is not None}
@@ -495,8 +495,7 @@ def write(out: str | Path | None = None, where: str | Path | None = None, names:
     page.heading(10)
     page.words("limitations")
     page.words("would-change")
-    hosts_ = {} if names else hosts(source)
-    text = redact("\n".join(page.lines), hosts_) if not names else clean("\n".join(page.lines))
+    text = redact("\n".join(page.lines), hosts(source))
     md = target / "report.md"
     md.write_text(text, encoding="utf-8")
     (target / "report.html").write_text(to_html(text), encoding="utf-8")

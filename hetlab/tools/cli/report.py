@@ -11,8 +11,6 @@ def add_report(sub) -> None:
     p.add_argument("--measured", metavar="FOLDER", default=None,
                    help="where the notebooks saved their figures (default: HETLAB_MEASURED, else measured/)")
     p.add_argument("--out", metavar="FOLDER", default=None, help="where to write the page (default: measured/report)")
-    p.add_argument("--names", action="store_true",
-                   help="keep the machines' host names (default: they appear as 'desktop' and 'mac')")
     p.add_argument("--check", action="store_true",
                    help="write the page again, then list what is still missing: sections not measured, "
                         "questions unanswered, exercises not passed (exit status 1 while anything is)")
@@ -21,7 +19,7 @@ def add_report(sub) -> None:
 
 def _report(args) -> int:
     from hetlab.views import report
-    page = report.write(args.out, args.measured, names=args.names)
+    page = report.write(args.out, args.measured)
     print(f"wrote {page} and {page.with_suffix('.html').name} (the one file to send)")
     print("write your answers in report.md, then run `hetlab report` again before sending report.html")
     if not args.check:
