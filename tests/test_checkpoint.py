@@ -77,7 +77,7 @@ def test_garbage_and_foreign_files(tmp_path):
         load_checkpoint(garbage)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(3)}, foreign)  # a valid torch file, but not ours
-    with pytest.raises(HetlabError, match="not a hetlab parameter-server checkpoint"):
+    with pytest.raises(HetlabError, match="not a checkpoint this hetlab reads \\(no hetlab format"):
         load_checkpoint(foreign)
     with pytest.raises(HetlabError, match="no checkpoint at"):
         load_checkpoint(tmp_path / "missing.pt")
@@ -89,7 +89,7 @@ def test_checkpoint_of_an_older_hetlab_is_refused_in_one_line(state, tmp_path):
     old.update(format="hetlab-ps-checkpoint/1", shard_sizes=[16, 16],
                workers=[{"name": "a", "index": 0, "epoch": 0, "offset": 32}])
     path = save_checkpoint(old, tmp_path / "old.pt")
-    with pytest.raises(HetlabError, match=r"another version of hetlab \(hetlab-ps-checkpoint/1") as err:
+    with pytest.raises(HetlabError, match=r"not a checkpoint this hetlab reads \(hetlab-ps-checkpoint/1") as err:
         load_checkpoint(path)
     assert "\n" not in str(err.value)
 

@@ -112,7 +112,7 @@ def test_embedded_local_ray_and_node_table(local_ray):
     import torch
     assert (row["python"], row["ray"], row["torch"]) == (platform.python_version(), ray.__version__,
                                                           torch.__version__)
-    assert row["accelerator"] == machine.local_report()["accelerator"] and row["is_head"]  # seen from Ray, too
+    assert row["accelerator"] == machine.facts()["accelerator"] and row["is_head"]  # seen from Ray, too
     assert row["hostname"] in str(table) and repr(table) == str(table)
     with pytest.raises(HetlabError, match="no live node has role 'mac'"):
         cluster.placement("mac")  # a plain local Ray has no hetlab roles

@@ -241,7 +241,7 @@ def test_node_table_says_simulated_and_versions_compare(practice):
     simulated = next(r["name"] for r in rows if r["name"].endswith(" (simulated)"))  # Linux: the mac
     assert simulated in str(rows)
     mac = next(r for r in rows if r["role"] == "mac")
-    assert all(c.status == preflight.OK for c in preflight.compare_versions(machine.local_report(), mac))
+    assert all(c.status == preflight.OK for c in preflight.compare_versions(machine.facts(), mac))
     altered = {**mac, "ray": "2.59.0", "python": mac["python"].rsplit(".", 1)[0] + ".99"}
     checks = {c.name: c for c in preflight.compare_versions(mac, altered)}
     assert checks["Ray version"].status == preflight.FAIL and "ray[default,train]==2.59.0" in checks["Ray version"].fix
@@ -279,7 +279,7 @@ def test_a_driver_on_a_machine_without_a_node_is_told_in_one_line(practice):
 def test_doctor_against_the_practice_head(practice):
     host, port, _ = connecting.parse_address(practice.address)
     assert preflight.head_versions(host, port) == {"ray": ray.__version__,
-                                                   "python": machine.local_report()["python"]}
+                                                   "python": machine.facts()["python"]}
     checks = preflight.head_checks(practice.address, timeout=30)  # connects, then disconnects
     assert all(c.ok for c in checks), preflight.render(checks)
     names = [c.name for c in checks]

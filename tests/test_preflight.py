@@ -18,8 +18,8 @@ from hetlab.tools.doctor import preflight
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_local_report_is_what_this_process_runs():
-    report = machine.local_report()
+def test_the_facts_are_what_this_process_runs():
+    report = machine.facts()
     assert report["python"] == platform.python_version()
     assert report["ray"] == ray.__version__ and report["torch"] == torch.__version__
     suffix = {"cuda": "(CUDA)", "mps": "(MPS)"}.get(devices.best())  # CI's box: none; the pair: one each
@@ -27,15 +27,15 @@ def test_local_report_is_what_this_process_runs():
     assert report["cpus"] >= 1 and report["memory_gb"] > 0
 
 
-def test_local_report_names_hetlab_and_the_mnist_files():
-    report = machine.local_report()
+def test_the_facts_name_hetlab_and_the_mnist_files():
+    report = machine.facts()
     assert report["hetlab"] == hetlab.__version__
     # this test runs from a git checkout (a worktree's .git is a file): the commit is known
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, timeout=30).stdout.strip()
     assert report["hetlab_commit"] == head
     assert report["mnist_sha256"] == data.SHA256 and report["mnist"] == "verified"
-    assert machine.local_report()["mnist_sha256"] is not report["mnist_sha256"]  # a copy each time
+    assert machine.facts()["mnist_sha256"] is not report["mnist_sha256"]  # a copy each time
 
 
 def test_a_window_for_ray_work_to_start_grows_with_the_load_per_core(monkeypatch):

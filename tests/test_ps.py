@@ -553,22 +553,22 @@ def test_bad_batch_sizes_on_a_running_training(sync_run):
     assert ps.step == step and ps.batch_sizes == sizes  # nothing changed
 
 
-def test_one_machine_is_its_kernel_not_its_host_name():
+def test_workers_share_cores_by_their_kernel_not_their_host_name():
     """Two rehearsal hosts are network namespaces with host names of their own on one box: their
-    workers share its cores, so "one machine" is the running kernel (its boot id), not the name."""
+    workers share its cores, so what tells them apart is the running kernel (its boot id), not the name."""
     import shutil
     import subprocess
     import sys
 
-    from hetlab.core.machine import this_machine
+    from hetlab.core.machine import kernel_id
     with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-        assert this_machine() == f.read().strip()
+        assert kernel_id() == f.read().strip()
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("a host name of its own needs root and unshare (the rehearsal's own tools)")
-    code = "import socket; from hetlab.core.machine import this_machine; print(socket.gethostname(), this_machine())"
+    code = "import socket; from hetlab.core.machine import kernel_id; print(socket.gethostname(), kernel_id())"
     out = subprocess.run(["unshare", "--uts", "sh", "-c", f"hostname other-host && {sys.executable} -c '{code}'"],
                          capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["other-host", this_machine()]
+    assert out == ["other-host", kernel_id()]
 
 
 def test_a_hook_changes_the_split_between_steps_and_the_next_step_trains_at_it(sync_run):

@@ -19,7 +19,7 @@ from hetlab.cluster import raylog
 from hetlab import search
 from hetlab.search import slots, trial
 from hetlab.errors import HetlabError
-from hetlab.core.machine import this_machine
+from hetlab.core.machine import kernel_id
 from hetlab.core.models import small_cnn
 from hetlab.cluster.practice import PracticeCluster
 
@@ -190,7 +190,7 @@ def test_trials_run_on_both_machines_each_labelled_where_it_ran(practice, pair_r
                                    f"CPU: torch there sees no GPU (run `hetlab doctor` on it)"]
     per = pair_run.per_machine()
     assert per["desktop"]["device_samples_per_s"] > per[MAC]["device_samples_per_s"]   # 4× slower, simulated
-    assert {t.computer for t in pair_run.trials} == {this_machine()} and pair_run.one_computer  # shared cores
+    assert {t.computer for t in pair_run.trials} == {kernel_id()} and pair_run.one_computer  # shared cores
     table = str(pair_run)
     assert MAC in table and "trials/hour" in table and table.count("\n") == 2 + 4
     assert table.count("cpu (GPU held, unused)") == len(unused)
@@ -287,7 +287,7 @@ def test_a_machine_that_does_not_answer_the_storage_probe_in_time_is_named(pract
 
 
 def test_the_practice_nodes_are_one_computer(practice):
-    assert slots.computers(("desktop", "mac")) == {r: (this_machine(), os.cpu_count()) for r in ("desktop", "mac")}
+    assert slots.computers(("desktop", "mac")) == {r: (kernel_id(), os.cpu_count()) for r in ("desktop", "mac")}
 
 
 def test_packing_is_measured_per_machine(practice):

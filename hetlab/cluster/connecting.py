@@ -6,7 +6,7 @@ pair notebook 04 saved (``saved_pair``); ``connect``, ``which_cluster`` and the 
 nothing else reads those variables or the saved pair's file. ``connect`` checks the head answers before
 ``ray.init`` (which has no timeout of its own), refuses a node on other code (``check_same_code``), and
 tells a driver that is not on the head where the course runs its notebooks. ``nodes()`` / ``node_table()``:
-what every node runs, asked on the node itself by a tiny task pinned there (``machine.local_report``).
+what every node runs, asked on the node itself by a tiny task pinned there (``machine.facts``).
 
 Ray's authentication token: Ray reads it from ``RAY_AUTH_TOKEN``, else ``RAY_AUTH_TOKEN_PATH``, else
 ``~/.ray/auth_token``, which Ray 2.60 writes with the process umask, usually 0644. Every place hetlab
@@ -420,7 +420,7 @@ TABLE_COLUMNS = [("name", "node"), ("hostname", "host"), ("os", "OS"), ("ip", "I
 def nodes(timeout: float = 60.0) -> list[dict]:
     """Ask every live node what it runs (a tiny task pinned to each node) (notebooks 03, 04).
 
-    Each row: node_id, name, role, is_head, ip, ports, plus ``machine.local_report()``
+    Each row: node_id, name, role, is_head, ip, ports, plus ``machine.facts()``
     as measured on that node (hostname, os, cpus, accelerator, memory_gb, versions).
     """
     alive, reports = _on_every_node(_node_report, timeout)
@@ -475,9 +475,9 @@ def check_same_code(timeout: float = 60.0) -> None:
 
 
 def _node_report() -> dict:
-    """What a node says about itself (``machine.local_report``), and its origin label if it plays a machine."""
-    from hetlab.core.machine import local_report, origin_label
-    return {**local_report(), "origin": origin_label()}
+    """What a node says about itself (``machine.facts``), and its origin label if it plays a machine."""
+    from hetlab.core.machine import facts, origin_label
+    return {**facts(), "origin": origin_label()}
 
 
 class NodeTable(list):

@@ -18,6 +18,7 @@ from hetlab.core.models import MODELS, make_model
 
 FORMAT = "hetlab-ps-checkpoint/3"  # /3: the options saved whole; /2: one data cursor; /1: shards
 REQUIRED = ("model", "signature", "options", "step", "server", "workers", "batch_sizes", "stream")
+CHECKPOINT_GLOB = "step-*.pt"   # what checkpoint_path names; zero-padded, so they sort by step
 
 
 def param_signature(model) -> list[list]:
@@ -41,14 +42,6 @@ def save_checkpoint(state: dict, path) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
     return path
 
 
@@ -63,25 +56,18 @@ def load_checkpoint(path, model=None) -> dict:
     except Exception as e:  # noqa: BLE001 - truncated zip, garbage bytes, pickle errors …
         raise HetlabError(f"{path} is not a readable checkpoint (truncated or corrupted: "
                           f"{type(e).__name__}); use an earlier checkpoint.") from None
-    if isinstance(state, dict) and str(state.get("format", "")).startswith("hetlab-ps-checkpoint/") \
-            and state["format"] != FORMAT:
-        raise HetlabError(f"{path} was written by another version of hetlab ({state['format']}, this one "
-                          f"reads {FORMAT}): start a fresh run, or resume it with that version.")
-    if not isinstance(state, dict) or state.get("format") != FORMAT or \
-            any(k not in state for k in REQUIRED):
-        raise HetlabError(f"{path} is not a hetlab parameter-server checkpoint: use a file "
-                          f"written by ParameterServerTraining.save_checkpoint.")
+    found = state.get("format") if isinstance(state, dict) else None
+    if found != FORMAT or any(k not in state for k in REQUIRED):
+        raise HetlabError(f"{path} is not a checkpoint this hetlab reads ({found or 'no hetlab format'}; it "
+                          f"reads {FORMAT}, written by ParameterServerTraining.save_checkpoint): start a "
+                          f"fresh run, or resume it with the hetlab that wrote it.")
     saved = state["model"]
     if isinstance(model, str) and model != saved:
         raise HetlabError(f"{path} holds model {saved!r}, not {model!r}: resume with model={saved!r}.")
     if model is None and saved not in MODELS:
         raise HetlabError(f"{path} holds your own model {saved!r}: resume with model= the same "
                           f"factory that trained it.")
-    try:
-        expected = param_signature(model if model is not None else saved)
-    except HetlabError:
-        raise HetlabError(f"{path} holds an unknown model {saved!r}: it was written by another "
-                          f"version of hetlab.") from None
+    expected = param_signature(model if model is not None else saved)
     if state["signature"] != expected:
         raise HetlabError(f"{path} has parameter shapes that do not fit model {saved!r}: it is "
                           f"a checkpoint of a different network; start a fresh run instead.")
@@ -91,9 +77,6 @@ def load_checkpoint(path, model=None) -> dict:
         raise HetlabError(f"{path} holds {getattr(weights, 'numel', lambda: 0)()} weights, model "
                           f"{saved!r} has {n}: the file is damaged; use an earlier checkpoint.")
     return state
-
-
-CHECKPOINT_GLOB = "step-*.pt"   # what checkpoint_path names; zero-padded, so they sort by step
 
 
 def checkpoint_path(directory, step: int) -> Path:

@@ -44,9 +44,8 @@ def ray_example_cnn() -> nn.Module:
     )
 
 
-# small: ~29k parameters, no dropout or batch norm, so a step is deterministic and all its state
-# lives in its parameters (what a parameter server needs). A factory: a function, a class,
-# functools.partial(MyNet, width=32), a lambda; as_factory checks one, make_model builds it.
+# small has no dropout or batch norm: a step is deterministic and all its state lives in its
+# parameters (what a parameter server needs).
 MODELS = {"small": small_cnn, "classic": classic_cnn, "ray_example": ray_example_cnn}
 
 
@@ -131,9 +130,8 @@ def _build(factory, seed: int | None):
 def make_model(model="small", seed: int | None = 0) -> nn.Module:
     """Build a model (a built-in name or a factory) with reproducible initial weights
     (same seed, same weights)."""
-    if isinstance(model, str):
-        return _build(as_factory(model), seed)
-    built = _build(model, seed)
+    factory = as_factory(model) if isinstance(model, str) else model
+    built = _build(factory, seed)
     if not isinstance(built, nn.Module):
         raise HetlabError(f"model factory {model_label(model)} returned {type(built).__name__}, not an nn.Module.")
     return built

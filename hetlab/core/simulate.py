@@ -10,19 +10,17 @@ import statistics
 import time
 from collections import deque
 
-# Typical = the median of the last RECENT timings, not this one: a hiccup here (another process
-# taking the core for 20 ms) would be slept again N − 1 times and cost the simulated device
-# N × 20 ms, where a real slower device loses the 20 ms once.
-RECENT = 5  # timings of the same work that make "typical": a hiccup is one of them, not the median
+# Typical = the median of the last RECENT timings, not this one: a hiccup here (another process taking
+# the core for 20 ms) slept again N − 1 times would cost N × 20 ms, where a real slower device loses it once.
+RECENT = 5
 
 
 class SlowDevice:
     """This machine's device made ``slowdown``× slower (``slowdown`` 1: as it is).
 
-    ``after(work, compute_s)`` follows every real computation: ``work`` names what was
-    computed (e.g. its batch size), ``compute_s`` is how long it took. It sleeps
-    (slowdown − 1) × the median of the last ``RECENT`` timings of that work and returns
-    the seconds slept.
+    ``after(work, compute_s)`` follows every real computation: ``work`` names what was computed
+    (e.g. its batch size), ``compute_s`` is how long it took. It sleeps (slowdown − 1) × the median
+    of the last ``RECENT`` timings of that work and returns the seconds slept.
     """
 
     def __init__(self, slowdown: float = 1.0):
@@ -32,8 +30,6 @@ class SlowDevice:
     def after(self, work, compute_s: float) -> float:
         times = self._recent.setdefault(work, deque(maxlen=RECENT))
         times.append(compute_s)
-        if self.slowdown <= 1.0:   # the device as it is: no sleep (its timings are still kept)
-            return 0.0
         extra = max(0.0, (self.slowdown - 1.0) * statistics.median(times))
         if extra > 0:
             time.sleep(extra)
@@ -42,7 +38,7 @@ class SlowDevice:
 
 def device_seconds(compute_s: float, simulated_s: float) -> float:
     """A device's time on one piece of work: its compute + the sleep of a simulated slower device;
-    the one place the two are added (``hetlab.ps.records``, ``hetlab.core.devices``)."""
+    the one place the two are added (``hetlab.ps.records``, ``hetlab.core.train``)."""
     return compute_s + simulated_s
 
 

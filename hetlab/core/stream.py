@@ -75,18 +75,13 @@ class Stream:
 
     def take(self, size: int) -> list[tuple[int, int]]:
         """The next ``size`` positions, as spans ``(start, size)``."""
-        spans, self.pending = [], list(self.pending)
-        while size > 0 and self.pending:
-            start, n = self.pending.pop(0)
-            if n > size:
-                self.pending.insert(0, (start + size, n - size))
-                n = size
-            spans.append((start, n))
-            size -= n
-        if size > 0:
-            spans.append((self.cursor, size))
-            self.cursor += size
-        return _merged(spans)
+        spans = list(self.pending)
+        new = size - min(size, sum(n for _, n in spans))
+        if new:
+            spans.append((self.cursor, new))
+            self.cursor += new
+        mine, self.pending = split_spans(spans, [size, sum(n for _, n in spans) - size])
+        return _merged(mine)
 
     def give_back(self, spans: Sequence[tuple[int, int]]) -> None:
         """Positions handed out but never applied: the next ``take`` hands them out again."""

@@ -39,7 +39,7 @@ class WorkerInfo:
     node_id: str
     device: str                  # the torch device it resolved on its own machine
     precision: str               # what autocast really uses there ("fp32" on the CPU)
-    machine: str                 # its kernel's id (``hetlab.core.machine.this_machine``): workers sharing cores
+    machine: str                 # its kernel's id (``hetlab.core.machine.kernel_id``): workers sharing cores
     device_note: str = ""        # e.g. Ray gave it another GPU than asked
     origin: str | None = None    # its host's origin label, if it plays a machine (core.machine.origin_label)
 

@@ -19,7 +19,7 @@ from hetlab.core.data import as_tensors
 from hetlab.core.stream import stream_indices
 from hetlab.core.devices import describe, resolve
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
-from hetlab.core.machine import origin_label, this_machine
+from hetlab.core.machine import kernel_id, origin_label
 from hetlab.core.models import make_model
 from hetlab.ps.specs import Options, WorkerSpec
 from hetlab.core.simulate import SlowDevice
@@ -93,7 +93,7 @@ class Worker:
         """Where this worker really runs: node, machine, device, precision (``specs.WorkerInfo``)."""
         amp = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
         return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device), "precision": amp,
-                "machine": this_machine(), "device_note": self.device_note, "origin": origin_label()}
+                "machine": kernel_id(), "device_note": self.device_note, "origin": origin_label()}
 
     def set_threads(self, sharing: int) -> int:
         """Use this machine's cores divided by the number of workers sharing it.

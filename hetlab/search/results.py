@@ -42,7 +42,7 @@ class TrialRecord:
     device: str = ""                  # cuda, mps or cpu
     role: str = ""                    # the hetlab role of that machine's node
     node_id: str = ""                 # and the Ray node it ran on
-    computer: str = ""                # and the computer (``hetlab.core.machine.this_machine``): nodes may share one
+    computer: str = ""                # and the computer (``hetlab.core.machine.kernel_id``): nodes may share one
     ray_gpu: bool = False             # Ray gave it (a share of) a GPU
     resumed_from: int = 0             # the epoch its last start began at: > 0 if it resumed from a checkpoint
     spans: list = field(default_factory=list)  # [machine, start_s, end_s] since the search began

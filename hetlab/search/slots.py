@@ -65,7 +65,7 @@ def slots_of(node: dict, k: int) -> int:
 
 def computers(roles) -> dict:
     """Role → (the computer its node runs on, that computer's cores), asked there
-    (``hetlab.core.machine.this_machine``); a machine that does not answer within 60 s (``patience``)
+    (``hetlab.core.machine.kernel_id``); a machine that does not answer within 60 s (``patience``)
     counts apart."""
     ask = ray.remote(num_cpus=0)(_this_computer)
     refs = {role: ask.options(**placement(role)).remote() for role in roles}
@@ -78,8 +78,8 @@ def computers(roles) -> dict:
 def _this_computer() -> tuple:
     import os
 
-    from hetlab.core.machine import this_machine
-    return this_machine(), os.cpu_count() or 1
+    from hetlab.core.machine import kernel_id
+    return kernel_id(), os.cpu_count() or 1
 
 
 def share_computers(packing: dict, where: dict, cpus: dict) -> dict:

@@ -19,7 +19,7 @@ import torch
 from hetlab.cluster.roles import ROLE_LABEL, SIMULATED_LABEL
 from hetlab.core.data import batches, load_mnist
 from hetlab.core.devices import best, synchronize
-from hetlab.core.machine import this_machine
+from hetlab.core.machine import kernel_id
 from hetlab.core.models import make_model, small_cnn
 from hetlab.core.simulate import SlowDevice, labelled
 from hetlab.core.train import train_step
@@ -108,7 +108,7 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])  # dropout's masks go on as they would have
         start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
-    node, ray_gpu, computer = ray.get_runtime_context().get_node_id(), bool(ray.get_gpu_ids()), this_machine()
+    node, ray_gpu, computer = ray.get_runtime_context().get_node_id(), bool(ray.get_gpu_ids()), kernel_id()
     for epoch, n, s, loss in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
         samples, busy_s = samples + n, busy_s + s
         if keeper is not None:  # before the report: a machine lost after it loses nothing

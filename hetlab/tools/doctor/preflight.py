@@ -19,7 +19,7 @@ from pathlib import Path
 from hetlab.errors import HetlabError
 from hetlab.cluster import joining
 from hetlab.cluster.connecting import parse_address, port_open, probe_gcs
-from hetlab.core.machine import local_report
+from hetlab.core.machine import facts
 from hetlab.core.samecode import mismatch
 from hetlab.tools.doctor import oschecks
 from hetlab.tools.doctor.oschecks import FAIL, OK, WARN, Check  # noqa: F401 - preflight.OK … as the notebooks name them
@@ -72,7 +72,7 @@ def compare_versions(here: dict, head: dict, python_match: str | None = None) ->
     ``minor``: a different patch WARNs), torch by release (WARN: it usually works, but
     models and tensors are pickled between nodes), hetlab's version (FAIL: both run
     hetlab's code) and commit (WARN), and the MNIST files' checksums (FAIL). Pure: two
-    dicts in (``local_report()`` shapes, any subset of keys), checks out.
+    dicts in (``facts()`` shapes, any subset of keys), checks out.
     """
     level = _level(python_match)
     checks = []
@@ -220,7 +220,7 @@ def local_checks() -> list[Check]:
     import torch
 
     from hetlab.core import devices
-    report = local_report()
+    report = facts()
     system = "WSL" if wsl.in_wsl() else platform.system()
     card = _nvidia_card()
     checks = [Check("this machine", OK, f"{report['hostname']}, {report['os']}, {report['cpus']} CPUs, "
@@ -278,7 +278,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
     if problem:
         return checks + [Check("head answers", FAIL, problem, _fix_for(problem, host))]
     checks.append(Check("head answers", OK, "Ray's GCS answered and accepted this machine's token"))
-    here = local_report()
+    here = facts()
     checks += compare_versions(here, head_versions(host, port))
     if not all(c.ok for c in checks):
         return checks
