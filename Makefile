@@ -53,7 +53,7 @@ LAB_SETTINGS := $(CURDIR)/jupyter/settings
 # the folder it serves (tests/test_lab_links.py asks its server for every link).
 
 lab: $(STAMP)
-	@$(BIN)/python -c 'from hetlab.tools.doctor.preflight import OK, python_check; c = python_check(); c.status == OK or print(f"note: this environment: {c.name}: {c.detail}. For the real pair: {c.fix}; or use the conda environment of environment-*.yml: conda activate hetlab, then make lab")'
+	@$(BIN)/python -c 'from hetlab.tools.doctor import OK, python_check; c = python_check(); c.status == OK or print(f"note: this environment: {c.name}: {c.detail}. For the real pair: {c.fix}; or use the conda environment of environment-*.yml: conda activate hetlab, then make lab")'
 	$(abspath $(BIN))/jupyter lab --ServerApp.root_dir='$(CURDIR)' --LabApp.app_settings_dir='$(LAB_SETTINGS)' notebooks/00_setup_check.ipynb
 
 # Two processes at once (pytest-xdist): make test's two lanes (conftest.py, SECOND_LANE), make check's

@@ -2,6 +2,6 @@
 e.g. a checkout on a GPU machine with ``PYTHONPATH=.``; docs/gpu-machine.md)."""
 import sys
 
-from hetlab.tools.cli.app import main
+from hetlab.tools.cli import main
 
 sys.exit(main())

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness import rehearsal
-from hetlab.tools.cli.app import main
-from hetlab.tools.cli.train import parse_ratio
+from hetlab.tools.cli import main
+from hetlab.tools.cli import parse_ratio
 from hetlab.errors import HetlabError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,8 +92,8 @@ def test_resume_that_cannot_continue_is_one_line(args, words, tmp_path, capsys):
 
 
 def test_resume_takes_seed_and_samples_from_the_checkpoint(tmp_path):
-    from hetlab.tools.cli.app import build_parser
-    from hetlab.tools.cli.train import _check_train_args
+    from hetlab.tools.cli import build_parser
+    from hetlab.tools.cli import check_train_args as _check_train_args
     ckpt = saved_checkpoint(tmp_path, seed=7, data_len=6000)
     opts = _check_train_args(build_parser().parse_args(["train", "--resume", str(ckpt), "--steps", "31"]))
     assert (opts["resume"], opts["seed"], opts["train_samples"]) == (ckpt, 7, 6000)
@@ -256,8 +256,8 @@ def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
     """A checkpoint of `--model mynet:tiny` resumes only with `--model mynet:tiny` again, and
     a function building another network is refused by the parameter-shape signature."""
     from hetlab.core.checkpoint import FORMAT, param_signature, save_checkpoint
-    from hetlab.tools.cli.app import build_parser
-    from hetlab.tools.cli.train import _check_train_args
+    from hetlab.tools.cli import build_parser
+    from hetlab.tools.cli import check_train_args as _check_train_args
     from hetlab.core.models import model_label
     from hetlab.ps.specs import Options
     from hetlab.ps.server import Server

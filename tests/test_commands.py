@@ -102,8 +102,8 @@ def _stub_ray(tmp_path, monkeypatch, status=0):
 
 def _printed_start(capsys, args):
     """The `ray start` line that `hetlab ARGS` prints: (argv, environment, the line itself)."""
-    from hetlab.tools.cli import app
-    assert app.main(args) == 0
+    from hetlab.tools import cli
+    assert cli.main(args) == 0
     line = next(line for line in commands.steps(capsys.readouterr().out) if " ray start " in line)   # stdout: the block
     words = shlex.split(line)
     at = words.index("ray")
@@ -117,7 +117,7 @@ def test_start_runs_the_printed_line_with_its_environment(args, tmp_path, monkey
     """Day two: `hetlab head/join ... --start` runs exactly the line the steps print, says what it
     ran, makes the token private, and a failed ray start is one hetlab line with its exit status.
     A join first tries the head's port: here a loopback listener stands for the head."""
-    from hetlab.tools.cli import app
+    from hetlab.tools import cli
     home = _stub_ray(tmp_path, monkeypatch, status=7)
     token = home / ".ray" / "auth_token"
     token.write_text(secrets.token_hex(32))
@@ -127,7 +127,7 @@ def test_start_runs_the_printed_line_with_its_environment(args, tmp_path, monkey
         head.listen(4)
         args = [str(head.getsockname()[1]) if a == "PORT" else a for a in args]
         argv, env, line = _printed_start(capsys, args)
-        assert app.main(args + ["--start"]) == 2
+        assert cli.main(args + ["--start"]) == 2
     out, err = capsys.readouterr()
     assert out == f"hetlab: running {line}\n" and err.startswith("HetlabError: `ray start` failed (exit 7)")
     assert (home / "ray.args").read_text().splitlines() == argv[1:]
@@ -142,11 +142,11 @@ def test_start_runs_the_printed_line_with_its_environment(args, tmp_path, monkey
     ("abc", ["join", "--head", "192.168.1.10"], "--start needs this machine's LAN IP"),
 ])
 def test_start_refuses_in_one_line_before_ray_starts(token, args, says, tmp_path, monkeypatch, capsys):
-    from hetlab.tools.cli import app
+    from hetlab.tools import cli
     home = _stub_ray(tmp_path, monkeypatch)
     if token is not None:
         (home / ".ray" / "auth_token").write_text(token)
-    assert app.main(args + ["--start"]) == 2
+    assert cli.main(args + ["--start"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"HetlabError: {says}") and err.count("\n") == 1, err
     assert not (home / "ray.args").exists()  # ray start never ran
@@ -209,8 +209,6 @@ def test_the_mac_firewall_line_names_programs_that_exist():
     apps = out.stdout.split()
     assert [os.path.basename(a) for a in apps[1:]] == ["raylet", "gcs_server"]
     assert all(os.access(a, os.X_OK) for a in apps), apps
-    from hetlab.tools.doctor import oschecks
-    assert apps == oschecks.macos_apps()           # the doctor checks the same programs in the Mac's firewall
 
 
 @pytest.mark.parametrize("call", [

@@ -8,7 +8,7 @@ import ray
 import torch
 import yaml
 
-from hetlab.tools.doctor import preflight
+from hetlab.tools import doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def test_mac_and_cuda_environments_pin_the_same_versions():
     assert mac == cuda
     assert set(mac) == {"python", "torch", "ray"}
     assert re.fullmatch(r"3\.11\.\d+", mac["python"]), "pin Python to the patch: Ray checks it"
-    assert mac["python"] == preflight.PINNED_PYTHON  # what `hetlab doctor` and notebook 00 check against
+    assert mac["python"] == doctor.PINNED_PYTHON  # what `hetlab doctor` and notebook 00 check against
     assert mac_env["variables"]["PYTORCH_ENABLE_MPS_FALLBACK"] == "1"
     # the multi-node opt-in belongs to the Mac's `ray start` line (hetlab join prints it), not to
     # every process: set for a local Ray too, it moves that Ray off 127.0.0.1

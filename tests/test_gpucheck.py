@@ -19,10 +19,9 @@ import torch
 from harness.gpucheck import __main__ as harness_gpucheck, autocast as gpucheck_autocast, context as gpucheck_context
 from harness.gpucheck import pair as gpucheck_pair, record as gpucheck_record
 from hetlab.tools import cli
-from hetlab.tools.gpucheck import claims as gpucheck
-from hetlab.tools.cli import gpu_check as cli_gpu_check
+from hetlab.tools import gpucheck
 from hetlab.errors import HetlabError
-from hetlab.tools.gpucheck.report import Goal, Row, render_table, summary, versions
+from hetlab.tools.gpucheck import Goal, Row, render_table, summary, versions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +87,7 @@ def test_only_selects_in_run_order_and_unknown_names_are_one_line(capsys):
         assert harness_gpucheck.main(args) == 2              # before torch's CUDA check: here, without CUDA
         err = capsys.readouterr().err
         assert err.startswith(f"HetlabError: {says}") and err.count("\n") == 1
-    assert cli_gpu_check.GPU_CHECK_NAMES == tuple(gpucheck.CHECKS)      # --help names them without torch
+    assert cli.GPU_CHECK_NAMES == tuple(gpucheck.CHECKS)      # --help names them without torch
     assert set(gpucheck.CHECKS) < set(harness_gpucheck.CHECKS)           # the harness runs every one of them
 
 

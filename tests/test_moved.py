@@ -10,7 +10,7 @@ import pytest
 from hetlab.cluster import commands, joining
 from hetlab.store import saved_pair
 from hetlab.errors import HetlabError
-from hetlab.tools.cli import app
+from hetlab.tools import cli
 
 
 HERE = sorted(joining.addresses_here())
@@ -31,7 +31,7 @@ def test_a_moved_address_is_one_line_naming_both_and_the_way_on():
 def test_start_refuses_in_one_line_before_ray_starts(folder, capsys, command, role):
     """This box holds neither saved address: the machine whose address moved, as on day two."""
     saved_pair.save("192.0.2.1", "192.0.2.20")
-    assert app.main([command, "--start"]) == 2
+    assert cli.main([command, "--start"]) == 2
     out, err = capsys.readouterr()
     assert "hetlab: running" not in out and err.count("\n") == 1                     # Ray never started
     old = "192.0.2.20" if role == "Mac" else "192.0.2.1"
@@ -42,21 +42,21 @@ def test_start_refuses_in_one_line_before_ray_starts(folder, capsys, command, ro
 
 def test_the_doctors_first_check_says_it(folder):
     """The whole `hetlab doctor --head` runs on the rehearsal; here its first check (the rest import torch)."""
-    from hetlab.tools.doctor import preflight
-    assert preflight.pair_check("192.0.2.1:6379") == []                             # no pair saved: no check
+    from hetlab.tools import doctor
+    assert doctor.pair_check("192.0.2.1:6379") == []                             # no pair saved: no check
     saved_pair.save("192.0.2.1", "192.0.2.20")
-    [check] = preflight.pair_check("192.0.2.1:6379")
+    [check] = doctor.pair_check("192.0.2.1:6379")
     assert str(check).startswith("[FAIL] saved pair: this Mac's address changed") and "it was 192.0.2.20" in str(check)
     if HERE:
         saved_pair.save("192.0.2.1", HERE[0])
-        assert [c.status for c in preflight.pair_check("192.0.2.1:6379")] == ["ok"]
+        assert [c.status for c in doctor.pair_check("192.0.2.1:6379")] == ["ok"]
 
 
 @pytest.mark.skipif(not HERE, reason="this box has no address but loopback")
 def test_pair_on_the_desktop_saves_and_prints_the_ufw_swap(folder, capsys, monkeypatch):
     monkeypatch.setattr("hetlab.windows.wsl.in_wsl", lambda: False)
     saved_pair.save(HERE[0], "192.0.2.20")                                           # this box is the desktop
-    assert app.main(["pair", "--mac-ip", "192.0.2.30"]) == 0
+    assert cli.main(["pair", "--mac-ip", "192.0.2.30"]) == 0
     out, err = capsys.readouterr()                                   # the notes and markers, then the block alone
     assert "admit 192.0.2.30 and delete the rules for 192.0.2.20" in err and "paste from here" in err
     lines = commands.steps(out)                                      # each line numbered: the block stops at a failed one
@@ -67,7 +67,7 @@ def test_pair_on_the_desktop_saves_and_prints_the_ufw_swap(folder, capsys, monke
     day_one = [r for r in commands.ufw_steps(mac_ip="192.0.2.20")[1] if "from 192.0.2.20" in r]
     assert [f"sudo ufw delete {r.removeprefix('sudo ufw ')}" for r in day_one] == lines[3:]   # each old rule goes
     assert saved_pair.load().mac_ip == "192.0.2.30"
-    assert app.main(["pair"]) == 0 and "mac (192.0.2.30)" in capsys.readouterr().out
+    assert cli.main(["pair"]) == 0 and "mac (192.0.2.30)" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(not HERE, reason="this box has no address but loopback")

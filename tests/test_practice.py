@@ -12,7 +12,7 @@ from hetlab import HetlabError, environment
 from hetlab.cluster import connecting
 from hetlab import cluster
 from hetlab.core import machine
-from hetlab.tools.doctor import preflight
+from hetlab.tools import doctor
 from hetlab.cluster.roles import node_name, placement, role_label
 from hetlab.cluster.practice import PracticeCluster, display_name
 from hetlab.ps import WorkerSpec
@@ -118,7 +118,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     from hetlab.ps import ParameterServerTraining
     from hetlab.ps.records import engine_cost, exchange_costs
     from hetlab.core.data import load_mnist
-    from hetlab.tools.cli.app import main
+    from hetlab.tools.cli import main
     from hetlab.views import report
     where = tmp_path / "measured"
     for role in ("desktop", "mac"):                                                    # 02 (and 04's fetch)
@@ -241,13 +241,13 @@ def test_node_table_says_simulated_and_versions_compare(practice):
     simulated = next(r["name"] for r in rows if r["name"].endswith(" (simulated)"))  # Linux: the mac
     assert simulated in str(rows)
     mac = next(r for r in rows if r["role"] == "mac")
-    assert all(c.status == preflight.OK for c in preflight.compare_versions(machine.facts(), mac))
+    assert all(c.status == doctor.OK for c in doctor.compare_versions(machine.facts(), mac))
     altered = {**mac, "ray": "2.59.0", "python": mac["python"].rsplit(".", 1)[0] + ".99"}
-    checks = {c.name: c for c in preflight.compare_versions(mac, altered)}
-    assert checks["Ray version"].status == preflight.FAIL and "ray[default,train]==2.59.0" in checks["Ray version"].fix
-    assert checks["Python version"].status == preflight.FAIL
-    relaxed = {c.name: c for c in preflight.compare_versions(mac, altered, python_match="minor")}
-    assert relaxed["Python version"].status == preflight.WARN
+    checks = {c.name: c for c in doctor.compare_versions(mac, altered)}
+    assert checks["Ray version"].status == doctor.FAIL and "ray[default,train]==2.59.0" in checks["Ray version"].fix
+    assert checks["Python version"].status == doctor.FAIL
+    relaxed = {c.name: c for c in doctor.compare_versions(mac, altered, python_match="minor")}
+    assert relaxed["Python version"].status == doctor.WARN
 
 
 def test_connect_by_address_and_reconnect(practice, monkeypatch):
@@ -277,13 +277,10 @@ def test_a_driver_on_a_machine_without_a_node_is_told_in_one_line(practice):
 
 
 def test_doctor_against_the_practice_head(practice):
-    host, port, _ = connecting.parse_address(practice.address)
-    assert preflight.head_versions(host, port) == {"ray": ray.__version__,
-                                                   "python": machine.facts()["python"]}
-    checks = preflight.head_checks(practice.address, timeout=30)  # connects, then disconnects
-    assert all(c.ok for c in checks), preflight.render(checks)
+    checks = doctor.head_checks(practice.address, timeout=30)  # connects, then disconnects
+    assert all(c.ok for c in checks), doctor.render(checks)
     names = [c.name for c in checks]
-    assert f"ports of {display_name('mac')}" in names and "torch version" in names
+    assert f"ports of {display_name('mac')}" in names and {"Ray version", "torch version"} <= set(names)
     cluster.connect(practice.address, timeout=30)
 
 

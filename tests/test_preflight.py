@@ -1,4 +1,4 @@
-"""hetlab.tools.doctor.preflight: local report, version comparison, macOS traps, doctor without and with a head."""
+"""hetlab.tools.doctor: local report, version comparison, macOS traps, doctor without and with a head."""
 import gzip
 import hashlib
 import os
@@ -13,7 +13,7 @@ import torch
 import hetlab
 from hetlab import HetlabError
 from hetlab.core import data, devices, machine, samecode
-from hetlab.tools.doctor import preflight
+from hetlab.tools import doctor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -65,31 +65,17 @@ FACTS = {"ray": "2.60.0", "python": "3.11.7", "torch": "2.13.0+cpu", "hetlab": "
 
 
 def _by_name(here, head, **kw):
-    return {c.name: c for c in preflight.compare_versions(here, head, **kw)}
+    return {c.name: c for c in doctor.compare_versions(here, head, **kw)}
 
 
 def test_comparison_of_identical_facts():
-    checks = preflight.compare_versions(FACTS, dict(FACTS), python_match="patch")
+    checks = doctor.compare_versions(FACTS, dict(FACTS), python_match="patch")
     assert [(c.name, c.status) for c in checks] == [
         ("Ray version", "ok"), ("Python version", "ok"), ("torch version", "ok"),
         ("hetlab version", "ok"), ("MNIST files", "ok")]
     # what the head's GCS tells before connecting: only Ray and Python are compared
     gcs = {"ray": "2.60.0", "python": "3.11.7"}
-    assert [c.name for c in preflight.compare_versions(FACTS, gcs)] == ["Ray version", "Python version"]
-
-
-def test_the_doctor_says_which_exchange_ray_train_uses_between_a_mac_and_linux(monkeypatch):
-    """A Mac's gloo speaks UV, Linux's TCP (macOS faked here: ``platform.system``, and the Linux
-    "mac" of the practice cluster and the rehearsal by GLOO_DEVICE_TRANSPORT=UV)."""
-    from hetlab.core import machine
-    monkeypatch.delenv("GLOO_DEVICE_TRANSPORT", raising=False)
-    assert (machine.gloo_transport("Darwin"), machine.gloo_transport("Linux")) == ("UV", "TCP")
-    monkeypatch.setenv("GLOO_DEVICE_TRANSPORT", "UV")
-    assert machine.gloo_transport("Linux") == "UV"
-    mixed = _by_name({**FACTS, "gloo": "UV"}, {**FACTS, "gloo": "TCP"})["Ray Train exchange"]
-    assert "UV here and TCP on the head" in mixed.detail and "hetlab's exchange" in mixed.detail
-    alike = _by_name({**FACTS, "gloo": "TCP"}, {**FACTS, "gloo": "TCP"})["Ray Train exchange"]
-    assert "gloo would work too" in alike.detail
+    assert [c.name for c in doctor.compare_versions(FACTS, gcs)] == ["Ray version", "Python version"]
 
 
 def test_comparison_flags_each_mismatch_with_its_fix():
@@ -136,110 +122,72 @@ def test_python_match_levels():
     assert other.status == "FAIL" and "python=3.12.1" in other.fix  # minor level still needs 3.11
     assert "minor" not in other.fix
     with pytest.raises(HetlabError, match="use 'patch'"):
-        preflight.compare_versions(FACTS, FACTS, python_match="major")
+        doctor.compare_versions(FACTS, FACTS, python_match="major")
 
 
 def test_python_against_the_pin():
-    assert preflight.python_check("3.11.7", level="patch").status == "ok"
-    patch = preflight.python_check("3.11.9", level="patch")
+    assert doctor.python_check("3.11.7", level="patch").status == "ok"
+    patch = doctor.python_check("3.11.9", level="patch")
     assert patch.status == "warn" and "python=3.11.7" in patch.fix and "=minor" in patch.fix
-    assert preflight.python_check("3.11.9", level="minor").status == "ok"
-    assert preflight.python_check("3.12.0", level="minor").status == "FAIL"
+    assert doctor.python_check("3.11.9", level="minor").status == "ok"
+    assert doctor.python_check("3.12.0", level="minor").status == "FAIL"
 
 
 def test_macos_checks(monkeypatch):
     # macOS cannot exist here: platform.system() is faked
     monkeypatch.delenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", raising=False)
-    assert preflight.macos_checks() == []
+    assert doctor.macos_checks() == []
     monkeypatch.setattr(platform, "system", lambda: "Darwin")
     # the opt-in belongs to the `ray start` line (hetlab join prints it): unset in the shell is right
-    unset = preflight.macos_checks()
-    assert unset[0].status == preflight.OK and "hetlab join" in unset[0].detail
-    assert "--node-ip-address" in unset[1].fix
+    unset = doctor.macos_checks()
+    assert unset[0].status == doctor.OK and "hetlab join" in unset[0].detail
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")
-    exported = preflight.macos_checks()
-    assert exported[0].status == preflight.WARN and "unset RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in exported[0].fix
-
-
-LISTAPPS = """ALF: total number of apps = 3 
-
-1 :  {python} 
- \t ( Allow incoming connections ) 
-
-2 :  {raylet} 
- \t ( Block incoming connections ) 
-
-3 :  /Applications/Spotify.app 
- \t ( Allow incoming connections ) 
-"""
-
-
-def test_ray_in_the_mac_firewall_is_read_from_its_list_of_apps():
-    """macOS cannot exist here: socketfilterfw's output is supplied, as a Mac prints it."""
-    from hetlab.tools.doctor import oschecks
-    python, raylet, gcs = "/opt/env/bin/python3.11", "/opt/env/ray/raylet/raylet", "/opt/env/ray/gcs/gcs_server"
-    listed = LISTAPPS.format(python=python, raylet=raylet)
-    assert oschecks.listed_apps(listed) == {python: True, raylet: False, "/Applications/Spotify.app": True}
-    on = "Firewall is enabled. (State = 1)"
-    [blocked] = oschecks.mac_apps_check(on, listed, [python, raylet, gcs])
-    assert blocked.status == "FAIL" and "blocks raylet" in blocked.detail and "gcs_server" not in blocked.detail
-    assert blocked.fix == f"sudo /usr/libexec/ApplicationFirewall/socketfilterfw --unblockapp {raylet}"
-    allowed = listed.replace("Block incoming", "Allow incoming")
-    [absent] = oschecks.mac_apps_check(on, allowed, [python, raylet, gcs])
-    assert absent.status == "warn" and absent.detail.startswith("gcs_server not in the firewall's list")
-    [fine] = oschecks.mac_apps_check(on, allowed, [python, raylet])
-    assert fine.status == "ok"
-    assert oschecks.mac_apps_check("Firewall is disabled. (State = 0)", listed, [raylet]) == []   # off: nothing filters
-    [unread] = oschecks.mac_apps_check(on, None, [raylet])
-    assert unread.status == "warn" and "--listapps" in unread.detail
-    assert oschecks.distributed_check(False).status == "warn" and "notebook 07" in oschecks.distributed_check(False).detail
+    exported = doctor.macos_checks()
+    assert exported[0].status == doctor.WARN and "unset RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in exported[0].fix
 
 
 def test_the_doctor_runs_a_macs_checks_on_a_mac_and_a_linux_desktops_on_linux(monkeypatch):
     """The doctor's dispatch by system. macOS is faked: platform.system() says "Darwin", and pmset and
     socketfilterfw (which cannot exist here) answer as a Mac's do; torch.distributed is this torch's own.
     On the faked Mac the doctor reads them (and not ufw or GNOME's settings); on this Linux box, the reverse."""
-    from hetlab.tools.doctor import oschecks
-    python, raylet, gcs = oschecks.macos_apps()
     answers = {("pmset", "-g"): "System-wide power settings:\n sleep                0\n",
                ("pmset", "-g", "batt"): "Now drawing from 'AC Power'\n",
-               ("--getglobalstate",): "Firewall is enabled. (State = 1)\n",
-               ("--listapps",): LISTAPPS.format(python=python, raylet=raylet)}
+               ("--getglobalstate",): "Firewall is enabled. (State = 1)\n"}
     asked = []
 
     def mac_out(argv, **_):
         asked.append(argv[0].rsplit("/", 1)[-1])
         return answers.get(tuple(argv[1:]) if argv[0].endswith("socketfilterfw") else tuple(argv))
 
-    monkeypatch.setattr(oschecks.wsl, "output", mac_out)
+    monkeypatch.setattr(doctor.wsl, "output", mac_out)
     monkeypatch.setattr(platform, "system", lambda: "Darwin")
-    mac = {c.name: c for c in preflight.local_checks()}
+    mac = {c.name: c for c in doctor.local_checks()}
     assert set(asked) - {"nvidia-smi"} == {"pmset", "socketfilterfw"}   # nvidia-smi: where this box has one
     assert mac["Mac sleep"].status == mac["Mac power"].status == mac["Mac firewall"].status == "ok"
-    assert mac["Ray in the Mac firewall"].status == "FAIL" and "blocks raylet" in mac["Ray in the Mac firewall"].detail
     assert mac["torch.distributed"].status == ("ok" if torch.distributed.is_available() else "warn")
     assert "macOS cluster opt-in" in mac and "firewall" not in mac and "automatic suspend" not in mac
     asked.clear()
     monkeypatch.undo()
-    monkeypatch.setattr(oschecks.wsl, "output", mac_out)
-    linux = {c.name for c in preflight.local_checks()}
+    monkeypatch.setattr(doctor.wsl, "output", mac_out)
+    linux = {c.name for c in doctor.local_checks()}
     assert "pmset" not in asked and "socketfilterfw" not in asked and {"firewall", "automatic suspend"} <= linux
-    assert not linux & {"Mac sleep", "Mac firewall", "Ray in the Mac firewall", "torch.distributed"}
+    assert not linux & {"Mac sleep", "Mac firewall", "torch.distributed"}
+    assert doctor.distributed_check(False).status == "warn" and "notebook 07" in doctor.distributed_check(False).detail
 
 
 def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # no token file: this box's own token mode is not the point here
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
-    checks = preflight.doctor(head="127.0.0.1:1", timeout=5)
+    checks = doctor.checks(head="127.0.0.1:1", timeout=5)
     failed = [c for c in checks if not c.ok]
     assert len(failed) == 1 and failed[0].name == "head GCS port"
     assert "hetlab head --ip 127.0.0.1" in failed[0].fix
-    text = preflight.render(checks)
+    text = doctor.render(checks)
     assert "1 check(s) failed" in text and "Python" in text
     with pytest.raises(HetlabError, match="malformed"):
-        preflight.doctor(head="127.0.0.1:port")
+        doctor.checks(head="127.0.0.1:port")
     with pytest.raises(HetlabError, match="above 0"):
-        preflight.doctor(head="127.0.0.1:1", timeout=0)  # not "Operation now in progress"
+        doctor.checks(head="127.0.0.1:1", timeout=0)  # not "Operation now in progress"
 
 
 def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
@@ -248,17 +196,17 @@ def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
-    assert preflight.token_file_checks() == []                       # no token file: nothing to fix
+    assert doctor.token_file_checks() == []                       # no token file: nothing to fix
     token = home / ".ray" / "auth_token"
     token.parent.mkdir(parents=True)
     token.write_text("0" * 64)
     token.chmod(0o644)                                               # what Ray 2.60 leaves
-    [check] = preflight.token_file_checks()
-    assert check.status == preflight.FAIL and check.fix == "chmod 600 ~/.ray/auth_token"
+    [check] = doctor.token_file_checks()
+    assert check.status == doctor.FAIL and check.fix == "chmod 600 ~/.ray/auth_token"
     assert "0644" in check.detail and any(c.name == "token file" and not c.ok
-                                          for c in preflight.doctor())
+                                          for c in doctor.checks())
     assert connecting.secure_token_files() == [token]
-    assert token.stat().st_mode & 0o777 == 0o600 and preflight.token_file_checks()[0].ok
+    assert token.stat().st_mode & 0o777 == 0o600 and doctor.token_file_checks()[0].ok
     assert connecting.secure_token_files() == []                      # already private: unchanged
 
     named = tmp_path / "elsewhere" / "ray-token"                     # RAY_AUTH_TOKEN_PATH is respected
@@ -266,7 +214,7 @@ def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
     named.write_text("1" * 64)
     named.chmod(0o640)                                               # group-readable is open too
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(named))
-    checks = {c.detail.split()[0]: c for c in preflight.token_file_checks()}
+    checks = {c.detail.split()[0]: c for c in doctor.token_file_checks()}
     assert not checks[str(named)].ok and checks[str(named)].fix == f"chmod 600 {named}"
     assert checks["~/.ray/auth_token"].ok
     assert connecting.secure_token_files() == [named] and named.stat().st_mode & 0o777 == 0o600
@@ -276,11 +224,11 @@ def test_a_gpu_that_torch_cannot_use_fails_on_the_desktop_and_warns_on_the_mac()
     """Ray reports the card whatever torch can do: an NVIDIA desktop whose torch sees no CUDA fails,
     a Mac without MPS warns. Inputs as the real machines give them (this box has neither an NVIDIA
     card nor a Mac's GPU)."""
-    cpu_build = preflight.accelerator_check("cpu; accelerator: none", False, "Linux", "x86_64", True)
-    assert cpu_build.status == preflight.FAIL and "nvidia-smi sees an NVIDIA card" in cpu_build.detail
+    cpu_build = doctor.accelerator_check("cpu; accelerator: none", False, "Linux", "x86_64", True)
+    assert cpu_build.status == doctor.FAIL and "nvidia-smi sees an NVIDIA card" in cpu_build.detail
     assert "environment-cuda.yml" in cpu_build.fix
-    no_mps = preflight.accelerator_check("cpu; accelerator: none", False, "Darwin", "arm64", False)
-    assert no_mps.status == preflight.WARN and "MPS" in no_mps.detail and "arm64 conda" in no_mps.fix
+    no_mps = doctor.accelerator_check("cpu; accelerator: none", False, "Darwin", "arm64", False)
+    assert no_mps.status == doctor.WARN and "MPS" in no_mps.detail and "arm64 conda" in no_mps.fix
     for usable, system, card in ((True, "Linux", True), (False, "Linux", False), (True, "Darwin", False)):
-        assert preflight.accelerator_check("x", usable, system, "arm64", card).status == preflight.OK
-    assert {c.name: c.status for c in preflight.local_checks()}["devices"] == preflight.OK  # this box
+        assert doctor.accelerator_check("x", usable, system, "arm64", card).status == doctor.OK
+    assert {c.name: c.status for c in doctor.local_checks()}["devices"] == doctor.OK  # this box

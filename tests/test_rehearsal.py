@@ -14,6 +14,7 @@ labelled stand-in (harness.rehearsal.learner: sudo, ssh, socketfilterfw; Ray's G
 
 Needs root, ip, tc, nft, ufw, zsh: skipped with the one-line reason otherwise (.ci/run installs them).
 """
+import importlib.util
 import json
 import os
 import shutil
@@ -27,7 +28,6 @@ import pytest
 from hetlab.store import saved_pair
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
-from hetlab.tools.doctor import oschecks
 from harness.rehearsal import cells as by_cell, learner, run as rehearsal
 
 REPO = Path(__file__).resolve().parents[1]
@@ -718,7 +718,9 @@ def test_the_rehearsal_mac_hosts_terminal_has_the_standins_then_the_course_then_
     said = learner.paste(MAC, f"command -v ip || echo no ip\n{line}", here={**mac, "HOME": str(tmp_path)}, lint=False)
     assert said["output"].split() == ["no", "ip"]
     recorded = (tmp_path / "socketfilterfw.log").read_text().splitlines()
-    assert [row.split()[1:] for row in recorded] == [[verb, app] for app in oschecks.macos_apps()
+    ray_bin = Path(importlib.util.find_spec("ray").origin).parent / "core" / "src" / "ray"   # found without Ray
+    apps = [os.path.realpath(sys.executable), str(ray_bin / "raylet" / "raylet"), str(ray_bin / "gcs" / "gcs_server")]
+    assert [row.split()[1:] for row in recorded] == [[verb, app] for app in apps
                                                      for verb in ("--add", "--unblockapp")], recorded
 
 

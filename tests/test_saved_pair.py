@@ -36,13 +36,13 @@ def test_a_damaged_file_or_a_bad_address_is_one_line(folder):
 
 
 def test_head_and_join_read_the_saved_pair_and_name_the_flag_without_one(folder, capsys):
-    from hetlab.tools.cli import app
-    assert app.main(["head"]) == 2 and "--ip" in capsys.readouterr().err
+    from hetlab.tools import cli
+    assert cli.main(["head"]) == 2 and "--ip" in capsys.readouterr().err
     saved_pair.save("192.168.1.10", "192.168.1.20")
-    assert app.main(["head"]) == 0
+    assert cli.main(["head"]) == 0
     head = capsys.readouterr().out
     assert "--node-ip-address=192.168.1.10" in head and "from 192.168.1.20 to any port 6379:6385" in head
-    assert app.main(["join", "--head-user", "ana"]) == 0
+    assert cli.main(["join", "--head-user", "ana"]) == 0
     join = capsys.readouterr().out
     assert "ssh ana@192.168.1.10" in join and "--node-ip-address=192.168.1.20" in join
 

@@ -104,14 +104,14 @@ def library_messages(root: Path = ROOT) -> dict[str, str]:
     return found
 
 
-DOCTOR = ("preflight.py", "oschecks.py")  # the modules whose Checks `hetlab doctor` prints
+DOCTOR = ("doctor.py",)  # the module whose Checks `hetlab doctor` prints
 
 
 def doctor_checks(root: Path = ROOT) -> dict[str, str]:
     """{where: check name} for every doctor Check that can warn or fail (status not plain OK)."""
     found = {}
     for module in DOCTOR:
-        tree = ast.parse((root / "hetlab" / "tools" / "doctor" / module).read_text(encoding="utf-8"))
+        tree = ast.parse((root / "hetlab" / "tools" / module).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check" and len(node.args) >= 2:
                 status = node.args[1]
@@ -191,7 +191,7 @@ def _printed() -> tuple[str, str]:
 def check_teardown_line(line: str) -> str | None:
     """None if ``line`` is a command the teardown may name, else why not."""
     from hetlab.cluster import commands
-    from hetlab.tools.cli.app import build_parser
+    from hetlab.tools.cli import build_parser
     head, join = _printed()
     printed = head + "\n" + join
     try:
@@ -311,7 +311,7 @@ def doctor_commands() -> list[str]:
     f-strings, each {value} an example address): those a learner pastes at a prompt."""
     programs = ("hetlab ", "ray ", "sudo ", "wsl ", "powercfg ", "pmset ", "conda ", "ufw ", "make ")
     found = []
-    for path in sorted((ROOT / "hetlab" / "tools" / "doctor").glob("*.py")):
+    for path in [ROOT / "hetlab" / "tools" / "doctor.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.JoinedStr):
                 text = "".join(v.value if isinstance(v, ast.Constant) else "192.168.1.10" for v in node.values)

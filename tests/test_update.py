@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hetlab.errors import HetlabError
-from hetlab.tools.cli import update as updating
+from hetlab.tools import update as updating
 from harness.rehearsal.learner import readme_blocks
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")

@@ -18,7 +18,7 @@ from hetlab.cluster import commands
 from hetlab.windows import wsl as windows, steps as winsteps
 from hetlab.cluster.commands import Ports
 from hetlab.tools import cli
-from hetlab.tools.doctor import oschecks, preflight
+from hetlab.tools import doctor
 
 # --- supplied signs (not this machine's) ---
 WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"   # uname -r in WSL 2 (Ubuntu on Windows 11)
@@ -185,13 +185,13 @@ def test_the_build_decides_19045_fails_and_22621_passes(capsys):
         assert "\n" not in str(info.value) and "no .wslconfig change helps" in str(info.value)
         with pytest.raises(HetlabError):
             winsteps.render_join(MAC, HEAD, build=build)
-        check = oschecks.build_check(build)
-        assert check.status == preflight.FAIL and "22H2" in check.detail and "winver" in check.fix
+        check = doctor.build_check(build)
+        assert check.status == doctor.FAIL and "22H2" in check.detail and "winver" in check.fix
     for build in (22621, 22631, 26100):
         assert windows.build_problem(build) is None
-        assert oschecks.build_check(build).status == preflight.OK
+        assert doctor.build_check(build).status == doctor.OK
         assert "ray start --head" in winsteps.render_head(HEAD, MAC, build=build)
-    assert oschecks.build_check(None).status == preflight.WARN          # unread: say how to check
+    assert doctor.build_check(None).status == doctor.WARN          # unread: say how to check
     shown = _shown(capsys, ["head", "--ip", HEAD, "--windows", "--mac-ip", MAC])   # here: no WSL, build unknown
     assert "`winver` on Windows shows the version" in shown
 
@@ -315,18 +315,15 @@ PMSET_BATT_BATTERY = "Now drawing from 'Battery Power'\n -InternalBattery-0 (id=
 
 
 def test_the_macs_sleep_and_power_source_are_read_from_pmset():
-    assert oschecks.pmset_sleep(PMSET_G) == 1 and oschecks.pmset_sleep(PMSET_G.replace("sleep                1", "sleep                0")) == 0
-    assert oschecks.pmset_sleep("displaysleep 2\n disksleep 10\n") is None   # no system sleep line
-    assert oschecks.pmset_source(PMSET_BATT_AC) == "AC Power"
-    assert oschecks.pmset_source(PMSET_BATT_BATTERY) == "Battery Power"
-    power, sleep = oschecks.mac_power_checks(PMSET_G, PMSET_BATT_BATTERY)
-    assert power.status == preflight.WARN and "charger" in power.fix
-    assert sleep.status == preflight.WARN and "1 min" in sleep.detail
+    power, sleep = doctor.mac_power_checks(PMSET_G, PMSET_BATT_BATTERY)
+    assert power.status == doctor.WARN and "charger" in power.fix
+    assert sleep.status == doctor.WARN and "1 min" in sleep.detail
     assert "caffeinate -dims" in sleep.fix and "sudo pmset -c sleep 0" in sleep.fix
-    awake = oschecks.mac_power_checks(PMSET_G.replace("sleep                1 (sleep prevented by coreaudiod)",
+    awake = doctor.mac_power_checks(PMSET_G.replace("sleep                1 (sleep prevented by coreaudiod)",
                                                       "sleep                0"), PMSET_BATT_AC)
-    assert [c.status for c in awake] == [preflight.OK, preflight.OK]
-    assert oschecks.mac_power_checks(None, None) == []           # pmset absent or silent: nothing claimed
+    assert [c.status for c in awake] == [doctor.OK, doctor.OK]
+    assert doctor.mac_power_checks(None, None) == []           # pmset absent or silent: nothing claimed
+    assert doctor.mac_power_checks("displaysleep 2\n disksleep 10\n", None) == []   # no system sleep line
 
 
 

@@ -2,7 +2,7 @@
 Ray Train ports the printed Windows rule must cover.
 
 No Windows machine, no WSL and no Mac exist here. What Windows prints through WSL's interop (``ver``,
-``wsl --version``, powercfg, the firewall rules as JSON, NVIDIA's nvidia-smi) and what ufw, GNOME
+``wsl --version``, powercfg, NVIDIA's nvidia-smi) and what ufw, GNOME
 and macOS's firewall print are SUPPLIED by the tests, written as those machines print them. The
 ``.wslconfig`` edits run on real files; the Ray Train ports are those a real torch process group,
 set up as Ray Train sets it up, listens on here.
@@ -20,7 +20,7 @@ import pwsh_grammar as pwsh
 from hetlab.cluster import commands
 from hetlab.windows import wsl as windows, steps as winsteps
 from hetlab.tools import cli
-from hetlab.tools.doctor import oschecks, preflight
+from hetlab.tools import doctor
 from hetlab.vocab import Ports
 
 WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"
@@ -37,67 +37,57 @@ POWER_OFF = "".join(f"    GUID der Energieeinstellung: {guid}  (x)\n      GUID-A
                     for name, guid in winsteps.POWER_GUIDS.items())
 
 
-def _rules(train=("6386",), remote=MAC, drop=()):
-    """The JSON RULES_QUERY prints on a desktop where part B was pasted (Ray Train's rules included)."""
-    rules = []
-    for name, ports in ((winsteps.RULE, ["6379-6385", "10001-10063"]), (winsteps.TRAIN_RULE, list(train))):
-        for kind in ("hyperv", "defender"):
-            if (name, kind) not in drop:
-                rules.append({"kind": kind, "name": name, "enabled": "True", "ports": ports, "remote": [remote]})
-    return json.dumps(rules)
-
-
 def _signs(**changes):
     signs = {"platform": "linux", "release": WSL2_RELEASE, "env": WSL_ENV, "interop": True, "dxg": True,
              "wslinfo": "mirrored\n", "route_ip": LAN_IP, "route_mac": LAN_MAC, "linux_nvidia_smi": False,
              "wsl_smi": SMI_4070TI, "build": 22631, "wsl_package": (2, 3, 26, 0), "wslconfig": GOOD_WSLCONFIG,
-             "powercfg": POWER_OFF, "rules": oschecks.parse_rules(_rules())}
+             "powercfg": POWER_OFF}
     return {**signs, **changes}
 
 
 def _by_name(signs) -> dict:
-    return {c.name: c for c in oschecks.wsl_checks(signs)}
+    return {c.name: c for c in doctor.wsl_checks(signs)}
 
 
 def test_a_good_wsl_desktop_passes_every_check():
-    checks = oschecks.wsl_checks(_signs())
+    checks = doctor.wsl_checks(_signs())
     assert [c.name for c in checks] == ["WSL", "Windows build", "WSL networking", "WSL GPU", "WSL idle shutdown",
-                                        "Windows sleep", "Windows firewall", "Windows firewall (Ray Train)"]
-    assert all(c.status == preflight.OK for c in checks), [str(c) for c in checks]
+                                        "Windows sleep"]
+    assert all(c.status == doctor.OK for c in checks), [str(c) for c in checks]
     assert "RTX 4070 Ti" in _by_name(_signs())["WSL GPU"].detail
-    assert oschecks.wsl_checks(windows.local_signs()) == []       # this machine: no WSL
+    assert doctor.wsl_checks(windows.local_signs()) == []       # this machine: no WSL
 
 
 def test_the_doctor_fails_without_nvidias_driver():
     """/dev/dxg comes with any GPU vendor's Windows driver: only NVIDIA's nvidia-smi naming a card counts."""
     for dxg in (True, False):
         gpu = _by_name(_signs(dxg=dxg, wsl_smi=None))["WSL GPU"]
-        assert gpu.status == preflight.FAIL and "no NVIDIA driver" in gpu.detail and "Windows driver" in gpu.fix
-        assert "1 check(s) failed" in preflight.render(oschecks.wsl_checks(_signs(dxg=dxg, wsl_smi=None)))
-    assert _by_name(_signs(wsl_smi="No devices were found\n"))["WSL GPU"].status == preflight.FAIL
+        assert gpu.status == doctor.FAIL and "no NVIDIA driver" in gpu.detail and "Windows driver" in gpu.fix
+        assert "1 check(s) failed" in doctor.render(doctor.wsl_checks(_signs(dxg=dxg, wsl_smi=None)))
+    assert _by_name(_signs(wsl_smi="No devices were found\n"))["WSL GPU"].status == doctor.FAIL
     linux_driver = _by_name(_signs(linux_nvidia_smi=True))["WSL GPU"]
-    assert linux_driver.status == preflight.WARN and "remove the Linux NVIDIA driver" in linux_driver.fix
+    assert linux_driver.status == doctor.WARN and "remove the Linux NVIDIA driver" in linux_driver.fix
     # a Linux desktop: the card on the PCI bus (sysfs as Ubuntu shows a 4070 Ti) and no working nvidia-smi
     bus = {"0000:01:00.0": ("0x10de\n", "0x030000\n"), "0000:00:02.0": ("0x8086\n", "0x030000\n"),
            "0000:01:00.1": ("0x10de\n", "0x040300\n")}   # the card's HDMI audio is not a display controller
-    assert oschecks.nvidia_pci(bus) and not oschecks.nvidia_pci({k: v for k, v in bus.items() if k != "0000:01:00.0"})
-    [no_driver] = oschecks.linux_driver_check(True, smi_works=False)
-    assert no_driver.status == preflight.FAIL and "ubuntu-drivers" in no_driver.fix
-    assert oschecks.linux_driver_check(True, True)[0].status == preflight.OK
-    assert oschecks.linux_driver_check(False, False) == []
+    assert doctor.nvidia_pci(bus) and not doctor.nvidia_pci({k: v for k, v in bus.items() if k != "0000:01:00.0"})
+    [no_driver] = doctor.linux_driver_check(True, smi_works=False)
+    assert no_driver.status == doctor.FAIL and "ubuntu-drivers" in no_driver.fix
+    assert doctor.linux_driver_check(True, True)[0].status == doctor.OK
+    assert doctor.linux_driver_check(False, False) == []
     # the driver is there but this torch has no CUDA: a fail too, on Linux and in WSL
     for system in ("Linux", "WSL"):
-        cpu = preflight.accelerator_check("cpu; accelerator: none", False, system, "x86_64", True, None)
-        assert cpu.status == preflight.FAIL and "environment-cuda.yml" in cpu.fix
+        cpu = doctor.accelerator_check("cpu; accelerator: none", False, system, "x86_64", True, None)
+        assert cpu.status == doctor.FAIL and "environment-cuda.yml" in cpu.fix
 
 
 def test_networking_names_the_reason_wsl_is_still_nat():
     nat = dict(wslinfo="nat\n", route_ip=NAT_IP, route_mac=NAT_MAC)
     old = _by_name(_signs(build=19045, **nat))
-    assert old["Windows build"].status == preflight.FAIL
-    assert old["WSL networking"].status == preflight.FAIL and "no mirrored networking" in old["WSL networking"].fix
+    assert old["Windows build"].status == doctor.FAIL
+    assert old["WSL networking"].status == doctor.FAIL and "no mirrored networking" in old["WSL networking"].fix
     unset = _by_name(_signs(wslconfig="[wsl2]\nmemory=8GB\n", **nat))["WSL networking"]
-    assert unset.status == preflight.FAIL and NAT_IP in unset.detail and "hetlab wslconfig" in unset.fix
+    assert unset.status == doctor.FAIL and NAT_IP in unset.detail and "hetlab wslconfig" in unset.fix
     stale = _by_name(_signs(**nat))["WSL networking"]            # .wslconfig says mirrored, WSL 2.3: no restart
     assert stale.detail.startswith(".wslconfig says mirrored but WSL runs nat") and "not restarted" in stale.fix
     for package in (None, (1, 2, 5, 0)):                          # no `wsl --version`, or WSL 1.x
@@ -107,42 +97,13 @@ def test_networking_names_the_reason_wsl_is_still_nat():
     assert windows.package_version(None) is None
 
 
-def test_the_windows_rules_and_sleep_are_read_back():
-    old = _by_name(_signs(rules=oschecks.parse_rules(_rules(train=("6386", "44619-48715")))))  # gloo's range too
-    train = old["Windows firewall (Ray Train)"]
-    assert train.status == preflight.WARN and "not the rendezvous port 6386 alone" in train.detail
-    assert "part B" in train.fix and old["Windows firewall"].status == preflight.OK
-    assert _by_name(_signs())["Windows firewall (Ray Train)"].status == preflight.OK
-    no_rendezvous = _rules(train=("6390",))
-    assert "not the rendezvous port 6386" in oschecks.rules_checks(
-        oschecks.parse_rules(no_rendezvous), Ports())[1].detail
-    missing = oschecks.rules_checks(oschecks.parse_rules(_rules(drop=[(winsteps.RULE, "hyperv")])), Ports())
-    assert missing[0].status == preflight.WARN and "no hyperv rule 'hetlab Ray'" in missing[0].detail
-    anyone = oschecks.rules_checks(oschecks.parse_rules(_rules(remote="Any")), Ports())
-    assert all(c.status == preflight.WARN and "not one address" in c.detail for c in anyone)
-    other_mac = oschecks.rules_checks(oschecks.parse_rules(_rules()), Ports(), "192.168.1.99")
-    assert "not the Mac's 192.168.1.99" in other_mac[0].detail
-    no_train = oschecks.rules_checks(oschecks.parse_rules(_rules(drop=[(winsteps.TRAIN_RULE, "hyperv"),
-                                                                         (winsteps.TRAIN_RULE, "defender")])),
-                                      Ports())
-    assert no_train[1].status == preflight.OK and "notebook 07" in no_train[1].detail
-    unread = json.loads(_rules(drop=[(winsteps.RULE, "hyperv")])) + [{"kind": "error", "name": "Access is denied."}]
-    said = oschecks.rules_checks(oschecks.parse_rules(json.dumps(unread)), Ports(), (44619, 48715))[0]
-    assert "(Windows said: Access is denied.)" in said.detail
-    disabled = json.loads(_rules())
-    disabled[1]["enabled"] = "False"
-    assert "disabled" in oschecks.rules_checks(oschecks.parse_rules(json.dumps(disabled)), Ports(), (1, 2))[0].detail
-    single = json.dumps(json.loads(_rules())[0])                  # ConvertTo-Json of one rule: an object
-    assert oschecks.parse_rules(single)[0]["name"] == winsteps.RULE
-    assert oschecks.parse_rules("not json") is None
-    assert oschecks.rules_checks(None, Ports(), (1, 2))[0].status == preflight.WARN
-    assert [c for c in pwsh.parse(oschecks.RULES_QUERY) if c[0] == "ConvertTo-Json"]  # the query parses
-    power = oschecks.power_check(POWER_OFF.replace("0x00000000", "0x00000708", 1))
-    assert power.status == preflight.WARN and "sleep after 30 min" in power.detail
+def test_windows_sleep_is_read_back():
+    power = doctor.power_check(POWER_OFF.replace("0x00000000", "0x00000708", 1))
+    assert power.status == doctor.WARN and "sleep after 30 min" in power.detail
     assert "powercfg /change standby-timeout-ac 0" in power.fix and "hibernate" not in power.fix
-    assert oschecks.power_check(None).status == preflight.WARN
-    assert oschecks.power_check(POWER_OFF.replace(winsteps.POWER_GUIDS["STANDBYIDLE"], "0" * 36)).status \
-        == preflight.OK                                            # found by its alias too
+    assert doctor.power_check(None).status == doctor.WARN
+    assert doctor.power_check(POWER_OFF.replace(winsteps.POWER_GUIDS["STANDBYIDLE"], "0" * 36)).status \
+        == doctor.OK                                            # found by its alias too
 
 
 def test_wslconfig_edited_twice_is_unchanged_the_second_time_and_keeps_the_learners_keys(tmp_path, capsys):
@@ -182,36 +143,36 @@ UFW_ACTIVE = "Status: active\n\nTo                         Action      From\n-- 
 
 
 def test_an_inactive_ufw_says_its_rules_do_nothing_and_how_to_enable_it_without_losing_ssh():
-    off = oschecks.ufw_check(UFW_INACTIVE, None)
-    assert off.status == preflight.WARN and "rules do nothing" in off.detail
+    off = doctor.ufw_check(UFW_INACTIVE, None)
+    assert off.status == doctor.WARN and "rules do nothing" in off.detail
     assert "notebook 04" in off.fix
     from hetlab.cluster import commands
     printed = "\n".join(commands.ufw_steps(mac_ip="192.168.1.20")[1])   # what the fix sends the learner to
     steps = [printed.index(s) for s in ("ufw allow 22/tcp", "ufw default deny incoming",
                                         "ufw allow proto tcp from 192.168.1.20", "ufw --force enable")]
     assert steps == sorted(steps)                                  # SSH allowed first, enabled last
-    assert oschecks.ufw_check(None, "# /etc/ufw/ufw.conf\nENABLED=no\nLOGLEVEL=low\n").status == preflight.WARN
-    assert oschecks.ufw_check(None, "ENABLED=yes\n").status == preflight.OK   # not root: ufw.conf says
-    assert oschecks.ufw_check(UFW_ACTIVE, "ENABLED=no\n").status == preflight.OK
-    assert "apt install ufw" in oschecks.ufw_check(None, None).fix
-    assert "Mac firewall" not in str(oschecks.mac_firewall_check(None))
-    [mac_off] = oschecks.mac_firewall_check("Firewall is disabled. (State = 0)\n")
-    assert mac_off.status == preflight.WARN and "--setglobalstate on" in mac_off.fix
-    [mac_on] = oschecks.mac_firewall_check("Firewall is enabled. (State = 1)\n")
-    assert mac_on.status == preflight.OK
-    [block_all] = oschecks.mac_firewall_check("Firewall is blocking all non-essential incoming connections. "
+    assert doctor.ufw_check(None, "# /etc/ufw/ufw.conf\nENABLED=no\nLOGLEVEL=low\n").status == doctor.WARN
+    assert doctor.ufw_check(None, "ENABLED=yes\n").status == doctor.OK   # not root: ufw.conf says
+    assert doctor.ufw_check(UFW_ACTIVE, "ENABLED=no\n").status == doctor.OK
+    assert "apt install ufw" in doctor.ufw_check(None, None).fix
+    assert "Mac firewall" not in str(doctor.mac_firewall_check(None))
+    [mac_off] = doctor.mac_firewall_check("Firewall is disabled. (State = 0)\n")
+    assert mac_off.status == doctor.WARN and "--setglobalstate on" in mac_off.fix
+    [mac_on] = doctor.mac_firewall_check("Firewall is enabled. (State = 1)\n")
+    assert mac_on.status == doctor.OK
+    [block_all] = doctor.mac_firewall_check("Firewall is blocking all non-essential incoming connections. "
                                               "(State = 2)\n")
-    assert block_all.status == preflight.WARN and "Block all incoming" in block_all.fix
+    assert block_all.status == doctor.WARN and "Block all incoming" in block_all.fix
 
 
 def test_linux_automatic_suspend_is_a_warning():
-    on = oschecks.suspend_check("'suspend'\n", "1200\n", "enabled\n")   # GNOME's defaults on AC
-    assert on.status == preflight.WARN and "after 20 min" in on.detail and "sleep-inactive-ac-type 'nothing'" in on.fix
-    assert oschecks.suspend_check("'nothing'\n", "1200\n", "enabled\n").status == preflight.OK
-    assert oschecks.suspend_check("'suspend'\n", "0\n", "enabled\n").status == preflight.OK
-    assert oschecks.suspend_check("'suspend'\n", "1200\n", "masked\n").status == preflight.OK
-    assert "no GNOME" in oschecks.suspend_check(None, None, None).detail
-    here = {c.name for c in oschecks.os_checks("Linux")}          # this machine (Linux, no WSL)
+    on = doctor.suspend_check("'suspend'\n", "1200\n", "enabled\n")   # GNOME's defaults on AC
+    assert on.status == doctor.WARN and "after 20 min" in on.detail and "sleep-inactive-ac-type 'nothing'" in on.fix
+    assert doctor.suspend_check("'nothing'\n", "1200\n", "enabled\n").status == doctor.OK
+    assert doctor.suspend_check("'suspend'\n", "0\n", "enabled\n").status == doctor.OK
+    assert doctor.suspend_check("'suspend'\n", "1200\n", "masked\n").status == doctor.OK
+    assert "no GNOME" in doctor.suspend_check(None, None, None).detail
+    here = {c.name for c in doctor.os_checks("Linux")}          # this machine (Linux, no WSL)
     assert {"firewall", "automatic suspend"} <= here and "WSL" not in here
 
 
@@ -278,16 +239,16 @@ def test_undo_puts_back_the_file_hetlab_found_or_deletes_the_one_it_made(tmp_pat
 
 
 def test_wslconfig_below_22621_refuses_and_the_doctor_gives_no_wslconfig_advice(tmp_path, monkeypatch, capsys):
-    from hetlab.tools.cli import app
+    from hetlab.tools import cli
     path = tmp_path / ".wslconfig"
-    monkeypatch.setattr(app, "_windows_build", lambda wsl: 19045)         # no Windows here: its build, faked
+    monkeypatch.setattr(cli, "_windows_build", lambda wsl: 19045)         # no Windows here: its build, faked
     assert cli.main(["wslconfig", "--file", str(path)]) == 2 and not path.exists()
     err = capsys.readouterr().err
     assert err.startswith("HetlabError: Windows build 19045: mirrored networking needs") and err.count("\n") == 1
     checks = _by_name(_signs(build=19045, wslconfig="[wsl2]\nmemory=8GB\n"))
     assert not [c.name for c in checks.values() if "hetlab wslconfig" in f"{c.detail} {c.fix}"]
     assert checks["WSL idle shutdown"].detail == checks["Windows build"].detail
-    monkeypatch.setattr(app, "_windows_build", lambda wsl: None)          # unread: said in one line, then done
+    monkeypatch.setattr(cli, "_windows_build", lambda wsl: None)          # unread: said in one line, then done
     assert cli.main(["wslconfig", "--file", str(path)]) == 0 and path.exists()
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("# could not read Windows' build") and len(out) == 2

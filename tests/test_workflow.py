@@ -105,7 +105,7 @@ def test_the_learners_wheel_holds_hetlab_and_not_the_harness(tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = out.glob("hetlab-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "hetlab/core/machine.py" in names and "hetlab/tools/cli/app.py" in names   # the package is there
+    assert "hetlab/core/machine.py" in names and "hetlab/tools/cli.py" in names   # the package is there
     assert {n.split("/")[0] for n in names} == {"hetlab", next(n for n in names if ".dist-info/" in n).split("/")[0]}
     assert [n for n in names if n.startswith("harness/") or "rehears" in n] == []
     installed = subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],

@@ -16,11 +16,11 @@ from harness.gpucheck.pair import check_pair_ps, check_pair_raytrain
 from harness.gpucheck.record import versions, write_record
 from harness.gpucheck.train_128 import check_train_128
 from hetlab.errors import HetlabError
-from hetlab.tools.gpucheck import claims
-from hetlab.tools.gpucheck.report import render_table, summary
+from hetlab.tools import gpucheck
+from hetlab.tools.gpucheck import render_table, summary
 
 # hetlab's checks of the card alone, and the pair's, the precisions' and the options' among them
-CHECKS = {**{k: claims.CHECKS[k] for k in ("describe", "single_device", "notebook01")},
+CHECKS = {**{k: gpucheck.CHECKS[k] for k in ("describe", "single_device", "notebook01")},
           # a real unlike pair in one box, nothing simulated: a "desktop" worker on the card and a "mac"
           # worker on the CPU, two practice nodes, sync parameter server, auto-tuned split. Efficiency =
           # together ÷ the two standalone speeds at their shares, same run, at a global batch where the
@@ -30,7 +30,7 @@ CHECKS = {**{k: claims.CHECKS[k] for k in ("describe", "single_device", "noteboo
           "pair_raytrain": check_pair_raytrain,   # the same pair through Ray Train (hetlab's exchange on CPU copies)
           # fp16 and bf16 autocast on the CUDA worker, the fp16 overflow fallback provoked, fp16 on the wire
           "autocast": check_autocast,
-          "sweep": claims.CHECKS["sweep"],
+          "sweep": gpucheck.CHECKS["sweep"],
           "train_128": check_train_128}           # the plain loop at batch 128, warm (not a goal)
 
 
@@ -41,11 +41,11 @@ def run(only: str | list[str] | None = None, quick: bool = False, record: str | 
     ``sizes``: how much each check runs (default ``QUICK`` or ``FULL``). ``stand_in``: the CPU in the
     card's place, Ray counting one GPU on the desktop node, tiny sizes; every row says "stand-in" and
     no goal is judged (only a check that broke fails it). Otherwise, without CUDA, it refuses."""
-    names = claims.select(only, CHECKS)
-    device = "cpu" if stand_in else claims.require_cuda()
+    names = gpucheck.select(only, CHECKS)
+    device = "cpu" if stand_in else gpucheck.require_cuda()
     ctx, started = Context(device, sizes or (STAND_IN if stand_in else QUICK if quick else FULL), stand_in), time.perf_counter()
     try:
-        rows = claims.run_checks(ctx, names, CHECKS, out)
+        rows = gpucheck.run_checks(ctx, names, CHECKS, out)
     finally:
         ctx.close()
     result = summary(rows, versions(device), quick, time.perf_counter() - started, names)
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.pair_batch is not None and args.pair_batch < 2:
             raise HetlabError(f"--pair-batch {args.pair_batch}: must be at least 2 (one sample per worker).")
         if args.record:
-            from hetlab.tools.cli.train import writable_folder
+            from hetlab.tools.cli import writable_folder
             writable_folder("--record", args.record)  # the record is written at the end, after minutes
         from hetlab import is_quick
         quick = args.quick or is_quick()

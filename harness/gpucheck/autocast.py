@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from harness.gpucheck.context import ACCURACY_TOLERANCE, Context, require
-from hetlab.tools.gpucheck.report import Goal, Row
+from hetlab.tools.gpucheck import Goal, Row
 
 
 FIRST_BATCH = [(0, 256)]  # positions 0-255 of the shuffled stream: the first batch

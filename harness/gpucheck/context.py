@@ -13,8 +13,8 @@ from typing import Callable
 import torch
 
 from hetlab.errors import HetlabError
-from hetlab.tools.gpucheck import claims
-from hetlab.tools.gpucheck.report import Goal
+from hetlab.tools import gpucheck
+from hetlab.tools.gpucheck import Goal
 
 ACCURACY_TOLERANCE = 0.005  # a pair's accuracy may trail the single-device run's by 0.5 points
 
@@ -66,7 +66,7 @@ def pair_placements(workers: list) -> dict[str, dict]:
 # --- sizes ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Sizes(claims.Sizes):
+class Sizes(gpucheck.Sizes):
     """hetlab's sizes of the card's own checks, and how much the pair and the plain loop at 128 run."""
 
     pair_batch: int | None = None    # global batch of the efficiency run; None: sized to the card (pair_batch_for)
@@ -84,7 +84,7 @@ class Sizes(claims.Sizes):
 
 
 FULL = Sizes()
-QUICK = replace(FULL, **{k: getattr(claims.QUICK, k) for k in ("bench_repeats", "sweep_batches", "sweep_steps")},
+QUICK = replace(FULL, **{k: getattr(gpucheck.QUICK, k) for k in ("bench_repeats", "sweep_batches", "sweep_steps")},
                 pair_steps=4, pair_rounds=5, pair_repeats=6, acc_epochs=1, plain_samples=24000)
 # The dry run's (``--stand-in``): every check's code path on a CPU, at sizes of seconds.
 STAND_IN = replace(QUICK, bench_samples=1100, bench_repeats=1, nb01_train=2000, nb01_test=500, nb01_epochs=1,
@@ -96,7 +96,7 @@ STAND_IN = replace(QUICK, bench_samples=1100, bench_repeats=1, nb01_train=2000, 
 
 # --- what the checks share ----------------------------------------------------------------------
 
-class Context(claims.Context):
+class Context(gpucheck.Context):
     """hetlab's context (device, sizes) and, made on first use: data, the practice cluster of the pair,
     the single-device reference, the accuracy runs' tuned split and their results (so ``--only`` works alone)."""
 

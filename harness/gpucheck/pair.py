@@ -12,7 +12,7 @@ import torch
 
 from harness.gpucheck.context import (Context, Sizes, accuracy_goal, require, pair_batch_for, pair_efficiency,
                                       pair_placements, pair_workers)
-from hetlab.tools.gpucheck.report import Goal, Row
+from hetlab.tools.gpucheck import Goal, Row
 
 
 def _device_of(label: str) -> str:

@@ -10,8 +10,8 @@ import os
 import re
 from pathlib import Path
 
-from hetlab.tools.gpucheck import report
-from hetlab.tools.gpucheck.report import Row
+from hetlab.tools import gpucheck
+from hetlab.tools.gpucheck import Row
 
 COMMIT_ENV = "HETLAB_COMMIT"        # hetlab's git commit where no git is (scripts/gpu_run.sh sets it)
 RAY_WHEEL_ENV = "HETLAB_RAY_WHEEL"  # the Ray wheel carried to a GPU machine
@@ -19,7 +19,7 @@ RAY_WHEEL_ENV = "HETLAB_RAY_WHEEL"  # the Ray wheel carried to a GPU machine
 
 def versions(device: str) -> dict:
     """hetlab's ``versions``; the carried copy's commit and Ray wheel where scripts/gpu_run.sh names them."""
-    found = report.versions(device)
+    found = gpucheck.versions(device)
     found["hetlab_commit"] = os.environ.get(COMMIT_ENV) or found["hetlab_commit"]
     found["ray_wheel"] = os.environ.get(RAY_WHEEL_ENV)
     return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from hetlab.tools.gpucheck.report import Row
+from hetlab.tools.gpucheck import Row
 
 
 def check_train_128(ctx) -> list[Row]:

@@ -141,26 +141,3 @@ def _on_a_branch(checkout: Path) -> str | None:
     _git(checkout, "checkout", "-q", "-B", branch)
     _git(checkout, "branch", "-q", f"--set-upstream-to={remote}")
     return branch
-
-
-def add_update(sub) -> None:
-    p = sub.add_parser("update", help="pull a new version of the course; the cells you changed or added are "
-                       "carried into it (a copy of each changed notebook beside it: NN_topic.yours-DATE.ipynb)")
-    p.add_argument("--checkout", default=".", help="the course's folder (default: here)")
-    p.add_argument("--commit", default=None, help="go to this commit (the one the desktop printed) instead of "
-                   "the newest: the Mac of a Windows desktop, which pulls from where you got the course")
-    p.set_defaults(run=_update)
-
-
-def _update(args) -> int:
-    done = update(args.checkout, commit=args.commit)
-    if done["branch"]:
-        print(f"your checkout was on a bare commit, which no pull moves: it is on the branch {done['branch']} again")
-    for path in done["kept"]:
-        print(f"kept a copy of your work as it was: {path}")
-    for path in done["carried"]:
-        print(f"your cells are in the new {path}: open it as before")
-    for note in done["notes"]:
-        print(note)
-    print(f"the course: {done['before']} → {done['after']}; both machines must print the same commit")
-    return 0

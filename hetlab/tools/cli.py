@@ -1,0 +1,654 @@
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``pair``, ``wslconfig`` (notebook 04),
+``train`` (07), ``search`` (09), ``report`` (the learner's hand-in, 09), ``update`` (a new version, your
+work kept: ``hetlab.tools.update``) and ``gpu-check`` (an NVIDIA card: ``hetlab.tools.gpucheck``).
+
+A subcommand is ``_add_<name>(sub)``, which sets ``run`` to ``_<name>(args) -> int``; ``main`` turns a
+HetlabError into one line and exit status 2. Building the parser loads neither Ray nor torch, and every
+argument is checked before either starts, so ``--help`` and a bad argument answer within seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from hetlab.errors import HetlabError
+from hetlab.vocab import CLI_MODES, MODEL_NAMES, TRANSFERS, Ports
+
+
+def print_steps(text: str) -> None:
+    """Printed steps (``head``, ``join``, ``pair``): the notes and marker lines go to stderr, each block's
+    lines to stdout. A terminal shows them in order; stdout alone (``hetlab join ... | pbcopy`` on the
+    Mac) is exactly what to paste, with no note that zsh would try to run."""
+    from hetlab.cluster.commands import BEGIN, END
+    begin, inside = BEGIN.split("{")[0], False
+    for line in text.splitlines():
+        marker = line.startswith(begin) or line == END
+        inside = line.startswith(begin) or (inside and line != END)
+        print(line, file=sys.stdout if inside and not marker else sys.stderr, flush=True)
+
+
+def _described(sub, name: str, help: str, description: str, examples: str):
+    """A subcommand whose --help shows its description and examples as written."""
+    return sub.add_parser(name, help=help, description=description, epilog="examples:\n" + examples,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+# --- notebook 04: the doctor, the printed commands, the pair, WSL's settings ---
+
+def _add_doctor(sub) -> None:
+    p = sub.add_parser("doctor", help="check this machine (and the head) before joining a cluster")
+    p.add_argument("--head", metavar="ADDRESS", help="head's IP:PORT, e.g. 192.168.1.10:6379")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the head")
+    p.set_defaults(run=_doctor)
+
+
+def _doctor(args) -> int:
+    from hetlab.tools import doctor
+    checks = doctor.checks(head=args.head, timeout=args.timeout)
+    print(doctor.render(checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def _ports_args(p) -> None:
+    p.add_argument("--port", type=int, default=None, help=f"head's GCS port (default {Ports.gcs}, or the saved pair's)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
+    p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
+    p.add_argument("--start", action="store_true", help="day two (after a reboot): run this machine's "
+                   "printed `ray start` line instead of printing the steps (the token must be in place); "
+                   "with no addresses given, the pair notebook 04 saved")
+
+
+def _add_head(sub) -> None:
+    p = sub.add_parser("head", help="print (or --start: run) the commands that start the head (the desktop: "
+                       "Linux, or WSL2; or a Mac that the desktop joins)")
+    p.add_argument("--ip", default=None, help="this machine's LAN IP (Linux: hostname -I; macOS: ipconfig "
+                   "getifaddr en0; WSL in mirrored mode shares Windows' address); default: the pair notebook 04 saved")
+    p.add_argument("--role", default=None, help="hetlab role of this node (default desktop; mac on a Mac)")
+    p.add_argument("--windows", action="store_true", help="a Windows desktop running the course in "
+                   "WSL2: print the PowerShell steps too (the default inside WSL)")
+    p.add_argument("--mac-ip", default=None, help="the Mac's LAN IP, the only address the firewall rules "
+                   "admit (default: the pair notebook 04 saved, else the placeholder MAC_IP)")
+    _ports_args(p)
+    p.set_defaults(run=_head)
+
+
+# `hetlab head` with no --ip and no saved pair: this machine's field of the pair, and how to find its
+# address with its own system's commands (BSD hostname has no -I)
+HEAD_IP = {"desktop": ("desktop_ip", "--ip DESKTOP_IP (this desktop's LAN address: hostname -I)"),
+           "mac": ("mac_ip", "--ip MAC_IP (this Mac's LAN address: ipconfig getifaddr en0 for Wi-Fi, or System "
+                             "Settings > Network > your connection > Details)")}
+
+
+def _head(args) -> int:
+    from hetlab.cluster import commands
+    from hetlab.cluster.connecting import requested_address
+    from hetlab.windows import steps, wsl
+    saved = requested_address().pair
+    mac = sys.platform == "darwin" and not args.windows     # a Mac's head: the desktop joins it
+    ip = args.ip or _saved(saved, *HEAD_IP["mac" if mac else "desktop"])
+    mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
+    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
+    options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
+    inside_wsl = wsl.in_wsl()
+    if args.start:
+        _not_moved(saved, options["role"], args.ip)
+        return commands.start(*commands.head_start(ip, ports, mac=mac, **options))
+    if steps.flavour(sys.platform, inside_wsl, args.windows) == "windows":   # native Windows: refused there
+        print_steps(steps.render_head(ip, mac_ip, ports, _windows_build(inside_wsl), **options))
+    else:
+        print_steps(commands.render_head(ip, ports, mac=mac, mac_ip=mac_ip, **options))
+    return 0
+
+
+def _saved(saved, field: str, flag: str) -> str:
+    """A value of the saved pair, or one line saying which flag to give (no pair saved here)."""
+    if saved is None:
+        raise HetlabError(f"no pair saved here yet (notebook 04 saves it once the Mac has joined): give {flag}.")
+    return getattr(saved, field)
+
+
+def _not_moved(saved, role: str, ip: str | None) -> None:
+    """Day two: one line, before Ray starts, when this machine no longer holds the saved pair's address."""
+    from hetlab.cluster import joining
+    problem = None if ip else joining.check(saved, role)
+    if problem:
+        raise HetlabError(problem)
+
+
+def _windows_build(inside_wsl: bool) -> int | None:
+    """Windows' build, read through WSL's interop (None outside WSL: the steps then say how to check)."""
+    from hetlab.windows import wsl
+    return wsl.windows_build(wsl.output(["cmd.exe", "/c", "ver"])) if inside_wsl else None
+
+
+def _add_join(sub) -> None:
+    p = sub.add_parser("join", help="print (or --start: run) the commands that join a machine (the Mac) to "
+                       "the head")
+    p.add_argument("--head", default=None, help="the head's LAN IP; default: the pair notebook 04 saved")
+    p.add_argument("--ip", default=None, help="this machine's LAN IP (macOS: System Settings > Network, or "
+                   "ipconfig getifaddr en0 for Wi-Fi); default: the pair notebook 04 saved")
+    p.add_argument("--head-user", default=None, help="your user name on the head, for the SSH line that "
+                   "fetches the token (default: the placeholder DESKTOP_USER)")
+    p.add_argument("--role", default=None, help="hetlab role of this node (default mac; desktop with --windows)")
+    p.add_argument("--linux", action="store_true", help="the joining machine is not a Mac")
+    p.add_argument("--head-wsl", action="store_true", help="the head runs inside WSL on a Windows desktop: "
+                   "no SSH route to it, so the token is typed (hidden) from what the head showed")
+    p.add_argument("--windows", action="store_true", help="a Windows desktop (WSL2) joining a Mac's head: "
+                   "print the PowerShell steps too (the default inside WSL)")
+    _ports_args(p)
+    p.set_defaults(run=_join)
+
+
+def _join(args) -> int:
+    from hetlab.cluster import commands
+    from hetlab.cluster.connecting import requested_address
+    from hetlab.windows import steps, wsl
+    saved = requested_address().pair
+    head = args.head or _saved(saved, "desktop_ip", "--head DESKTOP_IP (the desktop's LAN address)")
+    ip = args.ip or (saved.mac_ip if saved else None)
+    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
+    inside_wsl = wsl.in_wsl()
+    on_windows = not args.linux and steps.flavour(sys.platform, inside_wsl, args.windows, "join") == "windows"
+    options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
+    if args.start:
+        _not_moved(saved, options["role"], args.ip)
+        return commands.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows), **options))
+    if on_windows:
+        print_steps(steps.render_join(head, ip, ports, _windows_build(inside_wsl), **options))
+    else:
+        print_steps(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user,
+                                         token="by hand" if args.head_wsl else "ssh", **options))
+    return 0
+
+
+def _add_pair(sub) -> None:
+    p = sub.add_parser("pair", help="show the pair notebook 04 saved; day two, when a machine's address "
+                       "changed: save the new one (and, on the desktop, print the firewall lines for it)")
+    p.add_argument("--mac-ip", default=None, help="the Mac's new LAN address")
+    p.add_argument("--desktop-ip", default=None, help="the desktop's new LAN address")
+    p.set_defaults(run=_pair)
+
+
+def _pair(args) -> int:
+    from hetlab.cluster import joining
+    from hetlab.cluster.commands import block, stop_at_failure
+    from hetlab.cluster.connecting import requested_address
+    from hetlab.windows import wsl
+    saved = requested_address().pair
+    if not (args.mac_ip or args.desktop_ip):
+        print(saved or "no pair saved here yet: notebook 04 saves it once the Mac has joined")
+        return 0
+    notes, lines = joining.update(saved, args.desktop_ip, args.mac_ip, windows=wsl.in_wsl())
+    print_steps(block(notes, "the desktop's terminal", stop_at_failure(lines)) if lines else "\n".join(notes))
+    return 0
+
+
+def _add_wslconfig(sub) -> None:
+    p = sub.add_parser("wslconfig", help="inside WSL: put the course's settings into Windows' .wslconfig "
+                       "(backed up first; your other settings stay), or --undo")
+    p.add_argument("--undo", action="store_true", help="put back the .wslconfig hetlab found, and print "
+                   "the Windows teardown")
+    p.add_argument("--file", default=None, help="the .wslconfig to edit (default: Windows' "
+                   "%%UserProfile%%\\.wslconfig, found from inside WSL)")
+    p.set_defaults(run=_wslconfig)
+
+
+def _wslconfig(args) -> int:
+    from pathlib import Path
+
+    from hetlab.windows import steps, wsl
+    path = Path(args.file) if args.file else wsl.wslconfig_path()
+    if path is None:
+        raise HetlabError("no Windows profile found from here: run `hetlab wslconfig` inside WSL (Ubuntu) "
+                          "on the Windows desktop, or give --file PATH.")
+    if args.undo:
+        print(f"# {wsl.undo(path)}")
+        record = path.with_name(steps.POWER_RECORD)
+        print(steps.undo_text(steps.power_before(record.read_text(errors="replace") if record.exists() else None)))
+        return 0
+    build = _windows_build(wsl.in_wsl())
+    if wsl.build_problem(build):
+        raise HetlabError(wsl.build_problem(build).split(". ", 1)[0] + ": hetlab wslconfig changes nothing.")
+    if build is None:
+        print("# could not read Windows' build (cmd.exe /c ver): winver on Windows must show build 22621 or "
+              "newer, or mirrored networking stays off whatever .wslconfig says")
+    changed = wsl.write(path)
+    print(f"{path}: " + (f"set {', '.join(changed)} (the file as it was: {path.name}{wsl.BACKUP_SUFFIX}); "
+                         f"`wsl --shutdown` in PowerShell applies it" if changed
+                         else "already has the course's settings; nothing changed"))
+    return 0
+
+
+# --- notebooks 07 and 08: hetlab train ---
+
+TRAIN_EXAMPLES = """  hetlab train --steps 200                       practice cluster here: desktop + simulated mac
+  hetlab train --ratio 3:1 --mode local-sgd --local-steps 8 --transfer fp16
+  hetlab train --checkpoint-dir ckpt --checkpoint-every 50
+  hetlab train --steps 400 --checkpoint-dir ckpt --resume ckpt    continue to step 400
+  hetlab train --address 192.168.1.10:6379      the real desktop + Mac cluster (notebook 04)"""
+TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples default (quick mode / full)
+
+
+def _add_train(sub) -> None:
+    from hetlab import is_quick
+    quick = is_quick()
+    p = _described(sub, "train", "train MNIST across the desktop and the Mac, headless",
+                   "Train the MNIST CNN with hetlab's parameter server, one worker per machine\n"
+                   "(desktop and mac), and print progress and the final test accuracy. Without\n"
+                   "--address a practice cluster starts on this machine, where the mac is a\n"
+                   "simulated slower device.", TRAIN_EXAMPLES)
+    where = p.add_argument_group("where it runs")
+    where.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default: "
+                       "HETLAB_ADDRESS or RAY_ADDRESS if set, else a practice cluster on this machine)")
+    where.add_argument("--slowdown", type=float, default=None, metavar="X", help="make the mac worker a "
+                       "simulated X× slower device (practice default 4; with --address default 1 = real speed)")
+    what = p.add_argument_group("what it trains")
+    what.add_argument("--steps", type=int, default=40 if quick else 200, metavar="N", help="train until server "
+                      "step N (local-sgd: N rounds of H local steps); default %(default)s")
+    what.add_argument("--global-batch", type=int, default=128, metavar="B",
+                      help="samples per step over both workers (default %(default)s)")
+    what.add_argument("--ratio", default="auto", metavar="auto|A:B", help="desktop:mac share of each batch, "
+                      "e.g. 3:1; auto = measure and tune (default auto)")
+    what.add_argument("--mode", default="sync", metavar="sync|async|local-sgd",
+                      help="synchronous steps, asynchronous updates, or local SGD (default sync)")
+    what.add_argument("--local-steps", type=int, default=8, metavar="H",
+                      help="local-sgd: local steps between exchanges (default %(default)s)")
+    what.add_argument("--transfer", default="fp32", metavar="fp32|fp16|bf16",
+                      help="number format of gradients/deltas on the wire (default fp32)")
+    what.add_argument("--train-samples", type=int, default=None, metavar="N", help="use the first N of a "
+                      f"fixed shuffle of MNIST's 60,000 (default {TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}"
+                      "; with --resume: the checkpoint's)")
+    what.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION", help="a built-in network "
+                      "(small, classic, ray_example) or your own: MODULE:FUNCTION, a function returning an "
+                      "nn.Module (for MNIST: 1×28×28 inputs, 10 classes), in MODULE.py of this folder (default small)")
+    what.add_argument("--data", default=None, metavar="MODULE:FUNCTION", help="your own data instead of MNIST: "
+                      "a function in MODULE.py of this folder returning (train, test), each (x, y) tensors or "
+                      "a map-style torch Dataset of (input, label) items")
+    what.add_argument("--loss", default=None, metavar="MODULE:FUNCTION",
+                      help="your own loss(outputs, labels) (default: cross-entropy)")
+    what.add_argument("--seed", type=int, default=None,
+                      help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
+    ckpt = p.add_argument_group("checkpoints")
+    ckpt.add_argument("--checkpoint-dir", metavar="DIR", help="save checkpoints here (this machine's disk)")
+    ckpt.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                      help="save every N steps (default 50 when --checkpoint-dir is given)")
+    ckpt.add_argument("--resume", metavar="FILE|DIR", help="continue from a checkpoint file, or the "
+                      "newest one in DIR, until step --steps (beyond the checkpoint's step)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_train)
+
+
+def parse_ratio(text: str) -> str | list[float]:
+    """``"auto"`` or ``"A:B"`` (desktop:mac) → ``"auto"`` or ``[A, B]``; anything else → HetlabError."""
+    if text == "auto":
+        return text
+    try:
+        values = [float(x) for x in text.split(":")]
+    except ValueError:
+        values = []
+    if len(values) != 2 or not all(0 < v < float("inf") for v in values):
+        raise HetlabError(f"--ratio {text!r}: use auto or two positive numbers desktop:mac, e.g. 3:1.")
+    return values
+
+
+def check_train_args(args) -> dict:
+    """Every check of ``hetlab train``'s arguments, before any Ray starts; returns the parsed options."""
+    if args.mode not in CLI_MODES:
+        raise HetlabError(f"--mode {args.mode!r}: use sync, async or local-sgd.")
+    if args.transfer not in TRANSFERS:
+        raise HetlabError(f"--transfer {args.transfer!r}: use fp32, fp16 or bf16.")
+    model = args.model
+    if model not in MODEL_NAMES:
+        if ":" not in model:
+            raise HetlabError(f"--model {model!r}: use one of {', '.join(MODEL_NAMES)}, or your own "
+                              f"network as MODULE:FUNCTION (a function returning an nn.Module).")
+        from hetlab.core.models import as_factory
+        model = as_factory(function_arg("--model", model))
+    loss = None
+    if args.loss:
+        from hetlab.core.models import as_loss
+        loss = as_loss(function_arg("--loss", args.loss))
+    data = None
+    if args.data:
+        if args.train_samples is not None:
+            raise HetlabError("--train-samples picks from MNIST: with --data, give your function the size you want.")
+        data = data_arg(args.data, function_arg("--data", args.data))
+    resume, ckpt = _resume_target(args.resume, None if isinstance(model, str) else model)
+    seed, samples = _seed_and_samples(args, resume, ckpt)
+    if data is not None:
+        samples = len(data[0][1])
+    for flag, value, low in (("--steps", args.steps, 1), ("--global-batch", args.global_batch, 2),
+                             ("--local-steps", args.local_steps, 1), ("--train-samples", samples, args.global_batch)):
+        if value < low:
+            raise HetlabError(f"{flag} {value}: must be at least {low}.")
+    if data is None and samples > 60000:
+        raise HetlabError(f"--train-samples {samples}: MNIST has 60000 training samples.")
+    if ckpt is not None and args.steps <= ckpt["step"]:
+        raise HetlabError(f"--steps {args.steps}: the checkpoint {resume} is at step {ckpt['step']} and "
+                          f"--steps is the step to train until: give --steps greater than {ckpt['step']}.")
+    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):
+        raise HetlabError(f"--slowdown {args.slowdown}: must be ≥ 1 (1 = real speed).")
+    every = args.checkpoint_every
+    if every is not None and (every < 1 or not args.checkpoint_dir):
+        raise HetlabError("--checkpoint-every needs --checkpoint-dir and a value ≥ 1.")
+    if args.checkpoint_dir:
+        writable_folder("--checkpoint-dir", args.checkpoint_dir)
+    return {"mode": CLI_MODES[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume, "model": model,
+            "loss": loss, "data": data, "seed": seed, "train_samples": samples,
+            "every": every if every is not None else (50 if args.checkpoint_dir else 0)}
+
+
+def writable_folder(flag: str, folder: str) -> None:
+    """``folder`` made if missing, and a file written and deleted there: or one line, before anything slow."""
+    import tempfile
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".hetlab-"):
+            pass
+    except OSError as e:
+        raise HetlabError(f"{flag} {folder}: cannot write there ({e.strerror}); give a folder you can write.") from None
+
+
+def function_arg(flag: str, text: str):
+    """``MODULE:FUNCTION`` → that function, imported from this folder or the Python path."""
+    import importlib
+    module_name, _, function = text.partition(":")
+    if not module_name or not function.isidentifier():
+        raise HetlabError(f"{flag} {text!r}: use MODULE:FUNCTION, a function in MODULE.py of this folder.")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001 - the learner's module: any import error
+        raise HetlabError(f"{flag} {text!r}: cannot import {module_name!r} ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:120]}): run hetlab train in the folder holding "
+                          f"{module_name.replace('.', '/')}.py.") from None
+    if not callable(getattr(module, function, None)):
+        raise HetlabError(f"{flag} {text!r}: {module_name!r} has no {function!r}.")
+    return getattr(module, function)
+
+
+def data_arg(flag_text: str, function) -> tuple:
+    """Call the ``--data`` function: it must return (train, test), each in a form ``as_tensors`` takes."""
+    from hetlab.core.data import as_tensors
+    try:
+        got = function()
+    except Exception as e:  # noqa: BLE001 - the learner's function: any error
+        raise HetlabError(f"--data {flag_text!r} raised {type(e).__name__}: {' '.join(str(e).split())[:120]}.") from None
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        raise HetlabError(f"--data {flag_text!r} returned {type(got).__name__}: return (train, test), each "
+                          f"(x, y) tensors or a map-style torch Dataset.")
+    return tuple(as_tensors(part) for part in got)
+
+
+def _resume_target(text: str | None, model=None):
+    """``--resume FILE|DIR`` → (checkpoint path, its checked contents), read without Ray; (None, None) if not given."""
+    if not text:
+        return None, None
+    from pathlib import Path
+
+    from hetlab.core.checkpoint import latest_checkpoint, load_checkpoint
+    path = Path(text)
+    if path.is_dir():
+        path = latest_checkpoint(path)
+        if path is None:
+            raise HetlabError(f"--resume {text}: no step-*.pt checkpoint in that folder.")
+    elif not path.is_file():
+        raise HetlabError(f"--resume {text}: no such file or folder.")
+    return path, load_checkpoint(path, model=model)
+
+
+def _seed_and_samples(args, resume, ckpt) -> tuple[int, int]:
+    """--seed and --train-samples: given, or the defaults; a resumed run takes the checkpoint's
+    and refuses different ones (another seed or size is another data order: not a resume)."""
+    from hetlab import is_quick
+    seed, samples = args.seed, args.train_samples
+    if ckpt is None:
+        return (0 if seed is None else seed,
+                (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL) if samples is None else samples)
+    kept = {"--seed": ckpt["options"]["seed"], "--train-samples": ckpt.get("data_len")}  # hetlab.ps.saving
+    for flag, given in (("--seed", seed), ("--train-samples", samples)):
+        if given is not None and kept[flag] is not None and given != kept[flag]:
+            raise HetlabError(f"{flag} {given}: the checkpoint {resume} was trained with {flag} {kept[flag]}; "
+                              f"give {flag} {kept[flag]} (or leave it out) to resume it, or start a fresh run "
+                              f"without --resume.")
+    return (kept["--seed"] if seed is None else seed,
+            (kept["--train-samples"] or TRAIN_SAMPLES_FULL) if samples is None else samples)
+
+
+def _train(args) -> int:
+    opts = check_train_args(args)
+    from hetlab.arithmetic.balance import auto_tune, format_split, split_batch
+    from hetlab.cluster.connecting import requested_address
+    from hetlab.core.data import load_mnist
+    from hetlab.pair import the_pair
+    from hetlab.ps import ParameterServerTraining
+    from hetlab.ps.hooks import AutoCheckpoint, Progress
+    from hetlab.ps.records import cluster_samples_per_s
+    requested = requested_address(args.address)  # --address, else HETLAB_ADDRESS / RAY_ADDRESS / the saved pair
+    if requested.real:
+        print(f"training on the cluster at {requested.address}")
+    else:
+        from hetlab.cluster.practice import display_name
+        print(f"starting a practice cluster on this machine: {display_name('desktop')} + {display_name('mac')}")
+    with the_pair(practice_slowdown=4.0, slowdown=args.slowdown, address=args.address) as pair:
+        if opts["data"] is not None:
+            train, test = opts["data"]
+        else:
+            train, test = load_mnist("train"), load_mnist("test")
+            if opts["train_samples"] < len(train):
+                train = train.subset(opts["train_samples"], seed=opts["seed"])
+        common = dict(checkpoint_dir=args.checkpoint_dir, progress=not args.quiet)
+        hooks = [] if args.quiet else [Progress()]
+        if args.checkpoint_dir and opts["every"]:
+            hooks.append(AutoCheckpoint(args.checkpoint_dir, opts["every"]))
+        if opts["resume"]:
+            own = {} if isinstance(opts["model"], str) else {"model": opts["model"]}
+            if opts["loss"] is not None:
+                own["loss"] = opts["loss"]
+            run = ParameterServerTraining.resume(opts["resume"], pair.workers, train, **own, **common)
+        else:
+            run = ParameterServerTraining(pair.workers, train, model=opts["model"], loss=opts["loss"],
+                                          mode=opts["mode"], local_steps=args.local_steps, transfer=args.transfer,
+                                          seed=opts["seed"], **common)
+        with run:
+            if opts["resume"]:
+                if args.quiet:  # (with progress on, the engine prints this line itself)
+                    print(f"resumed from {opts['resume']} at step {run.step}")
+                print(f"batch sizes from the checkpoint: {format_split(run.batch_sizes)}")
+            elif opts["ratio"] == "auto":
+                tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), args.global_batch, 2, rounds=4)
+                run.resplit(tuned.batch_sizes, "auto_tune")
+                print(f"ratio auto (measured over {run.step} training steps): {tuned}")
+            else:
+                run.resplit(split_batch(args.global_batch, opts["ratio"]), "ratio")
+            print(f"model {run.model_name} ({run.n_params:,} parameters); "
+                  f"workers: {'; '.join(run.labels)}; batch {format_split(run.batch_sizes)}")
+            records = run.run(max(0, args.steps - run.step), hooks=hooks)
+            accuracy = run.evaluate(test)
+            if args.checkpoint_dir:
+                print(f"checkpoint: {run.save_checkpoint()}")
+            print(f"{run.mode}: step {run.step}, {run.samples_seen} samples, "
+                  f"{cluster_samples_per_s(records):.0f} samples/s, {run.bytes_per_sample:.0f} bytes/sample")
+            print(f"final test accuracy: {accuracy:.4f}")
+    return 0
+
+
+# --- notebook 09: the search and the report ---
+
+SEARCH_EXAMPLES = """  hetlab search --trials 8                       practice cluster here: desktop + simulated mac
+  hetlab search --desktop-only --trials 8        the same search on the desktop alone
+  hetlab search --budget 300 --trials 40         as many of 40 configurations as fit in 5 minutes
+  hetlab search --mac-only --trials 8            the same search on the Mac alone
+  hetlab search --address 192.168.1.10:6379 --storage /mnt/shared/hetlab   your pair, a shared folder
+  hetlab search --storage s3://my-bucket/hetlab --max-failures 2            results in a bucket, 2 retries"""
+
+
+def _add_search(sub) -> None:
+    from hetlab import is_quick
+    quick = is_quick()
+    p = _described(sub, "search", "search hyperparameters on the desktop and the Mac at once (Ray Tune)",
+                   "Run a hyperparameter search of the MNIST CNN (learning rate, batch size, width,\n"
+                   "optimizer) with Ray Tune and ASHA, each trial on one machine's own device, and print\n"
+                   "the table of trials and the best configuration. Without --address a practice cluster\n"
+                   "starts on this machine, where the mac is a simulated slower device.", SEARCH_EXAMPLES)
+    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default: "
+                   "HETLAB_ADDRESS or RAY_ADDRESS if set, else a practice cluster on this machine)")
+    where = p.add_mutually_exclusive_group()
+    for flag, roles, text in (("--pair", ("desktop", "mac"), "trials on both machines (the default)"),
+                              ("--desktop-only", ("desktop",), "trials on the desktop alone"),
+                              ("--mac-only", ("mac",), "trials on the Mac alone")):
+        where.add_argument(flag, dest="roles", action="store_const", const=roles, help=text)
+    p.set_defaults(roles=("desktop", "mac"))
+    p.add_argument("--trials", type=int, default=4 if quick else 16, metavar="N",
+                   help="configurations to try (default %(default)s)")
+    p.add_argument("--epochs", type=int, default=2 if quick else 4, metavar="E",
+                   help="most epochs per trial; ASHA stops poor ones earlier (default %(default)s)")
+    p.add_argument("--train-samples", type=int, default=1500 if quick else 10000, metavar="N",
+                   help="MNIST training samples per trial (default %(default)s)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="stop the search after this many seconds (default: when every trial is done)")
+    p.add_argument("--storage", default=None, metavar="FOLDER_OR_URI", help="results: a folder every machine "
+                   "sees, or a URI such as s3://bucket/path (default: a temp folder here; checkpoints wait "
+                   "beside this process either way)")
+    p.add_argument("--at-once", type=int, default=None, metavar="K",
+                   help="trials at once on each machine's device (default: measured)")
+    p.add_argument("--max-failures", type=int, default=1, metavar="N",
+                   help="retries of a failed trial, e.g. when its machine is lost (default %(default)s)")
+    p.add_argument("--slowdown", type=float, default=None, metavar="X",
+                   help="make the mac a simulated X× slower machine, X ≥ 1 (practice default 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the configurations (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_search)
+
+
+def _search(args) -> int:
+    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):  # before Ray and torch load
+        raise HetlabError(f"--slowdown {args.slowdown:g}: give X ≥ 1, the mac's simulated slowdown (1 = none).")
+    if args.at_once is not None and args.at_once < 1:
+        raise HetlabError(f"--at-once {args.at_once}: give trials at once per device, at least 1.")
+    from hetlab import search
+    from hetlab.pair import the_pair
+    batch = max(search.SPACE["batch_size"])
+    if args.train_samples < batch:
+        raise HetlabError(f"--train-samples {args.train_samples}: give at least {batch}, the largest batch tried.")
+    val_samples = max(200, args.train_samples // 5)
+    search.check_numbers(args.trials, args.epochs, 1, args.budget, args.max_failures, args.roles,  # before Ray
+                         train_samples=args.train_samples, val_samples=val_samples)
+    if args.storage is not None:
+        search.storage.open_storage(args.storage)  # writable, readable, deletable from here: before any cluster
+    with the_pair(slowdown=args.slowdown, address=args.address) as pair:
+        print(pair)
+        result = search.search(None, args.trials, roles=args.roles, epochs=args.epochs,
+                               train_samples=args.train_samples, val_samples=val_samples,
+                               slowdowns={w.role: w.slowdown for w in pair.workers}, storage_path=args.storage,
+                               time_budget_s=args.budget, seed=args.seed, max_failures=args.max_failures,
+                               packing=None if args.at_once is None else dict.fromkeys(args.roles, args.at_once),
+                               progress=not args.quiet)
+        print(result)
+        print(result.best_line())
+        print(f"results: {result.folder}")
+    return 0
+
+
+def _add_report(sub) -> None:
+    p = sub.add_parser("report", help="write one Markdown page of what your two machines did",
+                       description="Write report.md and report.html from the figures the notebooks saved in "
+                                   "measured/: each figure labelled measured (machine, date), estimated or simulated.")
+    p.add_argument("--measured", metavar="FOLDER", default=None,
+                   help="where the notebooks saved their figures (default: HETLAB_MEASURED, else measured/)")
+    p.add_argument("--out", metavar="FOLDER", default=None, help="where to write the page (default: measured/report)")
+    p.add_argument("--check", action="store_true", help="write the page again, then list what is still missing: "
+                   "sections not measured, questions unanswered, exercises not passed (exit status 1 while anything is)")
+    p.set_defaults(run=_report)
+
+
+def _report(args) -> int:
+    from hetlab.views import report
+    page = report.write(args.out, args.measured)
+    print(f"wrote {page} and {page.with_suffix('.html').name} (the one file to send)")
+    print("write your answers in report.md, then run `hetlab report` again before sending report.html")
+    if not args.check:
+        return 0
+    gaps = report.missing(page.read_text(encoding="utf-8"), report.source_folder(args.measured))
+    print(f"still missing ({len(gaps)}):" if gaps else "nothing missing: report.html is ready to send")
+    for line in gaps:
+        print(f"  - {line}")
+    return 1 if gaps else 0
+
+
+# --- README "Day two" and "Check a real NVIDIA GPU" ---
+
+def _add_update(sub) -> None:
+    p = sub.add_parser("update", help="pull a new version of the course; the cells you changed or added are "
+                       "carried into it (a copy of each changed notebook beside it: NN_topic.yours-DATE.ipynb)")
+    p.add_argument("--checkout", default=".", help="the course's folder (default: here)")
+    p.add_argument("--commit", default=None, help="go to this commit (the one the desktop printed) instead of "
+                   "the newest: the Mac of a Windows desktop, which pulls from where you got the course")
+    p.set_defaults(run=_update)
+
+
+def _update(args) -> int:
+    from hetlab.tools.update import update
+    done = update(args.checkout, commit=args.commit)
+    if done["branch"]:
+        print(f"your checkout was on a bare commit, which no pull moves: it is on the branch {done['branch']} again")
+    for path in done["kept"]:
+        print(f"kept a copy of your work as it was: {path}")
+    for path in done["carried"]:
+        print(f"your cells are in the new {path}: open it as before")
+    for note in done["notes"]:
+        print(note)
+    print(f"the course: {done['before']} → {done['after']}; both machines must print the same commit")
+    return 0
+
+
+GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "sweep")  # gpucheck.CHECKS, without loading torch
+
+
+def _add_gpu_check(sub) -> None:
+    p = _described(sub, "gpu-check", "on a machine with CUDA: check the course's claims about your card, a table + JSON",
+                   "Run on your NVIDIA card what notebooks 01 and 02 claim about one, each with a goal:\n"
+                   "describe/synchronize, benchmarks/single_device.py, notebook 01's full run and\n"
+                   "notebook 02's sweep. Prints a table and, as its last line, one JSON object.\n"
+                   "Without CUDA it refuses.",
+                   "  hetlab gpu-check --quick                 a few minutes\n"
+                   "  hetlab gpu-check --only describe,sweep")
+    p.add_argument("--quick", action="store_true", help="fewer repeats and a shorter sweep")
+    p.add_argument("--only", metavar="NAME[,NAME]", help=f"run only these checks: {', '.join(GPU_CHECK_NAMES)}")
+    p.set_defaults(run=_gpu_check)
+
+
+def _gpu_check(args) -> int:
+    from hetlab import is_quick
+    from hetlab.tools import gpucheck
+    result = gpucheck.run(args.only, quick=args.quick or is_quick())   # an unknown name: one line, before CUDA's check
+    return 0 if result["passed"] else 1
+
+
+SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_pair, _add_wslconfig, _add_train, _add_search,
+               _add_gpu_check, _add_report, _add_update]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(prog="hetlab", description="Train one model across unlike machines.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hetlab`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except HetlabError as exc:
+        print(f"HetlabError: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
