@@ -35,9 +35,8 @@ def is_quick() -> bool:
     return os.environ.get(QUICK_ENV, "0") not in ("", "0", "false", "False")
 
 
-# A progress bar redraws at most every 2 s. In a notebook each redraw is a few messages on the
-# kernel's output channel, which holds about 1,000 unread ones: a test runner that reads them only
-# after a cell ends (nbval) lost the end of an 8-minute training cell drawn 10 times a second.
+# A progress bar redraws at most every 2 s: in a notebook each redraw is a few messages on the
+# kernel's output channel, which holds about 1,000 unread ones before it drops the oldest.
 PROGRESS_EVERY_S = 2.0
 
 
