@@ -392,10 +392,6 @@ def test_cli_searches_the_cluster_at_an_address_into_a_uri(practice, capsys, tmp
 
 
 def test_cli_mac_only():
-    import argparse
-
-    from hetlab.tools.cli import _add_search as add_search
-    parser = argparse.ArgumentParser()
-    add_search(parser.add_subparsers())
-    args = parser.parse_args(["search", "--mac-only", "--max-failures", "3", "--storage", "s3://b/runs"])
+    from hetlab.tools import cli
+    args = cli.build_parser().parse_args(["search", "--mac-only", "--max-failures", "3", "--storage", "s3://b/runs"])
     assert (args.roles, args.max_failures, args.storage) == (("mac",), 3, "s3://b/runs")

@@ -4,7 +4,7 @@ work kept: ``hetlab.tools.update``) and ``gpu-check`` (an NVIDIA card: ``hetlab.
 
 A subcommand is ``_add_<name>(sub)``, which sets ``run`` to ``_<name>(args) -> int``; ``main`` turns a
 HetlabError into one line and exit status 2. Building the parser loads neither Ray nor torch, and every
-argument is checked before either starts, so ``--help`` and a bad argument answer within seconds.
+argument is checked before either starts, so a bad one answers within seconds.
 """
 from __future__ import annotations
 
@@ -28,14 +28,6 @@ def print_steps(text: str) -> None:
         print(line, file=sys.stdout if inside and not marker else sys.stderr, flush=True)
 
 
-def _described(sub, name: str, help: str, description: str, examples: str):
-    """A subcommand whose --help shows its description and examples as written."""
-    return sub.add_parser(name, help=help, description=description, epilog="examples:\n" + examples,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
-# --- notebook 04: the doctor, the printed commands, the pair, WSL's settings ---
-
 def _add_doctor(sub) -> None:
     p = sub.add_parser("doctor", help="check this machine (and the head) before joining a cluster")
     p.add_argument("--head", metavar="ADDRESS", help="head's IP:PORT, e.g. 192.168.1.10:6379")
@@ -54,21 +46,16 @@ def _ports_args(p) -> None:
     p.add_argument("--port", type=int, default=None, help=f"head's GCS port (default {Ports.gcs}, or the saved pair's)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
-    p.add_argument("--start", action="store_true", help="day two (after a reboot): run this machine's "
-                   "printed `ray start` line instead of printing the steps (the token must be in place); "
-                   "with no addresses given, the pair notebook 04 saved")
+    p.add_argument("--start", action="store_true", help="day two: run this machine's `ray start` line "
+                   "instead of printing the steps (no addresses given: the saved pair's)")
 
 
 def _add_head(sub) -> None:
-    p = sub.add_parser("head", help="print (or --start: run) the commands that start the head (the desktop: "
-                       "Linux, or WSL2; or a Mac that the desktop joins)")
-    p.add_argument("--ip", default=None, help="this machine's LAN IP (Linux: hostname -I; macOS: ipconfig "
-                   "getifaddr en0; WSL in mirrored mode shares Windows' address); default: the pair notebook 04 saved")
-    p.add_argument("--role", default=None, help="hetlab role of this node (default desktop; mac on a Mac)")
-    p.add_argument("--windows", action="store_true", help="a Windows desktop running the course in "
-                   "WSL2: print the PowerShell steps too (the default inside WSL)")
-    p.add_argument("--mac-ip", default=None, help="the Mac's LAN IP, the only address the firewall rules "
-                   "admit (default: the pair notebook 04 saved, else the placeholder MAC_IP)")
+    p = sub.add_parser("head", help="print (or --start: run) the commands that start the head")
+    p.add_argument("--ip", help="this machine's LAN IP (default: the saved pair's)")
+    p.add_argument("--role", help="hetlab role of this node (default desktop; mac on a Mac)")
+    p.add_argument("--windows", action="store_true", help="print the PowerShell steps too (the default inside WSL)")
+    p.add_argument("--mac-ip", help="the Mac's LAN IP, the one address the firewall admits (default: the saved pair's)")
     _ports_args(p)
     p.set_defaults(run=_head)
 
@@ -123,19 +110,14 @@ def _windows_build(inside_wsl: bool) -> int | None:
 
 
 def _add_join(sub) -> None:
-    p = sub.add_parser("join", help="print (or --start: run) the commands that join a machine (the Mac) to "
-                       "the head")
-    p.add_argument("--head", default=None, help="the head's LAN IP; default: the pair notebook 04 saved")
-    p.add_argument("--ip", default=None, help="this machine's LAN IP (macOS: System Settings > Network, or "
-                   "ipconfig getifaddr en0 for Wi-Fi); default: the pair notebook 04 saved")
-    p.add_argument("--head-user", default=None, help="your user name on the head, for the SSH line that "
-                   "fetches the token (default: the placeholder DESKTOP_USER)")
-    p.add_argument("--role", default=None, help="hetlab role of this node (default mac; desktop with --windows)")
+    p = sub.add_parser("join", help="print (or --start: run) the commands that join the Mac to the head")
+    p.add_argument("--head", help="the head's LAN IP (default: the saved pair's)")
+    p.add_argument("--ip", help="this machine's LAN IP (default: the saved pair's)")
+    p.add_argument("--head-user", help="your user name on the head, for the SSH line that fetches the token")
+    p.add_argument("--role", help="hetlab role of this node (default mac; desktop with --windows)")
     p.add_argument("--linux", action="store_true", help="the joining machine is not a Mac")
-    p.add_argument("--head-wsl", action="store_true", help="the head runs inside WSL on a Windows desktop: "
-                   "no SSH route to it, so the token is typed (hidden) from what the head showed")
-    p.add_argument("--windows", action="store_true", help="a Windows desktop (WSL2) joining a Mac's head: "
-                   "print the PowerShell steps too (the default inside WSL)")
+    p.add_argument("--head-wsl", action="store_true", help="the head runs inside WSL: the token is typed, not fetched")
+    p.add_argument("--windows", action="store_true", help="a Windows desktop joining a Mac's head (default inside WSL)")
     _ports_args(p)
     p.set_defaults(run=_join)
 
@@ -163,10 +145,9 @@ def _join(args) -> int:
 
 
 def _add_pair(sub) -> None:
-    p = sub.add_parser("pair", help="show the pair notebook 04 saved; day two, when a machine's address "
-                       "changed: save the new one (and, on the desktop, print the firewall lines for it)")
-    p.add_argument("--mac-ip", default=None, help="the Mac's new LAN address")
-    p.add_argument("--desktop-ip", default=None, help="the desktop's new LAN address")
+    p = sub.add_parser("pair", help="show the pair notebook 04 saved, or save a machine's new address")
+    p.add_argument("--mac-ip", help="the Mac's new LAN address")
+    p.add_argument("--desktop-ip", help="the desktop's new LAN address")
     p.set_defaults(run=_pair)
 
 
@@ -185,12 +166,9 @@ def _pair(args) -> int:
 
 
 def _add_wslconfig(sub) -> None:
-    p = sub.add_parser("wslconfig", help="inside WSL: put the course's settings into Windows' .wslconfig "
-                       "(backed up first; your other settings stay), or --undo")
-    p.add_argument("--undo", action="store_true", help="put back the .wslconfig hetlab found, and print "
-                   "the Windows teardown")
-    p.add_argument("--file", default=None, help="the .wslconfig to edit (default: Windows' "
-                   "%%UserProfile%%\\.wslconfig, found from inside WSL)")
+    p = sub.add_parser("wslconfig", help="inside WSL: put the course's settings into Windows' .wslconfig")
+    p.add_argument("--undo", action="store_true", help="put back the .wslconfig hetlab found; print the teardown")
+    p.add_argument("--file", help="the .wslconfig to edit (default: Windows' own, found from inside WSL)")
     p.set_defaults(run=_wslconfig)
 
 
@@ -222,59 +200,36 @@ def _wslconfig(args) -> int:
 
 # --- notebooks 07 and 08: hetlab train ---
 
-TRAIN_EXAMPLES = """  hetlab train --steps 200                       practice cluster here: desktop + simulated mac
-  hetlab train --ratio 3:1 --mode local-sgd --local-steps 8 --transfer fp16
-  hetlab train --checkpoint-dir ckpt --checkpoint-every 50
-  hetlab train --steps 400 --checkpoint-dir ckpt --resume ckpt    continue to step 400
-  hetlab train --address 192.168.1.10:6379      the real desktop + Mac cluster (notebook 04)"""
 TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples default (quick mode / full)
 
 
 def _add_train(sub) -> None:
     from hetlab import is_quick
     quick = is_quick()
-    p = _described(sub, "train", "train MNIST across the desktop and the Mac, headless",
-                   "Train the MNIST CNN with hetlab's parameter server, one worker per machine\n"
-                   "(desktop and mac), and print progress and the final test accuracy. Without\n"
-                   "--address a practice cluster starts on this machine, where the mac is a\n"
-                   "simulated slower device.", TRAIN_EXAMPLES)
-    where = p.add_argument_group("where it runs")
-    where.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default: "
-                       "HETLAB_ADDRESS or RAY_ADDRESS if set, else a practice cluster on this machine)")
-    where.add_argument("--slowdown", type=float, default=None, metavar="X", help="make the mac worker a "
-                       "simulated X× slower device (practice default 4; with --address default 1 = real speed)")
-    what = p.add_argument_group("what it trains")
-    what.add_argument("--steps", type=int, default=40 if quick else 200, metavar="N", help="train until server "
-                      "step N (local-sgd: N rounds of H local steps); default %(default)s")
-    what.add_argument("--global-batch", type=int, default=128, metavar="B",
-                      help="samples per step over both workers (default %(default)s)")
-    what.add_argument("--ratio", default="auto", metavar="auto|A:B", help="desktop:mac share of each batch, "
-                      "e.g. 3:1; auto = measure and tune (default auto)")
-    what.add_argument("--mode", default="sync", metavar="sync|async|local-sgd",
-                      help="synchronous steps, asynchronous updates, or local SGD (default sync)")
-    what.add_argument("--local-steps", type=int, default=8, metavar="H",
-                      help="local-sgd: local steps between exchanges (default %(default)s)")
-    what.add_argument("--transfer", default="fp32", metavar="fp32|fp16|bf16",
-                      help="number format of gradients/deltas on the wire (default fp32)")
-    what.add_argument("--train-samples", type=int, default=None, metavar="N", help="use the first N of a "
-                      f"fixed shuffle of MNIST's 60,000 (default {TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}"
-                      "; with --resume: the checkpoint's)")
-    what.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION", help="a built-in network "
-                      "(small, classic, ray_example) or your own: MODULE:FUNCTION, a function returning an "
-                      "nn.Module (for MNIST: 1×28×28 inputs, 10 classes), in MODULE.py of this folder (default small)")
-    what.add_argument("--data", default=None, metavar="MODULE:FUNCTION", help="your own data instead of MNIST: "
-                      "a function in MODULE.py of this folder returning (train, test), each (x, y) tensors or "
-                      "a map-style torch Dataset of (input, label) items")
-    what.add_argument("--loss", default=None, metavar="MODULE:FUNCTION",
-                      help="your own loss(outputs, labels) (default: cross-entropy)")
-    what.add_argument("--seed", type=int, default=None,
-                      help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
-    ckpt = p.add_argument_group("checkpoints")
-    ckpt.add_argument("--checkpoint-dir", metavar="DIR", help="save checkpoints here (this machine's disk)")
-    ckpt.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                      help="save every N steps (default 50 when --checkpoint-dir is given)")
-    ckpt.add_argument("--resume", metavar="FILE|DIR", help="continue from a checkpoint file, or the "
-                      "newest one in DIR, until step --steps (beyond the checkpoint's step)")
+    p = sub.add_parser("train", help="train MNIST across the desktop and the Mac, headless",
+                       description="Train with hetlab's parameter server, one worker per machine, and print "
+                       "progress and the test accuracy. Without --address a practice cluster starts here, "
+                       "where the mac is a simulated slower device (docs/terminal.md).")
+    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default: "
+                   "HETLAB_ADDRESS, RAY_ADDRESS or the saved pair, else a practice cluster)")
+    p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower device (practice: 4)")
+    p.add_argument("--steps", type=int, default=40 if quick else 200, metavar="N",
+                   help="train until server step N; local-sgd: round N (default %(default)s)")
+    p.add_argument("--global-batch", type=int, default=128, metavar="B", help="samples per step (default %(default)s)")
+    p.add_argument("--ratio", default="auto", metavar="auto|A:B", help="desktop:mac share of a batch, e.g. 3:1, or auto (tuned)")
+    p.add_argument("--mode", default="sync", metavar="sync|async|local-sgd", help="sync steps, async updates or local SGD (default sync)")
+    p.add_argument("--local-steps", type=int, default=8, metavar="H", help="local-sgd: steps between exchanges")
+    p.add_argument("--transfer", default="fp32", metavar="fp32|fp16|bf16", help="number format on the wire")
+    p.add_argument("--train-samples", type=int, metavar="N", help="the first N of a fixed shuffle of MNIST "
+                   f"(default {TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}; with --resume: the checkpoint's)")
+    p.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION",
+                   help="small, classic, ray_example, or your function returning an nn.Module")
+    p.add_argument("--data", metavar="MODULE:FUNCTION", help="your function returning (train, test) instead of MNIST")
+    p.add_argument("--loss", metavar="MODULE:FUNCTION", help="your loss(outputs, labels) (default: cross-entropy)")
+    p.add_argument("--seed", type=int, help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
+    p.add_argument("--checkpoint-dir", metavar="DIR", help="save checkpoints here")
+    p.add_argument("--checkpoint-every", type=int, metavar="N", help="every N steps (default 50 with --checkpoint-dir)")
+    p.add_argument("--resume", metavar="FILE|DIR", help="continue from a checkpoint, or the newest in DIR")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_train)
 
@@ -477,47 +432,26 @@ def _train(args) -> int:
 
 # --- notebook 09: the search and the report ---
 
-SEARCH_EXAMPLES = """  hetlab search --trials 8                       practice cluster here: desktop + simulated mac
-  hetlab search --desktop-only --trials 8        the same search on the desktop alone
-  hetlab search --budget 300 --trials 40         as many of 40 configurations as fit in 5 minutes
-  hetlab search --mac-only --trials 8            the same search on the Mac alone
-  hetlab search --address 192.168.1.10:6379 --storage /mnt/shared/hetlab   your pair, a shared folder
-  hetlab search --storage s3://my-bucket/hetlab --max-failures 2            results in a bucket, 2 retries"""
-
-
 def _add_search(sub) -> None:
     from hetlab import is_quick
     quick = is_quick()
-    p = _described(sub, "search", "search hyperparameters on the desktop and the Mac at once (Ray Tune)",
-                   "Run a hyperparameter search of the MNIST CNN (learning rate, batch size, width,\n"
-                   "optimizer) with Ray Tune and ASHA, each trial on one machine's own device, and print\n"
-                   "the table of trials and the best configuration. Without --address a practice cluster\n"
-                   "starts on this machine, where the mac is a simulated slower device.", SEARCH_EXAMPLES)
-    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default: "
-                   "HETLAB_ADDRESS or RAY_ADDRESS if set, else a practice cluster on this machine)")
+    p = sub.add_parser("search", help="search hyperparameters on the desktop and the Mac at once (Ray Tune)",
+                       description="Notebook 09's search (Ray Tune, ASHA), each trial on one machine's device; "
+                       "prints the trials and the best configuration. Without --address a practice cluster starts here.")
+    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default as hetlab train's)")
     where = p.add_mutually_exclusive_group()
-    for flag, roles, text in (("--pair", ("desktop", "mac"), "trials on both machines (the default)"),
-                              ("--desktop-only", ("desktop",), "trials on the desktop alone"),
-                              ("--mac-only", ("mac",), "trials on the Mac alone")):
-        where.add_argument(flag, dest="roles", action="store_const", const=roles, help=text)
+    for flag, roles in (("--pair", ("desktop", "mac")), ("--desktop-only", ("desktop",)), ("--mac-only", ("mac",))):
+        where.add_argument(flag, dest="roles", action="store_const", const=roles, help=f"trials on {' and '.join(roles)}")
     p.set_defaults(roles=("desktop", "mac"))
-    p.add_argument("--trials", type=int, default=4 if quick else 16, metavar="N",
-                   help="configurations to try (default %(default)s)")
-    p.add_argument("--epochs", type=int, default=2 if quick else 4, metavar="E",
-                   help="most epochs per trial; ASHA stops poor ones earlier (default %(default)s)")
+    p.add_argument("--trials", type=int, default=4 if quick else 16, metavar="N", help="configurations (default %(default)s)")
+    p.add_argument("--epochs", type=int, default=2 if quick else 4, metavar="E", help="most epochs a trial (default %(default)s)")
     p.add_argument("--train-samples", type=int, default=1500 if quick else 10000, metavar="N",
-                   help="MNIST training samples per trial (default %(default)s)")
-    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="stop the search after this many seconds (default: when every trial is done)")
-    p.add_argument("--storage", default=None, metavar="FOLDER_OR_URI", help="results: a folder every machine "
-                   "sees, or a URI such as s3://bucket/path (default: a temp folder here; checkpoints wait "
-                   "beside this process either way)")
-    p.add_argument("--at-once", type=int, default=None, metavar="K",
-                   help="trials at once on each machine's device (default: measured)")
-    p.add_argument("--max-failures", type=int, default=1, metavar="N",
-                   help="retries of a failed trial, e.g. when its machine is lost (default %(default)s)")
-    p.add_argument("--slowdown", type=float, default=None, metavar="X",
-                   help="make the mac a simulated X× slower machine, X ≥ 1 (practice default 4)")
+                   help="MNIST samples a trial (default %(default)s)")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="stop the search after this many seconds")
+    p.add_argument("--storage", metavar="FOLDER_OR_URI", help="results: a folder every machine sees, or a URI (s3://...)")
+    p.add_argument("--at-once", type=int, metavar="K", help="trials at once on each device (default: measured)")
+    p.add_argument("--max-failures", type=int, default=1, metavar="N", help="retries of a failed trial (default 1)")
+    p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower machine (practice: 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the configurations (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_search)
@@ -553,14 +487,10 @@ def _search(args) -> int:
 
 
 def _add_report(sub) -> None:
-    p = sub.add_parser("report", help="write one Markdown page of what your two machines did",
-                       description="Write report.md and report.html from the figures the notebooks saved in "
-                                   "measured/: each figure labelled measured (machine, date), estimated or simulated.")
-    p.add_argument("--measured", metavar="FOLDER", default=None,
-                   help="where the notebooks saved their figures (default: HETLAB_MEASURED, else measured/)")
-    p.add_argument("--out", metavar="FOLDER", default=None, help="where to write the page (default: measured/report)")
-    p.add_argument("--check", action="store_true", help="write the page again, then list what is still missing: "
-                   "sections not measured, questions unanswered, exercises not passed (exit status 1 while anything is)")
+    p = sub.add_parser("report", help="write one Markdown page (and its HTML) of what your two machines did")
+    p.add_argument("--measured", metavar="FOLDER", help="the notebooks' figures (default: HETLAB_MEASURED, else measured/)")
+    p.add_argument("--out", metavar="FOLDER", help="where to write the page (default: measured/report)")
+    p.add_argument("--check", action="store_true", help="then list what is still missing (exit status 1 while anything is)")
     p.set_defaults(run=_report)
 
 
@@ -581,11 +511,9 @@ def _report(args) -> int:
 # --- README "Day two" and "Check a real NVIDIA GPU" ---
 
 def _add_update(sub) -> None:
-    p = sub.add_parser("update", help="pull a new version of the course; the cells you changed or added are "
-                       "carried into it (a copy of each changed notebook beside it: NN_topic.yours-DATE.ipynb)")
+    p = sub.add_parser("update", help="pull a new version of the course; your changed and added cells are carried into it")
     p.add_argument("--checkout", default=".", help="the course's folder (default: here)")
-    p.add_argument("--commit", default=None, help="go to this commit (the one the desktop printed) instead of "
-                   "the newest: the Mac of a Windows desktop, which pulls from where you got the course")
+    p.add_argument("--commit", help="go to this commit (the one the desktop printed) instead of the newest")
     p.set_defaults(run=_update)
 
 
@@ -608,13 +536,7 @@ GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "sweep")  # gpuche
 
 
 def _add_gpu_check(sub) -> None:
-    p = _described(sub, "gpu-check", "on a machine with CUDA: check the course's claims about your card, a table + JSON",
-                   "Run on your NVIDIA card what notebooks 01 and 02 claim about one, each with a goal:\n"
-                   "describe/synchronize, benchmarks/single_device.py, notebook 01's full run and\n"
-                   "notebook 02's sweep. Prints a table and, as its last line, one JSON object.\n"
-                   "Without CUDA it refuses.",
-                   "  hetlab gpu-check --quick                 a few minutes\n"
-                   "  hetlab gpu-check --only describe,sweep")
+    p = sub.add_parser("gpu-check", help="check what notebooks 01 and 02 claim about CUDA on your NVIDIA card")
     p.add_argument("--quick", action="store_true", help="fewer repeats and a shorter sweep")
     p.add_argument("--only", metavar="NAME[,NAME]", help=f"run only these checks: {', '.join(GPU_CHECK_NAMES)}")
     p.set_defaults(run=_gpu_check)
