@@ -55,7 +55,7 @@ def test_join_command_for_the_mac():
     assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in text and "RAY_AUTH_MODE=token" in text
     assert "--address=192.168.1.10:6379" in argv and "--node-ip-address=192.168.1.20" in argv
     assert "--labels=hetlab-role=mac" in argv and "--head" not in argv
-    assert "--node-ip-address=MAC_IP" in commands.join_command("192.168.1.10", None)
+    assert "--node-ip-address=MAC_IP" in commands.join_start("192.168.1.10", None)[0]
 
 
 def _commands(text):
@@ -212,9 +212,9 @@ def test_the_mac_firewall_line_names_programs_that_exist():
 
 
 @pytest.mark.parametrize("call", [
-    lambda: commands.head_command("192.168.1.x"),
-    lambda: commands.join_command("192.168.1.10", "my-mac.local"),
-    lambda: commands.head_command("192.168.1.10", role="laptop"),
+    lambda: commands.head_start("192.168.1.x"),
+    lambda: commands.join_start("192.168.1.10", "my-mac.local"),
+    lambda: commands.head_start("192.168.1.10", role="laptop"),
 ])
 def test_bad_input_is_one_line(call):
     with pytest.raises(HetlabError) as info:

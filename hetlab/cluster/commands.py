@@ -90,54 +90,43 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> li
     return args
 
 
-# ``block``, ``temp_dir`` (and ``join_command``'s ``head_port``): tests/test_commands.py starts a real,
+# ``block``, ``temp_dir`` (and ``join_start``'s ``head_port``): tests/test_commands.py starts a real,
 # isolated head and node from these lines on one machine, in the foreground, each on its own ports.
-def head_command(ip: str, ports: Ports = Ports(), role: str = "desktop", cpus: int | None = None,
-                 gpus: int | None = None, block: bool = False, temp_dir: str | None = None) -> list[str]:
-    """argv of ``ray start --head`` for the desktop (the Linux machine is the head). Its dashboard
-    listens on 127.0.0.1 only: open it on the desktop, or from the Mac through ``ssh -L 8265:127.0.0.1:8265``.
-    """
+def head_start(ip: str, ports: Ports = Ports(), mac: bool = False, role: str = "desktop", cpus: int | None = None,
+               gpus: int | None = None, block: bool = False, temp_dir: str | None = None) -> tuple[list[str], dict]:
+    """The head's ``ray start --head`` as (argv, environment): printed by ``render_head``, run by ``hetlab
+    head --start``. Its dashboard listens on 127.0.0.1 only: open it on the head, or from the Mac through
+    ``ssh -L 8265:127.0.0.1:8265``. The environment: token auth, and the two metrics ports that have no
+    ``ray start`` flag (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``); ``mac``: the
+    Mac is the head, so its line carries the Mac's opt-in."""
     ip = check_ip(ip, "head IP")
-    return (["ray", "start", "--head", f"--port={ports.gcs}", f"--ray-client-server-port={ports.client_server}",
+    argv = (["ray", "start", "--head", f"--port={ports.gcs}", f"--ray-client-server-port={ports.client_server}",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={ports.dashboard}", "--disable-usage-stats"]
             + _common(ip, role, ports, cpus, gpus, block, temp_dir))
+    return argv, {**AUTH_ENV, "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
+                  "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics), **(MAC_ENV if mac else {})}
 
 
-def join_command(head_ip: str, ip: str | None, ports: Ports = Ports(), role: str = "mac",
-                 head_port: int | None = None, cpus: int | None = None, gpus: int | None = None,
-                 block: bool = False, temp_dir: str | None = None) -> list[str]:
-    """argv of ``ray start --address=HEAD:PORT`` for the joining machine (the Mac).
+def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True, role: str = "mac",
+               head_port: int | None = None, cpus: int | None = None, gpus: int | None = None,
+               block: bool = False, temp_dir: str | None = None) -> tuple[list[str], dict]:
+    """The joining machine's ``ray start --address=HEAD:PORT`` as (argv, environment): printed by
+    ``render_join``, run by ``hetlab join --start``. A Mac must opt in to multi-node clusters.
 
     ``ip=None`` leaves a placeholder named for this machine (``MAC_IP``, or ``DESKTOP_IP`` when the
     desktop joins a Mac's head) for the learner to fill in.
     """
     head_ip = check_ip(head_ip, "head IP")
     mine = f"{re.sub(r'[^A-Za-z0-9]', '_', role).upper()}_IP" if ip is None else check_ip(ip, "this machine's IP")
-    return (["ray", "start", f"--address={gcs_address(head_ip, head_port or ports.gcs)}"]
+    argv = (["ray", "start", f"--address={gcs_address(head_ip, head_port or ports.gcs)}"]
             + _common(mine, role, ports, cpus, gpus, block, temp_dir))
+    return argv, {**AUTH_ENV, **(MAC_ENV if mac else {})}
 
 
 def gcs_address(ip: str, port: int) -> str:
     """``IP:PORT`` as Ray takes it: an IPv6 address in brackets, ``[fd00::10]:6379``. A line to copy
     quotes it (``shlex.quote``): zsh reads an unquoted one as a glob pattern, "no matches found"."""
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-
-
-def head_start(ip: str, ports: Ports = Ports(), mac: bool = False, **options) -> tuple[list[str], dict]:
-    """The head's ``ray start`` as (argv, environment): printed by ``render_head``, run by ``hetlab head --start``.
-    The environment: token auth, and the two metrics ports that have no ``ray start`` flag
-    (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``); ``mac``: the Mac is the head,
-    so its line carries the Mac's opt-in."""
-    return head_command(ip, ports, **options), {**AUTH_ENV, "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
-                                                "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics),
-                                                **(MAC_ENV if mac else {})}
-
-
-def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
-               **options) -> tuple[list[str], dict]:
-    """The joining machine's ``ray start`` as (argv, environment): printed by ``render_join``, run by
-    ``hetlab join --start``. A Mac must opt in to multi-node clusters."""
-    return join_command(head_ip, ip, ports, **options), {**AUTH_ENV, **(MAC_ENV if mac else {})}
 
 
 def shell_line(argv: list[str], env: dict | None = None) -> str:
