@@ -70,7 +70,7 @@ def test_the_engines_cost_is_saved_and_read_back_else_the_practice_figure(tmp_pa
     with pytest.raises(HetlabError, match="seconds"):
         measured.save_engine(-1.0, where=tmp_path)
     (tmp_path / "engine.json").write_text("{broken")
-    with pytest.raises(HetlabError, match="notebook 05"):
+    with pytest.raises(HetlabError, match="not hetlab's engine file"):
         measured.engine_cost(tmp_path)
 
 

@@ -23,9 +23,7 @@ from hetlab.cluster.connecting import start_with_retry, stop_children_since
 REAL_HERE = {"mac"} if sys.platform == "darwin" else {"desktop"}  # the role this box honestly is
 
 # Every practice node shares this machine's cores, so a node whose raylet answers Ray's health check
-# late is busy, not lost: a busy 2-core box once had its "mac" marked dead (Ray's default: 5 checks
-# missed, 10 s each). Here a check waits 30 s and 10 must be missed. remove_node() stops a node
-# gracefully, which Ray sees at once; only a crashed node is found later (10 × 3 s instead of 15 s).
+# late is busy, not lost: a check waits 30 s and 10 must be missed (Ray's default: 5 of 10 s).
 PATIENT_HEALTH_CHECK = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 10}
 
 

@@ -11,12 +11,9 @@ import logging
 
 from hetlab import environment
 
-# Ray 2.59 and later (2.60 here) turn token authentication on in every process that starts a local cluster while
-# RAY_AUTH_MODE is unset (plain ray.init(), cluster.connect() without an address, a PracticeCluster)
-# and logs, from this logger (_warn_token_auth_enabled), "WARNING authentication_token_setup.py:85
-# -- Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.
-# ...": a red stderr box in every notebook. The filter drops exactly that record; every other
-# passes, Ray's warning that token authentication is *disabled* included.
+# Ray 2.59 and later turn token authentication on in every process that starts a local cluster while
+# RAY_AUTH_MODE is unset, and log from this logger "Token authentication is enabled for this Ray
+# cluster. …": a red stderr box in every notebook. The filter drops exactly that record.
 TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
 TOKEN_ENABLED = "Token authentication is enabled for this Ray cluster."
 NOTICE = ("hetlab: Ray turned on token authentication for this local Ray (its default for local clusters since 2.59: "
@@ -62,22 +59,16 @@ NO_STATE_API = "Failed to query Ray Train Controller actor state."
 
 
 def practice_worker_setup() -> None:
-    """Runs in every worker process of a practice cluster's nodes (``practice_workers_env``).
-
-    A practice cluster starts no dashboard (fewer processes on a small machine), so Ray's State
-    API is absent there. Ray Train's placement-group cleaner (a safety net that frees the
-    training's resources if its controller dies) asks that API every second whether the
-    controller still lives, and logs each failure: 17 identical warnings in one run of notebook
-    07. This drops exactly that message, in the practice cluster's processes only; on your pair
-    (dashboard on) the API answers and there is nothing to drop."""
+    """Runs in every worker process of a practice cluster's nodes (``practice_workers_env``): with no
+    dashboard there, Ray's State API is absent, and Ray Train's placement-group cleaner logs each
+    second that it could not ask it whether the controller lives. On your pair the API answers."""
     drop(CLEANER_LOGGER, NO_STATE_API)
 
 
 def practice_workers_env(more: dict | None = None):
     """While a practice node starts, name ``practice_worker_setup`` in Ray's setup-hook variable
     (the one ``runtime_env={"worker_process_setup_hook": …}`` sets), and set ``more``: the node's
-    raylet inherits them and so does every worker it starts. Through a ``runtime_env`` instead, every actor's start
-    went through Ray's runtime-env agent: 0.4 s more to start a training here."""
+    raylet inherits them and so does every worker it starts, without Ray's runtime-env agent."""
     from ray._private.ray_constants import WORKER_PROCESS_SETUP_HOOK_ENV_VAR
     return environment({WORKER_PROCESS_SETUP_HOOK_ENV_VAR: f"{__name__}.practice_worker_setup", **(more or {})})
 

@@ -237,29 +237,22 @@ def step_times(model: str = "small", where: str | Path | None = None) -> tuple[S
 
 def save_engine(engine_s: float, link_s: float | None = None, where: str | Path | None = None, *,
                 simulated: bool = False) -> Path:
-    """Keep the engine's own cost per exchange (and the link's, if measured) that notebook 05 measured;
-    ``simulated``: on the practice cluster (read back labelled so, never as your pair's)."""
-    for name, value in (("engine_s", engine_s), ("link_s", link_s)):
-        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-            raise HetlabError(f"{name} must be seconds ≥ 0, got {value!r}.")
-    data = {**_stamp(simulated), "engine_s": float(engine_s), "link_s": None if link_s is None else float(link_s)}
-    return write(path("engine", where), data)
+    """Keep the engine's own cost per exchange (and the link's, if measured) that notebook 05 measured, as
+    ``engine.json`` (``save_figure``); ``simulated``: on the practice cluster (read back labelled so)."""
+    if not all(v is None or (isinstance(v, (int, float)) and v >= 0) for v in (engine_s, link_s)):
+        raise HetlabError(f"engine_s and link_s must be seconds ≥ 0, got {engine_s!r}, {link_s!r}.")
+    return save_figure("engine", {"engine_s": engine_s, "link_s": link_s}, where, simulated=simulated)
 
 
 def engine_cost(where: str | Path | None = None) -> Seconds:
     """The engine's own seconds per exchange: notebook 05's measurement, else the practice figure."""
-    def parse(data):
-        value = float(data["engine_s"])
-        if not (math.isfinite(value) and value >= 0):
-            return None
-        kind, date = origin_of(data), str(data.get("date", ""))[:10]
-        if kind == PAIR:
-            return Seconds(value, f"measured on {data.get('host', '?')} in notebook 05 {date}")
-        return Seconds(value, f"measured in notebook 05 {date}: {describe(kind)}")
-    p = path("engine", where)
-    cost = read(p, parse, HetlabError(
-        f"{p} is not notebook 05's engine measurement: delete it and run notebook 05 again."))
-    return Seconds(estimates.ENGINE_S, estimates.ENGINE_WHERE) if cost is None else cost
+    data = load_figure("engine", where)
+    if data is None:
+        return Seconds(estimates.ENGINE_S, estimates.ENGINE_WHERE)
+    kind, date = origin_of(data), str(data.get("date", ""))[:10]
+    if kind == PAIR:
+        return Seconds(data["engine_s"], f"measured on {data.get('host', '?')} in notebook 05 {date}")
+    return Seconds(data["engine_s"], f"measured in notebook 05 {date}: {describe(kind)}")
 
 
 RUN_PREFIX = "notebook-"
