@@ -13,7 +13,7 @@ import ipaddress
 import platform
 from dataclasses import dataclass
 
-from hetlab.cluster.connecting import Requested, connect, requested_address
+from hetlab.cluster.connecting import Requested, connect, parse_address, requested_address
 from hetlab.cluster import joining
 from hetlab.cluster.roles import live_nodes
 from hetlab.errors import HetlabError
@@ -116,10 +116,7 @@ NAMES = {"desktop": "the desktop", "mac": "the Mac"}
 
 def head_host(address: str | None) -> str | None:
     """The head's host in ``IP:PORT`` / ``[IPv6]:PORT`` (``ray://`` allowed), or None for no real address."""
-    if address in (None, "local"):
-        return None
-    host = str(address).split("://", 1)[-1].rsplit(":", 1)[0] if ":" in str(address) else str(address)
-    return host.strip("[]")
+    return None if address in (None, "local") else parse_address(address)[0]
 
 
 def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: str) -> tuple[str, str | None]:
