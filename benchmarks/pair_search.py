@@ -1,9 +1,8 @@
 """Does a hyperparameter search on the pair reach the sum of its machines? (notebook 09, issue 35)
 
 The same K configurations (``hetlab.search.driver``: the same seeds, ASHA off, every trial to its last
-epoch) run on the desktop alone, on the mac alone and on both, each machine with its measured
-number of trials at once (``hetlab.search.slots.measure_packing``: the best single-machine search is the
-packed one). On the practice cluster (two real Ray nodes on this machine) the "mac" is SIMULATED
+epoch) run on the desktop alone, on the mac alone and on both, each machine with its trials at once
+(``hetlab.search.slots.trials_at_once``: the best single-machine search is the packed one). On the practice cluster (two real Ray nodes on this machine) the "mac" is SIMULATED
 slower (``hetlab.core.simulate``); its measured slowdown, start-up and evaluation included, is printed.
 With HETLAB_ADDRESS set, your own pair instead (``hetlab.pair.the_pair``).
 
@@ -69,19 +68,21 @@ def timeline_line(name: str, t: dict) -> str:
            + "; ".join(parts)
 
 
-def one_round(n: int, args, slowdowns: dict, packing: dict) -> dict:
+def one_round(n: int, args, slowdowns: dict) -> dict:
     order = ["desktop", "mac", "pair"] if n % 2 == 0 else ["pair", "mac", "desktop"]
     rate, timeline = {}, {}
     for name in order:
         result = search.search(None, args.configs, roles=ROLES[name], epochs=args.epochs,
                                train_samples=args.train_samples, val_samples=500, slowdowns=slowdowns,
-                               packing={r: packing[r] for r in ROLES[name]}, early_stopping=False,
+                               early_stopping=False,
                                checkpoints=False, progress=False, seed=args.seed)
         assert len(result.finished) == args.configs, result.summary()      # the same work in all three
         rate[name] = result.samples_per_s
+        if name == "pair":
+            packing = result.packing
         timeline[name] = slot_timeline(result)
     total = rate["desktop"] + rate["mac"]
-    return {**rate, "sum": total, "pair_vs_sum": rate["pair"] / total, "pair_vs_desktop": rate["pair"] / rate["desktop"],
+    return {**rate, "sum": total, "packing": packing, "pair_vs_sum": rate["pair"] / total, "pair_vs_desktop": rate["pair"] / rate["desktop"],
             "mac_slowdown": rate["desktop"] / rate["mac"], "timeline": timeline}
 
 
@@ -101,15 +102,11 @@ def main() -> None:
     with the_pair() as pair:
         print(pair)
         slowdowns = {w.role: w.slowdown for w in pair.workers}
-        measured = search.slots.measure_packing(("desktop", "mac"), slowdowns=slowdowns)
-        for p in measured.values():
-            print(p)
-        packing = {role: p.k for role, p in measured.items()}
         print(f"{'round':8s}{'desktop':>10s}{'mac':>10s}{'sum':>10s}{'pair':>10s}{'pair/sum':>10s}"
               f"{'pair/desk':>10s}{'desk/mac':>11s}")
         rounds = []
         for n in range(args.rounds):
-            r = one_round(n, args, slowdowns, packing)
+            r = one_round(n, args, slowdowns)
             rounds.append(r)
             print(f"{n + 1:<3d}{'(warm-up)' if n == 0 else '':5s}{r['desktop']:10,.0f}{r['mac']:10,.0f}{r['sum']:10,.0f}"
                   f"{r['pair']:10,.0f}{r['pair_vs_sum']:10.3f}{r['pair_vs_desktop']:10.3f}{r['mac_slowdown']:10.2f}×",
@@ -129,7 +126,7 @@ def main() -> None:
                       "pair_vs_sum_rounds": [round(r["pair_vs_sum"], 3) for r in counted],
                       "warm_up_pair_vs_sum": round(rounds[0]["pair_vs_sum"], 3),
                       "samples_per_s": {k: round(median[k]) for k in ("desktop", "mac", "sum", "pair")},
-                      "mac_measured_slowdown": round(median["mac_slowdown"], 2), "trials_at_once": packing,
+                      "mac_measured_slowdown": round(median["mac_slowdown"], 2), "trials_at_once": rounds[-1]["packing"],
                       "configs": args.configs, "epochs": args.epochs, "train_samples": args.train_samples,
                       "rounds_counted": len(counted),
                       "mac": "simulated" if pair.practice is not None else "real",

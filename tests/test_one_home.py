@@ -11,7 +11,6 @@ from hetlab.arithmetic.steptime import StepTime
 from hetlab.course import exercises
 from hetlab.errors import HetlabError
 from hetlab.ps.records import StepRecord, step_budget, worker_steps
-from hetlab.search.results import SearchResult, TrialRecord, compare
 
 CASES = 200
 
@@ -70,15 +69,11 @@ def test_the_graders_step_time_is_steptimes(rng):
 
 
 def test_pair_over_sum_is_one_function(rng):
-    """Notebook 09's grader, notebook 06's efficiency and the search comparison: one division."""
+    """Notebook 09's grader and notebook 06's efficiency: one division."""
     for _ in range(CASES):
         desktop, mac, pair = (rng.uniform(100, 20000) for _ in range(3))
         one = steptime.efficiency(pair, [desktop, mac])
         assert exercises.pair_over_sum(desktop, mac, pair) == balance.efficiency(pair, [desktop, mac]) == one
-        searches = [SearchResult([TrialRecord(0, {}, 0, samples=round(rate * 10))], 10.0, [], {}, "")
-                    for rate in (desktop, mac, pair)]
-        assert compare(*searches)["pair_vs_sum"] == pytest.approx(
-            steptime.efficiency(*(s.samples_per_s for s in searches[2:]), [s.samples_per_s for s in searches[:2]]))
 
 
 def test_the_in_step_speed_and_the_budget_read_the_same_lines(rng):

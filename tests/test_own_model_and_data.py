@@ -170,27 +170,3 @@ def test_parameter_server_learns_own_model_and_data_and_resumes_it(local_ray, st
         assert resumed.step == 30 and torch.equal(flat(resumed.model()), weights)
         resumed.run(2)
         assert resumed.step == 32
-
-
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(model="resnet"), "unknown model"),
-    (dict(model=lambda: 3), "not an nn.Module"),
-    (dict(model="ray_example", train_data=Strokes(200)), "do not fit the data"),
-    (dict(model=stroke_net, train_data=Strokes(200), train_samples=100), "pick a part of MNIST"),
-    (dict(model=stroke_net, test_data=Strokes(50)), "needs train_data"),
-    (dict(model=stroke_net, train_data=Strokes(20)), "fewer than one global batch"),
-])
-def test_ray_train_refuses_bad_own_model_or_data_in_one_line(kwargs, message):
-    from hetlab.raytrain.mixed import train_mixed
-    with pytest.raises(HetlabError, match=message) as err:
-        train_mixed(steps=5, global_batch=32, **kwargs)
-    assert "\n" not in str(err.value)
-
-
-def test_ray_train_result_rebuilds_a_custom_network(tmp_path):
-    from hetlab.raytrain.mixed import RayTrainResult, weights_digest
-    trained = make_model(stroke_net, seed=7)
-    torch.save({k: v.cpu() for k, v in trained.state_dict().items()}, tmp_path / "model.pt")  # as rank 0 does
-    result = RayTrainResult(ranks=[], accuracy=0.0, loss=[], fit_s=0.0, train_s=0.0, allreduce_bytes_per_step=0,
-                            model_name=model_label(stroke_net), checkpoint_path=str(tmp_path), factory=stroke_net)
-    assert weights_digest(result.model()) == weights_digest(trained)

@@ -21,6 +21,8 @@ from hetlab.search import slots, trial
 from hetlab.errors import HetlabError
 from hetlab.core.machine import kernel_id
 from hetlab.core.models import small_cnn
+from hetlab.core.simulate import SlowDevice
+from hetlab.core.train import evaluate
 from hetlab.cluster.practice import PracticeCluster
 
 SMALL = dict(trials=4, epochs=2, train_samples=600, val_samples=200, progress=False, packing={"desktop": 1})
@@ -80,19 +82,6 @@ def test_storage_this_machine_cannot_write_is_one_line_before_ray(tmp_path):
     assert os.listdir(tmp_path) == ["read-only", "u"]                           # its test file deleted
 
 
-def raises_at_width_4(width=16):
-    if width == 4:
-        raise ValueError("width 4 is not supported by this network")
-    return small_cnn(width)
-
-
-def test_a_model_that_raises_fails_before_any_trial():
-    with pytest.raises(HetlabError) as e:
-        search.search(SPACE, model=raises_at_width_4, trials=2)
-    assert "(width=4) failed before the search: ValueError: width 4 is not supported" in str(e.value)
-    assert not ray.is_initialized()
-
-
 def test_sampling_is_reproducible_and_without_replacement():
     space = search.check_space(SPACE)
     assert search.sample(space, 6, seed=3) == search.sample(space, 6, seed=3)
@@ -142,15 +131,6 @@ def test_a_trial_waiting_for_a_lost_machine_goes_back_and_runs_on_the_other():
     assert searcher.suggest("e") == {**given["d"], "role": "desktop"} and searcher.suggest("f") is None
     searcher.on_trial_result("e", {"role": "desktop", "samples": 100, "time_this_iter_s": 1.0})
     assert searcher.suggest("f") == "FINISHED" and searcher.handed_back == {"d"}
-
-
-def test_nodes_on_one_computer_that_claim_its_cores_twice_share_their_trials_at_once():
-    packing = {r: slots.Packing(r, 4, "GPU") for r in ("desktop", "mac")}
-    one, apart = {"desktop": ("box", 2), "mac": ("box", 2)}, {"desktop": ("a", 2), "mac": ("b", 2)}
-    shared = slots.share_computers(packing, one, {"desktop": 2, "mac": 2})     # 2 + 2 CPUs claimed on 2 cores
-    assert {r: p.k for r, p in shared.items()} == {"desktop": 2, "mac": 2} and "shares" in shared["mac"].note
-    assert slots.share_computers(packing, one, {"desktop": 1, "mac": 1}) == packing   # 1 + 1: the practice cluster
-    assert slots.share_computers(packing, apart, {"desktop": 2, "mac": 2}) == packing  # two computers
 
 
 def test_by_cost_the_fast_machine_takes_the_costliest_the_slow_one_the_cheapest():
@@ -286,22 +266,10 @@ def test_a_machine_that_does_not_answer_the_storage_probe_in_time_is_named(pract
     assert [f for f in os.listdir(storage.folder) if f.startswith(".hetlab-reach-")] == []
 
 
-def test_the_practice_nodes_are_one_computer(practice):
-    assert slots.computers(("desktop", "mac")) == {r: (kernel_id(), os.cpu_count()) for r in ("desktop", "mac")}
-
-
-def test_packing_is_measured_per_machine(practice):
-    measured = slots.measure_packing(("desktop", "mac"), slowdowns={"mac": 4})
-    desktop, mac = measured["desktop"], measured["mac"]
-    assert desktop.device == "GPU" and all(r > 0 for r in desktop.speeds.values())   # counted GPU: probed
-    # the rule on the speeds it measured, not their order: one more at once only where it adds 10 % (GAIN),
-    # stopping at the first that does not; two close speeds (980 and 1,019 samples/s on a busy box) come
-    # out in either order
-    tried = sorted(desktop.speeds)
-    assert len(tried) >= 2 and tried == list(slots.TRIES[:len(tried)]), desktop.speeds
-    gains = [desktop.speeds[b] >= slots.GAIN * desktop.speeds[a] for a, b in zip(tried, tried[1:])]
-    assert all(gains[:-1]) and desktop.k == (tried[-1] if all(gains) else tried[-2]), desktop.speeds
-    assert (mac.k, mac.device, mac.speeds) == (1, "CPU", {}) and "simulated" in mac.note
+def test_a_machine_takes_k_trials_per_gpu_and_one_per_cpu_or_simulated_device():
+    gpu, cpu = {"Resources": {"GPU": 1, "CPU": 8}}, {"Resources": {"CPU": 8}}
+    assert slots.trials_at_once(gpu, 1.0) == slots.GPU_TRIALS > 1
+    assert slots.trials_at_once(cpu, 1.0) == slots.trials_at_once(gpu, 4.0) == 1   # shared cores; overlapping sleeps
 
 
 def dropout_cnn(width=16):
@@ -345,18 +313,24 @@ def test_a_machine_lost_mid_search_its_trial_moves_to_the_other(practice, tmp_pa
                                     f"resumed from epoch {moved[0].resumed_from}")
     # A resume, not a restart with the epoch's number: the same configuration trained here without
     # a break ends with the same training loss and accuracy (weights, optimizer, epoch, dropout's RNG).
-    alone = search.train_best(moved[0], 3, *trial.split_data(600, 200), model=dropout_cnn, device="cpu")
-    assert moved[0].loss == pytest.approx(alone["losses"][-1], rel=1e-5)
-    assert moved[0].accuracy == alone["accuracy"]
+    loss, accuracy = trained_here(moved[0], 3, dropout_cnn)
+    assert moved[0].loss == pytest.approx(loss, rel=1e-5)
+    assert moved[0].accuracy == accuracy
 
 
-def test_train_best_here_repeats_its_trial_exactly(pair_run):
-    from hetlab.search.trial import split_data
+def trained_here(record, epochs: int, model=small_cnn) -> tuple[float, float]:
+    """A trial's configuration trained here on the CPU with the trial's own data, step and seed, without
+    a break: its last epoch's training loss and its held-out accuracy."""
+    (x, y), val = trial.split_data(600, 200)
+    cfg, cpu = {**record.config, "seed": record.seed}, torch.device("cpu")
+    net, opt = trial.build(cfg, model, cpu)
+    *_, (_, _, _, loss) = trial.epochs_of(net, opt, x, y, cfg, cpu, 0, epochs, SlowDevice(1))
+    return loss, evaluate(net, val, cpu)
+
+
+def test_a_trial_trained_here_repeats_its_result_exactly(pair_run):
     best = pair_run.best
-    train, val = split_data(600, 200)                      # the trial's own data
-    out = search.train_best(best, best.epochs, train, val, device="cpu")
-    assert out["device"] == "cpu" and out["samples_per_s"] > 0
-    assert out["accuracy"] == best.accuracy               # same config, seed, step: same result
+    assert trained_here(best, best.epochs)[1] == best.accuracy   # same config, seed, step: same result
 
 
 @pytest.mark.parametrize("args, says", [

@@ -112,10 +112,10 @@ def check_pair_raytrain(ctx: Context) -> list[Row]:
     from hetlab.raytrain.mixed import train_mixed
     ctx.cluster()
     n = len(ctx.train_data())
-    result = train_mixed(steps=ctx.acc_steps, global_batch=ctx.sizes.acc_batch, ratio="auto",
+    result = train_mixed(steps=ctx.acc_steps, global_batch=ctx.sizes.acc_batch, batch_sizes="auto",
                          devices=[ctx.device, "cpu"], train_samples=n if n < 60000 else None,
                          test_samples=ctx.sizes.test_samples if ctx.sizes.test_samples < 10000 else None,
-                         seed=0, progress=False)   # hetlab's exchange, as across the learner's pair
+                         seed=0)   # hetlab's exchange, as across the learner's pair
     kinds = [r.device.split(":")[0] for r in result.ranks]
     require(kinds == [torch.device(ctx.device).type, "cpu"], f"ranks ran on {kinds}, not the card + the CPU")
     ranks = "; ".join(f"{r.role} {r.device} b={r.batch_size}" for r in result.ranks)

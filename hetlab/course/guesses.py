@@ -23,7 +23,7 @@ QUESTIONS = {
     "05-async-updates": ("05", "the desktop's async updates per update of the Mac's"),
     "06-desktop-share": ("06", "the desktop's share of the batch in auto-tune's split"),
     "06-tuned-over-equal": ("06", "the tuned split's samples/s ÷ the equal split's"),
-    "07-mac-share": ("07", "the mac rank's share of the global batch with ratio=\"auto\""),
+    "07-mac-share": ("07", "the mac rank's share of the global batch with batch_sizes=\"auto\""),
     "08-same-digest": ("08", "whether the resumed run prints step 10's digest (1 yes, 0 no)"),
     "08-mac-local-steps": ("08", "the mac's local steps per round at H = 8"),
     "09-end-minus-held-out": ("09", "the best trial trained to the end: its test accuracy − its held-out accuracy"),

@@ -6,10 +6,14 @@ one flat buffer and SUM all-reduces it through hetlab's exchange (``hetlab.raytr
 cannot join a Mac and a Linux desktop, NCCL cannot reach a Mac): every rank applies Σ (b_i / B) · g_i
 and the weights stay identical (bitwise on alike devices). With
 ``check_every``, rank 0 tests the weights every K steps, every rank's clock paused (the time to target).
+At the end rank 0 reports its weights (``model.pt``) and the losses (``loss.json``) as Ray Train's
+checkpoint.
 """
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import tempfile
 import time
 from contextlib import contextmanager
@@ -25,9 +29,12 @@ from hetlab.core.machine import origin_label
 from hetlab.errors import HetlabError
 from hetlab.core.flat import flat_grad, set_flat_grad
 from hetlab.core.models import make_model
-from hetlab.raytrain.checkpoint import restore, rng_state, write
+from hetlab.core.train import evaluate
 from hetlab.raytrain.config import LoopConfig
 from hetlab.core.simulate import SlowDevice, device_seconds, labelled
+
+MODEL = "small"                               # the course's CNN (hetlab.core.models)
+WEIGHTS, LOSSES = "model.pt", "loss.json"   # rank 0's checkpoint: what RayTrainResult reads back
 
 
 def train_loop(config: dict) -> None:
@@ -35,17 +42,17 @@ def train_loop(config: dict) -> None:
     cfg = config["loop"]                                      # the LoopConfig train_mixed checked
     rank, role = where_am_i(cfg)
     device = resolve(cfg.devices[rank])                       # "auto": cuda, mps or cpu, on this machine
-    x, y, loss_fn = rank_data(cfg, device)
-    sizes, speed = agree_on_split(cfg, rank, x, y, loss_fn, device)  # the same b_i on every rank
+    x, y = rank_data(cfg, device)
+    sizes, speed = agree_on_split(cfg, rank, x, y, device)    # the same b_i on every rank
     share = sizes[rank] / cfg.global_batch                    # b_i / B
-    model = make_model(cfg.model, seed=cfg.seed).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    log = RankLog(device, cfg.slowdowns[rank], show_progress=cfg.progress and rank == 0)
-    for step in range(restore(cfg.resume, rank, model, opt, log), cfg.steps):  # 0, or a checkpoint's step
+    model = make_model(MODEL, seed=cfg.seed).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    log = RankLog(device, cfg.slowdowns[rank])
+    for step in range(cfg.steps):
         idx = rank_indices(step, sizes, rank, len(y), cfg.seed).to(device)
         with log.compute(work=sizes[rank]):                   # a simulated slower device sleeps after it
             opt.zero_grad(set_to_none=False)
-            loss = loss_fn(model(x[idx]), y[idx])
+            loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
             loss.backward()
         with log.allreduce():                                 # one flat CPU buffer: b_i/B × (gradient, loss)
             buf = torch.cat([flat_grad(model), loss.detach().float().cpu().view(1)]) * share
@@ -53,12 +60,10 @@ def train_loop(config: dict) -> None:
             set_flat_grad(model, buf[:-1])                    # back onto this rank's device
         with log.compute():
             opt.step()
-        log.loss(buf[-1].item(), cfg.steps)                   # the global batch's loss, for free
+        log.loss(buf[-1].item())                              # the global batch's loss, for free
         if step + 1 in cfg.check_steps:                       # the test accuracy, untimed: the time to target
             check_accuracy(cfg, rank, model, device, log)
-        if step + 1 in cfg.checkpoint_steps:                  # weights, Adam's state, step, generators
-            checkpoint(cfg, rank, model, opt, device, log)
-    report(cfg, model, opt, rank, role, device, sizes[rank], speed, log)
+    report(cfg, model, rank, role, device, sizes[rank], speed, log)
 
 
 def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
@@ -82,40 +87,34 @@ def where_am_i(cfg: LoopConfig) -> tuple[int, str]:
 
     rank = ray.train.get_context().get_world_rank()
     labels = ray.get_runtime_context().get_node_labels()
-    role = labels.get(cfg.label_key, f"rank {rank}") if cfg.label_key else f"rank {rank}"
-    if cfg.roles and role != cfg.roles[rank]:
+    role = labels.get(cfg.label_key, f"rank {rank}")
+    if role != cfg.roles[rank]:
         raise HetlabError(f"rank {rank} landed on node role {role!r}, expected {cfg.roles[rank]!r}.")
     return rank, role
 
 
 def rank_data(cfg: LoopConfig, device: torch.device):
-    """The training set on this rank's device (MNIST, or yours from Ray's object store), and the loss."""
-    import ray
-
+    """MNIST's training set (``train_samples`` of it) on this rank's device."""
     from hetlab.core.data import load_mnist
 
-    if cfg.train_data is not None:
-        x, y = (t.to(device) for t in ray.get(cfg.train_data))
-    else:
-        train = load_mnist("train")
-        if cfg.train_samples:
-            train = train.subset(cfg.train_samples, seed=cfg.seed)
-        x, y = train.normalized().to(device), train.labels.to(device)
-    return x, y, cfg.loss or nn.functional.cross_entropy
+    train = load_mnist("train")
+    if cfg.train_samples:
+        train = train.subset(cfg.train_samples, seed=cfg.seed)
+    return train.normalized().to(device), train.labels.to(device)
 
 
-def agree_on_split(cfg: LoopConfig, rank: int, x, y, loss_fn, device) -> tuple[list[int], float]:
+def agree_on_split(cfg: LoopConfig, rank: int, x, y, device) -> tuple[list[int], float]:
     """Each rank measures its own samples/s (a simulated slowdown divides it), the ranks swap the
     numbers, and every rank derives the same split of the global batch: (sizes, this rank's speed)."""
     from hetlab.arithmetic.balance import split_batch
     from hetlab.core.train import measure_speed
 
     world, batch = dist.get_world_size(), cfg.global_batch
-    speed = measure_speed(make_model(cfg.model, seed=cfg.seed), device, batch_size=max(1, batch // world),
-                          steps=5, data=(x, y), loss=loss_fn).samples_per_s / cfg.slowdowns[rank]
+    speed = measure_speed(make_model(MODEL, seed=cfg.seed), device, batch_size=max(1, batch // world),
+                          steps=5, data=(x, y)).samples_per_s / cfg.slowdowns[rank]
     speeds = [None] * world
     dist.all_gather_object(speeds, speed)
-    return split_batch(batch, cfg.ratio or speeds, world), speed
+    return list(cfg.batch_sizes) if cfg.batch_sizes else split_batch(batch, speeds, world), speed
 
 
 @dataclass
@@ -124,14 +123,12 @@ class RankLog:
 
     device: torch.device
     slowdown: float = 1.0
-    show_progress: bool = False        # rank 0, when asked: five lines of loss
-    first_step: int = 0                # a resumed run's: the checkpoint's step
     compute_s: float = 0.0
     simulated_s: float = 0.0
     allreduce_s: float = 0.0
-    losses: list = field(default_factory=list)    # every step's, a resumed run's earlier ones too
+    losses: list = field(default_factory=list)    # every step's global-batch loss
     started: float = field(default_factory=time.perf_counter)
-    step_s: list = field(default_factory=list)    # each step's seconds, this start's steps (the report's spread)
+    step_s: list = field(default_factory=list)    # each step's seconds (the report's spread)
     checks: list = field(default_factory=list)    # rank 0: (training seconds so far, test accuracy) per check
     check_set: object = None                      # rank 0: the test samples the checks read
 
@@ -163,13 +160,11 @@ class RankLog:
         self._last = getattr(self, "_last", self.started) + gone
         self.started += gone
 
-    def loss(self, value: float, steps: int) -> None:
+    def loss(self, value: float) -> None:
         self.losses.append(value)
         now = time.perf_counter()
         self.step_s.append(now - getattr(self, "_last", self.started))
         self._last = now
-        if self.show_progress and len(self.losses) % max(1, steps // 5) == 0:
-            print(f"[hetlab rank 0] step {len(self.losses)}/{steps} loss {value:.3f}")
 
 
 @dataclass
@@ -182,7 +177,7 @@ class RankReport:
     node_id: str
     device: str
     batch_size: int
-    measured_samples_per_s: float
+    samples_per_s: float      # its device's speed, measured before the run (the split's)
     samples: int
     compute_s: float          # forward, backward and optimizer step on the device
     simulated_s: float        # the simulated slowdown's sleep
@@ -203,27 +198,30 @@ def weights_digest(model: nn.Module) -> str:
     return h.hexdigest()
 
 
-def report(cfg: LoopConfig, model, opt, rank, role, device, batch_size, speed, log: RankLog) -> None:
-    """Every rank's ``RankReport`` to rank 0, which tests the model and reports metrics and a checkpoint."""
+def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: RankLog) -> None:
+    """Every rank's ``RankReport`` to rank 0, which tests the model and reports the metrics with its
+    checkpoint; the others report nothing (Ray Train's report waits for every rank)."""
     import ray
+    import ray.train
 
     train_s = time.perf_counter() - log.started
     label = labelled(f"{role} · {device.type}", log.slowdown)  # the parameter server's label format
     if origin := origin_label():
         label += f" ({origin})"
     mine = RankReport(rank, role, label, ray.get_runtime_context().get_node_id(), str(device), batch_size, speed,
-                      batch_size * (cfg.steps - log.first_step), log.compute_s, log.simulated_s, log.allreduce_s,
-                      weights_digest(model))
-    gathered = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, (asdict(mine), rng_state(device)))
-    reports, rngs = [r for r, _ in gathered], [g for _, g in gathered]
-    metrics = {}
-    if rank == 0:
-        values = sum(p.numel() for p in model.parameters()) + 1  # the all-reduced buffer: gradient and loss
-        metrics = {"ranks": reports, "accuracy": accuracy_on_test(cfg, model, device), "train_s": train_s,
-                   "step_s": list(log.step_s), "checked": checked(cfg, log),
-                   "allreduce_bytes_per_step": 4 * values * 2 * (len(reports) - 1) // len(reports)}
-    checkpoint(cfg, rank, model, opt, device, log, metrics, rngs)
+                      batch_size * cfg.steps, log.compute_s, log.simulated_s, log.allreduce_s, weights_digest(model))
+    reports = [None] * dist.get_world_size()
+    dist.all_gather_object(reports, asdict(mine))
+    if rank != 0:
+        ray.train.report({"rank": rank})
+        return
+    metrics = {"ranks": reports, "accuracy": evaluate(model, evaluation_set(cfg), device), "train_s": train_s,
+               "step_s": list(log.step_s), "checked": checked(cfg, log)}
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(tmp, WEIGHTS))
+        with open(os.path.join(tmp, LOSSES), "w") as f:
+            json.dump(log.losses, f)
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
 
 def checked(cfg: LoopConfig, log: RankLog) -> dict:
@@ -237,7 +235,7 @@ def checked(cfg: LoopConfig, log: RankLog) -> dict:
 def check_accuracy(cfg: LoopConfig, rank, model, device, log: RankLog) -> None:
     """Rank 0 tests the weights on ``cfg.check_samples`` test samples (``core.train.held_out``, as the
     parameter server's ``run_checked``) while every rank's clock is paused; the others wait at a barrier."""
-    from hetlab.core.train import evaluate, held_out
+    from hetlab.core.train import held_out
 
     with log.paused():
         if rank == 0:
@@ -247,40 +245,9 @@ def check_accuracy(cfg: LoopConfig, rank, model, device, log: RankLog) -> None:
         dist.barrier()
 
 
-def checkpoint(cfg: LoopConfig, rank, model, opt, device, log: RankLog, metrics=None, rngs=None) -> None:
-    """Every rank calls it (Ray Train's report waits for all): rank 0 reports the checkpoint of the
-    step reached, with ``metrics``. ``rngs``: every rank's generators, gathered here unless given."""
-    import ray.train
-
-    if rngs is None:
-        rngs = [None] * dist.get_world_size()
-        dist.all_gather_object(rngs, rng_state(device))
-    if rank != 0:
-        ray.train.report({"rank": rank})
-        return
-    step = len(log.losses)
-    with tempfile.TemporaryDirectory() as tmp:
-        write(tmp, model, opt, step, log.losses, rngs, cfg.seed, cfg.global_batch)
-        ray.train.report({"step": step, **(metrics or {})}, checkpoint=ray.train.Checkpoint.from_directory(tmp))
-
-
 def evaluation_set(cfg: LoopConfig):
-    """Your test data, else MNIST's test set (``test_samples`` of it); None for your own data without one."""
-    import ray
-
+    """MNIST's test set (``test_samples`` of it)."""
     from hetlab.core.data import load_mnist
 
-    if cfg.test_data is not None:
-        return ray.get(cfg.test_data)
-    if cfg.train_data is not None:
-        return None
     test = load_mnist("test")
     return test.subset(cfg.test_samples, seed=cfg.seed) if cfg.test_samples else test
-
-
-def accuracy_on_test(cfg: LoopConfig, model: nn.Module, device) -> float:
-    """Accuracy on ``evaluation_set``; NaN for your own data without a test set."""
-    from hetlab.core.train import evaluate
-
-    test = evaluation_set(cfg)
-    return float("nan") if test is None else evaluate(model, test, device)

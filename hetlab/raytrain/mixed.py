@@ -3,9 +3,8 @@
 ``train_mixed`` runs exactly ``hetlab.raytrain.loop.train_loop`` on every rank, with the
 configuration of ``hetlab.raytrain.config`` (hetlab's exchange, no GPU request, a label per rank, a
 pinned rendezvous, no retries), and turns a failed run into one line (``explain_failure``).
-Checkpoints: Train needs a ``storage_path`` that every node can reach (NFS, a bucket) on a real
-multi-node cluster; by default a temp dir here, allowed only when rank 0 runs on this machine. A
-resume reads one here and hands it to every rank (``hetlab.raytrain.checkpoint``).
+Rank 0's checkpoint: Train needs a ``storage_path`` that every node can reach (NFS, a bucket) on a
+real multi-node cluster; by default a temp dir here, allowed only when rank 0 runs on this machine.
 """
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
@@ -21,14 +20,12 @@ from torch import nn
 
 from hetlab.arithmetic.steady import samples_per_s
 from hetlab.errors import HetlabError
-from hetlab.raytrain import checkpoint
-from hetlab.raytrain.config import (RENDEZVOUS_TIMEOUT_S, TRAIN_ENV, LoopConfig, check_cluster, loop_config,
-                                    run_config, scaling_config, torch_config, train_env)
-from hetlab.raytrain.loop import RankReport, rank_indices, train_loop, weights_digest
+from hetlab.raytrain.config import (RENDEZVOUS_TIMEOUT_S, check_cluster, loop_config, run_config,
+                                    scaling_config, torch_config, train_env)
+from hetlab.raytrain.loop import LOSSES, MODEL, WEIGHTS, RankReport, train_loop, weights_digest
 from hetlab.vocab import Ports
 
-__all__ = ["RENDEZVOUS_TIMEOUT_S", "TRAIN_ENV", "LoopConfig", "RankReport", "RayTrainResult", "explain_failure",
-           "rank_indices", "scaling_config", "torch_config", "train_env", "train_loop", "train_mixed", "weights_digest"]
+__all__ = ["RayTrainResult", "explain_failure", "scaling_config", "train_mixed", "weights_digest"]
 
 
 # One line from the wall of text a failed ``TorchTrainer.fit()`` raises: hetlab's own check refused
@@ -47,8 +44,7 @@ def lost_ranks(text: str) -> list[int]:
     return [int(rank) for rank, snippet in snippets if any(sign in snippet.lower() for sign in GONE_SIGNS)]
 
 
-def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence[str] = (),
-                    backend: str = "hetlab") -> str:
+def explain_failure(text: str, timeout_s: int, roles: Sequence[str] = (), backend: str = "hetlab") -> str:
     """One line from the wall of text a failed ``TorchTrainer.fit()`` raises (``roles``: each
     rank's machine, to name the one that went away). With ``backend="gloo"`` across two machines a
     timeout is gloo's too: a Mac's gloo and a Linux one wait for each other until it runs out."""
@@ -75,8 +71,8 @@ def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence
                 f"(`hetlab.cluster.node_table()` shows it) and run again; the parameter server goes on "
                 f"without it (notebook 08).")
     if network:
-        port = port or Ports.train_rendezvous
-        return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP {port} "
+        return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP "
+                f"{Ports.train_rendezvous} "
                 f"(the rendezvous store, on rank 0's machine) to the other machine's IP: `hetlab head` "
                 f"prints the rule (Ray Train only).")
     errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b.*: ", line)]
@@ -85,75 +81,55 @@ def explain_failure(text: str, port: int | None, timeout_s: int, roles: Sequence
 
 @dataclass
 class RayTrainResult:
-    """A finished TorchTrainer run: per-rank reports, accuracy, timings, the checkpoint."""
+    """A finished TorchTrainer run: per-rank reports, accuracy, timings, rank 0's checkpoint."""
 
     ranks: list[RankReport]
     accuracy: float
     loss: list[float]         # rank 0's global-batch loss per step
     fit_s: float              # TorchTrainer.fit() wall time, start-up included
     train_s: float            # the training loop alone (rank 0)
-    allreduce_bytes_per_step: int
-    model_name: str           # the network trained: a built-in name, or the factory's qualified name
-    checkpoint_path: str | None = None  # the last checkpoint: resume_from= it to train on
+    checkpoint_path: str      # rank 0's weights and losses at the end
     steps: int = 0
-    checkpoints: list[str] = field(default_factory=list)  # every checkpoint of the run, by step
     step_s: list = field(default_factory=list)  # rank 0's seconds per step (hetlab.arithmetic.steady reads them)
     checked: dict = field(default_factory=dict)  # rank 0's accuracy checks (check_every=): {"checks", "every", "test_samples"}
-    extra: dict = field(default_factory=dict)
-    factory: object = field(default=None, repr=False)  # train_mixed's model= when it was a factory
     samples_per_s: float = field(init=False)  # every rank's samples ÷ train_s
 
     def __post_init__(self):
         self.samples_per_s = samples_per_s(sum(r.samples for r in self.ranks), self.train_s)
 
     @classmethod
-    def read(cls, result, fit_s: float, steps: int, model, factory) -> "RayTrainResult":
+    def read(cls, result, fit_s: float, steps: int) -> "RayTrainResult":
         """From Ray Train's ``Result``: rank 0's metrics and the losses saved beside its checkpoint."""
-        from hetlab.core.models import model_label
-
         m, path = result.metrics, result.checkpoint.path
-        with open(os.path.join(path, checkpoint.LOSSES)) as f:
+        with open(os.path.join(path, LOSSES)) as f:
             loss = json.load(f)
-        every = sorted(result.best_checkpoints or [], key=lambda reported: reported[1].get("step", 0))
         return cls(ranks=[RankReport(**r) for r in m["ranks"]], accuracy=m["accuracy"], loss=loss, fit_s=fit_s,
-                   train_s=m["train_s"], allreduce_bytes_per_step=m["allreduce_bytes_per_step"],
-                   checkpoint_path=path, steps=steps, model_name=model_label(model),
-                   checkpoints=[c.path for c, _ in every], step_s=list(m.get("step_s", [])),
-                   checked=dict(m.get("checked") or {}),
-                   factory=None if isinstance(model, str) else factory)
+                   train_s=m["train_s"], checkpoint_path=path, steps=steps, step_s=list(m["step_s"]),
+                   checked=dict(m["checked"]))
 
     @property
     def weights_identical(self) -> bool:
         return len({r.weights_sha256 for r in self.ranks}) == 1
 
-
     def technique(self) -> dict:
-        """This run's figures for the report (``hetlab.arithmetic.outcome``): a steady speed from rank 0's
-        step times, efficiency against the ranks' own device speeds, the all-reduce's share, accuracy,
-        its conditions (batch, split, roles, devices), and its time to target when the run was checked as it
-        went (``check_every``: ``outcome.first_crossing``, as the parameter server's ``run_checked``)."""
+        """This run's figures for the report, read as the parameter server's are (``outcome.technique``:
+        speed, efficiency, the all-reduce's share, conditions, time to target): one record per rank and
+        step, at rank 0's step times, each rank's device and all-reduce seconds spread over its steps."""
+        from types import SimpleNamespace
+
         from hetlab.arithmetic import outcome
-        from hetlab.ps.records import device_seconds
-        batch = sum(r.batch_size for r in self.ranks)
-        speed = outcome.speed_of(self.step_s or [self.train_s / max(self.steps, 1)] * max(self.steps, 1), batch)
-        alone = sum(r.samples / b for r in self.ranks if (b := device_seconds(r)) > 0)
-        spent = sum(device_seconds(r) + r.allreduce_s for r in self.ranks)
-        ranks = sorted(self.ranks, key=lambda r: r.rank)
-        return {"speed": speed.as_dict(), "efficiency": speed.samples_per_s / alone if alone else None,
-                "sum_alone": alone, "comm_share": sum(r.allreduce_s for r in self.ranks) / spent if spent else None,
-                "seconds": self.train_s, "accuracy": self.accuracy, "target": outcome.TARGET,
-                **outcome.conditions([r.batch_size for r in ranks], [r.role for r in ranks], self.steps,
-                                     sum(r.samples for r in ranks), [r.label for r in ranks]),
-                **outcome.first_crossing(self.checked.get("checks", []), outcome.TARGET, self.checked.get("every"),
-                                         self.checked.get("test_samples"))}
+        n = len(self.step_s)
+        records = [SimpleNamespace(step=i, step_s=s, worker=r.role, samples=r.batch_size, batch_size=r.batch_size,
+                                   device_s=r.device_s / n, comm_s=r.allreduce_s / n, wait_s=0.0)
+                   for i, s in enumerate(self.step_s) for r in self.ranks]
+        return outcome.technique(records, self.accuracy, checked=self.checked, devices=[r.label for r in self.ranks])
 
     def model(self) -> nn.Module:
-        """The trained weights from rank 0's checkpoint, in a fresh network (``factory`` when the
-        run trained your own model, else the built-in ``model_name``) on the CPU."""
+        """The trained weights from rank 0's checkpoint, in a fresh network on the CPU."""
         from hetlab.core.models import make_model
 
-        model = make_model(self.factory if self.factory is not None else self.model_name)
-        model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, checkpoint.WEIGHTS),
+        model = make_model(MODEL)
+        model.load_state_dict(torch.load(os.path.join(self.checkpoint_path, WEIGHTS),
                                          map_location="cpu", weights_only=True))
         return model
 
@@ -170,41 +146,29 @@ def remove_groups_since(before: set) -> None:
             ray.util.remove_placement_group(PlacementGroup(ray.PlacementGroupID.from_hex(pg_id)))
 
 
-# train_data= / test_data= as tensors (x, y) or any map-style torch Dataset (default: MNIST,
-# train_samples …); without test_data the result's accuracy is NaN.
-def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence[float] = "auto",
-                roles: Sequence[str] | None = ("desktop", "mac"), devices="auto", slowdowns=1.0,
-                model="small", lr: float = 1e-3, seed: int = 0,
-                train_samples: int | None = None, test_samples: int | None = None,
-                storage_path: str | None = None, progress: bool = True,
-                rendezvous_port: int | None = None,
-                timeout_s: int = RENDEZVOUS_TIMEOUT_S, loss=None, train_data=None,
-                test_data=None, checkpoint_every: int | None = None, resume_from=None,
-                check_every: int | None = None, check_samples: int = 1000,
-                backend: str = "hetlab") -> RayTrainResult:
-    """Train on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
+def train_mixed(steps: int = 100, global_batch: int = 128, batch_sizes="auto",
+                roles: Sequence[str] = ("desktop", "mac"), devices="auto", slowdowns=1.0,
+                seed: int = 0, train_samples: int | None = None, test_samples: int | None = None,
+                storage_path: str | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S,
+                check_every: int | None = None, check_samples: int = 1000, backend: str = "hetlab") -> RayTrainResult:
+    """Train the course's CNN on MNIST on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
 
-    ``ratio="auto"`` splits the global batch by each rank's measured throughput (``[3, 1]``: directly);
-    ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every node (default:
-    a temp dir, only when rank 0 runs here). Ranks meet on ``rendezvous_port``, give up after ``timeout_s``.
-    Own model and data: ``model=``, ``loss=``, ``train_data=``. Rank 0 checkpoints at the end (and every
-    ``checkpoint_every`` steps); ``resume_from=`` a result or a checkpoint goes on from it to step ``steps``.
-    ``check_every=K``: an untimed test on ``check_samples`` samples every K steps (the time to target).
-    ``backend``: the ranks' exchange, ``"hetlab"`` (any pair) or ``"gloo"`` (ranks on one system only:
-    gpu-check's card and CPU in one Linux box).
+    ``batch_sizes="auto"`` splits the global batch by each rank's measured speed (``[96, 32]``: that
+    split); ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every
+    node (default: a temp dir, only when rank 0 runs here). The ranks give up waiting for each other
+    after ``timeout_s``. ``check_every=K``: an untimed test on ``check_samples`` samples every K steps
+    (the time to target). ``backend``: the ranks' exchange, ``"hetlab"`` (any pair) or ``"gloo"``
+    (ranks on one system only; notebook 07 shows it fail across a Mac and a Linux desktop).
     """
     import ray
     from ray.train.torch import TorchTrainer
 
-    cfg = loop_config(steps, global_batch, ratio, roles, devices, slowdowns, model, lr, seed, train_samples,
-                      test_samples, progress, loss, train_data, test_data, checkpoint_every, check_every, check_samples)
-    saved = None if resume_from is None else checkpoint.read(resume_from, cfg.model, steps, seed, global_batch)
+    cfg = loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, seed, train_samples,
+                      test_samples, check_every, check_samples)
+    config = torch_config(timeout_s, backend)
     check_cluster(roles, storage_path)
-    own = {"train_data": cfg.train_data, "test_data": cfg.test_data, "resume": saved}
-    cfg = replace(cfg, **{k: ray.put(v) for k, v in own.items() if v is not None})  # into Ray's object store, once
     trainer = TorchTrainer(train_loop, train_loop_config={"loop": cfg},  # Ray Train's config is a dict
-                           torch_config=torch_config(rendezvous_port, timeout_s, backend),
-                           scaling_config=scaling_config(roles, len(cfg.slowdowns)),
+                           torch_config=config, scaling_config=scaling_config(roles),
                            run_config=run_config(storage_path))
     t0, groups = time.perf_counter(), set(ray.util.placement_group_table())
     try:
@@ -212,5 +176,5 @@ def train_mixed(steps: int = 100, global_batch: int = 128, ratio: str | Sequence
             result = trainer.fit()
     except Exception as e:  # Train wraps worker errors; keep their one-line reason
         remove_groups_since(groups)
-        raise HetlabError(explain_failure(str(e), rendezvous_port, timeout_s, roles or (), backend)) from None
-    return RayTrainResult.read(result, time.perf_counter() - t0, steps, model, cfg.model)
+        raise HetlabError(explain_failure(str(e), timeout_s, roles, backend)) from None
+    return RayTrainResult.read(result, time.perf_counter() - t0, steps)

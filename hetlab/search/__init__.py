@@ -4,4 +4,4 @@ decides which machine takes which trial, ``trial`` is one trial's training (its 
 kept beside the driver), ``results`` what comes back, ``storage`` where results go.
 """
 from hetlab.search.driver import (  # noqa: F401 - re-exported
-    SPACE, check_space, sample, search, train_best, check_numbers)
+    SPACE, check_space, sample, search, check_numbers)

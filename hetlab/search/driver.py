@@ -17,8 +17,8 @@ from hetlab import environment
 from hetlab.search import slots
 from hetlab.cluster.roles import placement
 from hetlab.errors import HetlabError
-from hetlab.core.models import as_factory, check_model_and_loss, model_label
 from hetlab.cluster.raylog import quiet_stopped_processes
+from hetlab.core.models import as_factory
 from hetlab.search.results import SearchResult, Watcher
 from hetlab.search.storage import Storage, check_storage, open_storage
 from hetlab.search.trial import DEFAULT_MODEL, OPTIMIZERS, run_trial, split_data, start_keeper
@@ -76,32 +76,21 @@ def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
     return out
 
 
-def placement_plan(roles, packing, slowdowns, model) -> dict:
-    """Per role: how many trials at once (``packing``: role → k, or None to measure it with
-    ``hetlab.search.slots.measure_packing``), what each asks Ray for, and the samples/s of one slot.
-    Nodes on one computer share its cores (``slots.share_computers``)."""
-    nodes = {role: slots.node_of(role) for role in roles}
-    if packing is None:
-        measured = slots.measure_packing(roles, model=model, slowdowns=slowdowns)
-    else:  # checked by check_numbers
-        measured = {role: slots.Packing(role, packing.get(role, 1), "GPU" if nodes[role]["Resources"].get("GPU", 0)
-                                        >= 1 else "CPU") for role in roles}
-    if len(roles) > 1:
-        measured = slots.share_computers(measured, slots.computers(roles),
-                                         {r: nodes[r]["Resources"].get("CPU", 1) for r in roles})
+def placement_plan(roles, packing, slowdowns) -> dict:
+    """Per role: how many trials at once (``packing``: role → k, else ``slots.trials_at_once``),
+    what each asks Ray for and how many fit."""
     plan = {}
     for role in roles:
-        k = measured[role].k
-        plan[role] = {"k": k, "device": measured[role].device, "shape": slots.slot_shape(nodes[role], role, k),
-                      "slots": slots.slots_of(nodes[role], k), "speed": measured[role].speeds.get(k, 0.0) / k,
-                      "packing": measured[role]}
+        node = slots.node_of(role)
+        k = (packing or {}).get(role) or slots.trials_at_once(node, float((slowdowns or {}).get(role, 1)))
+        plan[role] = {"k": k, "device": "GPU" if node["Resources"].get("GPU", 0) >= 1 else "CPU",
+                      "shape": slots.slot_shape(node, role, k), "slots": slots.slots_of(node, k)}
     return plan
 
 
 def plan_line(plan: dict) -> str:
     """One line: each machine's trials at once, on which device."""
-    return "trials at once: " + ", ".join(f"{role} {p['k']} per {p['device']}" + (
-        f" ({p['packing'].note})" if p["packing"].note else "") for role, p in plan.items())
+    return "trials at once: " + ", ".join(f"{role} {p['k']} per {p['device']}" for role, p in plan.items())
 
 
 def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac"), epochs: int = 3,
@@ -111,25 +100,27 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
            packing: dict | None = None, early_stopping: bool = True, progress: bool = True) -> SearchResult:
     """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``; returns a
     ``SearchResult`` (table, best, samples/s, timeline). ``slowdowns``: role → simulated slowdown;
-    ``packing``: role → trials at once (default: measured); ``early_stopping=False``: every trial
+    ``packing``: role → trials at once (default ``slots.trials_at_once``); ``early_stopping=False``: every trial
     runs all its epochs. ``storage_path``: where results go (``hetlab.search.storage``; default a
     folder here); each trial's last checkpoint is kept beside the driver (``trial.start_keeper``;
     ``checkpoints=False``: none, as ``benchmarks/pair_search.py`` runs it), so a failed trial is
     retried ``max_failures`` times from its last one, on the other machine if its own was lost.
+    ``model``: the course's CNN; tests give one that fails in a trial, or has dropout (a resume
+    must restore its generator).
     """
     space = check_space(SPACE if space is None else space)
     roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, train_samples=train_samples,
                           val_samples=val_samples, batch_size=max(space["batch_size"]), packing=packing,
                           slowdowns=slowdowns)
     configs = sample(space, trials, seed)
-    _check_model(model, space["width"])
+    as_factory(model)  # a name or function Ray can send (a module of your own goes by value)
     storage = open_storage(storage_path)
     if not ray.is_initialized():
         raise HetlabError("not connected to Ray: call hetlab.pair.the_pair() (or cluster.connect()) first.")
     for role in roles:
         placement(role)  # one line if no live node has this role
     quiet_stopped_processes()
-    plan = placement_plan(roles, packing, slowdowns, model)
+    plan = placement_plan(roles, packing, slowdowns)
     print(plan_line(plan))
     _usable_everywhere(storage, roles, storage_path is not None, checkpoints)
     split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here
@@ -140,9 +131,7 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
                               epochs=epochs, slowdowns=dict(slowdowns or {}), keeper=keeper)
     storage.fs.create_dir(f"{storage.folder}/{name}", recursive=True)
     cost = slots.width_cost if time_budget_s is None else None  # with a budget: the sampled order
-    unit = (slots.width_cost(slots.PROBE) if cost else 1.0) / (epochs * train_samples)  # the packing probe's
-    searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()},
-                                  {r: p["speed"] * unit for r, p in plan.items()}, epochs * train_samples, cost)
+    searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()}, {}, epochs * train_samples, cost)
     shapes = {r: p["shape"] for r, p in plan.items()}
     watcher = Watcher(configs, (storage.fs, f"{storage.folder}/{name}/hetlab-trials.json"), progress, epochs,
                       searcher, shapes)
@@ -179,34 +168,6 @@ class _Shapes:
         return PlacementGroupFactory([self.shapes[config["role"]]])
 
 
-def train_best(config: dict, epochs: int, train_data, test_data, model=DEFAULT_MODEL, device=None) -> dict:
-    """Train one configuration (e.g. ``result.best.config``) to the end on this machine's best
-    device, with the same step and seed as its trial: the advice for a small model is the
-    desktop alone. Returns the test accuracy, samples/s, device, seconds, each epoch's mean
-    training loss and the trained model."""
-    import torch
-
-    from hetlab.core.data import as_tensors
-    from hetlab.core.devices import resolve
-    from hetlab.core.simulate import SlowDevice
-    from hetlab.core.train import evaluate
-    from hetlab.search.trial import build, epochs_of
-    if hasattr(config, "seed") and hasattr(config, "config"):  # a TrialRecord, e.g. result.best
-        config = {**config.config, "seed": config.seed}
-    cfg = {**check_space({k: [v] for k, v in config.items() if k in SPACE}), "seed": config.get("seed", 0)}
-    cfg = {k: (v[0] if isinstance(v, list) else v) for k, v in cfg.items()}
-    dev = resolve(device)
-    x, y = (t.to(dev) for t in as_tensors(train_data))
-    net, opt = build(cfg, model, dev)
-    t0, samples, busy_s = time.perf_counter(), 0, 0.0
-    losses = []
-    for _, n, s, loss in epochs_of(net, opt, x, y, cfg, dev, 0, epochs, SlowDevice(1)):
-        samples, busy_s = samples + n, busy_s + s
-        losses.append(loss)
-    return {"accuracy": evaluate(net, test_data, dev), "samples_per_s": samples / busy_s, "device": dev.type,
-            "seconds": time.perf_counter() - t0, "losses": losses, "model": net.to(torch.device("cpu"))}
-
-
 def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, *, train_samples=None,
                   val_samples=None, batch_size=None, packing=None, slowdowns=None) -> tuple:
     """The search's own numbers and roles, each checked in one line before Ray (``hetlab search``
@@ -238,24 +199,6 @@ def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, *, 
         raise HetlabError(f"slowdowns={slowdowns!r}: give role → X× slower, each ≥ 1 (1 = real speed), "
                           f"e.g. {{'mac': 4}}.")
     return roles
-
-
-def _check_model(model, widths) -> None:
-    """Build the model at every width and run two samples through it, here on the CPU: a model
-    that raises fails in one line before Ray Tune starts a trial."""
-    import functools
-
-    import torch
-    as_factory(model)  # a name or function Ray can send (the learner's own module goes by value)
-    (x, y), _ = split_data(2, 1)
-    for width in widths:
-        try:
-            check_model_and_loss(functools.partial(model, width=width), torch.nn.functional.cross_entropy, x, y)
-        except HetlabError:
-            raise
-        except Exception as e:  # noqa: BLE001 - the learner's model, any error
-            raise HetlabError(f"model {model_label(model)}(width={width}) failed before the search: "
-                              f"{type(e).__name__}: {' '.join(str(e).split())[:160]}.") from None
 
 
 def _usable_everywhere(storage: Storage, roles, given: bool, checkpoints: bool) -> None:

@@ -9,9 +9,7 @@ the search's wall time: the table, the best trial, trials per hour and samples p
 """
 from __future__ import annotations
 
-import html
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -19,7 +17,6 @@ from ray.tune import Callback
 
 from hetlab import progress_bar
 from hetlab.arithmetic.steady import samples_per_s
-from hetlab.arithmetic.steptime import efficiency
 
 COLUMNS = ("trial", "lr", "batch_size", "width", "optimizer", "machine", "device", "epochs",
            "accuracy", "samples", "status")
@@ -156,14 +153,6 @@ class SearchResult:
         lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [list(COLUMNS)] + cells]
         return "\n".join([self.summary(), *lines[:1], "  ".join("-" * w for w in widths), *lines[1:]])
 
-    def __repr__(self) -> str:
-        return f"<SearchResult: {self.summary()}>"
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in self.rows())
-        return f"<p>{html.escape(self.summary())}</p><table><tr>{head}</tr>{body}</table>"
-
     def summary(self) -> str:
         return (f"{len(self.finished)} of {len(self.trials)} configurations finished on {' + '.join(self.roles)} "
                 f"in {self.wall_s:.1f} s: {self.trials_per_hour:,.0f} trials/hour, "
@@ -283,38 +272,3 @@ def _error_line(trial) -> str:
         return "its machine or its trial process went away (RayActorError)"
     cause = getattr(error, "cause", None) or error
     return f"{type(cause).__name__}: {' '.join(str(cause).split())}"[:200]
-
-
-def compare(alone: SearchResult, other: SearchResult, pair: SearchResult) -> dict:
-    """The pair's search throughput against the first machine alone and against the sum of
-    both machines alone (each measured as a search of its own): the figures of notebook 09
-    and ``benchmarks/pair_search.py``."""
-    total = alone.samples_per_s + other.samples_per_s
-    return {"desktop_samples_per_s": alone.samples_per_s, "mac_samples_per_s": other.samples_per_s,
-            "sum_samples_per_s": total, "pair_samples_per_s": pair.samples_per_s, "one_computer": pair.one_computer,
-            "better_alone_vs_sum": max(alone.samples_per_s, other.samples_per_s) / total if total else 0.0,
-            "pair_vs_desktop": pair.samples_per_s / alone.samples_per_s if alone.samples_per_s else 0.0,
-            "pair_vs_sum": efficiency(pair.samples_per_s, [alone.samples_per_s, other.samples_per_s])
-            if alone.samples_per_s > 0 and other.samples_per_s > 0 else 0.0,
-            "best_possible_vs_desktop": total / alone.samples_per_s if alone.samples_per_s else 0.0,
-            "mac_slowdown": alone.samples_per_s / other.samples_per_s if other.samples_per_s else math.inf,
-            "trials_per_hour": {"desktop": alone.trials_per_hour, "mac": other.trials_per_hour,
-                                "pair": pair.trials_per_hour}}
-
-
-def comparison_table(figures: dict) -> str:
-    """``compare``'s figures as the few lines a learner reads."""
-    tph = figures["trials_per_hour"]
-    return "\n".join([
-        f"{'':24s}{'samples/s':>12s}{'trials/hour':>14s}",
-        f"{'desktop alone':24s}{figures['desktop_samples_per_s']:12,.0f}{tph['desktop']:14,.0f}",
-        f"{'mac alone':24s}{figures['mac_samples_per_s']:12,.0f}{tph['mac']:14,.0f}",
-        f"{'sum of the two alone':24s}{figures['sum_samples_per_s']:12,.0f}{tph['desktop'] + tph['mac']:14,.0f}",
-        f"{'the pair':24s}{figures['pair_samples_per_s']:12,.0f}{tph['pair']:14,.0f}",
-        f"the mac alone: {figures['mac_slowdown']:.2f}× slower than the desktop alone (measured: start-up and "
-        f"evaluation included)",
-        f"pair ÷ desktop alone: {figures['pair_vs_desktop']:.2f}  (at best, the sum ÷ desktop: "
-        f"{figures['best_possible_vs_desktop']:.2f});  pair ÷ sum: {figures['pair_vs_sum']:.2f}"]
-        + ([f"both machines were one computer here, sharing its cores: the pair ÷ sum can be as low as the "
-            f"better one alone ÷ sum, {figures['better_alone_vs_sum']:.2f}, when each alone kept every core busy"]
-           if figures["one_computer"] else []))

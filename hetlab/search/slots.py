@@ -1,35 +1,16 @@
 """Where the trials of a search run: each machine's own device, k trials at once (notebook 09).
-A small model leaves a card mostly idle, so several trials share it: ``measure_packing`` finds k,
+A small model leaves a card mostly idle, so several trials share it: ``trials_at_once`` picks k,
 ``slot_shape`` asks Ray for ``{"GPU": 1/k}`` (or a share of the CPUs), and ``SlotSearcher`` hands
 each configuration to a machine with a free slot, fastest first.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import ray
 from ray.tune.search import Searcher
 
-from hetlab.cluster.roles import ROLE_SLIVER, has_role, live_nodes, placement, role_resource
-from hetlab.core.machine import patience
+from hetlab.cluster.roles import ROLE_SLIVER, has_role, live_nodes, role_resource
 from hetlab.errors import HetlabError
-from hetlab.search.trial import DEFAULT_MODEL, probe_speed
 
-
-@dataclass
-class Packing:
-    """How many trials one machine runs at once, and what it measured to choose."""
-
-    role: str
-    k: int
-    device: str                                  # "GPU" or "CPU" (as Ray counts the node)
-    speeds: dict = field(default_factory=dict)   # k → samples/s of the k trials together
-    note: str = ""
-
-    def __str__(self) -> str:
-        tried = ", ".join(f"{n} at once {r:,.0f}" for n, r in self.speeds.items())
-        return f"{self.role}: {self.k} trial(s) per {self.device}" + (f" ({tried} samples/s)" if tried else "") + (
-            f"; {self.note}" if self.note else "")
+GPU_TRIALS = 2   # trials at once on a device Ray counts as a GPU: the course's CNN leaves a card mostly idle
 
 
 def node_of(role: str) -> dict:
@@ -44,6 +25,13 @@ def alive_roles(roles) -> set:
     """Those of ``roles`` that a live Ray node has now (one look at Ray's nodes for all of them)."""
     nodes = live_nodes()
     return {r for r in roles if any(has_role(n, r) for n in nodes)}
+
+
+def trials_at_once(node: dict, slowdown: float) -> int:
+    """k for a machine: ``GPU_TRIALS`` where Ray counts a GPU; one on a CPU (k trials would only
+    share its cores) and on a simulated slower machine (its sleeps would overlap and overstate
+    what packing gives; a real slower device is busy while it computes)."""
+    return GPU_TRIALS if node["Resources"].get("GPU", 0) >= 1 and slowdown <= 1 else 1
 
 
 def slot_shape(node: dict, role: str, k: int) -> dict:
@@ -61,94 +49,6 @@ def slots_of(node: dict, k: int) -> int:
     """How many trials ``slot_shape(node, role, k)`` fits on ``node`` at once."""
     gpus = node["Resources"].get("GPU", 0)
     return k * int(gpus) if gpus >= 1 else k
-
-
-def computers(roles) -> dict:
-    """Role → (the computer its node runs on, that computer's cores), asked there
-    (``hetlab.core.machine.kernel_id``); a machine that does not answer within 60 s (``patience``)
-    counts apart."""
-    ask = ray.remote(num_cpus=0)(_this_computer)
-    refs = {role: ask.options(**placement(role)).remote() for role in roles}
-    try:
-        return dict(zip(refs, ray.get(list(refs.values()), timeout=patience(60))))
-    except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
-        return {role: (role, 0) for role in roles}
-
-
-def _this_computer() -> tuple:
-    import os
-
-    from hetlab.core.machine import kernel_id
-    return kernel_id(), os.cpu_count() or 1
-
-
-def share_computers(packing: dict, where: dict, cpus: dict) -> dict:
-    """``packing`` (role → ``Packing``) with k divided among roles whose nodes are one computer and
-    together claim more CPUs (``cpus``: role → Ray's count) than it has: each measured k alone, on
-    every core, so together they run about as many trials as one of them alone."""
-    out = dict(packing)
-    for role, p in packing.items():
-        mates = [r for r in packing if where[r][0] == where[role][0]]
-        if len(mates) > 1 and p.k > 1 and sum(cpus[r] for r in mates) > where[role][1]:
-            out[role] = Packing(p.role, max(1, p.k // len(mates)), p.device, p.speeds,
-                                f"its node shares one computer's cores with {', '.join(r for r in mates if r != role)}")
-    return out
-
-
-TRIES = (1, 2, 4)        # trials at once that measure_packing tries on a machine, in turn
-PROBE = {"width": 16, "batch_size": 64, "seconds": 1.0}   # each try: the course's CNN at batch 64, for 1 s
-GAIN = 1.1               # a k is kept only if it trains 10 % more samples/s than the best fewer
-
-
-def measure_packing(roles, *, model=DEFAULT_MODEL, slowdowns: dict | None = None) -> dict:
-    """Role → ``Packing``: on each machine in turn, k trials of the course's model train at once
-    (``PROBE``; k in ``TRIES``), and the k whose samples/s (all k together) is highest wins,
-    stopping at the first k that adds less than ``GAIN``. On a CPU machine k is at most its CPUs
-    (k trials share them). A simulated machine keeps k = 1: its sleeps would overlap and
-    overstate what packing gives; a real slower device is busy while it computes."""
-    out = {}
-    for role in roles:
-        node = node_of(role)
-        gpus, cpus = node["Resources"].get("GPU", 0), int(node["Resources"].get("CPU", 1))
-        device = "GPU" if gpus >= 1 else "CPU"
-        tries = [k for k in TRIES if device == "GPU" or k <= cpus]
-        if float((slowdowns or {}).get(role, 1)) > 1:
-            out[role] = Packing(role, 1, device, note="simulated: one trial at a time")
-        elif tries == [1]:
-            out[role] = Packing(role, 1, device, note=f"{cpus} CPU(s): one trial")
-        else:
-            out[role] = _measure(role, device, tries, cpus, model)
-    return out
-
-
-def _measure(role, device, tries, cpus, model) -> Packing:
-    prober = ray.remote(_Prober).options(num_cpus=0, num_gpus=1 / max(tries) if device == "GPU" else 0,
-                                         **placement(role))
-    actors = [prober.remote() for _ in range(max(tries))]  # started together: one start-up's wait
-    speeds: dict = {}
-    best = 1
-    try:
-        ray.get([a.ready.remote() for a in actors], timeout=patience(120))
-        for k in tries:
-            speeds[k] = sum(ray.get([a.speed.remote(model, max(1, cpus // k)) for a in actors[:k]],
-                                    timeout=patience(120)))
-            if k > 1 and speeds[k] < GAIN * speeds[best]:
-                break
-            best = k if speeds[k] >= speeds[best] else best
-    finally:
-        for a in actors:
-            ray.kill(a)
-    return Packing(role, best, device, speeds)
-
-
-class _Prober:
-    """One trial's stand-in on a machine, for ``measure_packing`` (a Ray actor)."""
-
-    def ready(self) -> bool:
-        return True
-
-    def speed(self, model, threads: int) -> float:
-        return probe_speed(model, PROBE["width"], PROBE["batch_size"], PROBE["seconds"], threads)
 
 
 def width_cost(config: dict) -> float:

@@ -131,29 +131,6 @@ def _saved(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
     return buffer.getvalue()
 
 
-def probe_speed(model, width: int, batch_size: int, seconds: float, threads: int) -> float:
-    """Samples per second of the course's model training on this process's device (the GPU Ray
-    gave it, else the CPU with ``threads`` threads) for about ``seconds``: one packed trial's
-    share of its device, measured by ``hetlab.search.slots.measure_packing`` (notebook 09)."""
-    torch.set_num_threads(max(1, threads))
-    dev = device_here()
-    cfg = {"width": width, "seed": 0, "optimizer": "adam", "lr": 1e-3}
-    net, opt = build(cfg, model, dev)
-    x = torch.randn(batch_size, 1, 28, 28, device=dev)
-    y = torch.randint(0, 10, (batch_size,), device=dev)
-    loss_fn = torch.nn.functional.cross_entropy
-    for _ in range(3):  # warm-up: kernels chosen, memory allocated
-        train_step(net, opt, loss_fn, x, y)
-    synchronize(dev)
-    steps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        for _ in range(10):  # one synchronisation per 10 steps: the queue stays full
-            train_step(net, opt, loss_fn, x, y)
-        synchronize(dev)
-        steps += 10
-    return steps * batch_size / (time.perf_counter() - t0)
-
-
 DEFAULT_MODEL = small_cnn
 
 

@@ -449,7 +449,7 @@ def _add_search(sub) -> None:
                    help="MNIST samples a trial (default %(default)s)")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="stop the search after this many seconds")
     p.add_argument("--storage", metavar="FOLDER_OR_URI", help="results: a folder every machine sees, or a URI (s3://...)")
-    p.add_argument("--at-once", type=int, metavar="K", help="trials at once on each device (default: measured)")
+    p.add_argument("--at-once", type=int, metavar="K", help="trials at once on each device (default: 2 per GPU, else 1)")
     p.add_argument("--max-failures", type=int, default=1, metavar="N", help="retries of a failed trial (default 1)")
     p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower machine (practice: 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the configurations (default 0)")
