@@ -7,7 +7,7 @@ the machine) run side by side in alternation, each worker alone before and after
     efficiency = cluster samples/s ÷ (Σ each worker's standalone samples/s)
 
 then where a tuned step's milliseconds go and why it is longer than its ideal
-(``hetlab.ps.records.step_budget``). Method and figures measured so far:
+(``harness.gpucheck.pair.step_budget``). Method and figures measured so far:
 docs/measured/course-runs.md, "Benchmarks".
 
     .venv/bin/python benchmarks/hetero_efficiency.py [--global-batch 512] [--steps 8] [--run-steps 24] [--repeats 5]
@@ -19,13 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from hetlab.arithmetic import balance, steptime
-from hetlab.core.data import load_mnist
-from hetlab.pair import the_pair
-from hetlab.ps import ParameterServerTraining, Resplit
-from hetlab.ps.records import cluster_samples_per_s, step_budget, wall_s
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository's root: harness/ is not installed
+
+from hetlab.arithmetic import balance, steptime  # noqa: E402
+from hetlab.core.data import load_mnist  # noqa: E402
+from hetlab.pair import the_pair  # noqa: E402
+from hetlab.ps import ParameterServerTraining, Resplit  # noqa: E402
+from harness.gpucheck.pair import step_budget  # noqa: E402
+from hetlab.ps.records import cluster_samples_per_s, wall_s  # noqa: E402
 
 
 def ps_overhead_fraction(records) -> float:

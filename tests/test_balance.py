@@ -12,7 +12,7 @@ from hetlab.arithmetic.steptime import StepTime
 from hetlab.arithmetic.balance import (Measurement, TuneRound, auto_tune, check_proportions, efficiency, equal_finish_split,
                                        follow_split, format_split, mean_step, shares_of, round_lines, scale_local_steps,
                                        split_batch, split_for_noise, step_scatter)
-from hetlab.arithmetic.steptime import (constant_speed, idle_fractions, predicted_efficiency, step_time,
+from hetlab.arithmetic.steptime import (constant_speed, predicted_efficiency, step_time,
                                         together_samples_per_s)
 from hetlab.core.data import load_mnist
 from hetlab.core.models import make_model
@@ -92,7 +92,6 @@ def test_efficiency_arithmetic_of_equal_and_proportional_splits():
     assert step_time(lines, [64, 64]) == pytest.approx(0.064)
     assert together_samples_per_s(lines, [64, 64]) == pytest.approx(2000.0)
     assert predicted_efficiency(lines, [64, 64]) == pytest.approx(0.4)
-    assert idle_fractions(lines, [64, 64]) == pytest.approx([0.75, 0.0])
     # proportional split: both take 25.6 ms → nothing is wasted
     assert predicted_efficiency(lines, [102.4, 25.6]) == pytest.approx(1.0)
     assert efficiency(4500.0, speeds) == pytest.approx(0.9)

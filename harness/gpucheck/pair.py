@@ -1,18 +1,79 @@
 """The GPU checks of the real unlike pair in one box (``python -m harness.gpucheck``): ``pair_ps``, the
 card and this CPU through the parameter server (efficiency against the two standalone speeds
-measured in the same run, where each step's time went, accuracy against one device), and
+measured in the same run, where each step's time went (``step_budget``, also read by
+benchmarks/hetero_efficiency.py), accuracy against one device), and
 ``pair_raytrain``, the same pair through Ray Train and hetlab's exchange (CPU copies through the rendezvous store,
 the exchange the learner's Mac and desktop use; the practice "mac" has no Linux gloo). Nothing simulated.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 
 import torch
 
 from harness.gpucheck.context import (Context, Sizes, accuracy_goal, require, pair_batch_for, pair_efficiency,
                                       pair_placements, pair_workers)
+from hetlab.arithmetic.steptime import finish_together, step_time
+from hetlab.errors import HetlabError
+from hetlab.ps.records import worker_steps
 from hetlab.tools.gpucheck import Goal, Row
+
+
+@dataclass
+class StepBudget:
+    """Why synchronous steps took longer than ideal, in mean seconds per step (notebook 06).
+    ``ideal + split + noise + overhead == step``. ``speeds``: each worker's device, samples/s;
+    ``comm``: each worker's messages, mean seconds per step (``worker_steps``)."""
+
+    ideal: float       # the batch ÷ Σ speeds: every device busy all the time, nothing else
+    split: float       # the slower worker's mean time above a split balanced for these speeds and messages
+    noise: float       # each step's slowest worker above that mean: step by step, whoever is slower sets it
+    overhead: float    # the parameter server's own cost: messages (even when balanced), the update, the driver
+    step: float
+    speeds: dict = field(default_factory=dict)
+    comm: dict = field(default_factory=dict)
+
+    def ms(self) -> dict:
+        """The parts in ms (two decimals), for a JSON record."""
+        return {k: round(1e3 * getattr(self, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
+
+    def __str__(self) -> str:
+        part = lambda x: f"{1e3 * x:.1f} ms ({x / self.step:.0%})"  # noqa: E731
+        return (f"ideal {1e3 * self.ideal:.1f} ms + split off {part(self.split)} + noise {part(self.noise)}"
+                f" + the parameter server's own cost {part(self.overhead)} = step {1e3 * self.step:.1f} ms")
+
+
+def step_budget(records) -> StepBudget:
+    """Where the time of these synchronous steps went, beyond the ideal (notebook 06).
+
+    Worker i's device runs at s_i = its samples ÷ its compute + simulated time; its messages
+    take c_i per step (comm). The ideal step is B ÷ Σ s_i. Balanced, every worker would take
+    T = (B + Σ s_i·c_i) ÷ Σ s_i per step (``steptime.finish_together``): "split" is the
+    slower worker's mean time above T, "noise" each step's slowest worker above that mean,
+    "overhead" T − ideal (the messages) plus the rest of the step (the update, the driver).
+    All four are ≥ 0 and add up to the mean step.
+    """
+    by_step: dict = {}
+    mine: dict = {}   # worker → its records, in the order the workers first appear
+    for r in records:
+        by_step.setdefault(r.step, []).append(r)
+        mine.setdefault(r.worker, []).append(r)
+    if not by_step:
+        raise HetlabError("step_budget needs the records of at least one step, e.g. training.run(8).")
+    n, names = len(by_step), list(mine)
+    samples = {w: sum(r.samples for r in rs) for w, rs in mine.items()}
+    seen = {w: worker_steps(rs) for w, rs in mine.items()}
+    speeds, comm = {w: s.device_samples_per_s for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
+    total = sum(speeds.values())
+    ideal = sum(samples.values()) / n / total
+    lines = [seen[w].line for w in names]
+    balanced = finish_together(sum(samples.values()) / n, lines)[0]
+    slower = step_time(lines, [samples[w] / n for w in names])
+    longest = sum(max(r.device_s + r.comm_s for r in rs) for rs in by_step.values()) / n
+    step = sum(rs[0].step_s for rs in by_step.values()) / n
+    noise = longest - slower if longest - slower > 1e-9 else 0.0   # ≥ 0 but for float rounding
+    return StepBudget(ideal, slower - balanced, noise, balanced - ideal + step - longest, step,
+                      speeds, comm)
 
 
 def _device_of(label: str) -> str:
@@ -60,7 +121,7 @@ def _pair_efficiency(training, g: int, s: Sizes, goal: Goal | None, name: str, w
     """Auto-tune the split of ``g``, then train at it, each worker timed alone at its share just
     before and after: efficiency = together ÷ Σ alone; and why the step is longer than its ideal."""
     from hetlab.arithmetic.balance import auto_tune, format_split
-    from hetlab.ps.records import cluster_samples_per_s, step_budget
+    from hetlab.ps.records import cluster_samples_per_s
     tuned = auto_tune(lambda sizes: training.measure(sizes, steps=s.pair_steps), g, 2, rounds=s.pair_rounds)
     before = training.standalone_samples_per_s(tuned.batch_sizes, steps=s.pair_steps)
     records = training.run(s.pair_steps * s.pair_repeats, batch_sizes=tuned.batch_sizes)

@@ -173,12 +173,6 @@ def step_time(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
     return max(line(b) for line, b in zip(lines, batch_sizes))
 
 
-def idle_fractions(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> list[float]:
-    """Per device, the fraction of each step spent waiting for the slowest one."""
-    step = step_time(lines, batch_sizes)
-    return [1 - line(b) / step for line, b in zip(lines, batch_sizes)]
-
-
 def efficiency(together: float, alone: Sequence[float]) -> float:
     """What the devices reached together ÷ the sum of what each reaches alone, in samples/s (1.0 =
     nothing wasted; notebooks 06, 09): the one "pair ÷ sum"."""

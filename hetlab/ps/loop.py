@@ -61,7 +61,7 @@ def gather(run, calls: dict, deadline: float, first: bool = False) -> tuple[dict
 
 def local_sgd_round(run) -> None:
     """One round of local SGD (notebook 08): every worker takes H_i steps of b_i from the same weights
-    and sends back their change; the server's outer optimizer applies Σ (H_i·b_i / Σ)·Δ_i of the
+    and sends back their change; the server applies Σ (H_i·b_i / Σ)·Δ_i of the
     changes that came by the deadline. One round is one server step."""
     t0, sizes = time.perf_counter(), [h * b for h, b in zip(run.local_steps, run.batch_sizes)]
     spans = split_spans(run.stream.take(sum(sizes)), sizes)             # H_i·b_i positions each

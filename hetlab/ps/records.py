@@ -1,17 +1,16 @@
 """What a run keeps (notebooks 05, 06, 08): ``StepRecord``, one worker's share of one step; the events
 (``Resplit``, ``WorkerLost``, …) that happened to it; and the arithmetic read from records: the one
 device-time sum (``device_seconds``), the cluster's samples/s, a worker's idle share and speed
-(``worker_steps``), the step's budget (``step_budget``) and the engine's own cost per exchange
-(``engine_cost``). No Ray: tests and notebooks check it directly."""
+(``worker_steps``) and the engine's own cost per exchange (``engine_cost``). No Ray: tests and notebooks check it directly."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hetlab.core import simulate
 from hetlab.errors import HetlabError
 from hetlab.arithmetic.steady import samples_per_s
-from hetlab.arithmetic.steptime import StepTime, finish_together, step_time
+from hetlab.arithmetic.steptime import StepTime
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def idle_share(records, name: str) -> float:
 class WorkerSteps:
     """One worker's steps read from its records: the one home of its speed (notebooks 05, 06)."""
 
-    device_samples_per_s: float  # its device: Σ samples ÷ Σ (compute + simulated) s (the split and step_budget)
+    device_samples_per_s: float  # its device: Σ samples ÷ Σ (compute + simulated) s (the split)
     comm_s: float                # its messages: mean seconds per step
     batch: float                 # its mean batch per step (local SGD: per inner step)
     samples_per_s: float         # median of each step's samples ÷ (compute + simulated + comm): auto_tune splits by it
@@ -113,63 +112,6 @@ def step_seconds(records, names: list[str]) -> list[list[float]]:
     for r in records:
         by_step.setdefault(r.step, {})[r.worker] = r.device_s + r.comm_s
     return [[mine[n] for n in names] for _, mine in sorted(by_step.items()) if all(n in mine for n in names)]
-
-
-@dataclass
-class StepBudget:
-    """Why synchronous steps took longer than ideal, in mean seconds per step (notebook 06).
-    ``ideal + split + noise + overhead == step``. ``speeds``: each worker's device, samples/s;
-    ``comm``: each worker's messages, mean seconds per step (``worker_steps``)."""
-
-    ideal: float       # the batch ÷ Σ speeds: every device busy all the time, nothing else
-    split: float       # the slower worker's mean time above a split balanced for these speeds and messages
-    noise: float       # each step's slowest worker above that mean: step by step, whoever is slower sets it
-    overhead: float    # the parameter server's own cost: messages (even when balanced), the update, the driver
-    step: float
-    speeds: dict = field(default_factory=dict)
-    comm: dict = field(default_factory=dict)
-
-    def ms(self) -> dict:
-        """The parts in ms (two decimals), for a JSON record."""
-        return {k: round(1e3 * getattr(self, k), 2) for k in ("ideal", "split", "noise", "overhead", "step")}
-
-    def __str__(self) -> str:
-        part = lambda x: f"{1e3 * x:.1f} ms ({x / self.step:.0%})"  # noqa: E731
-        return (f"ideal {1e3 * self.ideal:.1f} ms + split off {part(self.split)} + noise {part(self.noise)}"
-                f" + the parameter server's own cost {part(self.overhead)} = step {1e3 * self.step:.1f} ms")
-
-
-def step_budget(records) -> StepBudget:
-    """Where the time of these synchronous steps went, beyond the ideal (notebook 06).
-
-    Worker i's device runs at s_i = its samples ÷ its compute + simulated time; its messages
-    take c_i per step (comm). The ideal step is B ÷ Σ s_i. Balanced, every worker would take
-    T = (B + Σ s_i·c_i) ÷ Σ s_i per step (``steptime.finish_together``): "split" is the
-    slower worker's mean time above T, "noise" each step's slowest worker above that mean,
-    "overhead" T − ideal (the messages) plus the rest of the step (the update, the driver).
-    All four are ≥ 0 and add up to the mean step.
-    """
-    by_step: dict = {}
-    mine: dict = {}   # worker → its records, in the order the workers first appear
-    for r in records:
-        by_step.setdefault(r.step, []).append(r)
-        mine.setdefault(r.worker, []).append(r)
-    if not by_step:
-        raise HetlabError("step_budget needs the records of at least one step, e.g. training.run(8).")
-    n, names = len(by_step), list(mine)
-    samples = {w: sum(r.samples for r in rs) for w, rs in mine.items()}
-    seen = {w: worker_steps(rs) for w, rs in mine.items()}
-    speeds, comm = {w: s.device_samples_per_s for w, s in seen.items()}, {w: s.comm_s for w, s in seen.items()}
-    total = sum(speeds.values())
-    ideal = sum(samples.values()) / n / total
-    lines = [seen[w].line for w in names]
-    balanced = finish_together(sum(samples.values()) / n, lines)[0]
-    slower = step_time(lines, [samples[w] / n for w in names])
-    longest = sum(max(r.device_s + r.comm_s for r in rs) for rs in by_step.values()) / n
-    step = sum(rs[0].step_s for rs in by_step.values()) / n
-    noise = longest - slower if longest - slower > 1e-9 else 0.0   # ≥ 0 but for float rounding
-    return StepBudget(ideal, slower - balanced, noise, balanced - ideal + step - longest, step,
-                      speeds, comm)
 
 
 def exchange_costs(records) -> dict[str, float]:

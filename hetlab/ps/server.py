@@ -23,14 +23,13 @@ def combine_coefficients(samples: Sequence[int]) -> list[float]:
 
 
 class Server:
-    """The weights and their optimizer (Adam, or plain SGD with ``optimizer="sgd"``; in local SGD the
-    outer SGD, with Nesterov momentum when ``outer_momentum`` > 0, as DiLoCo)."""
+    """The weights and their optimizer (Adam, or plain SGD with ``optimizer="sgd"``; in local SGD
+    plain SGD at rate 1: the weights move by the weighted mean of the workers' changes)."""
 
-    def __init__(self, model, seed: int, lr: float, mode: str,
-                 outer_lr: float = 1.0, outer_momentum: float = 0.0, optimizer: str = "adam"):
+    def __init__(self, model, seed: int, lr: float, mode: str, optimizer: str = "adam"):
         self.w = nn.Parameter(flat_weights(make_model(model, seed=seed)))
         if mode == "local_sgd":
-            self.opt = torch.optim.SGD([self.w], lr=outer_lr, momentum=outer_momentum, nesterov=outer_momentum > 0)
+            self.opt = torch.optim.SGD([self.w], lr=1.0)
         else:
             self.opt = make_optimizer(optimizer, [self.w], lr=lr)
         self.version = 0

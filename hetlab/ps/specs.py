@@ -83,7 +83,7 @@ class Options:
     ``"sync"``: all workers compute on the same weights, the server combines Σ (b_i/Σb)·g_i and steps.
     ``"async"``: each gradient applied as it arrives (scaled b_i/mean b), a fast worker made to WAIT
     (never discarded) so staleness ≤ ``max_staleness``. ``"local_sgd"``: H Adam steps per worker, then
-    the server applies the samples-weighted mean delta with outer SGD; one step = one such round.
+    the server applies the samples-weighted mean delta; one step = one such round.
     Local SGD's H, like the batch sizes, is each worker's share of the work: its one home is the
     worker's ``Member`` (``ParameterServerTraining(local_steps=...)``, ``set_local_steps``)."""
 
@@ -91,8 +91,6 @@ class Options:
     lr: float = 1e-3                    # the server's optimizer (local SGD: the workers' inner Adam)
     optimizer: str = "adam"             # the server's, in sync and async modes: "adam" | "sgd"
     max_staleness: int = 2              # async: the most updates a gradient may be late
-    outer_lr: float = 1.0               # local SGD: the server's outer SGD
-    outer_momentum: float = 0.0         # local SGD: Nesterov momentum when > 0 (DiLoCo)
     transfer: str = "fp32"              # gradients / deltas on the wire
     seed: int = 0                       # initial weights and the shuffled order
 
@@ -104,10 +102,7 @@ class Options:
         if self.transfer not in TRANSFERS:
             raise HetlabError(f"unknown transfer dtype {self.transfer!r}: use one of {TRANSFERS}.")
         check_count("max_staleness", self.max_staleness, 0)
-        for name in ("lr", "outer_lr"):
-            check_positive(name, getattr(self, name))
-        if not isinstance(self.outer_momentum, (int, float)) or not 0 <= self.outer_momentum < 1:
-            raise HetlabError(f"outer_momentum must be in [0, 1), got {self.outer_momentum!r}.")
+        check_positive("lr", self.lr)
 
     def saved(self) -> dict:
         """The options as a checkpoint holds them: plain values."""

@@ -123,7 +123,7 @@ class ParameterServerTraining:
             m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, self.options, self.loss,
                                                                 pieces=self.pieces)
         o = self.options
-        self.server = Server(self.factory, o.seed, o.lr, o.mode, o.outer_lr, o.outer_momentum, o.optimizer)
+        self.server = Server(self.factory, o.seed, o.lr, o.mode, o.optimizer)
         refs = [m.actor.info.remote() for m in self.members]
         window = patience(self.timeout_s)   # a start: a new process imports torch; a busy machine is slower
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=window)
