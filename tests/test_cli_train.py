@@ -138,7 +138,7 @@ def checkpoints(tmp_path_factory):
 @pytest.mark.ray   # `hetlab train` starts its own practice cluster
 def test_a_short_run_trains_and_checkpoints(checkpoints):
     folder, stdout = checkpoints
-    assert "mac · cpu fp32 (simulated 4× slower)" in stdout            # the practice mac says what it is
+    assert "mac · cpu (simulated 4× slower)" in stdout            # the practice mac says what it is
     assert "batch 48:16" in stdout                          # 3:1 of 64
     assert "model mynet.tiny (5,874 parameters)" in stdout and "sync: step 20, 1280 samples" in stdout
     assert final_accuracy(stdout) > 0.4                     # 1280 samples: far above chance (0.1)

@@ -24,8 +24,6 @@ from harness.gpucheck.pair import step_budget
 from hetlab.ps.records import StepRecord, idle_share, wall_s
 from hetlab.core.flat import flat_weights
 from hetlab.core.train import evaluate
-from hetlab.ps import worker as worker_module
-from hetlab.ps.worker import autocast_dtype
 from hetlab.core.simulate import RECENT
 
 SEED = 0
@@ -162,20 +160,6 @@ def test_an_error_inside_a_workers_step_is_one_line_that_names_the_worker(data):
             ps.run(1)
 
 
-def test_autocast_choice_per_device(monkeypatch):
-    """Mixed precision: off on the CPU; on CUDA/MPS as the device supports it. No CUDA or MPS
-    device exists here, so (only) ``describe`` is replaced by what such devices report."""
-    assert autocast_dtype(torch.device("cpu"), "bf16") is None
-    assert autocast_dtype(torch.device("cpu"), "fp16") is None
-    cards = {"cuda": {"bf16": True, "fp16": True}, "mps": {"bf16": False, "fp16": True}}
-    monkeypatch.setattr(worker_module, "describe", lambda dev: cards[torch.device(dev).type])
-    assert autocast_dtype(torch.device("cuda"), "bf16") == torch.bfloat16
-    assert autocast_dtype(torch.device("cuda"), "fp16") == torch.float16
-    assert autocast_dtype(torch.device("mps"), "fp16") == torch.float16
-    assert autocast_dtype(torch.device("mps"), "bf16") is None  # an older macOS: fp32
-    assert autocast_dtype(torch.device("cuda"), "fp32") is None
-
-
 def test_the_servers_update_runs_on_one_thread_and_leaves_the_drivers_count_alone():
     """A small update on a busy machine is many times slower on several torch threads: the server's
     optimizer step sees one, and the driver's own count is back afterwards, even after an error."""
@@ -238,7 +222,7 @@ def sync_run(data, tmp_path_factory):
     """
     train, test = data
     sizes, steps = [40, 24], 4000 // 64
-    specs = [WorkerSpec("fast", precision="bf16"), WorkerSpec("slow", slowdown=2)]  # bf16: off on CPU
+    specs = [WorkerSpec("fast"), WorkerSpec("slow", slowdown=2)]
     ckpt_dir = tmp_path_factory.mktemp("checkpoints")
     with ParameterServerTraining(specs, train, batch_sizes=sizes, seed=SEED, progress=False,
                                  checkpoint_dir=ckpt_dir, checkpoint_every=steps // 2) as ps:
@@ -335,7 +319,7 @@ def test_accuracy_parity_with_single_device_training(data, sync_run):
 def test_records_time_split_and_simulated_label(sync_run):
     recs, steps = sync_run["records"], sync_run["steps"]
     assert len(recs) == 2 * steps and sync_run["samples"] == 64 * steps
-    assert sync_run["labels"] == ["fast · cpu fp32 (bf16 off on cpu)", "slow · cpu fp32 (simulated 2× slower)"]
+    assert sync_run["labels"] == ["fast · cpu", "slow · cpu (simulated 2× slower)"]
     slow = [r for r in recs if r.worker == "slow"]
     fast = [r for r in recs if r.worker == "fast"]
     assert all(r.simulated_s > 0 for r in slow) and all(r.simulated_s == 0 for r in fast)
@@ -527,7 +511,6 @@ def test_bad_options_fail_fast_with_one_line(data, kwargs, message):
 
 
 @pytest.mark.parametrize("spec, message", [
-    (WorkerSpec("a", precision="fp8"), "unknown precision"),
     (WorkerSpec("a", slowdown=0.5), "slowdown"),
     (WorkerSpec("a", role="laptop"), "unknown role"),
     (WorkerSpec("a", role="mac"), "no live node has role"),

@@ -10,16 +10,16 @@ import sys
 import time
 from dataclasses import replace
 
-from harness.gpucheck.autocast import check_autocast
 from harness.gpucheck.context import FULL, QUICK, STAND_IN, Context, Sizes
 from harness.gpucheck.pair import check_pair_ps, check_pair_raytrain
 from harness.gpucheck.record import versions, write_record
 from harness.gpucheck.train_128 import check_train_128
+from harness.gpucheck.wire import check_wire
 from hetlab.errors import HetlabError
 from hetlab.tools import gpucheck
 from hetlab.tools.gpucheck import render_table, summary
 
-# hetlab's checks of the card alone, and the pair's, the precisions' and the options' among them
+# hetlab's checks of the card alone, and the pair's and the wire's among them
 CHECKS = {**{k: gpucheck.CHECKS[k] for k in ("describe", "single_device", "notebook01")},
           # a real unlike pair in one box, nothing simulated: a "desktop" worker on the card and a "mac"
           # worker on the CPU, two practice nodes, sync parameter server, auto-tuned split. Efficiency =
@@ -28,8 +28,7 @@ CHECKS = {**{k: gpucheck.CHECKS[k] for k in ("describe", "single_device", "noteb
           # single-device run on the same samples
           "pair_ps": check_pair_ps,
           "pair_raytrain": check_pair_raytrain,   # the same pair through Ray Train (hetlab's exchange on CPU copies)
-          # fp16 and bf16 autocast on the CUDA worker, the fp16 overflow fallback provoked, fp16 on the wire
-          "autocast": check_autocast,
+          "wire": check_wire,                     # the pair's gradients sent as fp16
           "sweep": gpucheck.CHECKS["sweep"],
           "train_128": check_train_128}           # the plain loop at batch 128, warm (not a goal)
 

@@ -49,10 +49,10 @@ def pair_batch_for(speed: float, step_s: float, floor: int, bytes_per_sample: fl
     return max(1024, int(batch) // 1024 * 1024)
 
 
-def pair_workers(device: str = "cuda", precision: str = "fp32") -> list:
+def pair_workers(device: str = "cuda") -> list:
     """The unlike pair in one box: "desktop" on ``device`` (the card), "mac" on the CPU."""
     from hetlab.ps.specs import WorkerSpec
-    return [WorkerSpec("desktop", role="desktop", device=device, precision=precision),
+    return [WorkerSpec("desktop", role="desktop", device=device),
             WorkerSpec("mac", role="mac", device="cpu")]
 
 
@@ -170,14 +170,14 @@ class Context(gpucheck.Context):
                 return tune(run)
         return self.cached("split", make)
 
-    def ps_run(self, precision: str = "fp32", transfer: str = "fp32") -> dict:
+    def ps_run(self, transfer: str = "fp32") -> dict:
         """One accuracy run of the pair through the parameter server (sync, tuned split)."""
         def make():
             from hetlab.ps import ParameterServerTraining
             from hetlab.ps.records import cluster_samples_per_s
             sizes = self.accuracy_split()
             self.cluster()
-            with ParameterServerTraining(pair_workers(self.worker_device, precision), self.train_data(),
+            with ParameterServerTraining(pair_workers(self.worker_device), self.train_data(),
                                          seed=0, progress=False, transfer=transfer,
                                          batch_sizes=sizes) as run:
                 records = run.run(self.acc_steps)
@@ -187,7 +187,7 @@ class Context(gpucheck.Context):
                         "samples_per_s": cluster_samples_per_s(records),
                         "bytes_to_server_per_sample": run.bytes_to_server / run.samples_seen,
                         "losses_finite": all(math.isfinite(x) for x in losses)}
-        return self.cached(("ps", precision, transfer), make)
+        return self.cached(("ps", transfer), make)
 
     def close(self) -> None:
         if self._cluster is not None:

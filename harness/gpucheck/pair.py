@@ -77,7 +77,7 @@ def step_budget(records) -> StepBudget:
 
 
 def _device_of(label: str) -> str:
-    """``"desktop · cuda:0 fp16"`` → ``"cuda"``."""
+    """``"desktop · cuda:0"`` → ``"cuda"``."""
     return label.split(" · ", 1)[1].split()[0].split(":")[0]
 
 

@@ -13,18 +13,17 @@ from dataclasses import dataclass
 from hetlab.cluster.roles import live_nodes, placement
 from hetlab.errors import HetlabError
 from hetlab.core.simulate import labelled
-from hetlab.vocab import DEVICE_KINDS, MODES, OPTIMIZERS, PRECISIONS, TRANSFERS
+from hetlab.vocab import DEVICE_KINDS, MODES, OPTIMIZERS, TRANSFERS
 
 
 @dataclass
 class WorkerSpec:
-    """What one worker is: a name, where it runs, which device, how fast, which precision."""
+    """What one worker is: a name, where it runs, which device, how fast."""
 
     name: str
     role: str | None = None      # pins to a node via hetlab.cluster.placement(role)
     device: str = "auto"         # resolved ON the worker's own node
     slowdown: float = 1.0        # > 1: simulated slower device
-    precision: str = "fp32"      # "fp32" | "bf16" | "fp16" (autocast where supported)
 
     @property
     def label(self) -> str:
@@ -38,7 +37,6 @@ class WorkerInfo:
 
     node_id: str
     device: str                  # the torch device it resolved on its own machine
-    precision: str               # what autocast really uses there ("fp32" on the CPU)
     machine: str                 # its kernel's id (``hetlab.core.machine.kernel_id``): workers sharing cores
     device_note: str = ""        # e.g. Ray gave it another GPU than asked
     origin: str | None = None    # its host's origin label, if it plays a machine (core.machine.origin_label)
@@ -46,7 +44,7 @@ class WorkerInfo:
 
 def check_spec(spec) -> None:
     """Reject a malformed WorkerSpec with one line saying what to change."""
-    if not all(hasattr(spec, a) for a in ("name", "role", "device", "slowdown", "precision")):
+    if not all(hasattr(spec, a) for a in ("name", "role", "device", "slowdown")):
         raise HetlabError(f"workers must be WorkerSpec(...) objects, got {type(spec).__name__}.")
     if not isinstance(spec.name, str) or not spec.name:
         raise HetlabError("every worker needs a non-empty name, e.g. WorkerSpec('desktop').")
@@ -58,8 +56,6 @@ def check_spec(spec) -> None:
     if device != "auto" and (kind not in DEVICE_KINDS or (colon and not index.isdigit())):
         raise HetlabError(f"worker {spec.name!r}: unknown device {device!r}; use 'auto', "
                           f"'cuda', 'cuda:N', 'mps' or 'cpu' (resolved on the worker's machine).")
-    if spec.precision not in PRECISIONS:
-        raise HetlabError(f"worker {spec.name!r}: unknown precision {spec.precision!r}; use one of {PRECISIONS}.")
 
 
 def check_batch_sizes(sizes, n: int) -> list[int]:

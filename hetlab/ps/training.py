@@ -156,7 +156,7 @@ class ParameterServerTraining:
 
     @property
     def labels(self) -> list[str]:
-        """Learner-facing worker labels: name · device precision (simulated …× slower)."""
+        """Learner-facing worker labels: name · device (simulated …× slower)."""
         return [_label(m) for m in self.members]
 
     @property
@@ -384,14 +384,11 @@ def _ensure_ray() -> None:
 
 
 def _label(m: Member) -> str:
-    """name · device precision, and what differs from what was asked (simulated, a host's origin label, …)."""
+    """name · device, and what differs from what was asked (simulated, a host's origin label, …)."""
     spec, info = m.spec, m.info
-    prec = info.precision
-    if spec.precision != prec:  # the CPU trains in fp32; a GPU may lack bf16
-        prec += f" ({spec.precision} off on {info.device.split(':')[0]})"
     where = f" ({info.origin})" if info.origin else ""
     note = f" ({info.device_note})" if info.device_note else ""  # cuda:N, see worker
-    return labelled(f"{spec.name} · {info.device}{note} {prec}", spec.slowdown) + where
+    return labelled(f"{spec.name} · {info.device}{note}", spec.slowdown) + where
 
 
 def _kill(actor) -> None:

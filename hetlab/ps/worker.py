@@ -7,7 +7,6 @@ the change after H local steps (local SGD).
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
@@ -17,7 +16,7 @@ from torch import nn
 
 from hetlab.core.data import as_tensors
 from hetlab.core.stream import stream_indices
-from hetlab.core.devices import describe, resolve
+from hetlab.core.devices import resolve
 from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
 from hetlab.core.machine import kernel_id, origin_label
 from hetlab.core.models import make_model
@@ -26,7 +25,6 @@ from hetlab.core.simulate import SlowDevice
 from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_steps, train_step, warm_up
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-LOSS_SCALE = 1024.0  # static loss scale for fp16 autocast (gradients would underflow)
 
 
 def cuda_in_worker(device: str, cuda_visible: str | None) -> tuple[str, str]:
@@ -47,22 +45,10 @@ def cuda_in_worker(device: str, cuda_visible: str | None) -> tuple[str, str]:
     return "cuda:0", f"Ray gave this worker GPU {visible[0]}, not {device}"
 
 
-def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
-    """The autocast dtype a worker uses: None (fp32) on the CPU or where unsupported."""
-    if precision == "fp32" or device.type == "cpu":
-        return None
-    info = describe(device)
-    if precision == "bf16" and info["bf16"]:
-        return torch.bfloat16
-    if precision == "fp16" and info["fp16"]:
-        return torch.float16
-    return None
-
-
 class Worker:
     """A Ray actor computing gradients (or local-SGD deltas) on its own device.
 
-    ``spec``: which device, how slow, which precision; ``options``: the seed, local SGD's learning
+    ``spec``: which device, how slow; ``options``: the seed, local SGD's learning
     rate, the wire's dtype. ``train`` is the whole training set (put in Ray's object store once;
     each machine fetches it once); a message names its samples. An answer is ``(*pieces, reply)``:
     the buffer in ``pieces`` (``flat.pieces_for``) and a plain tuple ``(loss, compute_s, simulated_s,
@@ -80,7 +66,6 @@ class Worker:
         if self.device.type == "cpu" and ray.is_initialized() and \
                 ray.get_runtime_context().get_accelerator_ids().get("GPU"):
             self.device_note = "Ray gave it a GPU that torch here cannot use"  # a GPU count set from outside
-        self.amp_dtype = autocast_dtype(self.device, spec.precision)
         self.wire = WIRE_DTYPES[options.transfer]
         self.model = make_model(model, seed=options.seed).to(self.device).train()
         self.params = list(self.model.parameters())
@@ -90,9 +75,8 @@ class Worker:
 
     # --- set-up and state ---------------------------------------------------------------
     def info(self) -> dict:
-        """Where this worker really runs: node, machine, device, precision (``specs.WorkerInfo``)."""
-        amp = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.amp_dtype]
-        return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device), "precision": amp,
+        """Where this worker really runs: node, machine, device (``specs.WorkerInfo``)."""
+        return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device),
                 "machine": kernel_id(), "device_note": self.device_note, "origin": origin_label()}
 
     def set_threads(self, sharing: int) -> int:
@@ -126,24 +110,12 @@ class Worker:
         """The samples at ``idx``: ``index_select`` gathers rows ~4× faster than ``x[idx]``."""
         return self.x.index_select(0, idx), self.y.index_select(0, idx)
 
-    def _loss_backward(self, xb, yb, amp_dtype="default") -> torch.Tensor:
-        """Forward + backward of one batch (autocast where chosen); grads in fp32.
-
-        fp16 uses a static loss scale; if a gradient overflows anyway, the batch is
-        redone in fp32 rather than sending inf to the server.
-        """
-        amp_dtype = self.amp_dtype if amp_dtype == "default" else amp_dtype
+    def _loss_backward(self, xb, yb) -> torch.Tensor:
+        """Forward + backward of one batch: the gradients in the parameters' ``.grad``."""
         for p in self.params:
             p.grad = None
-        with _autocast(self.device, amp_dtype):   # backward outside autocast, as torch advises
-            loss = self.loss(self.model(xb), yb)
-        scale = LOSS_SCALE if amp_dtype == torch.float16 else 1.0
-        (loss * scale if scale != 1.0 else loss).backward()   # no extra kernel on a launch-bound card
-        if scale != 1.0:
-            for p in self.params:
-                p.grad.div_(scale)
-            if not all(bool(torch.isfinite(p.grad).all()) for p in self.params):
-                return self._loss_backward(xb, yb, amp_dtype=None)
+        loss = self.loss(self.model(xb), yb)
+        loss.backward()
         return loss.detach()
 
     def _random_batch(self, batch_size: int, g: torch.Generator):
@@ -164,7 +136,7 @@ class Worker:
 
         if local_sgd:
             self._ensure_local_opt()
-        return warm_up(shape_key(self.model, self.device, batch_size, "train", self.amp_dtype), step, self.device)
+        return warm_up(shape_key(self.model, self.device, batch_size, "train"), step, self.device)
 
     def gradient(self, spans: list, *weights) -> tuple:
         """The mean-loss gradient of the samples at ``spans`` (positions of the shuffled stream) at
@@ -202,7 +174,7 @@ class Worker:
         return (*split_pieces(delta, self.pieces), (loss, compute_s, simulated_s, len(idx)))
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int) -> float:
-        """Samples/s of this device training alone, simulated slowdown and precision (autocast) included.
+        """Samples/s of this device training alone, simulated slowdown included.
 
         Full Adam steps on a scratch copy of the model and random samples of the training set, timed by
         ``hetlab.core.train.timed_steps`` (its warm-up rule); the training state is left untouched."""
@@ -212,17 +184,11 @@ class Worker:
         g = torch.Generator().manual_seed(12345)
 
         def step():
-            with _autocast(self.device, self.amp_dtype):  # the precision this worker trains in
-                train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
+            train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
 
-        key = shape_key(model, self.device, batch_size, "alone", self.amp_dtype)
+        key = shape_key(model, self.device, batch_size, "alone")
         seconds, _ = timed_steps(step, self.device, steps, key, slow=self.slow)
         return batch_size * steps / seconds
-
-
-def _autocast(device: torch.device, amp_dtype: torch.dtype | None):
-    """Autocast to ``amp_dtype`` on ``device``, or nothing (fp32) when it is None."""
-    return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext()
 
 
 def _fork_rng(device: torch.device):

@@ -29,7 +29,7 @@ class SplitTuner:
     def __init__(self, training, global_batch: int, steps: int = 5):
         self.training, self.global_batch, self.steps = training, global_batch, steps
         self.names = [spec.name for spec in training.workers]
-        self.labels = dict(zip(self.names, training.labels))  # "mac · cpu fp32 (simulated 4× slower)"
+        self.labels = dict(zip(self.names, training.labels))  # "mac · cpu (simulated 4× slower)"
         current = balance.split_batch(global_batch, training.batch_sizes)
         self.sliders = [w.IntSlider(value=b, min=1, max=global_batch - 1, description=f"batch on {self.labels[name]}",
                                     continuous_update=False, style={"description_width": "initial"},
