@@ -24,6 +24,7 @@ from harness.gpucheck.pair import step_budget
 from hetlab.ps.records import StepRecord, idle_share, wall_s
 from hetlab.core.flat import flat_weights
 from hetlab.core.train import evaluate
+from hetlab.ps import worker as worker_module
 from hetlab.core.simulate import RECENT
 
 SEED = 0
