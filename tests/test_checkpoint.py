@@ -4,6 +4,7 @@ No Ray here: the state is the real one a parameter server holds (a ``Server`` ob
 used as a plain Python object, after a real Adam step on a real MNIST gradient).
 The end-to-end bitwise resume through Ray is in test_ps.py.
 """
+import dataclasses
 import pytest
 import torch
 from torch import nn
@@ -23,7 +24,7 @@ def real_state(model="small"):
     net = make_model(model, seed=0)
     nn.functional.cross_entropy(net(data.normalized()), data.labels).backward()
     server.apply([torch.cat([p.grad.reshape(-1) for p in net.parameters()])], [1])
-    return {"format": FORMAT, "model": model, "signature": param_signature(model), "options": Options().saved(),
+    return {"format": FORMAT, "model": model, "signature": param_signature(model), "options": dataclasses.asdict(Options()),
             "step": 1, "server": server.state(), "workers": [{"name": "a"}], "batch_sizes": [32],
             "stream": {"cursor": 32, "pending": []}}
 

@@ -5,6 +5,7 @@ The first run (a learner's own network, `--model mynet:tiny`) starts its own pra
 the resume joins a practice cluster started by this module through --address, as
 a user would join the real desktop + Mac cluster.
 """
+import dataclasses
 import os
 import re
 import subprocess
@@ -69,7 +70,7 @@ def saved_checkpoint(folder, step=30, seed=0, data_len=3000) -> Path:
     from hetlab.ps.server import Server
     server = Server("small", seed=seed, lr=1e-3, mode="sync")
     state = {"format": FORMAT, "model": "small", "signature": param_signature("small"),
-             "options": Options(seed=seed).saved(),
+             "options": dataclasses.asdict(Options(seed=seed)),
              "step": step, "server": server.state(), "batch_sizes": [48, 16],
              "stream": {"cursor": 64 * step, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
              "data_len": data_len, "samples_seen": 64 * step}
@@ -268,7 +269,7 @@ def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
     sys.path.insert(0, str(tmp_path))                       # (a copy, put back after the test)
     tiny = importlib.import_module("mynet").tiny
     state = {"format": FORMAT, "model": model_label(tiny), "signature": param_signature(tiny),
-             "options": Options().saved(),
+             "options": dataclasses.asdict(Options()),
              "step": 5, "server": Server(tiny, seed=0, lr=1e-3, mode="sync").state(), "batch_sizes": [48, 16],
              "stream": {"cursor": 320, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
              "data_len": 3000, "samples_seen": 320}

@@ -645,8 +645,8 @@ RESUME_DATA = ("lost the data position: the resumed run trains samples the first
 
 
 def resume_state(checkpoint, server):
-    """hetlab's own (``hetlab.ps.saving.resume_state``)."""
-    from hetlab.ps.saving import resume_state as hetlabs
+    """hetlab's own (``hetlab.ps.training.resume_state``)."""
+    from hetlab.ps.training import resume_state as hetlabs
 
     return hetlabs(checkpoint, server)
 

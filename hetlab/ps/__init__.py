@@ -1,7 +1,7 @@
 """The parameter server (notebooks 05, 06, 08): ``training`` (``ParameterServerTraining``, what a
 learner holds), ``loop`` (the steps), ``worker`` (the Ray actor of a device), ``server`` (the weights
 and the optimizer), ``hooks`` (what happens around the steps), ``records`` (what a run keeps, with no
-Ray), ``specs`` (what a worker is, where it runs, the ``Options``) and ``saving``.
+Ray) and ``specs`` (what a worker is, where it runs, the ``Options``).
 ``from hetlab.ps import ParameterServerTraining, WorkerSpec`` is what notebooks need; the events of
 ``training.events`` (``Resplit``, ``WorkerLost``, …) come from here too.
 """

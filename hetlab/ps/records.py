@@ -1,7 +1,8 @@
 """What a run keeps (notebooks 05, 06, 08): ``StepRecord``, one worker's share of one step; the events
 (``Resplit``, ``WorkerLost``, …) that happened to it; and the arithmetic read from records: the one
 device-time sum (``device_seconds``), the cluster's samples/s, a worker's idle share and speed
-(``worker_steps``) and the engine's own cost per exchange (``engine_cost``). No Ray: tests and notebooks check it directly."""
+(``worker_steps``) and the engine's own cost per exchange (``engine_cost``). No Ray: tests and
+notebooks check it directly."""
 from __future__ import annotations
 
 import statistics

@@ -1,12 +1,11 @@
-"""What a parameter-server run is (notebooks 05, 08): its workers, ``WorkerSpec`` (asked for) and
-``WorkerInfo`` (what each reported when it started), where each runs (``actor_options``), and how it
+"""What a parameter-server run is (notebooks 05, 08): its workers (``WorkerSpec``), where each runs
+(``actor_options``), and how it
 trains (``Options``: one frozen object, checked once, saved whole in every checkpoint, so no list of
 keys is kept by hand anywhere). What a session does around the steps (a progress bar, automatic
 checkpoints, the split that follows the machine) is not here: those are hooks (``hetlab.ps.hooks``).
 Every check refuses a bad worker, batch size or option in one line before any actor starts."""
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -29,17 +28,6 @@ class WorkerSpec:
     def label(self) -> str:
         """The learner-facing name: always says "simulated" for a slowed-down worker."""
         return labelled(self.name, self.slowdown)
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """What a worker reported when it started (``Worker.info``: a plain dict on the wire)."""
-
-    node_id: str
-    device: str                  # the torch device it resolved on its own machine
-    machine: str                 # its kernel's id (``hetlab.core.machine.kernel_id``): workers sharing cores
-    device_note: str = ""        # e.g. Ray gave it another GPU than asked
-    origin: str | None = None    # its host's origin label, if it plays a machine (core.machine.origin_label)
 
 
 def check_spec(spec) -> None:
@@ -99,10 +87,6 @@ class Options:
             raise HetlabError(f"unknown transfer dtype {self.transfer!r}: use one of {TRANSFERS}.")
         check_count("max_staleness", self.max_staleness, 0)
         check_positive("lr", self.lr)
-
-    def saved(self) -> dict:
-        """The options as a checkpoint holds them: plain values."""
-        return dataclasses.asdict(self)
 
 
 def check_count(name: str, value, least: int) -> int:

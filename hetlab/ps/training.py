@@ -4,16 +4,19 @@
 worker (its actor, batch size and local SGD's H), the one cursor into the shuffled data
 (``hetlab.core.stream.Stream``), the run's records and events; ``run`` calls ``hetlab.ps.loop`` with
 hooks around it. It is the one writer of the split (``resplit``), which every change leaves an event of.
+``save_checkpoint`` and ``resume`` save a run and continue it exactly (notebook 08).
 """
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import ray
 import torch
 
 from hetlab.cluster import roles
 from hetlab.cluster.connecting import connect
+from hetlab.core.checkpoint import FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError, one_line
@@ -21,13 +24,13 @@ from hetlab.core.flat import flat_weights, load_flat, pieces_for, split_pieces
 from hetlab.core.simulate import labelled
 from hetlab.core.machine import patience
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
-from hetlab.ps import saving
 from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Progress
-from hetlab.ps.loop import async_updates, collect, local_sgd_round, sync_step, sync_steps
+from hetlab.ps.loop import async_updates, collect, drop_lost, local_sgd_round, sync_step, sync_steps
 from hetlab.ps.server import Server
-from hetlab.ps.specs import (Options, WorkerInfo, WorkerSpec, actor_options, check_batch_sizes, check_count,
+from hetlab.ps.specs import (Options, WorkerSpec, actor_options, check_batch_sizes, check_count,
                              check_local_steps, check_positive, check_spec)
-from hetlab.ps.records import Event, Resplit, Slowdown, StepRecord, per_worker_samples_per_s
+from hetlab.ps.records import (Checkpoint, Event, Resplit, Resumed, Slowdown, StepRecord,
+                               per_worker_samples_per_s)
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate, held_out
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
@@ -38,13 +41,13 @@ __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
 @dataclasses.dataclass
 class Member:
     """One worker of a running training: what it is, its share of the work (``batch_size`` and local
-    SGD's H), its actor, what it reported when it started, the batch sizes it has warmed up."""
+    SGD's H), its actor, what it reported when it started (``Worker.info``), the batch sizes it has warmed up."""
 
     spec: WorkerSpec
     batch_size: int
     local_steps: int                 # H: local SGD's steps per round (other modes: unused)
     actor: object = None
-    info: WorkerInfo | None = None
+    info: dict = dataclasses.field(default_factory=dict)
     warm: set = dataclasses.field(default_factory=set)
 
     name = property(lambda self: self.spec.name)
@@ -105,7 +108,8 @@ class ParameterServerTraining:
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.core.data.epoch_order)
         self._follow: dict = {}  # retune_every → its FollowSpeeds, kept between runs (its looks)
         self.server = None
-        _ensure_ray()
+        if not ray.is_initialized():
+            connect()   # embedded local Ray, or HETLAB_ADDRESS / RAY_ADDRESS
         where = [actor_options(s) for s in workers]
         roles.check_free([(s.name, s.role) for s, p in zip(workers, where) if p.get("num_gpus")])
         try:
@@ -131,11 +135,11 @@ class ParameterServerTraining:
                               f"check hetlab.cluster.node_table() shows their machines.")
         try:
             for m, info in zip(self.members, ray.get(refs)):
-                m.info = WorkerInfo(**info)
+                m.info = info
         except ray.exceptions.RayError as e:
             raise HetlabError(f"a worker failed to start: {one_line(e)}") from None
-        machines = [m.info.machine for m in self.members]  # each worker: its machine's share of cores
-        self.answers({m.name: m.actor.set_threads.remote(machines.count(m.info.machine)) for m in self.members},
+        machines = [m.info["machine"] for m in self.members]  # each worker: its machine's share of cores
+        self.answers({m.name: m.actor.set_threads.remote(machines.count(m.info["machine"])) for m in self.members},
                      "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
         self.publish(self.server.weights())
         if self.progress:
@@ -322,27 +326,75 @@ class ParameterServerTraining:
 
     def model(self) -> torch.nn.Module:
         """The current weights in a fresh model, on the CPU."""
-        return model_from_flat(self.factory, self.server.weights())
+        model = make_model(self.factory, seed=None)
+        load_flat(model, self.server.weights())
+        return model
 
     def evaluate(self, test_data) -> float:
         """Test accuracy of the current weights (on the driver's CPU)."""
         return evaluate(self.model(), test_data, "cpu")
 
-    # --- checkpoints (notebook 08; hetlab.ps.saving) ----------------------------------------
-    def save_checkpoint(self, path=None):
-        """Weights, optimizer, step, the data cursor, the options … → ``path`` on the DRIVER's
-        disk, atomically (default: ``checkpoint_dir``/step-NNNNNN.pt). Call it between ``run``
-        calls; a worker gone since its last step is dropped first, as a step drops it."""
-        return saving.save(self, path)
+    # --- checkpoints (notebook 08) ------------------------------------------------------------
+    def save_checkpoint(self, path=None) -> Path:
+        """What the run needs to go on → ``path`` on the DRIVER's disk, atomically (default:
+        ``checkpoint_dir``/step-NNNNNN.pt): the server's weights and optimizer, each worker's own
+        state (local SGD's inner Adam), the data cursor, the step and counters, the batch sizes and
+        the ``Options`` whole. Call it when nothing is in flight (between ``run`` calls, or from a
+        hook's ``at_rest``): the cursor then counts exactly the samples of the updates the server
+        has applied. A worker gone since its last step is dropped first, as a step drops it."""
+        if path is None:
+            if not self.checkpoint_dir:
+                raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
+            path = checkpoint_path(self.checkpoint_dir, self.step)
+        local, lost = collect(self, {m.name: m.actor.local_state.remote() for m in self.members})
+        drop_lost(self, lost, {})   # nothing is in flight: no positions to give back
+        state = {"format": FORMAT, "model": self.model_name, "signature": param_signature(self.factory),
+                 "options": dataclasses.asdict(self.options), "step": self.step, "samples_seen": self.samples_seen,
+                 "server": self.server.state(), "workers": [{"name": n, **local[n]} for n in self.names],
+                 "batch_sizes": self.batch_sizes, "local_steps": self.local_steps, "stream": self.stream.state(),
+                 "data_len": self.data_len, "bytes_to_workers": self.bytes_to_workers,
+                 "bytes_to_server": self.bytes_to_server}
+        path = save_checkpoint(state, path)
+        self.events.append(Checkpoint(self.step, str(path)))
+        return path
 
     @classmethod
     def resume(cls, path, workers: list[WorkerSpec], train_data, **overrides) -> "ParameterServerTraining":
-        """A new training continuing exactly where the checkpoint at ``path`` stopped.
+        """A new training continuing bit for bit where the checkpoint at ``path`` stopped.
 
         Its options and batch sizes come from the checkpoint; ``overrides`` may change e.g.
         ``progress`` or ``checkpoint_dir``. Give one WorkerSpec per saved worker. A run of your
         own model needs ``model=`` its factory again (and ``loss=`` if not the default)."""
-        return saving.resume(cls, path, workers, train_data, **overrides)
+        model = overrides.pop("model", None)
+        ckpt = load_checkpoint(path, model=model)
+        saved = ckpt["workers"]
+        if not isinstance(workers, (list, tuple)) or len(workers) != len(saved):
+            raise HetlabError(f"{path} was saved with {len(saved)} workers ({[w['name'] for w in saved]}): "
+                              f"give one WorkerSpec per saved worker.")
+        if n_samples(train_data) != ckpt["data_len"]:
+            raise HetlabError(f"{path} was trained on {ckpt['data_len']} samples, not {n_samples(train_data)}: "
+                              f"resume with the same training data.")
+        kwargs = {**ckpt["options"], "batch_sizes": ckpt["batch_sizes"], "local_steps": ckpt["local_steps"],
+                  **overrides}
+        mode = ckpt["options"]["mode"]
+        if (kwargs["mode"] == "local_sgd") != (mode == "local_sgd"):
+            raise HetlabError(f"{path} is a {mode} checkpoint: local_sgd uses another optimizer, "
+                              f"resume it in mode {mode!r}.")
+        run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
+        try:
+            run.stream, run.step = resume_state(ckpt, run.server)
+            run.answers({m.name: m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)},
+                        "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
+            run.samples_seen = ckpt["samples_seen"]
+            run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
+            run.publish(run.server.weights())
+        except BaseException:
+            run.shutdown()
+            raise
+        run.events.append(Resumed(run.step, str(path)))
+        if run.progress:
+            print(f"resumed from {path} at step {run.step}")
+        return run
 
     def kill_worker(self, name: str) -> None:
         """Kill one worker's process, as if its machine went away (notebook 08 on the real pair)."""
@@ -368,27 +420,21 @@ class ParameterServerTraining:
         self.shutdown()
 
 
-def model_from_flat(name, flat: torch.Tensor) -> torch.nn.Module:
-    """A fresh ``name`` model (a built-in name or a factory) holding the weights in ``flat`` (CPU)."""
-    model = make_model(name, seed=None)
-    if flat.numel() != flat_weights(model).numel():
-        raise HetlabError(f"{flat.numel()} weights do not fit model {model_label(name)!r}.")
-    load_flat(model, flat.float())
-    return model
-
-
-def _ensure_ray() -> None:
-    """Connect (embedded local Ray, or HETLAB_ADDRESS / RAY_ADDRESS) if not connected yet."""
-    if not ray.is_initialized():
-        connect()
+def resume_state(checkpoint: dict, server) -> tuple[Stream, int]:
+    """What makes a resumed run continue bit for bit (notebook 08): the weights and the optimizer's
+    state (Adam's moments and step count) back into the new run's ``server``, and the data cursor
+    and the step returned, so the next step trains the samples and makes the update the first
+    run's next step would have."""
+    server.load_state(checkpoint["server"])
+    return Stream.from_state(checkpoint["stream"]), checkpoint["step"]
 
 
 def _label(m: Member) -> str:
     """name · device, and what differs from what was asked (simulated, a host's origin label, …)."""
     spec, info = m.spec, m.info
-    where = f" ({info.origin})" if info.origin else ""
-    note = f" ({info.device_note})" if info.device_note else ""  # cuda:N, see worker
-    return labelled(f"{spec.name} · {info.device}{note}", spec.slowdown) + where
+    where = f" ({info['origin']})" if info["origin"] else ""
+    note = f" ({info['device_note']})" if info["device_note"] else ""  # cuda:N, see worker
+    return labelled(f"{spec.name} · {info['device']}{note}", spec.slowdown) + where
 
 
 def _kill(actor) -> None:

@@ -362,7 +362,7 @@ def _seed_and_samples(args, resume, ckpt) -> tuple[int, int]:
     if ckpt is None:
         return (0 if seed is None else seed,
                 (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL) if samples is None else samples)
-    kept = {"--seed": ckpt["options"]["seed"], "--train-samples": ckpt.get("data_len")}  # hetlab.ps.saving
+    kept = {"--seed": ckpt["options"]["seed"], "--train-samples": ckpt.get("data_len")}  # ParameterServerTraining.save_checkpoint
     for flag, given in (("--seed", seed), ("--train-samples", samples)):
         if given is not None and kept[flag] is not None and given != kept[flag]:
             raise HetlabError(f"{flag} {given}: the checkpoint {resume} was trained with {flag} {kept[flag]}; "
