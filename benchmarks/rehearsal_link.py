@@ -11,7 +11,7 @@ parameter server with a desktop and a mac worker, 1:1 split of a 128 batch:
 
 Measured per step: bytes that crossed the link (the kernel's counters of the desktop's
 interface: Ray's framing and TCP included), step time, samples/s. Predicted:
-``hetlab.arithmetic.planner.round_seconds`` from each worker's compute speed measured in the same run
+``hetlab.arithmetic.planner.at_split`` from each worker's compute speed measured in the same run
 (samples ÷ compute seconds), the server's measured update time, the cap, and the engine's fixed
 cost per exchange, measured apart first: sync steps of 1 + 1 samples (compute ≈ 0), less what the
 planner already counts (transfer at the cap, server, compute). Both hosts share this box's CPU: the figures are
@@ -84,7 +84,7 @@ def drive(mbit: int, steps: int) -> dict:
                 mine = [r for r in records if r.worker == name]
                 speeds.append(sum(r.samples for r in mine) / sum(r.compute_s for r in mine))
             server_s = sum(r.server_s for r in records if r.worker == "desktop") / rounds
-            predicted = planner.round_seconds(speeds, SPLIT, run.n_params, link, h, width, server_s + overhead_s) / h
+            predicted = planner.at_split(speeds, SPLIT, run.n_params, link, h, width, server_s + overhead_s).round_s / h
             measured = wall / (rounds * h)
             out[mode] = {"step_ms": round(measured * 1e3, 2), "predicted_step_ms": round(predicted * 1e3, 2),
                          "samples_per_s": round(rounds * h * sum(SPLIT) / wall, 1),

@@ -11,7 +11,7 @@ import pytest
 from hetlab import HetlabError
 from hetlab.arithmetic import planner
 from hetlab.arithmetic.planner import (GIGABIT, WIFI, Link, advise, break_even_local_steps,
-                            desktop_alone, exchange_seconds, round_seconds, table, with_mac)
+                            at_split, desktop_alone, exchange_seconds, table, with_mac)
 
 # 8 Mbit/s = 1e6 bytes/s, so 1000 fp32 parameters up + down = 8000 bytes = 8 ms.
 SLOW = Link(8.0, 0.0, "test link")
@@ -129,22 +129,22 @@ def test_bad_inputs():
         exchange_seconds(1000, Link(0.0, 1.0))
 
 
-def test_round_seconds_at_a_given_split():
+def test_a_rounds_seconds_at_a_given_split():
     # mac: 50 samples at 500/s = 0.1 s, + one fp32 exchange 0.008 s; desktop 50 at 1000/s = 0.05 s
-    assert round_seconds(T, (50, 50), 1000, SLOW, engine_s=0) == pytest.approx(0.108)
-    assert round_seconds(T, (50, 50), 1000, SLOW, local_steps=4, bytes_per_value=2, engine_s=0) == pytest.approx(0.406)
-    assert round_seconds(T, (100, 0), 1000, SLOW, engine_s=0) == pytest.approx(0.1)   # desktop alone: no exchange
+    assert at_split(T, (50, 50), 1000, SLOW, engine_s=0).round_s == pytest.approx(0.108)
+    assert at_split(T, (50, 50), 1000, SLOW, local_steps=4, bytes_per_value=2, engine_s=0).round_s == pytest.approx(0.406)
+    assert at_split(T, (100, 0), 1000, SLOW, engine_s=0).round_s == pytest.approx(0.1)   # desktop alone: no exchange
 
 
 def test_the_engines_cost_is_paid_once_per_round():
     link = planner.Link(200.0, 0.0, "test")
-    base = planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8, engine_s=0)
-    more = planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8, engine_s=0.031)
+    base = planner.at_split([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8, engine_s=0).round_s
+    more = planner.at_split([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8, engine_s=0.031).round_s
     assert more == pytest.approx(base + 0.031)        # once per round of H=8 steps, not 8 times
-    alone = planner.round_seconds([1000.0, 500.0], [128, 0], 100_000, link, engine_s=0.03)
+    alone = planner.at_split([1000.0, 500.0], [128, 0], 100_000, link, engine_s=0.03).round_s
     assert alone == pytest.approx(0.128)             # nothing exchanged: the plain loop, no engine
     with pytest.raises(HetlabError, match="engine_s"):
-        planner.round_seconds([1000.0, 500.0], [64, 64], 100_000, link, engine_s=-1)
+        planner.at_split([1000.0, 500.0], [64, 64], 100_000, link, engine_s=-1)
 
 
 def test_with_constant_speeds_the_ceiling_is_one_plus_the_macs_share_and_no_plan_beats_it():

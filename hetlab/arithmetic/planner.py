@@ -2,7 +2,7 @@
 
 Pure arithmetic, no Ray and no torch. Each machine's step is ``t(b) = fixed + b × per-sample``
 (``hetlab.arithmetic.steptime``); a round of H local steps is ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``
-(``round_seconds``), the desktop alone ``t_d(B)`` a step (``hetlab.core.train``'s plain loop, which waits
+(``at_split``), the desktop alone ``t_d(B)`` a step (``hetlab.core.train``'s plain loop, which waits
 for nothing between steps: notebook 02's sweep); ``benchmarks/pair_vs_alone.py`` checks it, and
 tests/test_planner_record.py holds it to an H100 pair's runs (docs/measured/2026-11-26-h100-pair.json).
 """
@@ -133,32 +133,22 @@ def engine_or_default(engine_s) -> float:
 # done; then the engine's own cost per exchange (messages, the server's update, the driver;
 # notebook 05 measures it). A desktop flat at B (launch-bound) gains nothing from giving a share
 # away, and the planner says so. Local SGD's accuracy cost is measured (benchmarks/local_sgd.py).
-def round_seconds(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link,
-                  local_steps: int = 1, bytes_per_value: int = 4, engine_s: float | None = None) -> float:
-    """Seconds for H global steps at this split: ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``;
-    the Mac given nothing: the desktop alone, ``H·t_d(B)`` (the plain loop, no engine)."""
-    d, m = as_devices(pair)
-    b_d, b_m = batch_sizes
-    _check(params, b_d + b_m, local_steps)
-    if b_m == 0:
-        return local_steps * d(b_d)
-    return (max(local_steps * d(b_d), local_steps * m(b_m) + exchange_seconds(params, link, bytes_per_value))
-            + engine_or_default(engine_s))
-
-
 def at_split(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link, local_steps: int = 1,
              bytes_per_value: int = 4, engine_s: float | None = None) -> Plan:
-    """The prediction for a run at this split (``batch_sizes``: desktop, mac), what its round pays:
-    H local steps on each machine at its share, the exchange, the engine (messages, averaging, the
-    workers' reads of the device once a round). The Mac given 0: the desktop alone."""
+    """The prediction for a run at this split (``batch_sizes``: desktop, mac): its round of H local
+    steps on each machine at its share takes ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine`` (the
+    exchange e; the engine: messages, averaging, the workers' reads of the device once a round).
+    The Mac given 0: the desktop alone, ``H·t_d(B)`` (the plain loop, no engine)."""
+    d, m = as_devices(pair)
     b_d, b_m = (int(b) for b in batch_sizes)
-    if b_m == 0:
-        return desktop_alone(pair, b_d)
     h, engine = local_steps, engine_or_default(engine_s)
+    _check(params, b_d + b_m, h)
+    if b_m == 0:
+        return Plan("desktop alone", (b_d, 0), h, h * d(b_d), 0.0, 0.0)
     e = exchange_seconds(params, link, bytes_per_value)
     name = "sync per step" if h == 1 else f"local SGD H={h}"
-    return Plan(name, (b_d, b_m), h, round_seconds(pair, (b_d, b_m), params, link, h, bytes_per_value, engine),
-                e + engine, exchange_bytes(params, bytes_per_value) / (h * (b_d + b_m)))
+    return Plan(name, (b_d, b_m), h, max(h * d(b_d), h * m(b_m) + e) + engine, e + engine,
+                exchange_bytes(params, bytes_per_value) / (h * (b_d + b_m)))
 
 
 def desktop_alone(pair: Sequence, global_batch: int) -> Plan:
