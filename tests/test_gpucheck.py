@@ -122,7 +122,7 @@ def test_pair_efficiency_and_which_worker_asks_for_the_gpu():
     plan = gpucheck_context.pair_placements(workers)
     assert plan["desktop"] == {"resources": {"hetlab-role:desktop": 0.001}, "num_gpus": 1}
     assert plan["mac"] == {"resources": {"hetlab-role:mac": 0.001}}   # the CPU worker asks for no GPU
-    assert gpucheck_pair._device_of("desktop · cuda:0 (Ray gave this worker GPU 1, not cuda:1)") == "cuda"
+    assert gpucheck_pair._device_of("desktop · cuda:0 (simulated 2× slower)") == "cuda"
 
 
 def test_record_files_say_what_ran_on_what(tmp_path, monkeypatch):

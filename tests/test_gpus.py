@@ -22,7 +22,6 @@ from hetlab.core.data import load_mnist
 from hetlab.cluster.practice import PracticeCluster
 from hetlab.ps import ParameterServerTraining, WorkerSpec
 from hetlab.ps.specs import check_spec
-from hetlab.ps.worker import cuda_in_worker
 
 # Another driver that takes the desktop's GPU and keeps it until its stdin closes.
 HOLDER = """
@@ -123,18 +122,6 @@ def test_holder_description_names_a_notebook_kernel():
     assert who.startswith("another notebook's kernel (job 03000000, pid 4242 on 192.168.1.10) "
                           "through its Worker actor: stop it")
     assert "placement group" in gpus.describe_holders([], here="05000000")
-
-
-@pytest.mark.parametrize("device,visible,expected", [
-    ("cuda:1", "1", ("cuda:0", "")),              # Ray gave GPU 1: it is this worker's cuda:0
-    ("cuda:1", "0,1", ("cuda:1", "")),
-    ("cuda:1", "0", ("cuda:0", "Ray gave this worker GPU 0, not cuda:1")),
-    ("cuda:1", None, ("cuda:1", "")),             # every GPU visible: as asked (resolve() checks it)
-    ("cuda", "0", ("cuda", "")),
-    ("cpu", "0", ("cpu", "")),
-])
-def test_cuda_index_inside_a_ray_worker(device, visible, expected):
-    assert cuda_in_worker(device, visible) == expected
 
 
 def test_cuda_index_spec_check():

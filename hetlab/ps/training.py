@@ -433,7 +433,7 @@ def _label(m: Member) -> str:
     """name · device, and what differs from what was asked (simulated, a host's origin label, …)."""
     spec, info = m.spec, m.info
     where = f" ({info['origin']})" if info["origin"] else ""
-    note = f" ({info['device_note']})" if info["device_note"] else ""  # cuda:N, see worker
+    note = f" ({info['device_note']})" if info["device_note"] else ""  # e.g. Ray gave it a GPU torch cannot use
     return labelled(f"{spec.name} · {info['device']}{note}", spec.slowdown) + where
 
 

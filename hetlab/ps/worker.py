@@ -27,24 +27,6 @@ from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, tim
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def cuda_in_worker(device: str, cuda_visible: str | None) -> tuple[str, str]:
-    """``"cuda:N"`` inside a Ray worker that asked for a GPU: (the torch device, a note or "").
-
-    Ray shows such a worker only the GPU(s) it assigned (``CUDA_VISIBLE_DEVICES``, e.g.
-    ``"1"``), renumbered from ``cuda:0``. ``cuda:N`` means GPU N of the machine: if Ray gave
-    this worker GPU N it is ``cuda:<its position>``; if Ray gave another one (Ray, not the
-    worker, picks which GPU a ``num_gpus=1`` actor gets), the worker uses that one and the note
-    says so. With every GPU visible (variable unset), ``cuda:N`` stays as it is.
-    """
-    kind, _, index = device.partition(":")
-    if kind != "cuda" or not index or not cuda_visible:
-        return device, ""
-    visible = [v.strip() for v in cuda_visible.split(",") if v.strip()]
-    if index in visible:
-        return f"cuda:{visible.index(index)}", ""
-    return "cuda:0", f"Ray gave this worker GPU {visible[0]}, not {device}"
-
-
 class Worker:
     """A Ray actor computing gradients (or local-SGD deltas) on its own device.
 
@@ -61,8 +43,8 @@ class Worker:
         self.model_name = model  # a built-in name or a factory
         self.loss = loss or nn.functional.cross_entropy
         self.slow = SlowDevice(spec.slowdown)
-        device, self.device_note = cuda_in_worker(str(spec.device), os.environ.get("CUDA_VISIBLE_DEVICES"))
-        self.device = resolve(device)            # resolved here, on the worker's own node
+        self.device = resolve(spec.device)       # resolved here, on the worker's own node
+        self.device_note = ""
         if self.device.type == "cpu" and ray.is_initialized() and \
                 ray.get_runtime_context().get_accelerator_ids().get("GPU"):
             self.device_note = "Ray gave it a GPU that torch here cannot use"  # a GPU count set from outside
