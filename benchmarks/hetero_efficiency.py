@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository'
 from hetlab.arithmetic import balance, steptime  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.pair import the_pair  # noqa: E402
-from hetlab.ps import ParameterServerTraining, Resplit  # noqa: E402
+from hetlab.ps import ParameterServerTraining  # noqa: E402
 from harness.gpucheck.pair import step_budget  # noqa: E402
 from hetlab.ps.records import cluster_samples_per_s, wall_s  # noqa: E402
 
@@ -139,7 +139,7 @@ def main() -> None:
             bracket = [statistics.mean(pair) for pair in zip(*alone_each[-2:])]  # before and after
             for name, rate in rates.items():
                 eff_each[name].append(balance.efficiency(rate, bracket))
-        moves = [e for e in training.events if isinstance(e, Resplit) and e.why == "follow"]
+        moves = [e for e in training.events if e.what == "resplit" and e.why == "follow"]
 
     alone = [statistics.mean(a) for a in zip(*alone_each)]
     rate = {name: cluster_samples_per_s(recs) for name, recs in runs.items()}

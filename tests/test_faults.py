@@ -8,7 +8,7 @@ import pytest
 from hetlab import HetlabError
 from hetlab.core.data import load_mnist
 from hetlab.cluster.practice import PracticeCluster
-from hetlab.ps import Hook, ParameterServerTraining, Resplit, WorkerLost, WorkerSpec, loop
+from hetlab.ps import Event, Hook, ParameterServerTraining, WorkerSpec, loop
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +68,11 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
         ps.run(70, hooks=[goes])
 
         assert goes.gone_at == 15 and ps.step == 80  # every step finished, with the survivor
-        lost = [e for e in ps.events if isinstance(e, WorkerLost)]
+        lost = [e for e in ps.events if e.what == "lost"]
         assert len(lost) == 1 and "mac" in lost[0].worker and "simulated" in lost[0].worker
         assert lost[0].step == 16 and "went away" in lost[0].reason  # the next step found it gone
-        assert lost[0].survivors == ("desktop",) and ps.events[ps.events.index(lost[0]) + 1] == Resplit(
-            16, (40,), (64,), "lost")  # the split goes through its one writer, and says why
+        assert lost[0].survivors == ("desktop",) and ps.events[ps.events.index(lost[0]) + 1] == Event(
+            16, "resplit", "lost", (40,), (64,))  # the split goes through its one writer, and says why
         assert {r.worker for r in ps.records if r.step <= 15} == {"desktop", "mac"}
         assert [s.name for s in ps.workers] == ["desktop"] and ps.batch_sizes == [64]  # rebalanced
         # the mac's batch of the step it was lost in went back to the stream and was trained next step
@@ -105,7 +105,7 @@ def test_a_gradient_lost_with_its_node_after_its_worker_answered_drops_that_work
         monkeypatch.setattr(loop, "fetch", fetch)
         ps.run(2)
 
-        lost = [e for e in ps.events if isinstance(e, WorkerLost)]
+        lost = [e for e in ps.events if e.what == "lost"]
         assert len(lost) == 1 and lost[0].worker.startswith("mac") and "lost with its node" in lost[0].reason
         step3 = [r for r in ps.records if r.step == 3]
         assert [r.worker for r in step3] == ["desktop"] and step3[0].batch_size == 40  # applied without it
@@ -130,7 +130,7 @@ def test_a_node_lost_just_before_a_checkpoint_is_dropped_and_the_run_goes_on(clu
 
         saved = sorted(tmp_path.glob("step-*.pt"))
         at = int(saved[0].stem.split("-")[1])
-        lost = [e for e in ps.events if isinstance(e, WorkerLost)]
+        lost = [e for e in ps.events if e.what == "lost"]
         assert len(lost) == 1 and lost[0].step == at and lost[0].worker.startswith("mac")
         assert goes.gone_at == at and ps.step == 7 and ps.batch_sizes == [64]
         assert {r.worker for r in ps.records if r.step > at} == {"desktop"}

@@ -10,7 +10,7 @@ import ray  # noqa: E402
 from hetlab.cluster.connecting import connect  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.arithmetic import balance  # noqa: E402
-from hetlab.ps import ParameterServerTraining, Resplit, WorkerSpec  # noqa: E402
+from hetlab.ps import Event, ParameterServerTraining, WorkerSpec  # noqa: E402
 from hetlab.ps.records import per_worker_samples_per_s  # noqa: E402
 from hetlab.views.widgets import SplitTuner  # noqa: E402
 
@@ -43,7 +43,7 @@ def test_slider_run_and_errors_against_real_training(training):
     tuner.run_button.click()
     assert tuner.error is None
     assert training.step == step_before + 2
-    assert training.events[-1] == Resplit(step_before, split_before, (51, 13), "widget")  # the split's one writer
+    assert training.events[-1] == Event(step_before, "resplit", "widget", split_before, (51, 13))  # the split's one writer
     run = tuner.runs[-1]
     assert [r.batch_size for r in run["records"]] == [51, 13, 51, 13]
     assert run["samples_per_s"] > 0 and 0 < run["efficiency"] <= 1.05

@@ -3,14 +3,12 @@ learner holds), ``loop`` (the steps), ``worker`` (the Ray actor of a device), ``
 and the optimizer), ``hooks`` (what happens around the steps), ``records`` (what a run keeps, with no
 Ray) and ``specs`` (what a worker is, where it runs, the ``Options``).
 ``from hetlab.ps import ParameterServerTraining, WorkerSpec`` is what notebooks need; the events of
-``training.events`` (``Resplit``, ``WorkerLost``, …) come from here too.
+``training.events`` (``Event``) come from here too.
 """
 from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hook, Progress
-from hetlab.ps.records import (AllWorkersLost, Checkpoint, Event, Resplit, Resumed, Slowdown, StepRecord,
-                               WorkerLost)
+from hetlab.ps.records import Event, StepRecord
 from hetlab.ps.specs import Options, WorkerSpec
 from hetlab.ps.training import ParameterServerTraining
 
-__all__ = ["AllWorkersLost", "AutoCheckpoint", "Checkpoint", "Event", "FollowSpeeds", "Hook", "Options",
-           "ParameterServerTraining", "Progress", "Resplit", "Resumed", "Slowdown", "StepRecord",
-           "WorkerLost", "WorkerSpec"]
+__all__ = ["AutoCheckpoint", "Event", "FollowSpeeds", "Hook", "Options", "ParameterServerTraining", "Progress",
+           "StepRecord", "WorkerSpec"]

@@ -122,7 +122,7 @@ class FollowSpeeds(Hook):
             self.window = len(run.records)
 
     def follow(self, run, records) -> None:
-        """Re-split for the speeds in ``records`` if that gains enough (a ``Resplit`` says so). A
+        """Re-split for the speeds in ``records`` if that gains enough (a "resplit" ``Event`` says so). A
         look from before the worker's simulated slowdown changed is out of date: dropped."""
         lines = []
         for name, slowdown in ((s.name, s.slowdown) for s in run.workers):

@@ -19,7 +19,7 @@ from hetlab.core.simulate import device_seconds
 from hetlab.core.stream import split_spans
 from hetlab.errors import HetlabError, one_line
 from hetlab.ps.hooks import after_step, rest
-from hetlab.ps.records import AllWorkersLost, StepRecord, WorkerLost
+from hetlab.ps.records import Event, StepRecord
 
 REFETCH_S = 10.0   # after one get for every answer failed: how long each worker's answer gets alone
 
@@ -190,8 +190,8 @@ def fetch(run, calls: dict) -> tuple[dict, dict]:
 
 def drop_lost(run, lost: dict, spans: dict) -> None:
     """Lost workers ({worker: why}) out of the run: their positions (``spans``) back to the stream,
-    trained next step; their actors stopped; a ``WorkerLost`` event and a line each; the global batch
-    split over the rest. Nobody left is a HetlabError (an ``AllWorkersLost`` event)."""
+    trained next step; their actors stopped; a "lost" ``Event`` and a line each; the global batch
+    split over the rest. Nobody left is a HetlabError (an "all lost" ``Event``)."""
     if not lost:
         return
     step, global_batch, labels = run.step, sum(run.batch_sizes), dict(zip(run.names, run.labels))
@@ -200,12 +200,13 @@ def drop_lost(run, lost: dict, spans: dict) -> None:
         run.kill_worker(name)
     run.members = [m for m in run.members if m.name not in lost]
     if not run.members:
-        run.events.append(AllWorkersLost(step))
+        run.events.append(Event(step, "all lost"))
         raise HetlabError(f"every worker was lost at step {step} ({'; '.join(lost.values())}): "
                           f"reconnect the machines and resume from the last checkpoint.")
     gone = [name for name in labels if name in lost]
     for name in gone:
-        run.events.append(WorkerLost(step, labels[name], lost[name], tuple(run.names), time.time()))
+        run.events.append(Event(step, "lost", worker=labels[name], reason=lost[name], survivors=tuple(run.names),
+                                time=time.time()))
     sizes = split_batch(max(global_batch, len(run.members)), run.batch_sizes)
     run.resplit(sizes, "lost")
     for name in gone:

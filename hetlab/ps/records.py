@@ -1,5 +1,5 @@
-"""What a run keeps (notebooks 05, 06, 08): ``StepRecord``, one worker's share of one step; the events
-(``Resplit``, ``WorkerLost``, …) that happened to it; and the arithmetic read from records: the one
+"""What a run keeps (notebooks 05, 06, 08): ``StepRecord``, one worker's share of one step; the ``Event``s
+that happened to it; and the arithmetic read from records: the one
 device-time sum (``device_seconds``), the cluster's samples/s, a worker's idle share and speed
 (``worker_steps``) and the engine's own cost per exchange (``engine_cost``). No Ray: tests and
 notebooks check it directly."""
@@ -125,54 +125,23 @@ def engine_cost(records) -> float:
 
 @dataclass(frozen=True)
 class Event:
-    """Something that happened to a run, at server step ``step`` (``training.events``)."""
+    """Something that happened to a run at server step ``step`` (``training.events``): ``what`` it
+    was, and what it says. "resplit": the global batch split anew, ``before`` → ``after``, ``why``
+    ("set", "measure", "widget", "follow" with each worker's fitted ``lines``, "lost"); "lost": a
+    worker (``worker``, its label) did not answer and was dropped (``reason``; the ``survivors``
+    train on; ``time``: when the driver noticed); "all lost": nobody was left, the run stopped;
+    "slowdown": ``worker`` became a simulated ``slowdown``× slower device; "checkpoint": one was
+    written to ``path``; "resumed": this run continues the checkpoint at ``path``."""
 
     step: int
-
-
-@dataclass(frozen=True)
-class Resplit(Event):
-    """The global batch was split anew, ``before`` → ``after``; ``why``: "set" (``run(batch_sizes=)``,
-    ``resplit``), "measure", "follow" (``FollowSpeeds``, with the lines it saw) or "lost"."""
-
-    before: tuple
-    after: tuple
-    why: str
-    lines: tuple = ()   # follow: each worker's fitted StepTime, its messages included
-
-
-@dataclass(frozen=True)
-class WorkerLost(Event):
-    """A worker did not answer and was dropped; ``survivors`` train on."""
-
-    worker: str
-    reason: str
-    survivors: tuple
-    time: float               # time.time() when the driver noticed
-
-
-@dataclass(frozen=True)
-class AllWorkersLost(Event):
-    """Nobody was left to train: the run stopped."""
-
-
-@dataclass(frozen=True)
-class Slowdown(Event):
-    """Worker ``worker`` (its label) became a simulated ``slowdown``× slower device."""
-
-    worker: str
-    slowdown: float
-
-
-@dataclass(frozen=True)
-class Checkpoint(Event):
-    """A checkpoint was written to ``path``."""
-
-    path: str
-
-
-@dataclass(frozen=True)
-class Resumed(Event):
-    """This run continues the checkpoint at ``path``."""
-
-    path: str
+    what: str
+    why: str = ""
+    before: tuple = ()
+    after: tuple = ()
+    lines: tuple = ()
+    worker: str = ""
+    reason: str = ""
+    survivors: tuple = ()
+    time: float = 0.0
+    slowdown: float = 1.0
+    path: str = ""

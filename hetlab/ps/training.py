@@ -29,8 +29,7 @@ from hetlab.ps.loop import async_updates, collect, drop_lost, local_sgd_round, s
 from hetlab.ps.server import Server
 from hetlab.ps.specs import (Options, WorkerSpec, actor_options, check_batch_sizes, check_count,
                              check_local_steps, check_positive, check_spec)
-from hetlab.ps.records import (Checkpoint, Event, Resplit, Resumed, Slowdown, StepRecord,
-                               per_worker_samples_per_s)
+from hetlab.ps.records import Event, StepRecord, per_worker_samples_per_s
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate, held_out
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
@@ -103,7 +102,7 @@ class ParameterServerTraining:
         self.weights: tuple = ()    # the server's weights as the next calls carry them (``publish``)
         self.step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = self.warmups = 0
         self.records: list[StepRecord] = []
-        self.events: list[Event] = []   # Resplit, WorkerLost, Slowdown, Checkpoint, ... (hetlab.ps.records)
+        self.events: list[Event] = []   # resplits, lost workers, checkpoints, … (hetlab.ps.records)
         self.data_len = n_samples(payload)
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.core.data.epoch_order)
         self._follow: dict = {}  # retune_every → its FollowSpeeds, kept between runs (its looks)
@@ -188,16 +187,16 @@ class ParameterServerTraining:
         return self.bytes_sent / self.samples_seen if self.samples_seen else 0.0
 
     # --- changing it between runs ---------------------------------------------------------
-    def resplit(self, sizes: list[int], why: str = "set", **seen) -> Resplit | None:
+    def resplit(self, sizes: list[int], why: str = "set", **seen) -> Event | None:
         """Give each worker its batch size (one whole number ≥ 1 per worker): every change of the
-        split goes through here and leaves a ``Resplit`` event saying ``why`` (``seen``: what
+        split goes through here and leaves a "resplit" ``Event`` saying ``why`` (``seen``: what
         ``FollowSpeeds`` saw); returns it, or None when nothing changed."""
         sizes, before = check_batch_sizes(sizes, len(self.members)), self.batch_sizes
         if sizes == before:
             return None
         for m, b in zip(self.members, sizes):
             m.batch_size = b
-        self.events.append(Resplit(self.step, tuple(before), tuple(sizes), why, **seen))
+        self.events.append(Event(self.step, "resplit", why, tuple(before), tuple(sizes), **seen))
         return self.events[-1]
 
     def set_local_steps(self, local_steps) -> None:
@@ -207,13 +206,13 @@ class ParameterServerTraining:
 
     def set_slowdown(self, name: str, slowdown: float) -> None:
         """Make worker ``name`` a *simulated* ``slowdown``× slower device from the next step on
-        (notebook 06: a laptop that throttles as it heats; a ``Slowdown`` event). 1 = its own speed."""
+        (notebook 06: a laptop that throttles as it heats; a "slowdown" ``Event``). 1 = its own speed."""
         m = self.member(name)
         spec = dataclasses.replace(m.spec, slowdown=slowdown)
         check_spec(spec)
         self.answers({name: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
         m.spec = spec
-        self.events.append(Slowdown(self.step, _label(m), spec.slowdown))
+        self.events.append(Event(self.step, "slowdown", worker=_label(m), slowdown=spec.slowdown))
 
     def publish(self, weights: torch.Tensor) -> None:
         """Make ``weights`` what the next calls carry: in pieces inside the calls, or put once into
@@ -355,7 +354,7 @@ class ParameterServerTraining:
                  "data_len": self.data_len, "bytes_to_workers": self.bytes_to_workers,
                  "bytes_to_server": self.bytes_to_server}
         path = save_checkpoint(state, path)
-        self.events.append(Checkpoint(self.step, str(path)))
+        self.events.append(Event(self.step, "checkpoint", path=str(path)))
         return path
 
     @classmethod
@@ -391,7 +390,7 @@ class ParameterServerTraining:
         except BaseException:
             run.shutdown()
             raise
-        run.events.append(Resumed(run.step, str(path)))
+        run.events.append(Event(run.step, "resumed", path=str(path)))
         if run.progress:
             print(f"resumed from {path} at step {run.step}")
         return run
