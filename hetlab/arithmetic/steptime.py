@@ -4,7 +4,7 @@ A step has a fixed cost whatever the batch (Python, kernel launches, the optimiz
 every parameter) and a cost per sample (the arithmetic). A card at a small batch is nearly all
 fixed cost: its step time is flat, so a share of the batch given away saves it almost nothing.
 ``fit`` draws this line through a batch-size sweep; ``fit_rounds`` through a run's few rounds
-(auto-tune, the widget, ``FollowSpeeds``). A device's speed at batch b is always its line's
+(auto-tune, the widget, ``FollowSplit``). A device's speed at batch b is always its line's
 ``b / t(b)`` (``samples_per_s(b, line(b))``), never a sweep's point. Pure Python: no torch, no Ray.
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ ROUNDS_MIN_SPREAD = 0.1   # rounds' sizes closer than this share of the largest 
 
 def fit_rounds(batch_sizes: Sequence[float], seconds: Sequence[float], weights: Sequence[float] | None = None,
                source: str = "fitted over rounds") -> StepTime:
-    """One worker's line from a run's few rounds (auto-tune, the widget, ``FollowSpeeds``; notebook 06).
+    """One worker's line from a run's few rounds (auto-tune, the widget, ``FollowSplit``; notebook 06).
 
     A least-squares line, each round counted by its weight (default 1 each). Where noise decides it
     (sizes closer than ``ROUNDS_MIN_SPREAD`` of the largest, no positive slope, a fixed time below 0

@@ -376,7 +376,7 @@ def run_follow_split(fn, steps: int = 6, every: int = 2) -> str | None:
     """``fn`` drives a live run's split: a short run of the parameter server on the cluster this
     kernel is connected to (the pair or the practice cluster), a desktop worker and a mac worker
     simulated 3× slower, both on their CPU (the desktop's GPU stays with the notebook's own
-    training), from an equal split; every ``every`` steps the engine's ``FollowSpeeds`` asks ``fn``
+    training), from an equal split; every ``every`` steps the engine's ``FollowSplit`` asks ``fn``
     for the next split. None when each look's answer is hetlab's own for the lines measured then.
     No Ray connected: "", nothing runs live (the random inputs were graded already)."""
     import ray
@@ -384,7 +384,7 @@ def run_follow_split(fn, steps: int = 6, every: int = 2) -> str | None:
     if not ray.is_initialized():
         return ""
     from hetlab.core.data import load_mnist
-    from hetlab.ps import FollowSpeeds, ParameterServerTraining, WorkerSpec
+    from hetlab.ps import FollowSplit, ParameterServerTraining, WorkerSpec
 
     looks = []   # (split, lines, the learner's answer, hetlab's)
 
@@ -398,7 +398,7 @@ def run_follow_split(fn, steps: int = 6, every: int = 2) -> str | None:
     training = ParameterServerTraining(workers, load_mnist("train").subset(2_000, seed=0), seed=0,
                                        progress=False, batch_sizes=[32, 32])
     try:
-        training.run(steps, hooks=[FollowSpeeds(every, rule=rule)])
+        training.run(steps, hooks=[FollowSplit(every, rule=rule)])
     except HetlabError as e:
         return f"the live run stopped at step {training.step}: {str(e).splitlines()[0]}"
     finally:

@@ -5,10 +5,10 @@ Ray) and ``specs`` (what a worker is, where it runs, the ``Options``).
 ``from hetlab.ps import ParameterServerTraining, WorkerSpec`` is what notebooks need; the events of
 ``training.events`` (``Event``) come from here too.
 """
-from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Hook, Progress
+from hetlab.ps.hooks import AutoCheckpoint, FollowSplit, Hook, Progress
 from hetlab.ps.records import Event, StepRecord
 from hetlab.ps.specs import Options, WorkerSpec
 from hetlab.ps.training import ParameterServerTraining
 
-__all__ = ["AutoCheckpoint", "Event", "FollowSpeeds", "Hook", "Options", "ParameterServerTraining", "Progress",
+__all__ = ["AutoCheckpoint", "Event", "FollowSplit", "Hook", "Options", "ParameterServerTraining", "Progress",
            "StepRecord", "WorkerSpec"]

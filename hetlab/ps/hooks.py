@@ -2,7 +2,7 @@
 
 The loops in ``hetlab.ps.loop`` only train; a ``Hook`` watches and acts between steps, as fast.ai's
 miniai callbacks do, and gets the ``ParameterServerTraining`` itself: ``Progress`` (a progress bar),
-``FollowSpeeds`` (re-split the global batch when the machines' speeds change, notebook 06) and
+``FollowSplit`` (re-split the global batch when the machines' speeds change, notebook 06) and
 ``AutoCheckpoint`` (notebook 08). ``ParameterServerTraining(progress=..., checkpoint_dir=...,
 checkpoint_every=...)`` and ``run(retune_every=N)`` build them; ``run(steps, hooks=[...])`` takes any.
 """
@@ -94,7 +94,7 @@ class AutoCheckpoint(Hook):
             old.unlink(missing_ok=True)
 
 
-class FollowSpeeds(Hook):
+class FollowSplit(Hook):
     """Every ``every`` steps, re-split the global batch for the speeds measured in those steps
     when that gains more than 5 % of predicted efficiency (``balance.follow_split``; notebook 06).
 

@@ -24,7 +24,7 @@ from hetlab.core.flat import flat_weights, load_flat, pieces_for, split_pieces
 from hetlab.core.simulate import labelled
 from hetlab.core.machine import patience
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
-from hetlab.ps.hooks import AutoCheckpoint, FollowSpeeds, Progress
+from hetlab.ps.hooks import AutoCheckpoint, FollowSplit, Progress
 from hetlab.ps.loop import async_updates, collect, drop_lost, local_sgd_round, sync_step, sync_steps
 from hetlab.ps.server import Server
 from hetlab.ps.specs import (Options, WorkerSpec, actor_options, check_batch_sizes, check_count,
@@ -105,7 +105,7 @@ class ParameterServerTraining:
         self.events: list[Event] = []   # resplits, lost workers, checkpoints, … (hetlab.ps.records)
         self.data_len = n_samples(payload)
         self.stream = Stream()  # the one cursor into the shuffled data (hetlab.core.data.epoch_order)
-        self._follow: dict = {}  # retune_every → its FollowSpeeds, kept between runs (its looks)
+        self._follow: dict = {}  # retune_every → its FollowSplit, kept between runs (its looks)
         self.server = None
         if not ray.is_initialized():
             connect()   # embedded local Ray, or HETLAB_ADDRESS / RAY_ADDRESS
@@ -190,7 +190,7 @@ class ParameterServerTraining:
     def resplit(self, sizes: list[int], why: str = "set", **seen) -> Event | None:
         """Give each worker its batch size (one whole number ≥ 1 per worker): every change of the
         split goes through here and leaves a "resplit" ``Event`` saying ``why`` (``seen``: what
-        ``FollowSpeeds`` saw); returns it, or None when nothing changed."""
+        ``FollowSplit`` saw); returns it, or None when nothing changed."""
         sizes, before = check_batch_sizes(sizes, len(self.members)), self.batch_sizes
         if sizes == before:
             return None
@@ -251,14 +251,14 @@ class ParameterServerTraining:
 
         ``hooks``: what happens around the steps (default: this training's ``hooks``, built
         from ``progress``, ``checkpoint_dir`` and ``checkpoint_every``). ``retune_every=N``
-        (sync and local SGD) adds ``FollowSpeeds(N)``: every N steps, re-split the global batch
+        (sync and local SGD) adds ``FollowSplit(N)``: every N steps, re-split the global batch
         for the measured speeds when that gains more than 5 % (notebook 06).
         """
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise HetlabError(f"steps must be a whole number ≥ 0, got {steps!r}.")
         if isinstance(retune_every, bool) or not isinstance(retune_every, int) or retune_every < 0:
             raise HetlabError(f"retune_every must be a whole number of steps ≥ 0, got {retune_every!r}.")
-        follow = [self._follow.setdefault(retune_every, FollowSpeeds(retune_every))] if retune_every else []
+        follow = [self._follow.setdefault(retune_every, FollowSplit(retune_every))] if retune_every else []
         hooks = follow + list(self.hooks if hooks is None else hooks)
         if self.is_shut_down:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
