@@ -2,8 +2,10 @@
 
 Synchronous data parallelism waits for the slowest worker: a batch ``b_i ∝ t_i`` (its samples/s)
 makes every worker take the same ``b_i / t_i`` seconds. ``split_batch`` turns a ratio into integer
-sizes that add up to the global batch; ``auto_tune`` re-splits with a step of fixed + batch ÷ speed.
-Every step here is a ``steptime.StepTime`` line; a speed alone is ``steptime.constant_speed``.
+sizes that add up to the global batch; ``auto_tune`` re-splits with a step of fixed + batch ÷ speed,
+and shifts the split for the steps' scatter (``split_for_noise``: each step waits for whichever worker
+is slower *that* step). Every step here is a ``steptime.StepTime`` line; a speed alone is
+``steptime.constant_speed``.
 """
 from __future__ import annotations
 
@@ -88,12 +90,23 @@ def format_split(sizes: Sequence[float]) -> str:
 
 # --- auto-tuning (notebook 06) -------------------------------------------------------------
 
+class Measurement(list):
+    """Each worker's samples/s, as ``auto_tune``'s ``measure`` returns them (``training.measure``),
+    and ``step_seconds``: each measured step's seconds, one per worker, or [] when only the speeds are known."""
+
+    def __init__(self, samples_per_s: Sequence[float], step_seconds: Sequence[Sequence[float]] = ()):
+        super().__init__(samples_per_s)
+        self.step_seconds = [list(step) for step in step_seconds]
+
+
 @dataclass
 class TuneRound:
-    """One measurement: the sizes tried and the per-worker samples/s they gave."""
+    """One measurement: the sizes tried, the per-worker samples/s they gave and, when ``measure``
+    told them, each step's seconds per worker (``Measurement.step_seconds``)."""
 
     batch_sizes: list[int]
     samples_per_s: list[float]
+    step_seconds: list[list[float]] = field(default_factory=list)
 
     @property
     def predicted_efficiency(self) -> float:
@@ -116,10 +129,13 @@ class TuneResult:
 
 
 # Each round fits fixed + b / speed per worker (``round_lines``; a split ∝ samples/s alone leaves
-# the fast one waiting) and moves ``damping`` of the way to the split where all finish together
-# (``equal_finish_split``), halving it when a size turns back. Settled: the move gains less than
-# ``tol`` or rounds to nothing. ``confirm``: one round on a busy box can be 10 % off, so a settled
-# split is measured again before it is trusted.
+# the fast one waiting) and moves ``damping`` of the way to the split with the least mean step under
+# the rounds' scatter (``split_for_noise``; with no steps told, ``equal_finish_split``), halving it
+# when a size turns back. Settled: the move gains less than ``tol`` or rounds to nothing. Told the
+# steps, it then takes a last move that gains less than ``tol`` unmeasured: one round cannot tell that
+# gain from noise, the scatter of all the rounds' steps can (notebook 06, §3). ``confirm``: one
+# round on a busy box can be 10 % off; on the practice pair 1 tuning in 10 settled > 5 % from the
+# best step, 1 in 24 with a confirming round (tests/test_balance.py).
 TOL = 0.02   # a split whose step is within 2 % of the target's is settled
 
 
@@ -141,15 +157,16 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
     history: list[TuneRound] = []
     last_move, agreed, damping = [0] * n_workers, 0, 1.0
     for _ in range(rounds):
-        measured = list(measure(list(sizes)))
+        told = measure(list(sizes))
+        measured = list(told)
         try:
             speeds = check_proportions(measured, n_workers)
         except HetlabError as e:
             raise HetlabError(f"measure({sizes}) returned {measured!r}, not one positive samples/s per worker ({e})") from None
-        history.append(TuneRound(list(sizes), speeds))
-        lines = round_lines(history)
-        target = equal_finish_split(global_batch, lines)
-        settled = step_time(lines, sizes) <= (1 + TOL) * step_time(lines, target)
+        history.append(TuneRound(list(sizes), speeds, _steps_of(told, n_workers)))
+        lines, scatter = round_lines(history), step_scatter(history)
+        target = split_for_noise(global_batch, lines, scatter)
+        settled = near = mean_step(lines, sizes, scatter) <= (1 + TOL) * mean_step(lines, target, scatter)
         if not settled:
             move = [t - s for t, s in zip(target, sizes)]
             if any(m * lm < 0 for m, lm in zip(move, last_move)):
@@ -158,8 +175,9 @@ def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int
             settled = new == sizes  # the damped move rounds to no change: settled as far as integers go
         if settled:
             agreed += 1
-            if agreed > confirm:
-                return TuneResult(list(sizes), history, converged=True, lines=lines)
+            if agreed > confirm:  # told the steps: the last move (gaining < tol) is taken unmeasured
+                final = target if scatter and near else sizes
+                return TuneResult(list(final), history, converged=True, lines=lines)
             continue  # measure these sizes once more before trusting them
         last_move, agreed = [n - s for n, s in zip(new, sizes)], 0
         sizes = new
@@ -185,6 +203,53 @@ def equal_finish_split(global_batch: int, lines: Sequence[StepTime]) -> list[int
     """Sizes with which every worker finishes together (``steptime.finish_together``, rounded to
     whole samples); a step's messages: ``StepTime.plus`` (notebooks 02, 06)."""
     return split_batch(global_batch, [max(b, 1e-9) for b in finish_together(global_batch, lines)[1]])
+
+
+def _steps_of(measured, n_workers: int) -> list[list[float]]:
+    """``measured.step_seconds`` (a ``Measurement``) checked: one positive, finite seconds per worker a step; else []."""
+    steps = [list(step) for step in getattr(measured, "step_seconds", [])]
+    ok = all(len(step) == n_workers and all(isinstance(t, Real) and math.isfinite(t) and t > 0 for t in step)
+             for step in steps)
+    return steps if ok else []
+
+
+def step_scatter(history: Sequence[TuneRound]) -> list[list[float]]:
+    """Each step auto-tune measured, as each worker's seconds ÷ that worker's median step in its round:
+    1.0 a usual step, 1.2 one that took 20 % longer (the box, the link, the device's own noise)."""
+    scatter = []
+    for r in history:
+        medians = [sorted(column)[len(column) // 2] for column in zip(*r.step_seconds)]
+        scatter += [[t / m for t, m in zip(step, medians)] for step in r.step_seconds]
+    return scatter
+
+
+def mean_step(lines: Sequence[StepTime], batch_sizes: Sequence[float], scatter: Sequence[Sequence[float]] = ()) -> float:
+    """The mean synchronous step at these sizes when each worker's step scatters as in ``scatter``
+    (``step_scatter``): each step lasts as long as its slower worker *in that step*. No scatter: ``step_time``."""
+    if not scatter:
+        return step_time(lines, batch_sizes)
+    return sum(max(line(b) * r for line, b, r in zip(lines, batch_sizes, step)) for step in scatter) / len(scatter)
+
+
+def split_for_noise(global_batch: int, lines: Sequence[StepTime], scatter: Sequence[Sequence[float]] = ()) -> list[int]:
+    """The split with the least ``mean_step`` (notebook 06): from ``equal_finish_split``, samples move
+    where they shorten the mean step most, ``global_batch // 256`` at a time, then half as many, down
+    to one sample when no move does (the mean step is convex in the sizes: no trap on the way).
+
+    Why it differs: a sample taken from the worker whose sample costs most (the Mac) saves it more
+    than it costs the other, so it pays until that worker is the slower one in only a few steps
+    (about c_fast ÷ (c_fast + c_slow) of them, c: seconds per sample). No scatter: the equal finish."""
+    sizes = equal_finish_split(global_batch, lines)
+    best, step = mean_step(lines, sizes, scatter), max(1, global_batch // 256) if scatter else 0
+    while step:
+        moves = [[b - step * (k == i) + step * (k == j) for k, b in enumerate(sizes)]
+                 for i in range(len(sizes)) for j in range(len(sizes)) if i != j and sizes[i] > step]
+        shortest = min(moves, key=lambda m: mean_step(lines, m, scatter), default=sizes)
+        if mean_step(lines, shortest, scatter) < best * (1 - 1e-9):
+            sizes, best = shortest, mean_step(lines, shortest, scatter)
+        else:
+            step //= 2
+    return sizes
 
 
 # --- following the machines during training (notebooks 06, 08) ------------------------------
