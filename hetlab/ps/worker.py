@@ -57,7 +57,7 @@ class Worker:
 
     # --- set-up and state ---------------------------------------------------------------
     def info(self) -> dict:
-        """Where this worker really runs: its node, its machine's kernel id (``core.machine.this_machine``:
+        """Where this worker really runs: its node, its machine's kernel id (``core.machine.kernel_id``:
         workers sharing cores), the device it resolved, a note (Ray gave it another GPU than asked) and
         its host's origin label, if it plays a machine (``core.machine.origin_label``)."""
         return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device),
