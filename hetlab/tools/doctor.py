@@ -26,7 +26,7 @@ from hetlab.cluster.connecting import parse_address, port_open, probe_gcs
 from hetlab.core.machine import facts
 from hetlab.core.samecode import mismatch
 from hetlab.errors import HetlabError
-from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV
+from hetlab.vocab import Ports, RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, RAY_PYTHON_MATCH_ENV
 from hetlab.windows import steps, wsl
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
@@ -120,6 +120,11 @@ def compare_versions(here: dict, head: dict, python_match: str | None = None) ->
                             f"{', '.join(differ)} differ between here and the head" if differ
                             else f"the same {len(mine)} files here and on the head (sha256)",
                             f"restore MNIST {where}: git checkout -- data/ in that machine's hetlab folder"))
+    if "gloo" in here and "gloo" in head:                # notebook 07: why Ray Train does not use gloo here
+        meet = (f"gloo speaks {here['gloo']} here and {head['gloo']} on the head, and the two never meet"
+                if here["gloo"] != head["gloo"] else f"gloo speaks {here['gloo']} on both")
+        checks.append(Check("Ray Train exchange", OK, f"{meet}: Ray Train uses hetlab's exchange, through the "
+                            f"rendezvous store (TCP {Ports.train_rendezvous} on the desktop)"))
     return checks
 
 
@@ -493,7 +498,8 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
         rows = cluster.nodes()
         head = next((r for r in rows if r.get("is_head")), rows[0])
         checks.append(Check("driver connection", OK, f"{len(rows)} node(s): " + ", ".join(r["name"] for r in rows)))
-        checks += [c for c in compare_versions(here, head) if c.name in ("torch version", "hetlab version", "MNIST files")]
+        after = ("torch version", "hetlab version", "MNIST files", "Ray Train exchange")   # known once connected
+        checks += [c for c in compare_versions(here, head) if c.name in after]
         for row in rows:                                # from here, each node's Ray ports as it reports them
             closed = [f"{name} {p}" for name, p in row.get("ports", {}).items()
                       if p and port_open(row["ip"], int(p), timeout=min(3.0, timeout))]
