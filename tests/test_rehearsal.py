@@ -428,14 +428,15 @@ def test_ray_train_across_the_hosts_one_unequal_step_is_one_big_batch_step_and_g
 @needs_pair
 def test_day_two_by_the_readmes_own_lines(pair):
     """A reboot stops every process on both machines; the README's day-two blocks bring the pair back
-    from the pair saved on each machine, and its update line keeps both at one commit."""
+    from the pair saved on each machine, and its pull line keeps both at one commit."""
     for host in (MAC, DESKTOP):
         rehearsal.stop_host(host.role)
     day_two, the_end = README[CONNECT:].split("## 9 · What you hand in")
     ran = paste_readme(day_two, dict(pair["values"]))
     assert [(r["role"], r["first"].split("#")[0].strip()) for r in ran] == [
         ("desktop", "hetlab head --start"), ("mac", "hetlab join --start"),
-        ("desktop", "cd ~/hetlab && hetlab update"), ("mac", "cd ~/hetlab && hetlab update")]
+        ("desktop", "cd ~/hetlab && git checkout -- notebooks && git pull && git rev-parse --short HEAD"),
+        ("mac", "cd ~/hetlab && git checkout -- notebooks && git pull && git rev-parse --short HEAD")]
     assert all(r["status"] == 0 for r in ran)
     # the pair is back; the report's machine table is read on each machine over it (notebook 09's cell)
     back = python_on("desktop", "from hetlab import cluster; from hetlab.cluster import figures; "

@@ -1,6 +1,6 @@
 """The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``pair``, ``wslconfig`` (notebook 04),
-``train`` (07), ``search`` (09), ``report`` (the learner's hand-in, 09), ``update`` (a new version, your
-work kept: ``hetlab.tools.update``) and ``gpu-check`` (an NVIDIA card: ``hetlab.tools.gpucheck``).
+``train`` (07), ``search`` (09), ``report`` (the learner's hand-in, 09) and ``gpu-check`` (an NVIDIA
+card: ``hetlab.tools.gpucheck``).
 
 A subcommand is ``_add_<name>(sub)``, which sets ``run`` to ``_<name>(args) -> int``; ``main`` turns a
 HetlabError into one line and exit status 2. Building the parser loads neither Ray nor torch, and every
@@ -508,29 +508,7 @@ def _report(args) -> int:
     return 1 if gaps else 0
 
 
-# --- README "Day two" and "Check a real NVIDIA GPU" ---
-
-def _add_update(sub) -> None:
-    p = sub.add_parser("update", help="pull a new version of the course; your changed and added cells are carried into it")
-    p.add_argument("--checkout", default=".", help="the course's folder (default: here)")
-    p.add_argument("--commit", help="go to this commit (the one the desktop printed) instead of the newest")
-    p.set_defaults(run=_update)
-
-
-def _update(args) -> int:
-    from hetlab.tools.update import update
-    done = update(args.checkout, commit=args.commit)
-    if done["branch"]:
-        print(f"your checkout was on a bare commit, which no pull moves: it is on the branch {done['branch']} again")
-    for path in done["kept"]:
-        print(f"kept a copy of your work as it was: {path}")
-    for path in done["carried"]:
-        print(f"your cells are in the new {path}: open it as before")
-    for note in done["notes"]:
-        print(note)
-    print(f"the course: {done['before']} → {done['after']}; both machines must print the same commit")
-    return 0
-
+# --- README "Check a real NVIDIA GPU" ---
 
 GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "sweep")  # gpucheck.CHECKS, without loading torch
 
@@ -550,7 +528,7 @@ def _gpu_check(args) -> int:
 
 
 SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_pair, _add_wslconfig, _add_train, _add_search,
-               _add_gpu_check, _add_report, _add_update]
+               _add_gpu_check, _add_report]
 
 
 def build_parser() -> argparse.ArgumentParser:
