@@ -183,8 +183,6 @@ def test_the_build_decides_19045_fails_and_22621_passes(capsys):
         with pytest.raises(HetlabError) as info:
             winsteps.render_head(HEAD, MAC, build=build)
         assert "\n" not in str(info.value) and "no .wslconfig change helps" in str(info.value)
-        with pytest.raises(HetlabError):
-            winsteps.render_join(MAC, HEAD, build=build)
         check = doctor.build_check(build)
         assert check.status == doctor.FAIL and "22H2" in check.detail and "winver" in check.fix
     for build in (22621, 22631, 26100):
@@ -210,37 +208,6 @@ def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_nativ
     assert f"-RemoteAddresses '{MAC}'" in out and "ray start --head" in out
     assert cli.main(["head", "--ip", HEAD, "--windows", "--mac-ip", "mac"]) == 2
     assert capsys.readouterr().err.startswith("HetlabError: the Mac's IP 'mac' is not an IP address")
-
-
-def test_a_windows_desktop_joins_a_macs_head(capsys):
-    """``hetlab join --windows``: part B admits the joining node's ports from the Mac (the head) only,
-    part C joins with Windows' LAN address and the desktop role, and the token comes from the Mac."""
-    text = _shown(capsys, ["join", "--head", MAC, "--ip", HEAD, "--windows"])
-    ran = _bound(_code(_part(text, "B")))
-    made = {(name, params["DisplayName"][0]): params for name, params in ran if name.startswith("New-")}
-    ray = made[("New-NetFirewallRule", winsteps.RULE)]
-    assert _ports(ray["LocalPort"]) == set(Ports().listening(head=False)) and ray["RemoteAddress"] == [MAC]
-    train = made[("New-NetFirewallHyperVRule", winsteps.TRAIN_RULE)]
-    assert train["LocalPorts"] == [str(Ports().train_rendezvous)]   # rank 0 (the desktop role) serves the store
-    part_c = _part(text, "C")
-    join = next(line for line in part_c.splitlines() if "ray start --address" in line)
-    argv = shlex.split(join)
-    assert f"--address={MAC}:6379" in argv and f"--node-ip-address={HEAD}" in argv
-    assert "--labels=hetlab-role=desktop" in argv and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" not in join
-    assert "`ray get-auth-token` showed on the Mac" in part_c and "hetlab join" in _part(text, "B")
-    text = _shown(capsys, ["join", "--head", MAC, "--windows"])                # no --ip: the desktop's placeholder
-    assert "--node-ip-address=DESKTOP_IP" in _part(text, "C") and "'MAC_IP'" not in text
-    assert cli.main(["join", "--head", HEAD, "--ip", MAC]) == 0                 # a Mac joining: unchanged
-    assert "New-NetFirewall" not in capsys.readouterr().out
-    # the Mac's own head steps (`hetlab head` on macOS; the platform supplied): its application firewall,
-    # its opt-in on the `ray start --head` line only, and the token handed to the desktop
-    mac_head = commands.render_head(MAC, role="mac", mac=True)
-    lines = commands.pasted(mac_head)
-    assert not any("setopt" in line for line in lines) and "ufw" not in mac_head
-    assert any(commands.MACOS_FIREWALL in line for line in lines)
-    start = shlex.split(next(line for line in lines if " ray start --head" in line))
-    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" in start and f"--node-ip-address={MAC}" in start
-    assert "--labels=hetlab-role=mac" in start and "the desktop's first line waits for you to type it" in mac_head
 
 
 def test_the_windows_teardown_binds_and_undoes_each_printed_step():
@@ -360,7 +327,7 @@ def _powershell_blocks() -> list[str]:
     rules, the teardown with and without saved settings) and the docs' ```powershell blocks."""
     root = Path(__file__).resolve().parents[1]
     saved = winsteps.power_before(POWERCFG_QUERY.format(standby=0x708, hibernate=0x2A30))
-    printed = [winsteps.render_head(HEAD, MAC), winsteps.render_head(HEAD), winsteps.render_join(MAC, HEAD),
+    printed = [winsteps.render_head(HEAD, MAC), winsteps.render_head(HEAD),
                winsteps.notebook_head(HEAD, MAC), winsteps.undo_text(saved), winsteps.undo_text(None)]
     blocks = [code for text in printed for where, code in commands.blocks(text) if "PowerShell" in where]
     pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]

@@ -23,6 +23,8 @@ from hetlab.cluster import commands
 from hetlab.errors import HetlabError
 from hetlab.vocab import ADDRESS_ENV, MAC_GLOO_STANDIN, MEASURED_ENV, ORIGIN_ENV
 
+EPHEMERAL_PORTS = {"linux": (32768, 60999), "macos": (49152, 65535)}  # each OS's default range
+
 REPO = Path(__file__).resolve().parents[2]   # the checkout: on each host's PYTHONPATH, so its processes import harness
 ROOT = Path("/tmp/hlr")            # short: Ray's socket paths live under it (108-byte limit)
 UFW = ROOT / "desktop" / "ufw"     # the desktop host's private copies of ufw's files
@@ -171,7 +173,7 @@ def set_up_network(profile: str, ports: commands.Ports) -> None:
         _run(ns + ["ip", "link", "set", "lo", "up"])
         _run(ns + ["ip", "link", "set", host.ifname, "up"])
         _run(ns + _tbf("add", host, PROFILES[profile]))
-        low, high = commands.EPHEMERAL_PORTS[host.os]  # the "mac" uses macOS's range
+        low, high = EPHEMERAL_PORTS[host.os]  # the "mac" uses macOS's range
         _run(ns + ["sh", "-c", f"echo {low} {high} > /proc/sys/net/ipv4/ip_local_port_range"])
         if host is not DESKTOP:  # the desktop's comes from the lines the learner pastes (ufw)
             _run(ns + ["nft", "-f", "-"], input=firewall(host, peer, ports))

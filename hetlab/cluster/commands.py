@@ -16,10 +16,11 @@ import re
 import shlex
 import subprocess
 import tempfile
+import time
 
 from hetlab import cluster
-from hetlab.cluster.connecting import secure_token_files, token_files
-from hetlab.cluster.connecting import parse_address, port_open
+from hetlab.cluster.connecting import (parse_address, port_open, secure_token_files, stop_children_since,
+                                       token_files)
 from hetlab.errors import HetlabError
 from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, TOKEN_PATH, Ports
 
@@ -31,28 +32,19 @@ MAC_ENV = {RAY_MAC_CLUSTER_ENV: "1"}
 
 def firewall_ranges(ports: Ports, head: bool) -> list[str]:
     """The ports of ``Ports.listening`` folded into ranges, e.g. ``["6379-6385", "10001-10063"]``."""
-    ranges, values = [], ports.listening(head)
-    start = prev = values[0]
-    for port in values[1:] + [None]:
-        if port is not None and port == prev + 1:
-            prev = port
-            continue
-        ranges.append(str(start) if start == prev else f"{start}-{prev}")
-        if port is not None:
-            start = prev = port
-    return ranges
-
-
-EPHEMERAL_PORTS = {"linux": (32768, 60999), "macos": (49152, 65535)}  # each OS's default range
+    spans: list[list[int]] = []
+    for port in ports.listening(head):
+        if spans and spans[-1][1] == port - 1:
+            spans[-1][1] = port
+        else:
+            spans.append([port, port])
+    return [str(low) if low == high else f"{low}-{high}" for low, high in spans]
 
 
 def train_ranges(ports: Ports, role: str) -> list[str]:
     """TCP ports Ray Train needs on the ``role`` machine from the other one (notebook 07): on the
-    desktop, where rank 0 runs (head or not: ``raytrain.config.scaling_config``), the rendezvous store on
-    ``ports.train_rendezvous``, which carries the ranks' exchange too (``hetlab.raytrain.exchange``);
-    nothing on the Mac, whose rank only connects out. The parameter server (notebooks 05, 06, 08)
-    needs none of these.
-    """
+    desktop, where rank 0 runs, the rendezvous store, which carries the ranks' exchange too
+    (``hetlab.raytrain.exchange``); nothing on the Mac, whose rank only connects out."""
     return [str(ports.train_rendezvous)] if role == "desktop" else []
 
 
@@ -92,35 +84,30 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> li
 
 # ``block``, ``temp_dir`` (and ``join_start``'s ``head_port``): tests/test_commands.py starts a real,
 # isolated head and node from these lines on one machine, in the foreground, each on its own ports.
-def head_start(ip: str, ports: Ports = Ports(), mac: bool = False, role: str = "desktop", cpus: int | None = None,
+def head_start(ip: str, ports: Ports = Ports(), cpus: int | None = None,
                gpus: int | None = None, block: bool = False, temp_dir: str | None = None) -> tuple[list[str], dict]:
-    """The head's ``ray start --head`` as (argv, environment): printed by ``render_head``, run by ``hetlab
+    """The desktop's ``ray start --head`` as (argv, environment): printed by ``render_head``, run by ``hetlab
     head --start``. Its dashboard listens on 127.0.0.1 only: open it on the head, or from the Mac through
     ``ssh -L 8265:127.0.0.1:8265``. The environment: token auth, and the two metrics ports that have no
-    ``ray start`` flag (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``); ``mac``: the
-    Mac is the head, so its line carries the Mac's opt-in."""
+    ``ray start`` flag (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``)."""
     ip = check_ip(ip, "head IP")
     argv = (["ray", "start", "--head", f"--port={ports.gcs}", f"--ray-client-server-port={ports.client_server}",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={ports.dashboard}", "--disable-usage-stats"]
-            + _common(ip, role, ports, cpus, gpus, block, temp_dir))
+            + _common(ip, "desktop", ports, cpus, gpus, block, temp_dir))
     return argv, {**AUTH_ENV, "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
-                  "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics), **(MAC_ENV if mac else {})}
+                  "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics)}
 
 
-def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True, role: str = "mac",
-               head_port: int | None = None, cpus: int | None = None, gpus: int | None = None,
-               block: bool = False, temp_dir: str | None = None) -> tuple[list[str], dict]:
-    """The joining machine's ``ray start --address=HEAD:PORT`` as (argv, environment): printed by
-    ``render_join``, run by ``hetlab join --start``. A Mac must opt in to multi-node clusters.
-
-    ``ip=None`` leaves a placeholder named for this machine (``MAC_IP``, or ``DESKTOP_IP`` when the
-    desktop joins a Mac's head) for the learner to fill in.
-    """
+def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), head_port: int | None = None,
+               cpus: int | None = None, gpus: int | None = None, block: bool = False, temp_dir: str | None = None) -> tuple[list[str], dict]:
+    """The Mac's ``ray start --address=HEAD:PORT`` as (argv, environment): printed by ``render_join``, run
+    by ``hetlab join --start``. A Mac must opt in to multi-node clusters. ``ip=None`` leaves the
+    placeholder ``MAC_IP`` for the learner to fill in."""
     head_ip = check_ip(head_ip, "head IP")
-    mine = f"{re.sub(r'[^A-Za-z0-9]', '_', role).upper()}_IP" if ip is None else check_ip(ip, "this machine's IP")
+    mine = "MAC_IP" if ip is None else check_ip(ip, "this machine's IP")
     argv = (["ray", "start", f"--address={gcs_address(head_ip, head_port or ports.gcs)}"]
-            + _common(mine, role, ports, cpus, gpus, block, temp_dir))
-    return argv, {**AUTH_ENV, **(MAC_ENV if mac else {})}
+            + _common(mine, "mac", ports, cpus, gpus, block, temp_dir))
+    return argv, {**AUTH_ENV, **MAC_ENV}
 
 
 def gcs_address(ip: str, port: int) -> str:
@@ -208,77 +195,33 @@ def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> tuple[list[s
 
 
 def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (Linux, the head)",
-                firewall: tuple[list[str], list[str]] | None = None, mac: bool = False,
-                mac_ip: str | None = None, token: str = "ssh", paste_into: str | None = None,
-                **options) -> str:
-    """The head's steps as notes, then one block to paste: token, firewall, ``ray start --head``
+                firewall: tuple[list[str], list[str]] | None = None, mac_ip: str | None = None,
+                token: str = "ssh", paste_into: str = "a terminal on the desktop", **options) -> str:
+    """The desktop's steps as notes, then one block to paste: token, firewall, ``ray start --head``
     (``hetlab head``, notebook 04).
 
     ``mac_ip`` goes into the firewall rules (``MAC_IP`` until known). ``firewall`` (notes, lines)
     replaces the ufw step (a Windows desktop's rules are PowerShell, a block of their own:
-    ``hetlab.windows.steps``). ``mac``: the Mac is the head (``hetlab head`` on macOS), and the
-    desktop joins it. ``token``: how the Mac gets it, ``"ssh"`` (it fetches it) or ``"by hand"``
+    ``hetlab.windows.steps``). ``token``: how the Mac gets it, ``"ssh"`` (it fetches it) or ``"by hand"``
     (no SSH into WSL: the block ends by showing it, to type into the Mac's hidden prompt).
     """
-    argv, env = head_start(ip, ports, mac=mac, **options)
-    if mac:
-        where = "On the Mac (the head; the desktop joins it)"
-        fw_notes, fw_lines = macos_firewall_steps(" ".join(firewall_ranges(ports, head=True)))
-        fw_notes = fw_notes + ["   Ray Train (notebook 07) needs nothing more here: the Mac's rank connects "
-                               "out to the desktop's rendezvous store."]
-    else:
-        fw_notes, fw_lines = ufw_steps(ports, mac_ip) if firewall is None else firewall
-    other, tunnel = ("desktop", "here") if mac else ("Mac", "here; from the Mac, ssh -L 8265:127.0.0.1:8265 "
-                                                             "USER@DESKTOP_IP, with openssh-server on the desktop")
-    hand_notes, hand_lines = token_handover_head(other, token)
-    notes = [f"{where}. Read these notes, then paste the block below whole into a terminal there "
-             f"({'Terminal, zsh' if mac else 'bash'}), with the course's environment active:",
+    argv, env = head_start(ip, ports, **options)
+    fw_notes, fw_lines = ufw_steps(ports, mac_ip) if firewall is None else firewall
+    by_hand = token != "ssh"
+    notes = [f"{where}. Read these notes, then paste the block below whole into a terminal there (bash), "
+             f"with the course's environment active:",
              "1) one token for the whole cluster, private to you.",
              *fw_notes,
-             f"3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 {tunnel}).",
-             *hand_notes,
+             "3) start the head (dashboard on 127.0.0.1 only: open http://127.0.0.1:8265 here; from the Mac, "
+             "ssh -L 8265:127.0.0.1:8265 USER@DESKTOP_IP, with openssh-server on the desktop).",
+             ("4) the block's last line shows the token: the Mac's first line waits for you to type it there "
+              "(nothing echoes). It never crosses the network." if by_hand else
+              "4) the Mac fetches the token over SSH (its steps): nothing to do here."),
              "Day two (after a reboot): `hetlab head --start` runs step 3 again (notebook 04 remembers the pair).",
              "Stop: `ray stop` (stops every Ray process of this user on this machine).", STOP_NOTE]
     lines = ["ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH, *fw_lines,
-             shell_line(argv, env), *hand_lines]
-    return block(notes, paste_into or ("the Mac's Terminal" if mac else "a terminal on the desktop"),
-                 stop_at_failure(lines))
-
-
-def token_handover_head(other: str = "Mac", token: str = "ssh") -> tuple[list[str], list[str]]:
-    """How the token leaves the head, as (notes, lines to paste): the Mac fetches it over SSH (its
-    steps say how). Where the other machine cannot reach this one by SSH (a Mac's head: Remote Login is
-    off; a head inside WSL: its SSH server is not reachable from the LAN), the block's last line shows
-    it here, and the other machine's first line waits for it to be typed, hidden: it never crosses the
-    network in clear."""
-    if other.lower() == "mac" and token == "ssh":
-        return [f"4) the {other} fetches the token over SSH (its steps): nothing to do here."], []
-    return [f"4) the block's last line shows the token: the {other}'s first line waits for you to type it "
-            f"there (nothing echoes). It never crosses the network."], ["ray get-auth-token"]
-
-
-def token_setup_join(mac: bool = True, head: str = "desktop", head_ip: str = "DESKTOP_IP",
-                     head_user: str | None = None, token: str = "ssh") -> tuple[list[str], list[str]]:
-    """How the joining machine writes the head's token to ``~/.ray/auth_token`` (mode 600), as
-    (notes, lines to paste).
-
-    The Mac already reaches the desktop over SSH (it cloned the course from it), so it reads the
-    file there, into a variable first: a failed fetch leaves no empty token file. ``umask 077`` keeps
-    the copy private from its first byte, and ``~/.ray`` is made first (Ray makes it only when it starts). Without SSH to the head (a Mac's head: Remote Login is
-    off; a head inside WSL), ``token="by hand"``: the head shows it, and ``read -rs`` here takes it
-    typed, unechoed (zsh and bash both have it).
-    """
-    user = head_user or f"{re.sub(r'[^A-Za-z0-9]', '_', head).upper()}_USER"
-    by_hand = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && [ -n "$TOKEN" ] && printf %s "$TOKEN" > '
-               f'{TOKEN_PATH}) && chmod 600 {TOKEN_PATH}')
-    if head.lower() == "mac" or token != "ssh":
-        return [f"1) the {head}'s token in {TOKEN_PATH}, private to you: the first line waits; type the "
-                f"token that `ray get-auth-token` showed on the {head} (nothing echoes), then Enter."], [by_hand]
-    return ([f"1) the {head}'s token in {TOKEN_PATH}, private to you, read over the SSH you already use. "
-             f"No SSH to the {head}? Run `ray get-auth-token` there, and here, instead of the block's "
-             f"first line: `{by_hand}`, then type the token (nothing echoes)."],
-            [f"mkdir -p ~/.ray && (umask 077 && TOKEN=$(ssh {user}@{head_ip} 'cat {TOKEN_PATH}') && [ -n \"$TOKEN\" ] "
-             f"&& printf %s \"$TOKEN\" > {TOKEN_PATH}) && chmod 600 {TOKEN_PATH}"])
+             shell_line(argv, env), *(["ray get-auth-token"] if by_hand else [])]
+    return block(notes, paste_into, stop_at_failure(lines))
 
 
 MACOS_FIREWALL = "/usr/libexec/ApplicationFirewall/socketfilterfw"
@@ -305,49 +248,48 @@ def macos_firewall_steps(ranges: str) -> tuple[list[str], list[str]]:
              f'do sudo {MACOS_FIREWALL} --add "$app" && sudo {MACOS_FIREWALL} --unblockapp "$app"; done'])
 
 
-def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), mac: bool = True,
-                where: str | None = None, firewall: tuple[list[str], list[str]] | None = None,
-                head: str = "desktop", head_user: str | None = None, token: str = "ssh",
-                paste_into: str | None = None, **options) -> str:
-    """The joining machine's steps as notes, then one block to paste: token, firewall, ``ray start
-    --address`` (``hetlab join``, notebook 04). ``head_user``: the head's user name, for the SSH that
-    fetches the token; ``token="by hand"``: the head is inside WSL, where the Mac has no SSH route.
+def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user: str | None = None,
+                token: str = "ssh", **options) -> str:
+    """The Mac's steps as notes, then one block to paste: token, firewall, ``ray start --address``
+    (``hetlab join``, notebook 04). ``head_user``: the desktop's user name, for the SSH that fetches the
+    token (``DESKTOP_USER`` until known); ``token="by hand"``: the head is inside WSL, where the Mac has
+    no SSH route.
 
-    ``firewall`` (notes, lines) replaces the firewall step (a Windows desktop's rules are PowerShell:
-    ``hetlab.windows.steps``).
+    The Mac already reaches the desktop over SSH (it cloned the course from it), so it reads the token
+    file there, into a variable first: a failed fetch leaves no empty token file. ``umask 077`` keeps the
+    copy private from its first byte, and ``~/.ray`` is made first (Ray makes it only when it starts).
+    Without SSH, ``read -rs`` takes it typed, unechoed (zsh and bash both have it).
     """
-    argv, env = join_start(head_ip, ip, ports, mac=mac, **options)
-    ranges = " ".join(firewall_ranges(ports, head=False))
-    where = where or ("On the Mac (joins the desktop's head)" if mac else "On the joining machine")
-    if firewall is None and mac:
-        fw_notes, fw_lines = macos_firewall_steps(ranges)
-    elif firewall is None:
-        train = " ".join(train_ranges(ports, "desktop"))
-        fw_notes, fw_lines = ([f"2) firewall: Ray connects in both directions; allow TCP {ranges} from the "
-                               f"head's IP. Ray Train (notebook 07) only: on the desktop also allow TCP {train} "
-                               f"from it (rank 0's rendezvous store, which carries the ranks' exchange)."], [])
+    argv, env = join_start(head_ip, ip, ports, **options)
+    head_ip = check_ip(head_ip, "head IP")
+    fw_notes, fw_lines = macos_firewall_steps(" ".join(firewall_ranges(ports, head=False)))
+    by_hand = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && [ -n "$TOKEN" ] && printf %s "$TOKEN" > '
+               f'{TOKEN_PATH}) && chmod 600 {TOKEN_PATH}')
+    if token != "ssh":
+        tk_note, tk_line = (f"1) the desktop's token in {TOKEN_PATH}, private to you: the first line waits; type "
+                            f"the token that `ray get-auth-token` showed on the desktop (nothing echoes), then "
+                            f"Enter."), by_hand
     else:
-        fw_notes, fw_lines = firewall
-    tk_notes, tk_lines = token_setup_join(mac, head, check_ip(head_ip, "head IP"), head_user, token)
-    opt_in = (f"3) join ({RAY_MAC_CLUSTER_ENV}=1 on that line only: set for every process it moves even "
-              f"a local Ray off 127.0.0.1)." if mac else "3) join.")
-    notes = [f"{where}. Read these notes, then paste the block below whole into "
-             f"{'Terminal' if mac else 'a terminal'} there, with `conda activate hetlab` done in ~/hetlab:",
-             *tk_notes, *fw_notes, opt_in,
+        tk_note = (f"1) the desktop's token in {TOKEN_PATH}, private to you, read over the SSH you already use. "
+                   f"No SSH to the desktop? Run `ray get-auth-token` there, and here, instead of the block's "
+                   f"first line: `{by_hand}`, then type the token (nothing echoes).")
+        tk_line = (f"mkdir -p ~/.ray && (umask 077 && TOKEN=$(ssh {head_user or 'DESKTOP_USER'}@{head_ip} "
+                   f"'cat {TOKEN_PATH}') && [ -n \"$TOKEN\" ] && printf %s \"$TOKEN\" > {TOKEN_PATH}) && "
+                   f"chmod 600 {TOKEN_PATH}")
+    notes = ["On the Mac (joins the desktop's head). Read these notes, then paste the block below whole into "
+             "Terminal there, with `conda activate hetlab` done in ~/hetlab:",
+             tk_note, *fw_notes,
+             f"3) join ({RAY_MAC_CLUSTER_ENV}=1 on that line only: set for every process it moves even "
+             f"a local Ray off 127.0.0.1).",
              "4) the last line checks from here (the head asks for the token: RAY_AUTH_MODE=token in this "
              "shell, and in the one that starts a notebook here).",
              "Day two (after a reboot): `hetlab join --start` runs step 3 again (notebook 04 remembers the pair here too).",
-             *(["During a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
-                "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change."] if mac else []),
+             "During a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
+             "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change.",
              STOP_NOTE]
-    lines = [*tk_lines, *fw_lines, shell_line(argv, env),
-             f"export {_exports(AUTH_ENV)} && hetlab doctor --head {shlex.quote(argv[2].split('=', 1)[1])}"]
-    return block(notes, paste_into or ("the Mac's Terminal" if mac else "a terminal on the joining machine"),
-                 stop_at_failure(lines))
-
-
-def _exports(env: dict) -> str:
-    return " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+    lines = [tk_line, *fw_lines, shell_line(argv, env),
+             f"export {RAY_AUTH_ENV}=token && hetlab doctor --head {shlex.quote(argv[2].split('=', 1)[1])}"]
+    return block(notes, "the Mac's Terminal", stop_at_failure(lines))
 
 
 # --- day two: run the printed line (``hetlab head/join --start``) -------------------------------------
@@ -373,56 +315,43 @@ def start(argv: list[str], env: dict, limit: float = START_LIMIT_S) -> int:
     secure_token_files()
     head = next((a.split("=", 1)[1] for a in argv if a.startswith("--address=")), None)
     if head:
-        _head_answers(head)
+        head_answers(head)
+    flag = head_flag(head)
     print(f"hetlab: running {shell_line(argv, env)}", flush=True)
-    log = tempfile.TemporaryFile("w+")   # a file, not a pipe: the daemons Ray starts may keep it open
-    try:
-        ray_start = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
-    except FileNotFoundError:
-        raise HetlabError("no `ray` command here: activate the course's environment first "
-                          "(conda activate hetlab).") from None
-    try:
-        ray_start.wait(timeout=limit)
+    started = time.time()
+    with tempfile.TemporaryFile("w+") as log:   # a file, not a pipe: the daemons Ray starts may keep it open
+        try:
+            ray_start = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+        except FileNotFoundError:
+            raise HetlabError("no `ray` command here: activate the course's environment first "
+                              "(conda activate hetlab).") from None
+        try:
+            ray_start.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            stop_children_since(started)   # the `ray start` and what it started, by PID
+            raise HetlabError(f"`ray start` had not ended after {limit:.0f} s (its node could not join"
+                              f"{f' {head}' if head else ''}), so hetlab stopped it: run `hetlab doctor{flag}` here.") from None
         log.seek(0)
         said = log.read()
-    except subprocess.TimeoutExpired:
-        _stop(ray_start)
-        raise HetlabError(f"`ray start` had not ended after {limit:.0f} s (its node could not join{f' {head}' if head else ''}), "
-                          f"so hetlab stopped it: run `hetlab doctor{_head_flag(head)}` here.") from None
     if ray_start.returncode == 0:
         print(said, end="", flush=True)
         return 0
     lines = [line.strip() for line in said.splitlines() if line.strip()]
     raise HetlabError(f"`ray start` failed (exit {ray_start.returncode}): {(lines or ['no output'])[-1][:240]} — "
-                      f"run `hetlab doctor{_head_flag(head)}` here for the full check.")
+                      f"run `hetlab doctor{flag}` here for the full check.")
 
 
-def _head_flag(head: str | None) -> str:
+def head_flag(head: str | None) -> str:
     """`` --head ADDRESS`` for a doctor line to copy, quoted: zsh reads an unquoted ``[fd00::10]:6379``
     as a glob pattern ("no matches found") and runs nothing."""
     return f" --head {shlex.quote(head)}" if head else ""
 
 
-def _head_answers(head: str) -> None:
+def head_answers(head: str) -> None:
     """One line, in seconds, when the head's GCS port does not answer from here (``connecting.port_open``)."""
     host, port, _ = parse_address(head)
     problem = port_open(host, port, timeout=5.0)
     if problem:
         raise HetlabError(f"the head at {head} does not answer from here: {problem}. Start it first "
                           f"(`hetlab head --start` on the desktop); if it runs, its firewall may not admit "
-                          f"this machine's address (`hetlab doctor{_head_flag(head)}` checks both).")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """Stop a ``ray start`` that did not end, and what it started (by PID: its descendants)."""
-    import psutil
-    try:
-        family = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        family = []
-    for proc in [process, *family]:
-        try:
-            proc.kill()
-        except (psutil.Error, OSError):
-            pass
-    process.wait(timeout=10)
+                          f"this machine's address (`hetlab doctor{head_flag(head)}` checks both).")

@@ -53,18 +53,10 @@ def _ports_args(p) -> None:
 def _add_head(sub) -> None:
     p = sub.add_parser("head", help="print (or --start: run) the commands that start the head")
     p.add_argument("--ip", help="this machine's LAN IP (default: the saved pair's)")
-    p.add_argument("--role", help="hetlab role of this node (default desktop; mac on a Mac)")
     p.add_argument("--windows", action="store_true", help="print the PowerShell steps too (the default inside WSL)")
     p.add_argument("--mac-ip", help="the Mac's LAN IP, the one address the firewall admits (default: the saved pair's)")
     _ports_args(p)
     p.set_defaults(run=_head)
-
-
-# `hetlab head` with no --ip and no saved pair: this machine's field of the pair, and how to find its
-# address with its own system's commands (BSD hostname has no -I)
-HEAD_IP = {"desktop": ("desktop_ip", "--ip DESKTOP_IP (this desktop's LAN address: hostname -I)"),
-           "mac": ("mac_ip", "--ip MAC_IP (this Mac's LAN address: ipconfig getifaddr en0 for Wi-Fi, or System "
-                             "Settings > Network > your connection > Details)")}
 
 
 def _head(args) -> int:
@@ -72,19 +64,18 @@ def _head(args) -> int:
     from hetlab.cluster.connecting import requested_address
     from hetlab.windows import steps, wsl
     saved = requested_address().pair
-    mac = sys.platform == "darwin" and not args.windows     # a Mac's head: the desktop joins it
-    ip = args.ip or _saved(saved, *HEAD_IP["mac" if mac else "desktop"])
+    ip = args.ip or _saved(saved, "desktop_ip", "--ip DESKTOP_IP (this desktop's LAN address: hostname -I)")
     mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
     ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
-    options = dict(role=args.role or ("mac" if mac else "desktop"), cpus=args.num_cpus, gpus=args.num_gpus)
+    options = dict(cpus=args.num_cpus, gpus=args.num_gpus)
     inside_wsl = wsl.in_wsl()
     if args.start:
-        _not_moved(saved, options["role"], args.ip)
-        return commands.start(*commands.head_start(ip, ports, mac=mac, **options))
+        _not_moved(saved, "desktop", args.ip)
+        return commands.start(*commands.head_start(ip, ports, **options))
     if steps.flavour(sys.platform, inside_wsl, args.windows) == "windows":   # native Windows: refused there
         print_steps(steps.render_head(ip, mac_ip, ports, _windows_build(inside_wsl), **options))
     else:
-        print_steps(commands.render_head(ip, ports, mac=mac, mac_ip=mac_ip, **options))
+        print_steps(commands.render_head(ip, ports, mac_ip=mac_ip, **options))
     return 0
 
 
@@ -114,10 +105,7 @@ def _add_join(sub) -> None:
     p.add_argument("--head", help="the head's LAN IP (default: the saved pair's)")
     p.add_argument("--ip", help="this machine's LAN IP (default: the saved pair's)")
     p.add_argument("--head-user", help="your user name on the head, for the SSH line that fetches the token")
-    p.add_argument("--role", help="hetlab role of this node (default mac; desktop with --windows)")
-    p.add_argument("--linux", action="store_true", help="the joining machine is not a Mac")
     p.add_argument("--head-wsl", action="store_true", help="the head runs inside WSL: the token is typed, not fetched")
-    p.add_argument("--windows", action="store_true", help="a Windows desktop joining a Mac's head (default inside WSL)")
     _ports_args(p)
     p.set_defaults(run=_join)
 
@@ -125,22 +113,16 @@ def _add_join(sub) -> None:
 def _join(args) -> int:
     from hetlab.cluster import commands
     from hetlab.cluster.connecting import requested_address
-    from hetlab.windows import steps, wsl
     saved = requested_address().pair
     head = args.head or _saved(saved, "desktop_ip", "--head DESKTOP_IP (the desktop's LAN address)")
     ip = args.ip or (saved.mac_ip if saved else None)
     ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
-    inside_wsl = wsl.in_wsl()
-    on_windows = not args.linux and steps.flavour(sys.platform, inside_wsl, args.windows, "join") == "windows"
-    options = dict(role=args.role or ("desktop" if on_windows else "mac"), cpus=args.num_cpus, gpus=args.num_gpus)
+    options = dict(cpus=args.num_cpus, gpus=args.num_gpus)
     if args.start:
-        _not_moved(saved, options["role"], args.ip)
-        return commands.start(*commands.join_start(head, ip, ports, mac=not (args.linux or on_windows), **options))
-    if on_windows:
-        print_steps(steps.render_join(head, ip, ports, _windows_build(inside_wsl), **options))
-    else:
-        print_steps(commands.render_join(head, ip, ports, mac=not args.linux, head_user=args.head_user,
-                                         token="by hand" if args.head_wsl else "ssh", **options))
+        _not_moved(saved, "mac", args.ip)
+        return commands.start(*commands.join_start(head, ip, ports, **options))
+    print_steps(commands.render_join(head, ip, ports, head_user=args.head_user,
+                                     token="by hand" if args.head_wsl else "ssh", **options))
     return 0
 
 

@@ -1,5 +1,5 @@
-"""The steps a Windows desktop's learner pastes: ``hetlab head --windows``, ``hetlab join --windows``
-and the Windows teardown (README, "Windows desktop"; notebook 04).
+"""The steps a Windows desktop's learner pastes: ``hetlab head --windows`` and the
+Windows teardown (README, "Windows desktop"; notebook 04).
 
 Three parts, in order: (A) in Ubuntu, ``hetlab wslconfig``; (B) in PowerShell as Administrator
 (``powershell_steps``); (C) in Ubuntu again, the node's steps as on Linux. Each command follows
@@ -139,19 +139,6 @@ def render_head(ip: str, mac_ip: str | None = None, ports: commands.Ports = comm
             "distro a while after its last window closes).")
     return "\n\n".join([_part_a(build), powershell_steps(mac_ip, ports),
                          "\n".join([*_nat_note(ip), keep, inside])])
-
-
-def render_join(head_ip: str, ip: str | None, ports: commands.Ports = commands.Ports(),
-                build: int | None = None, **options) -> str:
-    """``hetlab join --windows``: a Windows desktop (WSL2) joins a Mac that is the head. The same
-    parts as ``render_head``; part B admits this node's ports from the Mac's address only."""
-    _check_build(build)
-    inside = commands.render_join(
-        head_ip, ip, ports, mac=False, head="Mac", firewall=WSL_FIREWALL,
-        where="C) Inside WSL (Ubuntu) on the Windows desktop, joining the Mac's head",
-        paste_into="the Ubuntu (WSL) terminal", **options)
-    return "\n\n".join([_part_a(build), powershell_steps(head_ip, ports, head=False, again="hetlab join"),
-                         "\n".join([*(_nat_note(ip) if ip else []), inside])])
 
 
 def _nat_note(ip: str) -> list[str]:
