@@ -1,6 +1,6 @@
 """Losing a machine mid-run: a real two-node Ray cluster on this box, one node removed (notebook 08).
 
-The node goes away at a step count, from a hook (``hetlab.ps.hooks``), never after a time that
+The node goes away at a step count, from a callback (``hetlab.ps.hooks``), never after a time that
 races the steps.
 """
 import pytest
@@ -8,7 +8,7 @@ import pytest
 from hetlab import HetlabError
 from hetlab.core.data import load_mnist
 from hetlab.cluster.practice import PracticeCluster
-from hetlab.ps import Event, Hook, ParameterServerTraining, WorkerSpec, loop
+from hetlab.ps import Event, ParameterServerTraining, WorkerSpec, loop
 
 
 @pytest.fixture(scope="module")
@@ -23,22 +23,15 @@ def cluster():
         yield c
 
 
-class NodeGoes(Hook):
-    """The practice cluster's ``role`` node goes away once, after step ``step`` (the Mac sleeps).
-    ``at_rest``: just before the hooks that want the run at rest (a checkpoint) after that step."""
+class NodeGoes:
+    """A callback: the practice cluster's ``role`` node goes away once, after step ``step`` (the Mac sleeps)."""
 
-    def __init__(self, cluster, role: str, step: int, at_rest: bool = False):
-        self.cluster, self.role, self.step, self.when_at_rest, self.gone_at = cluster, role, step, at_rest, None
+    def __init__(self, cluster, role: str, step: int):
+        self.cluster, self.role, self.step, self.gone_at = cluster, role, step, None
 
-    def after_step(self, run):
-        if not self.when_at_rest and self.gone_at is None and run.step == self.step:
+    def __call__(self, run):
+        if self.gone_at is None and run.step == self.step:
             self.leave(run)
-
-    def wants_rest(self, run):
-        return self.when_at_rest and self.gone_at is None and run.step == self.step
-
-    def at_rest(self, run):
-        self.leave(run)
 
     def leave(self, run):
         self.cluster.remove_node(self.role)
@@ -125,14 +118,22 @@ def test_a_node_lost_just_before_a_checkpoint_is_dropped_and_the_run_goes_on(clu
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60,
                                  checkpoint_dir=tmp_path, checkpoint_every=3, mode=mode) as ps:
         ps.run(2)
-        goes = NodeGoes(cluster, "mac", step=3, at_rest=True)  # after step 3, before its checkpoint
-        ps.run(5, hooks=[goes, *ps.hooks])
+        save, gone_at = ps.save_checkpoint, []
+
+        def node_gone_first(path=None):   # the mac's node goes away just before the first automatic checkpoint
+            if not gone_at:
+                cluster.remove_node("mac")
+                gone_at.append(ps.step)
+            return save(path)
+
+        ps.save_checkpoint = node_gone_first
+        ps.run(5)
 
         saved = sorted(tmp_path.glob("step-*.pt"))
         at = int(saved[0].stem.split("-")[1])
         lost = [e for e in ps.events if e.what == "lost"]
         assert len(lost) == 1 and lost[0].step == at and lost[0].worker.startswith("mac")
-        assert goes.gone_at == at and ps.step == 7 and ps.batch_sizes == [64]
+        assert gone_at == [at] and ps.step == 7 and ps.batch_sizes == [64]
         assert {r.worker for r in ps.records if r.step > at} == {"desktop"}
         assert "lost worker mac" in capsys.readouterr().out
     assert at in (3, 4) and [p.name for p in saved] == [f"step-{at:06d}.pt", "step-000006.pt"]

@@ -15,7 +15,7 @@ from hetlab.core.checkpoint import load_checkpoint
 from hetlab.core.data import load_mnist
 from hetlab.core.stream import stream_indices
 from hetlab.core.models import make_model
-from hetlab.ps import Event, Hook, ParameterServerTraining, WorkerSpec
+from hetlab.ps import Event, ParameterServerTraining, WorkerSpec
 from local_ray import start as local_ray_start
 from hetlab.ps.loop import async_scale, staleness_allows, sync_step
 from hetlab.errors import one_line
@@ -557,21 +557,20 @@ def test_workers_share_cores_by_their_kernel_not_their_host_name():
 
 
 def test_a_hook_changes_the_split_between_steps_and_the_next_step_trains_at_it(sync_run):
-    """A hook gets the training after each step; a ``resplit`` there leaves an event saying why, and
+    """A callback gets the training after each step; a ``resplit`` there leaves an event saying why, and
     the next step's records carry the new batch sizes."""
     ps = sync_run["ps"]
     sizes = list(ps.batch_sizes)
 
-    class Peek(Hook):
-        seen = []
+    seen = []
 
-        def after_step(self, run):
-            self.seen.append((run.step, tuple(run.batch_sizes), len(run.records)))
-            run.resplit([33, 31], "peek")
+    def peek(run):
+        seen.append((run.step, tuple(run.batch_sizes), len(run.records)))
+        run.resplit([33, 31], "peek")
 
     start, n_records = ps.step, len(ps.records)
-    ps.run(2, hooks=[Peek()])
-    assert Peek.seen == [(start + 1, tuple(sizes), n_records + 2), (start + 2, (33, 31), n_records + 4)]
+    ps.run(2, hooks=[peek])
+    assert seen == [(start + 1, tuple(sizes), n_records + 2), (start + 2, (33, 31), n_records + 4)]
     assert [(r.worker, r.batch_size) for r in ps.records[-2:]] == [("fast", 33), ("slow", 31)]
     assert [e for e in ps.events if e.what == "resplit" and e.why == "peek"] == [
         Event(start + 1, "resplit", "peek", tuple(sizes), (33, 31))]  # the second look changed nothing

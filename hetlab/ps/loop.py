@@ -4,7 +4,7 @@
 weights = ps.apply_gradients.remote(*gradients)``) with what two unlike machines need: a batch size b_i
 each, the weighted sum Σ (b_i/B)·g_i, a deadline (``gather``) and a lost worker dropped (``drop_lost``).
 Notebook 05 prints it with ``gather``, ``Worker.gradient`` and ``Server.apply``: the code that runs. A
-loop takes the ``ParameterServerTraining`` itself (``run``); around the steps are its hooks.
+loop takes the ``ParameterServerTraining`` itself (``run``); after each step, its callbacks (``hooks``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from hetlab.core.flat import join_pieces
 from hetlab.core.simulate import device_seconds
 from hetlab.core.stream import split_spans
 from hetlab.errors import HetlabError, one_line
-from hetlab.ps.hooks import after_step, rest
 from hetlab.ps.records import Event, StepRecord
 
 REFETCH_S = 10.0   # after one get for every answer failed: how long each worker's answer gets alone
@@ -77,24 +76,29 @@ def local_sgd_round(run) -> None:
     drop_lost(run, lost, dict(zip(calls, spans)))
 
 
-def sync_steps(run, steps: int, hooks: list, step=sync_step) -> None:
-    """``steps`` of ``step`` (``sync_step``, or ``local_sgd_round``), the hooks after each."""
+def sync_steps(run, steps: int, callbacks: list, checkpoints: bool, step=sync_step) -> None:
+    """``steps`` of ``step`` (``sync_step``, or ``local_sgd_round``), the callbacks after each, then
+    the automatic checkpoint when one is due (with ``checkpoints``)."""
     for _ in range(steps):
         step(run)
-        rest(run, after_step(run, hooks, []))
+        for callback in callbacks:
+            callback(run)
+        if checkpoints and run.checkpoint_due():
+            run.auto_checkpoint()
 
 
-def async_updates(run, steps: int, hooks: list) -> None:
+def async_updates(run, steps: int, callbacks: list, checkpoints: bool) -> None:
     """``steps`` asynchronous updates (notebook 05, section 6): each gradient is applied alone as it
-    arrives, scaled by b_i / mean b. A worker waits while its next gradient could come more than
-    ``max_staleness`` updates late (no work is thrown away), and everyone waits while a hook wants the
-    run at rest (a checkpoint): then nothing is in flight."""
-    end, flying, resting, since = run.step + steps, {}, [], time.perf_counter()
+    arrives, scaled by b_i / mean b, the callbacks after each. A worker waits while its next gradient
+    could come more than ``max_staleness`` updates late (no work is thrown away). A due checkpoint
+    waits for the run at rest: no message goes out until those in flight are applied, so the
+    checkpoint's server state and data cursor describe the same updates (notebook 08)."""
+    end, flying, resting, since = run.step + steps, {}, False, time.perf_counter()
     idle = dict.fromkeys(run.names, since)                               # worker → idle since
     while run.step < end:
         if resting and not flying:
-            rest(run, resting)                                           # may drop a worker gone meanwhile
-            resting, idle = [], {name: idle[name] for name in run.names}
+            run.auto_checkpoint()                                        # may drop a worker gone meanwhile
+            resting, idle = False, {name: idle[name] for name in run.names}
         if not resting:
             send(run, flying, idle, end)
         answers, lost = gather(run, {n: f["refs"] for n, f in flying.items()}, time.perf_counter() + run.timeout_s,
@@ -113,9 +117,11 @@ def async_updates(run, steps: int, hooks: list) -> None:
             since = idle[name] = now
             run.step += 1
             run.bytes_to_server += run.gradient_bytes
-            resting = after_step(run, hooks, resting)
+            for callback in callbacks:
+                callback(run)
+            resting = resting or (checkpoints and run.checkpoint_due())
     if resting:
-        rest(run, resting)
+        run.auto_checkpoint()
 
 
 def send(run, flying: dict, idle: dict, end: int) -> None:

@@ -17,7 +17,7 @@ import torch
 from hetlab.cluster import roles
 from hetlab.cluster.connecting import connect
 from hetlab.arithmetic.balance import Measurement
-from hetlab.core.checkpoint import FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
+from hetlab.core.checkpoint import CHECKPOINT_GLOB, FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError, one_line
@@ -25,7 +25,8 @@ from hetlab.core.flat import flat_weights, load_flat, pieces_for, split_pieces
 from hetlab.core.simulate import labelled
 from hetlab.core.machine import patience
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
-from hetlab.ps.hooks import AutoCheckpoint, FollowSplit, Progress
+from hetlab import progress_bar
+from hetlab.ps.hooks import FollowSplit
 from hetlab.ps.loop import async_updates, collect, drop_lost, local_sgd_round, sync_step, sync_steps
 from hetlab.ps.server import Server
 from hetlab.ps.specs import (Options, WorkerSpec, actor_options, check_batch_sizes, check_count,
@@ -36,6 +37,7 @@ from hetlab.core.train import evaluate, held_out
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
 
 __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
+KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in their folder (the newest ones)
 
 
 @dataclasses.dataclass
@@ -60,8 +62,8 @@ class ParameterServerTraining:
     travel once per step in fp32, gradients in ``transfer``; ``bytes_sent`` counts both ways. ``model``,
     ``train_data``, ``loss``: yours or the built-ins (as ``train``). A context manager, or ``shutdown()``."""
 
-    # progress (a bar) and checkpoint_dir + checkpoint_every (automatic checkpoints) make the default
-    # hooks; run(hooks=[...]) takes others. worker_timeout_s: how long the driver waits for an answer (and,
+    # progress: a bar over each run's steps; checkpoint_dir + checkpoint_every: a checkpoint every that
+    # many steps, the newest KEEP_CHECKPOINTS kept (async takes them at rest). worker_timeout_s: how long the driver waits for an answer (and,
     # grown with the machine's load by machine.patience, for a worker to start).
     # local_steps: local SGD's H, one for all or one per worker (speed-scaled, notebook 08).
     def __init__(self, workers: list[WorkerSpec], train_data, model="small", *, batch_sizes: list[int] | None = None,
@@ -88,12 +90,9 @@ class ParameterServerTraining:
         hs = check_local_steps(local_steps, len(workers))  # local SGD's H, one per worker
         check_positive("worker_timeout_s", worker_timeout_s)
         check_count("checkpoint_every", checkpoint_every, 0)
-        self.hooks = [Progress()] if progress else []   # the default hooks of run()
-        if checkpoint_dir and checkpoint_every:
-            self.hooks.append(AutoCheckpoint(checkpoint_dir, checkpoint_every))
         self.factory, self.loss = factory, loss
         self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
-        self.checkpoint_dir, self.progress = checkpoint_dir, progress
+        self.checkpoint_dir, self.checkpoint_every, self.progress = checkpoint_dir, checkpoint_every, progress
         self.n_params = flat_weights(make_model(factory, seed=None)).numel()
         self.members = [Member(s, b, h) for s, b, h in zip(workers, sizes, hs)]
         self.timeout_s = worker_timeout_s
@@ -101,7 +100,7 @@ class ParameterServerTraining:
         self.gradient_bytes = BYTES_PER_VALUE[self.options.transfer] * self.n_params  # one answer up
         self.pieces = pieces_for(self.gradient_bytes)   # a gradient's pieces, each inside its call
         self.weights: tuple = ()    # the server's weights as the next calls carry them (``publish``)
-        self.step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = self.warmups = 0
+        self.step = self.first_step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = self.warmups = 0
         self.records: list[StepRecord] = []
         self.events: list[Event] = []   # resplits, lost workers, checkpoints, … (hetlab.ps.records)
         self.data_len = n_samples(payload)
@@ -247,38 +246,56 @@ class ParameterServerTraining:
 
     # --- training -------------------------------------------------------------------------
     def run(self, steps: int, batch_sizes: list[int] | None = None, retune_every: int = 0,
-            hooks: list | None = None) -> list[StepRecord]:
+            hooks: list = ()) -> list[StepRecord]:
         """Train ``steps`` server updates (local SGD: rounds of H local steps); returns their records.
 
-        ``hooks``: what happens around the steps (default: this training's ``hooks``, built
-        from ``progress``, ``checkpoint_dir`` and ``checkpoint_every``). ``retune_every=N``
-        (sync and local SGD) adds ``FollowSplit(N)``: every N steps, re-split the global batch
-        for the measured speeds when that gains more than 5 % (notebook 06).
+        ``hooks``: callbacks, each called as ``hook(training)`` after every step (``hetlab.ps.hooks``).
+        ``retune_every=N`` (sync and local SGD) adds ``FollowSplit(N)``: every N steps, re-split the
+        global batch for the measured speeds when that gains more than 5 % (notebook 06).
         """
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise HetlabError(f"steps must be a whole number ≥ 0, got {steps!r}.")
         if isinstance(retune_every, bool) or not isinstance(retune_every, int) or retune_every < 0:
             raise HetlabError(f"retune_every must be a whole number of steps ≥ 0, got {retune_every!r}.")
-        follow = [self._follow.setdefault(retune_every, FollowSplit(retune_every))] if retune_every else []
-        hooks = follow + list(self.hooks if hooks is None else hooks)
+        if retune_every and self.mode == "async":
+            raise HetlabError("retune_every is for mode 'sync' or 'local_sgd': in async mode nobody "
+                              "waits for a straggler, so there is no split to follow.")
         if self.is_shut_down:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
-        start = len(self.records)
+        follow = [self._follow.setdefault(retune_every, FollowSplit(retune_every))] if retune_every else []
+        if batch_sizes is not None:
+            self.resplit(batch_sizes, "set")
+        bar = progress_bar(steps, f"{self.mode}, {len(self.members)} workers", self.progress)
+
+        def show(run):
+            bar.update(1)
+            bar.set_postfix(loss=f"{run.records[-1].loss:.3f}", refresh=False)
+
         try:
-            for hook in hooks:
-                hook.before_run(self, steps)
-            if batch_sizes is not None:
-                self.resplit(batch_sizes, "set")
-            if steps:
-                self.warm_up()
-            if self.mode == "async":
-                async_updates(self, steps, hooks)
-            else:
-                sync_steps(self, steps, hooks, local_sgd_round if self.mode == "local_sgd" else sync_step)
+            return self._steps(steps, [*follow, show, *hooks], checkpoints=True)
         finally:
-            for hook in hooks:
-                hook.after_run(self)
+            bar.close()
+
+    def _steps(self, steps: int, callbacks: list, checkpoints: bool) -> list[StepRecord]:
+        """``steps`` steps of this run's mode at the current split, the callbacks after each: their records."""
+        start, self.first_step = len(self.records), self.step
+        if steps:
+            self.warm_up()
+        if self.mode == "async":
+            async_updates(self, steps, callbacks, checkpoints)
+        else:
+            sync_steps(self, steps, callbacks, checkpoints, local_sgd_round if self.mode == "local_sgd" else sync_step)
         return self.records[start:]
+
+    def checkpoint_due(self) -> bool:
+        """An automatic checkpoint is due after this step (``checkpoint_dir`` and ``checkpoint_every``)."""
+        return bool(self.checkpoint_dir and self.checkpoint_every and self.step % self.checkpoint_every == 0)
+
+    def auto_checkpoint(self) -> None:
+        """A checkpoint in ``checkpoint_dir`` (``step-NNNNNN.pt``), keeping the newest ``KEEP_CHECKPOINTS``."""
+        self.save_checkpoint(checkpoint_path(self.checkpoint_dir, self.step))
+        for old in sorted(Path(self.checkpoint_dir).glob(CHECKPOINT_GLOB))[:-KEEP_CHECKPOINTS]:
+            old.unlink(missing_ok=True)
 
     def measure(self, batch_sizes: list[int], steps: int = 3) -> Measurement:
         """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes,
@@ -292,7 +309,7 @@ class ParameterServerTraining:
         old = list(self.batch_sizes)
         try:
             self.resplit(batch_sizes, "measure")
-            records = self.run(steps, hooks=[])
+            records = self._steps(steps, [], checkpoints=False)
         finally:
             if len(old) == len(self.workers):
                 self.resplit(old, "measure")

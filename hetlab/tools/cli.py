@@ -361,7 +361,6 @@ def _train(args) -> int:
     from hetlab.core.data import load_mnist
     from hetlab.pair import the_pair
     from hetlab.ps import ParameterServerTraining
-    from hetlab.ps.hooks import AutoCheckpoint, Progress
     from hetlab.ps.records import cluster_samples_per_s
     requested = requested_address(args.address)  # --address, else HETLAB_ADDRESS / RAY_ADDRESS / the saved pair
     if requested.real:
@@ -376,10 +375,7 @@ def _train(args) -> int:
             train, test = load_mnist("train"), load_mnist("test")
             if opts["train_samples"] < len(train):
                 train = train.subset(opts["train_samples"], seed=opts["seed"])
-        common = dict(checkpoint_dir=args.checkpoint_dir, progress=not args.quiet)
-        hooks = [] if args.quiet else [Progress()]
-        if args.checkpoint_dir and opts["every"]:
-            hooks.append(AutoCheckpoint(args.checkpoint_dir, opts["every"]))
+        common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=opts["every"], progress=not args.quiet)
         if opts["resume"]:
             own = {} if isinstance(opts["model"], str) else {"model": opts["model"]}
             if opts["loss"] is not None:
@@ -402,7 +398,7 @@ def _train(args) -> int:
                 run.resplit(split_batch(args.global_batch, opts["ratio"]), "ratio")
             print(f"model {run.model_name} ({run.n_params:,} parameters); "
                   f"workers: {'; '.join(run.labels)}; batch {format_split(run.batch_sizes)}")
-            records = run.run(max(0, args.steps - run.step), hooks=hooks)
+            records = run.run(max(0, args.steps - run.step))
             accuracy = run.evaluate(test)
             if args.checkpoint_dir:
                 print(f"checkpoint: {run.save_checkpoint()}")

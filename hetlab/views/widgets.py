@@ -60,7 +60,7 @@ class SplitTuner:
             raise HetlabError(SHUT_DOWN)
         sizes = self.batch_sizes()
         self.training.resplit(sizes, "widget")
-        records = self.training.run(self.steps, hooks=[])  # a look: no bar, no checkpoint
+        records = self.training.run(self.steps)
         speeds, cluster = per_worker_samples_per_s(records, self.names), cluster_samples_per_s(records)
         run = {"batch_sizes": sizes, "records": records, "samples_per_s": cluster,
                "efficiency": balance.efficiency(cluster, speeds)}
