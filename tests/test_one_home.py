@@ -1,14 +1,12 @@
 """Each formula of a step's arithmetic has one home (``hetlab.arithmetic.steptime``), and a step time
-is a ``StepTime`` everywhere (issue 58). What still needs a guard: the graders' references, which
-keep the learner's own (speeds, fixed) formulation, the step records' lines, and the pair's
-balance point, against steptime on random lines. Pure Python: a second in all."""
+is a ``StepTime`` everywhere (issue 58). What still needs a guard: the step records' lines and the
+pair's balance point, against steptime on random lines. Pure Python: a second in all."""
 import random
 
 import pytest
 
 from hetlab.arithmetic import balance, estimates, steptime
 from hetlab.arithmetic.steptime import StepTime
-from hetlab.course import exercises
 from hetlab.errors import HetlabError
 from harness.gpucheck.pair import step_budget
 from hetlab.ps.records import StepRecord, worker_steps
@@ -29,17 +27,14 @@ def rng():
 
 
 def test_every_finish_together_split_is_the_one_of_steptime(rng):
-    """balance's split, the exercises' reference, the pair's balance point and step_budget's
-    balanced step all read ``steptime.finish_together``, flat devices included."""
+    """balance's split, the pair's balance point and step_budget's balanced step all read
+    ``steptime.finish_together``, flat devices included."""
     for case in range(CASES):
         lines, batch = random_lines(rng, rng.choice((2, 3)), flat=case % 4 == 0), rng.choice((64, 256, 1024))
         finish, shares = steptime.finish_together(batch, lines)
         assert sum(shares) == pytest.approx(batch)
         expected = balance.split_batch(batch, [max(b, 1e-9) for b in shares])
         assert balance.equal_finish_split(batch, lines) == expected
-        if all(line.per_sample_s for line in lines):
-            speeds, fixed = [line.speed for line in lines], [line.fixed_s for line in lines]
-            assert exercises.equal_finish_split(batch, speeds, fixed) == expected
         if len(lines) == 2:
             assert steptime.balance_point(*lines, batch) == pytest.approx(shares[1])
         positive = [line(b) for line, b in zip(lines, shares) if b > 0]
@@ -57,12 +52,10 @@ def test_a_flat_device_has_one_meaning(rng):
     assert steptime.ceiling(card, cpu, 1000) == 1.0     # a share given away saves the flat card nothing
 
 
-def test_the_graders_step_time_is_steptimes(rng):
+def test_a_step_time_needs_a_line_for_every_worker(rng):
     for _ in range(CASES):
         lines = random_lines(rng, rng.choice((2, 3)))
         sizes = [rng.randint(1, 512) for _ in lines]
-        speeds, fixed = [line.speed for line in lines], [line.fixed_s for line in lines]
-        assert exercises.step_time(sizes, speeds, fixed) == pytest.approx(steptime.step_time(lines, sizes))
         with pytest.raises(HetlabError, match="step lines for"):
             steptime.predicted_efficiency(lines, sizes + [1])
 
@@ -72,7 +65,7 @@ def test_pair_over_sum_is_one_function(rng):
     for _ in range(CASES):
         desktop, mac, pair = (rng.uniform(100, 20000) for _ in range(3))
         one = steptime.efficiency(pair, [desktop, mac])
-        assert exercises.pair_over_sum(desktop, mac, pair) == balance.efficiency(pair, [desktop, mac]) == one
+        assert balance.efficiency(pair, [desktop, mac]) == one
 
 
 def test_the_in_step_speed_and_the_budget_read_the_same_lines(rng):

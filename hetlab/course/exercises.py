@@ -1,8 +1,9 @@
-"""The exercises that ``hetlab.course.grading`` grades (notebooks 02–09): for each, its signature,
-hetlab's answer, how random inputs are drawn, how two answers compare, and the typical mistakes
-with the one-line hint each earns; for a piece of the mechanism (03's ``run_on``, 05's ``sync_step``,
-07's ``everyone``), how it is run for real and how each typical mistake shows in what it did.
-Add an exercise here; its test lists its mistakes (tests/test_grading.py).
+"""The exercises that ``hetlab.course.grading`` grades (notebooks 02–09), one table: for each, its
+signature, hetlab's own function as the answer, how random inputs are drawn, how two answers compare,
+and the typical mistakes with the one-line hint each earns. A piece of the mechanism (03's ``run_on``,
+05's ``sync_step``, 07's ``everyone``, 08's ``resume_state``, 09's ``trial``) is graded by running it
+for real instead; each mistake then shows in what it did. Add an exercise here; its test lists its
+mistakes (tests/test_grading.py).
 """
 from __future__ import annotations
 
@@ -14,14 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-from torch import nn
 
 from hetlab.arithmetic import balance, planner, steady, steptime
 from hetlab.arithmetic.steptime import StepTime
-from hetlab.core.devices import resolve
-from hetlab.core.flat import flat_weights
-from hetlab.core.models import _send_by_value, make_model
 from hetlab.errors import HetlabError
+from hetlab.ps.server import combine_coefficients
+
 
 @dataclass(frozen=True)
 class Exercise:
@@ -30,15 +29,15 @@ class Exercise:
     name: str
     signature: str
     notebook: str
-    reference: Callable
-    cases: Callable[[random.Random], tuple] | None = None  # one random argument tuple (None: by ``run`` alone)
+    reference: Callable | None = None   # hetlab's own (None: a piece graded by ``run`` alone)
+    cases: Callable[[random.Random], tuple] | None = None  # one random argument tuple
     same: Callable[[Any, Any], bool] | None = None         # the learner's answer against the reference's
     mistakes: tuple[tuple[Callable, str], ...] = ()  # (a typical wrong function, what to fix)
     precheck: Callable[[Any, tuple], str | None] = lambda answer, args: None   # a shape/sum problem
-    run: Callable[..., str | None] | None = None   # graded by running it for real (with the parts the check
-                                                   # cell also hands over, e.g. 05's Worker): None when
-                                                   # right, "" when nothing could run live (no cluster),
-                                                   # else "what happened — what to fix"
+    # Graded by running it for real, with the parts the check cell also hands over (05's Worker and
+    # Server): (None when right, else "what happened — what to fix"; where it ran, None when nothing
+    # could run live, e.g. no cluster connected)
+    run: Callable[..., tuple[str | None, str | None]] | None = None
 
 
 # --- comparing answers ---------------------------------------------------------------------------
@@ -99,6 +98,11 @@ def show(value) -> str:
         inner = ", ".join(show(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
     return repr(value)
+
+
+def said(e: BaseException) -> str:
+    """An exception the learner's code raised, in one line."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
 
 
 # --- random inputs -------------------------------------------------------------------------------
@@ -183,18 +187,11 @@ def _gain_case(rng: random.Random) -> tuple:
     return desktop, mac, rng.choice((32, 64, 128, 256))
 
 
-# --- the references (hetlab's own where it has one) and the typical mistakes ----------------------
+# --- the pieces of the answers and of the typical mistakes -----------------------------------------
 
-def weighted_average(grads, sizes):
-    return sum(g * c for g, c in zip(grads, balance.shares_of(sizes)))   # c_i = b_i / B
-
-
-def ps_step(weights, grads, sizes, lr):
-    return weights - lr * weighted_average(grads, sizes)
-
-
-def rank_contribution(grad, size, global_batch):
-    return grad * (size / global_batch)
+def _weighted(grads, sizes):
+    """Σ (b_i/B)·g_i with hetlab's coefficients (``hetlab.ps.server.combine_coefficients``)."""
+    return sum(c * g for c, g in zip(combine_coefficients(sizes), grads))
 
 
 def _windows(b, s, warmup=steady.WARMUP_STEPS):
@@ -203,38 +200,15 @@ def _windows(b, s, warmup=steady.WARMUP_STEPS):
     return [b * (j - i) / sum(s[i:j]) for i, j in zip(cuts, cuts[1:])]
 
 
-def tasks_wall_time(n_tasks, slots, seconds):
-    return math.ceil(n_tasks / slots) * seconds
-
-
-def transfer_seconds(n_bytes, mbit_per_s):
-    return n_bytes * 8 / (mbit_per_s * 1e6)
-
-
 def _lines(speeds, fixed) -> list[StepTime]:
     """The learner's (speeds, fixed) lists as the library's step lines."""
     return [StepTime(c, 1 / t) for t, c in zip(speeds, fixed)]
 
 
-def equal_finish_split(global_batch, speeds, fixed):
-    return balance.equal_finish_split(global_batch, _lines(speeds, fixed))
-
-
-def step_time(sizes, speeds, fixed):
-    return steptime.step_time(_lines(speeds, fixed), sizes)
-
-
-def pair_over_sum(desktop, mac, pair):
-    return steptime.efficiency(pair, [desktop, mac])
-
-
-def _plain_mean(grads, sizes):
-    return sum(grads) / len(grads)
-
-
 # The ways to weigh the workers' gradients wrong: weighted_average's mistakes, and ps_step's inside its step
 WEIGHTING = (
-    (_plain_mean, "a plain mean: weight each g_i by b_i / B, so a worker with more samples counts more"),
+    (lambda grads, sizes: sum(grads) / len(grads),
+     "a plain mean: weight each g_i by b_i / B, so a worker with more samples counts more"),
     (lambda grads, sizes: sum(g * b for g, b in zip(grads, sizes)),
      "the 1/B is missing: Σ b_i·g_i is B times too big; divide by B = Σ b_i"),
     (lambda grads, sizes: sum(g * b for g, b in zip(grads, sizes)) / len(grads),
@@ -244,7 +218,35 @@ WEIGHTING = (
      "the weights are upside down: b_i / B, not ∝ 1 / b_i"))
 
 
-# --- a piece of the mechanism, graded by running it: the exchange's everyone (notebook 07) --------
+def _still_the_skeleton(call) -> None:
+    """NotImplementedError when the learner's piece is still the notebook's skeleton: called on nothing,
+    it raised NotImplementedError or returned None/``...``. A real piece that fails on nothing goes on
+    to be graded for real."""
+    try:
+        probe = call()
+    except NotImplementedError:
+        raise
+    except Exception:  # noqa: BLE001 - a real piece cannot work on nothing: grade it for real
+        return
+    if probe is None or probe is Ellipsis:
+        raise NotImplementedError
+
+
+def _where(specs) -> str:
+    """Where each worker of ``specs`` runs, as its machine says: role and the device it resolves there."""
+    import ray
+
+    from hetlab.core.devices import resolve
+    from hetlab.ps.specs import actor_options
+
+    def device(name):
+        return str(resolve(name))
+
+    found = ray.get([ray.remote(num_cpus=0)(device).options(**actor_options(s)).remote(s.device) for s in specs])
+    return "on " + " and ".join(f"{s.role or s.name} · {d}" for s, d in zip(specs, found))
+
+
+# --- 07's everyone: the exchange's collective, run on three ranks with a real store ---------------
 
 EVERYONE_SET = "put this rank's piece in the store under f'{key}/{rank}' before you read the others'"
 EVERYONE_OWN = "the list needs this rank's own piece too, in its place"
@@ -252,23 +254,17 @@ EVERYONE_ORDER = "in rank order: rank 0's piece first, whichever rank this is"
 EVERYONE_KEY = "name each piece by the collective's key as well as its rank: f'{key}/{rank}'"
 
 
-def everyone(store, key, rank, world, piece):
-    """hetlab's own (``hetlab.raytrain.exchange.everyone``, written out: the basic layer imports no engine)."""
-    store.set(f"{key}/{rank}", piece)
-    others = iter(store.multi_get([f"{key}/{r}" for r in range(world) if r != rank]))
-    return [piece if r == rank else next(others) for r in range(world)]
-
-
-def run_everyone(fn, world: int = 3, timeout_s: float = 2.0) -> str | None:
+def run_everyone(fn, world: int = 3, timeout_s: float = 2.0):
     """``fn`` on ``world`` ranks at once (threads), each with its own client of one real TCPStore on
     127.0.0.1, for two collectives, "1" then "2" (every rank but 0 a moment late to the second, as a
-    slower machine is). None when every rank got every piece of each collective, in rank order."""
+    slower machine is). Right when every rank got every piece of each collective, in rank order."""
     import threading
     import time
     from datetime import timedelta
 
     import torch.distributed as dist
 
+    where = f"on {world} ranks, threads of this kernel"
     server = dist.TCPStore("127.0.0.1", 0, world, True, timedelta(seconds=timeout_s), wait_for_workers=False)
     pieces = {key: [f"collective {key}, rank {r}".encode() for r in range(world)] for key in ("1", "2")}
     got = [None] * world
@@ -293,29 +289,24 @@ def run_everyone(fn, world: int = 3, timeout_s: float = 2.0) -> str | None:
             raise NotImplementedError   # the skeleton, still empty
         if isinstance(answer, BaseException):
             if "timeout" in str(answer).lower() or "timed out" in str(answer).lower():
-                return f"rank {r} waited {timeout_s:.0f} s for the others' pieces — {EVERYONE_SET}"
-            return f"everyone raised {type(answer).__name__}: {str(answer).splitlines()[0][:160]}"
-        for key, pieces_back in zip(("1", "2"), answer):
+                return f"rank {r} waited {timeout_s:.0f} s for the others' pieces — {EVERYONE_SET}", where
+            return f"everyone raised {said(answer)}", where
+        for key, back in zip(("1", "2"), answer):
             want = pieces[key]
-            if list(pieces_back) == want:
+            if list(back) == want:
                 continue
-            said = f"rank {r} of {world} got {len(pieces_back)} pieces of collective {key}"
-            if len(pieces_back) == world - 1:
-                return f"{said}, not {world} — {EVERYONE_OWN}"
-            if sorted(pieces_back) == sorted(want):
-                return f"{said}, out of order — {EVERYONE_ORDER}"
-            if any(p in pieces["1"] for p in pieces_back) and key == "2":
-                return f"{said}, some of collective 1's — {EVERYONE_KEY}"
-            return f"{said}: {list(pieces_back)!r}, expected {want!r}"
-    return None
+            got_line = f"rank {r} of {world} got {len(back)} pieces of collective {key}"
+            if len(back) == world - 1:
+                return f"{got_line}, not {world} — {EVERYONE_OWN}", where
+            if sorted(back) == sorted(want):
+                return f"{got_line}, out of order — {EVERYONE_ORDER}", where
+            if key == "2" and any(p in pieces["1"] for p in back):
+                return f"{got_line}, some of collective 1's — {EVERYONE_KEY}", where
+            return f"{got_line}: {list(back)!r}, expected {want!r}", where
+    return None, where
 
 
-def _everyone_without_set(store, key, rank, world, piece):
-    return [piece if r == rank else store.get(f"{key}/{r}") for r in range(world)]
-
-
-# --- a piece of the mechanism, graded on recorded steps, then driving a live run: the rule that
-# --- follows the machines (notebook 06) ------------------------------------------------------------
+# --- 06's follow_split: the rule that follows the machines, on random lines, then driving a live run --
 
 FOLLOW_BY_STEP = ("split by step time: a worker whose step is longer got more samples; give each the size "
                   "with which all finish together (balance.equal_finish_split)")
@@ -332,26 +323,21 @@ FOLLOW_MISTAKES = (
 
 
 def _follow_case(rng: random.Random) -> tuple:
-    """A split and each worker's measured step line: half the splits near the one where all finish
-    together (the rule keeps them), half far from it (it moves)."""
+    """A split and each worker's measured step line: half the splits a sample or two from the one where
+    all finish together (the rule keeps them), half far from it (it moves); none on the 5 % edge."""
     while True:
         n = rng.choice((2, 2, 3))
         lines = [StepTime(round(rng.uniform(0.0, 0.03), 4), 1 / rng.uniform(300, 6000)) for _ in range(n)]
         batch = rng.choice((64, 128, 256, 512))
         target = balance.equal_finish_split(batch, lines)
-        if min(target) < 4:
-            continue
-        if rng.random() < 0.5:   # near: a sample or two off
-            sizes = list(target)
-            move = rng.choice((1, 2))
+        if rng.random() < 0.5:
+            sizes, move = list(target), rng.choice((1, 2))
             i, j = rng.sample(range(n), 2)
             sizes[i], sizes[j] = sizes[i] - move, sizes[j] + move
-            if min(sizes) < 1:
-                continue
         else:
             sizes = balance.split_batch(batch, [rng.uniform(1, 4) for _ in range(n)])
-        now, then = steptime.step_time(lines, sizes), steptime.step_time(lines, target)
-        if abs(now / then - (1 + balance.FOLLOW_GAIN)) > 0.01:   # not on the 5 % edge: float rounding decides there
+        gain = steptime.step_time(lines, sizes) / steptime.step_time(lines, target)
+        if min(target) >= 4 and min(sizes) >= 1 and abs(gain - (1 + balance.FOLLOW_GAIN)) > 0.01:
             return sizes, lines
 
 
@@ -372,17 +358,16 @@ def _follow_sums(answer, args) -> str | None:
     return None
 
 
-def run_follow_split(fn, steps: int = 6, every: int = 2) -> str | None:
+def run_follow_split(fn, steps: int = 6, every: int = 2):
     """``fn`` drives a live run's split: a short run of the parameter server on the cluster this
-    kernel is connected to (the pair or the practice cluster), a desktop worker and a mac worker
-    simulated 3× slower, both on their CPU (the desktop's GPU stays with the notebook's own
-    training), from an equal split; every ``every`` steps the engine's ``FollowSplit`` asks ``fn``
-    for the next split. None when each look's answer is hetlab's own for the lines measured then.
-    No Ray connected: "", nothing runs live (the random inputs were graded already)."""
+    kernel is connected to, a desktop worker and a mac worker simulated 3× slower, both on their CPU
+    (the desktop's GPU stays with the notebook's own training), from an equal split; every ``every``
+    steps the engine's ``FollowSplit`` asks ``fn`` for the next split. Right when each look's answer
+    is hetlab's own for the lines measured then. No Ray connected: nothing runs live."""
     import ray
 
     if not ray.is_initialized():
-        return ""
+        return None, None
     from hetlab.core.data import load_mnist
     from hetlab.ps import FollowSplit, ParameterServerTraining, WorkerSpec
 
@@ -395,12 +380,13 @@ def run_follow_split(fn, steps: int = 6, every: int = 2) -> str | None:
 
     workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
                WorkerSpec("mac", role="mac", device="cpu", slowdown=3.0)]
+    where = "on desktop · cpu and mac · cpu, simulated 3× slower"
     training = ParameterServerTraining(workers, load_mnist("train").subset(2_000, seed=0), seed=0,
                                        progress=False, batch_sizes=[32, 32])
     try:
         training.run(steps, hooks=[FollowSplit(every, rule=rule)])
     except HetlabError as e:
-        return f"the live run stopped at step {training.step}: {str(e).splitlines()[0]}"
+        return f"the live run stopped at step {training.step}: {str(e).splitlines()[0]}", where
     finally:
         training.shutdown()
     for at, (sizes, lines, answer, hetlabs) in enumerate(looks, 1):
@@ -408,43 +394,19 @@ def run_follow_split(fn, steps: int = 6, every: int = 2) -> str | None:
             hint = _follow_sums(answer, (sizes, lines)) or next(
                 (h for mistake, h in FOLLOW_MISTAKES if _same_list(answer, mistake(sizes, lines))), None)
             return (f"live, look {at}: at {show(sizes)} your rule gave {show(answer)}, hetlab's "
-                    f"{show(hetlabs)} for the same measured lines" + (f" — {hint}" if hint else ""))
-    if not looks:
-        return f"the live run took no look in {steps} steps: run it again"
-    return None
+                    f"{show(hetlabs)} for the same measured lines" + (f" — {hint}" if hint else "")), where
+    return (None if looks else f"the live run took no look in {steps} steps: run it again"), where
 
 
-# --- a piece of the mechanism, graded by running it: 03's task and actor pinned to a machine -------
+# --- 03's run_on: a task and an actor pinned to a machine ------------------------------------------
 
 PIN_HOW = "pin it with .options(**cluster.placement(node_id=node_id)), as hetlab pins its workers"
 PIN_GET = "ray.get what they report: .remote() returns a ref (or an actor's handle) before the work has run"
 PIN_REPORT = "report ray.get_runtime_context().get_node_id() from inside the task and the actor's method"
 
 
-def run_on(node_id):
-    """A task and an actor pinned to the node ``node_id``, each reporting the node it ran on (what
-    ``hetlab.cluster.figures.describe_machines`` does to read each machine on itself)."""
-    import ray
-
-    from hetlab.cluster import placement
-
-    def node_here():
-        return ray.get_runtime_context().get_node_id()
-
-    class Where:
-        def node(self):
-            return node_here()
-
-    pin = placement(node_id=node_id)
-    task_node = ray.get(ray.remote(num_cpus=0)(node_here).options(**pin).remote())
-    actor = ray.remote(num_cpus=0)(Where).options(**pin).remote()
-    actor_node = ray.get(actor.node.remote())
-    ray.kill(actor)
-    return task_node, actor_node
-
-
-def run_pinned(fn) -> str | None:
-    """``fn`` asked for each live node of the cluster this kernel is connected to: None when the task
+def run_pinned(fn):
+    """``fn`` asked for each live node of the cluster this kernel is connected to: right when the task
     and the actor each reported the node asked for. Work not pinned reports this notebook's node
     whichever was asked (Ray looks for room first where the driver is)."""
     import ray
@@ -454,11 +416,12 @@ def run_pinned(fn) -> str | None:
     if not ray.is_initialized():
         if fn("0" * 56) in (None, Ellipsis):   # the skeleton raises NotImplementedError here
             raise NotImplementedError
-        return "Ray is not connected here — run the cells above that connect, then this one"
+        return "Ray is not connected here — run the cells above that connect, then this one", ""
     here = ray.get_runtime_context().get_node_id()
     names = {n["NodeID"]: node_name(n.get("Labels", {}), f"node {n['NodeID'][:8]}") for n in live_nodes()}
+    where = "on " + " and ".join(names.values())
     if len(names) < 2:
-        return "this cluster has one node, so nothing shows where work runs — run the cell above that starts two"
+        return "this cluster has one node, so nothing shows where work runs — run the cell above that starts two", where
     reported = {}
     for asked in names:
         got = fn(asked)   # a learner's error: grading says it in one line
@@ -466,25 +429,25 @@ def run_pinned(fn) -> str | None:
             raise NotImplementedError
         parts = list(got) if isinstance(got, (list, tuple)) else [got]
         if any(isinstance(p, (ray.ObjectRef, ray.actor.ActorHandle)) for p in parts):
-            return f"run_on returned {type(parts[0]).__name__}s, not node ids — {PIN_GET}"
+            return f"run_on returned {type(parts[0]).__name__}s, not node ids — {PIN_GET}", where
         if len(parts) != 2 or not all(isinstance(p, str) for p in parts):
-            return f"run_on returned {show(got)[:80]}, not (the task's node id, the actor's node id)"
+            return f"run_on returned {show(got)[:80]}, not (the task's node id, the actor's node id)", where
         reported[asked] = dict(zip(("the task", "the actor"), parts))
     for what in ("the task", "the actor"):
         wrong = {asked: got[what] for asked, got in reported.items() if got[what] != asked}
         if not wrong:
             continue
         asked, node = next(iter(wrong.items()))
-        said = f"{what} asked for {names[asked]} reported {names.get(node, repr(node[:12]))}"
+        line = f"{what} asked for {names[asked]} reported {names.get(node, repr(node[:12]))}"
         if node not in names:
-            return f"{said}, not a node id — {PIN_REPORT}"
+            return f"{line}, not a node id — {PIN_REPORT}", where
         if all(got[what] == here for got in reported.values()):
-            return f"{said}, this notebook's machine, whichever was asked: it is not pinned — {PIN_HOW}"
-        return f"{said}: pinned to the wrong machine — pin it to the node_id it is given"
-    return None
+            return f"{line}, this notebook's machine, whichever was asked: it is not pinned — {PIN_HOW}", where
+        return f"{line}: pinned to the wrong machine — pin it to the node_id it is given", where
+    return None, where
 
 
-# --- a piece of the mechanism, graded by running it: 05's synchronous step ------------------------
+# --- 05's sync_step: the learner's loop, Worker and Server, against hetlab's engine ----------------
 
 SYNC_STEPS, SYNC_SIZES, SYNC_LR, SYNC_SAMPLES = 3, (48, 16), 0.1, 1_000   # the run both loops take
 SYNC_TOLERANCE = 1e-5   # the largest weight the two runs may differ by: float rounding, not a step
@@ -494,73 +457,7 @@ SYNC_SUM = "the gradients summed: weight each by b_i / B, with your weighted_ave
 SYNC_STALE = "every gradient was taken at the first weights: return the weights server.step gives back"
 SYNC_TWICE = "the update was applied twice in a step: call server.step once per step"
 SYNC_ZERO = "the worker's gradients add up over its calls: model.zero_grad() before backward()"
-
-
-class Worker:
-    """The parameter server's worker as notebook 05 writes it (``hetlab.ps.worker.Worker.gradient``
-    is this with timings and pieces): the model on its own device, the training set there, the
-    mean-loss gradient of the samples it is told, back on the CPU with the count behind it."""
-
-    def __init__(self, data, device):
-        self.device = resolve(device)                              # chosen on the worker's own machine
-        self.model = make_model("small", seed=0).to(self.device)
-        self.x, self.y = data.normalized().to(self.device), data.labels.to(self.device)
-
-    def gradient(self, weights, positions):
-        nn.utils.vector_to_parameters(weights.to(self.device), self.model.parameters())
-        self.model.zero_grad()
-        idx = positions.to(self.device)
-        nn.functional.cross_entropy(self.model(self.x[idx]), self.y[idx]).backward()
-        g = torch.cat([p.grad.flatten() for p in self.model.parameters()])
-        return g.cpu(), len(idx)                                   # b_i travels with g_i
-
-
-class Server:
-    """The weights and plain SGD, in the driver's process (``hetlab.ps.server.Server.step``)."""
-
-    def __init__(self, lr):
-        self.w = nn.Parameter(flat_weights(make_model("small", seed=0)))
-        self.opt = torch.optim.SGD([self.w], lr=lr)
-
-    def step(self, gradient):
-        self.w.grad = gradient
-        self.opt.step()
-        return self.w.detach().clone()
-
-
-def sync_step(workers, server, weights, positions, sizes):
-    """hetlab's synchronous step (``hetlab.ps.loop.sync_step``, without its deadline and records)."""
-    import ray   # here, not at the top: the arithmetic exercises need no Ray
-
-    shares = positions.split(sizes)                                # worker i: its b_i of the B samples
-    answers = ray.get([w.gradient.remote(weights, s) for w, s in zip(workers, shares)])
-    grads, counts = zip(*answers)
-    return server.step(weighted_average(grads, counts))            # Σ (b_i/B)·g_i, one SGD step
-
-
-class _Adding(Worker):
-    """A worker that never zeroes its gradients: one of the typical mistakes, run on the driver."""
-
-    def gradient(self, weights, positions):
-        nn.utils.vector_to_parameters(weights.to(self.device), self.model.parameters())
-        idx = positions.to(self.device)
-        nn.functional.cross_entropy(self.model(self.x[idx]), self.y[idx]).backward()
-        return torch.cat([p.grad.flatten() for p in self.model.parameters()]).cpu(), len(idx)
-
-
-def _on_the_driver(data, plan, worker=Worker, combine=weighted_average, stale=False, twice=False):
-    """The weights after ``plan``'s steps, every worker a plain object here: the right run, or one
-    with a typical mistake (a combine other than Σ (b_i/B)·g_i, stale weights, each update twice)."""
-    workers = [worker(data, "cpu") for _ in SYNC_SIZES]
-    server = Server(SYNC_LR)
-    first = weights = server.w.detach().clone()
-    for positions in plan:
-        answers = [w.gradient(first if stale else weights, s) for w, s in zip(workers, positions.split(SYNC_SIZES))]
-        gradient = combine(*zip(*answers))
-        weights = server.step(gradient)
-        if twice:
-            weights = server.step(gradient)
-    return weights
+SYNC_PARTS = "hand over your classes too: grading.check(\"sync_step\", sync_step, Worker, Server)"
 
 
 @functools.cache
@@ -571,70 +468,89 @@ def _engines(workers: tuple, nodes: tuple) -> torch.Tensor:
     from hetlab.core.data import load_mnist
     from hetlab.ps import ParameterServerTraining, WorkerSpec
 
-    with ParameterServerTraining([WorkerSpec(name, role=role) for name, role in workers], load_mnist("train").subset(SYNC_SAMPLES, seed=0),
-                                 batch_sizes=list(SYNC_SIZES), optimizer="sgd", lr=SYNC_LR, seed=0,
-                                 progress=False) as engine:
+    with ParameterServerTraining([WorkerSpec(name, role=role) for name, role in workers],
+                                 load_mnist("train").subset(SYNC_SAMPLES, seed=0), batch_sizes=list(SYNC_SIZES),
+                                 optimizer="sgd", lr=SYNC_LR, seed=0, progress=False) as engine:
         engine.run(SYNC_STEPS)
         return engine.server.weights()
 
 
-def run_sync_step(fn, worker_class=Worker) -> str | None:
-    """``SYNC_STEPS`` steps of the learner's ``fn`` with actors of their ``worker_class`` (a plain
-    class; Ray makes it an actor here), one per machine of the cluster this kernel is connected to,
-    then as many steps of hetlab's engine (plain SGD, the same seed, split and samples). None when
-    the two runs end at the same weights, to float rounding."""
+def run_sync_step(fn, worker_class=None, server_class=None):
+    """``SYNC_STEPS`` steps of the learner's ``fn`` with actors of their ``worker_class`` (Ray makes it an
+    actor here), one per machine of the cluster this kernel is connected to, and their ``server_class``,
+    then as many steps of hetlab's engine (plain SGD, the same seed, split and samples). Right when the
+    two runs end at the same weights, to float rounding; else the mistake shows in what the server was
+    given (each ``step``'s gradient against the workers' own, taken again here) and returned."""
     import ray
 
-    _still_the_skeleton(lambda: fn([], Server(SYNC_LR), None, torch.zeros(0, dtype=torch.long), []))
+    _still_the_skeleton(lambda: fn([], None, None, torch.zeros(0, dtype=torch.long), []))
+    if worker_class is None or server_class is None:
+        return SYNC_PARTS, ""
     if not ray.is_initialized():
-        return "Ray is not connected here — run the cell with the_pair() first, then this one"
+        return "Ray is not connected here — run the cell with the_pair() first, then this one", ""
     from hetlab.cluster.roles import live_nodes
     from hetlab.core.data import load_mnist
+    from hetlab.core.models import _send_by_value
     from hetlab.core.stream import stream_indices
     from hetlab.ps import WorkerSpec
     from hetlab.ps.specs import actor_options
 
     roles = [role for role in ("desktop", "mac") if live_nodes(role)]
     specs = [WorkerSpec(r, role=r) for r in roles] if len(roles) == 2 else [WorkerSpec("a"), WorkerSpec("b")]
+    where = _where(specs)
     data = load_mnist("train").subset(SYNC_SAMPLES, seed=0)
     plan = [stream_indices(len(data), 0, [(t * sum(SYNC_SIZES), sum(SYNC_SIZES))]) for t in range(SYNC_STEPS)]
     _send_by_value(worker_class)                         # a class in the learner's own module reaches the workers
-    actor = ray.remote(worker_class)
-    actors = [actor.options(num_cpus=0, **actor_options(spec)).remote(data, spec.device) for spec in specs]
-    server = Server(SYNC_LR)
+    actors = [ray.remote(worker_class).options(num_cpus=0, **actor_options(s)).remote(data, s.device) for s in specs]
+    server, given = server_class(SYNC_LR), []            # given: each step's gradients handed to server.step
+    server_step = server.step
+
+    def recorded_step(gradient):
+        given[-1].append(gradient.detach().clone())
+        return server_step(gradient)
+
+    server.step = recorded_step
     first = weights = server.w.detach().clone()
     try:
         for positions in plan:
+            given.append([])
             weights = fn(actors, server, weights, positions, list(SYNC_SIZES))
     except NotImplementedError:
         raise
     except Exception as e:  # noqa: BLE001 - the learner's error, said in one line
-        said = f"sync_step raised {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-        return f"{said} — {SYNC_GET}" if "ObjectRef" in str(e) else said
+        return f"sync_step raised {said(e)}" + (f" — {SYNC_GET}" if "ObjectRef" in str(e) else ""), where
     finally:
         for a in actors:
             ray.kill(a)                                  # the machines (a GPU) go free for the engine
     if isinstance(weights, ray.ObjectRef) or (isinstance(weights, (list, tuple))
                                               and any(isinstance(w, ray.ObjectRef) for w in weights)):
-        return f"sync_step returned a ref — {SYNC_GET}"
+        return f"sync_step returned a ref — {SYNC_GET}", where
     if not isinstance(weights, torch.Tensor) or weights.shape != first.shape:
-        return f"sync_step returned {show(weights)[:80]}, not the new weights (one flat tensor, as server.step returns)"
-    hetlabs = _engines(tuple((spec.name, spec.role) for spec in specs), tuple(n["NodeID"] for n in live_nodes()))
-    gap = (weights - hetlabs).abs().max().item()
+        return f"sync_step returned {show(weights)[:80]}, not the new weights (one flat tensor, as server.step returns)", where
+    gap = (weights - _engines(tuple((s.name, s.role) for s in specs), tuple(n["NodeID"] for n in live_nodes()))).abs().max().item()
     if gap < SYNC_TOLERANCE:
-        return None
-    said = f"after {SYNC_STEPS} steps your weights differ from hetlab's engine by up to {gap:.1e}"
-    if (weights - first).abs().max().item() < SYNC_TOLERANCE:
-        return f"{said}, they never moved — {SYNC_STALE}"
-    for hint, mistake in ((SYNC_WEIGHTED, dict(combine=_plain_mean)), (SYNC_SUM, dict(combine=lambda g, s: sum(g))),
-                          (SYNC_STALE, dict(stale=True)), (SYNC_TWICE, dict(twice=True)), (SYNC_ZERO, dict(worker=_Adding))):
-        wrong = _on_the_driver(data, plan, **mistake)
-        if any((answer - wrong).abs().max().item() < 10 * SYNC_TOLERANCE for answer in (weights, server.w.detach())):
-            return f"{said} — {hint}"
-    return said
+        return None, where
+    line = f"after {SYNC_STEPS} steps your weights differ from hetlab's engine by up to {gap:.1e}"
+    if any(len(steps) > 1 for steps in given):
+        return f"{line} — {SYNC_TWICE}", where
+    if torch.equal(weights, first) or len(given[0]) == 0:
+        return f"{line}, they never moved — {SYNC_STALE}", where
+    here = worker_class(data, "cpu")                     # the learner's worker again, on this CPU
+    parts = plan[0].split(list(SYNC_SIZES))
+    answers = [here.gradient(first, p) for p in parts]
+    if not torch.allclose(here.gradient(first, parts[-1])[0], answers[-1][0]):
+        return f"{line} — {SYNC_ZERO}", where
+    grads = [g for g, _ in answers]
+    for hint, wrong in ((SYNC_WEIGHTED, sum(grads) / len(grads)), (SYNC_SUM, sum(grads))):
+        if torch.allclose(given[0][0], wrong, atol=SYNC_TOLERANCE):
+            return f"{line} — {hint}", where
+    if len(given) > 1 and given[1] and torch.allclose(given[1][0], _weighted(
+            [here.gradient(first, p)[0] for p in plan[1].split(list(SYNC_SIZES))], SYNC_SIZES), atol=SYNC_TOLERANCE):
+        return f"{line} — {SYNC_STALE}", where
+    return line, where
 
 
-# --- a piece of the mechanism, graded by running it: a resume that continues bitwise (notebook 08) --
+# --- 08's resume_state: a resume that continues bitwise ------------------------------------------
 
 RESUME_STEP = "return checkpoint['step'] as the step: the run goes on from there, not from 0"
 RESUME_WEIGHTS = "the server's weights are not the checkpoint's: load checkpoint['server'] into it (server.load_state)"
@@ -644,95 +560,77 @@ RESUME_DATA = ("lost the data position: the resumed run trains samples the first
                "the stream from checkpoint['stream'] (Stream.from_state)")
 
 
-def resume_state(checkpoint, server):
-    """hetlab's own (``hetlab.ps.training.resume_state``)."""
-    from hetlab.ps.training import resume_state as hetlabs
-
-    return hetlabs(checkpoint, server)
-
-
-def _still_the_skeleton(call) -> None:
-    """NotImplementedError when the learner's piece is still the notebook's skeleton: called on nothing,
-    it raised NotImplementedError or returned None/``...``. A real piece that fails on nothing goes on
-    to be graded for real."""
-    try:
-        probe = call()
-    except NotImplementedError:
-        raise
-    except Exception:  # noqa: BLE001 - a real piece cannot work on nothing: grade it for real
-        return
-    if probe is None or probe is Ellipsis:
-        raise NotImplementedError
-
-
-def run_resume_state(fn, k: int = 3, m: int = 3, sizes: tuple = (24, 8)) -> str | None:
-    """Train k + m synchronous steps straight with hetlab's server, stream and worker (MNIST, on this
-    CPU, a split of ``sizes``); then train k, keep what hetlab's checkpoint keeps (through
-    ``torch.save`` and ``torch.load``, as a file does), resume a new server (other initial weights)
-    with ``fn`` and train m more. None when the two runs end bitwise equal (``torch.equal``)."""
+def run_resume_state(fn, k: int = 3, m: int = 3, batch: int = 32):
+    """Train k + m steps straight with hetlab's server and stream (MNIST, on this CPU); then train k,
+    keep what hetlab's checkpoint keeps (through ``torch.save`` and ``torch.load``, as a file does),
+    resume a new server (other initial weights) with ``fn`` and train m more. Right when the two runs
+    end bitwise equal (``torch.equal``)."""
     import io
 
     _still_the_skeleton(lambda: fn({}, None))   # says so at once, before any training
+    from torch import nn
+
     from hetlab.core.data import load_mnist
-    from hetlab.core.stream import Stream, split_spans
+    from hetlab.core.models import make_model
+    from hetlab.core.stream import Stream, stream_indices
     from hetlab.ps.server import Server
-    from hetlab.ps.specs import WorkerSpec
-    from hetlab.ps.worker import Worker
 
-    worker = Worker(WorkerSpec("desktop", role="desktop", device="cpu"), load_mnist("train").subset(1_000, seed=0))
-
-    def new_server(seed):
-        return Server("small", seed, 1e-3, "sync")
+    where = "on this kernel's CPU"
+    data, model = load_mnist("train").subset(1_000, seed=0), make_model("small", seed=0)
+    x, y = data.normalized(), data.labels
 
     def train(server, stream, steps):
         for _ in range(steps):
-            answers = [worker.gradient(spans, server.weights()) for spans in split_spans(stream.take(sum(sizes)), sizes)]
-            server.apply([a[0] for a in answers], [a[-1][3] for a in answers])
+            idx = stream_indices(len(data), 0, stream.take(batch))
+            nn.utils.vector_to_parameters(server.weights(), model.parameters())
+            model.zero_grad()
+            nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+            server.step(torch.cat([p.grad.flatten() for p in model.parameters()]))
 
-    straight = new_server(0)
+    straight = Server("small", 0, 1e-3, "sync")
     train(straight, Stream(), k + m)
-    first, stream = new_server(0), Stream()
+    first, stream = Server("small", 0, 1e-3, "sync"), Stream()
     train(first, stream, k)
     file = io.BytesIO()
     torch.save({"server": first.state(), "stream": stream.state(), "step": k}, file)
     file.seek(0)
-    resumed = new_server(1)
+    resumed = Server("small", 1, 1e-3, "sync")
     answer = fn(torch.load(file, weights_only=True), resumed)
     if answer is None or answer is Ellipsis:
         raise NotImplementedError
     if not isinstance(answer, tuple) or len(answer) != 2:
-        return f"resume_state returned {show(answer)} — return two things: the stream and the step"
+        return f"resume_state returned {show(answer)} — return two things: the stream and the step", where
     resumed_stream, step = answer
     if not isinstance(step, int) or step != k:
-        return f"resumed at step {show(step)}, the checkpoint was taken at step {k} — {RESUME_STEP}"
+        return f"resumed at step {show(step)}, the checkpoint was taken at step {k} — {RESUME_STEP}", where
     if not torch.equal(resumed.weights(), first.weights()):
-        return f"after resume_state the weights differ from the checkpoint's — {RESUME_WEIGHTS}"
+        return f"after resume_state the weights differ from the checkpoint's — {RESUME_WEIGHTS}", where
     if not resumed.opt.state_dict()["state"]:
-        return f"after resume_state the optimizer has no state ({k} steps were taken) — {RESUME_OPTIMIZER}"
+        return f"after resume_state the optimizer has no state ({k} steps were taken) — {RESUME_OPTIMIZER}", where
     if not isinstance(resumed_stream, Stream) or resumed_stream.state() != stream.state():
         cursor = getattr(resumed_stream, "cursor", None)
-        return f"the stream resumed at sample {show(cursor)}, the checkpoint's at {stream.cursor} — {RESUME_DATA}"
+        return f"the stream resumed at sample {show(cursor)}, the checkpoint's at {stream.cursor} — {RESUME_DATA}", where
     train(resumed, resumed_stream, m)
     if not torch.equal(resumed.weights(), straight.weights()):
         return (f"{k} steps, resumed, {m} more are not bitwise the {k + m} steps straight — put back everything "
-                f"the checkpoint holds: server.load_state(checkpoint['server']), the stream, the step")
-    return None
+                f"the checkpoint holds: server.load_state(checkpoint['server']), the stream, the step"), where
+    return None, where
 
 
-# --- a piece of the mechanism, graded by running it: the trial function that reports to Tune (09) ----
+# --- 09's trial: the trial function that reports to Tune ------------------------------------------
 
 TRIAL_NEVER = "call tune.report({'epoch': …, 'accuracy': …}) after every epoch: Tune learns a trial's results only so"
 TRIAL_ONCE = "report after every epoch, not once at the end: ASHA stops a trial by the reports it got so far"
 TRIAL_METRIC = "name the held-out accuracy 'accuracy': the search ranks and stops trials by that metric"
 TRIAL_CONFIG = {"lr": 1e-3, "batch_size": 64, "width": 8, "optimizer": "adam", "seed": 0, "epochs": 2,
                 "train_samples": 512, "val_samples": 256}   # one tiny configuration: two epochs on this CPU
+_TUNE_OWN = {"timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date", "time_this_iter_s",
+             "time_total_s", "pid", "hostname", "node_ip", "time_since_restore", "iterations_since_restore"}
 
 
-def _trial_epochs(config):
-    """hetlab's trial (``hetlab.search.trial.run_trial``), its loop alone, on this CPU: train the
-    configuration with hetlab's step; after every epoch, its number and the held-out accuracy."""
-    import torch
-
+def hetlabs_accuracies(config) -> list[float]:
+    """The held-out accuracy after each epoch of hetlab's trial (``hetlab.search.trial``'s build,
+    epochs_of and evaluate) on ``config``, trained on this CPU."""
     from hetlab.core.models import small_cnn
     from hetlab.core.simulate import SlowDevice
     from hetlab.core.train import evaluate
@@ -741,26 +639,12 @@ def _trial_epochs(config):
     dev = torch.device("cpu")
     (x, y), val = split_data(config["train_samples"], config["val_samples"])
     net, opt = build(config, small_cnn, dev)
-    for epoch, samples, busy_s, loss in epochs_of(net, opt, x, y, config, dev, 0, config["epochs"], SlowDevice(1)):
-        yield epoch + 1, evaluate(net, val, dev)
+    return [evaluate(net, val, dev) for _ in epochs_of(net, opt, x, y, config, dev, 0, config["epochs"], SlowDevice(1))]
 
 
-def trial(config):
-    """hetlab's own trial: report the held-out accuracy to Tune after every epoch."""
-    from ray import tune
-
-    for epoch, accuracy in _trial_epochs(config):
-        tune.report({"epoch": epoch, "accuracy": accuracy})
-
-
-def _hetlabs_accuracies(config) -> list[float]:
-    """The held-out accuracy after each epoch of hetlab's trial on ``config``, trained here."""
-    return [accuracy for _, accuracy in _trial_epochs(config)]
-
-
-def run_trial_fn(fn, config: dict = TRIAL_CONFIG) -> str | None:
+def run_trial_fn(fn, config: dict = TRIAL_CONFIG):
     """``fn`` as the trial of a real Ray Tune search of one configuration (``TRIAL_CONFIG``, one CPU),
-    on the cluster this kernel is connected to (else a local Ray started here). None when Tune got
+    on the cluster this kernel is connected to (else a local Ray started here). Right when Tune got
     a report after every epoch whose 'accuracy' is hetlab's trial's on the same configuration."""
     import tempfile
 
@@ -769,6 +653,7 @@ def run_trial_fn(fn, config: dict = TRIAL_CONFIG) -> str | None:
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
 
+    from hetlab.cluster.roles import live_nodes, node_name
     from hetlab.search.driver import _quiet_tune, _Silent   # the search's own quiet Tune
 
     if not ray.is_initialized():
@@ -780,38 +665,36 @@ def run_trial_fn(fn, config: dict = TRIAL_CONFIG) -> str | None:
                                                      callbacks=[JsonLoggerCallback()]))
         (result,) = tuner.fit()
         reports = [] if result.metrics_dataframe is None else result.metrics_dataframe.to_dict("records")
+    ips = {n["NodeManagerAddress"]: node_name(n.get("Labels", {}), n["NodeManagerAddress"]) for n in live_nodes()}
+    where = f"on {ips.get(reports[-1].get('node_ip'), 'this machine')}, one CPU" if reports else ""
     if result.error is not None:
-        cause = getattr(result.error, "cause", None) or result.error
-        return f"your trial raised {type(cause).__name__}: {str(cause).splitlines()[0][:160]}"
+        return f"your trial raised {said(getattr(result.error, 'cause', None) or result.error)}", where
     epochs = config["epochs"]
     if not reports:
-        return f"Tune got no report from your trial in {epochs} epochs — {TRIAL_NEVER}"
+        return f"Tune got no report from your trial in {epochs} epochs — {TRIAL_NEVER}", where
     if not all("accuracy" in r for r in reports):
         names = sorted(k for k in reports[-1] if k not in _TUNE_OWN and not k.startswith("config/"))
-        return f"Tune got {names} but no 'accuracy' — {TRIAL_METRIC}"
+        return f"Tune got {names} but no 'accuracy' — {TRIAL_METRIC}", where
     if len(reports) == 1 and epochs > 1:
-        return f"Tune got one report in {epochs} epochs — {TRIAL_ONCE}"
-    got, want = [r["accuracy"] for r in reports], _hetlabs_accuracies(config)
+        return f"Tune got one report in {epochs} epochs — {TRIAL_ONCE}", where
+    got, want = [r["accuracy"] for r in reports], hetlabs_accuracies(config)
     if len(got) != len(want) or any(abs(g - w) > 2 / config["val_samples"] for g, w in zip(got, want)):
         return (f"Tune got accuracies {show(got)}, hetlab's trial gives {show(want)} on the same configuration — "
-                f"train with build and epochs_of, score with evaluate on the held-out part, once per epoch")
-    return None
-
-
-_TUNE_OWN = {"timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date", "time_this_iter_s",
-             "time_total_s", "pid", "hostname", "node_ip", "time_since_restore", "iterations_since_restore"}
+                f"train with build and epochs_of, score with evaluate on the held-out part, once per epoch"), where
+    return None, where
 
 
 EXERCISES = {e.name: e for e in [
-    Exercise("weighted_average", "weighted_average(grads, sizes)", "05", weighted_average,
+    Exercise("weighted_average", "weighted_average(grads, sizes)", "05", _weighted,
              _gradients_case, _close_tensor, WEIGHTING),
-    Exercise("ps_step", "ps_step(weights, grads, sizes, lr)", "05", ps_step, _step_case, _close_tensor, (
-        *((lambda w, g, s, lr, wrong=wrong: w - lr * wrong(g, s), hint) for wrong, hint in WEIGHTING),
-        (lambda w, g, s, lr: w + lr * weighted_average(g, s), "a step uphill: subtract lr × the average gradient"),
-        (lambda w, g, s, lr: w - weighted_average(g, s), "the learning rate is missing: subtract lr × the average"),
-        (lambda w, g, s, lr: -lr * weighted_average(g, s), "only the step: return the weights minus it"))),
-    Exercise("rank_contribution", "rank_contribution(grad, size, global_batch)", "07", rank_contribution,
-             _share_case, _close_tensor, (
+    Exercise("ps_step", "ps_step(weights, grads, sizes, lr)", "05", lambda w, g, s, lr: w - lr * _weighted(g, s),
+             _step_case, _close_tensor, (
+                 *((lambda w, g, s, lr, wrong=wrong: w - lr * wrong(g, s), hint) for wrong, hint in WEIGHTING),
+                 (lambda w, g, s, lr: w + lr * _weighted(g, s), "a step uphill: subtract lr × the average gradient"),
+                 (lambda w, g, s, lr: w - _weighted(g, s), "the learning rate is missing: subtract lr × the average"),
+                 (lambda w, g, s, lr: -lr * _weighted(g, s), "only the step: return the weights minus it"))),
+    Exercise("rank_contribution", "rank_contribution(grad, size, global_batch)", "07",
+             lambda g, b, B: g * combine_coefficients([b, B - b])[0], _share_case, _close_tensor, (
                  (lambda g, b, B: g, "the gradient unweighted: the all-reduce's sum then counts every rank alike"),
                  (lambda g, b, B: g * b, "the 1/B is missing: multiply by b_i / B, not by b_i"),
                  (lambda g, b, B: g / B, "the b_i is missing: multiply by b_i / B, not by 1 / B"),
@@ -825,30 +708,23 @@ EXERCISES = {e.name: e for e in [
                  (lambda b, s: b * (len(s) - 1) / sum(s[1:]), "one warm-up step: the first five steps "
                                                               "(steady.WARMUP_STEPS) are the warm-up, leave "
                                                               "out step_seconds[:5]"),
-                 (lambda b, s: statistics.median(_windows(b, s, warmup=0)), "the warm-up is timed: leave "
-                                                                            "out the first five steps"),
                  (lambda b, s: b * (len(s) - 5) / sum(s[5:]), "one window: cut the timed steps into three "
                                                               "equal windows and take the median of their speeds"),
                  (lambda b, s: statistics.mean(_windows(b, s)), "the mean of the windows: take their median "
                                                                 "(one slow window must not move it)"),
-                 (lambda b, s: statistics.median(b / x for x in s[5:]), "the median of single steps: each "
-                                                                         "window's speed is its samples ÷ its seconds"),
                  (lambda b, s: statistics.median(_windows(b, s)) / b, "steps per second: multiply by the "
                                                                       "batch size"),
                  (lambda b, s: 1 / statistics.median(_windows(b, s)), "seconds per sample: turn it over"))),
-    Exercise("tasks_wall_time", "tasks_wall_time(n_tasks, slots, seconds)", "03", tasks_wall_time,
-             _tasks_case, _close_number, (
+    Exercise("tasks_wall_time", "tasks_wall_time(n_tasks, slots, seconds)", "03",
+             lambda n, k, s: math.ceil(n / k) * s, _tasks_case, _close_number, (
                  (lambda n, k, s: n * s, "one after another: `slots` tasks run at once"),
                  (lambda n, k, s: n / k * s, "a last, partly filled wave still takes a whole task's time: round up"),
-                 (lambda n, k, s: s, "all at once: only `slots` tasks run at a time"),
                  (lambda n, k, s: (n // k) * s, "rounded down: the last wave still runs, round up"),
                  (lambda n, k, s: (n // k + 1) * s, "one wave too many when the tasks fill the slots exactly: "
                                                     "round n_tasks / slots up, don't add 1"),
-                 (lambda n, k, s: round(n / k) * s, "rounded to the nearest: a last, partly filled wave still "
-                                                    "takes a whole task's time, round up"),
                  (lambda n, k, s: math.ceil(n / k), "waves, not seconds: multiply by each task's seconds"))),
-    Exercise("transfer_seconds", "transfer_seconds(n_bytes, mbit_per_s)", "04", transfer_seconds,
-             _transfer_case, _close_number, (
+    Exercise("transfer_seconds", "transfer_seconds(n_bytes, mbit_per_s)", "04",
+             lambda n, m: n * 8 / (m * 1e6), _transfer_case, _close_number, (
                  (lambda n, m: n / (m * 1e6), "bytes read as bits: a byte is 8 bits, multiply by 8"),
                  (lambda n, m: n / 8 / (m * 1e6), "divided by 8: a byte is 8 bits, multiply by 8"),
                  (lambda n, m: n * 8 / (m * 2**20), "a megabit on the link is 10^6 bits, not 2^20"),
@@ -856,25 +732,21 @@ EXERCISES = {e.name: e for e in [
                                                         "milliseconds (a megabit is 10^6 bits)"),
                  (lambda n, m: n * 8 / m, "the rate is in megabits a second: multiply mbit_per_s by 10^6"))),
     Exercise("equal_finish_split", "equal_finish_split(global_batch, speeds, fixed)", "06",
-             equal_finish_split, _split_case, _within_one, (
+             lambda B, t, c: balance.equal_finish_split(B, _lines(t, c)), _split_case, _within_one, (
                  (lambda B, t, c: balance.split_batch(B, t), "∝ speed alone: each worker's fixed c_i comes first, "
                                                              "b_i = t_i·(T − c_i)"),
                  (lambda B, t, c: balance.split_batch(B, [1 / x for x in t]), "∝ 1 / speed: the faster worker "
                                                                               "must get more samples, not fewer"),
                  (lambda B, t, c: balance.split_batch(B, [1] * len(t)), "an equal split: give each ∝ its speed, "
-                                                                        "less its fixed time"),
-                 (lambda B, t, c: balance.split_batch(B, [x * (1 + y) for x, y in zip(t, c)]), "the fixed time "
-                  "added: a worker with a larger c_i has less of the step left for samples")),
+                                                                        "less its fixed time")),
              _sums_to_batch),
-    Exercise("step_time", "step_time(sizes, speeds, fixed)", "06", step_time,
-             _step_time_case, _close_number, (
+    Exercise("step_time", "step_time(sizes, speeds, fixed)", "06",
+             lambda b, t, c: steptime.step_time(_lines(t, c), b), _step_time_case, _close_number, (
                  (lambda b, t, c: sum(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a sum: the workers run "
                   "at the same time, the step lasts as long as the slowest"),
                  (lambda b, t, c: max(bi / ti for bi, ti in zip(b, t)), "the fixed c_i is missing: add it"),
                  (lambda b, t, c: statistics.mean(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a mean: "
                   "everyone waits for the slowest, take the max"),
-                 (lambda b, t, c: max(ci + bi * ti for bi, ti, ci in zip(b, t, c)), "b_i × t_i: a speed is "
-                  "samples per second, divide"),
                  (lambda b, t, c: min(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "the fastest worker's "
                   "time: everyone waits for the slowest, take the max"))),
     Exercise("follow_split", "follow_split(batch_sizes, lines)", "06", balance.follow_split,
@@ -887,22 +759,18 @@ EXERCISES = {e.name: e for e in [
                  (lambda H, t: [max(1, int(H * x / max(t))) for x in t], "truncated: round to the nearest step"),
                  (lambda H, t: [round(H * x / max(t)) for x in t], "a worker with 0 steps never helps: "
                   "at least 1 each"),
-                 (lambda H, t: [max(1, round(H * x / min(t))) for x in t], "scaled from the slowest: the "
-                  "fastest worker takes H steps"),
                  (lambda H, t: [max(1, round(H * x / t[0])) for x in t], "scaled from speeds[0]: the fastest "
                   "is max(speeds), which need not come first"),
                  (lambda H, t: [max(1, math.ceil(H * x / max(t))) for x in t], "rounded up: round to the "
-                  "nearest step"),
-                 (lambda H, t: [max(1, round(H * x / sum(t))) for x in t], "÷ Σ speeds: scale by speed ÷ "
-                  "the fastest's, so the fastest takes H"))),
+                  "nearest step"))),
     Exercise("exchange_bytes", "exchange_bytes(params, bytes_per_value)", "08", planner.exchange_bytes,
              _exchange_case, _close_number, (
                  (lambda p, v: 2 * p * v, "the weights come down as fp32 (4 bytes a value), whatever goes up"),
                  (lambda p, v: p * v, "one way only: the delta goes up, then the weights come down"),
                  (lambda p, v: 8 * p, "fp32 both ways: the delta goes up at `bytes_per_value` bytes a value"),
                  (lambda p, v: 8 * p * (v + 4), "bits, not bytes: leave out the 8"))),
-    Exercise("everyone", "everyone(store, key, rank, world, piece)", "07", everyone, mistakes=(
-                 (_everyone_without_set, EVERYONE_SET),
+    Exercise("everyone", "everyone(store, key, rank, world, piece)", "07", mistakes=(
+                 (lambda s, k, r, w, p: [p if i == r else s.get(f"{k}/{i}") for i in range(w)], EVERYONE_SET),
                  (lambda s, k, r, w, p: (s.set(f"{k}/{r}", p), s.multi_get([f"{k}/{i}" for i in range(w) if i != r]))[1],
                   EVERYONE_OWN),
                  (lambda s, k, r, w, p: (s.set(f"{k}/{r}", p), [p] + s.multi_get([f"{k}/{i}" for i in range(w)
@@ -910,26 +778,25 @@ EXERCISES = {e.name: e for e in [
                  (lambda s, k, r, w, p: (s.set(f"{r}", p), [p if i == r else s.get(f"{i}") for i in range(w)])[1],
                   EVERYONE_KEY)),
              run=run_everyone),
-    Exercise("run_on", "run_on(node_id)", "03", run_on, run=run_pinned),
-    Exercise("sync_step", "sync_step(workers, server, weights, positions, sizes)", "05", sync_step, run=run_sync_step),
-    Exercise("resume_state", "resume_state(checkpoint, server)", "08", resume_state, run=run_resume_state),
-    Exercise("trial", "trial(config)", "09", trial, run=run_trial_fn),
-    Exercise("pair_over_sum", "pair_over_sum(desktop, mac, pair)", "09", pair_over_sum,
-             _search_case, _close_number, (
+    Exercise("run_on", "run_on(node_id)", "03", run=run_pinned),
+    Exercise("sync_step", "sync_step(workers, server, weights, positions, sizes)", "05", run=run_sync_step),
+    Exercise("resume_state", "resume_state(checkpoint, server)", "08", run=run_resume_state),
+    Exercise("trial", "trial(config)", "09", run=run_trial_fn),
+    Exercise("pair_over_sum", "pair_over_sum(desktop, mac, pair)", "09",
+             lambda d, m, p: steptime.efficiency(p, [d, m]), _search_case, _close_number, (
                  (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),
                  (lambda d, m, p: p / max(d, m), "the pair ÷ the faster machine: divide by the sum of both"),
                  (lambda d, m, p: (d + m) / d, "the ceiling (sum ÷ desktop), not what the pair reached"),
                  (lambda d, m, p: (d + m) / p, "upside down: the pair ÷ the sum"),
                  (lambda d, m, p: 100 * p / (d + m), "a percentage: return the fraction (0.9, not 90)"))),
-    Exercise("pair_gain", "pair_gain(desktop, mac, batch_size)", "09", planner.search_gain, _gain_case, _close_number, (
-        (lambda d, m, b: d(b) / m(b), "the Mac ÷ the desktop: the pair is the "
-         "desktop plus the Mac, add 1"),
-        (lambda d, m, b: 1 + m(b) / d(b), "upside down: add the Mac's samples/s "
-         "÷ the desktop's (or the desktop's step time ÷ the Mac's), not the Mac's step ÷ the desktop's"),
-        (lambda d, m, b: 1 + d.per_sample_s / m.per_sample_s, "the fixed cost is left out: a step takes "
-         "fixed_s + b × per_sample_s, so compare b ÷ t(b)"),
-        (lambda d, m, b: b / d(b) + b / m(b), "the pair's samples/s: divide it by "
-         "the desktop's to get the gain"),
-        (lambda d, m, b: 100 * (1 + d(b) / m(b)), "a percentage: give the "
-         "ratio, e.g. 1.4, not 140"))),
+    Exercise("pair_gain", "pair_gain(desktop, mac, batch_size)", "09", steptime.independent_gain,
+             _gain_case, _close_number, (
+                 (lambda d, m, b: d(b) / m(b), "the Mac ÷ the desktop: the pair is the desktop plus the Mac, add 1"),
+                 (lambda d, m, b: 1 + m(b) / d(b), "upside down: add the Mac's samples/s ÷ the desktop's (or the "
+                  "desktop's step time ÷ the Mac's), not the Mac's step ÷ the desktop's"),
+                 (lambda d, m, b: 1 + d.per_sample_s / m.per_sample_s, "the fixed cost is left out: a step takes "
+                  "fixed_s + b × per_sample_s, so compare b ÷ t(b)"),
+                 (lambda d, m, b: b / d(b) + b / m(b), "the pair's samples/s: divide it by the desktop's to get "
+                  "the gain"),
+                 (lambda d, m, b: 100 * (1 + d(b) / m(b)), "a percentage: give the ratio, e.g. 1.4, not 140"))),
 ]}

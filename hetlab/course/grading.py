@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from hetlab.course.exercises import EXERCISES, Exercise, show
+from hetlab.course.exercises import EXERCISES, Exercise, said, show
 from hetlab.errors import HetlabError
 from hetlab.store import measured
 
@@ -85,20 +85,19 @@ def grade(name: str, fn: Callable | None, *parts) -> Verdict:
 
 def _ran(exercise: Exercise, fn: Callable, parts: tuple = (), not_live: Verdict | None = None) -> Verdict:
     """An exercise graded by running the learner's function for real (``Exercise.run``, with the
-    ``parts`` the check cell handed over); ``not_live``: the verdict when nothing could run live (no
-    cluster connected), after the random inputs."""
+    ``parts`` the check cell handed over), its line saying where it ran; ``not_live``: the verdict
+    when nothing could run live (no cluster connected), after the random inputs."""
     try:
-        problem = exercise.run(fn, *parts)
+        problem, where = exercise.run(fn, *parts)
     except NotImplementedError:
         return _your_turn(exercise)
     except Exception as e:   # the learner's piece raised where the grader ran it: their bug, in one line
-        said = str(e).splitlines()[0][:160] if str(e) else ""
-        return Verdict(WRONG, f"not yet: {exercise.name} raised {type(e).__name__}: {said}.")
-    if problem == "" and not_live is not None:
+        return Verdict(WRONG, f"not yet: {exercise.name} raised {said(e)}.")
+    if where is None and not_live is not None:
         return not_live
     if problem is None:
-        return Verdict(RIGHT, f"right: your {exercise.name} ran for real and did what hetlab's does.")
-    return Verdict(WRONG, f"not yet: {problem}.")
+        return Verdict(RIGHT, f"right: your {exercise.name} ran for real {where or 'here'} and did what hetlab's does.")
+    return Verdict(WRONG, f"not yet: {f'ran {where}; ' if where else ''}{problem}.")
 
 
 def _named_mistake(exercise: Exercise, inputs: Sequence[tuple], answers: Sequence) -> str | None:
