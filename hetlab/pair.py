@@ -115,7 +115,7 @@ NAMES = {"desktop": "the desktop", "mac": "the Mac"}
 
 
 def head_host(address: str | None) -> str | None:
-    """The head's host in ``IP:PORT`` / ``[IPv6]:PORT`` (``ray://`` allowed), or None for no real address."""
+    """The head's host in ``IP:PORT`` / ``[IPv6]:PORT`` , or None for no real address."""
     return None if address in (None, "local") else parse_address(address)[0]
 
 

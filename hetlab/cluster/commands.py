@@ -349,7 +349,7 @@ def head_flag(head: str | None) -> str:
 
 def head_answers(head: str) -> None:
     """One line, in seconds, when the head's GCS port does not answer from here (``connecting.port_open``)."""
-    host, port, _ = parse_address(head)
+    host, port = parse_address(head)
     problem = port_open(host, port, timeout=5.0)
     if problem:
         raise HetlabError(f"the head at {head} does not answer from here: {problem}. Start it first "

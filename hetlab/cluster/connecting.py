@@ -1,22 +1,11 @@
 """Connect this process to Ray: your pair, or a local Ray, in seconds or one line why not (notebooks 03, 04).
 
-Which cluster was asked for, and where that came from, is worked out here once: ``requested_address``
-reads, in order, an address given in the call (a flag), ``HETLAB_ADDRESS``, ``RAY_ADDRESS``, then the
-pair notebook 04 saved (``saved_pair``); ``connect``, ``which_cluster`` and the CLI read its answer, and
-nothing else reads those variables or the saved pair's file. ``connect`` checks the head answers before
-``ray.init`` (which has no timeout of its own), refuses a node on other code (``check_same_code``), and
-tells a driver that is not on the head where the course runs its notebooks. ``nodes()`` / ``node_table()``:
-what every node runs, asked on the node itself by a tiny task pinned there (``machine.facts``).
-
-Ray's authentication token: Ray reads it from ``RAY_AUTH_TOKEN``, else ``RAY_AUTH_TOKEN_PATH``, else
-``~/.ray/auth_token``, which Ray 2.60 writes with the process umask, usually 0644. Every place hetlab
-starts or relies on token auth calls ``secure_token_files()``; ``hetlab doctor`` fails while a token
-file is open to others. Token auth goes on for a local Ray as Ray's own ``ray.init()`` does it, and for
-the pair's drivers.
-
-Reach: ``ray.init(address=...)`` has no timeout, and against a wrong address it retries for minutes, so
-``parse_address``, ``port_open`` and ``probe_gcs`` check first, each bounded, each with a reason a learner
-can act on; ``start_with_retry`` starts a Ray node once more when it did not come up in time.
+``requested_address`` says which cluster was asked for, once: an address given in the call (a flag),
+``HETLAB_ADDRESS``, ``RAY_ADDRESS``, then the pair notebook 04 saved (``saved_pair``). ``connect`` checks
+the head answers (``port_open``, ``probe_gcs``: ``ray.init`` has no timeout and retries a wrong address
+for minutes), then connects within a deadline and refuses a node on other code (``check_same_code``).
+Ray's token file is kept private (``secure_token_files``: Ray 2.60 writes ``~/.ray/auth_token`` 0644).
+``nodes()`` / ``node_table()``: what every node runs, asked on the node itself (``machine.facts``).
 """
 from __future__ import annotations
 
@@ -43,13 +32,13 @@ from hetlab.vocab import ADDRESS_ENV, RAY_ADDRESS_ENV, RAY_AUTH_ENV, Ports
 
 # --- which cluster was asked for (notebooks 03-08, ``hetlab``) --------------------------------------
 
-GIVEN, SAVED, NONE = "given", "saved pair", "none"   # the sources besides the two variables' names
+SAVED = "saved pair"   # where an address came from, besides "given" and the two variables' names
 
 
 @dataclass(frozen=True)
 class Requested:
-    """The address asked for (None: none; ``"local"``: this machine alone), where it came from (``GIVEN``,
-    ``HETLAB_ADDRESS``, ``RAY_ADDRESS``, ``SAVED`` or ``NONE``), and the saved pair (None: none saved)."""
+    """The address asked for (None: none; ``"local"``: this machine alone), where it came from, and the
+    saved pair (None: none saved)."""
 
     address: str | None
     source: str
@@ -70,20 +59,11 @@ def requested_address(address: str | None = None) -> Requested:
     pair notebook 04 saved; none of them: the practice cluster or a local Ray.
     ``"local"`` asks for this machine alone even when a pair is saved."""
     pair = saved_pair.load()
-    for value, source in ((address, GIVEN), (os.environ.get(ADDRESS_ENV), ADDRESS_ENV),
+    for value, source in ((address, "given"), (os.environ.get(ADDRESS_ENV), ADDRESS_ENV),
                           (os.environ.get(RAY_ADDRESS_ENV), RAY_ADDRESS_ENV)):
         if value is not None and str(value).strip():
             return Requested(str(value).strip(), source, pair)
-    return Requested(pair.address, SAVED, pair) if pair else Requested(None, NONE)
-
-
-def saved_hint(requested: Requested) -> str:
-    """How to read a failure to reach the saved pair's head (nothing for another address)."""
-    if not requested.from_saved:
-        return ""
-    return (f" (your pair, saved by notebook 04 in {saved_pair.path()}: start it with `hetlab head --start` "
-            f"on the desktop, then `hetlab join --start` on the Mac; or {ADDRESS_ENV}=local for the "
-            f"practice cluster)")
+    return Requested(pair.address, SAVED, pair) if pair else Requested(None, "none")
 
 
 # --- can this machine reach the head? (notebook 04, ``hetlab doctor``) --------------------------------
@@ -92,17 +72,15 @@ T = TypeVar("T")
 STARTUP_TIMED_OUT = "timed out during startup"  # Ray's words when a node misses its start-up window
 
 
-def parse_address(address: str) -> tuple[str, int, bool]:
-    """Split ``"host:port"`` / ``"host"`` / ``"ray://host:port"`` into (host, port, is_ray_client)."""
-    text = str(address).strip()
-    client = text.startswith("ray://")
-    rest = text[len("ray://"):] if client else text
+def parse_address(address: str) -> tuple[str, int]:
+    """Split ``"host:port"`` / ``"host"`` (the GCS port) / ``"[IPv6]:port"`` into (host, port)."""
+    rest = str(address).strip()
     if rest in ("", "auto", "local") or "/" in rest or " " in rest:
         raise HetlabError(f"malformed cluster address {address!r}: give the head as IP:PORT, "
                           f"e.g. 192.168.1.10:6379 (the GCS port printed by `hetlab head`).")
     host, sep, port_text = rest.rpartition(":")
     if not sep:
-        host, port_text = rest, str(Ports.client_server if client else Ports.gcs)
+        host, port_text = rest, str(Ports.gcs)
     try:
         port = int(port_text)
     except ValueError:
@@ -110,7 +88,7 @@ def parse_address(address: str) -> tuple[str, int, bool]:
     if not host or not 0 < port < 65536 or host.startswith("[") != host.endswith("]"):
         raise HetlabError(f"malformed cluster address {address!r}: give the head as IP:PORT "
                           f"with a port between 1 and 65535, e.g. 192.168.1.10:6379.")
-    return host.strip("[]"), port, client
+    return host.strip("[]"), port
 
 
 def port_open(host: str, port: int, timeout: float = 3.0) -> str | None:
@@ -207,8 +185,6 @@ def start_with_retry(start: Callable[[], T], clean_up: Callable[[float], None],
 
 # --- the token, private (notebook 04) -------------------------------------------------------------
 
-TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
-PRIVATE = 0o600
 OPEN_BITS = 0o077  # any permission for group or others
 
 
@@ -219,28 +195,21 @@ def default_token_path() -> Path:
 
 def token_files() -> list[Path]:
     """The token files Ray may read here: ``$RAY_AUTH_TOKEN_PATH`` (if set), then ``~/.ray/auth_token``."""
-    found = []
-    named = os.environ.get(TOKEN_PATH_ENV, "").strip()
-    if named:
-        found.append(Path(named).expanduser())
-    if default_token_path() not in found:
-        found.append(default_token_path())
-    return found
+    named = os.environ.get("RAY_AUTH_TOKEN_PATH", "").strip()
+    return list(dict.fromkeys(([Path(named).expanduser()] if named else []) + [default_token_path()]))
 
 
 def secure_token_files() -> list[Path]:
     """chmod 600 every existing token file that group or others can access; returns those changed.
-
-    A file this user cannot change is left as it is (``hetlab doctor`` reports it).
-    """
+    A file this user cannot change is left as it is (``hetlab doctor`` reports it)."""
     changed = []
     for path in token_files():
         if path.is_file() and stat.S_IMODE(path.stat().st_mode) & OPEN_BITS:
             try:
-                os.chmod(path, PRIVATE)
+                os.chmod(path, 0o600)
+                changed.append(path)
             except OSError:
-                continue
-            changed.append(path)
+                pass
     return changed
 
 
@@ -294,21 +263,20 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     """Connect this process to Ray and return Ray's context (notebooks 03, 04).
 
     No address (neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set, and no pair saved): start an
-    embedded local Ray, quiet, its dashboard off. With an address, connect
-    to that cluster or fail within ``timeout`` seconds with one line saying what to
-    check; never fall back to a local Ray. A node whose hetlab is not this process's is refused
-    (``check_same_code``; ``same_code=False``: the doctor, which reports it instead). Calling it
-    again replaces the connection. The token file (``~/.ray/auth_token``, ``$RAY_AUTH_TOKEN_PATH``) is made 0600.
+    embedded local Ray, quiet, its dashboard off, on ``num_cpus``. With an address, connect to that
+    cluster or fail within ``timeout`` seconds with one line saying what to check; never fall back to a
+    local Ray. A node whose hetlab is not this process's is refused (``check_same_code``;
+    ``same_code=False``: the doctor, which reports it instead). Calling it again replaces the connection.
     """
     timeout = check_timeout(timeout)
     requested = requested_address(address)
-    target, local = requested.address, not requested.real
-    if not local:
-        host, port, client = parse_address(target)  # a typo fails before anything changes
+    if requested.real:
+        host, port = parse_address(requested.address)  # a typo fails before anything changes
     if ray.is_initialized():
         ray.shutdown()
-    if local:
+    if not requested.real:
         enable_local_token_auth()  # what ray.init() would do, but the token file private
+
         def clean_up(started: float) -> None:
             ray.shutdown()
             stop_children_since(started)
@@ -321,37 +289,33 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
                                        f"close other Ray sessions or busy programs and run this again."))
     secure_token_files()  # the token this client sends must not be readable by others here
     token_mode()
+    hint = (f" (your pair, saved by notebook 04 in {saved_pair.path()}: start it with `hetlab head --start` "
+            f"on the desktop, then `hetlab join --start` on the Mac; or {ADDRESS_ENV}=local for the "
+            f"practice cluster)") if requested.from_saved else ""
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
-        raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}{saved_hint(requested)}; "
+        raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}{hint}; "
                           f"run `hetlab doctor --head {host}:{port}` for the full check.")
-    problem = None if client else probe_gcs(host, port, timeout=min(5.0, timeout))
+    problem = probe_gcs(host, port, timeout=min(5.0, timeout))
     if problem:
         raise HetlabError(f"cannot use the Ray head at {host}:{port}: {problem}.")
-    if not client and not _local_nodes():  # ray.init would look for one for 60 s, then fail
+    from ray._private.services import find_node_ids
+    if not find_node_ids():  # ray.init would look for a node here for 60 s, then fail
         raise HetlabError(f"no Ray node runs on this machine, and a notebook (a Ray driver) must run on a "
                           f"machine of the cluster: run it on the desktop, the head at {host}:{port}, or "
                           f"first start this machine's node with the `ray start --address ...` line of "
                           f"`hetlab join`.")
-    context = _init_with_deadline(f"{'ray://' if client else ''}{host}:{port}", timeout)
+    context = _init_with_deadline(f"{host}:{port}", timeout)
     try:
         if same_code:
             check_same_code()
     except HetlabError:
         ray.shutdown()  # refused: not left connected to a pair that would run two codes
         raise
-    if not client:
-        notice = driver_notice()
-        if notice:
-            print(notice)
+    notice = driver_notice()
+    if notice:
+        print(notice)
     return context
-
-
-def _local_nodes() -> list:
-    """The Ray nodes (raylets) running on this machine, found as ``ray.init`` finds them: by
-    their processes. A driver attaches to one of them; without one it cannot connect."""
-    from ray._private.services import find_node_ids
-    return list(find_node_ids())
 
 
 def driver_notice() -> str | None:
@@ -368,7 +332,8 @@ def driver_notice() -> str | None:
 
 
 def _init_with_deadline(address: str, timeout: float):
-    """``ray.init(address)`` has no timeout of its own: run it in a thread and stop waiting."""
+    """``ray.init(address)`` has no timeout of its own: run it in a thread and stop waiting.
+    The head answered ``probe_gcs`` just before, so a failure here is Ray's own: one line, the doctor next."""
     outcome: dict = {}
 
     def attempt():
@@ -379,7 +344,8 @@ def _init_with_deadline(address: str, timeout: float):
         except BaseException as exc:  # noqa: BLE001 - reported below as one line
             outcome["error"] = exc
 
-    logging.getLogger("ray._private.worker").addFilter(_not_main_thread_note)
+    # Ray's note that a connect thread cannot set a SIGTERM handler is expected here
+    logging.getLogger("ray._private.worker").addFilter(lambda r: "not the main thread" not in r.getMessage())
     thread = threading.Thread(target=attempt, name="hetlab-connect", daemon=True)
     thread.start()
     thread.join(timeout)
@@ -389,32 +355,16 @@ def _init_with_deadline(address: str, timeout: float):
                           f"Ray within {timeout:.0f} s: check the port is the GCS port from "
                           f"`hetlab head`, and that RAY_AUTH_MODE=token and the token are set here.")
     if "error" in outcome:
-        raise HetlabError(_explain(outcome["error"], address)) from None
+        exc = outcome["error"]
+        raise HetlabError(f"could not connect to the Ray head at {address}: {type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:200]} — run `hetlab doctor --head {address}`.") from None
     return outcome["context"]
-
-
-def _not_main_thread_note(record) -> bool:
-    """Drop Ray's note that a connect thread cannot set a SIGTERM handler (expected here)."""
-    return "not the main thread" not in record.getMessage()
-
-
-def _explain(exc: BaseException, address: str) -> str:
-    text = " ".join(str(exc).split())
-    lowered = text.lower()
-    if "auth" in lowered or "token" in lowered or "unauthenticated" in lowered:
-        return (f"the Ray head at {address} refused this client's token: set RAY_AUTH_MODE=token and "
-                f"copy the head's token (`ray get-auth-token` there) to ~/.ray/auth_token here.")
-    if "version" in lowered:
-        return f"version mismatch with the Ray head at {address}: {text[:200]} — run `hetlab doctor --head {address}`."
-    return f"could not connect to the Ray head at {address}: {type(exc).__name__}: {text[:200]}"
 
 
 # --- what every node runs, asked on the node itself (notebooks 03, 04) -------------------------------
 
-TABLE_COLUMNS = [("name", "node"), ("hostname", "host"), ("os", "OS"), ("ip", "IP"), ("cpus", "CPUs"),
-                 ("accelerator", "accelerator"), ("gpus_for_ray", "GPUs for Ray"),
-                 ("memory_gb", "memory GiB"), ("python", "Python"),
-                 ("ray", "Ray"), ("torch", "torch")]
+COLUMNS = {"name": "node", "hostname": "host", "os": "OS", "ip": "IP", "cpus": "CPUs", "accelerator": "accelerator",
+           "gpus_for_ray": "GPUs for Ray", "memory_gb": "memory GiB", "python": "Python", "ray": "Ray", "torch": "torch"}
 
 
 def nodes(timeout: float = 60.0) -> list[dict]:
@@ -423,15 +373,15 @@ def nodes(timeout: float = 60.0) -> list[dict]:
     Each row: node_id, name, role, is_head, ip, ports, plus ``machine.facts()``
     as measured on that node (hostname, os, cpus, accelerator, memory_gb, versions).
     """
-    alive, reports = _on_every_node(_node_report, timeout)
+    from hetlab.core.machine import facts, origin_label
+    alive, reports = _on_every_node(lambda: {**facts(), "origin": origin_label()}, timeout)
     rows = []
     for node, report in zip(alive, reports):
-        labels = node.get("Labels") or {}
-        name = node_name(labels, report["hostname"])
+        name = node_name(node.get("Labels") or {}, report["hostname"])
         rows.append({"node_id": node["NodeID"],
                      "name": f"{name} ({report['origin']})" if report.get("origin") else name,
-                     "role": labels.get(ROLE_LABEL), "is_head": "node:__internal_head__" in node["Resources"],
-                     "ip": node["NodeManagerAddress"],
+                     "role": (node.get("Labels") or {}).get(ROLE_LABEL),
+                     "is_head": "node:__internal_head__" in node["Resources"], "ip": node["NodeManagerAddress"],
                      "ports": {"node manager": node.get("NodeManagerPort"),
                                "object manager": node.get("ObjectManagerPort"),
                                "metrics export": node.get("MetricsExportPort")},
@@ -474,28 +424,18 @@ def check_same_code(timeout: float = 60.0) -> None:
         raise HetlabError(problem)
 
 
-def _node_report() -> dict:
-    """What a node says about itself (``machine.facts``), and its origin label if it plays a machine."""
-    from hetlab.core.machine import facts, origin_label
-    return {**facts(), "origin": origin_label()}
-
-
 class NodeTable(list):
-    """Rows from ``nodes()``; a readable table in a notebook and a terminal."""
-
-    def _cells(self):
-        return [[str(row.get(key, "")) for key, _ in TABLE_COLUMNS] for row in self]
+    """Rows from ``nodes()``; a readable table in a notebook (``display``) and a terminal (``print``)."""
 
     def __str__(self) -> str:
-        header = [title for _, title in TABLE_COLUMNS]
-        cells = self._cells()
-        widths = [max(len(x) for x in column) for column in zip(header, *cells)]
-        lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [header] + cells]
-        return "\n".join(lines[:1] + ["  ".join("-" * w for w in widths)] + lines[1:])
+        cells = [list(COLUMNS.values())] + [[str(row.get(key, "")) for key in COLUMNS] for row in self]
+        widths = [max(len(x) for x in column) for column in zip(*cells)]
+        lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in cells]
+        return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
 
-    __repr__ = __str__   # a notebook's display() shows the same table
+    __repr__ = __str__
 
 
 def node_table(timeout: float = 60.0) -> NodeTable:
-    """``nodes()`` as a NodeTable: display it in a notebook, ``print`` it in a terminal."""
+    """``nodes()`` as a NodeTable."""
     return NodeTable(nodes(timeout))

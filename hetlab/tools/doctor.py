@@ -466,7 +466,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
     import json
 
     from hetlab import cluster
-    host, port, _ = parse_address(address)
+    host, port = parse_address(address)
     timeout = cluster.check_timeout(timeout)
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
