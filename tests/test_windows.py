@@ -183,13 +183,12 @@ def test_the_build_decides_19045_fails_and_22621_passes(capsys):
         with pytest.raises(HetlabError) as info:
             winsteps.render_head(HEAD, MAC, build=build)
         assert "\n" not in str(info.value) and "no .wslconfig change helps" in str(info.value)
-        check = doctor.build_check(build)
+        check = doctor.networking_check("nat", None, None, build, None)
         assert check.status == doctor.FAIL and "22H2" in check.detail and "winver" in check.fix
     for build in (22621, 22631, 26100):
         assert windows.build_problem(build) is None
-        assert doctor.build_check(build).status == doctor.OK
+        assert "hetlab wslconfig" in doctor.networking_check("nat", None, None, build, None).fix
         assert "ray start --head" in winsteps.render_head(HEAD, MAC, build=build)
-    assert doctor.build_check(None).status == doctor.WARN          # unread: say how to check
     shown = _shown(capsys, ["head", "--ip", HEAD, "--windows", "--mac-ip", MAC])   # here: no WSL, build unknown
     assert "`winver` on Windows shows the version" in shown
 
@@ -282,15 +281,14 @@ PMSET_BATT_BATTERY = "Now drawing from 'Battery Power'\n -InternalBattery-0 (id=
 
 
 def test_the_macs_sleep_and_power_source_are_read_from_pmset():
-    power, sleep = doctor.mac_power_checks(PMSET_G, PMSET_BATT_BATTERY)
-    assert power.status == doctor.WARN and "charger" in power.fix
-    assert sleep.status == doctor.WARN and "1 min" in sleep.detail
-    assert "caffeinate -dims" in sleep.fix and "sudo pmset -c sleep 0" in sleep.fix
-    awake = doctor.mac_power_checks(PMSET_G.replace("sleep                1 (sleep prevented by coreaudiod)",
-                                                      "sleep                0"), PMSET_BATT_AC)
-    assert [c.status for c in awake] == [doctor.OK, doctor.OK]
-    assert doctor.mac_power_checks(None, None) == []           # pmset absent or silent: nothing claimed
-    assert doctor.mac_power_checks("displaysleep 2\n disksleep 10\n", None) == []   # no system sleep line
+    [sleep] = doctor.mac_sleep_check(PMSET_G, PMSET_BATT_BATTERY)
+    assert sleep.status == doctor.WARN and "on battery" in sleep.detail and "1 min" in sleep.detail
+    assert "caffeinate -dims" in sleep.fix and "charger" in sleep.fix
+    awake = doctor.mac_sleep_check(PMSET_G.replace("sleep                1 (sleep prevented by coreaudiod)",
+                                                   "sleep                0"), PMSET_BATT_AC)
+    assert [c.status for c in awake] == [doctor.OK]
+    assert doctor.mac_sleep_check(None, None) == []            # pmset absent or silent: nothing claimed
+    assert doctor.mac_sleep_check("displaysleep 2\n disksleep 10\n", None) == []   # no system sleep line
 
 
 
