@@ -157,9 +157,8 @@ def main() -> None:
         print(f"    {balance.format_split(r.batch_sizes):24s} measured "
               f"{', '.join(f'{t:,.0f}' for t in r.samples_per_s)} samples/s")
     equal_finish = balance.equal_finish_split(g, tuned.lines)
-    n_told = len(balance.step_scatter(tuned.history))
-    print(f"  auto-tune's lines finish together at {balance.format_split(equal_finish)}; for the scatter of the "
-          f"{n_told} steps it measured it took {balance.format_split(tuned.batch_sizes)} (balance.split_for_noise)")
+    print(f"  auto-tune's lines finish together at {balance.format_split(equal_finish)}; it took "
+          f"{balance.format_split(tuned.batch_sizes)}")
     print(f"  {'split':28s} {'samples/s':>10} {'efficiency':>11} {'PS overhead':>12}   efficiency per alternation")
     for name, sizes in splits.items():
         print(f"  {name + ' ' + balance.format_split(sizes):28s} {rate[name]:10,.0f} "

@@ -9,11 +9,10 @@ import torch
 
 from hetlab.arithmetic import steptime
 from hetlab.arithmetic.steptime import StepTime
-from hetlab.arithmetic.balance import (Measurement, TuneRound, auto_tune, check_proportions, efficiency, equal_finish_split,
-                                       follow_split, format_split, mean_step, shares_of, round_lines, scale_local_steps,
-                                       split_batch, split_for_noise, step_scatter)
-from hetlab.arithmetic.steptime import (constant_speed, predicted_efficiency, step_time,
-                                        together_samples_per_s)
+from hetlab.arithmetic.balance import (TuneRound, auto_tune, check_proportions, efficiency, equal_finish_split,
+                                       follow_split, format_split, shares_of, round_lines, scale_local_steps,
+                                       split_batch)
+from hetlab.arithmetic.steptime import constant_speed, predicted_efficiency, step_time
 from hetlab.core.data import load_mnist
 from hetlab.core.models import make_model
 from hetlab.errors import HetlabError
@@ -60,15 +59,15 @@ def test_shares_of():
     (64, [1, -1], None, "positive"),
     (64, [1, 0], None, "positive"),
     (64, [0, 0], None, "positive"),
-    (64, [1, float("nan")], None, "finite"),
-    (64, [1, float("inf")], None, "finite"),
-    (64, [1, 2, 3], 2, "3 entries but there are 2 workers"),
-    (64, [], None, "empty"),
-    (64, "4:1", None, "list of numbers"),
-    (64, [1, "a"], None, "number"),
-    (1, [1, 1], None, "smaller than the number of workers (2)"),
-    (0, [1], None, "number of workers (1)"),
-    (-5, [1], None, "smaller"),
+    (64, [1, float("nan")], None, "positive"),
+    (64, [1, float("inf")], None, "positive"),
+    (64, [1, 2, 3], 2, "for 2 workers"),
+    (64, [], None, "one positive number per worker"),
+    (64, "4:1", None, "one positive number per worker"),
+    (64, [1, "a"], None, "positive"),
+    (1, [1, 1], None, "whole number ≥ 2"),
+    (0, [1], None, "whole number ≥ 1"),
+    (-5, [1], None, "whole number ≥ 1"),
     (64.5, [1], None, "whole number"),
 ])
 def test_split_batch_rejects_bad_input_with_one_line(global_batch, weights, n, words):
@@ -90,15 +89,12 @@ def test_efficiency_arithmetic_of_equal_and_proportional_splits():
     lines = [constant_speed(t) for t in speeds]
     # equal split: the fast worker finishes 64 samples in 16 ms, then waits for the slow one's 64 ms
     assert step_time(lines, [64, 64]) == pytest.approx(0.064)
-    assert together_samples_per_s(lines, [64, 64]) == pytest.approx(2000.0)
     assert predicted_efficiency(lines, [64, 64]) == pytest.approx(0.4)
     # proportional split: both take 25.6 ms → nothing is wasted
     assert predicted_efficiency(lines, [102.4, 25.6]) == pytest.approx(1.0)
     assert efficiency(4500.0, speeds) == pytest.approx(0.9)
     with pytest.raises(HetlabError):
         efficiency(100.0, [1000.0, 0.0])
-    with pytest.raises(HetlabError, match="not a step line"):     # a step time is a StepTime, nothing else
-        predicted_efficiency(speeds, [64, 64])
 
 
 def test_format_split():
@@ -259,58 +255,6 @@ def test_one_slow_round_does_not_leave_a_worker_with_one_sample():
     result = auto_tune(measure, 512, 2, rounds=6)
     assert rounds[2] == [511, 1]                          # the slow round still throws it off once
     assert 400 <= result.batch_sizes[0] <= 440, result    # and it comes back near 420:92
-
-
-def test_under_noise_the_costlier_sample_is_given_away_until_it_seldom_sets_the_step():
-    """``split_for_noise``: a desktop at 1 ms a sample and a Mac at 6 ms finish 60:10 together on
-    average, but each step waits for whichever is slower in that step. With each step ±10 % (seeded),
-    the split with the least mean step is found by trying every split; the Mac gets fewer than 10,
-    and is then the slower in about 1 ms ÷ (1 + 6) ms of the steps. No scatter: the equal finish."""
-    lines = [StepTime(0.0, 0.001), StepTime(0.0, 0.006)]
-    rng = random.Random(0)
-    scatter = [[1 + rng.gauss(0, 0.1), 1 + rng.gauss(0, 0.1)] for _ in range(400)]
-    every = min(([70 - m, m] for m in range(1, 70)), key=lambda s: mean_step(lines, s, scatter))
-    found = split_for_noise(70, lines, scatter)
-    assert found == every and found[1] < 10, (found, every)
-    mac_slower = sum(lines[1](found[1]) * r[1] > lines[0](found[0]) * r[0] for r in scatter) / len(scatter)
-    assert 0.05 < mac_slower < 0.3, mac_slower
-    assert mean_step(lines, found, scatter) < mean_step(lines, [60, 10], scatter)
-    assert split_for_noise(70, lines) == equal_finish_split(70, lines) == [60, 10]
-    assert mean_step(lines, [60, 10]) == step_time(lines, [60, 10])
-    # a big batch moves many samples at a time first, and still ends where trying every split does
-    lines = [StepTime(0.0, 1 / 3750), StepTime(0.020, 0.99e-3)]
-    scatter = [[1 + rng.gauss(0, 0.3), 1 + rng.gauss(0, 0.3)] for _ in range(30)]
-    every = min(([5120 - m, m] for m in range(1, 5120)), key=lambda s: mean_step(lines, s, scatter))
-    assert split_for_noise(5120, lines, scatter) == every
-
-
-def test_the_scatter_is_each_step_against_its_rounds_median():
-    history = [TuneRound([60, 10], [1.0, 1.0], [[0.06, 0.06], [0.066, 0.054], [0.054, 0.09]]),
-               TuneRound([50, 20], [1.0, 1.0])]                      # a round measured without its steps
-    assert [r for step in step_scatter(history) for r in step] == pytest.approx([1.0, 1.0, 1.1, 0.9, 0.9, 1.5])
-
-
-def test_auto_tune_shifts_the_split_for_the_steps_it_measured():
-    """The practice pair of the tests above (equal finish at 420:92), each step's time ±8 % (the
-    desktop) and ±5 % (the Mac), seeded. Told each round's steps (a ``Measurement``), auto-tune settles
-    where the mean step under that noise is shorter than where it settles told the speeds alone:
-    over 20 seeded tunings, on average and in at least twice as many as the other way round."""
-    def truth(sizes, rng):
-        return [sizes[0] / 3.75 * (1 + rng.gauss(0, 0.08)), (20 + 0.99 * sizes[1]) * (1 + rng.gauss(0, 0.05))]
-    check = random.Random(99)
-    lines = [StepTime(0.0, 1 / 3.75e3), StepTime(0.020, 0.99e-3)]
-    judge = [[1 + check.gauss(0, 0.08), 1 + check.gauss(0, 0.05)] for _ in range(2000)]
-    gains = []
-    for seed in range(20):
-        def measure(sizes, told, rng=random.Random(seed)):
-            steps = [[t / 1e3 for t in truth(sizes, rng)] for _ in range(8)]
-            speeds = [b * len(steps) / sum(step[i] for step in steps) for i, b in enumerate(sizes)]
-            return Measurement(speeds, steps) if told else speeds
-        told = auto_tune(lambda sizes: measure(sizes, True), 512, 2, rounds=8).batch_sizes
-        plain = auto_tune(lambda sizes: measure(sizes, False), 512, 2, rounds=8).batch_sizes
-        gains.append(mean_step(lines, plain, judge) - mean_step(lines, told, judge))
-    better, worse = sum(g > 0 for g in gains), sum(g < 0 for g in gains)
-    assert statistics.mean(gains) > 0 and better >= 2 * worse, gains
 
 
 def test_auto_tune_rejects_bad_measurements_and_arguments():

@@ -85,5 +85,5 @@ def test_08_measures_the_link_before_the_planner_and_says_what_losing_the_mac_is
 
 
 def test_09_labels_its_predictions_assumption():
-    cell = next(c for c in markdown("09") if "planner.search_gain" in c)
+    cell = next(c for c in markdown("09") if "steptime.independent_gain" in c)
     assert "one trial per machine at batch 64" in cell and "32–128" in cell

@@ -125,7 +125,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
         figures.fetch(role, where, there=str(tmp_path / role), quick=True, models=("small",))
     lines = measured.step_times("small", where)
     measured.save_run("02", {"batch": 128}, simulated=False, where=where, predictions={
-        "the pair's ceiling": (planner.ceiling(lines, 128), None, "planner.ceiling at batch 128",
+        "the pair's ceiling": (steptime.ceiling(*lines, 128), None, "steptime.ceiling at batch 128",
                                measured.whose(desktop=lines[0].source, mac=lines[1].source))})
     figures.save_machines(figures.describe_machines(), where)                                         # 09's machine table
     measured.save_graded("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path / "mac")   # 02's grader

@@ -202,8 +202,6 @@ def test_measure_warms_up_each_new_batch_size_once(data):
     with ParameterServerTraining(specs, train, batch_sizes=[32, 32], seed=SEED, progress=False) as ps:
         rates = ps.measure([40, 24], steps=2)
         assert ps.warmups == 2 and len(ps.records) == 4 and all(r > 0 for r in rates)
-        seconds = {(r.step, r.worker): r.device_s + r.comm_s for r in ps.records}   # each step's, per worker
-        assert rates.step_seconds == [[seconds[k, "a"], seconds[k, "b"]] for k in sorted({r.step for r in ps.records})]
         assert ps.stream.cursor == ps.samples_seen == 2 * 64  # the warm-up took no training data
         ps.measure([40, 24], steps=2)
         assert ps.warmups == 2  # sizes already warmed: no extra step, not even a message

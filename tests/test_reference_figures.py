@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hetlab.arithmetic import estimates, planner
+from hetlab.arithmetic import estimates, planner, steptime
 from hetlab.store import measured
 from hetlab.core.models import count_params, make_model
 
@@ -50,7 +50,7 @@ def test_exact_figures_on_the_page_are_what_the_library_computes():
         f"break-even H at batch 8,192: "
         f"{planner.break_even_local_steps(classic_pair, classic, wifi, 8192, 2, engine)} (Wi-Fi), "
         f"{planner.break_even_local_steps(classic_pair, classic, gigabit, 8192, 2, engine)} (gigabit)",
-        f"ceiling at 128: {planner.ceiling(pair, 128):.2f}×, at 8,192: {planner.ceiling(pair, 8192):.2f}×",
+        f"ceiling at 128: {steptime.ceiling(*pair, 128):.2f}×, at 8,192: {steptime.ceiling(*pair, 8192):.2f}×",
     ]
     for link, name in ((wifi, "Wi-Fi"), (gigabit, "gigabit")):
         best = planner.advise(pair, small, link, 128, engine_s=engine).best

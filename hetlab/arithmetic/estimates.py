@@ -56,11 +56,6 @@ COLD_HOW = ("estimated: the warm estimate × 0.46, an H100's first epoch in a fr
 SEARCH_BATCHES = (32, 128)   # notebook 09's trials train at batch 32 to 128, one trial per device
 
 
-def line(role: str, model: str = "small") -> StepTime:
-    """The estimated step line of ``role`` ("desktop" or "mac")."""
-    return STEP[model][role]
-
-
 # Each machine the estimates stand for, and how they were made (``labelled``: a line that says so).
 WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}
 HOW = "estimated from an H100's training loop and FP32 peaks; not measured"
@@ -83,13 +78,7 @@ def labelled(role: str, model: str = "small") -> StepTime:
 
 def estimated_samples_per_s(role: str, batch: int, model: str = "small") -> float:
     """Estimated samples/s of ``role`` at ``batch``."""
-    return samples_per_s(batch, line(role, model)(batch))
-
-
-def search_gain() -> tuple[float, float]:
-    """The sum of both machines searching alone ÷ the desktop alone, at 09's batches (lowest, highest)."""
-    gains = [independent_gain(line("desktop"), line("mac"), b) for b in SEARCH_BATCHES]
-    return min(gains), max(gains)
+    return samples_per_s(batch, STEP[model][role](batch))
 
 
 @dataclass(frozen=True)
@@ -106,10 +95,6 @@ def _about(x: float, digits: int = 2) -> str:
     return f"{round(x / step) * step:,.0f}"
 
 
-def _line(role: str, model: str = "small") -> str:
-    return STEP[model][role].formula
-
-
 def _minutes(samples: int, batch: int, role: str, start_s: float) -> str:
     """A full run's minutes: its training samples at the estimated speed, plus start-up and evaluation."""
     return f"about {(samples / estimated_samples_per_s(role, batch) + start_s) / 60:.1f}"
@@ -118,26 +103,21 @@ def _minutes(samples: int, batch: int, role: str, start_s: float) -> str:
 # Notebook 09's search ends with each machine finishing its last trial alone: with 16 trials that
 # costs about a tenth of the sum (one trial per machine against eight), so pair ÷ sum is about 0.9.
 SEARCH_PAIR_OVER_SUM = 0.9
-
-
-def search_pair_gain() -> tuple[float, float]:
-    """What 09 measures: the pair's search ÷ the desktop searching alone (lowest, highest)."""
-    low, high = search_gain()
-    return low * SEARCH_PAIR_OVER_SUM, high * SEARCH_PAIR_OVER_SUM
-
-
-_GAIN = search_gain()
-_PAIR_GAIN = search_pair_gain()
+# The sum of both machines searching alone ÷ the desktop alone at 09's batches, and what 09
+# measures: the pair's search ÷ the desktop searching alone (lowest, highest).
+_GAINS = [independent_gain(STEP["small"]["desktop"], STEP["small"]["mac"], b) for b in SEARCH_BATCHES]
+_GAIN = (min(_GAINS), max(_GAINS))
+_PAIR_GAIN = (_GAIN[0] * SEARCH_PAIR_OVER_SUM, _GAIN[1] * SEARCH_PAIR_OVER_SUM)
 _NB_HOW = ("estimated: notebook 01's 6 epochs of 60,000 at batch 64 at the estimated step line, plus "
            "half a minute for loading and evaluating")
 _RAY_HOW = ("estimated: the full run on a 2-core CPU with no GPU (measured) is the upper end; a Mac or "
             "a desktop has more cores, and its GPU trains faster; Ray's start-up stays")
 
 FIGURES = {
-    "desktop_line": Estimate(_line("desktop"), STEP_HOW),
-    "mac_line": Estimate(_line("mac"), STEP_HOW),
-    "desktop_classic_line": Estimate(_line("desktop", "classic"), STEP_HOW + "; classic ÷ small as on the H100's sweep"),
-    "mac_classic_line": Estimate(_line("mac", "classic"), STEP_HOW + "; classic ÷ small as on the H100's sweep"),
+    "desktop_line": Estimate(STEP["small"]["desktop"].formula, STEP_HOW),
+    "mac_line": Estimate(STEP["small"]["mac"].formula, STEP_HOW),
+    "desktop_classic_line": Estimate(STEP["classic"]["desktop"].formula, STEP_HOW + "; classic ÷ small as on the H100's sweep"),
+    "mac_classic_line": Estimate(STEP["classic"]["mac"].formula, STEP_HOW + "; classic ÷ small as on the H100's sweep"),
     "desktop_128": Estimate(f"about {_about(estimated_samples_per_s('desktop', 128))} samples/s", STEP_HOW),
     "mac_128": Estimate(f"about {_about(estimated_samples_per_s('mac', 128))} samples/s", STEP_HOW),
     "desktop_64": Estimate(f"about {_about(estimated_samples_per_s('desktop', 64))} samples/s", STEP_HOW),

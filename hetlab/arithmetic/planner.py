@@ -61,22 +61,6 @@ def _check(params: int, global_batch: int, local_steps: int = 1) -> None:
         raise HetlabError(f"local steps H must be a whole number ≥ 1, got {local_steps!r}.")
 
 
-def ceiling(pair: Sequence, global_batch: int = estimates.COURSE_BATCH) -> float:
-    """The most the pair can gain over the desktop alone at this global batch (notebook 02):
-    both finish their shares together and nothing is lost to messages. No plan beats it."""
-    d, m = as_devices(pair)
-    _check(1, global_batch)
-    return steptime.ceiling(d, m, global_batch)
-
-
-def search_gain(desktop, mac, batch_size: int = 64) -> float:
-    """Independent trials on both machines against the desktop alone (notebook 09): 1 + the Mac's
-    samples/s ÷ the desktop's at the trials' batch, from each machine's step line. Nothing is exchanged."""
-    d, m = as_devices((desktop, mac))
-    _check(1, batch_size)
-    return steptime.independent_gain(d, m, batch_size)
-
-
 @dataclass(frozen=True)
 class Plan:
     """One way to train: batch per device, local steps, and the predicted speed."""
@@ -242,29 +226,11 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
 
 
 def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float) -> str:
-    """The verdict when no plan gains: what the Mac's samples save the desktop against what an exchange costs."""
-    d, m = pair
-    top = steptime.ceiling(d, m, global_batch)
-    x = steptime.balance_point(d, m, global_batch)
-    b_m = min(global_batch - 1, max(1, round(x)))
-    saved = d(global_batch) - d(global_batch - b_m)
+    """The verdict when no plan gains: the pair's ceiling at this batch against what an exchange costs."""
+    top = steptime.ceiling(*pair, global_batch)
     e = exchange_seconds(params, link, BYTES_PER_VALUE["fp32"]) + engine
-    if x < 1:
-        why = (f"at batch {global_batch} the desktop's whole step takes {d(global_batch) * 1e3:.2f} ms, "
-               f"less than the Mac's step at one sample ({m(1) * 1e3:.2f} ms): the pair's "
-               f"ceiling here is 1.00×")
-    elif top < MIN_GAIN:
-        why = (f"at batch {global_batch} the desktop's step is {d(global_batch) * 1e3:.2f} ms and giving "
-               f"the Mac {_samples(b_m)} saves it {saved * 1e3:.2f} ms (the pair's ceiling here is "
-               f"{top:.2f}×)")
-    else:
-        why = (f"giving the Mac {_samples(b_m)} saves the desktop {saved * 1e3:.2f} ms a step, but one exchange "
-               f"on {link.name} and the engine cost {e * 1e3:.1f} ms")
-    return f"use the desktop alone: {why}; no plan gains {MIN_GAIN - 1:.0%}."
-
-
-def _samples(n: int) -> str:
-    return f"{n} sample" + ("" if n == 1 else "s")
+    return (f"use the desktop alone: at batch {global_batch} the pair's ceiling here is {top:.2f}× and one "
+            f"exchange on {link.name} and the engine cost {e * 1e3:.1f} ms a step; no plan gains {MIN_GAIN - 1:.0%}.")
 
 
 def table(plans: Sequence[Plan]) -> list[dict]:

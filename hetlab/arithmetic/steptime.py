@@ -136,23 +136,13 @@ def ceiling(desktop: StepTime, mac: StepTime, global_batch: int) -> float:
     return max(1.0, desktop(global_batch) / together)
 
 
-def as_lines(lines: Sequence[StepTime]) -> list[StepTime]:
-    """``lines`` as a list, each checked to be a ``StepTime`` (a speed alone: ``constant_speed``)."""
-    lines = list(lines)
-    for line in lines:
-        if not isinstance(line, StepTime):
-            raise HetlabError(f"{line!r} is not a step line: give a StepTime per device "
-                              f"(a samples/s alone: steptime.constant_speed(samples_per_s)).")
-    return lines
-
-
 def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[float, list[float]]:
     """The step T in which every device ends together, and each one's batch size b_i (not rounded):
     device i needs fixed_i + b_i / speed_i, so T = (B + Σ fixed_i·speed_i) / Σ speed_i and
     b_i = speed_i·(T − fixed_i). A size below 0: that device should take nothing. A flat device
     (per_sample 0, speed ∞: its step is its fixed cost whatever its batch) sets T and takes the
     rest; of several, the quickest (notebooks 02, 06)."""
-    lines = as_lines(lines)
+    lines = list(lines)
     flat = [i for i, line in enumerate(lines) if line.per_sample_s == 0]
     if flat:
         quickest = min(flat, key=lambda i: lines[i].fixed_s)
@@ -167,7 +157,6 @@ def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[flo
 
 def step_time(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
     """Seconds of one synchronous step: every device waits for the slowest, max_i t_i(b_i)."""
-    lines = as_lines(lines)
     if len(lines) != len(batch_sizes):
         raise HetlabError(f"{len(lines)} step lines for {len(batch_sizes)} workers: give one per worker.")
     return max(line(b) for line, b in zip(lines, batch_sizes))
@@ -181,16 +170,11 @@ def efficiency(together: float, alone: Sequence[float]) -> float:
     return together / sum(alone)
 
 
-def together_samples_per_s(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
-    """Samples/s of the devices in synchronous steps at these sizes: Σb ÷ the slowest one's step
-    (notebook 06's widget predicts a split with it)."""
-    return samples_per_s(sum(batch_sizes), step_time(lines, batch_sizes))
-
-
 def predicted_efficiency(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
     """The efficiency a split reaches when nothing but waiting for the slowest is lost: Σb ÷ the
-    step, over Σ each device's speed (notebooks 06, 07)."""
-    return efficiency(together_samples_per_s(lines, batch_sizes), [line.speed for line in as_lines(lines)])
+    step, over Σ each device's speed (notebooks 06, 07; the widget predicts a split with it)."""
+    together = samples_per_s(sum(batch_sizes), step_time(lines, batch_sizes))
+    return efficiency(together, [line.speed for line in lines])
 
 
 def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_steps: int = 1,

@@ -106,15 +106,6 @@ def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
     return [worker_steps(r for r in records if r.worker == name).samples_per_s for name in names]
 
 
-def step_seconds(records, names: list[str]) -> list[list[float]]:
-    """Per synchronous step in which all of ``names`` answered: each one's seconds until its gradient
-    was back (device + comm), in ``names``' order: the steps' scatter ``auto_tune`` shifts the split for."""
-    by_step: dict = {}
-    for r in records:
-        by_step.setdefault(r.step, {})[r.worker] = r.device_s + r.comm_s
-    return [[mine[n] for n in names] for _, mine in sorted(by_step.items()) if all(n in mine for n in names)]
-
-
 def exchange_costs(records) -> dict[str, float]:
     """Per worker, the median seconds of a synchronous step that were neither its device's work
     nor its wait for the others: its messages (the link included) and the server's update."""

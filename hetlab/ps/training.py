@@ -16,7 +16,6 @@ import torch
 
 from hetlab.cluster import roles
 from hetlab.cluster.connecting import connect
-from hetlab.arithmetic.balance import Measurement
 from hetlab.core.checkpoint import CHECKPOINT_GLOB, FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
@@ -31,7 +30,7 @@ from hetlab.ps.loop import async_updates, collect, drop_lost, local_sgd_round, s
 from hetlab.ps.server import Server
 from hetlab.ps.specs import (Options, WorkerSpec, actor_options, check_batch_sizes, check_count,
                              check_local_steps, check_positive, check_spec)
-from hetlab.ps.records import Event, StepRecord, per_worker_samples_per_s, step_seconds
+from hetlab.ps.records import Event, StepRecord, per_worker_samples_per_s
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate, held_out
 from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
@@ -297,9 +296,8 @@ class ParameterServerTraining:
         for old in sorted(Path(self.checkpoint_dir).glob(CHECKPOINT_GLOB))[:-KEEP_CHECKPOINTS]:
             old.unlink(missing_ok=True)
 
-    def measure(self, batch_sizes: list[int], steps: int = 3) -> Measurement:
-        """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes,
-        and each step's seconds per worker (``Measurement.step_seconds``: the scatter ``auto_tune`` weighs).
+    def measure(self, batch_sizes: list[int], steps: int = 3) -> list[float]:
+        """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes.
 
         The steps train the model for real, with no hooks (no bar, no checkpoint); the batch
         sizes are put back afterwards. A worker whose batch size is new to it first runs one
@@ -314,7 +312,7 @@ class ParameterServerTraining:
             if len(old) == len(self.workers):
                 self.resplit(old, "measure")
         names = [s.name for s in self.workers]
-        return Measurement(per_worker_samples_per_s(records, names), step_seconds(records, names))
+        return per_worker_samples_per_s(records, names)
 
     def standalone_samples_per_s(self, batch_size, steps: int = 5) -> list[float]:
         """Each worker training on its own, one after another (no waiting, no communication):
