@@ -35,16 +35,13 @@ def is_quick() -> bool:
     return os.environ.get(QUICK_ENV, "0") not in ("", "0", "false", "False")
 
 
-# A progress bar redraws at most every 2 s: in a notebook each redraw is a few messages on the
-# kernel's output channel, which holds about 1,000 unread ones before it drops the oldest.
-PROGRESS_EVERY_S = 2.0
+PROGRESS_EVERY_S = 2.0   # a notebook's output channel drops the oldest of ~1,000 unread redraws
 
 
 def progress_bar(total: int, desc: str, enabled: bool = True):
-    """The progress bar of every training loop (notebooks 01, 05): tqdm, redrawn every 2 s at most.
-
-    Without tqdm's monitor thread, which its bars start and (tqdm 4.70) never stop: with
-    ``miniters=1`` a bar checks the clock on every update, so nothing needs to wake it."""
+    """The progress bar of every training loop (notebooks 01, 05): tqdm, redrawn every 2 s at most,
+    without tqdm's monitor thread, which its bars start and never stop (``miniters=1`` checks the
+    clock on every update instead)."""
     from tqdm.auto import tqdm
 
     class Bar(tqdm):

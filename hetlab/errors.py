@@ -6,7 +6,6 @@ so a notebook shows one readable line instead of a deep traceback.
 import re
 
 
-
 class HetlabError(Exception):
     """A bad input or an unreachable resource, explained in one actionable line."""
 

@@ -22,7 +22,6 @@ QUICK_ENV = "HETLAB_QUICK"          # 1: the short runs of `make test`
 ORIGIN_ENV = "HETLAB_ORIGIN"        # set from outside on a host playing a machine it is not: its label (core.machine)
 DATA_ENV = "HETLAB_DATA"            # a folder holding MNIST's files instead of the repository's data/
 MEASURED_ENV = "HETLAB_MEASURED"    # a folder for the figures notebooks save (hetlab.store.measured)
-MAC_IP_ENV = "HETLAB_MAC_IP"        # the Mac's LAN address (notebook 04; the doctor checks Windows' rules name it)
 
 # Ray's environment variables that hetlab reads, sets or checks (notebook 04)
 RAY_ADDRESS_ENV = "RAY_ADDRESS"                                 # Ray's own: the cluster, read after HETLAB_ADDRESS

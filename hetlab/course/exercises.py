@@ -75,17 +75,6 @@ def _within_one(answer, expected) -> bool:
         and all(abs(a - e) <= 1 for a, e in zip(got, expected))
 
 
-def _sums_to_batch(answer, args) -> str | None:
-    """A precheck: sizes must be whole numbers summing to the global batch (the first argument)."""
-    got = _whole_numbers(answer) if answer is not None else None
-    if got is None:
-        return "return whole numbers, one per worker: round with balance.split_batch(B, exact_sizes)"
-    if sum(got) != args[0]:
-        return (f"your sizes sum to {sum(got)}, not the global batch {args[0]}: "
-                f"round with balance.split_batch(B, exact_sizes)")
-    return None
-
-
 def show(value) -> str:
     if isinstance(value, torch.Tensor):
         values = [round(v, 4) for v in value.flatten().tolist()]
@@ -213,9 +202,7 @@ WEIGHTING = (
      "the 1/B is missing: Σ b_i·g_i is B times too big; divide by B = Σ b_i"),
     (lambda grads, sizes: sum(g * b for g, b in zip(grads, sizes)) / len(grads),
      "÷ n, the number of workers: divide Σ b_i·g_i by B = Σ b_i, the number of samples"),
-    (lambda grads, sizes: sum(grads), "Σ g_i, a sum, not an average: weight each g_i by b_i / B"),
-    (lambda grads, sizes: sum(g / b for g, b in zip(grads, sizes)) / sum(1 / b for b in sizes),
-     "the weights are upside down: b_i / B, not ∝ 1 / b_i"))
+    (lambda grads, sizes: sum(grads), "Σ g_i, a sum, not an average: weight each g_i by b_i / B"))
 
 
 def _still_the_skeleton(call) -> None:
@@ -341,20 +328,18 @@ def _follow_case(rng: random.Random) -> tuple:
             return sizes, lines
 
 
-def _follow_sums(answer, args) -> str | None:
-    """A precheck: whole sizes, one per worker, summing to the global batch ``sum(batch_sizes)``."""
-    sizes = args[0]
+def _split_problem(answer, batch: int, lines) -> str | None:
+    """A precheck of a split: whole sizes, one per line, summing to the global batch ``batch``."""
     got = _whole_numbers(answer) if answer is not None else None
-    if got is None or len(got) != len(sizes):
-        return f"return one whole batch size per worker ({len(sizes)} of them)"
-    exact = steptime.finish_together(sum(sizes), args[1])[1]   # where all finish together, unrounded
-    if sum(got) < sum(sizes) and all(abs(g - e) < 1 for g, e in zip(got, exact)):
-        lost = sum(sizes) - sum(got)
+    if got is None or len(got) != len(lines):
+        return f"return one whole batch size per worker ({len(lines)} of them)"
+    exact = steptime.finish_together(batch, lines)[1]   # where all finish together, unrounded
+    if sum(got) < batch and all(abs(g - e) < 1 for g, e in zip(got, exact)):
+        lost = batch - sum(got)
         return (f"rounding lost {lost} sample{'s' if lost > 1 else ''}: round with balance.split_batch(B, exact_sizes) "
                 f"(balance.equal_finish_split does), which keeps the global batch")
-    if sum(got) != sum(sizes):
-        return (f"your sizes sum to {sum(got)}, not the global batch {sum(sizes)}: keep the global batch, "
-                f"B = sum(batch_sizes)")
+    if sum(got) != batch:
+        return f"your sizes sum to {sum(got)}, not the global batch {batch}: keep the global batch B"
     return None
 
 
@@ -391,7 +376,7 @@ def run_follow_split(fn, steps: int = 6, every: int = 2):
         training.shutdown()
     for at, (sizes, lines, answer, hetlabs) in enumerate(looks, 1):
         if not _same_list(answer, hetlabs):
-            hint = _follow_sums(answer, (sizes, lines)) or next(
+            hint = _split_problem(answer, sum(sizes), lines) or next(
                 (h for mistake, h in FOLLOW_MISTAKES if _same_list(answer, mistake(sizes, lines))), None)
             return (f"live, look {at}: at {show(sizes)} your rule gave {show(answer)}, hetlab's "
                     f"{show(hetlabs)} for the same measured lines" + (f" — {hint}" if hint else "")), where
@@ -527,7 +512,8 @@ def run_sync_step(fn, worker_class=None, server_class=None):
         return f"sync_step returned a ref — {SYNC_GET}", where
     if not isinstance(weights, torch.Tensor) or weights.shape != first.shape:
         return f"sync_step returned {show(weights)[:80]}, not the new weights (one flat tensor, as server.step returns)", where
-    gap = (weights - _engines(tuple((s.name, s.role) for s in specs), tuple(n["NodeID"] for n in live_nodes()))).abs().max().item()
+    hetlabs = _engines(tuple((s.name, s.role) for s in specs), tuple(n["NodeID"] for n in live_nodes()))
+    gap = (weights - hetlabs).abs().max().item()
     if gap < SYNC_TOLERANCE:
         return None, where
     line = f"after {SYNC_STEPS} steps your weights differ from hetlab's engine by up to {gap:.1e}"
@@ -697,7 +683,6 @@ EXERCISES = {e.name: e for e in [
              lambda g, b, B: g * combine_coefficients([b, B - b])[0], _share_case, _close_tensor, (
                  (lambda g, b, B: g, "the gradient unweighted: the all-reduce's sum then counts every rank alike"),
                  (lambda g, b, B: g * b, "the 1/B is missing: multiply by b_i / B, not by b_i"),
-                 (lambda g, b, B: g / B, "the b_i is missing: multiply by b_i / B, not by 1 / B"),
                  (lambda g, b, B: g / 2, "a plain mean over two ranks: weight by b_i / B"),
                  (lambda g, b, B: g * B / b, "upside down: multiply by b_i / B, not B / b_i"))),
     Exercise("samples_per_s", "samples_per_s(batch_size, step_seconds)", "02",
@@ -711,10 +696,7 @@ EXERCISES = {e.name: e for e in [
                  (lambda b, s: b * (len(s) - 5) / sum(s[5:]), "one window: cut the timed steps into three "
                                                               "equal windows and take the median of their speeds"),
                  (lambda b, s: statistics.mean(_windows(b, s)), "the mean of the windows: take their median "
-                                                                "(one slow window must not move it)"),
-                 (lambda b, s: statistics.median(_windows(b, s)) / b, "steps per second: multiply by the "
-                                                                      "batch size"),
-                 (lambda b, s: 1 / statistics.median(_windows(b, s)), "seconds per sample: turn it over"))),
+                                                                "(one slow window must not move it)"))),
     Exercise("tasks_wall_time", "tasks_wall_time(n_tasks, slots, seconds)", "03",
              lambda n, k, s: math.ceil(n / k) * s, _tasks_case, _close_number, (
                  (lambda n, k, s: n * s, "one after another: `slots` tasks run at once"),
@@ -739,26 +721,23 @@ EXERCISES = {e.name: e for e in [
                                                                               "must get more samples, not fewer"),
                  (lambda B, t, c: balance.split_batch(B, [1] * len(t)), "an equal split: give each ∝ its speed, "
                                                                         "less its fixed time")),
-             _sums_to_batch),
+             lambda a, args: _split_problem(a, args[0], _lines(*args[1:]))),
     Exercise("step_time", "step_time(sizes, speeds, fixed)", "06",
              lambda b, t, c: steptime.step_time(_lines(t, c), b), _step_time_case, _close_number, (
                  (lambda b, t, c: sum(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a sum: the workers run "
                   "at the same time, the step lasts as long as the slowest"),
                  (lambda b, t, c: max(bi / ti for bi, ti in zip(b, t)), "the fixed c_i is missing: add it"),
-                 (lambda b, t, c: statistics.mean(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "a mean: "
-                  "everyone waits for the slowest, take the max"),
                  (lambda b, t, c: min(ci + bi / ti for bi, ti, ci in zip(b, t, c)), "the fastest worker's "
                   "time: everyone waits for the slowest, take the max"))),
     Exercise("follow_split", "follow_split(batch_sizes, lines)", "06", balance.follow_split,
-             _follow_case, _same_list, FOLLOW_MISTAKES, _follow_sums, run=run_follow_split),
+             _follow_case, _same_list, FOLLOW_MISTAKES, lambda a, args: _split_problem(a, sum(args[0]), args[1]),
+             run=run_follow_split),
     Exercise("scale_local_steps", "scale_local_steps(local_steps, speeds)", "08", balance.scale_local_steps,
              _local_steps_case, _same_list, (
                  (lambda H, t: [max(1, round(H * min(t) / x)) for x in t], "∝ 1 / speed: the faster "
                   "worker takes more steps, the slower fewer"),
                  (lambda H, t: [H] * len(t), "H for everyone: scale each worker's steps by its speed"),
                  (lambda H, t: [max(1, int(H * x / max(t))) for x in t], "truncated: round to the nearest step"),
-                 (lambda H, t: [round(H * x / max(t)) for x in t], "a worker with 0 steps never helps: "
-                  "at least 1 each"),
                  (lambda H, t: [max(1, round(H * x / t[0])) for x in t], "scaled from speeds[0]: the fastest "
                   "is max(speeds), which need not come first"),
                  (lambda H, t: [max(1, math.ceil(H * x / max(t))) for x in t], "rounded up: round to the "
@@ -767,8 +746,7 @@ EXERCISES = {e.name: e for e in [
              _exchange_case, _close_number, (
                  (lambda p, v: 2 * p * v, "the weights come down as fp32 (4 bytes a value), whatever goes up"),
                  (lambda p, v: p * v, "one way only: the delta goes up, then the weights come down"),
-                 (lambda p, v: 8 * p, "fp32 both ways: the delta goes up at `bytes_per_value` bytes a value"),
-                 (lambda p, v: 8 * p * (v + 4), "bits, not bytes: leave out the 8"))),
+                 (lambda p, v: 8 * p, "fp32 both ways: the delta goes up at `bytes_per_value` bytes a value"))),
     Exercise("everyone", "everyone(store, key, rank, world, piece)", "07", mistakes=(
                  (lambda s, k, r, w, p: [p if i == r else s.get(f"{k}/{i}") for i in range(w)], EVERYONE_SET),
                  (lambda s, k, r, w, p: (s.set(f"{k}/{r}", p), s.multi_get([f"{k}/{i}" for i in range(w) if i != r]))[1],
@@ -787,7 +765,6 @@ EXERCISES = {e.name: e for e in [
                  (lambda d, m, p: p / d, "the pair ÷ the desktop alone: divide by the sum of both alone"),
                  (lambda d, m, p: p / max(d, m), "the pair ÷ the faster machine: divide by the sum of both"),
                  (lambda d, m, p: (d + m) / d, "the ceiling (sum ÷ desktop), not what the pair reached"),
-                 (lambda d, m, p: (d + m) / p, "upside down: the pair ÷ the sum"),
                  (lambda d, m, p: 100 * p / (d + m), "a percentage: return the fraction (0.9, not 90)"))),
     Exercise("pair_gain", "pair_gain(desktop, mac, batch_size)", "09", steptime.independent_gain,
              _gain_case, _close_number, (
@@ -796,7 +773,5 @@ EXERCISES = {e.name: e for e in [
                   "desktop's step time ÷ the Mac's), not the Mac's step ÷ the desktop's"),
                  (lambda d, m, b: 1 + d.per_sample_s / m.per_sample_s, "the fixed cost is left out: a step takes "
                   "fixed_s + b × per_sample_s, so compare b ÷ t(b)"),
-                 (lambda d, m, b: b / d(b) + b / m(b), "the pair's samples/s: divide it by the desktop's to get "
-                  "the gain"),
                  (lambda d, m, b: 100 * (1 + d(b) / m(b)), "a percentage: give the ratio, e.g. 1.4, not 140"))),
 ]}

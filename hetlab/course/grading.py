@@ -1,14 +1,9 @@
 """Graded exercises (notebooks 02–09): you write a small function, ``check`` runs it against
-hetlab's own on random inputs and prints one line: right, what is wrong, or "your turn" while
-the skeleton above is still empty (it raises ``NotImplementedError`` or returns ``None``).
-
-Each exercise knows the typical mistakes (a plain mean, a missing 1/B, a split ∝ 1/speed ...)
-and names the one your function made. A piece of the mechanism is run for real instead: 03's
-``run_on`` and 05's ``sync_step`` on the cluster this kernel is connected to (your pair, or the
-practice cluster), 07's ``everyone`` on threads with a real store, 06's ``follow_split`` on random
-inputs, then driving a live run's split on the cluster. The answers, with their reasoning, are in
-``docs/answers/``. ``check`` keeps each result for the report, with the source the learner wrote
-(``hetlab.store.measured.save_graded``).
+hetlab's own on random inputs, or runs a piece of the mechanism for real (03's ``run_on``, 05's
+``sync_step``, ...), and prints one line: right, the typical mistake your function made, or "your
+turn" while the skeleton above is still empty (it raises ``NotImplementedError`` or returns
+``None``). ``check`` keeps each result, with the source you wrote, for the report
+(``hetlab.store.measured.save_graded``); the answers, with their reasoning, are in ``docs/answers/``.
 """
 from __future__ import annotations
 
@@ -49,7 +44,7 @@ def _call(fn: Callable, args: tuple):
 
 def grade(name: str, fn: Callable | None, *parts) -> Verdict:
     """Run ``fn`` against exercise ``name``'s reference on ``CASES`` random inputs (seed 0: the same each
-    time), or, for a piece of the mechanism, run it for real with ``parts`` (05's ``Worker`` class)."""
+    time), or, for a piece of the mechanism, run it for real with ``parts`` (05's Worker and Server)."""
     if name not in EXERCISES:
         raise HetlabError(f"no exercise {name!r}: pick one of {sorted(EXERCISES)}.")
     exercise, rng = EXERCISES[name], random.Random(0)
