@@ -2,16 +2,14 @@
 
 ``Watcher`` is a Ray Tune callback in the driver: it keeps one ``TrialRecord`` per
 configuration (its machine, device, epochs, accuracy, samples and the spans it ran in,
-timed by the driver's clock so that two machines' clocks never disagree), draws one
-progress bar, and writes the records to ``hetlab-trials.json`` after every finished trial,
-so nothing already finished is lost if the search stops. ``SearchResult`` holds them with
-the search's wall time: the table, the best trial, trials per hour and samples per second.
+timed by the driver's clock so that two machines' clocks never disagree) and draws one
+progress bar. ``SearchResult`` holds them with the search's wall time: the table, the best
+trial, trials per hour and samples per second.
 """
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ray.tune import Callback
 
@@ -32,29 +30,21 @@ class TrialRecord:
     status: str = "not started"       # running, done, stopped early (ASHA), failed, not started
     epochs: int = 0
     accuracy: float = float("nan")    # on the held-out part of the training set, last epoch
-    loss: float = float("nan")        # mean training loss of its last epoch
     samples: int = 0                  # trained, over all its epochs (and machines)
     busy_s: float = 0.0               # its device's seconds training (a simulated sleep included)
     machine: str = ""                 # where it ran last, as labelled ("mac (simulated 4× slower)")
     device: str = ""                  # cuda, mps or cpu
     role: str = ""                    # the hetlab role of that machine's node
-    node_id: str = ""                 # and the Ray node it ran on
     computer: str = ""                # and the computer (``hetlab.core.machine.kernel_id``): nodes may share one
     ray_gpu: bool = False             # Ray gave it (a share of) a GPU
-    resumed_from: int = 0             # the epoch its last start began at: > 0 if it resumed from a checkpoint
     spans: list = field(default_factory=list)  # [machine, start_s, end_s] since the search began
     retries: int = 0
     error: str = ""                   # one line, if it failed
 
-    @property
-    def gpu_unused(self) -> bool:
-        """Ray gave it a share of a GPU, and it trained on the CPU (torch saw no GPU there)."""
-        return self.ray_gpu and self.device == "cpu"
-
     def row(self) -> list[str]:
         """Its cells in ``COLUMNS``' order, as the table shows them."""
         cells = {"trial": self.trial, **self.config, "machine": self.machine,
-                 "device": self.device + (" (GPU held, unused)" if self.gpu_unused else ""),
+                 "device": self.device,
                  "epochs": self.epochs, "accuracy": round(self.accuracy, 4), "samples": self.samples,
                  "status": self.status + (f" (retried ×{self.retries})" if self.retries else "")}
         return [str(cells.get(c, "")) for c in COLUMNS]
@@ -68,7 +58,7 @@ class SearchResult:
     wall_s: float
     roles: list[str]
     resources: dict           # role → what each trial there asked Ray for
-    folder: str               # Tune's results and hetlab-trials.json
+    folder: str               # Tune's results
     packing: dict = field(default_factory=dict)  # role → trials at once on its device
     samples_per_s: float = field(init=False)  # samples trained by all trials ÷ ``running_s``
 
@@ -120,18 +110,9 @@ class SearchResult:
         return out
 
     def problems(self) -> list[str]:
-        """One line per trial that failed or was retried (e.g. its machine was lost), and one per
-        machine whose trials held a GPU share but trained on the CPU."""
-        lines = [f"trial {t.trial} failed after {t.retries} retries: {t.error}" for t in self.trials
-                 if t.status == "failed"]
-        lines += [f"trial {t.trial} was retried {t.retries}× and finished on {t.machine}, "
-                  + (f"resumed from epoch {t.resumed_from}" if t.resumed_from else "restarted from epoch 0")
-                  for t in self.trials if t.retries and t.status != "failed"]
-        for machine in dict.fromkeys(t.machine for t in self.trials if t.gpu_unused):
-            unused = [str(t.trial) for t in self.trials if t.gpu_unused and t.machine == machine]
-            lines.append(f"trial{'s' * (len(unused) > 1)} {', '.join(unused)} held a share of {machine}'s GPU "
-                         f"but trained on its CPU: torch there sees no GPU (run `hetlab doctor` on it)")
-        return lines
+        """One line per trial that failed, after its retries."""
+        return [f"trial {t.trial} failed after {t.retries} retries: {t.error}" for t in self.trials
+                if t.status == "failed"]
 
     def best_line(self) -> str:
         """The best configuration in one line, or why there is none."""
@@ -160,15 +141,12 @@ class SearchResult:
 
 
 class Watcher(Callback):
-    """Ray Tune callback in the driver: records, one progress bar, and a JSON copy on disk,
-    written after every epoch of every trial."""
+    """Ray Tune callback in the driver: a record per configuration, and one progress bar."""
 
-    def __init__(self, configs: list[dict], path: tuple, progress: bool, epochs: int, searcher, shapes: dict):
+    def __init__(self, configs: list[dict], progress: bool, epochs: int):
         self.records = [TrialRecord(c["trial"], {k: v for k, v in c.items() if k not in ("seed", "trial")},
                                     c["seed"]) for c in configs]
-        self.fs, self.path = path  # a pyarrow filesystem and the JSON file's path in it
         self.epochs = epochs
-        self.searcher, self.shapes = searcher, shapes  # where a trial whose machine was lost goes: a SlotSearcher
         self.t0 = time.time()
         self.bar = progress_bar(len(configs), "search", progress)
 
@@ -190,42 +168,20 @@ class Watcher(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         record = self._record(trial)
-        record.epochs = int(result["epoch"])  # not Tune's count of reports: a resumed trial goes on from its epoch
+        record.epochs = int(result["epoch"])  # not Tune's count of reports: a retried trial goes on from its epoch
         record.accuracy = float(result["accuracy"])
-        for key in ("loss", "samples", "busy_s", "machine", "device", "role", "node_id", "ray_gpu", "resumed_from",
-                    "computer"):
+        for key in ("samples", "busy_s", "machine", "device", "role", "ray_gpu", "computer"):
             setattr(record, key, result[key])
         if not record.spans:
             record.spans.append(["", self._now(), self._now()])
         record.spans[-1][0], record.spans[-1][2] = record.machine, self._now()
-        self.save()  # the copy on disk follows the search epoch by epoch
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         record = self._record(trial)
         record.retries += 1
         record.error = _error_line(trial)
-        self._move_if_lost(trial)
-
-    def _move_if_lost(self, trial) -> None:
-        """A trial waits for a slot of its machine; if that machine is gone, it asks for a slot
-        of another (its checkpoint, if any, waits beside the driver: ``hetlab.search.trial.start_keeper``)."""
-        from ray.tune import PlacementGroupFactory
-        from ray.tune.experiment import Trial
-
-        from hetlab.search.slots import alive_roles
-        role = self.searcher.role_of.get(trial.trial_id)
-        if role is None or trial.status not in (Trial.PENDING, Trial.PAUSED):
-            return
-        alive = alive_roles(self.shapes)
-        if role in alive or not alive:
-            return
-        to = max(alive, key=lambda r: self.searcher.slots.get(r, 0))
-        trial.update_resources(PlacementGroupFactory([self.shapes[to]]))
-        self.searcher.moved(trial.trial_id, role, to)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        if trial.trial_id in self.searcher.handed_back:
-            return  # its configuration runs again, as another trial
         record = self._record(trial)
         record.status = "done" if record.epochs >= self.epochs else "stopped early"
         self._finished()
@@ -240,18 +196,12 @@ class Watcher(Callback):
         done = [r for r in self.records if r.epochs]
         if done:
             self.bar.set_postfix(best=f"{max(r.accuracy for r in done):.4f}", refresh=False)
-        self.save()
-
-    def save(self) -> None:
-        with self.fs.open_output_stream(self.path) as f:
-            f.write(json.dumps([asdict(r) for r in self.records], indent=1).encode())
 
     def close(self) -> None:
         for record in self.records:
             if record.status == "running":
                 record.status = "cut by the time budget" if record.epochs else "not started"
         self.bar.close()
-        self.save()
 
 
 def _error_line(trial) -> str:

@@ -20,7 +20,7 @@ from hetlab.cluster.roles import ROLE_LABEL, SIMULATED_LABEL
 from hetlab.core.data import batches, load_mnist
 from hetlab.core.devices import best, synchronize
 from hetlab.core.machine import kernel_id
-from hetlab.core.models import make_model, small_cnn
+from hetlab.core.models import make_model
 from hetlab.core.simulate import SlowDevice, labelled
 from hetlab.core.train import train_step
 from hetlab.core.train import evaluate
@@ -83,12 +83,11 @@ def epochs_of(net, opt, x, y, cfg: dict, dev, first: int, last: int, slow: SlowD
 
 
 def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epochs: int,
-              slowdowns: dict, keeper=None) -> None:
+              slowdowns: dict, keeper) -> None:
     """Train ``config["config"]`` (lr, batch_size, width, optimizer, seed) for up to ``epochs``
-    epochs, reporting accuracy, loss, samples and busy seconds after each. With a ``keeper``
-    (``start_keeper``, an actor beside the driver) it saves its state there after every
-    epoch and, retried (e.g. on the other machine after one was lost), goes on from it; every
-    report says the epoch it started from (``resumed_from``: 0 for a fresh start)."""
+    epochs, reporting accuracy, loss, samples and busy seconds after each. It saves its state
+    in ``keeper`` (``start_keeper``, an actor beside the driver) after every epoch and, retried
+    by Tune after a failure, goes on from it."""
     import ray
     from ray import tune
     for noisy in ("ray.train", "ray.tune"):  # no "Checkpoint successfully created" per epoch
@@ -101,24 +100,23 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
     net, opt = build(cfg, model, dev)
     start, samples, busy_s = 0, 0, 0.0
     slow = SlowDevice(slowdown)
-    saved = None if keeper is None else ray.get(keeper.get.remote(cfg["trial"]))  # a retried trial's last state
+    saved = ray.get(keeper.get.remote(cfg["trial"]))  # a retried trial's last state
     if saved is not None:
         state = torch.load(io.BytesIO(saved), map_location=dev, weights_only=True)
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])  # dropout's masks go on as they would have
         start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
-    node, ray_gpu, computer = ray.get_runtime_context().get_node_id(), bool(ray.get_gpu_ids()), kernel_id()
+    ray_gpu, computer = bool(ray.get_gpu_ids()), kernel_id()
     for epoch, n, s, loss in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
         samples, busy_s = samples + n, busy_s + s
-        if keeper is not None:  # before the report: a machine lost after it loses nothing
-            ray.get(keeper.put.remote(cfg["trial"], _saved(net, opt, epoch + 1, samples, busy_s)))
+        ray.get(keeper.put.remote(cfg["trial"], _saved(net, opt, epoch + 1, samples, busy_s)))  # before the report
         t0 = time.perf_counter()
         accuracy = evaluate(net, val, dev)
         slow.after("evaluation", time.perf_counter() - t0)  # a slower device evaluates slower too
         tune.report({"epoch": epoch + 1, "accuracy": accuracy, "loss": loss, "samples": samples, "busy_s": busy_s,
-                     "resumed_from": start, "machine": machine, "role": role, "device": dev.type,
-                     "node_id": node, "ray_gpu": ray_gpu, "computer": computer})
+                     "machine": machine, "role": role, "device": dev.type, "ray_gpu": ray_gpu,
+                     "computer": computer})
 
 
 def _saved(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
@@ -131,15 +129,11 @@ def _saved(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
     return buffer.getvalue()
 
 
-DEFAULT_MODEL = small_cnn
-
 
 # --- each trial's last checkpoint, beside the driver ------------------------------------------------
-# A trial sends its state to a Ray actor on the driver's machine after every epoch; a trial retried
-# on the other machine (its own was lost) reads it back, so a pair with no shared folder or bucket
-# still resumes a moved trial where it stopped. Not Ray Tune's checkpoints: Tune writes them into its
-# storage from the trial's machine, so without storage both machines see, a moved trial finds none.
-# The driver's machine is the one a search cannot lose: losing it ends the search anyway.
+# A trial sends its state to a Ray actor on the driver's machine after every epoch, and a trial
+# Tune retries reads it back: no folder or bucket both machines share is needed. (Tune's own
+# checkpoints go into its storage from the trial's machine, which the driver's machine may not see.)
 
 class CheckpointKeeper:
     """Trial number → the bytes of its last saved state (``_saved``)."""

@@ -426,7 +426,6 @@ def _add_search(sub) -> None:
     p.add_argument("--train-samples", type=int, default=1500 if quick else 10000, metavar="N",
                    help="MNIST samples a trial (default %(default)s)")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="stop the search after this many seconds")
-    p.add_argument("--storage", metavar="FOLDER_OR_URI", help="results: a folder every machine sees, or a URI (s3://...)")
     p.add_argument("--at-once", type=int, metavar="K", help="trials at once on each device (default: 2 per GPU, else 1)")
     p.add_argument("--max-failures", type=int, default=1, metavar="N", help="retries of a failed trial (default 1)")
     p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower machine (practice: 4)")
@@ -448,13 +447,11 @@ def _search(args) -> int:
     val_samples = max(200, args.train_samples // 5)
     search.check_numbers(args.trials, args.epochs, 1, args.budget, args.max_failures, args.roles,  # before Ray
                          train_samples=args.train_samples, val_samples=val_samples)
-    if args.storage is not None:
-        search.storage.open_storage(args.storage)  # writable, readable, deletable from here: before any cluster
     with the_pair(slowdown=args.slowdown, address=args.address) as pair:
         print(pair)
         result = search.search(None, args.trials, roles=args.roles, epochs=args.epochs,
                                train_samples=args.train_samples, val_samples=val_samples,
-                               slowdowns={w.role: w.slowdown for w in pair.workers}, storage_path=args.storage,
+                               slowdowns={w.role: w.slowdown for w in pair.workers},
                                time_budget_s=args.budget, seed=args.seed, max_failures=args.max_failures,
                                packing=None if args.at_once is None else dict.fromkeys(args.roles, args.at_once),
                                progress=not args.quiet)
