@@ -97,16 +97,11 @@ class SearchResult:
         return max(full, key=lambda t: t.accuracy) if full else None
 
     def per_machine(self) -> dict:
-        """Machine label → samples trained there and its device's own speed (samples per busy second)."""
+        """Machine label → the samples its trials trained."""
         out: dict = {}
         for t in self.trials:
             if t.machine:
-                m = out.setdefault(t.machine, {"trials": 0, "samples": 0, "busy_s": 0.0})
-                m["trials"] += 1
-                m["samples"] += t.samples
-                m["busy_s"] += t.busy_s
-        for m in out.values():
-            m["device_samples_per_s"] = m["samples"] / m["busy_s"] if m["busy_s"] else 0.0
+                out[t.machine] = out.get(t.machine, 0) + t.samples
         return out
 
     def problems(self) -> list[str]:
@@ -123,13 +118,10 @@ class SearchResult:
         return (f"best: {best.config} held-out accuracy {best.accuracy:.4f} after {best.epochs} epochs "
                 f"({best.machine}, {best.device})")
 
-    def rows(self) -> list[list[str]]:
-        """The table's rows, best first; configurations the search never started are left out."""
-        ran = [t for t in self.trials if t.status != "not started"]
-        return [t.row() for t in sorted(ran, key=lambda t: -t.accuracy if t.epochs else 1)]
-
     def __str__(self) -> str:
-        cells = self.rows()
+        """The summary, then the table: best first, the configurations never started left out."""
+        ran = sorted((t for t in self.trials if t.status != "not started"), key=lambda t: -t.accuracy if t.epochs else 1)
+        cells = [t.row() for t in ran]
         widths = [max(len(x) for x in col) for col in zip(COLUMNS, *cells)]
         lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in [list(COLUMNS)] + cells]
         return "\n".join([self.summary(), *lines[:1], "  ".join("-" * w for w in widths), *lines[1:]])
