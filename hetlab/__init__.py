@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 @contextlib.contextmanager
 def environment(values: dict, keep_set: bool = False):
     """``values`` in this process's environment inside the block, and as before after it; the
-    processes started inside inherit them (a practice node's raylet: ``hetlab.cluster.raylog``; Ray Train
+    processes started inside inherit them (a practice node's raylet: ``hetlab.cluster.practice``; Ray Train
     passes some on to its controller: ``hetlab.raytrain.mixed``). ``keep_set``: a variable you have set
     keeps your value."""
     old = {k: os.environ.get(k) for k in values}

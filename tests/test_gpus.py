@@ -81,10 +81,8 @@ def test_gpu_held_by_another_driver_fails_at_once_then_frees(practice, data):
         message = str(info.value)
         # hetlab's own check answers (after RELEASE_WAIT_S), not the worker's start-up timeout
         # (worker_timeout_s), whose message would differ
-        assert message.startswith("worker 'desktop' needs the GPU on the desktop machine, but it is held by "
-                                  "another Ray program (job ")
-        assert f"pid {proc.pid} on " in message and "through its Holder actor" in message
-        assert "stop it, or run training.shutdown() in it, then run this again" in message
+        assert message.startswith("worker 'desktop' needs the GPU on the desktop machine, but another actor "
+                                  "holds it")
         assert "ray list actors --filter state=ALIVE" in message and "\n" not in message
     finally:
         proc.stdin.close()  # the other driver exits; Ray frees its actor's GPU
@@ -101,8 +99,8 @@ def test_gpu_held_by_this_driver_and_too_few_gpus(practice, data):
     holder = Holder.options(**placement("desktop", gpu=True)).remote()
     ray.get(holder.ping.remote(), timeout=60)
     wait_for_free_gpus(0)
-    with pytest.raises(HetlabError, match=r"held by this kernel's own earlier actors \(job \w+: Holder\): "
-                                          r"shut that training down \(training.shutdown\(\)\)"):
+    with pytest.raises(HetlabError, match=r"another actor holds it: this kernel's earlier training "
+                                          r"\(training.shutdown\(\), or restart this kernel\)"):
         ParameterServerTraining(WORKERS, data, progress=False)
     ray.kill(holder)  # asynchronous: Ray frees the GPU a moment later
     killed = time.monotonic()
@@ -112,16 +110,6 @@ def test_gpu_held_by_this_driver_and_too_few_gpus(practice, data):
     with pytest.raises(HetlabError, match=r"workers \['a', 'b'\] each ask for a GPU on the desktop "
                                           r"machine, which has 1: give all but 1 of them device='cpu'"):
         ParameterServerTraining(two, data, progress=False)  # hetlab's count, before Ray queues the actors
-
-
-def test_holder_description_names_a_notebook_kernel():
-    job = {"DriverPid": 4242, "DriverIPAddress": "192.168.1.10",
-           "Entrypoint": "/x/python -m ipykernel_launcher -f /tmp/kernel-1.json"}
-    found = [{"class": "Worker", "job": "03000000", **job}, {"class": "Worker", "job": "03000000", **job}]
-    who = gpus.describe_holders(found, here="05000000")
-    assert who.startswith("another notebook's kernel (job 03000000, pid 4242 on 192.168.1.10) "
-                          "through its Worker actor: stop it")
-    assert "placement group" in gpus.describe_holders([], here="05000000")
 
 
 def test_cuda_index_spec_check():

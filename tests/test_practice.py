@@ -200,34 +200,6 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     assert main(["report", "--measured", str(tmp_path / "nothing")]) == 2      # nothing measured: one line
 
 
-@ray.remote(num_cpus=0)
-class CleanerLog:
-    """Which of two warnings Ray Train's placement-group cleaner logger lets through, in a worker."""
-
-    def kept(self):
-        import logging
-
-        from hetlab.cluster.raylog import CLEANER_LOGGER
-        logger = logging.getLogger(CLEANER_LOGGER)
-        return [bool(logger.filter(logger.makeRecord(logger.name, logging.WARNING, __file__, 0, msg, None, None)))
-                for msg in ("Failed to query Ray Train Controller actor state. State API may be temporarily "
-                            "unavailable. Continuing to monitor.", "any other warning")]
-
-
-def test_workers_drop_only_the_state_api_warning(practice):
-    """No dashboard here, so no State API: Ray Train's cleaner would warn every second (17 times in
-    one run of notebook 07). Each practice node's workers drop exactly that message; the setup-hook
-    variable reached the nodes' processes only, not this one."""
-    import os
-
-    from ray._private.ray_constants import WORKER_PROCESS_SETUP_HOOK_ENV_VAR
-    for role in ("desktop", "mac"):
-        actor = CleanerLog.options(**placement(role)).remote()
-        assert ray.get(actor.kept.remote(), timeout=60) == [False, True], role
-        ray.kill(actor)
-    assert WORKER_PROCESS_SETUP_HOOK_ENV_VAR not in os.environ
-
-
 def test_label_selector_pins_actor_to_role(practice):
     # Ray Train pins ranks with the same labels; actors accept label_selector in 2.60 too.
     actor = WhereAmI.options(label_selector=role_label("mac")).remote()

@@ -60,44 +60,6 @@ def test_filter_drops_only_that_message():
     assert not any(isinstance(x, raylog.Drop) for x in logging.getLogger("ray").filters)
 
 
-def test_a_practice_cluster_after_an_earlier_one_starts_without_the_address_note():
-    """A real practice cluster started where an earlier cluster's address is still on file (a
-    notebook's kernel that still holds one, or died holding it): Ray's note about overwriting
-    that address does not reach stderr. A private Ray temp folder keeps /tmp/ray untouched."""
-    import shutil
-    import tempfile
-    tmp = tempfile.mkdtemp(prefix="hl-")          # short: Ray's socket paths live under it
-    try:
-        os.makedirs(os.path.join(tmp, "ray"))
-        with open(os.path.join(tmp, "ray", "ray_current_cluster"), "w") as f:
-            f.write("127.0.0.1:1")                # the earlier cluster's address
-        script = "from hetlab.cluster.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()"
-        env = {**os.environ, "PYTHONPATH": ROOT, "RAY_TMPDIR": tmp}
-        out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
-                             text=True, timeout=240)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert raylog.OVERWRITING not in out.stderr + out.stdout
-
-
-def test_a_practice_cluster_replacing_an_earlier_ray_says_nothing_of_it():
-    """A local Ray, then a practice cluster: Ray would log "Overwriting previous Ray address …"
-    (its address file names the first Ray). The practice cluster drops exactly that line; another
-    INFO line on the same logger still shows."""
-    script = "\n".join([
-        "import logging, ray",
-        "from hetlab.cluster.connecting import connect; connect(num_cpus=1); ray.shutdown()",
-        "logging.getLogger('ray').setLevel(logging.INFO)  # as in a kernel whose earlier Ray ran in another",
-        "from hetlab.cluster.practice import PracticeCluster; PracticeCluster(('desktop',)).shutdown()",
-        "from ray._private import utils",
-        "utils.logger.setLevel(logging.INFO); utils.logger.info('another line on the same logger')",
-    ])
-    out = run_without_token_mode(script)
-    assert raylog.OVERWRITING not in out.stderr
-    assert "another line on the same logger" in out.stderr
-
-
 # What a trial process printed when Ray's SIGTERM landed in a weakref callback (a make test run).
 STOPPED = ["Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f04ef0e4720>",
            "Traceback (most recent call last):",

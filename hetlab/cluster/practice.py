@@ -15,9 +15,9 @@ from ray.cluster_utils import Cluster
 
 from hetlab.cluster import connecting
 from hetlab.cluster.roles import node_labels, node_resources, role_resource
+from hetlab import environment
 from hetlab.errors import HetlabError
 from hetlab.vocab import MAC_GLOO_STANDIN
-from hetlab.cluster.raylog import practice_workers_env, quiet_address_note
 from hetlab.cluster.connecting import start_with_retry, stop_children_since
 
 REAL_HERE = {"mac"} if sys.platform == "darwin" else {"desktop"}  # the role this box honestly is
@@ -113,10 +113,9 @@ class PracticeCluster:
         role_resource(role)
         if role in self._nodes:
             raise HetlabError(f"the {display_name(role)} node is already running.")
-        quiet_address_note()
         def start() -> str:
             # the node's processes inherit the env; a simulated Mac's torch has no Linux gloo, as a Mac's
-            with practice_workers_env(MAC_GLOO_STANDIN if role == "mac" and role not in REAL_HERE else {}):
+            with environment(MAC_GLOO_STANDIN if role == "mac" and role not in REAL_HERE else {}):
                 self._nodes[role] = self._local_cluster.add_node(**self._node_args(role))
             return self._nodes[role].node_id
 

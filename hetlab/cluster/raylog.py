@@ -1,15 +1,12 @@
 """Ray's log lines that hetlab explains once instead of showing every time (notebooks 03–09).
 
 Ray's "Token authentication is enabled" warning (the secure default the course wants) becomes one
-notice per process (``explain_token_auth``); a practice cluster drops Ray's "Overwriting previous
-Ray address" note (``quiet_address_note``) and Ray Train's "Failed to query … actor state"
-(``practice_worker_setup``); a search drops the traceback a trial process prints when Ray stops it (``quiet_stopped_processes``).
+notice per process (``explain_token_auth``); a search drops the traceback a trial process prints when
+Ray stops it (``quiet_stopped_processes``). Nothing else of Ray's is hidden.
 """
 from __future__ import annotations
 
 import logging
-
-from hetlab import environment
 
 # Ray 2.59 and later turn token authentication on in every process that starts a local cluster while
 # RAY_AUTH_MODE is unset, and log from this logger "Token authentication is enabled for this Ray
@@ -40,51 +37,11 @@ class Drop(logging.Filter):
         return False
 
 
-def drop(logger_name: str, prefix: str, notice: str | None = None) -> None:
-    """Install a ``Drop`` on that logger only, once (idempotent)."""
-    logger = logging.getLogger(logger_name)
-    if not any(isinstance(f, Drop) and f.prefix == prefix for f in logger.filters):
-        logger.addFilter(Drop(prefix, notice))
-
-
 def explain_token_auth() -> None:
-    """Ray's "Token authentication is enabled ..." warning becomes hetlab's one-line notice."""
-    drop(TOKEN_LOGGER, TOKEN_ENABLED, NOTICE)
-
-
-# --- the practice cluster's workers (notebook 07) ------------------------------------------------
-
-CLEANER_LOGGER = "ray.train.v2._internal.execution.controller.placement_group_cleaner"
-NO_STATE_API = "Failed to query Ray Train Controller actor state."
-
-
-def practice_worker_setup() -> None:
-    """Runs in every worker process of a practice cluster's nodes (``practice_workers_env``): with no
-    dashboard there, Ray's State API is absent, and Ray Train's placement-group cleaner logs each
-    second that it could not ask it whether the controller lives. On your pair the API answers."""
-    drop(CLEANER_LOGGER, NO_STATE_API)
-
-
-def practice_workers_env(more: dict | None = None):
-    """While a practice node starts, name ``practice_worker_setup`` in Ray's setup-hook variable
-    (the one ``runtime_env={"worker_process_setup_hook": …}`` sets), and set ``more``: the node's
-    raylet inherits them and so does every worker it starts, without Ray's runtime-env agent."""
-    from ray._private.ray_constants import WORKER_PROCESS_SETUP_HOOK_ENV_VAR
-    return environment({WORKER_PROCESS_SETUP_HOOK_ENV_VAR: f"{__name__}.practice_worker_setup", **(more or {})})
-
-
-# --- a practice cluster's start (notebooks 05, 06, 08) -------------------------------------------
-
-ADDRESS_LOGGER = "ray._private.utils"
-OVERWRITING = "Overwriting previous Ray address"
-
-
-def quiet_address_note() -> None:
-    """Ray writes the newest local cluster's address to a file (for ``ray.init(address="auto")``) and,
-    when a kernel starts a practice cluster after an earlier one, logs "Overwriting previous Ray
-    address (…)": a red box in JupyterLab. hetlab connects to its practice cluster by address, so
-    there is nothing to act on: a practice cluster drops it in its driver's process."""
-    drop(ADDRESS_LOGGER, OVERWRITING)
+    """Ray's "Token authentication is enabled ..." warning becomes hetlab's one-line notice (once)."""
+    logger = logging.getLogger(TOKEN_LOGGER)
+    if not any(isinstance(f, Drop) for f in logger.filters):
+        logger.addFilter(Drop(TOKEN_ENABLED, NOTICE))
 
 
 # --- a trial process that Ray stops (notebook 09) ------------------------------------------------

@@ -8,7 +8,7 @@ machine and never where Ray happens to find room.
 
 A worker that asks Ray for a GPU waits until it is free; a notebook kernel that never reached its
 shutdown cell keeps its actors, and the GPU, so the new worker would wait silently until a timeout.
-``check_free`` fails at once instead, naming the holder (actor class, job, driver) and the fix.
+``check_free`` fails at once instead, in one line that says how to find and free the holder.
 """
 from __future__ import annotations
 
@@ -138,41 +138,6 @@ def gpus_available(node_ids: list[str]) -> float | None:
     return sum(free.get(i, {}).get("GPU", 0) for i in node_ids)
 
 
-def holders(node_ids: list[str]) -> list[dict]:
-    """Live actors on these nodes that hold a GPU: class and job id, with the job's driver (pid,
-    address, command line), read from Ray's GCS. Developer APIs (``ray._private.state``): should they
-    change, the check still fails fast but names no holder."""
-    try:
-        from ray._private.state import state
-        from ray.core.generated import gcs_pb2
-        jobs = {j["JobID"]: j for j in state.job_table()}
-        rows = []
-        for raw in state._connect_and_get_accessor().get_actor_table(None, "ALIVE"):
-            actor = gcs_pb2.ActorTableData.FromString(raw)
-            if ((actor.node_id or actor.address.node_id).hex() in node_ids
-                    and any(k == "GPU" or k.startswith("GPU_group_") for k, v in actor.required_resources.items() if v > 0)):
-                rows.append({"class": actor.class_name, "job": actor.job_id.hex(), **jobs.get(actor.job_id.hex(), {})})
-        return rows
-    except Exception:  # noqa: BLE001 - as above
-        return []
-
-
-def describe_holders(found: list[dict], here: str | None) -> str:
-    """Who holds the GPU and how to free it, as the end of one line; pure, for tests."""
-    if not found:
-        return ("something Ray cannot name as an actor (a task, or a placement group such as a Ray Train "
-                f"run's): stop that run, then run this again; {SEE_HOLDERS}")
-    if all(h["job"] == here for h in found):
-        names = ", ".join(dict.fromkeys(h["class"] for h in found))
-        return (f"this kernel's own earlier actors (job {here}: {names}): shut that training down "
-                f"(training.shutdown()) or restart this kernel, then run this again")
-    other = next(h for h in found if h["job"] != here)
-    kind = "another notebook's kernel" if "ipykernel" in str(other.get("Entrypoint", "")) else "another Ray program"
-    pid = f", pid {other['DriverPid']} on {other.get('DriverIPAddress') or '?'}" if other.get("DriverPid") else ""
-    return (f"{kind} (job {other['job']}{pid}) through its {other['class']} actor: stop it, or run "
-            f"training.shutdown() in it, then run this again; {SEE_HOLDERS}")
-
-
 def check_free(wanted: list[tuple[str, str | None]]) -> None:
     """Fail now, in one line, if a GPU these workers ask for is missing or held by someone else.
 
@@ -194,7 +159,8 @@ def check_free(wanted: list[tuple[str, str | None]]) -> None:
                               f"{total:g}: give all but {total:g} of them device='cpu'.")
         while (free := gpus_available(nodes)) is not None and free < len(names):
             if time.monotonic() >= deadline:
-                who = describe_holders(holders(nodes), ray.get_runtime_context().get_job_id())
                 asks = f"workers {names} need" if len(names) > 1 else f"worker {names[0]!r} needs"
-                raise HetlabError(f"{asks} the GPU on {where}, but it is held by {who}.")
+                raise HetlabError(f"{asks} the GPU on {where}, but another actor holds it: this kernel's earlier "
+                                  f"training (training.shutdown(), or restart this kernel) or another notebook's "
+                                  f"kernel (stop it), then run this again; {SEE_HOLDERS}.")
             time.sleep(0.25)

@@ -35,10 +35,9 @@ QUICK_SWEEP_BATCHES = (1, 8, 64, 256)
 
 
 class Labelled(float):
-    """A number (usable wherever a float is) and where it came from (``.source``)."""
+    """A figure (usable wherever a float is: samples/s, or seconds) and where it came from (``.source``)."""
 
     source: str
-    unit = ""
 
     def __new__(cls, value: float, source: str):
         obj = super().__new__(cls, value)
@@ -50,19 +49,7 @@ class Labelled(float):
         return self.source.startswith("measured")
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({float(self):,.4g}{self.unit}, {self.source})"
-
-
-class Speed(Labelled):
-    """Training samples/s and where it came from."""
-
-    unit = " samples/s"
-
-
-class Seconds(Labelled):
-    """A time in seconds and where it came from."""
-
-    unit = " s"
+        return f"{float(self):,.4g} ({self.source})"
 
 
 # Where a saved figure came from (``origin``): every file records it, and every label says it:
@@ -82,9 +69,8 @@ def origin(simulated: bool = False) -> str:
 
 
 def origin_of(data: dict) -> str:
-    """The origin a saved file records; files from before it was recorded: practice if simulated, else the pair."""
-    kept = data.get("origin")
-    return kept if isinstance(kept, str) and kept else (PRACTICE if data.get("simulated") else PAIR)
+    """The origin a saved file records (``_stamp``)."""
+    return str(data.get("origin") or PAIR)
 
 
 def describe(kind: str) -> str:
@@ -203,18 +189,11 @@ def keep(role: str, data: dict, where: str | Path | None = None) -> Path:
 
 
 def speed(role: str, model: str = "small", batch_size: int = estimates.COURSE_BATCH,
-          where: str | Path | None = None) -> Speed:
+          where: str | Path | None = None) -> Labelled:
     """``role``'s samples/s for ``model`` at ``batch_size``: its step line's b ÷ t(b) (``step_time``:
     fitted to notebook 02's sweep, else estimated), the one meaning of a speed at a batch (``steptime``)."""
     line = step_time(role, model, where)
-    return Speed(samples_per_s(batch_size, line(batch_size)), f"{line.source}, batch {batch_size}")
-
-
-def _where_measured(data: dict) -> str:
-    what = ", ".join(str(x) for x in (data.get("device"), data.get("optimizer")) if x)
-    kind = origin_of(data)
-    where = "" if kind == PAIR else f"; {describe(kind)}"
-    return f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}{where}".rstrip()
+    return Labelled(samples_per_s(batch_size, line(batch_size)), f"{line.source}, batch {batch_size}")
 
 
 def step_time(role: str, model: str = "small", where: str | Path | None = None) -> StepTime:
@@ -223,7 +202,10 @@ def step_time(role: str, model: str = "small", where: str | Path | None = None) 
     if data is None or model not in data["samples_per_s"] or len(set(data["batch_sizes"])) < 2:
         return estimates.labelled(role, model)
     fitted = data.get("step_time", {}).get(model)
-    source = f"{_where_measured(data)}, fitted to {len(data['batch_sizes'])} batch sizes"
+    what = ", ".join(str(x) for x in (data.get("device"), data.get("optimizer")) if x)
+    kind = origin_of(data)
+    source = (f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}"
+              f"{'' if kind == PAIR else f'; {describe(kind)}'}, fitted to {len(data['batch_sizes'])} batch sizes")
     if fitted:
         return StepTime(float(fitted["fixed_s"]), float(fitted["per_sample_s"]), source)
     return from_sweep(data["batch_sizes"], data["samples_per_s"][model], source)
@@ -244,15 +226,15 @@ def save_engine(engine_s: float, link_s: float | None = None, where: str | Path 
     return save_figure("engine", {"engine_s": engine_s, "link_s": link_s}, where, simulated=simulated)
 
 
-def engine_cost(where: str | Path | None = None) -> Seconds:
+def engine_cost(where: str | Path | None = None) -> Labelled:
     """The engine's own seconds per exchange: notebook 05's measurement, else the practice figure."""
     data = load_figure("engine", where)
     if data is None:
-        return Seconds(estimates.ENGINE_S, estimates.ENGINE_WHERE)
+        return Labelled(estimates.ENGINE_S, estimates.ENGINE_WHERE)
     kind, date = origin_of(data), str(data.get("date", ""))[:10]
     if kind == PAIR:
-        return Seconds(data["engine_s"], f"measured on {data.get('host', '?')} in notebook 05 {date}")
-    return Seconds(data["engine_s"], f"measured in notebook 05 {date}: {describe(kind)}")
+        return Labelled(data["engine_s"], f"measured on {data.get('host', '?')} in notebook 05 {date}")
+    return Labelled(data["engine_s"], f"measured in notebook 05 {date}: {describe(kind)}")
 
 
 RUN_PREFIX = "notebook-"
@@ -345,11 +327,8 @@ def whose(**sources: str) -> str:
     return ", ".join(f"{role}: {kind}" for role, kind in kinds.items())
 
 
-# --- what a prediction or a measurement is about (issue 59) ----------------------------------------
-# The quantity, the global batch, the split, the roles and the mode (quick or full). ``hetlab report``
-# pairs a prediction only with a measurement whose description is the same (``mismatch`` is None);
-# otherwise its row reads "not yet measured". Notebooks 02 and 09 describe theirs; a technique's run
-# carries its own (``outcome.conditions``).
+# --- what a prediction or a measurement is about: the quantity, the global batch, the split, the roles and
+# the mode. ``hetlab report`` pairs a prediction only with a measurement whose description is the same.
 
 QUICK, FULL = "quick", "full"
 ROLES = ("desktop", "mac")
@@ -395,10 +374,8 @@ def _show(key: str, value) -> str:
     return str(value)
 
 
-# --- each graded exercise's last result (``hetlab.course.grading.check``) ---------------------------
-# One file, ``exercises.json``: per exercise and machine, the notebook, the status (right, wrong, your
-# turn), the grader's one line (the mistake it named), the learner's source and when. The Mac's (notebook 02's grader runs
-# there too) reaches the desktop over the cluster like its figures (``cluster.figures.fetch_graded``).
+# --- each graded exercise's last result (``hetlab.course.grading.check``), per exercise and machine, in
+# ``exercises.json``; the Mac's reaches the desktop over the cluster (``cluster.figures.fetch_graded``).
 
 GRADED_FILE = "exercises"
 
