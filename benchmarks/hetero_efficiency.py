@@ -46,8 +46,8 @@ def ps_overhead_fraction(records) -> float:
 
 def critical_path_ms(records) -> dict:
     """Mean ms per step along the straggler's path: compute, simulated, comm, the server's
-    update (its own arithmetic, then the rest of the driver's time for it: taking the gradients'
-    pieces, handing the new weights' pieces to the calls), and the rest of the step (the driver)."""
+    update (its own arithmetic, then the rest of the driver's time for it: taking the gradients,
+    putting the new weights in Ray's object store), and the rest of the step (the driver)."""
     parts = {"compute": [], "simulated": [], "comm": [], "server": [], "handover": [], "rest": [],
              "step": []}
     for step in sorted({r.step for r in records}):

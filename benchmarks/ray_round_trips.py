@@ -12,11 +12,8 @@ it. This times the pieces on your cluster, with buffers the size of the course's
   by an actor on its own node, then on the other node;
 * a worker call carrying new weights made on the driver's node (where the server's are), to an
   actor on that node, then on the other node;
-* a call carrying half the model's fp32 buffer (one of its pieces) there and back, as a torch
-  tensor and as a numpy array (the pieces go as numpy arrays: ``hetlab.core.flat.split_pieces``);
-* then real training steps (``ParameterServerTraining``, sync, the split ∝ each worker's speed
-  alone), alternating the model's buffers as one object and in pieces (``hetlab.core.flat.pieces_for``):
-  the server's update (in the driver), and each worker's communication, per step.
+* a call carrying half the model's fp32 buffer there and back, as a torch tensor and as a numpy
+  array.
 
 On the practice cluster "the other node" is the simulated mac's node of this same machine;
 with ``HETLAB_ADDRESS`` set it is your Mac. Ray hands objects up to 100 KB inside the call
@@ -24,7 +21,7 @@ with ``HETLAB_ADDRESS`` set it is your Mac. Ray hands objects up to 100 KB insid
 pulls them. ``benchmarks/hetero_efficiency.py`` shows where these costs land in a training
 step ("comm" and "handover").
 
-    .venv/bin/python benchmarks/ray_round_trips.py [--model small] [--repeats 30] [--rounds 4]
+    .venv/bin/python benchmarks/ray_round_trips.py [--model small] [--repeats 30]
 
 The last line printed is one JSON object.
 """
@@ -34,18 +31,14 @@ import argparse
 import json
 import statistics
 import time
-from unittest import mock
 
 import ray
 import torch
 
-from hetlab.arithmetic.balance import split_batch
 from hetlab.cluster.roles import placement
-from hetlab.core.data import load_mnist
-from hetlab.core.flat import flat_weights, pieces_for
+from hetlab.core.flat import flat_weights
 from hetlab.core.models import make_model
 from hetlab.pair import the_pair
-from hetlab.ps import ParameterServerTraining
 
 
 @ray.remote(num_cpus=0)
@@ -74,53 +67,20 @@ def median_ms(samples: list[float]) -> float:
     return round(1e3 * statistics.median(samples), 2)
 
 
-def training_steps(pair, model: str, global_batch: int, steps: int, rounds: int):
-    """Sync steps of a real training, the buffers as one object or in pieces, alternating: a
-    worker is told its piece count at its start, so each way is its own training in each round.
-    Returns (batch sizes, the pieces, {what: (one object ms, pieces ms)})."""
-    train = load_mnist("train")
-    with ParameterServerTraining(pair.workers, train, model=model, seed=0, progress=False) as training:
-        sizes = split_batch(global_batch, training.standalone_samples_per_s(global_batch // 2, steps=3))
-        pieces = {"weights": pieces_for(training.weights_bytes), "gradient": training.pieces}
-    ways = {"one object": lambda nbytes: 1, "pieces": pieces_for}
-    records: dict[str, list] = {way: [] for way in ways}
-    for _ in range(rounds):
-        for way, count in ways.items():
-            with mock.patch("hetlab.ps.training.pieces_for", count), \
-                    ParameterServerTraining(pair.workers, train, model=model, seed=0, progress=False,
-                                            batch_sizes=sizes) as training:
-                training.run(3)  # warm-up
-                records[way] += training.run(steps)
-    rows = {"server's update (in the driver)": [median_ms([r.update_s for r in records[way]]) for way in ways]}
-    names = [spec.name for spec in pair.workers]
-    for name in names:
-        rows[f"{name}'s communication"] = [
-            median_ms([r.comm_s for r in records[way] if r.worker == name]) for way in ways]
-    for name in names:  # not Ray's, but it moves the whole step as much
-        rows[f"{name}'s compute + simulated"] = [
-            median_ms([r.device_s for r in records[way] if r.worker == name]) for way in ways]
-    rows["whole step"] = [median_ms([r.step_s for r in records[way]]) for way in ways]
-    return sizes, pieces, rows
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="small", help="a built-in model name: its size sets the buffers")
     parser.add_argument("--repeats", type=int, default=30, help="timings of each call")
-    parser.add_argument("--global-batch", type=int, default=512, help="of the training steps")
-    parser.add_argument("--steps", type=int, default=10, help="training steps per run")
-    parser.add_argument("--rounds", type=int, default=4, help="alternations of the training runs")
     args = parser.parse_args()
     n = flat_weights(make_model(args.model, seed=0)).numel()
 
     with the_pair() as pair:
-        steps_table = training_steps(pair, args.model, args.global_batch, args.steps, args.rounds)
         here = ray.get_runtime_context().get_node_id()
         server = Probe.options(**placement(node_id=here)).remote(n)
         near = Probe.options(**placement(node_id=here)).remote(n)       # a worker beside the server
         far = Probe.options(**placement(pair.workers[1].role)).remote(n)  # the mac's node
         ray.get([p.empty.remote() for p in (server, near, far)])
-        piece = {"torch tensor": torch.ones(n // 2)}  # one of the fp32 buffer's two pieces
+        piece = {"torch tensor": torch.ones(n // 2)}  # half the fp32 buffer
         piece["numpy array"] = piece["torch tensor"].numpy()
         times: dict[str, list[float]] = {}
 
@@ -156,14 +116,6 @@ def main() -> None:
                                                            "far_over_near": round(far_ms / near_ms, 3)}
     take32, take16 = (result[f"server_takes_a_{d}_gradient"]["far_ms"] for d in ("float32", "float16"))
     result["fp32_over_fp16_far_take"] = round(take32 / take16, 3)
-    sizes, pieces, rows = steps_table
-    print(f"  training steps at {sizes} (median ms per step; {args.rounds} × {args.steps} steps each way, "
-          f"alternating; pieces here: {pieces})")
-    print(f"  {'':32s} {'one object':>12s} {'in pieces':>12s} {'ratio':>8s}")
-    result["steps"] = {}
-    for what, (one, many) in rows.items():
-        print(f"  {what:32s} {one:9.2f} ms {many:9.2f} ms {many / one:7.2f}×")
-        result["steps"][what] = {"one_object_ms": one, "pieces_ms": many, "ratio": round(many / one, 3)}
     print(json.dumps(result))
 
 

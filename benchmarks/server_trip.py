@@ -33,7 +33,6 @@ import torch
 from hetlab.arithmetic import balance
 from hetlab.core.data import load_mnist
 from hetlab.core.stream import split_spans
-from hetlab.core.flat import join_pieces, pieces_for, split_pieces
 from hetlab.core.simulate import device_seconds
 from hetlab.pair import the_pair
 from hetlab.ps import ParameterServerTraining, server
@@ -44,7 +43,7 @@ WAYS = ("server actor (two trips)", "in the driver (hetlab)", "in the driver, on
 @ray.remote(num_cpus=0)
 class ServerActor:
     """hetlab's ``Server`` in an actor of its own on the driver's node (hetlab's engine before
-    this benchmark): gradients come to it as pieces, new weights go back as pieces."""
+    this benchmark): gradients come to it, new weights go back, one object each."""
 
     def __init__(self, *args):
         torch.set_num_threads(1)
@@ -53,24 +52,21 @@ class ServerActor:
     def ready(self) -> bool:
         return True
 
-    def apply(self, samples, per: int, pieces: int, *answers):
-        grads = [join_pieces(answers[j:j + per]) for j in range(0, len(answers), per)]
-        self.server.apply(grads, samples)
-        return (*split_pieces(self.server.weights(), pieces), self.server.version)
+    def apply(self, samples, *grads):
+        self.server.apply(list(grads), samples)
+        return self.server.weights(), self.server.version
 
 
 def actor_steps(training, actor, weights, n: int) -> tuple[list, list, list]:
     """``n`` sync steps with the server in ``actor``: (step times, busy times, the weights' refs)."""
-    kg, kw = training.pieces, pieces_for(training.weights_bytes)
     sizes, steps, busy = training.batch_sizes, [], []
     for _ in range(n):
         t0 = time.perf_counter()
         shares = split_spans(training.stream.take(sum(sizes)), sizes)
-        sent = [m.actor.gradient.options(num_returns=kg + 1).remote(spans, *weights)
+        sent = [m.actor.gradient.options(num_returns=2).remote(spans, weights)
                 for m, spans in zip(training.members, shares)]
-        replies = ray.get([s[-1] for s in sent], timeout=60)   # (loss, compute_s, simulated_s, samples)
-        *weights, version = actor.apply.options(num_returns=kw + 1).remote(
-            [r[3] for r in replies], kg, kw, *[p for s in sent for p in s[:-1]])
+        replies = ray.get([s[1] for s in sent], timeout=60)   # (loss, compute_s, simulated_s, samples)
+        weights, version = actor.apply.options(num_returns=2).remote([r[3] for r in replies], *[s[0] for s in sent])
         ray.get(version, timeout=60)
         steps.append(time.perf_counter() - t0)
         busy.append(max(device_seconds(r[1], r[2]) for r in replies))

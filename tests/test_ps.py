@@ -4,7 +4,6 @@ import os
 import statistics
 import time
 
-import numpy as np
 import pytest
 import ray
 import torch
@@ -275,24 +274,6 @@ def test_one_sync_step_is_the_hand_computed_weighted_update(data):
         assert not torch.allclose(ps.server.weights(), w0 - lr * (g[0] + g[1]) / 2, atol=1e-4)  # not the plain mean
         assert ps.step == 1 and ps.stream.cursor == ps.samples_seen == 64
         assert [(r.step, r.worker, r.samples) for r in ps.records] == [(1, "fast", 40), (1, "slow", 24)]
-
-
-def test_a_big_models_weights_go_once_through_the_object_store_and_train_the_same(data, monkeypatch):
-    """A model too big for pieces inside the calls travels as one object: each step the server's
-    new weights are put ONCE into Ray's object store (each worker's node pulls them from there)
-    and the gradients are fetched from it. Forced here on the small model (``pieces_for`` says
-    one object, as for a big buffer): the same steps end on the same weights, bit for bit, as in pieces."""
-    specs, weights = [WorkerSpec("fast"), WorkerSpec("slow")], {}
-    for way in ("pieces", "one object"):
-        if way == "one object":
-            monkeypatch.setattr("hetlab.ps.training.pieces_for", lambda nbytes: 1)
-        with ParameterServerTraining(specs, data[0], batch_sizes=[40, 24], seed=SEED, progress=False) as ps:
-            ps.run(3)
-            expected = ray.ObjectRef if way == "one object" else np.ndarray
-            assert {type(w) for w in ps.weights} == {expected}
-            assert len(ps.weights) == ps.pieces == (1 if way == "one object" else 2)
-            weights[way] = flat_weights(ps.model())
-    assert torch.equal(weights["pieces"], weights["one object"])
 
 
 def test_after_shutdown_the_weights_stay_readable_and_training_refuses_in_one_line(data):

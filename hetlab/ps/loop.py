@@ -14,7 +14,6 @@ from typing import Sequence
 import ray
 
 from hetlab.arithmetic.balance import split_batch
-from hetlab.core.flat import join_pieces
 from hetlab.core.simulate import device_seconds
 from hetlab.core.stream import split_spans
 from hetlab.errors import HetlabError, one_line
@@ -29,33 +28,32 @@ def sync_step(run) -> None:
     worker that did not answer is dropped, and its positions are trained in the next step."""
     t0, sizes = time.perf_counter(), run.batch_sizes
     spans = split_spans(run.stream.take(sum(sizes)), sizes)             # b_i consecutive positions each
-    calls = {m.name: m.actor.gradient.options(num_returns=run.pieces + 1).remote(mine, *run.weights)
-             for m, mine in zip(run.members, spans)}
+    calls = {m.name: m.actor.gradient.remote(mine, run.weights) for m, mine in zip(run.members, spans)}
     answers, lost = gather(run, calls, deadline=t0 + run.timeout_s)     # {name: (g_i, reply, came at)}
     if answers:
         gathered = time.perf_counter()
         grads, samples = [g for g, _, _ in answers.values()], [reply[3] for _, reply, _ in answers.values()]
         run.server.apply(grads, samples)                                 # Σ (b_i/B)·g_i, one optimizer step
         server_s = time.perf_counter() - gathered
-        run.publish(run.server.weights())                                # what the next calls carry
+        run.weights = ray.put(run.server.weights())                      # what the next calls carry
         keep_step(run, calls, answers, t0, gathered, server_s)
     drop_lost(run, lost, dict(zip(calls, spans)))
 
 
 def gather(run, calls: dict, deadline: float, first: bool = False) -> tuple[dict, dict]:
-    """The answers to ``calls`` ({worker: its call's refs}), each with when it came, waited for until
+    """The answers to ``calls`` ({worker: its call's ref}), each with when it came, waited for until
     ``deadline`` (``first``: until one came), never longer: ({worker: (gradient, reply, came at)} in the
     workers' order, {worker: why} for those that did not answer in time or whose node went away)."""
-    waiting, came, late = {refs[-1]: name for name, refs in calls.items()}, {}, []
+    waiting, came, late = {ref: name for name, ref in calls.items()}, {}, []
     while waiting and not (first and came):
         done, _ = ray.wait(list(waiting), timeout=max(0.0, deadline - time.perf_counter()), fetch_local=False)
         if not done:
             late = list(waiting.values())                                # the deadline passed
             break
         came[waiting.pop(done[0])] = time.perf_counter()
-    values, lost = fetch(run, {name: refs for name, refs in calls.items() if name in came})
+    values, lost = fetch(run, {name: ref for name, ref in calls.items() if name in came})
     lost |= {name: f"no answer within {run.timeout_s:.0f} s" for name in late}
-    return {name: (join_pieces(v[:-1]), v[-1], came[name]) for name, v in values.items()}, lost
+    return {name: (*values[name], came[name]) for name in values}, lost
 
 
 def local_sgd_round(run) -> None:
@@ -64,14 +62,13 @@ def local_sgd_round(run) -> None:
     changes that came by the deadline. One round is one server step."""
     t0, sizes = time.perf_counter(), [h * b for h, b in zip(run.local_steps, run.batch_sizes)]
     spans = split_spans(run.stream.take(sum(sizes)), sizes)             # H_i·b_i positions each
-    calls = {m.name: m.actor.local_round.options(num_returns=run.pieces + 1).remote(mine, m.local_steps, *run.weights)
-             for m, mine in zip(run.members, spans)}
+    calls = {m.name: m.actor.local_round.remote(mine, m.local_steps, run.weights) for m, mine in zip(run.members, spans)}
     answers, lost = gather(run, calls, deadline=t0 + run.timeout_s)
     if answers:
         gathered = time.perf_counter()
         run.server.apply([d for d, _, _ in answers.values()], [reply[3] for _, reply, _ in answers.values()])
         server_s = time.perf_counter() - gathered
-        run.publish(run.server.weights())
+        run.weights = ray.put(run.server.weights())
         keep_step(run, calls, answers, t0, gathered, server_s)
     drop_lost(run, lost, dict(zip(calls, spans)))
 
@@ -101,7 +98,7 @@ def async_updates(run, steps: int, callbacks: list, checkpoints: bool) -> None:
             resting, idle = False, {name: idle[name] for name in run.names}
         if not resting:
             send(run, flying, idle, end)
-        answers, lost = gather(run, {n: f["refs"] for n, f in flying.items()}, time.perf_counter() + run.timeout_s,
+        answers, lost = gather(run, {n: f["ref"] for n, f in flying.items()}, time.perf_counter() + run.timeout_s,
                                first=True)
         done = {name: flying.pop(name) for name in [*answers, *lost]}
         drop_lost(run, lost, {name: done[name]["spans"] for name in lost})
@@ -109,7 +106,7 @@ def async_updates(run, steps: int, callbacks: list, checkpoints: bool) -> None:
             sent, gathered = done[name], time.perf_counter()
             run.server.step(async_scale(sent["batch_size"], run.batch_sizes) * grad.float())
             server_s = time.perf_counter() - gathered
-            run.publish(run.server.weights())
+            run.weights = ray.put(run.server.weights())
             now = time.perf_counter()
             keep(run, name, reply, sent["batch_size"], came - sent["at"], wait_s=sent["held_s"],
                  staleness=run.step - sent["weights_step"], server_s=server_s, update_s=now - gathered,
@@ -133,8 +130,7 @@ def send(run, flying: dict, idle: dict, end: int) -> None:
             return
         m, now = run.member(name), time.perf_counter()
         spans = run.stream.take(m.batch_size)
-        refs = m.actor.gradient.options(num_returns=run.pieces + 1).remote(spans, *run.weights)
-        flying[name] = {"refs": refs, "spans": spans, "batch_size": m.batch_size, "weights_step": run.step,
+        flying[name] = {"ref": m.actor.gradient.remote(spans, run.weights), "spans": spans, "batch_size": m.batch_size, "weights_step": run.step,
                         "at": now, "held_s": now - idle.pop(name)}
         run.bytes_to_workers += run.weights_bytes
 
@@ -161,28 +157,18 @@ def keep(run, name: str, reply: tuple, batch_size: int, round_trip: float, **sec
     run.samples_seen += samples
 
 
-def collect(run, refs: dict) -> tuple[dict, dict]:
-    """{worker: answer} of one call to each worker in ``refs`` ({worker: its call's ref}) within the
-    deadline, and {worker: why} for those lost meanwhile: the calls that are not steps."""
-    ready, late = ray.wait(list(refs.values()), num_returns=len(refs), timeout=run.timeout_s, fetch_local=False)
-    values, lost = fetch(run, {name: [ref] for name, ref in refs.items() if ref in ready})
-    lost |= {name: f"no answer within {run.timeout_s:.0f} s" for name, ref in refs.items() if ref in late}
-    return {name: v[0] for name, v in values.items()}, lost
-
-
 def fetch(run, calls: dict) -> tuple[dict, dict]:
-    """The values of each worker's refs ({worker: refs}) in one ``ray.get``: ({worker: values},
+    """The value of each worker's call ({worker: its ref}) in one ``ray.get``: ({worker: value},
     {worker: why} for those whose values went away with their node or process). An error inside a
     worker's own code is a HetlabError naming it."""
     try:
-        values = iter(ray.get([r for refs in calls.values() for r in refs], timeout=run.timeout_s))
-        return {name: [next(values) for _ in refs] for name, refs in calls.items()}, {}
+        return dict(zip(calls, ray.get(list(calls.values()), timeout=run.timeout_s))), {}
     except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
         pass                                                             # one by one: whose is it?
     got, failed = {}, {}
-    for name, refs in calls.items():
+    for name, ref in calls.items():
         try:
-            got[name] = ray.get(refs, timeout=REFETCH_S)
+            got[name] = ray.get(ref, timeout=REFETCH_S)
         except ray.exceptions.RayActorError as e:
             failed[name] = f"{type(e).__name__}: its node or process went away"
         except ray.exceptions.RayTaskError as e:
@@ -192,6 +178,14 @@ def fetch(run, calls: dict) -> tuple[dict, dict]:
         except ray.exceptions.RayError:
             failed[name] = "its result was lost with its node"
     return got, failed
+
+
+def collect(run, refs: dict) -> tuple[dict, dict]:
+    """{worker: answer} of one call to each worker in ``refs`` ({worker: its call's ref}) within the
+    deadline, and {worker: why} for those lost meanwhile: the calls that are not steps."""
+    ready, late = ray.wait(list(refs.values()), num_returns=len(refs), timeout=run.timeout_s, fetch_local=False)
+    got, lost = fetch(run, {name: ref for name, ref in refs.items() if ref in ready})
+    return got, lost | {name: f"no answer within {run.timeout_s:.0f} s" for name, ref in refs.items() if ref in late}
 
 
 def drop_lost(run, lost: dict, spans: dict) -> None:

@@ -20,7 +20,7 @@ from hetlab.core.checkpoint import CHECKPOINT_GLOB, FORMAT, checkpoint_path, loa
 from hetlab.core.data import Dataset, as_tensors, compact, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError, one_line
-from hetlab.core.flat import flat_weights, load_flat, pieces_for, split_pieces
+from hetlab.core.flat import flat_weights, load_flat
 from hetlab.core.simulate import labelled
 from hetlab.core.machine import patience
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
@@ -97,8 +97,7 @@ class ParameterServerTraining:
         self.timeout_s = worker_timeout_s
         self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * self.n_params           # one message down
         self.gradient_bytes = BYTES_PER_VALUE[self.options.transfer] * self.n_params  # one answer up
-        self.pieces = pieces_for(self.gradient_bytes)   # a gradient's pieces, each inside its call
-        self.weights: tuple = ()    # the server's weights as the next calls carry them (``publish``)
+        self.weights = None   # the server's weights in Ray's object store, as the next calls carry them
         self.step = self.first_step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = self.warmups = 0
         self.records: list[StepRecord] = []
         self.events: list[Event] = []   # resplits, lost workers, checkpoints, … (hetlab.ps.records)
@@ -120,8 +119,7 @@ class ParameterServerTraining:
         data = ray.put(train_data)  # once; each worker's node fetches it once
         for m, options in zip(self.members, where):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **options}
-            m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, self.options, self.loss,
-                                                                pieces=self.pieces)
+            m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, self.options, self.loss)
         o = self.options
         self.server = Server(self.factory, o.seed, o.lr, o.mode, o.optimizer)
         refs = [m.actor.info.remote() for m in self.members]
@@ -139,7 +137,7 @@ class ParameterServerTraining:
         machines = [m.info["machine"] for m in self.members]  # each worker: its machine's share of cores
         self.answers({m.name: m.actor.set_threads.remote(machines.count(m.info["machine"])) for m in self.members},
                      "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
-        self.publish(self.server.weights())
+        self.weights = ray.put(self.server.weights())
         if self.progress:
             for label in self.labels:
                 print(f"worker {label}")
@@ -212,12 +210,6 @@ class ParameterServerTraining:
         self.answers({name: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
         m.spec = spec
         self.events.append(Event(self.step, "slowdown", worker=_label(m), slowdown=spec.slowdown))
-
-    def publish(self, weights: torch.Tensor) -> None:
-        """Make ``weights`` what the next calls carry: in pieces inside the calls, or put once into
-        Ray's object store (each worker's node pulls it from there)."""
-        pieces = split_pieces(weights, pieces_for(self.weights_bytes))
-        self.weights = tuple(ray.put(p) if isinstance(p, torch.Tensor) else p for p in pieces)
 
     def warm_up(self) -> None:
         """Before steps at a batch size a worker has not run yet: one untimed forward + backward there
@@ -403,7 +395,7 @@ class ParameterServerTraining:
                         "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
             run.samples_seen = ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
-            run.publish(run.server.weights())
+            run.weights = ray.put(run.server.weights())
         except BaseException:
             run.shutdown()
             raise

@@ -2,8 +2,7 @@
 
 A ``Worker`` actor picks its device on its own machine, keeps the whole training set there (fp32:
 ~188 MB for MNIST), trains on the stream positions each message names, and returns ONE flat CPU
-buffer (in pieces, ``hetlab.core.flat.split_pieces``) and a reply: the gradient (sync, async) or
-the change after H local steps (local SGD).
+buffer and a reply: the gradient (sync, async) or the change after H local steps (local SGD).
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from torch import nn
 from hetlab.core.data import as_tensors
 from hetlab.core.stream import stream_indices
 from hetlab.core.devices import resolve
-from hetlab.core.flat import flat_grad, join_pieces, load_flat, split_pieces
+from hetlab.core.flat import flat_grad, load_flat
 from hetlab.core.machine import kernel_id, origin_label
 from hetlab.core.models import make_model
 from hetlab.ps.specs import Options, WorkerSpec
@@ -32,14 +31,13 @@ class Worker:
 
     ``spec``: which device, how slow; ``options``: the seed, local SGD's learning
     rate, the wire's dtype. ``train`` is the whole training set (put in Ray's object store once;
-    each machine fetches it once); a message names its samples. An answer is ``(*pieces, reply)``:
-    the buffer in ``pieces`` (``flat.pieces_for``) and a plain tuple ``(loss, compute_s, simulated_s,
-    samples)``, which Ray sends without pickle. torch's threads stay as they are until ``set_threads``.
+    each machine fetches it once); a message names its samples. An answer is ``(buffer, reply)``:
+    the flat buffer and a plain tuple ``(loss, compute_s, simulated_s, samples)``. torch's threads
+    stay as they are until ``set_threads``.
     """
 
-    def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None,
-                 pieces: int = 1):
-        self.name, self.seed, self.lr, self.pieces = spec.name, options.seed, options.lr, pieces
+    def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None):
+        self.name, self.seed, self.lr = spec.name, options.seed, options.lr
         self.model_name = model  # a built-in name or a factory
         self.loss = loss or nn.functional.cross_entropy
         self.slow = SlowDevice(spec.slowdown)
@@ -122,29 +120,29 @@ class Worker:
             self._ensure_local_opt()
         return warm_up(shape_key(self.model, self.device, batch_size, "train"), step, self.device)
 
-    def gradient(self, spans: list, *weights) -> tuple:
+    def gradient(self, spans: list, weights: torch.Tensor) -> tuple:
         """The mean-loss gradient of the samples at ``spans`` (positions of the shuffled stream) at
-        ``weights`` (the flat buffer, in pieces): its pieces on the CPU, in the wire's dtype, and the reply."""
+        ``weights`` (the flat buffer): the gradient on the CPU, in the wire's dtype, and the reply."""
         t0 = time.perf_counter()
-        load_flat(self.params, join_pieces(weights))
+        load_flat(self.params, weights)
         idx = self._indices(spans)
         loss = self._loss_backward(*self._batch(idx))
         grad = flat_grad(self.params, self.wire)
         loss = float(loss)                                   # waits for the device too
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        return (*split_pieces(grad, self.pieces), (loss, compute_s, simulated_s, len(idx)))
+        return grad, (loss, compute_s, simulated_s, len(idx))
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
             self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
-    def local_round(self, spans: list, steps: int, *weights) -> tuple:
+    def local_round(self, spans: list, steps: int, weights: torch.Tensor) -> tuple:
         """Local SGD: ``steps`` Adam steps from ``weights``, one per consecutive equal part of the
         positions at ``spans``; answers start − end as ``gradient`` answers its gradient."""
         t0 = time.perf_counter()
         self._ensure_local_opt()
-        start = join_pieces(weights).to(self.device, torch.float32)
+        start = weights.to(self.device, torch.float32)
         load_flat(self.params, start)
         idx = self._indices(spans)
         losses = []
@@ -155,7 +153,7 @@ class Worker:
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        return (*split_pieces(delta, self.pieces), (loss, compute_s, simulated_s, len(idx)))
+        return delta, (loss, compute_s, simulated_s, len(idx))
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int) -> float:
         """Samples/s of this device training alone, simulated slowdown included.
