@@ -16,11 +16,11 @@ import pytest
 
 from harness import rehearsal
 from hetlab.tools.cli import main
-from hetlab.tools.cli import parse_ratio
+from hetlab.tools.cli import parse_batch_sizes
 from hetlab.errors import HetlabError
 
 REPO = Path(__file__).resolve().parents[1]
-COMMON = ["--train-samples", "3000", "--global-batch", "64", "--quiet", "--ratio", "3:1"]
+COMMON = ["--train-samples", "3000", "--quiet", "--batch-sizes", "48:16"]
 OWN_EVERYTHING = ["--model", "mynet:mlp", "--data", "mynet:blobs", "--loss", "mynet:smoothed"]  # in MYNET
 
 
@@ -36,20 +36,20 @@ def final_accuracy(stdout: str) -> float:
     return float(match.group(1))
 
 
-def test_parse_ratio():
-    assert parse_ratio("auto") == "auto"
-    assert parse_ratio("3:1") == [3.0, 1.0]
-    for bad in ("3", "3:-1", "0:1", "a:b", "1:2:3", "nan:1", "inf:1"):
+def test_parse_batch_sizes():
+    assert parse_batch_sizes("auto") == "auto"
+    assert parse_batch_sizes("96:32") == [96, 32]
+    for bad in ("96", "96:-32", "0:32", "a:b", "1:2:3", "3.5:1", "nan:1"):
         with pytest.raises(HetlabError):
-            parse_ratio(bad)
+            parse_batch_sizes(bad)
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--ratio", "3:-1"], "--ratio"),
+    (["--batch-sizes", "3:-1"], "--batch-sizes"),
+    (["--batch-sizes", "48:16", "--global-batch", "128"], "is a global batch of 64, not --global-batch 128"),
     (["--steps", "0"], "--steps"),
     (["--mode", "fastest"], "--mode"),
     (["--model", "huge"], "--model"),
-    (["--checkpoint-every", "5"], "--checkpoint-dir"),
     (["--resume", "/nonexistent/ckpt"], "--resume"),
     (["--slowdown", "0"], "--slowdown 0.0: must be ≥ 1"), (["--slowdown", "-3"], "--slowdown -3.0: must be ≥ 1"),
     (["--train-samples", "100"], "--train-samples 100: must be at least 128"),
@@ -115,8 +115,8 @@ def test_help_reads_well(capsys):
         main(["train", "--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    for flag in ("--address", "--steps", "--ratio", "--mode", "--local-steps", "--transfer",
-                 "--slowdown", "--checkpoint-dir", "--checkpoint-every", "--resume", "simulated"):
+    for flag in ("--address", "--steps", "--batch-sizes", "--mode", "--local-steps",
+                 "--slowdown", "--checkpoint-dir", "--resume", "simulated"):
         assert flag in text
 
 
@@ -125,13 +125,12 @@ def checkpoints(tmp_path_factory):
     """One real run as a learner with their own network would start it: `hetlab train --model
     mynet:tiny` in the folder holding mynet.py (the workers, other processes and on the real pair
     another machine, get the function by value), its own practice cluster, 20 sync steps,
-    checkpoints every 10. The built-in model runs through `hetlab train` in tests/test_rehearsal.py
+    a checkpoint at the end. The built-in model runs through `hetlab train` in tests/test_rehearsal.py
     and on the practice cluster in the notebooks."""
     here = tmp_path_factory.mktemp("mine")
     (here / "mynet.py").write_text(MYNET)
     folder = here / "ckpt"
-    done = hetlab_train("--model", "mynet:tiny", "--steps", "20", "--checkpoint-dir", str(folder),
-                        "--checkpoint-every", "10", *COMMON, cwd=here)
+    done = hetlab_train("--model", "mynet:tiny", "--steps", "20", "--checkpoint-dir", str(folder), *COMMON, cwd=here)
     assert done.returncode == 0, done.stderr[-2000:]
     return folder, done.stdout
 
@@ -140,10 +139,10 @@ def checkpoints(tmp_path_factory):
 def test_a_short_run_trains_and_checkpoints(checkpoints):
     folder, stdout = checkpoints
     assert "mac · cpu (simulated 4× slower)" in stdout            # the practice mac says what it is
-    assert "batch 48:16" in stdout                          # 3:1 of 64
+    assert "batch 48:16" in stdout
     assert "model mynet.tiny (5,874 parameters)" in stdout and "sync: step 20, 1280 samples" in stdout
     assert final_accuracy(stdout) > 0.4                     # 1280 samples: far above chance (0.1)
-    assert sorted(p.name for p in folder.glob("step-*.pt")) == ["step-000010.pt", "step-000020.pt"]
+    assert sorted(p.name for p in folder.glob("step-*.pt")) == ["step-000020.pt"]
 
 
 @pytest.mark.ray   # `hetlab train` starts a practice cluster
@@ -168,8 +167,7 @@ def test_resume_through_address_continues_the_step_count(checkpoints):
                     reason="own model, data and loss run across two hosts in tests/test_rehearsal.py")
 def test_own_model_data_and_loss_train(tmp_path):
     (tmp_path / "mynet.py").write_text(MYNET)
-    done = hetlab_train(*OWN_EVERYTHING, "--steps", "100", "--global-batch", "64", "--quiet", "--ratio", "3:1",
-                        cwd=tmp_path)
+    done = hetlab_train(*OWN_EVERYTHING, "--steps", "100", "--quiet", "--batch-sizes", "48:16", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "model mynet.mlp (116 parameters)" in done.stdout and "sync: step 100, 6400 samples" in done.stdout
     assert final_accuracy(done.stdout) > 0.7                 # chance: 0.25; one process, 100 steps: 0.88

@@ -363,9 +363,9 @@ def test_notebook_08_leaves_the_report_its_link_before_any_solution(pair):
 @needs_pair
 def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     ckpt = tmp_path / "ckpt"
-    common = ["--train-samples", "3000", "--global-batch", "64", "--quiet", "--ratio", "1:1"]
+    common = ["--train-samples", "3000", "--quiet", "--batch-sizes", "32:32"]
     hetlab = [sys.executable, "-m", "hetlab", "train"]
-    sync = on("desktop", *hetlab, "--steps", "20", "--checkpoint-dir", ckpt, "--checkpoint-every", "10", *common)
+    sync = on("desktop", *hetlab, "--steps", "20", "--checkpoint-dir", ckpt, *common)
     assert sync.returncode == 0, tail(sync)
     assert rehearsal.MAC.origin in sync.stdout and "step 20" in sync.stdout
     resumed = on("desktop", *hetlab, "--steps", "30", "--resume", ckpt, *common)
@@ -376,7 +376,7 @@ def test_hetlab_train_sync_resume_and_own_everything_local_sgd(pair, tmp_path):
     from test_cli_train import MYNET, OWN_EVERYTHING
     (tmp_path / "mynet.py").write_text(MYNET)
     local = on("desktop", *hetlab, "--steps", "10", "--mode", "local-sgd", "--local-steps", "10", *OWN_EVERYTHING,
-               "--global-batch", "64", "--quiet", "--ratio", "1:1", cwd=tmp_path)
+               "--quiet", "--batch-sizes", "32:32", cwd=tmp_path)
     assert local.returncode == 0, tail(local)
     assert "model mynet.mlp (116 parameters)" in local.stdout and "local_sgd: step 10" in local.stdout
     assert float(local.stdout.split("final test accuracy: ")[1].split()[0]) > 0.7     # chance: 0.25
@@ -501,8 +501,8 @@ def test_day_two_after_the_macs_address_changed(pair):
                                capture_output=True, text=True).stdout
         assert rules.count(f"-s {MOVED}/32") == 3 and f"-s {MAC.ip}/32" not in rules, rules
         learner.paste(MAC, "hetlab join --start")             # the README's day-two line, as before
-        train = on("desktop", *hetlab, "train", "--steps", "4", "--train-samples", "1000", "--global-batch", "64",
-                   "--quiet", "--ratio", "1:1")
+        train = on("desktop", *hetlab, "train", "--steps", "4", "--train-samples", "1000",
+                   "--quiet", "--batch-sizes", "32:32")
         assert train.returncode == 0 and rehearsal.MAC.origin in train.stdout and "step 4" in train.stdout, tail(train)
         where = python_on("desktop", "from hetlab.pair import which_cluster; print(which_cluster())")
         assert where.stdout.strip().splitlines()[-1] == f"your pair: desktop ({DESKTOP.ip}) + mac ({MOVED})"

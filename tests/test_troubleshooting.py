@@ -254,41 +254,31 @@ def test_teardown_check_refuses_a_command_nobody_printed():
 
 def check_windows_teardown_line(line: str) -> str | None:
     """None if a PowerShell teardown ``line`` undoes what `hetlab head --windows` prints (as
-    ``winsteps.undo_steps``, which `hetlab wslconfig --undo` prints, writes it), else why not."""
-    from hetlab.windows import steps as winsteps
-    printed = winsteps.render_head("192.168.1.10", "192.168.1.20")
+    ``wsl.undo_steps``, which `hetlab wslconfig --undo` prints, writes it), else why not."""
+    from hetlab.windows import wsl
+    printed = wsl.render_head("192.168.1.10", "192.168.1.20")
     removed = re.fullmatch(r"Remove-(NetFirewallHyperVRule|NetFirewallRule) -DisplayName '([^']+)'"
                            r" -ErrorAction SilentlyContinue", line)
     if removed:
         added = f"New-{removed.group(1)} -DisplayName '{removed.group(2)}'"
         return None if added in printed else "removes a rule nobody printed"
-    setting = re.fullmatch(r"powercfg /setacvalueindex SCHEME_CURRENT SUB_SLEEP (\w+) \d+", line)
-    if setting:
-        changed = winsteps.POWER_SETTINGS.get(setting.group(1))
-        return None if changed and f"powercfg /change {changed} 0" in printed else "a power setting never changed"
-    if line in ("powercfg /setactive SCHEME_CURRENT", f'Remove-Item "$env:USERPROFILE\\{winsteps.POWER_RECORD}"'):
-        return None if line in "\n".join(winsteps.undo_steps({n: 0 for n in winsteps.POWER_SETTINGS})) \
-            else "no longer in the printed teardown"
     if line == "wsl --shutdown":
         return None if line in printed else "the printed steps no longer use it"
     return "unknown PowerShell command: undo something `hetlab head --windows` prints, or add it here"
 
 
 def test_windows_teardown_undoes_exactly_the_printed_windows_steps(page):
-    from hetlab.windows import steps as winsteps
+    from hetlab.windows import wsl
     lines = teardown_commands(page, ("powershell",))
     assert {line: check_windows_teardown_line(line) for line in lines} == {line: None for line in lines}
-    for name in (winsteps.RULE, winsteps.TRAIN_RULE):  # each printed rule has its removal, in both firewalls
+    for name in (wsl.RULE, wsl.TRAIN_RULE):  # each printed rule has its removal, in both firewalls
         assert {f"Remove-NetFirewallHyperVRule -DisplayName '{name}' -ErrorAction SilentlyContinue",
                 f"Remove-NetFirewallRule -DisplayName '{name}' -ErrorAction SilentlyContinue"} <= set(lines)
     assert lines[-1] == "wsl --shutdown"   # last: it closes every Ubuntu window
-    shown = [line for line in winsteps.undo_steps({"STANDBYIDLE": 1800, "HIBERNATEIDLE": 10800})
-             if not line.startswith("#")]
-    assert lines == shown                  # the page shows what `hetlab wslconfig --undo` prints
+    assert lines == wsl.undo_steps()                 # the page shows what `hetlab wslconfig --undo` prints
     assert check_windows_teardown_line("Remove-NetFirewallRule -DisplayName 'Remote Desktop' "
                                        "-ErrorAction SilentlyContinue") is not None
     assert check_windows_teardown_line("Set-NetFirewallProfile -Enabled False") is not None
-    assert check_windows_teardown_line("powercfg /setacvalueindex SCHEME_CURRENT SUB_SLEEP VIDEOIDLE 0") is not None
 
 
 SHELL_BLOCKS = re.findall(r"```(?:bash|sh)\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)

@@ -15,7 +15,7 @@ import pytest
 import pwsh_grammar as pwsh
 from hetlab import HetlabError
 from hetlab.cluster import commands
-from hetlab.windows import wsl as windows, steps as winsteps
+from hetlab.windows import wsl as windows
 from hetlab.cluster.commands import Ports
 from hetlab.tools import cli
 from hetlab.tools import doctor
@@ -25,11 +25,6 @@ WSL2_RELEASE = "5.15.153.1-microsoft-standard-WSL2"   # uname -r in WSL 2 (Ubunt
 WSL1_RELEASE = "4.4.0-19041-Microsoft"                # uname -r in WSL 1
 LINUX_RELEASE = "6.8.0-45-generic"                    # a plain Ubuntu desktop
 WSL_ENV = {"WSL_DISTRO_NAME": "Ubuntu", "WSL_INTEROP": "/run/WSL/1_interop"}
-NAT_IP, NAT_MAC = "172.27.240.5", "00:15:5d:4a:0b:01"  # WSL's NAT: 172.16/12 on a Hyper-V adapter
-LAN_IP, LAN_MAC = "192.168.1.10", "a8:a1:59:12:34:56"  # mirrored: Windows' own adapter and address
-PROC_NET_ROUTE = ("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
-                  "eth0\t0000A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
-                  "eth0\t00000000\t0101A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n")
 GOOD_WSLCONFIG = "[wsl2]\nmemory=16GB\nnetworkingMode=Mirrored\nvmIdleTimeout=-1\n\n[general]\ninstanceIdleTimeout=-1\n"
 HEAD, MAC = "192.168.1.10", "192.168.1.20"
 
@@ -46,18 +41,9 @@ def test_wsl_is_recognised_from_its_signs_and_this_machine_is_not_wsl():
 
 
 def test_mirrored_and_nat_networking_are_told_apart():
-    assert windows.networking_mode("mirrored\n", NAT_IP, NAT_MAC) == "mirrored"   # wslinfo decides
-    assert windows.networking_mode("nat\n", LAN_IP, LAN_MAC) == "nat"
-    assert windows.networking_mode(None, NAT_IP, NAT_MAC) == "nat"
-    assert windows.networking_mode(None, NAT_IP, None) == "nat"
-    assert windows.networking_mode(None, LAN_IP, LAN_MAC) == "mirrored"
-    assert windows.networking_mode("", "172.20.0.7", LAN_MAC) == "mirrored"  # a LAN that uses 172.16/12
-    assert windows.networking_mode(None, None) == "unknown"
-    assert windows.default_route_interface(PROC_NET_ROUTE) == "eth0"
-    assert windows.default_route_interface(PROC_NET_ROUTE.splitlines()[0]) is None
-    real = Path("/proc/net/route").read_text()                    # this machine's own table
-    name = windows.default_route_interface(real)
-    assert name is None or name in real
+    assert windows.networking_mode("mirrored\n") == "mirrored"      # wslinfo --networking-mode says
+    assert windows.networking_mode("NAT\n") == "nat"
+    assert windows.networking_mode(None) == windows.networking_mode("") == "unknown"   # WSL before 2.0: no wslinfo
 
 
 def _ports(ranges: list[str]) -> set[int]:
@@ -118,12 +104,12 @@ def test_the_grammar_refuses_what_powershell_would_not_bind():
 def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
     """As the ufw tests do: the ports in each rule are exactly those the head listens on for the Mac;
     each rule is removed first, so pasting part B twice leaves one rule of each."""
-    text = winsteps.render_head(HEAD, MAC, ports)
+    text = windows.render_head(HEAD, MAC, ports)
     ran = _bound(_code(_part(text, "B")))
     made = [(name, params) for name, params in ran if name.startswith("New-NetFirewall")]
     assert [(name, params["DisplayName"]) for name, params in made] == [
-        ("New-NetFirewallHyperVRule", [winsteps.RULE]), ("New-NetFirewallRule", [winsteps.RULE]),
-        ("New-NetFirewallHyperVRule", [winsteps.TRAIN_RULE]), ("New-NetFirewallRule", [winsteps.TRAIN_RULE])]
+        ("New-NetFirewallHyperVRule", [windows.RULE]), ("New-NetFirewallRule", [windows.RULE]),
+        ("New-NetFirewallHyperVRule", [windows.TRAIN_RULE]), ("New-NetFirewallRule", [windows.TRAIN_RULE])]
     for i, (name, params) in enumerate(ran):
         if name.startswith("New-NetFirewall"):   # each New- follows the Remove- of the same rule, silently
             assert ran[i - 1] == (name.replace("New-", "Remove-"),
@@ -131,7 +117,7 @@ def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
     for name, params in made:
         hyperv = name == "New-NetFirewallHyperVRule"
         local = params["LocalPorts" if hyperv else "LocalPort"]
-        if params["DisplayName"] == [winsteps.RULE]:
+        if params["DisplayName"] == [windows.RULE]:
             assert _ports(local) == set(ports.listening(head=True))
             assert not _ports(local) & set(ports.local_only(head=True))  # dashboard, metrics stay closed
         else:
@@ -141,18 +127,14 @@ def test_powershell_rules_open_exactly_the_heads_ports_to_the_mac_only(ports):
         assert params.get("VMCreatorId") == ([windows.WSL_VM_CREATOR] if hyperv else None)
     assert windows.WSL_VM_CREATOR == "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # WSL's, in Microsoft's docs
     rest = [(n, p) for n, p in ran if not n.endswith("NetFirewallHyperVRule") and not n.endswith("NetFirewallRule")]
-    record = f"$env:USERPROFILE\\{winsteps.POWER_RECORD}"
-    assert rest == [("Test-Path", {None: [record]}),                       # the old sleep settings, saved once
-                    ("powercfg", {None: ["/query", "SCHEME_CURRENT", "SUB_SLEEP"]}),
-                    ("Out-File", {"Encoding": ["ascii"], None: [record]}),
-                    ("powercfg", {None: ["/change", "standby-timeout-ac", "0"]}),
+    assert rest == [("powercfg", {None: ["/change", "standby-timeout-ac", "0"]}),
                     ("powercfg", {None: ["/change", "hibernate-timeout-ac", "0"]}),
                     ("wsl", {"update": []}), ("wsl", {"shutdown": []})]   # last: it closes Ubuntu's windows
     assert "Set-Content" not in text and ".wslconfig\"" not in _part(text, "B")   # hetlab wslconfig edits it
 
 
 def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_step():
-    text = winsteps.render_head(HEAD, MAC, build=22631)
+    text = windows.render_head(HEAD, MAC, build=22631)
     assert [next(line[0] for line in p.splitlines() if re.match(r"[A-C]\) ", line))
             for p in text.split("\n\n")] == ["A", "B", "C"]
     assert _code(_part(text, "A")) == "hetlab wslconfig"
@@ -162,10 +144,9 @@ def test_the_wsl_head_runs_the_linux_heads_ray_start_line_after_the_wslconfig_st
     assert start in commands.pasted(_part(text, "C"))
     assert "--node-ip-address=192.168.1.10" in start and "sudo ufw" not in text
     assert "-LocalPort '6386' " in text and "build 22631" in text   # the rendezvous store alone
-    assert "WSL's NAT" in winsteps.render_head(NAT_IP, MAC) and "WSL's NAT" not in text
-    assert "-RemoteAddresses 'MAC_IP'" in winsteps.render_head(HEAD) and "'MAC_IP'" not in text
+    assert "-RemoteAddresses 'MAC_IP'" in windows.render_head(HEAD) and "'MAC_IP'" not in text
     with pytest.raises(HetlabError) as info:
-        winsteps.render_head(HEAD, "my-mac.local")
+        windows.render_head(HEAD, "my-mac.local")
     assert "\n" not in str(info.value) and "the Mac's IP" in str(info.value)
     for line in _code(_part(text, "C")).splitlines():              # bash: each line splits cleanly
         shlex.split(line)
@@ -181,24 +162,24 @@ def test_the_build_decides_19045_fails_and_22621_passes(capsys):
         assert problem.startswith(f"Windows build {build}: mirrored networking needs Windows 11 22H2 or newer; "
                                   f"no .wslconfig change helps")
         with pytest.raises(HetlabError) as info:
-            winsteps.render_head(HEAD, MAC, build=build)
+            windows.render_head(HEAD, MAC, build=build)
         assert "\n" not in str(info.value) and "no .wslconfig change helps" in str(info.value)
-        check = doctor.networking_check("nat", None, None, build, None)
+        check = doctor.networking_check("nat", build, None)
         assert check.status == doctor.FAIL and "22H2" in check.detail and "winver" in check.fix
     for build in (22621, 22631, 26100):
         assert windows.build_problem(build) is None
-        assert "hetlab wslconfig" in doctor.networking_check("nat", None, None, build, None).fix
-        assert "ray start --head" in winsteps.render_head(HEAD, MAC, build=build)
+        assert "hetlab wslconfig" in doctor.networking_check("nat", build, None).fix
+        assert "ray start --head" in windows.render_head(HEAD, MAC, build=build)
     shown = _shown(capsys, ["head", "--ip", HEAD, "--windows", "--mac-ip", MAC])   # here: no WSL, build unknown
     assert "`winver` on Windows shows the version" in shown
 
 
 def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_native_windows(capsys):
-    assert winsteps.flavour("linux", in_wsl=False, asked=False) == "plain"
-    assert winsteps.flavour("linux", in_wsl=True, asked=False) == "windows"      # inside WSL (supplied)
-    assert winsteps.flavour("win32", in_wsl=False, asked=True) == "windows"
+    assert windows.flavour("linux", in_wsl=False, asked=False) == "plain"
+    assert windows.flavour("linux", in_wsl=True, asked=False) == "windows"      # inside WSL (supplied)
+    assert windows.flavour("win32", in_wsl=False, asked=True) == "windows"
     with pytest.raises(HetlabError) as info:                                   # native Windows (supplied)
-        winsteps.flavour("win32", in_wsl=False, asked=False)
+        windows.flavour("win32", in_wsl=False, asked=False)
     assert "inside WSL2" in str(info.value) and "CPU build" in str(info.value)
     assert cli.main(["head", "--ip", HEAD]) == 0                               # this machine: Linux
     assert "New-NetFirewall" not in capsys.readouterr().out
@@ -210,21 +191,16 @@ def test_head_prints_linux_steps_here_windows_steps_when_asked_and_refuses_nativ
 
 
 def test_the_windows_teardown_binds_and_undoes_each_printed_step():
-    saved = POWERCFG_QUERY.format(standby=0x708, hibernate=0x2A30)
-    assert winsteps.power_before(saved) == {"STANDBYIDLE": 1800, "HIBERNATEIDLE": 10800}
-    ran = _bound("\n".join(winsteps.undo_steps(winsteps.power_before(saved))))
-    printed = winsteps.render_head(HEAD, MAC)
-    for name, params in ran:
-        if name.startswith("Remove-NetFirewall"):     # each rule printed, removed silently if never added
-            assert f"{name.replace('Remove-', 'New-')} -DisplayName '{params['DisplayName'][0]}'" in printed
-            assert params["ErrorAction"] == ["SilentlyContinue"]
-    assert [(n, p[None]) for n, p in ran if n == "powercfg"] == [
-        ("powercfg", ["/setacvalueindex", "SCHEME_CURRENT", "SUB_SLEEP", "STANDBYIDLE", "1800"]),
-        ("powercfg", ["/setacvalueindex", "SCHEME_CURRENT", "SUB_SLEEP", "HIBERNATEIDLE", "10800"]),
-        ("powercfg", ["/setactive", "SCHEME_CURRENT"])]
-    assert ran[-1] == ("wsl", {"shutdown": []})                 # last: it closes every Ubuntu window
-    unknown = winsteps.undo_steps(winsteps.power_before(None))
-    assert not any(line.startswith("powercfg") for line in unknown) and unknown[-1] == "wsl --shutdown"
+    ran = _bound("\n".join(windows.undo_steps()))
+    printed = windows.render_head(HEAD, MAC)
+    for name, params in ran[:-1]:                  # each rule printed, removed silently if never added
+        assert f"{name.replace('Remove-', 'New-')} -DisplayName '{params['DisplayName'][0]}'" in printed
+        assert params["ErrorAction"] == ["SilentlyContinue"]
+    assert len(ran) == 5 and ran[-1] == ("wsl", {"shutdown": []})   # last: it closes every Ubuntu window
+    # what the doctor reads back: the AC values of sleep and hibernate, whatever Windows' language
+    assert windows.ac_sleep(POWERCFG_QUERY.format(standby=0x708, hibernate=0x2A30)) == {
+        "STANDBYIDLE": 1800, "HIBERNATEIDLE": 10800}
+    assert windows.ac_sleep(None) == {}
 
 
 # powercfg /query SCHEME_CURRENT SUB_SLEEP as Windows 11 prints it (English; other languages change
@@ -311,7 +287,7 @@ def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(m
     [(where_b, rules), (where_c, head)] = commands.blocks(scope["head_text"])
     assert "PowerShell" in where_b and "Ubuntu" in where_c
     made = [(n, p["DisplayName"]) for n, p in _bound(rules) if n.startswith("New-")]
-    assert [name for _, name in made] == [[winsteps.RULE]] * 2 + [[winsteps.TRAIN_RULE]] * 2   # 07's, runnable
+    assert [name for _, name in made] == [[windows.RULE]] * 2 + [[windows.TRAIN_RULE]] * 2   # 07's, runnable
     assert "-LocalPort '6386' " in rules and commands.steps(head)[-1] == "ray get-auth-token"   # shown, to type
     assert commands.pasted(scope["join_text"])[0].startswith("mkdir -p ~/.ray && (umask 077 && read -rs TOKEN")
     assert "ssh " not in scope["join_text"] and "New-NetFirewallRule" in printed
@@ -322,11 +298,10 @@ def test_notebook_04_inside_wsl_prints_and_checks_the_powershell_rules_not_ufw(m
 
 def _powershell_blocks() -> list[str]:
     """Every PowerShell block a learner is given: the printed Windows steps' (head, join, notebook 04's
-    rules, the teardown with and without saved settings) and the docs' ```powershell blocks."""
+    rules, the teardown) and the docs' ```powershell blocks."""
     root = Path(__file__).resolve().parents[1]
-    saved = winsteps.power_before(POWERCFG_QUERY.format(standby=0x708, hibernate=0x2A30))
-    printed = [winsteps.render_head(HEAD, MAC), winsteps.render_head(HEAD),
-               winsteps.notebook_head(HEAD, MAC), winsteps.undo_text(saved), winsteps.undo_text(None)]
+    printed = [windows.render_head(HEAD, MAC), windows.render_head(HEAD), windows.notebook_head(HEAD, MAC),
+               windows.undo_text()]
     blocks = [code for text in printed for where, code in commands.blocks(text) if "PowerShell" in where]
     pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
     return blocks + [code for page in pages
@@ -343,7 +318,7 @@ def test_every_powershell_block_is_complete_lines_that_parse_and_bind():
     syntax, anything PowerShell decides at run time (a rule that exists, Administrator rights), and
     differences between Windows PowerShell 5.1 and PowerShell 7."""
     blocks = _powershell_blocks()
-    assert len(blocks) >= 6 and any("Ray Train" in b for b in blocks)
+    assert len(blocks) >= 4 and any("Ray Train" in b for b in blocks)
     for block in blocks:
         _bound(block)
         for line in block.splitlines():

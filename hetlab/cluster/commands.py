@@ -202,7 +202,7 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
 
     ``mac_ip`` goes into the firewall rules (``MAC_IP`` until known). ``firewall`` (notes, lines)
     replaces the ufw step (a Windows desktop's rules are PowerShell, a block of their own:
-    ``hetlab.windows.steps``). ``token``: how the Mac gets it, ``"ssh"`` (it fetches it) or ``"by hand"``
+    ``hetlab.windows.wsl``). ``token``: how the Mac gets it, ``"ssh"`` (it fetches it) or ``"by hand"``
     (no SSH into WSL: the block ends by showing it, to type into the Mac's hidden prompt).
     """
     argv, env = head_start(ip, ports, **options)

@@ -2,9 +2,10 @@
 ``train`` (07), ``search`` (09), ``report`` (the learner's hand-in, 09) and ``gpu-check`` (an NVIDIA
 card: ``hetlab.tools.gpucheck``).
 
-A subcommand is ``_add_<name>(sub)``, which sets ``run`` to ``_<name>(args) -> int``; ``main`` turns a
-HetlabError into one line and exit status 2. Building the parser loads neither Ray nor torch, and every
-argument is checked before either starts, so a bad one answers within seconds.
+``build_parser`` holds every subcommand's arguments; each subcommand runs as one function,
+``_<name>(args) -> int``, and ``main`` turns a HetlabError into one line and exit status 2. Building
+the parser loads neither Ray nor torch, and every argument is checked before either starts, so a
+bad one answers within seconds.
 """
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import os
 import sys
 
 from hetlab.errors import HetlabError
-from hetlab.vocab import CLI_MODES, MODEL_NAMES, TRANSFERS, Ports
+from hetlab.vocab import CLI_MODES, MODEL_NAMES, Ports
+
+TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # hetlab train's --train-samples (quick mode / full)
+CHECKPOINT_EVERY = 50                                   # hetlab train --checkpoint-dir: steps between saves
+GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "sweep")  # gpucheck.CHECKS, without loading torch
 
 
 def print_steps(text: str) -> None:
@@ -28,55 +33,11 @@ def print_steps(text: str) -> None:
         print(line, file=sys.stdout if inside and not marker else sys.stderr, flush=True)
 
 
-def _add_doctor(sub) -> None:
-    p = sub.add_parser("doctor", help="check this machine (and the head) before joining a cluster")
-    p.add_argument("--head", metavar="ADDRESS", help="head's IP:PORT, e.g. 192.168.1.10:6379")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the head")
-    p.set_defaults(run=_doctor)
-
-
 def _doctor(args) -> int:
     from hetlab.tools import doctor
     checks = doctor.checks(head=args.head, timeout=args.timeout)
     print(doctor.render(checks))
     return 0 if all(c.ok for c in checks) else 1
-
-
-def _ports_args(p) -> None:
-    p.add_argument("--port", type=int, default=None, help=f"head's GCS port (default {Ports.gcs}, or the saved pair's)")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
-    p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
-    p.add_argument("--start", action="store_true", help="day two: run this machine's `ray start` line "
-                   "instead of printing the steps (no addresses given: the saved pair's)")
-
-
-def _add_head(sub) -> None:
-    p = sub.add_parser("head", help="print (or --start: run) the commands that start the head")
-    p.add_argument("--ip", help="this machine's LAN IP (default: the saved pair's)")
-    p.add_argument("--windows", action="store_true", help="print the PowerShell steps too (the default inside WSL)")
-    p.add_argument("--mac-ip", help="the Mac's LAN IP, the one address the firewall admits (default: the saved pair's)")
-    _ports_args(p)
-    p.set_defaults(run=_head)
-
-
-def _head(args) -> int:
-    from hetlab.cluster import commands
-    from hetlab.cluster.connecting import requested_address
-    from hetlab.windows import steps, wsl
-    saved = requested_address().pair
-    ip = args.ip or _saved(saved, "desktop_ip", "--ip DESKTOP_IP (this desktop's LAN address: hostname -I)")
-    mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
-    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
-    options = dict(cpus=args.num_cpus, gpus=args.num_gpus)
-    inside_wsl = wsl.in_wsl()
-    if args.start:
-        _not_moved(saved, "desktop", args.ip)
-        return commands.start(*commands.head_start(ip, ports, **options))
-    if steps.flavour(sys.platform, inside_wsl, args.windows) == "windows":   # native Windows: refused there
-        print_steps(steps.render_head(ip, mac_ip, ports, _windows_build(inside_wsl), **options))
-    else:
-        print_steps(commands.render_head(ip, ports, mac_ip=mac_ip, **options))
-    return 0
 
 
 def _saved(saved, field: str, flag: str) -> str:
@@ -100,14 +61,24 @@ def _windows_build(inside_wsl: bool) -> int | None:
     return wsl.windows_build(wsl.output(["cmd.exe", "/c", "ver"])) if inside_wsl else None
 
 
-def _add_join(sub) -> None:
-    p = sub.add_parser("join", help="print (or --start: run) the commands that join the Mac to the head")
-    p.add_argument("--head", help="the head's LAN IP (default: the saved pair's)")
-    p.add_argument("--ip", help="this machine's LAN IP (default: the saved pair's)")
-    p.add_argument("--head-user", help="your user name on the head, for the SSH line that fetches the token")
-    p.add_argument("--head-wsl", action="store_true", help="the head runs inside WSL: the token is typed, not fetched")
-    _ports_args(p)
-    p.set_defaults(run=_join)
+def _head(args) -> int:
+    from hetlab.cluster import commands
+    from hetlab.cluster.connecting import requested_address
+    from hetlab.windows import wsl
+    saved = requested_address().pair
+    ip = args.ip or _saved(saved, "desktop_ip", "--ip DESKTOP_IP (this desktop's LAN address: hostname -I)")
+    mac_ip = args.mac_ip or (saved.mac_ip if saved else None)
+    ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
+    options = dict(cpus=args.num_cpus, gpus=args.num_gpus)
+    inside_wsl = wsl.in_wsl()
+    if args.start:
+        _not_moved(saved, "desktop", args.ip)
+        return commands.start(*commands.head_start(ip, ports, **options))
+    if wsl.flavour(sys.platform, inside_wsl, args.windows) == "windows":   # native Windows: refused there
+        print_steps(wsl.render_head(ip, mac_ip, ports, _windows_build(inside_wsl), **options))
+    else:
+        print_steps(commands.render_head(ip, ports, mac_ip=mac_ip, **options))
+    return 0
 
 
 def _join(args) -> int:
@@ -126,13 +97,6 @@ def _join(args) -> int:
     return 0
 
 
-def _add_pair(sub) -> None:
-    p = sub.add_parser("pair", help="show the pair notebook 04 saved, or save a machine's new address")
-    p.add_argument("--mac-ip", help="the Mac's new LAN address")
-    p.add_argument("--desktop-ip", help="the desktop's new LAN address")
-    p.set_defaults(run=_pair)
-
-
 def _pair(args) -> int:
     from hetlab.cluster import joining
     from hetlab.cluster.commands import block, stop_at_failure
@@ -147,133 +111,34 @@ def _pair(args) -> int:
     return 0
 
 
-def _add_wslconfig(sub) -> None:
-    p = sub.add_parser("wslconfig", help="inside WSL: put the course's settings into Windows' .wslconfig")
-    p.add_argument("--undo", action="store_true", help="put back the .wslconfig hetlab found; print the teardown")
-    p.add_argument("--file", help="the .wslconfig to edit (default: Windows' own, found from inside WSL)")
-    p.set_defaults(run=_wslconfig)
-
-
 def _wslconfig(args) -> int:
     from pathlib import Path
 
-    from hetlab.windows import steps, wsl
+    from hetlab.windows import wsl
+    if args.undo:
+        print(wsl.undo_text())
+        return 0
     path = Path(args.file) if args.file else wsl.wslconfig_path()
     if path is None:
         raise HetlabError("no Windows profile found from here: run `hetlab wslconfig` inside WSL (Ubuntu) "
                           "on the Windows desktop, or give --file PATH.")
-    if args.undo:
-        print(f"# {wsl.undo(path)}")
-        record = path.with_name(steps.POWER_RECORD)
-        print(steps.undo_text(steps.power_before(record.read_text(errors="replace") if record.exists() else None)))
-        return 0
-    build = _windows_build(wsl.in_wsl())
-    if wsl.build_problem(build):
-        raise HetlabError(wsl.build_problem(build).split(". ", 1)[0] + ": hetlab wslconfig changes nothing.")
-    if build is None:
-        print("# could not read Windows' build (cmd.exe /c ver): winver on Windows must show build 22621 or "
-              "newer, or mirrored networking stays off whatever .wslconfig says")
-    changed = wsl.write(path)
-    print(f"{path}: " + (f"set {', '.join(changed)} (the file as it was: {path.name}{wsl.BACKUP_SUFFIX}); "
-                         f"`wsl --shutdown` in PowerShell applies it" if changed
-                         else "already has the course's settings; nothing changed"))
+    if problem := wsl.build_problem(_windows_build(wsl.in_wsl())):
+        raise HetlabError(problem.split(". ", 1)[0] + ": no .wslconfig setting helps.")
+    lacking = wsl.missing(wsl.parse(path.read_text(errors="replace") if path.exists() else ""))
+    print_steps(wsl.wslconfig_text(path, lacking) if lacking else f"{path} has the course's settings: nothing to do")
     return 0
 
 
 # --- notebooks 07 and 08: hetlab train ---
 
-TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # --train-samples default (quick mode / full)
-
-
-def _add_train(sub) -> None:
-    from hetlab import is_quick
-    quick = is_quick()
-    p = sub.add_parser("train", help="train MNIST across the desktop and the Mac, headless",
-                       description="Train with hetlab's parameter server, one worker per machine, and print "
-                       "progress and the test accuracy. Without --address a practice cluster starts here, "
-                       "where the mac is a simulated slower device (docs/terminal.md).")
-    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default: "
-                   "HETLAB_ADDRESS, RAY_ADDRESS or the saved pair, else a practice cluster)")
-    p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower device (practice: 4)")
-    p.add_argument("--steps", type=int, default=40 if quick else 200, metavar="N",
-                   help="train until server step N; local-sgd: round N (default %(default)s)")
-    p.add_argument("--global-batch", type=int, default=128, metavar="B", help="samples per step (default %(default)s)")
-    p.add_argument("--ratio", default="auto", metavar="auto|A:B", help="desktop:mac share of a batch, e.g. 3:1, or auto (tuned)")
-    p.add_argument("--mode", default="sync", metavar="sync|async|local-sgd", help="sync steps, async updates or local SGD (default sync)")
-    p.add_argument("--local-steps", type=int, default=8, metavar="H", help="local-sgd: steps between exchanges")
-    p.add_argument("--transfer", default="fp32", metavar="fp32|fp16|bf16", help="number format on the wire")
-    p.add_argument("--train-samples", type=int, metavar="N", help="the first N of a fixed shuffle of MNIST "
-                   f"(default {TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}; with --resume: the checkpoint's)")
-    p.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION",
-                   help="small, classic, ray_example, or your function returning an nn.Module")
-    p.add_argument("--data", metavar="MODULE:FUNCTION", help="your function returning (train, test) instead of MNIST")
-    p.add_argument("--loss", metavar="MODULE:FUNCTION", help="your loss(outputs, labels) (default: cross-entropy)")
-    p.add_argument("--seed", type=int, help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
-    p.add_argument("--checkpoint-dir", metavar="DIR", help="save checkpoints here")
-    p.add_argument("--checkpoint-every", type=int, metavar="N", help="every N steps (default 50 with --checkpoint-dir)")
-    p.add_argument("--resume", metavar="FILE|DIR", help="continue from a checkpoint, or the newest in DIR")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(run=_train)
-
-
-def parse_ratio(text: str) -> str | list[float]:
-    """``"auto"`` or ``"A:B"`` (desktop:mac) → ``"auto"`` or ``[A, B]``; anything else → HetlabError."""
+def parse_batch_sizes(text: str) -> str | list[int]:
+    """``"auto"`` or ``"D:M"`` (the split: desktop's and mac's samples a step) → ``"auto"`` or ``[D, M]``."""
     if text == "auto":
         return text
-    try:
-        values = [float(x) for x in text.split(":")]
-    except ValueError:
-        values = []
-    if len(values) != 2 or not all(0 < v < float("inf") for v in values):
-        raise HetlabError(f"--ratio {text!r}: use auto or two positive numbers desktop:mac, e.g. 3:1.")
-    return values
-
-
-def check_train_args(args) -> dict:
-    """Every check of ``hetlab train``'s arguments, before any Ray starts; returns the parsed options."""
-    if args.mode not in CLI_MODES:
-        raise HetlabError(f"--mode {args.mode!r}: use sync, async or local-sgd.")
-    if args.transfer not in TRANSFERS:
-        raise HetlabError(f"--transfer {args.transfer!r}: use fp32, fp16 or bf16.")
-    model = args.model
-    if model not in MODEL_NAMES:
-        if ":" not in model:
-            raise HetlabError(f"--model {model!r}: use one of {', '.join(MODEL_NAMES)}, or your own "
-                              f"network as MODULE:FUNCTION (a function returning an nn.Module).")
-        from hetlab.core.models import as_factory
-        model = as_factory(function_arg("--model", model))
-    loss = None
-    if args.loss:
-        from hetlab.core.models import as_loss
-        loss = as_loss(function_arg("--loss", args.loss))
-    data = None
-    if args.data:
-        if args.train_samples is not None:
-            raise HetlabError("--train-samples picks from MNIST: with --data, give your function the size you want.")
-        data = data_arg(args.data, function_arg("--data", args.data))
-    resume, ckpt = _resume_target(args.resume, None if isinstance(model, str) else model)
-    seed, samples = _seed_and_samples(args, resume, ckpt)
-    if data is not None:
-        samples = len(data[0][1])
-    for flag, value, low in (("--steps", args.steps, 1), ("--global-batch", args.global_batch, 2),
-                             ("--local-steps", args.local_steps, 1), ("--train-samples", samples, args.global_batch)):
-        if value < low:
-            raise HetlabError(f"{flag} {value}: must be at least {low}.")
-    if data is None and samples > 60000:
-        raise HetlabError(f"--train-samples {samples}: MNIST has 60000 training samples.")
-    if ckpt is not None and args.steps <= ckpt["step"]:
-        raise HetlabError(f"--steps {args.steps}: the checkpoint {resume} is at step {ckpt['step']} and "
-                          f"--steps is the step to train until: give --steps greater than {ckpt['step']}.")
-    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):
-        raise HetlabError(f"--slowdown {args.slowdown}: must be ≥ 1 (1 = real speed).")
-    every = args.checkpoint_every
-    if every is not None and (every < 1 or not args.checkpoint_dir):
-        raise HetlabError("--checkpoint-every needs --checkpoint-dir and a value ≥ 1.")
-    if args.checkpoint_dir:
-        writable_folder("--checkpoint-dir", args.checkpoint_dir)
-    return {"mode": CLI_MODES[args.mode], "ratio": parse_ratio(args.ratio), "resume": resume, "model": model,
-            "loss": loss, "data": data, "seed": seed, "train_samples": samples,
-            "every": every if every is not None else (50 if args.checkpoint_dir else 0)}
+    sizes = text.split(":")
+    if len(sizes) != 2 or not all(s.isdigit() and int(s) > 0 for s in sizes):
+        raise HetlabError(f"--batch-sizes {text!r}: use auto or two whole numbers ≥ 1, desktop:mac, e.g. 96:32.")
+    return [int(s) for s in sizes]
 
 
 def writable_folder(flag: str, folder: str) -> None:
@@ -306,23 +171,22 @@ def function_arg(flag: str, text: str):
     return getattr(module, function)
 
 
-def data_arg(flag_text: str, function) -> tuple:
+def _data(text: str) -> tuple:
     """Call the ``--data`` function: it must return (train, test), each in a form ``as_tensors`` takes."""
     from hetlab.core.data import as_tensors
+    function = function_arg("--data", text)
     try:
         got = function()
     except Exception as e:  # noqa: BLE001 - the learner's function: any error
-        raise HetlabError(f"--data {flag_text!r} raised {type(e).__name__}: {' '.join(str(e).split())[:120]}.") from None
+        raise HetlabError(f"--data {text!r} raised {type(e).__name__}: {' '.join(str(e).split())[:120]}.") from None
     if not (isinstance(got, (tuple, list)) and len(got) == 2):
-        raise HetlabError(f"--data {flag_text!r} returned {type(got).__name__}: return (train, test), each "
+        raise HetlabError(f"--data {text!r} returned {type(got).__name__}: return (train, test), each "
                           f"(x, y) tensors or a map-style torch Dataset.")
     return tuple(as_tensors(part) for part in got)
 
 
-def _resume_target(text: str | None, model=None):
-    """``--resume FILE|DIR`` → (checkpoint path, its checked contents), read without Ray; (None, None) if not given."""
-    if not text:
-        return None, None
+def _resume_target(text: str, model=None):
+    """``--resume FILE|DIR`` → (checkpoint path, its checked contents), read without Ray."""
     from pathlib import Path
 
     from hetlab.core.checkpoint import latest_checkpoint, load_checkpoint
@@ -336,27 +200,65 @@ def _resume_target(text: str | None, model=None):
     return path, load_checkpoint(path, model=model)
 
 
-def _seed_and_samples(args, resume, ckpt) -> tuple[int, int]:
-    """--seed and --train-samples: given, or the defaults; a resumed run takes the checkpoint's
-    and refuses different ones (another seed or size is another data order: not a resume)."""
+def check_train_args(args) -> dict:
+    """Every check of ``hetlab train``'s arguments, before any Ray starts; returns the parsed options.
+    A resumed run takes the checkpoint's seed and samples (another seed or size is another data
+    order: not a resume)."""
     from hetlab import is_quick
-    seed, samples = args.seed, args.train_samples
-    if ckpt is None:
-        return (0 if seed is None else seed,
-                (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL) if samples is None else samples)
-    kept = {"--seed": ckpt["options"]["seed"], "--train-samples": ckpt.get("data_len")}  # ParameterServerTraining.save_checkpoint
-    for flag, given in (("--seed", seed), ("--train-samples", samples)):
-        if given is not None and kept[flag] is not None and given != kept[flag]:
-            raise HetlabError(f"{flag} {given}: the checkpoint {resume} was trained with {flag} {kept[flag]}; "
-                              f"give {flag} {kept[flag]} (or leave it out) to resume it, or start a fresh run "
-                              f"without --resume.")
-    return (kept["--seed"] if seed is None else seed,
-            (kept["--train-samples"] or TRAIN_SAMPLES_FULL) if samples is None else samples)
+    if args.mode not in CLI_MODES:
+        raise HetlabError(f"--mode {args.mode!r}: use sync, async or local-sgd.")
+    model, loss, data, resume, ckpt = args.model, None, None, None, None
+    if model not in MODEL_NAMES:
+        if ":" not in model:
+            raise HetlabError(f"--model {model!r}: use one of {', '.join(MODEL_NAMES)}, or your own "
+                              f"network as MODULE:FUNCTION (a function returning an nn.Module).")
+        from hetlab.core.models import as_factory
+        model = as_factory(function_arg("--model", model))
+    if args.loss:
+        from hetlab.core.models import as_loss
+        loss = as_loss(function_arg("--loss", args.loss))
+    if args.data:
+        if args.train_samples is not None:
+            raise HetlabError("--train-samples picks from MNIST: with --data, give your function the size you want.")
+        data = _data(args.data)
+    sizes = parse_batch_sizes(args.batch_sizes)
+    batch = sum(sizes) if sizes != "auto" else 128 if args.global_batch is None else args.global_batch
+    if sizes != "auto" and args.global_batch not in (None, batch):
+        raise HetlabError(f"--batch-sizes {args.batch_sizes} is a global batch of {batch}, not --global-batch "
+                          f"{args.global_batch}: give one of the two.")
+    seed, samples = 0 if args.seed is None else args.seed, args.train_samples
+    if args.resume:
+        resume, ckpt = _resume_target(args.resume, None if isinstance(model, str) else model)
+        kept = {"--seed": ckpt["options"]["seed"], "--train-samples": ckpt.get("data_len")}  # save_checkpoint's
+        for flag, given in (("--seed", args.seed), ("--train-samples", samples)):
+            if given is not None and kept[flag] is not None and given != kept[flag]:
+                raise HetlabError(f"{flag} {given}: the checkpoint {resume} was trained with {flag} {kept[flag]}; "
+                                  f"give {flag} {kept[flag]} (or leave it out) to resume it, or start a fresh run "
+                                  f"without --resume.")
+        seed, samples = kept["--seed"], kept["--train-samples"] or samples
+    if data is not None:
+        samples = len(data[0][1])
+    samples = samples or (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL)
+    for flag, value, low in (("--steps", args.steps, 1), ("--global-batch", batch, 2),
+                             ("--local-steps", args.local_steps, 1), ("--train-samples", samples, batch)):
+        if value < low:
+            raise HetlabError(f"{flag} {value}: must be at least {low}.")
+    if data is None and samples > 60000:
+        raise HetlabError(f"--train-samples {samples}: MNIST has 60000 training samples.")
+    if ckpt is not None and args.steps <= ckpt["step"]:
+        raise HetlabError(f"--steps {args.steps}: the checkpoint {resume} is at step {ckpt['step']} and "
+                          f"--steps is the step to train until: give --steps greater than {ckpt['step']}.")
+    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):
+        raise HetlabError(f"--slowdown {args.slowdown}: must be ≥ 1 (1 = real speed).")
+    if args.checkpoint_dir:
+        writable_folder("--checkpoint-dir", args.checkpoint_dir)
+    return {"mode": CLI_MODES[args.mode], "batch_sizes": sizes, "global_batch": batch, "resume": resume,
+            "model": model, "loss": loss, "data": data, "seed": seed, "train_samples": samples}
 
 
 def _train(args) -> int:
     opts = check_train_args(args)
-    from hetlab.arithmetic.balance import auto_tune, format_split, split_batch
+    from hetlab.arithmetic.balance import auto_tune, format_split
     from hetlab.cluster.connecting import requested_address
     from hetlab.core.data import load_mnist
     from hetlab.pair import the_pair
@@ -369,33 +271,29 @@ def _train(args) -> int:
         from hetlab.cluster.practice import display_name
         print(f"starting a practice cluster on this machine: {display_name('desktop')} + {display_name('mac')}")
     with the_pair(practice_slowdown=4.0, slowdown=args.slowdown, address=args.address) as pair:
-        if opts["data"] is not None:
-            train, test = opts["data"]
-        else:
-            train, test = load_mnist("train"), load_mnist("test")
-            if opts["train_samples"] < len(train):
-                train = train.subset(opts["train_samples"], seed=opts["seed"])
-        common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=opts["every"], progress=not args.quiet)
+        train, test = opts["data"] or (load_mnist("train"), load_mnist("test"))
+        if opts["data"] is None and opts["train_samples"] < len(train):
+            train = train.subset(opts["train_samples"], seed=opts["seed"])
+        common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=CHECKPOINT_EVERY if args.checkpoint_dir else 0,
+                      progress=not args.quiet)
         if opts["resume"]:
             own = {} if isinstance(opts["model"], str) else {"model": opts["model"]}
-            if opts["loss"] is not None:
-                own["loss"] = opts["loss"]
-            run = ParameterServerTraining.resume(opts["resume"], pair.workers, train, **own, **common)
+            run = ParameterServerTraining.resume(opts["resume"], pair.workers, train, **own, **common,
+                                                 **({} if opts["loss"] is None else {"loss": opts["loss"]}))
         else:
             run = ParameterServerTraining(pair.workers, train, model=opts["model"], loss=opts["loss"],
-                                          mode=opts["mode"], local_steps=args.local_steps, transfer=args.transfer,
-                                          seed=opts["seed"], **common)
+                                          mode=opts["mode"], local_steps=args.local_steps, seed=opts["seed"], **common)
         with run:
             if opts["resume"]:
                 if args.quiet:  # (with progress on, the engine prints this line itself)
                     print(f"resumed from {opts['resume']} at step {run.step}")
                 print(f"batch sizes from the checkpoint: {format_split(run.batch_sizes)}")
-            elif opts["ratio"] == "auto":
-                tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), args.global_batch, 2, rounds=4)
+            elif opts["batch_sizes"] == "auto":
+                tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), opts["global_batch"], 2, rounds=4)
                 run.resplit(tuned.batch_sizes, "auto_tune")
-                print(f"ratio auto (measured over {run.step} training steps): {tuned}")
+                print(f"batch sizes auto (measured over {run.step} training steps): {tuned}")
             else:
-                run.resplit(split_batch(args.global_batch, opts["ratio"]), "ratio")
+                run.resplit(opts["batch_sizes"], "--batch-sizes")
             print(f"model {run.model_name} ({run.n_params:,} parameters); "
                   f"workers: {'; '.join(run.labels)}; batch {format_split(run.batch_sizes)}")
             records = run.run(max(0, args.steps - run.step))
@@ -408,31 +306,7 @@ def _train(args) -> int:
     return 0
 
 
-# --- notebook 09: the search and the report ---
-
-def _add_search(sub) -> None:
-    from hetlab import is_quick
-    quick = is_quick()
-    p = sub.add_parser("search", help="search hyperparameters on the desktop and the Mac at once (Ray Tune)",
-                       description="Notebook 09's search (Ray Tune, ASHA), each trial on one machine's device; "
-                       "prints the trials and the best configuration. Without --address a practice cluster starts here.")
-    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default as hetlab train's)")
-    where = p.add_mutually_exclusive_group()
-    for flag, roles in (("--pair", ("desktop", "mac")), ("--desktop-only", ("desktop",)), ("--mac-only", ("mac",))):
-        where.add_argument(flag, dest="roles", action="store_const", const=roles, help=f"trials on {' and '.join(roles)}")
-    p.set_defaults(roles=("desktop", "mac"))
-    p.add_argument("--trials", type=int, default=4 if quick else 16, metavar="N", help="configurations (default %(default)s)")
-    p.add_argument("--epochs", type=int, default=2 if quick else 4, metavar="E", help="most epochs a trial (default %(default)s)")
-    p.add_argument("--train-samples", type=int, default=1500 if quick else 10000, metavar="N",
-                   help="MNIST samples a trial (default %(default)s)")
-    p.add_argument("--budget", type=float, metavar="SECONDS", help="stop the search after this many seconds")
-    p.add_argument("--at-once", type=int, metavar="K", help="trials at once on each device (default: 2 per GPU, else 1)")
-    p.add_argument("--max-failures", type=int, default=1, metavar="N", help="retries of a failed trial (default 1)")
-    p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower machine (practice: 4)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the configurations (default 0)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(run=_search)
-
+# --- notebook 09: the search and the report; README "Check a real NVIDIA GPU" ---
 
 def _search(args) -> int:
     if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):  # before Ray and torch load
@@ -461,14 +335,6 @@ def _search(args) -> int:
     return 0
 
 
-def _add_report(sub) -> None:
-    p = sub.add_parser("report", help="write one Markdown page (and its HTML) of what your two machines did")
-    p.add_argument("--measured", metavar="FOLDER", help="the notebooks' figures (default: HETLAB_MEASURED, else measured/)")
-    p.add_argument("--out", metavar="FOLDER", help="where to write the page (default: measured/report)")
-    p.add_argument("--check", action="store_true", help="then list what is still missing (exit status 1 while anything is)")
-    p.set_defaults(run=_report)
-
-
 def _report(args) -> int:
     from hetlab.views import report
     page = report.write(args.out, args.measured)
@@ -483,18 +349,6 @@ def _report(args) -> int:
     return 1 if gaps else 0
 
 
-# --- README "Check a real NVIDIA GPU" ---
-
-GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "sweep")  # gpucheck.CHECKS, without loading torch
-
-
-def _add_gpu_check(sub) -> None:
-    p = sub.add_parser("gpu-check", help="check what notebooks 01 and 02 claim about CUDA on your NVIDIA card")
-    p.add_argument("--quick", action="store_true", help="fewer repeats and a shorter sweep")
-    p.add_argument("--only", metavar="NAME[,NAME]", help=f"run only these checks: {', '.join(GPU_CHECK_NAMES)}")
-    p.set_defaults(run=_gpu_check)
-
-
 def _gpu_check(args) -> int:
     from hetlab import is_quick
     from hetlab.tools import gpucheck
@@ -502,16 +356,107 @@ def _gpu_check(args) -> int:
     return 0 if result["passed"] else 1
 
 
-SUBCOMMANDS = [_add_doctor, _add_head, _add_join, _add_pair, _add_wslconfig, _add_train, _add_search,
-               _add_gpu_check, _add_report]
+def _ports_args(p) -> None:
+    p.add_argument("--port", type=int, default=None, help=f"head's GCS port (default {Ports.gcs}, or the saved pair's)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs this node offers Ray")
+    p.add_argument("--num-gpus", type=int, default=None, help="GPUs this node offers Ray")
+    p.add_argument("--start", action="store_true", help="day two: run this machine's `ray start` line "
+                   "instead of printing the steps (no addresses given: the saved pair's)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser with every registered subcommand."""
+    """The argparse parser with every subcommand."""
+    from hetlab import is_quick
+    quick = is_quick()
     parser = argparse.ArgumentParser(prog="hetlab", description="Train one model across unlike machines.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in SUBCOMMANDS:
-        add(sub)
+
+    p = sub.add_parser("doctor", help="check this machine (and the head) before joining a cluster")
+    p.add_argument("--head", metavar="ADDRESS", help="head's IP:PORT, e.g. 192.168.1.10:6379")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the head")
+    p.set_defaults(run=_doctor)
+
+    p = sub.add_parser("head", help="print (or --start: run) the commands that start the head")
+    p.add_argument("--ip", help="this machine's LAN IP (default: the saved pair's)")
+    p.add_argument("--windows", action="store_true", help="print the PowerShell steps too (the default inside WSL)")
+    p.add_argument("--mac-ip", help="the Mac's LAN IP, the one address the firewall admits (default: the saved pair's)")
+    _ports_args(p)
+    p.set_defaults(run=_head)
+
+    p = sub.add_parser("join", help="print (or --start: run) the commands that join the Mac to the head")
+    p.add_argument("--head", help="the head's LAN IP (default: the saved pair's)")
+    p.add_argument("--ip", help="this machine's LAN IP (default: the saved pair's)")
+    p.add_argument("--head-user", help="your user name on the head, for the SSH line that fetches the token")
+    p.add_argument("--head-wsl", action="store_true", help="the head runs inside WSL: the token is typed, not fetched")
+    _ports_args(p)
+    p.set_defaults(run=_join)
+
+    p = sub.add_parser("pair", help="show the pair notebook 04 saved, or save a machine's new address")
+    p.add_argument("--mac-ip", help="the Mac's new LAN address")
+    p.add_argument("--desktop-ip", help="the desktop's new LAN address")
+    p.set_defaults(run=_pair)
+
+    p = sub.add_parser("wslconfig", help="inside WSL: what Windows' .wslconfig lacks, and how to add it")
+    p.add_argument("--undo", action="store_true", help="print the Windows teardown")
+    p.add_argument("--file", help="the .wslconfig to read (default: Windows' own, found from inside WSL)")
+    p.set_defaults(run=_wslconfig)
+
+    p = sub.add_parser("train", help="train MNIST across the desktop and the Mac, headless",
+                       description="Train with hetlab's parameter server, one worker per machine, and print "
+                       "progress and the test accuracy. Without --address a practice cluster starts here, "
+                       "where the mac is a simulated slower device (docs/terminal.md).")
+    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default: "
+                   "HETLAB_ADDRESS, RAY_ADDRESS or the saved pair, else a practice cluster)")
+    p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower device (practice: 4)")
+    p.add_argument("--steps", type=int, default=40 if quick else 200, metavar="N",
+                   help="train until server step N; local-sgd: round N (default %(default)s)")
+    p.add_argument("--batch-sizes", default="auto", metavar="auto|D:M",
+                   help="the split, desktop:mac samples a step, e.g. 96:32, or auto (tuned; default)")
+    p.add_argument("--global-batch", type=int, metavar="B", help="samples a step for --batch-sizes auto (default 128)")
+    p.add_argument("--mode", default="sync", metavar="sync|async|local-sgd", help="sync steps, async updates or local SGD (default sync)")
+    p.add_argument("--local-steps", type=int, default=8, metavar="H", help="local-sgd: steps between exchanges")
+    p.add_argument("--train-samples", type=int, metavar="N", help="the first N of a fixed shuffle of MNIST "
+                   f"(default {TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}; with --resume: the checkpoint's)")
+    p.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION",
+                   help="small, classic, ray_example, or your function returning an nn.Module")
+    p.add_argument("--data", metavar="MODULE:FUNCTION", help="your function returning (train, test) instead of MNIST")
+    p.add_argument("--loss", metavar="MODULE:FUNCTION", help="your loss(outputs, labels) (default: cross-entropy)")
+    p.add_argument("--seed", type=int, help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
+    p.add_argument("--checkpoint-dir", metavar="DIR", help=f"save a checkpoint here every {CHECKPOINT_EVERY} steps and at the end")
+    p.add_argument("--resume", metavar="FILE|DIR", help="continue from a checkpoint, or the newest in DIR")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_train)
+
+    p = sub.add_parser("search", help="search hyperparameters on the desktop and the Mac at once (Ray Tune)",
+                       description="Notebook 09's search (Ray Tune, ASHA), each trial on one machine's device; "
+                       "prints the trials and the best configuration. Without --address a practice cluster starts here.")
+    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default as hetlab train's)")
+    where = p.add_mutually_exclusive_group()
+    for flag, roles in (("--pair", ("desktop", "mac")), ("--desktop-only", ("desktop",)), ("--mac-only", ("mac",))):
+        where.add_argument(flag, dest="roles", action="store_const", const=roles, help=f"trials on {' and '.join(roles)}")
+    p.set_defaults(roles=("desktop", "mac"))
+    p.add_argument("--trials", type=int, default=4 if quick else 16, metavar="N", help="configurations (default %(default)s)")
+    p.add_argument("--epochs", type=int, default=2 if quick else 4, metavar="E", help="most epochs a trial (default %(default)s)")
+    p.add_argument("--train-samples", type=int, default=1500 if quick else 10000, metavar="N",
+                   help="MNIST samples a trial (default %(default)s)")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="stop the search after this many seconds")
+    p.add_argument("--at-once", type=int, metavar="K", help="trials at once on each device (default: 2 per GPU, else 1)")
+    p.add_argument("--max-failures", type=int, default=1, metavar="N", help="retries of a failed trial (default 1)")
+    p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower machine (practice: 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the configurations (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_search)
+
+    p = sub.add_parser("gpu-check", help="check what notebooks 01 and 02 claim about CUDA on your NVIDIA card")
+    p.add_argument("--quick", action="store_true", help="fewer repeats and a shorter sweep")
+    p.add_argument("--only", metavar="NAME[,NAME]", help=f"run only these checks: {', '.join(GPU_CHECK_NAMES)}")
+    p.set_defaults(run=_gpu_check)
+
+    p = sub.add_parser("report", help="write one Markdown page (and its HTML) of what your two machines did")
+    p.add_argument("--measured", metavar="FOLDER", help="the notebooks' figures (default: HETLAB_MEASURED, else measured/)")
+    p.add_argument("--out", metavar="FOLDER", help="where to write the page (default: measured/report)")
+    p.add_argument("--check", action="store_true", help="then list what is still missing (exit status 1 while anything is)")
+    p.set_defaults(run=_report)
     return parser
 
 

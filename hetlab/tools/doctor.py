@@ -24,7 +24,7 @@ from hetlab.core.machine import facts
 from hetlab.core.samecode import mismatch
 from hetlab.errors import HetlabError
 from hetlab.vocab import Ports, RAY_PYTHON_MATCH_ENV
-from hetlab.windows import steps, wsl
+from hetlab.windows import wsl
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 PINNED_PYTHON = "3.11.7"  # environment-mac.yml and environment-cuda.yml (tests/test_envfiles.py checks)
@@ -173,40 +173,37 @@ def wsl_checks(signs: dict) -> list[Check]:
         return [Check("WSL", FAIL, f"WSL 1 (kernel {release}): no GPU and no network of its own",
                       f"wsl --set-version {env.get('WSL_DISTRO_NAME', 'Ubuntu')} 2 (PowerShell)")]
     return [Check("WSL", OK, f"WSL 2 (kernel {release}), distro {env.get('WSL_DISTRO_NAME', '?')}"),
-            networking_check(signs.get("wslinfo"), signs.get("route_ip"), signs.get("route_mac"), signs.get("build"),
-                             signs.get("wslconfig")),
+            networking_check(signs.get("wslinfo"), signs.get("build"), signs.get("wslconfig")),
             power_check(signs.get("powercfg"))]
 
 
-def networking_check(wslinfo: str | None, route_ip: str | None, route_mac: str | None, build: int | None,
-                     config: str | None) -> Check:
+def networking_check(wslinfo: str | None, build: int | None, config: str | None) -> Check:
     """Mirrored networking, or why not: a Windows too old for it, .wslconfig without it, or .wslconfig
     with it while WSL still runs NAT (WSL before 2.0, or no restart since the edit). Mirrored, WSL must
     not stop a distro once its last window closes, nor its VM after that (``.wslconfig``'s idle keys)."""
-    mode = wsl.networking_mode(wslinfo, route_ip, route_mac)
-    seen = f"default route on {route_ip}" if route_ip else "no default route"
+    mode = wsl.networking_mode(wslinfo)
     lacking = [line for line in wsl.missing(wsl.parse(config or "")) if "IdleTimeout" in line]
     if mode == "mirrored" and config is not None and lacking:
         return Check("WSL networking", WARN, f"mirrored, but .wslconfig lacks {', '.join(lacking)}: WSL may stop "
                                              f"mid-run once its windows close", f"hetlab wslconfig, {RESTART}")
     if mode == "mirrored":
-        return Check("WSL networking", OK, f"mirrored ({seen}): give Windows' LAN address to `hetlab head --ip`")
+        return Check("WSL networking", OK, "mirrored: give Windows' LAN address to `hetlab head --ip`")
     if problem := wsl.build_problem(build):
         return Check("WSL networking", FAIL, problem.split(". ", 1)[0], "Settings > Windows Update; winver shows the build")
     if config is None or "wsl2.networkingMode=mirrored" in wsl.missing(wsl.parse(config)):
-        return Check("WSL networking", FAIL, f"{mode} ({seen}): the Mac cannot reach Ray inside WSL",
+        return Check("WSL networking", FAIL, f"{mode}: the Mac cannot reach Ray inside WSL",
                      f"hetlab wslconfig, {RESTART}")
-    return Check("WSL networking", FAIL, f".wslconfig says mirrored but WSL runs {mode} ({seen})",
+    return Check("WSL networking", FAIL, f".wslconfig says mirrored but WSL runs {mode}",
                  f"`wsl --update` (mirrored needs WSL 2.0+), {RESTART}")
 
 
 def power_check(query: str | None) -> Check:
     """Sleep and hibernate on AC power off (``powercfg /query SCHEME_CURRENT SUB_SLEEP``)."""
-    values = steps.power_before(query)
+    values = wsl.ac_sleep(query)
     on = {name: v for name, v in values.items() if v}
-    fix = "PowerShell as Administrator: " + "; ".join(f"powercfg /change {steps.POWER_SETTINGS[n]} 0"
-                                                      for n in (on or steps.POWER_SETTINGS))
-    if set(values) != set(steps.POWER_SETTINGS):
+    fix = "PowerShell as Administrator: " + "; ".join(f"powercfg /change {wsl.POWER_SETTINGS[n]} 0"
+                                                      for n in (on or wsl.POWER_SETTINGS))
+    if set(values) != set(wsl.POWER_SETTINGS):
         return Check("Windows sleep", WARN, "could not read powercfg's sleep settings from WSL", fix)
     if not on:
         return Check("Windows sleep", OK, "no sleep and no hibernation on AC power")

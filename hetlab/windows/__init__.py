@@ -1,3 +1,3 @@
-"""A Windows desktop, through WSL2 (README, "Windows desktop"; notebook 04): what WSL tells about itself
-and ``.wslconfig`` edited safely (``wsl``), the steps printed for Windows (``steps``).
+"""A Windows desktop, through WSL2 (README, "Windows desktop"; notebook 04): what WSL tells about itself,
+what ``.wslconfig`` lacks, and the steps printed for Windows (``wsl``).
 """

@@ -1,35 +1,32 @@
-"""A Windows 11 desktop in the course: what WSL2 and Windows look like from inside WSL (README,
-"Windows desktop"; notebook 04).
+"""A Windows 11 desktop in the course, through WSL2 (README, "Windows desktop"; notebook 04): what WSL2
+and Windows look like from inside WSL, ``.wslconfig`` edited safely, and the steps a learner pastes.
 
 Natively on Windows Ray has no multi-node clusters and PyPI's torch is a CPU build (``NATIVE``); in
 WSL2 Ubuntu the desktop is a Linux node if Windows has mirrored networking (``MIRRORED_MIN_BUILD``),
 two firewalls let it in, and it stays awake. Detection takes the signs as arguments, so tests supply WSL's.
 
-Windows' ``%UserProfile%\\.wslconfig`` is read and edited here too (``hetlab wslconfig``): ``edit`` adds
-or replaces only the course's keys (``WSLCONFIG``) and keeps every other line, so a second run changes
-nothing; ``write`` keeps the file from before hetlab's first edit in ``.wslconfig.hetlab-backup``, which
-``undo`` puts back.
+``hetlab wslconfig`` reads Windows' ``%UserProfile%\\.wslconfig`` and says which of the course's keys
+(``WSLCONFIG``) it lacks, with the line that opens it in Notepad. ``hetlab head --windows`` prints
+three parts, in order: (A) in Ubuntu, ``hetlab wslconfig``; (B) in PowerShell as
+Administrator, both firewalls and no sleep on the charger (``powershell_steps``); (C) in Ubuntu again,
+the node's steps as on Linux. Each command follows Microsoft's pages (NetSecurity cmdlets, WSL,
+powercfg); tests/test_windows.py binds them to that table.
 """
 from __future__ import annotations
 
-import ipaddress
 import os
 import platform
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from hetlab.cluster import commands
 from hetlab.errors import HetlabError
 
-
 WSL_VM_CREATOR = "{40E0AC32-46A5-438A-A0B2-2B479E8F2E90}"  # Get-NetFirewallHyperVVMCreator: "WSL"
-NAT_NET = ipaddress.ip_network("172.16.0.0/12")  # where WSL's NAT puts the VM
-HYPERV_MAC = "00:15:5d"                          # the MAC prefix of Hyper-V's virtual adapters
 INTEROP = Path("/proc/sys/fs/binfmt_misc/WSLInterop")
-WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"          # NVIDIA's Windows driver puts its nvidia-smi here
 # Under WSL's default NAT the VM sits behind a 172.16/12 address the Mac cannot reach, and no
 # .wslconfig setting or port forwarding changes that for Ray; mirrored networking shares Windows'
 # LAN address. Inbound TCP passes two firewalls: Hyper-V's (for WSL's VM creator) and Defender's.
@@ -41,7 +38,15 @@ NO_NAT_ROUTE = ("This course needs Windows 11 22H2 or newer (build 22621+): behi
 NATIVE = ("native Windows: the desktop runs the course inside WSL2 (Ubuntu), because Ray's "
           "multi-node clusters do not support Windows, PyPI's torch for Windows is a CPU build, "
           "and the course's steps need bash and make")
+RULE = "hetlab Ray"                # display name of the firewall rules for Ray's pinned ports
+TRAIN_RULE = "hetlab Ray Train"    # ... and for Ray Train's rendezvous store (notebook 07)
+POWER_SETTINGS = {"STANDBYIDLE": "standby-timeout-ac", "HIBERNATEIDLE": "hibernate-timeout-ac"}
+# powercfg /query prints each setting under its GUID (powercfg /aliases): sleep after, hibernate after
+POWER_GUIDS = {"STANDBYIDLE": "29f6c1db-86da-48c5-9fdb-f2b67b1f44da",
+               "HIBERNATEIDLE": "9d7815a6-7ee4-497e-8888-515a05f02364"}
 
+
+# --- what WSL and Windows say, from inside WSL ---
 
 def is_wsl(kernel_release: str, env: dict, interop: bool = False) -> bool:
     """Linux under WSL: a kernel release with "microsoft" or "WSL" (e.g.
@@ -57,29 +62,10 @@ def wsl_version(kernel_release: str) -> int:
     return 2 if "wsl2" in release or "microsoft-standard" in release else 1
 
 
-def networking_mode(wslinfo: str | None, route_ip: str | None, route_mac: str | None = None) -> str:
-    """``mirrored`` or ``nat`` (or what ``wslinfo --networking-mode`` says, e.g. ``virtioproxy``).
-
-    Without ``wslinfo`` (older WSL), the address on the default route decides: NAT gives the
-    VM a 172.16/12 address on a Hyper-V adapter (MAC 00:15:5d:...); mirrored mode shows
-    Windows' own LAN address and adapter.
-    """
-    if wslinfo and wslinfo.strip():
-        return wslinfo.strip().splitlines()[0].strip().lower()
-    if route_ip is None:
-        return "unknown"
-    nat_address = ipaddress.ip_address(route_ip) in NAT_NET
-    hyperv = route_mac is None or route_mac.lower().startswith(HYPERV_MAC)
-    return "nat" if nat_address and hyperv else "mirrored"
-
-
-def default_route_interface(proc_net_route: str) -> str | None:
-    """The interface of the IPv4 default route, from the text of ``/proc/net/route``."""
-    for line in proc_net_route.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 2 and fields[1] == "00000000":
-            return fields[0]
-    return None
+def networking_mode(wslinfo: str | None) -> str:
+    """``mirrored`` or ``nat`` (or another mode ``wslinfo --networking-mode`` names, e.g. ``virtioproxy``);
+    ``unknown`` without ``wslinfo``, which WSL before 2.0 lacks (and which has no mirrored mode)."""
+    return wslinfo.strip().splitlines()[0].strip().lower() if wslinfo and wslinfo.strip() else "unknown"
 
 
 def in_wsl() -> bool:
@@ -102,36 +88,6 @@ def build_problem(build: int | None) -> str | None:
             f"change helps. {NO_NAT_ROUTE}")
 
 
-def package_version(wsl_version_output: str | None) -> tuple[int, ...] | None:
-    """WSL's own version from ``wsl.exe --version`` (first line, e.g. "WSL version: 2.3.26.0"),
-    or None where that command does not exist (WSL from before 1.0, Windows' inbox WSL)."""
-    first = (wsl_version_output or "").strip().splitlines()[:1]
-    match = re.search(r"(\d+(?:\.\d+)+)", first[0]) if first else None
-    return tuple(int(v) for v in match.group(1).split(".")) if match else None
-
-
-def local_signs() -> dict:
-    """This machine's signs for the functions above (read, nothing sent); inside WSL also what
-    Windows says through WSL's interop (build, WSL's version, .wslconfig, NVIDIA's driver)."""
-    signs = {"platform": sys.platform, "release": platform.release(), "env": dict(os.environ),
-             "interop": INTEROP.exists(), "dxg": Path("/dev/dxg").exists()}
-    if not is_wsl(signs["release"], signs["env"], signs["interop"]):
-        return signs
-    signs["wslinfo"] = output(["wslinfo", "--networking-mode"])
-    signs["route_ip"], signs["route_mac"] = _route_address()
-    smi = shutil.which("nvidia-smi")
-    signs["linux_nvidia_smi"] = smi is not None and not smi.startswith("/usr/lib/wsl/")
-    signs["wsl_smi"] = output([WSL_SMI, "-L"]) if Path(WSL_SMI).exists() else None
-    signs["build"] = windows_build(output(["cmd.exe", "/c", "ver"]))
-    signs["wsl_package"] = package_version(output(["wsl.exe", "--version"]))
-    path = wslconfig_path()
-    try:
-        signs["wslconfig"] = path.read_text(errors="replace") if path else None
-    except OSError:
-        signs["wslconfig"] = None
-    return signs
-
-
 def output(argv: list[str], timeout: float = 20, any_status: bool = False) -> str | None:
     """A program's output (a Windows program's too, run from inside WSL through its interop), or None
     where it cannot run or (unless ``any_status``: ``systemctl is-enabled`` exits 1 when masked) fails."""
@@ -144,18 +100,6 @@ def output(argv: list[str], timeout: float = 20, any_status: bool = False) -> st
     return out.stdout.replace("\x00", "") if out.returncode == 0 or any_status else None
 
 
-def _route_address() -> tuple[str | None, str | None]:
-    import psutil
-    try:
-        name = default_route_interface(Path("/proc/net/route").read_text())
-    except OSError:
-        return None, None
-    addrs = psutil.net_if_addrs().get(name or "", [])
-    ip = next((a.address for a in addrs if a.family == socket.AF_INET), None)
-    mac = next((a.address for a in addrs if a.family == psutil.AF_LINK), None)
-    return ip, mac
-
-
 def wslconfig_path() -> Path | None:
     """``%UserProfile%\\.wslconfig`` as a path inside WSL (``/mnt/c/Users/NAME/.wslconfig``), found
     through interop; or None outside WSL."""
@@ -164,14 +108,42 @@ def wslconfig_path() -> Path | None:
     return Path(path.strip()) / ".wslconfig" if path and path.strip() else None
 
 
-# --- .wslconfig (``hetlab wslconfig``) ---------------------------------------------------------------
-# The course's three settings (Microsoft's "Advanced settings configuration in WSL",
-# learn.microsoft.com/windows/wsl/wsl-config).
+def local_signs() -> dict:
+    """This machine's signs for the functions above (read, nothing sent); inside WSL also what
+    Windows says through WSL's interop (its build and .wslconfig)."""
+    signs = {"platform": sys.platform, "release": platform.release(), "env": dict(os.environ),
+             "interop": INTEROP.exists()}
+    if not is_wsl(signs["release"], signs["env"], signs["interop"]):
+        return signs
+    signs["wslinfo"] = output(["wslinfo", "--networking-mode"])
+    signs["build"] = windows_build(output(["cmd.exe", "/c", "ver"]))
+    path = wslconfig_path()
+    try:
+        signs["wslconfig"] = path.read_text(errors="replace") if path else None
+    except OSError:
+        signs["wslconfig"] = None
+    return signs
+
+
+def ac_sleep(query: str | None) -> dict[str, int]:
+    """The AC values (seconds) of sleep and hibernate from ``powercfg /query SCHEME_CURRENT SUB_SLEEP``'s
+    text: each setting's block starts at its GUID (its alias, STANDBYIDLE or HIBERNATEIDLE, follows),
+    and its last two hex numbers are AC, then DC; the labels vary with Windows' language, these do not."""
+    found = {}
+    blocks = re.split(r"(?im)^.*?:\s*([0-9a-f-]{36})", query or "")
+    for guid, block in zip(blocks[1::2], blocks[2::2]):
+        name = next((n for n, g in POWER_GUIDS.items()
+                     if g == guid.lower() or re.search(rf"^\s*\S.*:\s*{n}\s*$", block, flags=re.M)), None)
+        values = re.findall(r"0x([0-9a-fA-F]+)", block)
+        if name and len(values) >= 2:
+            found[name] = int(values[-2], 16)
+    return found
+
+
+# --- .wslconfig (``hetlab wslconfig``): the course's three settings (Microsoft's "Advanced settings
+# configuration in WSL", learn.microsoft.com/windows/wsl/wsl-config) ---
 WSLCONFIG = {"wsl2": {"networkingMode": "mirrored", "vmIdleTimeout": "-1"},
              "general": {"instanceIdleTimeout": "-1"}}
-BACKUP_SUFFIX = ".hetlab-backup"   # beside the file: .wslconfig.hetlab-backup
-_HEADER = re.compile(r"^\s*\[([^\]]+)\]\s*(?:#.*)?$")
-_KEY = re.compile(r"^(\s*)([A-Za-z0-9_.]+)(\s*=\s*)([^#\r\n]*?)(\s*(?:#.*)?)$")
 
 
 def parse(text: str) -> dict[str, dict[str, str]]:
@@ -207,79 +179,113 @@ def lines() -> list[str]:
     return out
 
 
-def edit(text: str) -> str:
-    """``text`` with hetlab's keys added or replaced in their sections; every other line kept.
-
-    A key already set right is left untouched, so ``edit(edit(t)) == edit(t)``. A missing
-    section is added at the end; the file's line ending (CRLF from Notepad, or LF) is kept.
-    """
-    newline = "\r\n" if "\r\n" in text else "\n"
-    rows = text.splitlines()
-    for section, wanted in WSLCONFIG.items():
-        start = next((i for i, row in enumerate(rows) if (m := _HEADER.match(row))
-                      and m.group(1).strip().lower() == section), None)
-        if start is None:
-            if rows and rows[-1].strip():
-                rows.append("")
-            rows += [f"[{section}]"] + [f"{key}={value}" for key, value in wanted.items()]
-            continue
-        end = next((i for i in range(start + 1, len(rows)) if _HEADER.match(rows[i])), len(rows))
-        last = start
-        for key, value in wanted.items():
-            found = False
-            for i in range(start + 1, end):
-                m = _KEY.match(rows[i])
-                if m and m.group(2).lower() == key.lower():
-                    found = True
-                    if m.group(4).strip().lower() != value.lower():
-                        rows[i] = f"{m.group(1)}{m.group(2)}{m.group(3)}{value}{m.group(5)}"
-            if not found:
-                last = max((i for i in range(start, end) if rows[i].strip()), default=start)
-                rows.insert(last + 1, f"{key}={value}")
-                end += 1
-    return newline.join(rows) + newline
+def wslconfig_text(path: Path, lacking: list[str]) -> str:
+    """``hetlab wslconfig``: the course's settings ``path`` lacks, as notes, and the one line that opens
+    it in Notepad. You edit it yourself, so every other line of yours stays as you wrote it."""
+    return commands.block([f"{path} lacks {', '.join(lacking)}. In Notepad, put these lines under their "
+                           "[section] header (add the header where the file has none; replace a line of the "
+                           "same key), save, then `wsl --shutdown` in PowerShell:", *(f"   {row}" for row in lines())],
+                          "this Ubuntu window", [f"notepad.exe \"$(wslpath -w '{path}')\""])
 
 
-def _decode(data: bytes) -> tuple[str, str]:
-    for bom, encoding in ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"), (b"\xef\xbb\xbf", "utf-8-sig")):
-        if data.startswith(bom):
-            return data.decode(encoding), encoding
-    return data.decode("utf-8", errors="replace"), "utf-8"
+# --- the printed steps: ``hetlab head --windows`` and the teardown ---
+
+def flavour(platform_name: str, in_wsl: bool, asked: bool) -> str:
+    """What ``hetlab head`` prints: ``"windows"`` (inside WSL, or ``--windows``) or the plain steps;
+    native Windows without ``--windows`` is refused in one line."""
+    if asked or in_wsl:
+        return "windows"
+    if platform_name == "win32":
+        raise HetlabError(f"hetlab head on {NATIVE}: run it inside WSL, or `hetlab head --windows ...` "
+                          f"prints the Windows steps.")
+    return "plain"
 
 
-def write(path: Path) -> list[str]:
-    """Edit the file at ``path`` in place (made if missing); returns the settings it changed
-    (``[]``: nothing to do, the file untouched). The first edit keeps the file as it was in
-    ``<path>.hetlab-backup`` (empty when there was no file); a later edit keeps that backup."""
-    path = Path(path)
-    old, encoding = _decode(path.read_bytes()) if path.exists() else ("", "utf-8")
-    changed = missing(parse(old))
-    if not changed:
-        return []
-    backup = path.with_name(path.name + BACKUP_SUFFIX)
-    try:
-        if not backup.exists():
-            backup.write_bytes(path.read_bytes() if path.exists() else b"")
-        path.write_bytes(edit(old).encode(encoding))
-    except OSError as exc:
-        raise HetlabError(f"could not write {path} ({exc.strerror}): edit it by hand in Notepad, "
-                          f"adding {' and '.join(lines())}.") from None
-    return changed
+def firewall_rules(name: str, ranges: list[str], remote: str) -> list[str]:
+    """The PowerShell that (re)makes the two rules admitting TCP ``ranges`` from ``remote`` only:
+    the Hyper-V firewall's (WSL's VM creator) and Windows Defender Firewall's. Each is removed
+    first, silently if absent, so pasting twice leaves one rule of each."""
+    ports, address = ",".join(f"'{r}'" for r in ranges), f"'{remote}'"   # quoted, comma-separated: one String[]
+    return [f"Remove-NetFirewallHyperVRule -DisplayName '{name}' -ErrorAction SilentlyContinue",
+            f"New-NetFirewallHyperVRule -DisplayName '{name}' -Direction Inbound -VMCreatorId "
+            f"'{WSL_VM_CREATOR}' -Protocol TCP -LocalPorts {ports} -RemoteAddresses {address} -Action Allow",
+            f"Remove-NetFirewallRule -DisplayName '{name}' -ErrorAction SilentlyContinue",
+            f"New-NetFirewallRule -DisplayName '{name}' -Direction Inbound -Protocol TCP "
+            f"-LocalPort {ports} -RemoteAddress {address} -Action Allow"]
 
 
-def undo(path: Path) -> str:
-    """Put back the ``.wslconfig`` hetlab first found (its backup), or delete the file where hetlab made
-    it; a change you made since goes with it. Returns what was done, in one line."""
-    path = Path(path)
-    backup = path.with_name(path.name + BACKUP_SUFFIX)
-    if not backup.exists():
-        return f"no {backup.name} here: hetlab never edited {path.name}; nothing to undo"
-    before = backup.read_bytes()
-    if before:
-        path.write_bytes(before)
-        done = f"{path.name} put back as hetlab found it"
-    else:
-        path.unlink(missing_ok=True)
-        done = f"{path.name} removed (there was none before hetlab made it)"
-    backup.unlink()
-    return done
+def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Ports(),
+                     only_firewall: bool = False) -> str:
+    """Part B, run once in PowerShell as Administrator, as notes and one block: both firewalls for
+    exactly the head's ports from the Mac only, Ray Train's rules (``TRAIN_RULE``, notebook 07) among
+    them; no sleep on AC power; then WSL updated and restarted so that it reads ``.wslconfig`` (``wsl
+    --shutdown`` last: it closes every Ubuntu window). ``only_firewall``: the rules alone (notebook 04,
+    run from JupyterLab inside WSL, which ``wsl --shutdown`` would close)."""
+    remote = "MAC_IP" if remote_ip is None else commands.check_ip(remote_ip, "the Mac's IP")
+    ranges, train = commands.firewall_ranges(ports, head=True), commands.train_ranges(ports, "desktop")
+    notes = ["B) On Windows, in PowerShell as Administrator (Start, type PowerShell, Run as administrator).",
+             *(["   Replace MAC_IP in the block with the Mac's LAN address (macOS: ipconfig getifaddr en0)."]
+               if remote_ip is None else []),
+             f"1) firewalls: TCP {' '.join(ranges)} from the Mac only, in the Hyper-V firewall (inbound to WSL) "
+             f"and Windows Defender Firewall (pasting again replaces them); the rules named '{TRAIN_RULE}' "
+             f"open TCP {' '.join(train)}, Ray Train's rendezvous store (notebook 07)."]
+    lines = [*firewall_rules(RULE, ranges, remote), *firewall_rules(TRAIN_RULE, train, remote)]
+    if not only_firewall:
+        notes += ["2) no sleep or hibernation on the charger during a run.",
+                  "3) WSL up to date (mirrored networking needs WSL 2.0 or newer), then restarted so that it reads "
+                  f".wslconfig. This closes every Ubuntu window: open Ubuntu again, run `hetlab doctor`, then "
+                  "`hetlab head ...` again for part C."]
+        lines += [*[f"powercfg /change {name} 0" for name in POWER_SETTINGS.values()], "wsl --update", "wsl --shutdown"]
+    return commands.block(notes, "PowerShell as Administrator, on Windows", lines)
+
+
+WSL_FIREWALL = (["2) firewall: the PowerShell rules of part B (WSL needs no ufw); --node-ip-address is "
+                 "Windows' LAN address, which mirrored mode shares with WSL."], [])
+IN_UBUNTU = dict(firewall=WSL_FIREWALL, paste_into="the Ubuntu (WSL) terminal")
+
+
+def _part_a(build: int | None) -> str:
+    """Part A, or below build 22621 a one-line HetlabError, since no setting makes the Mac reach WSL there."""
+    if problem := build_problem(build):
+        raise HetlabError(problem)
+    checked = f"this Windows is build {build}: fine" if build is not None else "`winver` on Windows shows the version"
+    return commands.block([f"A) Windows 11 22H2 or newer (build 22621+) is needed: {checked}.",
+                           "   In this Ubuntu window first: WSL's settings ("
+                           + ", ".join(line for line in lines() if not line.startswith("["))
+                           + ") go into %UserProfile%\\.wslconfig: this line says which it lacks."],
+                          "this Ubuntu window", ["hetlab wslconfig"])
+
+
+def render_head(ip: str, mac_ip: str | None = None, ports: commands.Ports = commands.Ports(),
+                build: int | None = None, **options) -> str:
+    """``hetlab head --windows``: parts A, B and C, a blank line apart; part C is the head's steps
+    inside WSL, as on a Linux desktop with Windows' LAN address, the token shown to be typed on the
+    Mac (no SSH route into WSL)."""
+    return "\n\n".join([_part_a(build), powershell_steps(mac_ip, ports), commands.render_head(
+        ip, ports, where="C) Inside WSL (Ubuntu) on the Windows desktop, the head", mac_ip=mac_ip,
+        token="by hand", **IN_UBUNTU, **options)])
+
+
+def notebook_head(ip: str, mac_ip: str | None, ports: commands.Ports = commands.Ports()) -> str:
+    """Notebook 04's desktop lines on a Windows desktop: part B's firewall rules alone (not its
+    ``wsl --shutdown``, which would close the Ubuntu that runs JupyterLab), then the head's block."""
+    return "\n\n".join([powershell_steps(mac_ip, ports, only_firewall=True), commands.render_head(
+        ip, ports, where="Then inside WSL (Ubuntu), the head", mac_ip=mac_ip, token="by hand", **IN_UBUNTU)])
+
+
+def undo_steps() -> list[str]:
+    """The PowerShell teardown's lines, in order: both rules gone (silently if never added), WSL
+    restarted last so that it reads your ``.wslconfig`` again."""
+    return [f"Remove-NetFirewall{kind}Rule -DisplayName '{name}' -ErrorAction SilentlyContinue"
+            for name in (RULE, TRAIN_RULE) for kind in ("HyperV", "")] + ["wsl --shutdown"]
+
+
+def undo_text() -> str:
+    """``undo_steps`` as notes and one block to paste (``hetlab wslconfig --undo``)."""
+    return commands.block(["First remove the course's lines from %UserProfile%\\.wslconfig in Notepad ("
+                           + ", ".join(row for row in lines() if not row.startswith("[")) + ").",
+                           "Then on Windows, in PowerShell as Administrator. The Ray Train lines are harmless if you "
+                           "never added those rules. Sleep on the charger: set it back in Settings > System > "
+                           "Power (part B turned it off).",
+                           "The last line restarts WSL, so that it reads .wslconfig again: it closes every "
+                           "Ubuntu window."], "PowerShell as Administrator, on Windows", undo_steps())
