@@ -21,7 +21,7 @@ from harness.gpucheck import pair as gpucheck_pair, record as gpucheck_record
 from hetlab.tools import cli
 from hetlab.tools import gpucheck
 from hetlab.errors import HetlabError
-from hetlab.tools.gpucheck import Goal, Row, render_table, summary, versions
+from hetlab.tools.gpucheck import Goal, Row, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,11 +54,11 @@ def test_a_broken_check_is_one_line_and_the_rest_still_run(capsys):
     checks = {"fine": fine, "broken": broken, "fails": fails}
     names = gpucheck.select(None, checks)
     rows = gpucheck.run_checks(gpucheck.Context("cpu", gpucheck.QUICK), names, checks)
-    print(render_table(rows))
-    print(json.dumps(summary(rows, versions("cpu"), True, 1.0, names), default=str))
+    print(harness_gpucheck.render_table(rows))
+    print(json.dumps(summary(rows, gpucheck_record.versions("cpu"), True, 1.0, names), default=str))
     out = capsys.readouterr().out.strip().splitlines()
     last = json.loads(out[-1])                               # the last line is the JSON object
-    assert out[0] == "[gpu-check] fine …" and "[gpu-check]   slow: 50.00% FAIL" in out
+    assert out[0] == "[gpu-check] fine …" and "[gpu-check]   slow: 50.00% FAIL  (goal >= 0.9) note b" in out
     assert [r["name"] for r in last["rows"]] == ["fine", "broken", "slow"]
     assert [r["status"] for r in last["rows"]] == ["pass", "error", "FAIL"]
     assert last["rows"][1]["note"] == "RuntimeError: CUDA error: out of memory more lines"

@@ -13,14 +13,17 @@ from dataclasses import replace
 from harness.gpucheck.context import FULL, QUICK, STAND_IN, Context, Sizes
 from harness.gpucheck.pair import check_pair_ps, check_pair_raytrain
 from harness.gpucheck.record import versions, write_record
+from harness.gpucheck.single_device import check_single_device
 from harness.gpucheck.train_128 import check_train_128
 from harness.gpucheck.wire import check_wire
 from hetlab.errors import HetlabError
 from hetlab.tools import gpucheck
-from hetlab.tools.gpucheck import render_table, summary
+from hetlab.tools.gpucheck import Row, summary
 
 # hetlab's checks of the card alone, and the pair's and the wire's among them
-CHECKS = {**{k: gpucheck.CHECKS[k] for k in ("describe", "single_device", "notebook01")},
+CHECKS = {"describe": gpucheck.CHECKS["describe"],
+          "single_device": check_single_device,   # benchmarks/single_device.py: tensor batches against a DataLoader
+          "notebook01": gpucheck.CHECKS["notebook01"],
           # a real unlike pair in one box, nothing simulated: a "desktop" worker on the card and a "mac"
           # worker on the CPU, two practice nodes, sync parameter server, auto-tuned split. Efficiency =
           # together ÷ the two standalone speeds at their shares, same run, at a global batch where the
@@ -31,6 +34,17 @@ CHECKS = {**{k: gpucheck.CHECKS[k] for k in ("describe", "single_device", "noteb
           "wire": check_wire,                     # the pair's gradients sent as fp16
           "sweep": gpucheck.CHECKS["sweep"],
           "train_128": check_train_128}           # the plain loop at batch 128, warm (not a goal)
+
+
+def render_table(rows: list[Row]) -> str:
+    """The readable table: check, figure, goal, result, note."""
+    cells = [("check", "figure", "goal", "result")] + [(r.name, r.figure_text, str(r.goal or ""), r.status)
+                                                        for r in rows]
+    notes = ["note"] + [r.note for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + note for row, note in zip(cells, notes)]
+    lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 4)
+    return "\n".join(lines)
 
 
 def run(only: str | list[str] | None = None, quick: bool = False, record: str | None = None,

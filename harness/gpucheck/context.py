@@ -67,8 +67,11 @@ def pair_placements(workers: list) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class Sizes(gpucheck.Sizes):
-    """hetlab's sizes of the card's own checks, and how much the pair and the plain loop at 128 run."""
+    """hetlab's sizes of the card's own checks, and how much the benchmark, the pair and the plain loop
+    at 128 run."""
 
+    bench_samples: int = 12000       # benchmarks/single_device.py --samples
+    bench_repeats: int = 3
     pair_batch: int | None = None    # global batch of the efficiency run; None: sized to the card (pair_batch_for)
     pair_step_s: float = 0.1         # ... so that its ideal step is about this long
     pair_short_batch: int = 16384    # and an info row at this batch: a short step on a fast card
@@ -84,7 +87,7 @@ class Sizes(gpucheck.Sizes):
 
 
 FULL = Sizes()
-QUICK = replace(FULL, **{k: getattr(gpucheck.QUICK, k) for k in ("bench_repeats", "sweep_batches", "sweep_steps")},
+QUICK = replace(FULL, **{k: getattr(gpucheck.QUICK, k) for k in ("sweep_batches", "sweep_steps")}, bench_repeats=2,
                 pair_steps=4, pair_rounds=5, pair_repeats=6, acc_epochs=1, plain_samples=24000)
 # The dry run's (``--stand-in``): every check's code path on a CPU, at sizes of seconds.
 STAND_IN = replace(QUICK, bench_samples=1100, bench_repeats=1, nb01_train=2000, nb01_test=500, nb01_epochs=1,

@@ -1,6 +1,6 @@
 """The dated record a maintainer commits to docs/measured/ (``python -m harness.gpucheck --record DIR``):
 ``DATE-GPU.json`` (the JSON object the check prints last) and ``.md`` (for people), with what the check
-ran on: hetlab's ``versions``, and where a copy sent to a GPU machine has no ``.git``, the commit and
+ran on (``versions``), and where a copy sent to a GPU machine has no ``.git``, the commit and
 the Ray wheel that scripts/gpu_carry.py carried there (``HETLAB_COMMIT``, ``HETLAB_RAY_WHEEL``).
 """
 from __future__ import annotations
@@ -10,7 +10,6 @@ import os
 import re
 from pathlib import Path
 
-from hetlab.tools import gpucheck
 from hetlab.tools.gpucheck import Row
 
 COMMIT_ENV = "HETLAB_COMMIT"        # hetlab's git commit where no git is (scripts/gpu_run.sh sets it)
@@ -18,11 +17,32 @@ RAY_WHEEL_ENV = "HETLAB_RAY_WHEEL"  # the Ray wheel carried to a GPU machine
 
 
 def versions(device: str) -> dict:
-    """hetlab's ``versions``; the carried copy's commit and Ray wheel where scripts/gpu_run.sh names them."""
-    found = gpucheck.versions(device)
-    found["hetlab_commit"] = os.environ.get(COMMIT_ENV) or found["hetlab_commit"]
-    found["ray_wheel"] = os.environ.get(RAY_WHEEL_ENV)
-    return found
+    """What the check ran on: GPU, driver, CUDA, torch, Ray, Python, hetlab and its commit (the carried
+    copy's where scripts/gpu_run.sh names it), and the carried Ray wheel."""
+    import datetime
+    import platform
+    import subprocess
+    from importlib import metadata
+
+    import torch
+
+    import hetlab
+    from hetlab.core.machine import hetlab_commit
+    cuda = torch.device(device).type == "cuda"
+    driver = None
+    if cuda:
+        try:
+            smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=10)
+            driver = (smi.stdout.split() or [None])[0] if smi.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return {"gpu": torch.cuda.get_device_name(0) if cuda else None, "driver": driver,
+            "cuda": torch.version.cuda, "torch": torch.__version__, "ray": metadata.version("ray"),
+            "python": platform.python_version(), "hetlab": hetlab.__version__,
+            "hetlab_commit": os.environ.get(COMMIT_ENV) or hetlab_commit(), "device": device,
+            "cpus": os.cpu_count(), "host": platform.node(), "date": datetime.date.today().isoformat(),
+            "ray_wheel": os.environ.get(RAY_WHEEL_ENV)}
 
 
 def gpu_slug(name: str | None) -> str:

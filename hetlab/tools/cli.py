@@ -18,7 +18,7 @@ from hetlab.vocab import CLI_MODES, MODEL_NAMES, Ports
 
 TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # hetlab train's --train-samples (quick mode / full)
 CHECKPOINT_EVERY = 50                                   # hetlab train --checkpoint-dir: steps between saves
-GPU_CHECK_NAMES = ("describe", "single_device", "notebook01", "sweep")  # gpucheck.CHECKS, without loading torch
+GPU_CHECK_NAMES = ("describe", "notebook01", "sweep")  # gpucheck.CHECKS, without loading torch
 
 
 def print_steps(text: str) -> None:

@@ -1,32 +1,25 @@
 """``hetlab gpu-check``: what notebooks 01 and 02 claim about CUDA, run on the learner's own NVIDIA
-card (README "Check a real NVIDIA GPU"), each check with a goal, printed as a table of rows and then
-one JSON line. Without CUDA it refuses in one line.
+card (README "Check a real NVIDIA GPU"), each check with a goal, printed as rows and then one JSON
+line. Without CUDA it refuses in one line.
 
-Four checks (``CHECKS``): ``describe`` (the card, and why every timer waits for it), ``single_device``
-(benchmarks/single_device.py: tensor batches against a DataLoader), ``notebook01`` (notebook 01's full
-run to ≥ 99 %) and ``sweep`` (notebook 02's speed against batch size). The card in a pair with the
-CPU, its options and the dated record are the maintainers' harness (``python -m harness.gpucheck``,
-docs/gpu-machine.md), which adds its own checks to these rows and goals.
+Three checks (``CHECKS``): ``describe`` (the card, and why every timer waits for it), ``notebook01``
+(notebook 01's full run to ≥ 99 %) and ``sweep`` (notebook 02's speed against batch size). The
+maintainers' harness (``python -m harness.gpucheck``, docs/gpu-machine.md) runs these rows beside its
+own: the benchmarks, the card in a pair with the CPU, and the dated record.
 """
 from __future__ import annotations
 
-import contextlib
-import datetime
-import importlib.util
-import io
 import json
 import math
-import os
-import platform
-import subprocess
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import torch
 
 from hetlab.errors import HetlabError
 from hetlab.store.measured import QUICK_SWEEP_BATCHES, SWEEP_BATCHES
+
+UNITS = {"ratio": "{:,.2f}×", "fraction": "{:.2%}", "samples/s": "{:,.0f}/s", "relative": "{:.1e}"}
 
 
 @dataclass(frozen=True)
@@ -46,12 +39,9 @@ class Goal:
         return self.text or f"{self.op} {self.value:g}"
 
 
-UNITS = {"ratio": "{:,.2f}×", "fraction": "{:.2%}", "samples/s": "{:,.0f}/s", "relative": "{:.1e}"}
-
-
 @dataclass
 class Row:
-    """One line of the table: a figure, its goal, its status and a note on what was measured. The
+    """One line of the result: a figure, its goal, its status and a note on what was measured. The
     status is "pass" or "FAIL" against the goal, "info" with none, "error" when the check broke."""
 
     name: str
@@ -79,10 +69,8 @@ class Row:
 @dataclass(frozen=True)
 class Sizes:
     """How much each check runs. Notebook 01's recipe is the notebook's full one in both modes
-    (seconds on a GPU); ``QUICK`` trims repeats and the sweep."""
+    (seconds on a GPU); ``QUICK`` trims the sweep."""
 
-    bench_samples: int = 12000       # benchmarks/single_device.py --samples
-    bench_repeats: int = 3
     nb01_train: int = 60000          # notebook 01: all of MNIST, 6 epochs, batch 64, cosine, ≥ 99 %
     nb01_test: int = 10000
     nb01_epochs: int = 6
@@ -93,7 +81,7 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = replace(FULL, bench_repeats=2, sweep_batches=QUICK_SWEEP_BATCHES, sweep_steps=3)
+QUICK = replace(FULL, sweep_batches=QUICK_SWEEP_BATCHES, sweep_steps=3)
 
 
 @dataclass
@@ -129,27 +117,6 @@ def check_describe(ctx) -> list[Row]:
     return [row]
 
 
-def check_single_device(ctx) -> list[Row]:
-    """benchmarks/single_device.py on the card. Each step's launches, not the input pipeline, bound this
-    small model on a card, so tensor batches claim 2.5× over a DataLoader in training, 10× for the
-    pipeline alone."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "single_device.py"
-    if not path.is_file():
-        raise HetlabError(f"{path} not found: run gpu-check from a hetlab checkout.")
-    spec = importlib.util.spec_from_file_location("hetlab_benchmark_single_device", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    out, s = io.StringIO(), ctx.sizes
-    with contextlib.redirect_stdout(out):  # its table goes into the record's details
-        r = bench.main(["--device", ctx.device, "--samples", str(s.bench_samples), "--repeats", str(s.bench_repeats)])
-    note = (f"training {r['samples_per_s_hetlab']:,} vs {r['samples_per_s_dataloader']:,} samples/s "
-            f"(tensor batches vs DataLoader), {s.bench_samples} samples, best of {s.bench_repeats}")
-    details = {**r, "output": out.getvalue()}
-    return [Row("train_speedup", r["train_speedup"], "ratio", Goal(">=", 2.5, "≥ 2.5×"), note, details=details),
-            Row("pipeline_speedup", r["pipeline_speedup"], "ratio", Goal(">=", 10.0, "≥ 10×"),
-                "input pipeline alone: batches ready on the device", details=details)]
-
-
 def check_notebook01(ctx) -> list[Row]:
     from hetlab.core.data import load_mnist
     from hetlab.core.models import make_model
@@ -163,43 +130,32 @@ def check_notebook01(ctx) -> list[Row]:
                  batch_size=s.nb01_batch, device=ctx.device, schedule="cosine", progress=False)
     seconds, warm = time.perf_counter() - t0, hist.steady
     note = (f"{len(train_set):,} images × {s.nb01_epochs} epochs, batch {s.nb01_batch}, cosine: "
-            f"{seconds:.1f} s with evaluation; {hist.samples_per_s:,.0f} samples/s over the run, "
-            f"{warm.samples_per_s:,.0f} warm (warm-up {warm.warmup_steps} steps, {warm.warmup_s:.2f} s, "
-            f"apart) on {hist.device}")
+            f"{seconds:.1f} s with evaluation; {warm.samples_per_s:,.0f} samples/s warm on {hist.device}")
     return [Row("notebook01", hist.final_accuracy, "fraction", Goal(">=", s.nb01_target, f"≥ {s.nb01_target:.1%}"),
-                note, details={"seconds": seconds, "test_accuracy": hist.test_accuracy,
-                               "samples_per_s": hist.samples_per_s, "steady": warm.as_dict(),
-                               "epoch_samples_per_s": hist.epoch_samples_per_s})]
+                note, details={"seconds": seconds, "test_accuracy": hist.test_accuracy, "steady": warm.as_dict()})]
 
 
 def check_sweep(ctx) -> list[Row]:
     """Notebook 02's sweep. On a CPU or a Mac the classic CNN is slower per sample (more arithmetic);
     on a card at large batches both are bound by each step's launches, so the second row has no goal:
     it says which one was faster on this card."""
-    from hetlab.core.train import measure_speed
     from hetlab.core.models import make_model
+    from hetlab.core.train import measure_speed
     s = ctx.sizes
     speeds = {name: [measure_speed(make_model(name), ctx.device, b, steps=s.sweep_steps) for b in s.sweep_batches]
               for name in ("small", "classic")}
     rates = {name: [x.samples_per_s for x in r] for name, r in speeds.items()}
-    gain = {name: max(r) / r[0] for name, r in rates.items()}
-    best = {name: max(r) for name, r in rates.items()}
-    table = "; ".join(f"{name} " + " ".join(f"b{b}:{x:,.0f}" for b, x in zip(s.sweep_batches, r))
-                      for name, r in rates.items())
+    gain, best = {n: max(r) / r[0] for n, r in rates.items()}, {n: max(r) for n, r in rates.items()}
     details = {"batch_sizes": list(s.sweep_batches), "samples_per_s": rates,
-               "warmup_s": {name: [x.warmup_s for x in r] for name, r in speeds.items()},
-               "windows": {name: [list(x.windows) for x in r] for name, r in speeds.items()}}
+               "warmup_s": {name: [x.warmup_s for x in r] for name, r in speeds.items()}}
     return [Row("sweep_batching_gain", gain["small"], "ratio", Goal(">", 3.0, "> 3× (small, best vs batch 1)"),
-                f"classic gains {gain['classic']:.1f}×; {table} (warm: each batch size's first step apart)",
-                details=details),
+                f"classic gains {gain['classic']:.1f}× (warm: each batch size's first step apart)", details=details),
             Row("sweep_small_vs_classic", best["small"] / best["classic"], "ratio", None,
-                f"best small {best['small']:,.0f}, classic {best['classic']:,.0f} samples/s (up to batch "
-                f"{s.sweep_batches[-1]:,}); on a card at large batches both are overhead-bound, so the classic "
-                f"CNN need not be slower here (it is on a CPU or a Mac)", details=details)]
+                f"best small {best['small']:,.0f}, classic {best['classic']:,.0f} samples/s: on a card at large "
+                f"batches both are overhead-bound, so the classic CNN need not be slower here", details=details)]
 
 
-CHECKS = {"describe": check_describe, "single_device": check_single_device, "notebook01": check_notebook01,
-          "sweep": check_sweep}
+CHECKS = {"describe": check_describe, "notebook01": check_notebook01, "sweep": check_sweep}
 
 
 def select(only: str | list[str] | None, checks: dict = CHECKS) -> list[str]:
@@ -237,20 +193,9 @@ def run_checks(ctx, names: list[str], checks: dict, out=print) -> list[Row]:
             new = [Row(name, None, status="error", note=f"{type(exc).__name__}: {text}"[:300])]
         for row in new:
             row.details.setdefault("check_seconds", round(time.perf_counter() - t0, 1))
-            out(f"[gpu-check]   {row.name}: {row.figure_text} {row.status}")
+            out(f"[gpu-check]   {row.name}: {row.figure_text} {row.status}  (goal {row.goal or '-'}) {row.note}")
         rows += new
     return rows
-
-
-def render_table(rows: list[Row]) -> str:
-    """The readable table: check, figure, goal, result, note."""
-    cells = [("check", "figure", "goal", "result")] + [(r.name, r.figure_text, str(r.goal or ""), r.status)
-                                                        for r in rows]
-    notes = ["note"] + [r.note for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + note for row, note in zip(cells, notes)]
-    lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 4)
-    return "\n".join(lines)
 
 
 def summary(rows: list[Row], versions: dict, quick: bool, seconds: float, names: list[str]) -> dict:
@@ -260,34 +205,12 @@ def summary(rows: list[Row], versions: dict, quick: bool, seconds: float, names:
             "rows": [r.as_json() for r in rows]}
 
 
-def versions(device: str) -> dict:
-    """What this check ran on: GPU, driver, CUDA, torch, Ray, Python, hetlab and its commit."""
-    from importlib import metadata
-
-    import hetlab
-    from hetlab.core.machine import hetlab_commit
-    cuda = torch.device(device).type == "cuda"
-    driver = None
-    if cuda:
-        try:
-            smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10)
-            driver = (smi.stdout.split() or [None])[0] if smi.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return {"gpu": torch.cuda.get_device_name(0) if cuda else None, "driver": driver,
-            "cuda": torch.version.cuda, "torch": torch.__version__, "ray": metadata.version("ray"),
-            "python": platform.python_version(), "hetlab": hetlab.__version__,
-            "hetlab_commit": hetlab_commit(), "device": device, "cpus": os.cpu_count(),
-            "host": platform.node(), "date": datetime.date.today().isoformat()}
-
-
 def run(only: str | list[str] | None = None, quick: bool = False, out=print) -> dict:
-    """Run the chosen checks on this machine's card: progress, the table, the JSON object (last line)."""
+    """Run the chosen checks on this machine's card: each row as it comes, then the JSON object (last line)."""
     names, device = select(only), require_cuda()
     started = time.perf_counter()
     rows = run_checks(Context(device, QUICK if quick else FULL), names, CHECKS, out)
-    result = summary(rows, versions(device), quick, time.perf_counter() - started, names)
-    out(render_table(rows))
+    versions = {"gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda, "torch": torch.__version__}
+    result = summary(rows, versions, quick, time.perf_counter() - started, names)
     out(json.dumps(result, default=str))
     return result
