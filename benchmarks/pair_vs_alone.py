@@ -106,9 +106,17 @@ def fit_plain_loop(sizes, steps: int, rounds: int = 3) -> tuple[steptime.StepTim
             windows[b].append(measure_speed(
                 model, device, b, steps=max(steps, steps * max(sizes) // b), windows=1,
                 warmup=WARMUP_STEPS if r == 0 else 0))
-    speeds = {b: steady.of_windows(ws) for b, ws in windows.items()}
+    speeds = {b: joined(ws) for b, ws in windows.items()}
     line = steptime.from_sweep(sizes, [speeds[b].samples_per_s for b in sizes], f"the plain loop on {device} here")
     return line, speeds
+
+
+def joined(turns: list[steady.SteadySpeed]) -> steady.SteadySpeed:
+    """One steady speed from a size's turns: each turn's windows become this one's, their median the
+    speed, the warm-ups summed apart."""
+    rates = tuple(w for t in turns for w in t.windows)
+    return steady.SteadySpeed(statistics.median(rates), min(rates), max(rates), rates, sum(t.steps for t in turns),
+                              sum(t.warmup_steps for t in turns), sum(t.warmup_s for t in turns))
 
 
 def fit_workers(training, sizes, steps: int) -> list[steptime.StepTime]:

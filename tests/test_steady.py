@@ -1,7 +1,7 @@
 """The one definition of a measured speed (hetlab.arithmetic.steady): warm-up apart, windows for the spread."""
 import pytest
 
-from hetlab.arithmetic.steady import of_windows, steady
+from hetlab.arithmetic.steady import steady
 from hetlab.errors import HetlabError
 
 
@@ -30,15 +30,3 @@ def test_too_short_or_mismatched_runs_are_one_line(args):
     with pytest.raises(HetlabError) as err:
         steady(*args[:2], warmup=args[2], windows=args[3])
     assert "\n" not in str(err.value)
-
-
-def test_turns_join_into_one_speed():
-    # a sweep's size measured in three turns, one window each: the median of the turns, warm-ups summed apart
-    turns = [steady([0.5] + [0.01] * 2, 100, warmup=1, windows=1), steady([0.04] * 2, 100, warmup=0, windows=1),
-             steady([0.02] * 2, 100, warmup=0, windows=1)]
-    speed = of_windows(turns)
-    assert speed.windows == pytest.approx((10_000, 2_500, 5_000))
-    assert (speed.samples_per_s, speed.low, speed.high) == pytest.approx((5_000, 2_500, 10_000))
-    assert speed.steps == 6 and speed.warmup_steps == 1 and speed.warmup_s == pytest.approx(0.5)
-    with pytest.raises(HetlabError):
-        of_windows([])

@@ -16,15 +16,6 @@ from hetlab.errors import HetlabError
 TARGET = 0.9   # the course's target accuracy for the small CNN (01 reaches it in one epoch)
 
 
-def speed_of(step_seconds, samples, warmup: int = WARMUP_STEPS, windows: int = WINDOWS):
-    """``steady`` for a run of any length: fewer warm-up steps (and windows) when the run is short."""
-    n = len(step_seconds)
-    if n < 1:
-        raise HetlabError("no steps: a speed needs at least one timed step.")
-    windows = max(1, min(windows, n))
-    return steady(step_seconds, samples, warmup=max(0, min(warmup, n - windows)), windows=windows)
-
-
 def conditions(batch_sizes, roles, steps: int, samples: int, devices=None) -> dict:
     """What a run on the pair ran under, saved with its figures: the global batch, the split (one
     batch per worker, desktop first), the roles, its steps and samples, each worker's device."""
@@ -44,11 +35,6 @@ def first_crossing(checks, target: float = TARGET, every: int | None = None,
             "check_samples": test_samples, "checked_s": checks[-1][0] if checks else None}
 
 
-def counted_in(checked: dict | None) -> dict:
-    """What a run's "steps" are: steps, or local SGD's rounds of H steps each (``run_checked``'s unit)."""
-    return {"unit": (checked or {}).get("unit", "steps")}
-
-
 def technique(records, accuracy: float | None = None, *, checked: dict | None = None, devices=None) -> dict:
     """A run's figures from its ``StepRecord``s (sync: one per worker and step; async and local SGD:
     one per message): speed, efficiency, communication share, seconds, accuracy, conditions, and
@@ -63,7 +49,8 @@ def technique(records, accuracy: float | None = None, *, checked: dict | None = 
         seconds, samples = steps.get(r.step, (r.step_s, 0))
         steps[r.step] = (seconds, samples + r.samples)
     ordered = [steps[k] for k in sorted(steps)]
-    speed = speed_of([s for s, _ in ordered], [n for _, n in ordered], WARMUP_STEPS)
+    windows = min(WINDOWS, len(ordered))         # a short run: fewer windows, and fewer warm-up steps
+    speed = steady([s for s, _ in ordered], [n for _, n in ordered], min(WARMUP_STEPS, len(ordered) - windows), windows)
     alone = 0.0
     for name in sorted({r.worker for r in records}):
         mine = [r for r in records if r.worker == name]
@@ -78,7 +65,8 @@ def technique(records, accuracy: float | None = None, *, checked: dict | None = 
             "seconds": seconds, "accuracy": accuracy, "target": TARGET,
             **conditions(split, workers, len(ordered), sum(r.samples for r in records), devices),
             **first_crossing((checked or {}).get("checks", []), TARGET, (checked or {}).get("every"),
-                             (checked or {}).get("test_samples")), **counted_in(checked)}
+                             (checked or {}).get("test_samples")),
+            "unit": (checked or {}).get("unit", "steps")}   # steps, or local SGD's rounds of H steps each
 
 
 def across(seconds, samples):

@@ -3,8 +3,7 @@
 Pure arithmetic, no Ray and no torch. Each machine's step is ``t(b) = fixed + b × per-sample``
 (``hetlab.arithmetic.steptime``); a round of H local steps is ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``
 (``at_split``), the desktop alone ``t_d(B)`` a step (``hetlab.core.train``'s plain loop, which waits
-for nothing between steps: notebook 02's sweep); ``benchmarks/pair_vs_alone.py`` checks it, and
-tests/test_planner_record.py holds it to an H100 pair's runs (docs/measured/2026-11-26-h100-pair.json).
+for nothing between steps: notebook 02's sweep); ``benchmarks/pair_vs_alone.py`` checks it.
 """
 from __future__ import annotations
 

@@ -68,8 +68,7 @@ def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: 
                           f"steps, fewer than {windows} windows: run more steps.")
     cuts = window_cuts(timed, windows, start=warmup)
     rates = tuple(samples_per_s(sum(sizes[a:b]), sum(seconds[a:b])) for a, b in zip(cuts, cuts[1:]))
-    median, low, high = median_and_range(rates)
-    return SteadySpeed(samples_per_s=median, low=low, high=high, windows=rates,
+    return SteadySpeed(samples_per_s=statistics.median(rates), low=min(rates), high=max(rates), windows=rates,
                        steps=timed, warmup_steps=warmup, warmup_s=sum(seconds[:warmup]))
 
 
@@ -78,23 +77,3 @@ def window_cuts(timed: int, windows: int, start: int = 0) -> list[int]:
     begin at step ``start``: ``windows + 1`` step indices. The one cut of ``steady``, ``train``'s waits
     for the device and ``train.measure_speed``."""
     return [start + round(i * timed / windows) for i in range(windows + 1)]
-
-
-def of_windows(parts: Sequence[SteadySpeed]) -> SteadySpeed:
-    """One steady speed from measurements taken in turns with others (a sweep's sizes, round by round):
-    each part's windows become this one's, their median the speed; the warm-ups are summed apart."""
-    if not parts:
-        raise HetlabError("of_windows(): no measurements to join.")
-    rates = tuple(w for p in parts for w in p.windows)
-    median, low, high = median_and_range(rates)
-    return SteadySpeed(samples_per_s=median, low=low, high=high, windows=rates,
-                       steps=sum(p.steps for p in parts), warmup_steps=sum(p.warmup_steps for p in parts),
-                       warmup_s=sum(p.warmup_s for p in parts))
-
-
-def median_and_range(values: Sequence[float]) -> tuple[float, float, float]:
-    """(median, lowest, highest) of repeated figures: how every repeated figure is printed."""
-    values = [float(v) for v in values]
-    if not values:
-        raise HetlabError("median_and_range(): no values.")
-    return statistics.median(values), min(values), max(values)

@@ -99,8 +99,7 @@ def fit_rounds(batch_sizes: Sequence[float], seconds: Sequence[float], weights: 
 
     A least-squares line, each round counted by its weight (default 1 each). Where noise decides it
     (sizes closer than ``ROUNDS_MIN_SPREAD`` of the largest, no positive slope, a fixed time below 0
-    or above the quickest step), one point with fixed = 0: the heaviest round, the newest of equals.
-    The weighted sweep fit settles auto-tune on other splits (tried: tests/test_balance.py fails)."""
+    or above the quickest step), one point with fixed = 0: the heaviest round, the newest of equals."""
     b, t = [float(x) for x in batch_sizes], [float(x) for x in seconds]
     w = [1.0] * len(b) if weights is None else [float(x) for x in weights]
     if not b or not len(b) == len(t) == len(w):

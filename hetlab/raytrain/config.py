@@ -109,7 +109,6 @@ class LoopConfig:
     roles: tuple                       # rank i's machine role (its node label)
     devices: tuple                     # per rank: "auto", "cuda", "mps", "cpu", …, resolved on its machine
     slowdowns: tuple                   # per rank: 1 = real speed, N = a simulated N× slower device
-    label_key: str                     # the node label that names a machine's role
     seed: int = 0
     train_samples: int | None = None   # a part of MNIST (None: all of it)
     test_samples: int | None = None
@@ -141,26 +140,24 @@ def loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, see
     from hetlab.cluster.roles import role_label
 
     n = len(roles)
-    if not _whole(steps):
-        raise HetlabError(f"steps must be a whole number ≥ 1, got {steps!r}.")
+    for name, value in (("steps", steps), ("check_every", 1 if check_every is None else check_every),
+                        ("check_samples", check_samples)):
+        if not _whole(value):
+            raise HetlabError(f"{name} must be a whole number ≥ 1, got {value!r}.")
     if not isinstance(global_batch, int) or global_batch < n:
         raise HetlabError(f"global batch must be a whole number ≥ {n} (one sample per rank), got {global_batch!r}.")
     if batch_sizes != "auto" and not (isinstance(batch_sizes, (list, tuple)) and len(batch_sizes) == n
                                       and all(map(_whole, batch_sizes)) and sum(batch_sizes) == global_batch):
         raise HetlabError(f"batch_sizes must be 'auto' or one whole number ≥ 1 per rank summing to the global "
                           f"batch {global_batch}, like [96, 32], got {batch_sizes!r}.")
-    for name, value in (("check_every", check_every), ("check_samples", check_samples)):
-        if value is not None and not _whole(value):
-            raise HetlabError(f"{name} must be a whole number ≥ 1, got {value!r}.")
     slow = [float(s) for s in _per_rank(slowdowns, n, "slowdowns")]
     if not all(1.0 <= s < float("inf") for s in slow):
         raise HetlabError(f"slowdowns must be finite and ≥ 1 (1 = real speed), got {slowdowns!r}.")
-    labels = [role_label(role) for role in roles]  # an unknown role fails here, before anything starts
-    return LoopConfig(steps=steps, global_batch=global_batch,
-                      batch_sizes=None if batch_sizes == "auto" else tuple(batch_sizes), roles=tuple(roles),
-                      devices=tuple(_per_rank(devices, n, "devices")), slowdowns=tuple(slow),
-                      label_key=next(iter(labels[0])), seed=seed, train_samples=train_samples, test_samples=test_samples, check_every=check_every,
-                      check_samples=check_samples or 1000)
+    for role in roles:
+        role_label(role)                 # an unknown role fails here, before anything starts
+    return LoopConfig(steps, global_batch, None if batch_sizes == "auto" else tuple(batch_sizes), tuple(roles),
+                      tuple(_per_rank(devices, n, "devices")), tuple(slow), seed, train_samples, test_samples,
+                      check_every, check_samples)
 
 
 def check_cluster(roles: Sequence[str], storage_path: str | None) -> None:
@@ -168,20 +165,20 @@ def check_cluster(roles: Sequence[str], storage_path: str | None) -> None:
     role, and rank 0 on this machine unless ``storage_path`` is a folder every node reaches."""
     import ray
 
-    from hetlab.cluster.roles import ROLE_LABEL, live_nodes, role_label
+    from hetlab.cluster.roles import ROLE_LABEL, live_nodes
 
     if not ray.is_initialized():
         raise HetlabError("Ray is not connected: call hetlab.cluster.connect() or start a PracticeCluster first.")
-    alive = live_nodes()
+    by_role = {}
+    for node in live_nodes():
+        by_role.setdefault((node.get("Labels") or {}).get(ROLE_LABEL), []).append(node["NodeID"])
     for role in roles:
-        want = role_label(role)
-        if not any(all((n.get("Labels") or {}).get(k) == v for k, v in want.items()) for n in alive):
+        if role not in by_role:
             raise HetlabError(f"no live node has role {role!r} (the node label {ROLE_LABEL}={role}): join "
                               f"that machine with the `ray start` line `hetlab join` prints (it sets the "
                               f"label), or start the practice cluster (hetlab.cluster.practice.PracticeCluster).")
-    if storage_path is None:  # rank 0 writes the checkpoint: a temp dir here works only if it runs here
-        here = ray.get_runtime_context().get_node_id()
-        if here not in [n["NodeID"] for n in alive if (n.get("Labels") or {}).get(ROLE_LABEL) == roles[0]]:
-            raise HetlabError(f"rank 0 runs on the {roles[0]!r} machine, not on this driver's, and Ray Train "
-                              f"writes its checkpoint there: give storage_path= a folder every node can reach "
-                              f"(NFS, SMB, a bucket), or run the driver on the {roles[0]!r} machine.")
+    # rank 0 writes the checkpoint: a temp dir here works only if it runs here
+    if storage_path is None and ray.get_runtime_context().get_node_id() not in by_role[roles[0]]:
+        raise HetlabError(f"rank 0 runs on the {roles[0]!r} machine, not on this driver's, and Ray Train "
+                          f"writes its checkpoint there: give storage_path= a folder every node can reach "
+                          f"(NFS, SMB, a bucket), or run the driver on the {roles[0]!r} machine.")

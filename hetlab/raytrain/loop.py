@@ -4,10 +4,9 @@ Each rank chooses its device on its own machine (CUDA, MPS, else the CPU) and tr
 b_i of each global batch B. Once per step it scales its gradient by b_i / B, copies it to the CPU as
 one flat buffer and SUM all-reduces it through hetlab's exchange (``hetlab.raytrain.exchange``: gloo
 cannot join a Mac and a Linux desktop, NCCL cannot reach a Mac): every rank applies Σ (b_i / B) · g_i
-and the weights stay identical (bitwise on alike devices). With
-``check_every``, rank 0 tests the weights every K steps, every rank's clock paused (the time to target).
-At the end rank 0 reports its weights (``model.pt``) and the losses (``loss.json``) as Ray Train's
-checkpoint.
+and the weights stay identical (bitwise on alike devices). With ``check_every``, rank 0 tests the
+weights every K steps, outside the steps' clock (the time to target). At the end rank 0 reports its
+weights (``model.pt``) and the losses (``loss.json``) as Ray Train's checkpoint.
 """
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ from torch import nn
 
 from hetlab.core.devices import resolve, synchronize
 from hetlab.core.machine import origin_label
-from hetlab.errors import HetlabError
 from hetlab.core.flat import flat_grad, set_flat_grad
 from hetlab.core.models import make_model
 from hetlab.core.train import evaluate
@@ -39,10 +37,14 @@ WEIGHTS, LOSSES = "model.pt", "loss.json"   # rank 0's checkpoint: what RayTrain
 
 def train_loop(config: dict) -> None:
     """What every rank runs: its own device, its own share of the batch, one weighted all-reduce."""
+    import ray.train
+
     cfg = config["loop"]                                      # the LoopConfig train_mixed checked
-    rank, role = where_am_i(cfg)
+    rank = ray.train.get_context().get_world_rank()
+    role = cfg.roles[rank]                                    # its node, by the label ScalingConfig asked for
     device = resolve(cfg.devices[rank])                       # "auto": cuda, mps or cpu, on this machine
-    x, y = rank_data(cfg, device)
+    train = mnist(cfg, "train")
+    x, y = train.normalized().to(device), train.labels.to(device)
     sizes, speed = agree_on_split(cfg, rank, x, y, device)    # the same b_i on every rank
     share = sizes[rank] / cfg.global_batch                    # b_i / B
     model = make_model(MODEL, seed=cfg.seed).to(device)
@@ -80,27 +82,12 @@ def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: in
     return stream_indices(n_samples, seed, split_spans([(step * total, total)], batch_sizes)[rank])
 
 
-def where_am_i(cfg: LoopConfig) -> tuple[int, str]:
-    """This rank's number and its machine's role (from its node's label), checked against the plan."""
-    import ray
-    import ray.train
-
-    rank = ray.train.get_context().get_world_rank()
-    labels = ray.get_runtime_context().get_node_labels()
-    role = labels.get(cfg.label_key, f"rank {rank}")
-    if role != cfg.roles[rank]:
-        raise HetlabError(f"rank {rank} landed on node role {role!r}, expected {cfg.roles[rank]!r}.")
-    return rank, role
-
-
-def rank_data(cfg: LoopConfig, device: torch.device):
-    """MNIST's training set (``train_samples`` of it) on this rank's device."""
+def mnist(cfg: LoopConfig, split: str):
+    """MNIST's ``"train"`` or ``"test"`` set, or ``cfg``'s part of it (``train_samples``, ``test_samples``)."""
     from hetlab.core.data import load_mnist
 
-    train = load_mnist("train")
-    if cfg.train_samples:
-        train = train.subset(cfg.train_samples, seed=cfg.seed)
-    return train.normalized().to(device), train.labels.to(device)
+    data, part = load_mnist(split), cfg.train_samples if split == "train" else cfg.test_samples
+    return data.subset(part, seed=cfg.seed) if part else data
 
 
 def agree_on_split(cfg: LoopConfig, rank: int, x, y, device) -> tuple[list[int], float]:
@@ -119,7 +106,8 @@ def agree_on_split(cfg: LoopConfig, rank: int, x, y, device) -> tuple[list[int],
 
 @dataclass
 class RankLog:
-    """Where one rank's time went (compute, simulated sleep, all-reduce with its wait) and its losses."""
+    """Where one rank's time went (compute, simulated sleep, all-reduce with its wait), each step's
+    seconds and its losses, and rank 0's accuracy checks."""
 
     device: torch.device
     slowdown: float = 1.0
@@ -127,10 +115,10 @@ class RankLog:
     simulated_s: float = 0.0
     allreduce_s: float = 0.0
     losses: list = field(default_factory=list)    # every step's global-batch loss
-    started: float = field(default_factory=time.perf_counter)
-    step_s: list = field(default_factory=list)    # each step's seconds (the report's spread)
+    step_s: list = field(default_factory=list)    # each step's seconds: their sum is the training time
     checks: list = field(default_factory=list)    # rank 0: (training seconds so far, test accuracy) per check
     check_set: object = None                      # rank 0: the test samples the checks read
+    step_start: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self):
         self._slow = SlowDevice(self.slowdown)
@@ -151,20 +139,12 @@ class RankLog:
         yield
         self.allreduce_s += time.perf_counter() - t0
 
-    @contextmanager
-    def paused(self):
-        """Time that is not training (an accuracy check): left out of the steps' and the run's seconds."""
-        t0 = time.perf_counter()
-        yield
-        gone = time.perf_counter() - t0
-        self._last = getattr(self, "_last", self.started) + gone
-        self.started += gone
-
     def loss(self, value: float) -> None:
+        """The step's end: its loss, and its seconds since the last step ended."""
         self.losses.append(value)
         now = time.perf_counter()
-        self.step_s.append(now - getattr(self, "_last", self.started))
-        self._last = now
+        self.step_s.append(now - self.step_start)
+        self.step_start = now
 
 
 @dataclass
@@ -199,12 +179,14 @@ def weights_digest(model: nn.Module) -> str:
 
 
 def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: RankLog) -> None:
-    """Every rank's ``RankReport`` to rank 0, which tests the model and reports the metrics with its
-    checkpoint; the others report nothing (Ray Train's report waits for every rank)."""
+    """Every rank's ``RankReport`` to rank 0, which tests the model and reports the metrics (its
+    checks as ``run_checked`` returns them, for ``outcome.first_crossing``) with its checkpoint; the
+    others report nothing (Ray Train's report waits for every rank)."""
     import ray
     import ray.train
 
-    train_s = time.perf_counter() - log.started
+    from hetlab.core.data import n_samples
+
     label = labelled(f"{role} · {device.type}", log.slowdown)  # the parameter server's label format
     if origin := origin_label():
         label += f" ({origin})"
@@ -215,8 +197,10 @@ def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: R
     if rank != 0:
         ray.train.report({"rank": rank})
         return
-    metrics = {"ranks": reports, "accuracy": evaluate(model, evaluation_set(cfg), device), "train_s": train_s,
-               "step_s": list(log.step_s), "checked": checked(cfg, log)}
+    checked = {"checks": [list(c) for c in log.checks], "every": cfg.check_every,
+               "test_samples": n_samples(log.check_set) if log.check_set is not None else None}
+    metrics = {"ranks": reports, "accuracy": evaluate(model, mnist(cfg, "test"), device),
+               "train_s": sum(log.step_s), "step_s": list(log.step_s), "checked": checked}
     with tempfile.TemporaryDirectory() as tmp:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(tmp, WEIGHTS))
         with open(os.path.join(tmp, LOSSES), "w") as f:
@@ -224,30 +208,15 @@ def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: R
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
 
-def checked(cfg: LoopConfig, log: RankLog) -> dict:
-    """Rank 0's checks as ``run_checked`` returns them, for ``outcome.first_crossing``."""
-    from hetlab.core.data import n_samples
-
-    return {"checks": [list(c) for c in log.checks], "every": cfg.check_every,
-            "test_samples": n_samples(log.check_set) if log.check_set is not None else None}
-
-
 def check_accuracy(cfg: LoopConfig, rank, model, device, log: RankLog) -> None:
     """Rank 0 tests the weights on ``cfg.check_samples`` test samples (``core.train.held_out``, as the
-    parameter server's ``run_checked``) while every rank's clock is paused; the others wait at a barrier."""
+    parameter server's ``run_checked``); the others wait at a barrier. Every rank's next step starts
+    its clock after it, so the check is in no step's seconds."""
     from hetlab.core.train import held_out
 
-    with log.paused():
-        if rank == 0:
-            if log.check_set is None:
-                log.check_set = held_out(evaluation_set(cfg), cfg.check_samples)
-            log.checks.append((sum(log.step_s), evaluate(model, log.check_set, device)))
-        dist.barrier()
-
-
-def evaluation_set(cfg: LoopConfig):
-    """MNIST's test set (``test_samples`` of it)."""
-    from hetlab.core.data import load_mnist
-
-    test = load_mnist("test")
-    return test.subset(cfg.test_samples, seed=cfg.seed) if cfg.test_samples else test
+    if rank == 0:
+        if log.check_set is None:
+            log.check_set = held_out(mnist(cfg, "test"), cfg.check_samples)
+        log.checks.append((sum(log.step_s), evaluate(model, log.check_set, device)))
+    dist.barrier()
+    log.step_start = time.perf_counter()

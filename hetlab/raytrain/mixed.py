@@ -38,12 +38,6 @@ GONE_SIGNS = ("node has died", "actor died", "worker health check failed",  # a 
               "failed to initialize")                                          # ... as the run started
 
 
-def lost_ranks(text: str) -> list[int]:
-    """The ranks whose error snippet says their machine or process went away."""
-    snippets = re.findall(r"\[Rank (\d+) Error Snippet\]:(.*?)(?=\[Rank \d+ Error|$)", str(text), flags=re.S)
-    return [int(rank) for rank, snippet in snippets if any(sign in snippet.lower() for sign in GONE_SIGNS)]
-
-
 def explain_failure(text: str, timeout_s: int, roles: Sequence[str] = (), backend: str = "hetlab") -> str:
     """One line from the wall of text a failed ``TorchTrainer.fit()`` raises (``roles``: each
     rank's machine, to name the one that went away). With ``backend="gloo"`` across two machines a
@@ -62,10 +56,11 @@ def explain_failure(text: str, timeout_s: int, roles: Sequence[str] = (), backen
         return ("Ray Train run failed: gloo cannot join these ranks: it speaks another transport on macOS "
                 "than on Linux (pytorch/pytorch#144851). Use hetlab's exchange, train_mixed's default "
                 "backend='hetlab'.")
-    gone = lost_ranks(text)
+    snippets = re.findall(r"\[Rank (\d+) Error Snippet\]:(.*?)(?=\[Rank \d+ Error|$)", str(text), flags=re.S)
+    gone = [int(r) for r, snippet in snippets if any(sign in snippet.lower() for sign in GONE_SIGNS)]
     if gone or (not network and any(sign in lowered for sign in GONE_SIGNS)):
-        who = (", ".join(f"the {roles[r]} (rank {r})" if r < len(roles) else f"rank {r}" for r in gone)
-               or "a rank's machine")
+        who = ", ".join(f"the {roles[r]} (rank {r})" if r < len(roles) else f"rank {r}" for r in gone) \
+            or "a rank's machine"
         return (f"Ray Train run failed: {who} went away (its Ray node or a rank's process died: a Mac "
                 f"asleep, a lost link). A Ray Train run needs every rank: bring that machine back "
                 f"(`hetlab.cluster.node_table()` shows it) and run again; the parameter server goes on "
