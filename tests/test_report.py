@@ -246,20 +246,21 @@ def test_the_report_shows_the_source_the_learner_wrote_for_each_graded_function(
     assert "waves = -(-n_tasks // slots)" in (out / "report.html").read_text()
 
 
-def test_each_guess_is_kept_beside_what_was_measured_and_check_names_those_not_typed(tmp_path, capsys):
+def test_each_guess_is_kept_beside_what_was_measured_and_check_names_those_not_typed(tmp_path, monkeypatch, capsys):
     """Issue 70: a "Predict first" guess is typed in a cell, kept, and shown beside the figure the
     notebook then measured; `hetlab report --check` lists each question still without a guess."""
     from hetlab.course import guesses
-    guesses.guess("05-desktop-idle", 0.5, where=tmp_path)
-    guesses.measured_as("05-desktop-idle", 0.71, where=tmp_path)
-    guesses.measured_as("03-two-tasks-s", 1.04, where=tmp_path)     # measured, with no guess typed
-    guesses.guess("02-best-batch", None, where=tmp_path)            # the committed cell: nothing kept
+    monkeypatch.setenv("HETLAB_MEASURED", str(tmp_path))
+    guesses.guess("05-desktop-idle", 0.5)
+    guesses.measured_as("05-desktop-idle", 0.71)
+    guesses.measured_as("03-two-tasks-s", 1.04)     # measured, with no guess typed
+    guesses.guess("02-best-batch", None)            # the committed cell: nothing kept
     said = capsys.readouterr().out
     assert "measured 0.71; you guessed 0.5" in said and "measured 1.04; no guess typed above" in said
     with pytest.raises(measured.HetlabError, match="give a number"):
-        guesses.guess("05-desktop-idle", "most of it", where=tmp_path)
+        guesses.guess("05-desktop-idle", "most of it")
     with pytest.raises(measured.HetlabError, match="no question"):
-        guesses.guess("05-idle", 0.5, where=tmp_path)
+        guesses.guess("05-idle", 0.5)
     measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
     out = tmp_path / "out"
     assert main(["report", "--measured", str(tmp_path), "--out", str(out), "--check"]) == 1

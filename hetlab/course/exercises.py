@@ -680,7 +680,7 @@ EXERCISES = {e.name: e for e in [
                  (lambda w, g, s, lr: w - _weighted(g, s), "the learning rate is missing: subtract lr × the average"),
                  (lambda w, g, s, lr: -lr * _weighted(g, s), "only the step: return the weights minus it"))),
     Exercise("rank_contribution", "rank_contribution(grad, size, global_batch)", "07",
-             lambda g, b, B: g * combine_coefficients([b, B - b])[0], _share_case, _close_tensor, (
+             lambda g, b, B: g * (b / B), _share_case, _close_tensor, (
                  (lambda g, b, B: g, "the gradient unweighted: the all-reduce's sum then counts every rank alike"),
                  (lambda g, b, B: g * b, "the 1/B is missing: multiply by b_i / B, not by b_i"),
                  (lambda g, b, B: g / 2, "a plain mean over two ranks: weight by b_i / B"),

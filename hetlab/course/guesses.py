@@ -36,7 +36,7 @@ def load(where=None) -> dict[str, dict]:
     return dict(kept["guesses"]) if kept else {}
 
 
-def _keep(name: str, field: str, value, where=None) -> float | None:
+def _keep(name: str, field: str, value) -> float | None:
     if name not in QUESTIONS:
         raise HetlabError(f"no question {name!r}: pick one of {sorted(QUESTIONS)}.")
     if value is None or value is Ellipsis:
@@ -47,24 +47,24 @@ def _keep(name: str, field: str, value, where=None) -> float | None:
         raise HetlabError(f"{name}: give a number, e.g. 0.5, not {value!r}.") from None
     if not math.isfinite(number):
         raise HetlabError(f"{name}: give a finite number, not {value!r}.")
-    guesses = load(where)
+    guesses = load()
     guesses[name] = {**guesses.get(name, {"guess": None, "measured": None}), field: number}
-    measured.save_figure(FILE, {"guesses": guesses}, where)
+    measured.save_figure(FILE, {"guesses": guesses})
     return number
 
 
-def guess(name: str, value, where=None) -> None:
+def guess(name: str, value) -> None:
     """Keep your guess for question ``name`` (a number), before the notebook measures it."""
-    if _keep(name, "guess", value, where) is None:
+    if _keep(name, "guess", value) is None:
         print(f"your guess: type a number in place of None for {QUESTIONS[name][1]}, then run this cell")
     else:
         print(f"kept your guess for {QUESTIONS[name][1]}: {float(value):.3g}")
 
 
-def measured_as(name: str, value, where=None) -> None:
+def measured_as(name: str, value) -> None:
     """Keep what the notebook measured for question ``name`` beside your guess, and print both."""
-    if _keep(name, "measured", value, where) is None:
+    if _keep(name, "measured", value) is None:
         raise HetlabError(f"{name}: the notebook measured nothing to keep ({value!r}).")
-    mine = load(where).get(name, {}).get("guess")
+    mine = load().get(name, {}).get("guess")
     said = "no guess typed above" if mine is None else f"you guessed {mine:.3g}"
     print(f"{QUESTIONS[name][1]}: measured {float(value):.3g}; {said}")
