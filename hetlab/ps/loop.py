@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
+import numpy as np
 import ray
+import torch
 
 from hetlab.arithmetic.balance import split_batch
 from hetlab.core.simulate import device_seconds
@@ -35,7 +37,7 @@ def sync_step(run) -> None:
         grads, samples = [g for g, _, _ in answers.values()], [reply[3] for _, reply, _ in answers.values()]
         run.server.apply(grads, samples)                                 # Σ (b_i/B)·g_i, one optimizer step
         server_s = time.perf_counter() - gathered
-        run.weights = ray.put(run.server.weights())                      # what the next calls carry
+        run.weights = run.server.weights().numpy()                       # what the next calls carry
         keep_step(run, calls, answers, t0, gathered, server_s)
     drop_lost(run, lost, dict(zip(calls, spans)))
 
@@ -53,7 +55,8 @@ def gather(run, calls: dict, deadline: float, first: bool = False) -> tuple[dict
         came[waiting.pop(done[0])] = time.perf_counter()
     values, lost = fetch(run, {name: ref for name, ref in calls.items() if name in came})
     lost |= {name: f"no answer within {run.timeout_s:.0f} s" for name in late}
-    return {name: (*values[name], came[name]) for name in values}, lost
+    return {name: (torch.from_numpy(np.array(g)) if isinstance(g, np.ndarray) else g, reply, came[name])
+            for name, (g, reply) in values.items()}, lost
 
 
 def local_sgd_round(run) -> None:
@@ -68,7 +71,7 @@ def local_sgd_round(run) -> None:
         gathered = time.perf_counter()
         run.server.apply([d for d, _, _ in answers.values()], [reply[3] for _, reply, _ in answers.values()])
         server_s = time.perf_counter() - gathered
-        run.weights = ray.put(run.server.weights())
+        run.weights = run.server.weights().numpy()
         keep_step(run, calls, answers, t0, gathered, server_s)
     drop_lost(run, lost, dict(zip(calls, spans)))
 
@@ -106,7 +109,7 @@ def async_updates(run, steps: int, callbacks: list, checkpoints: bool) -> None:
             sent, gathered = done[name], time.perf_counter()
             run.server.step(async_scale(sent["batch_size"], run.batch_sizes) * grad.float())
             server_s = time.perf_counter() - gathered
-            run.weights = ray.put(run.server.weights())
+            run.weights = run.server.weights().numpy()
             now = time.perf_counter()
             keep(run, name, reply, sent["batch_size"], came - sent["at"], wait_s=sent["held_s"],
                  staleness=run.step - sent["weights_step"], server_s=server_s, update_s=now - gathered,

@@ -97,7 +97,8 @@ class ParameterServerTraining:
         self.timeout_s = worker_timeout_s
         self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * self.n_params           # one message down
         self.gradient_bytes = BYTES_PER_VALUE[self.options.transfer] * self.n_params  # one answer up
-        self.weights = None   # the server's weights in Ray's object store, as the next calls carry them
+        self.weights = None   # the server's weights as the next calls carry them: a numpy array, which Ray
+        #                       sends inside the call (up to 100 KiB) or through its object store
         self.step = self.first_step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = self.warmups = 0
         self.records: list[StepRecord] = []
         self.events: list[Event] = []   # resplits, lost workers, checkpoints, … (hetlab.ps.records)
@@ -137,7 +138,7 @@ class ParameterServerTraining:
         machines = [m.info["machine"] for m in self.members]  # each worker: its machine's share of cores
         self.answers({m.name: m.actor.set_threads.remote(machines.count(m.info["machine"])) for m in self.members},
                      "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
-        self.weights = ray.put(self.server.weights())
+        self.weights = self.server.weights().numpy()
         if self.progress:
             for label in self.labels:
                 print(f"worker {label}")
@@ -395,7 +396,7 @@ class ParameterServerTraining:
                         "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
             run.samples_seen = ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
-            run.weights = ray.put(run.server.weights())
+            run.weights = run.server.weights().numpy()
         except BaseException:
             run.shutdown()
             raise

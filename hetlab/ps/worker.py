@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
 import ray
 import torch
 from torch import nn
@@ -120,29 +121,29 @@ class Worker:
             self._ensure_local_opt()
         return warm_up(shape_key(self.model, self.device, batch_size, "train"), step, self.device)
 
-    def gradient(self, spans: list, weights: torch.Tensor) -> tuple:
+    def gradient(self, spans: list, weights: np.ndarray) -> tuple:
         """The mean-loss gradient of the samples at ``spans`` (positions of the shuffled stream) at
         ``weights`` (the flat buffer): the gradient on the CPU, in the wire's dtype, and the reply."""
         t0 = time.perf_counter()
-        load_flat(self.params, weights)
+        load_flat(self.params, torch.from_numpy(np.array(weights)))   # Ray's arrays are read-only: a copy
         idx = self._indices(spans)
         loss = self._loss_backward(*self._batch(idx))
         grad = flat_grad(self.params, self.wire)
         loss = float(loss)                                   # waits for the device too
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        return grad, (loss, compute_s, simulated_s, len(idx))
+        return _wire(grad), (loss, compute_s, simulated_s, len(idx))
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
             self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
-    def local_round(self, spans: list, steps: int, weights: torch.Tensor) -> tuple:
+    def local_round(self, spans: list, steps: int, weights: np.ndarray) -> tuple:
         """Local SGD: ``steps`` Adam steps from ``weights``, one per consecutive equal part of the
         positions at ``spans``; answers start − end as ``gradient`` answers its gradient."""
         t0 = time.perf_counter()
         self._ensure_local_opt()
-        start = weights.to(self.device, torch.float32)
+        start = torch.from_numpy(np.array(weights)).to(self.device, torch.float32)
         load_flat(self.params, start)
         idx = self._indices(spans)
         losses = []
@@ -153,7 +154,7 @@ class Worker:
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        return delta, (loss, compute_s, simulated_s, len(idx))
+        return _wire(delta), (loss, compute_s, simulated_s, len(idx))
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int) -> float:
         """Samples/s of this device training alone, simulated slowdown included.
@@ -171,6 +172,12 @@ class Worker:
         key = shape_key(model, self.device, batch_size, "alone")
         seconds, _ = timed_steps(step, self.device, steps, key, slow=self.slow)
         return batch_size * steps / seconds
+
+
+def _wire(buffer: torch.Tensor):
+    """A buffer as it goes on the wire: a numpy array, whose raw bytes Ray sends (a pickled torch
+    tensor costs more), or the tensor itself in bfloat16, which numpy lacks."""
+    return buffer if buffer.dtype == torch.bfloat16 else buffer.numpy()
 
 
 def _fork_rng(device: torch.device):
