@@ -61,7 +61,7 @@ def test_a_step_time_needs_a_line_for_every_worker(rng):
 
 
 def test_pair_over_sum_is_one_function(rng):
-    """Notebook 09's grader and notebook 06's efficiency: one division."""
+    """Notebook 09's pair ÷ sum and notebook 06's efficiency: one division."""
     for _ in range(CASES):
         desktop, mac, pair = (rng.uniform(100, 20000) for _ in range(3))
         one = steptime.efficiency(pair, [desktop, mac])

@@ -171,17 +171,17 @@ def test_each_technique_row_has_its_conditions_a_quick_run_is_marked_and_time_to
 
 def test_the_exercises_results_are_in_the_report_and_check_names_what_is_missing(tmp_path, capsys):
     measured.save_graded("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path)
-    measured.save_graded("ps_step", "05", "wrong", "not yet: a plain mean", role="desktop", where=tmp_path)
-    measured.keep_graded({"x": {"exercise": "ps_step", "role": "desktop", "status": "right", "line": "right",
+    measured.save_graded("weighted_average", "05", "wrong", "not yet: a plain mean", role="desktop", where=tmp_path)
+    measured.keep_graded({"x": {"exercise": "weighted_average", "role": "desktop", "status": "right", "line": "right",
                        "date": "2000-01-01T00:00"}}, tmp_path)                 # older: the later result stays
     measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
     out = tmp_path / "out"
     assert main(["report", "--measured", str(tmp_path), "--out", str(out), "--check"]) == 1
     said, page = capsys.readouterr().out, (out / "report.md").read_text()
     assert "| 02 | `samples_per_s` | mac | right: right: agrees |" in page
-    assert "| 05 | `ps_step` | desktop | wrong: not yet: a plain mean |" in page and f"Passed: 1 of {len(EXERCISES)}" in page
+    assert "| 05 | `weighted_average` | desktop | wrong: not yet: a plain mean |" in page and f"Passed: 1 of {len(EXERCISES)}" in page
     assert "run `hetlab report` again before sending report.html" in said and report.HOW_TO_HAND_IN in page
-    assert "exercise not passed: ps_step (notebook 05)" in said and "samples_per_s (notebook" not in said
+    assert "exercise not passed: weighted_average (notebook 05)" in said and "samples_per_s (notebook" not in said
     assert "not measured: Not yet measured: run notebook 08's link exercise" in said
     assert "unanswered: your words 'limitations'" in said
 
