@@ -32,7 +32,7 @@ from pathlib import Path
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository's root: harness/ is not installed
 
-from hetlab.arithmetic import planner  # noqa: E402
+from hetlab.arithmetic import planner, steptime  # noqa: E402
 from harness import rehearsal  # noqa: E402
 
 H = 8
@@ -82,7 +82,7 @@ def drive(mbit: int, steps: int) -> dict:
             speeds = []
             for name in ("desktop", "mac"):
                 mine = [r for r in records if r.worker == name]
-                speeds.append(sum(r.samples for r in mine) / sum(r.compute_s for r in mine))
+                speeds.append(steptime.constant_speed(sum(r.samples for r in mine) / sum(r.compute_s for r in mine)))
             server_s = sum(r.server_s for r in records if r.worker == "desktop") / rounds
             predicted = planner.at_split(speeds, SPLIT, run.n_params, link, h, width, server_s + overhead_s).round_s / h
             measured = wall / (rounds * h)

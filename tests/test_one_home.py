@@ -27,16 +27,14 @@ def rng():
 
 
 def test_every_finish_together_split_is_the_one_of_steptime(rng):
-    """balance's split, the pair's balance point and step_budget's balanced step all read
-    ``steptime.finish_together``, flat devices included."""
+    """balance's split and step_budget's balanced step both read ``steptime.finish_together``,
+    flat devices included."""
     for case in range(CASES):
         lines, batch = random_lines(rng, rng.choice((2, 3)), flat=case % 4 == 0), rng.choice((64, 256, 1024))
         finish, shares = steptime.finish_together(batch, lines)
         assert sum(shares) == pytest.approx(batch)
         expected = balance.split_batch(batch, [max(b, 1e-9) for b in shares])
         assert balance.equal_finish_split(batch, lines) == expected
-        if len(lines) == 2:
-            assert steptime.balance_point(*lines, batch) == pytest.approx(shares[1])
         positive = [line(b) for line, b in zip(lines, shares) if b > 0]
         assert max(positive) == pytest.approx(finish) and min(positive) == pytest.approx(finish)
 
@@ -48,7 +46,6 @@ def test_a_flat_device_has_one_meaning(rng):
     finish, shares = steptime.finish_together(1000, [card, cpu])
     assert finish == 0.01 and shares == pytest.approx([920, 80])
     assert balance.equal_finish_split(1000, [card, cpu]) == [920, 80]
-    assert steptime.balance_point(card, cpu, 1000) == pytest.approx(80)
     assert steptime.ceiling(card, cpu, 1000) == 1.0     # a share given away saves the flat card nothing
 
 

@@ -1,6 +1,6 @@
 """The planner's arithmetic, checked against cases computed by hand.
 
-Plain numbers are devices of constant samples/s (no fixed cost per step) and ``engine_s=0``
+``steptime.constant_speed`` devices have no fixed cost per step and ``engine_s=0``
 leaves the engine out, so each case is the arithmetic of one formula; tests/test_steptime.py
 has the step-time model (a fixed cost per step) and the engine's cost.
 """
@@ -15,7 +15,11 @@ from hetlab.arithmetic.planner import (GIGABIT, WIFI, Link, advise, break_even_l
 
 # 8 Mbit/s = 1e6 bytes/s, so 1000 fp32 parameters up + down = 8000 bytes = 8 ms.
 SLOW = Link(8.0, 0.0, "test link")
-T = (1000.0, 500.0)  # desktop, mac samples/s
+def speeds(*samples_per_s):
+    return tuple(steptime.constant_speed(s) for s in samples_per_s)
+
+
+T = speeds(1000.0, 500.0)  # desktop, mac
 
 
 def test_exchange_is_round_trip_plus_both_directions():
@@ -54,7 +58,7 @@ def test_mac_left_out_when_exchange_costs_a_whole_desktop_step():
 def test_mac_left_out_when_a_whole_sample_is_too_much():
     # T_m = 100, H = 4, B = 8: ideal mac share 100 (32 - 8) / (4 · 1100) = 0.55 → 1 sample,
     # but then a round takes 4/100 + 0.008 = 0.048 s > 32/1000: slower than the desktop alone.
-    plan = with_mac((1000.0, 100.0), 1000, SLOW, 8, local_steps=4, engine_s=0)
+    plan = with_mac(speeds(1000.0, 100.0), 1000, SLOW, 8, local_steps=4, engine_s=0)
     assert plan.batch_sizes == (8, 0) and plan.samples_per_s == pytest.approx(1000)
 
 
@@ -86,24 +90,24 @@ def test_advice_counts_6_bytes_per_parameter_for_local_sgd():
 
 
 def test_speed_approaches_the_sum_of_both_devices_as_h_grows():
-    speeds = [with_mac(T, 1000, SLOW, 100, local_steps=h, engine_s=0).samples_per_s for h in (1, 4, 64)]
-    assert speeds[0] < speeds[1] < speeds[2] <= sum(T)
-    assert speeds[2] > 0.99 * sum(T)
+    rates = [with_mac(T, 1000, SLOW, 100, local_steps=h, engine_s=0).samples_per_s for h in (1, 4, 64)]
+    assert rates[0] < rates[1] < rates[2] <= 1500
+    assert rates[2] > 0.99 * 1500
 
 
 def test_constant_speeds_on_wifi_keep_the_mac_out_of_per_step_sync():
     # Constant speeds for the 29k-parameter CNN (the old model): 100k samples/s and 20k.
-    advice = advise((100_000, 20_000), 29_066, WIFI, 128, engine_s=0)
+    advice = advise(speeds(100_000, 20_000), 29_066, WIFI, 128, engine_s=0)
     sync = advice.plans[1]
     assert sync.batch_sizes[1] == 0                    # per-step sync: Mac left out
     assert advice.best.local_steps > 1                 # only local SGD can use it
     assert advice.speedup <= 1.2                       # never beyond (T_d + T_m) / T_d
-    on_gigabit = advise((100_000, 20_000), 29_066, GIGABIT, 128, engine_s=0)
+    on_gigabit = advise(speeds(100_000, 20_000), 29_066, GIGABIT, 128, engine_s=0)
     assert on_gigabit.best.local_steps <= advice.best.local_steps
 
 
 def test_advice_says_desktop_alone_when_nothing_gains():
-    advice = advise((1000.0, 10.0), 1000, SLOW, 100, engine_s=0)   # a Mac 100× slower: < 5 % gain
+    advice = advise(speeds(1000.0, 10.0), 1000, SLOW, 100, engine_s=0)   # a Mac 100× slower: < 5 % gain
     assert advice.best.name == "desktop alone" and advice.speedup == 1.0
     assert advice.verdict.startswith("use the desktop alone")
 
@@ -114,10 +118,10 @@ def test_table_rows():
     assert rows[1]["batch desktop:mac"] == "69:31"
 
 
-@pytest.mark.parametrize("speeds", [(1000.0,), (1000.0, 0.0), (1000.0, math.nan), (-1.0, 5.0)])
-def test_bad_speeds(speeds):
-    with pytest.raises(HetlabError):
-        with_mac(speeds, 1000, SLOW, 100, engine_s=0)
+@pytest.mark.parametrize("bad", [0.0, math.nan, -1.0])
+def test_bad_speeds(bad):
+    with pytest.raises(HetlabError, match="positive samples/s"):
+        steptime.constant_speed(bad)
 
 
 def test_bad_inputs():
@@ -138,20 +142,20 @@ def test_a_rounds_seconds_at_a_given_split():
 
 def test_the_engines_cost_is_paid_once_per_round():
     link = planner.Link(200.0, 0.0, "test")
-    base = planner.at_split([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8, engine_s=0).round_s
-    more = planner.at_split([1000.0, 500.0], [64, 64], 100_000, link, local_steps=8, engine_s=0.031).round_s
+    base = planner.at_split(T, [64, 64], 100_000, link, local_steps=8, engine_s=0).round_s
+    more = planner.at_split(T, [64, 64], 100_000, link, local_steps=8, engine_s=0.031).round_s
     assert more == pytest.approx(base + 0.031)        # once per round of H=8 steps, not 8 times
-    alone = planner.at_split([1000.0, 500.0], [128, 0], 100_000, link, engine_s=0.03).round_s
+    alone = planner.at_split(T, [128, 0], 100_000, link, engine_s=0.03).round_s
     assert alone == pytest.approx(0.128)             # nothing exchanged: the plain loop, no engine
     with pytest.raises(HetlabError, match="engine_s"):
-        planner.at_split([1000.0, 500.0], [64, 64], 100_000, link, engine_s=-1)
+        planner.at_split(T, [64, 64], 100_000, link, engine_s=-1)
 
 
 def test_with_constant_speeds_no_plan_beats_the_ceiling_of_one_plus_the_macs_share():
-    for speeds in ((100_000, 20_000), (50_000, 5_000), (3_000, 2_000)):
-        top = steptime.ceiling(*planner.as_devices(speeds), 128)
-        assert top == pytest.approx(1 + speeds[1] / speeds[0])
+    for rates in ((100_000, 20_000), (50_000, 5_000), (3_000, 2_000)):
+        top = steptime.ceiling(*speeds(*rates), 128)
+        assert top == pytest.approx(1 + rates[1] / rates[0])
         for link in (WIFI, GIGABIT, Link(10_000, 0.0, "a free link")):
-            advice = advise(speeds, 29_066, link, 128, engine_s=0)
+            advice = advise(speeds(*rates), 29_066, link, 128, engine_s=0)
             assert advice.speedup <= top
-            assert all(p.samples_per_s <= sum(speeds) * (1 + 1e-12) for p in advice.plans)
+            assert all(p.samples_per_s <= sum(rates) * (1 + 1e-12) for p in advice.plans)

@@ -90,7 +90,7 @@ def test_step_loss_weights_each_worker_by_its_samples():
 # hetlab.views.diagrams: the pictures of notebooks 05 and 08 show the numbers they are computed from
 
 from hetlab.views import diagrams  # noqa: E402
-from hetlab.arithmetic import planner  # noqa: E402
+from hetlab.arithmetic import planner, steptime  # noqa: E402
 from hetlab.store import measured  # noqa: E402
 
 SMALL_CNN = 29_066  # hetlab.core.models.count_params(make_model("small"))
@@ -131,7 +131,7 @@ def test_bandwidth_arithmetic_draws_the_planners_numbers():
     for value_bytes in (4, 2):                                  # per-step sync fp32, local SGD fp16
         assert f"{planner.exchange_bytes(SMALL_CNN, value_bytes):,} B" in text
     assert f"{wifi * 1e3:,.2f} ms" in text and "the Mac is left out" in text and "estimated" in text
-    one = diagrams.bandwidth_arithmetic(1_000, [planner.GIGABIT], (1_000.0, 500.0))
+    one = diagrams.bandwidth_arithmetic(1_000, [planner.GIGABIT], (steptime.constant_speed(1_000.0), steptime.constant_speed(500.0)))
     assert len([p for c in one.axes[0].containers for p in c]) == 5
     with pytest.raises(HetlabError):
-        diagrams.bandwidth_arithmetic(1_000, [], (1.0, 1.0))
+        diagrams.bandwidth_arithmetic(1_000, [], planner.assumed_devices())

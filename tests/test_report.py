@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hetlab.arithmetic import outcome, planner
+from hetlab.arithmetic import outcome
 from hetlab.store import measured
 from hetlab.arithmetic.steady import steady
 from hetlab.course.exercises import EXERCISES
@@ -61,16 +61,13 @@ def test_no_token_address_or_host_name_from_any_file_reaches_the_page_or_html(tm
 
 def test_a_practice_figure_or_a_host_playing_a_machine_never_reads_as_your_pairs(tmp_path, monkeypatch):
     monkeypatch.setenv("HETLAB_MEASURED", str(tmp_path))
-    line = planner.assumed_devices("small")
-    assert "practice" in planner.advise(line, 30_000, planner.GIGABIT, 128).note   # the course's default engine
     measured.save_engine(0.004, simulated=True, where=tmp_path)
     engine = measured.engine_cost(tmp_path)
     assert "simulated" in engine.source and "practice" in engine.source and "not your pair" in engine.source
-    assert "practice" in planner.engine_note(engine) and planner.engine_note(0.004) == ""
     monkeypatch.setenv("HETLAB_ORIGIN", "a Linux host playing the desktop")
     measured.save_engine(0.004, where=tmp_path)
     cost = measured.engine_cost(tmp_path)
-    assert "a Linux host playing the desktop, not your pair" in cost.source and planner.engine_note(cost)
+    assert "a Linux host playing the desktop, not your pair" in cost.source
     assert measured.whose(desktop=cost.source) == "not yours"
     assert measured.load_run("05", tmp_path) is None
     measured.save_run("05", {"engine_s": 0.004}, simulated=False, where=tmp_path)
@@ -79,11 +76,7 @@ def test_a_practice_figure_or_a_host_playing_a_machine_never_reads_as_your_pairs
     assert "a Linux host playing the desktop, not your pair" in report.run_label(run)
     monkeypatch.delenv("HETLAB_ORIGIN")
     measured.save_engine(0.004, where=tmp_path)
-    assert planner.engine_note(measured.engine_cost(tmp_path)) == ""          # your pair's own: no note
-    own = measured.engine_cost()                                              # the caller reads it, the planner no file
-    assert planner.advise(line, 30_000, planner.GIGABIT, 128, engine_s=own).note == ""   # the pair's own engine
-    measured.save_engine(0.004, simulated=True)
-    assert "practice" in planner.advise(line, 30_000, planner.GIGABIT, 128, engine_s=measured.engine_cost()).verdict
+    assert "not your pair" not in measured.engine_cost(tmp_path).source          # your pair's own
 
 
 def test_a_second_save_of_one_run_adds_to_it_and_a_bad_figure_is_refused(tmp_path):

@@ -38,13 +38,6 @@ def assumed_devices(model: str = "small") -> tuple[StepTime, StepTime]:
     return (estimates.labelled("desktop", model), estimates.labelled("mac", model))
 
 
-def as_devices(pair: Sequence) -> tuple[StepTime, StepTime]:
-    """Two StepTimes; plain numbers are samples/s at every batch (``steptime.constant_speed``)."""
-    if isinstance(pair, (str, bytes)) or len(pair) != 2:
-        raise HetlabError(f"give two devices (desktop, mac): step times or samples/s, got {pair!r}.")
-    return tuple(d if isinstance(d, StepTime) else steptime.constant_speed(d) for d in pair)
-
-
 # How far the model's predictions fell from measured runs, at most: the H100 pair's six runs
 # (docs/measured/2026-11-26-h100-pair.json, 0.87–1.10 of predicted) and the practice cluster's
 # (benchmarks/pair_vs_alone.py, 0.88–1.03). A verdict for the Mac needs at least this much gain:
@@ -86,12 +79,9 @@ class Plan:
         return self.batch_sizes[1] > 0
 
 
-WEIGHTS_DOWN_BYTES = BYTES_PER_VALUE[WEIGHTS_DOWN]  # the server always sends fp32 weights (hetlab.ps)
-
-
 def exchange_bytes(params: int, bytes_per_value: int = 4) -> int:
     """Bytes of one exchange: the gradient/delta up (``bytes_per_value`` each), fp32 weights down."""
-    return params * (bytes_per_value + WEIGHTS_DOWN_BYTES)
+    return params * (bytes_per_value + BYTES_PER_VALUE[WEIGHTS_DOWN])   # the server always sends fp32 weights
 
 
 def exchange_seconds(params: int, link: Link, bytes_per_value: int = 4) -> float:
@@ -122,7 +112,7 @@ def at_split(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link
     steps on each machine at its share takes ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine`` (the
     exchange e; the engine: messages, averaging, the workers' reads of the device once a round).
     The Mac given 0: the desktop alone, ``H·t_d(B)`` (the plain loop, no engine)."""
-    d, m = as_devices(pair)
+    d, m = pair
     b_d, b_m = (int(b) for b in batch_sizes)
     h, engine = local_steps, engine_or_default(engine_s)
     _check(params, b_d + b_m, h)
@@ -136,7 +126,7 @@ def at_split(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link
 
 def desktop_alone(pair: Sequence, global_batch: int) -> Plan:
     """The baseline: the desktop trains every sample with the plain loop, nothing crosses the network."""
-    d, _ = as_devices(pair)
+    d, _ = pair
     _check(1, global_batch)
     return Plan("desktop alone", (global_batch, 0), 1, d(global_batch), 0.0, 0.0)
 
@@ -149,10 +139,11 @@ def with_mac(pair: Sequence, params: int, link: Link, global_batch: int, local_s
     desktop's own time): a flat desktop, a slow link or the engine's cost can each cause it.
     ``keep_mac=True`` returns the pair's plan all the same (to measure what it would cost).
     """
-    d, m = as_devices(pair)
+    d, m = pair
     _check(params, global_batch, local_steps)
     h, engine = local_steps, engine_or_default(engine_s)
-    x = steptime.balance_point(d, m, global_batch, h, exchange_seconds(params, link, bytes_per_value))
+    # the Mac's share with which H desktop steps and H Mac steps plus one exchange end together
+    x = steptime.finish_together(global_batch, [d, m.plus(exchange_seconds(params, link, bytes_per_value) / h)])[1][1]
     tries = {min(global_batch - 1, max(1, k)) for k in (math.floor(x), math.ceil(x))} if x > 0 else {1}
     plans = {b_m: at_split((d, m), (global_batch - b_m, b_m), params, link, h, bytes_per_value, engine)
              for b_m in sorted(tries)}
@@ -181,17 +172,6 @@ class Advice:
     best: Plan
     speedup: float          # best plan's samples/s over the desktop alone
     verdict: str
-    note: str = ""          # where the engine's cost came from, when it is not your pair's own
-
-
-def engine_note(engine_s=None) -> str:
-    """One sentence when the prediction uses an engine cost that is not your pair's own measurement
-    (the practice cluster's, a host's playing a machine, or the course's default): a pair prediction says so."""
-    value, source = (estimates.ENGINE_S, estimates.ENGINE_WHERE) if engine_s is None \
-        else (engine_s, getattr(engine_s, "source", None))
-    if source is None or "your pair" not in source:
-        return ""
-    return f"The engine's cost per exchange here ({float(value) * 1e3:.1f} ms) is {source}."
 
 
 def advise(pair: Sequence, params: int, link: Link, global_batch: int,
@@ -204,8 +184,8 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
     smallest H (closest to plain SGD) wins. ``engine_s``: pass ``measured.engine_cost()``; default the practice figure.
     ``alone``: the desktop's plain loop, where it differs from its worker in the pair.
     """
-    d, m = as_devices(pair)
-    engine, note = engine_or_default(engine_s), engine_note(engine_s)
+    d, m = pair
+    engine = engine_or_default(engine_s)
     alone = desktop_alone((alone or d, m), global_batch)
     sync = with_mac((d, m), params, link, global_batch, 1, BYTES_PER_VALUE["fp32"], engine)
     local = [with_mac((d, m), params, link, global_batch, h, BYTES_PER_VALUE["fp16"], engine)
@@ -219,17 +199,12 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
         speedup = best.samples_per_s / alone.samples_per_s
         verdict = (f"add the Mac with {best.name}, batch {best.batch_sizes[0]}:{best.batch_sizes[1]} "
                    f"(desktop:mac): {speedup:.2f}× the desktop alone on {link.name}.")
-        return Advice(plans, best, speedup, f"{verdict} {note}".strip(), note)
-    verdict = _why_alone((d, m), params, link, global_batch, engine)
-    return Advice(plans, alone, 1.0, f"{verdict} {note}".strip(), note)
-
-
-def _why_alone(pair, params: int, link: Link, global_batch: int, engine: float) -> str:
-    """The verdict when no plan gains: the pair's ceiling at this batch against what an exchange costs."""
-    top = steptime.ceiling(*pair, global_batch)
+        return Advice(plans, best, speedup, verdict)
+    top = steptime.ceiling(d, m, global_batch)   # no plan gains: the pair's ceiling against what an exchange costs
     e = exchange_seconds(params, link, BYTES_PER_VALUE["fp32"]) + engine
-    return (f"use the desktop alone: at batch {global_batch} the pair's ceiling here is {top:.2f}× and one "
-            f"exchange on {link.name} and the engine cost {e * 1e3:.1f} ms a step; no plan gains {MIN_GAIN - 1:.0%}.")
+    return Advice(plans, alone, 1.0, f"use the desktop alone: at batch {global_batch} the pair's ceiling here is "
+                  f"{top:.2f}× and one exchange on {link.name} and the engine cost {e * 1e3:.1f} ms a step; no plan "
+                  f"gains {MIN_GAIN - 1:.0%}.")
 
 
 def table(plans: Sequence[Plan]) -> list[dict]:

@@ -130,7 +130,7 @@ def ceiling(desktop: StepTime, mac: StepTime, global_batch: int) -> float:
     With constant speeds it is 1 + T_m/T_d; with a flat desktop it is 1: a share given away
     saves it nothing.
     """
-    b_m = max(0.0, min(float(global_batch), balance_point(desktop, mac, global_batch)))
+    b_m = max(0.0, min(float(global_batch), finish_together(global_batch, [desktop, mac])[1][1]))
     together = max(desktop(global_batch - b_m), mac(b_m)) if b_m > 0 else desktop(global_batch)
     return max(1.0, desktop(global_batch) / together)
 
@@ -174,14 +174,6 @@ def predicted_efficiency(lines: Sequence[StepTime], batch_sizes: Sequence[float]
     step, over Σ each device's speed (notebooks 06, 07; the widget predicts a split with it)."""
     together = samples_per_s(sum(batch_sizes), step_time(lines, batch_sizes))
     return efficiency(together, [line.speed for line in lines])
-
-
-def balance_point(desktop: StepTime, mac: StepTime, global_batch: int, local_steps: int = 1,
-                  exchange_s: float = 0.0) -> float:
-    """The Mac's share b (not rounded) with which H desktop steps at B − b and H Mac steps at b plus
-    one exchange end together: H·t_d(B − b) = H·t_m(b) + e (``finish_together``, the exchange spread
-    over the H steps). Negative: the Mac should take nothing. Both flat: the slower takes nothing."""
-    return finish_together(global_batch, [desktop, mac.plus(exchange_s / local_steps)])[1][1]
 
 
 def independent_gain(first: StepTime, second: StepTime, batch_size: float) -> float:

@@ -99,8 +99,8 @@ def bandwidth_arithmetic(params: int, links: Sequence[planner.Link] = (planner.W
                          pair: Sequence | None = None, global_batch: int = 128, local_steps: int = 8) -> Figure:
     """Compute against exchange, per step, in milliseconds (notebook 08, section 5).
 
-    Bars: each machine's step at the whole global batch (``pair``: (desktop, mac) step times or
-    samples/s, default ``planner.assumed_devices()``), the engine's own cost per exchange, then,
+    Bars: each machine's step at the whole global batch (``pair``: (desktop, mac) step times,
+    default ``planner.assumed_devices()``), the engine's own cost per exchange, then,
     for each link, one exchange (per-step sync, fp32 up) and local SGD's exchange (fp16 up)
     per step (every H steps: e/H). The dashed line is the desktop's whole step. Beside each
     exchange bar, ``planner.with_mac``'s verdict for that plan. The engine's cost is your pair's
@@ -109,7 +109,7 @@ def bandwidth_arithmetic(params: int, links: Sequence[planner.Link] = (planner.W
     links = list(links)
     if not links:
         raise HetlabError("give at least one link, e.g. planner.WIFI.")
-    d, m = planner.as_devices(planner.assumed_devices() if pair is None else pair)
+    d, m = planner.assumed_devices() if pair is None else pair
     engine_s = measured.engine_cost()   # read once: the figure and its source
     engine, engine_from = planner.engine_or_default(engine_s), engine_s.source
     alone = planner.desktop_alone((d, m), global_batch)
