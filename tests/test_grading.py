@@ -130,11 +130,9 @@ MISTAKES = {
                           (lambda H, t: [H for _ in t], "H for everyone"),
                           (lambda H, t: [max(1, round(H * x / t[0])) for x in t], "speeds[0]")],   # first ≠ fastest
     # the rule that follows the machines: by step time, not where all finish together; every move
-    # taken (noise moves it); rounding down (samples lost); a fixed global batch instead of Σ batch_sizes
+    # taken (noise moves it); a fixed global batch instead of Σ batch_sizes
     "follow_split": [(lambda b, l: balance.split_batch(sum(b), [x(n) for x, n in zip(l, b)]), "step time"),
                      (lambda b, l: balance.equal_finish_split(sum(b), l), "5 %"),
-                     (lambda b, l: [int(x) for x in steptime.finish_together(sum(b), l)[1]]
-                      if follow_split(b, l) != b else b, "rounding lost"),
                      (lambda b, l: follow_split([64] * len(b), l), "global batch")],
     # run for real (k steps, save, resume, m more against k + m straight): only the weights put back
     # (Adam starts again), a fresh stream (the data position lost), resumed at step 0

@@ -1,9 +1,7 @@
-"""Graded exercises (notebooks 02–09): you write a small function, ``check`` runs it against
-hetlab's own on random inputs, or runs a piece of the mechanism for real (03's ``run_on``, 05's
-``sync_step``, ...), and prints one line: right, the typical mistake your function made, or "your
-turn" while the skeleton above is still empty (it raises ``NotImplementedError`` or returns
-``None``). ``check`` keeps each result, with the source you wrote, for the report
-(``hetlab.store.measured.save_graded``); the answers, with their reasoning, are in ``docs/answers/``.
+"""Graded exercises (notebooks 02–09): ``check`` runs your function against hetlab's own on random
+inputs, or runs a piece of the mechanism for real, and prints one line: right, the typical mistake
+your function made, or "your turn" while the skeleton is still empty. It keeps each result, with the
+source you wrote, for the report; the answers are in ``docs/answers/``.
 """
 from __future__ import annotations
 
@@ -32,8 +30,6 @@ class Verdict:
         return self.line
 
 
-# --- grading -------------------------------------------------------------------------------------
-
 def _your_turn(exercise: Exercise) -> Verdict:
     return Verdict(YOUR_TURN, f"your turn: write {exercise.signature} above, then run this again.")
 
@@ -43,8 +39,8 @@ def _call(fn: Callable, args: tuple):
 
 
 def grade(name: str, fn: Callable | None, *parts) -> Verdict:
-    """Run ``fn`` against exercise ``name``'s reference on ``CASES`` random inputs (seed 0: the same each
-    time), or, for a piece of the mechanism, run it for real with ``parts`` (05's Worker and Server)."""
+    """Run ``fn`` against exercise ``name``'s reference on ``CASES`` random inputs (seed 0), or, for a
+    piece of the mechanism, run it for real with ``parts`` (05's Worker and Server)."""
     if name not in EXERCISES:
         raise HetlabError(f"no exercise {name!r}: pick one of {sorted(EXERCISES)}.")
     exercise, rng = EXERCISES[name], random.Random(0)
@@ -79,9 +75,8 @@ def grade(name: str, fn: Callable | None, *parts) -> Verdict:
 
 
 def _ran(exercise: Exercise, fn: Callable, parts: tuple = (), not_live: Verdict | None = None) -> Verdict:
-    """An exercise graded by running the learner's function for real (``Exercise.run``, with the
-    ``parts`` the check cell handed over), its line saying where it ran; ``not_live``: the verdict
-    when nothing could run live (no cluster connected), after the random inputs."""
+    """Grade by running ``fn`` for real (``Exercise.run``), the line saying where it ran; ``not_live``:
+    the verdict when nothing could run live (no cluster connected)."""
     try:
         problem, where = exercise.run(fn, *parts)
     except NotImplementedError:
@@ -104,9 +99,8 @@ def _named_mistake(exercise: Exercise, inputs: Sequence[tuple], answers: Sequenc
 
 
 def written(*pieces) -> str:
-    """What the learner wrote, as their cell has it, for the report: each function's source (IPython
-    keeps a cell's source where ``inspect`` finds it), a class's methods when the class's own source
-    cannot be found (a class in a notebook), else a note saying so."""
+    """What the learner wrote, for the report: each function's source, a notebook class's methods, else
+    a note saying so."""
     out = []
     for piece in pieces:
         try:
@@ -127,8 +121,7 @@ def written(*pieces) -> str:
 
 
 def check(name: str, fn: Callable | None, *parts) -> None:
-    """Grade ``fn`` (with ``parts``, see ``grade``), print the one line (the notebooks' check cells) and
-    keep it, with what the learner wrote, for the report."""
+    """Grade ``fn`` (see ``grade``), print the one line and keep it, with what the learner wrote, for the report."""
     verdict = grade(name, fn, *parts)
     print(verdict.line)
     source = written(fn, *parts) if verdict.status != YOUR_TURN else ""
