@@ -217,7 +217,7 @@ def main() -> None:
     print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),
                       "efficiency_tuned": round(eff["tuned"], 4),
                       "efficiency_tuned_each": [round(e, 4) for e in eff_each["tuned"]],
-                      "tuned_shares": [round(x, 4) for x in balance.shares_of(tuned.batch_sizes)],
+                      "tuned_shares": [round(b / sum(tuned.batch_sizes), 4) for b in tuned.batch_sizes],
                       "tuned_batch_sizes": tuned.batch_sizes, "tuned_equal_finish": equal_finish,
                       "ps_overhead_fraction": round(overhead["tuned"], 4),
                       "ps_overhead_fraction_equal": round(overhead["equal"], 4),

@@ -10,7 +10,7 @@ import torch
 from hetlab.arithmetic import steptime
 from hetlab.arithmetic.steptime import StepTime
 from hetlab.arithmetic.balance import (TuneRound, auto_tune, check_proportions, efficiency, equal_finish_split,
-                                       follow_split, format_split, shares_of, round_lines, scale_local_steps,
+                                       follow_split, format_split, round_lines, scale_local_steps,
                                        split_batch)
 from hetlab.arithmetic.steptime import constant_speed, predicted_efficiency, step_time
 from hetlab.core.data import load_mnist
@@ -49,10 +49,6 @@ def test_split_batch_makes_workers_finish_together():
     sizes = split_batch(500, speeds)
     times = [b / t for b, t in zip(sizes, speeds)]
     assert sizes == [400, 100] and times[0] == pytest.approx(times[1])
-
-
-def test_shares_of():
-    assert shares_of([48, 16]) == [0.75, 0.25]
 
 
 @pytest.mark.parametrize("global_batch, weights, n, words", [

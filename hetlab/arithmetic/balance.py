@@ -1,12 +1,9 @@
-"""The split: per-worker batch sizes that end a synchronous step together, and the auto-tuner that
-finds them (notebooks 05, 06, 08).
+"""The split: per-worker batch sizes that end a synchronous step together (notebooks 05, 06, 08).
 
-Synchronous data parallelism waits for the slowest worker. With a step of t_i(b) = fixed_i + b ÷
-speed_i seconds (a ``steptime.StepTime`` line; a speed alone is ``steptime.constant_speed``), the
-split in which every worker ends together is ``steptime.finish_together``'s; ``split_batch`` rounds
-any proportions to whole samples that add up to the global batch. ``auto_tune`` measures, fits each
-worker's line over its rounds and moves toward that split; ``follow_split`` moves a running split
-only when that makes the step clearly faster.
+``split_batch`` rounds proportions to whole samples that add up to the global batch; ``auto_tune``
+measures, fits each worker's step line over its rounds and moves toward the split where all finish
+together (``steptime.finish_together``); ``follow_split`` moves a running split only when that makes
+the step clearly faster.
 """
 from __future__ import annotations
 
@@ -32,12 +29,8 @@ def check_proportions(weights: Sequence[float], n: int | None = None) -> list[fl
 
 
 def split_batch(global_batch: int, weights: Sequence[float], n: int | None = None) -> list[int]:
-    """Split ``global_batch`` into integer sizes ≥ 1 proportional to ``weights`` (notebook 05).
-
-    Largest-remainder rounding: each worker gets the floor of its exact share, and the
-    samples left over go to the largest fractional parts, so the sizes sum exactly to
-    ``global_batch``. ``split_batch(64, [4, 1]) == [51, 13]``.
-    """
+    """Split ``global_batch`` into whole sizes ≥ 1 proportional to ``weights``, by largest remainder, so
+    they sum exactly to ``global_batch``: ``split_batch(64, [4, 1]) == [51, 13]``."""
     w = check_proportions(weights, n)
     if isinstance(global_batch, bool) or not isinstance(global_batch, Integral) or global_batch < len(w):
         raise HetlabError(f"global batch {global_batch!r} must be a whole number ≥ {len(w)}: each of the "
@@ -60,20 +53,12 @@ def split_batch(global_batch: int, weights: Sequence[float], n: int | None = Non
     return sizes
 
 
-def shares_of(sizes: Sequence[float]) -> list[float]:
-    """Sizes (or samples/s) as each one's share, summing to 1, e.g. [48, 16] → [0.75, 0.25]."""
-    w = check_proportions(sizes)
-    total = sum(w)
-    return [wi / total for wi in w]
-
-
 def format_split(sizes: Sequence[float]) -> str:
     """A readable split, e.g. [51, 13] → '51:13 (80% / 20%)'."""
-    parts = ":".join(f"{s:g}" for s in sizes)
-    return f"{parts} ({' / '.join(f'{100 * r:.0f}%' for r in shares_of(sizes))})"
+    total = sum(check_proportions(sizes))
+    shares = " / ".join(f"{100 * s / total:.0f}%" for s in sizes)
+    return f"{':'.join(f'{s:g}' for s in sizes)} ({shares})"
 
-
-# --- auto-tuning (notebook 06) -------------------------------------------------------------
 
 @dataclass
 class TuneRound:
@@ -102,21 +87,17 @@ class TuneResult:
         return f"batch sizes {format_split(self.batch_sizes)} after {len(self.history)} rounds ({state})"
 
 
-# Each round fits fixed + b / speed per worker (``round_lines``: a split ∝ samples/s alone leaves
-# the fast one waiting) and moves ``damping`` of the way to the split in which all finish together
-# (``equal_finish_split``), halving it when a size turns back. Settled: the move gains less than
-# ``TOL`` of the step or rounds to nothing. ``confirm``: one round on a busy box can be 10 % off, so
-# a settled split is measured once more before it is trusted (tests/test_balance.py).
 TOL = 0.02   # a split whose step is within 2 % of the target's is settled
 
 
 def auto_tune(measure: Callable[[list[int]], Sequence[float]], global_batch: int,
               n_workers: int, rounds: int = 6, confirm: int = 1, start: Sequence[int] | None = None) -> TuneResult:
-    """Measure, fit each worker's step time, re-split so all finish together; repeat (notebook 06).
+    """Measure, fit each worker's step line, move ``damping`` of the way to the split where all finish
+    together (halved when a size turns back); repeat (notebook 06).
 
-    ``measure(batch_sizes)``: each worker's samples/s at those sizes (``training.measure``, which warms
-    each new size up first: MPS compiles per shape). Starts from ``start`` (else an equal split); stops
-    ``converged`` once ``confirm`` more rounds agree on a settled split, else after ``rounds``."""
+    ``measure(batch_sizes)``: each worker's samples/s at those sizes. Starts from ``start`` (else an
+    equal split); settled when the move gains less than ``TOL``, ``converged`` once ``confirm`` more
+    rounds agree (one round on a busy machine can be 10 % off), else stops after ``rounds``."""
     for name, value, least in (("n_workers", n_workers, 1), ("rounds", rounds, 1), ("confirm", confirm, 0)):
         if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
             raise HetlabError(f"{name} must be a whole number ≥ {least}, got {value!r}.")
@@ -153,10 +134,8 @@ STALE_HALVES = 0.5   # a round counts this much less for each round measured aft
 
 
 def round_lines(history: Sequence[TuneRound]) -> list[StepTime]:
-    """Each worker's line over auto-tune's rounds (``steptime.fit_rounds``). A round weighs its
-    batch size (a few samples' step is mostly fixed cost, no speed to read) times how fresh its
-    split is: ``STALE_HALVES`` per newer round. The first, equal round is the largest for the slow
-    worker and the stalest: the machines then shared their cores otherwise (issue 60)."""
+    """Each worker's line over auto-tune's rounds (``steptime.fit_rounds``), a round weighing its batch
+    size (a few samples' step is mostly fixed cost) times ``STALE_HALVES`` per newer round."""
     n = len(history)
     return [fit_rounds([r.batch_sizes[i] for r in history], [r.batch_sizes[i] / r.samples_per_s[i] for r in history],
                        [r.batch_sizes[i] * STALE_HALVES ** (n - 1 - k) for k, r in enumerate(history)],
@@ -165,32 +144,24 @@ def round_lines(history: Sequence[TuneRound]) -> list[StepTime]:
 
 
 def equal_finish_split(global_batch: int, lines: Sequence[StepTime]) -> list[int]:
-    """Sizes with which every worker finishes together (``steptime.finish_together``, rounded to
-    whole samples); a step's messages: ``StepTime.plus`` (notebooks 02, 06)."""
+    """Sizes with which every worker finishes together (``steptime.finish_together``), in whole samples."""
     return split_batch(global_batch, [max(b, 1e-9) for b in finish_together(global_batch, lines)[1]])
 
-
-# --- following the machines during training (notebooks 06, 08) ------------------------------
 
 FOLLOW_GAIN = 0.05   # the split follows the machines only for a step this much faster: noise does not move it
 
 
 def follow_split(batch_sizes: Sequence[int], lines: Sequence[StepTime]) -> list[int]:
-    """The split to use next, given the step lines just measured (notebook 06, "the split that follows").
-
-    Worker i's step is its line (its messages' fixed cost included); ``equal_finish_split`` gives
-    the sizes with which all finish together. That split is returned when it makes the step more
-    than ``FOLLOW_GAIN`` faster; otherwise ``batch_sizes`` stay, so noise does not move the split.
-    """
+    """The split to use next for the step lines just measured (notebook 06): ``equal_finish_split``'s
+    when it makes the step more than ``FOLLOW_GAIN`` faster, else ``batch_sizes``, so noise does not move it."""
     target = equal_finish_split(sum(batch_sizes), lines)
     now, then = (step_time(lines, sizes) for sizes in (batch_sizes, target))
     return target if now > (1 + FOLLOW_GAIN) * then else list(batch_sizes)
 
 
 def scale_local_steps(local_steps: int, samples_per_s: Sequence[float]) -> list[int]:
-    """Speed-scaled local SGD (notebook 08): the fastest worker takes ``local_steps`` steps
-    per round, every other one ∝ its speed (at least 1), so with equal batches all finish
-    a round together. ``scale_local_steps(8, [2000, 1000]) == [8, 4]``."""
+    """Speed-scaled local SGD (notebook 08): the fastest worker takes ``local_steps`` steps a round,
+    every other one ∝ its speed (at least 1): ``scale_local_steps(8, [2000, 1000]) == [8, 4]``."""
     if isinstance(local_steps, bool) or not isinstance(local_steps, Integral) or local_steps < 1:
         raise HetlabError(f"local_steps must be a whole number ≥ 1, got {local_steps!r}.")
     t = check_proportions(samples_per_s)

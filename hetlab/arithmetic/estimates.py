@@ -1,8 +1,6 @@
-"""Every estimate the course states about an M2 Mac and an RTX 4070 Ti desktop, in one place.
-
-Plain data, no torch and no Ray. Each figure says how it was estimated (``how``). ``measured``
-reads the step lines; the README, the notebooks and the docs write a figure beside a marker
-``<!-- estimate: NAME -->``, and ``tests/test_estimates.py`` checks that the text is ``FIGURES[NAME]``.
+"""Every estimate the course states about an M2 Mac and an RTX 4070 Ti desktop, in one place, each
+saying how it was estimated. The README, notebooks and docs write a figure beside a marker
+``<!-- estimate: NAME -->`` whose text is ``FIGURES[NAME]``'s.
 """
 from __future__ import annotations
 
@@ -13,19 +11,14 @@ from hetlab.arithmetic.steady import samples_per_s
 from hetlab.arithmetic.steptime import StepTime, fit, independent_gain
 from hetlab.errors import HetlabError
 
-# The anchor, measured: an H100 machine training the small CNN with hetlab's plain loop, WARM (CUDA
-# started, the shape's kernels chosen), 2026-11-28 (docs/measured/2026-11-28-h100-gpucheck): 76,840
-# samples/s at batch 128 (gpu-check's train_128_plain, hetlab.core.train, one pass of 12,000) and 128,937
-# at 256 (its sweep, train.measure_speed, the same steps on one batch). The line through both is the warm
-# loop's step: launches, update, bookkeeping. A cold first epoch (CUDA's start and first kernels inside)
-# ran 34,990 at 128 (a fresh process, 60,000 samples): COLD_OVER_WARM, a separate estimate.
+# The anchor, measured (docs/measured/2026-11-28-h100-gpucheck): an H100's warm plain loop on the small
+# CNN at batch 128 and 256, and a cold first epoch at 128 (CUDA's start inside) for COLD_OVER_WARM.
 H100_TRAIN = {128: 76_840.0, 256: 128_937.0}
 COLD_OVER_WARM = 34_990.0 / 76_840.0
 # Published FP32 peaks, TFLOP/s (an M2 with the 10-core GPU; the 8-core one has 2.9).
 FP32_TFLOPS = {"H100": 67.0, "RTX 4070 Ti": 40.0, "M2 GPU": 3.6}
 MPS_DISPATCH = 2.0   # an MPS step's fixed cost against a CUDA launch's: estimated, not measured
-# The classic CNN against the small one on the same H100's sweep (notebook 02, 2026-11-24):
-# fixed part 2.52 against 2.22 ms, per-sample part 0.94 against 0.43 µs.
+# The classic CNN against the small one on the same H100's sweep (notebook 02).
 CLASSIC_OVER_SMALL = {"fixed": 2.52 / 2.22, "per_sample": 0.94 / 0.43}
 
 
@@ -61,9 +54,8 @@ WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}
 HOW = "estimated from an H100's training loop and FP32 peaks; not measured"
 COURSE_BATCH = 128          # the course's global batch (notebooks 02, 07, 08)
 
-# The engine's own cost per exchange (messages, the server's update, the driver), without the
-# link: measured on the practice cluster, 2 CPU cores, 2026-11-26: 3.2 to 4.5 ms in five runs of
-# benchmarks/pair_vs_alone.py (docs/measured/course-runs.md). Notebook 05 measures your pair's.
+# The engine's own cost per exchange without the link, measured on the practice cluster
+# (docs/measured/course-runs.md). Notebook 05 measures your pair's.
 ENGINE_S = 4.0e-3
 ENGINE_WHERE = "measured on the practice cluster (2 CPU cores), not on your pair"
 
@@ -100,11 +92,9 @@ def _minutes(samples: int, batch: int, role: str, start_s: float) -> str:
     return f"about {(samples / estimated_samples_per_s(role, batch) + start_s) / 60:.1f}"
 
 
-# Notebook 09's search ends with each machine finishing its last trial alone: with 16 trials that
-# costs about a tenth of the sum (one trial per machine against eight), so pair ÷ sum is about 0.9.
+# Notebook 09's search ends with each machine finishing its last trial alone: about a tenth of 16 trials.
 SEARCH_PAIR_OVER_SUM = 0.9
-# The sum of both machines searching alone ÷ the desktop alone at 09's batches, and what 09
-# measures: the pair's search ÷ the desktop searching alone (lowest, highest).
+# Both machines searching alone ÷ the desktop alone at 09's batches, and the pair's search ÷ the desktop.
 _GAINS = [independent_gain(STEP["small"]["desktop"], STEP["small"]["mac"], b) for b in SEARCH_BATCHES]
 _GAIN = (min(_GAINS), max(_GAINS))
 _PAIR_GAIN = (_GAIN[0] * SEARCH_PAIR_OVER_SUM, _GAIN[1] * SEARCH_PAIR_OVER_SUM)

@@ -1,10 +1,6 @@
-"""What one technique did on the pair, read from its step records (notebooks 05, 07, 08; the report).
-
-One dict per run: its steady speed (``hetlab.arithmetic.steady``: warm-up apart, windows of steps),
-its efficiency against the sum of its workers alone (each worker's own device speed, from the same
-records), the share of the workers' time spent on messages, its seconds, its final accuracy, its
-conditions (batch, split, roles, steps, samples) and its time to target: the training seconds to the
-first evaluation at or above the target (``first_crossing``). No torch, no Ray: records read by field.
+"""What one technique did on the pair, read from its step records (notebooks 05, 07, 08; the report):
+its steady speed, its efficiency against the sum of its workers alone, its communication share, its
+conditions and its time to target (``first_crossing``). Records are read by field: no torch, no Ray.
 """
 from __future__ import annotations
 
@@ -17,8 +13,8 @@ TARGET = 0.9   # the course's target accuracy for the small CNN (01 reaches it i
 
 
 def conditions(batch_sizes, roles, steps: int, samples: int, devices=None) -> dict:
-    """What a run on the pair ran under, saved with its figures: the global batch, the split (one
-    batch per worker, desktop first), the roles, its steps and samples, each worker's device."""
+    """What a run on the pair ran under: the global batch, the split (desktop first), the roles, its
+    steps and samples, each worker's device."""
     split = [int(b) for b in batch_sizes]
     return {"batch": sum(split), "split": split, "roles": [str(r) for r in roles], "steps": int(steps),
             "samples": int(samples), "devices": [str(d) for d in devices] if devices else None}
@@ -26,9 +22,8 @@ def conditions(batch_sizes, roles, steps: int, samples: int, devices=None) -> di
 
 def first_crossing(checks, target: float = TARGET, every: int | None = None,
                    test_samples: int | None = None) -> dict:
-    """Time to target from evaluations made during a run: ``checks`` is (training seconds so far,
-    evaluation excluded; accuracy) per evaluation, every ``every`` steps on ``test_samples`` test
-    samples. ``time_to_target_s``: the first at or above ``target``, else None (not reached)."""
+    """Time to target from ``checks``, (training seconds so far, accuracy) per evaluation: the first
+    at or above ``target``, else None (not reached)."""
     checks = [(float(s), float(a)) for s, a in checks]
     crossed = next((s for s, a in checks if a >= target), None)
     return {"time_to_target_s": crossed, "checks": len(checks), "check_every_steps": every,
@@ -36,11 +31,8 @@ def first_crossing(checks, target: float = TARGET, every: int | None = None,
 
 
 def technique(records, accuracy: float | None = None, *, checked: dict | None = None, devices=None) -> dict:
-    """A run's figures from its ``StepRecord``s (sync: one per worker and step; async and local SGD:
-    one per message): speed, efficiency, communication share, seconds, accuracy, conditions, and
-    the time to target when ``checked`` ({"checks", "every", "test_samples"}: ``first_crossing``'s,
-    as ``ParameterServerTraining.run_checked`` gives it) says the run was evaluated as it went:
-    without it the run was evaluated once, at its end, and has no time to target."""
+    """A run's figures from its ``StepRecord``s, with its time to target when ``checked`` (as
+    ``ParameterServerTraining.run_checked`` gives it) says it was evaluated as it went."""
     records = list(records)
     if not records:
         raise HetlabError("technique() needs the run's step records.")

@@ -1,9 +1,7 @@
-"""Will adding the Mac speed training up? A planner from each machine's step time (notebooks 02, 08).
+"""Will adding the Mac speed training up? A planner from each machine's step line (notebooks 02, 08).
 
-Pure arithmetic, no Ray and no torch. Each machine's step is ``t(b) = fixed + b × per-sample``
-(``hetlab.arithmetic.steptime``); a round of H local steps is ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``
-(``at_split``), the desktop alone ``t_d(B)`` a step (``hetlab.core.train``'s plain loop, which waits
-for nothing between steps: notebook 02's sweep); ``benchmarks/pair_vs_alone.py`` checks it.
+A round of H local steps takes ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine`` (``at_split``), the
+desktop alone ``t_d(B)`` a step; ``benchmarks/pair_vs_alone.py`` checks it against measured runs.
 """
 from __future__ import annotations
 
@@ -38,10 +36,8 @@ def assumed_devices(model: str = "small") -> tuple[StepTime, StepTime]:
     return (estimates.labelled("desktop", model), estimates.labelled("mac", model))
 
 
-# How far the model's predictions fell from measured runs, at most: the H100 pair's six runs
-# (docs/measured/2026-11-26-h100-pair.json, 0.87–1.10 of predicted) and the practice cluster's
-# (benchmarks/pair_vs_alone.py, 0.88–1.03). A verdict for the Mac needs at least this much gain:
-# a smaller predicted gain could be the model's error.
+# How far the model's predictions fell from measured runs, at most (docs/measured/): a smaller
+# predicted gain than this could be the model's error, so a verdict for the Mac needs more.
 MODEL_ERROR = 0.15
 MIN_GAIN = 1 + MODEL_ERROR
 
@@ -92,26 +88,18 @@ def exchange_seconds(params: int, link: Link, bytes_per_value: int = 4) -> float
 
 
 def engine_or_default(engine_s) -> float:
-    """``engine_s`` checked (pass ``hetlab.store.measured.engine_cost()``: notebook 05's measurement),
-    or the practice cluster's figure (``estimates.ENGINE_S``) when None."""
+    """``engine_s`` checked (notebook 05's ``measured.engine_cost()``), or ``estimates.ENGINE_S`` when None."""
     value = estimates.ENGINE_S if engine_s is None else engine_s
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
         raise HetlabError(f"engine_s must be seconds ≥ 0, got {engine_s!r}.")
     return float(value)
 
 
-# The parameter server sits on the desktop (hetlab's layout). The Mac takes H steps at b_m, then
-# exchanges over the link: ``e = rtt + P·(w_up + 4)·8 / bandwidth`` (the gradient or delta up in
-# w_up bytes a value, the fp32 weights down; ``exchange_seconds``). The round ends when the slower is
-# done; then the engine's own cost per exchange (messages, the server's update, the driver;
-# notebook 05 measures it). A desktop flat at B (launch-bound) gains nothing from giving a share
-# away, and the planner says so. Local SGD's accuracy cost is measured (benchmarks/local_sgd.py).
 def at_split(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link, local_steps: int = 1,
              bytes_per_value: int = 4, engine_s: float | None = None) -> Plan:
-    """The prediction for a run at this split (``batch_sizes``: desktop, mac): its round of H local
-    steps on each machine at its share takes ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine`` (the
-    exchange e; the engine: messages, averaging, the workers' reads of the device once a round).
-    The Mac given 0: the desktop alone, ``H·t_d(B)`` (the plain loop, no engine)."""
+    """The prediction for a run at this split (desktop, mac): a round of H local steps takes
+    ``max(H·t_d(b_d), H·t_m(b_m) + e) + engine``, the server on the desktop and the Mac's exchange e
+    over the link. The Mac given 0: the desktop alone, ``H·t_d(B)``."""
     d, m = pair
     b_d, b_m = (int(b) for b in batch_sizes)
     h, engine = local_steps, engine_or_default(engine_s)
@@ -134,11 +122,7 @@ def desktop_alone(pair: Sequence, global_batch: int) -> Plan:
 def with_mac(pair: Sequence, params: int, link: Link, global_batch: int, local_steps: int = 1,
              bytes_per_value: int = 4, engine_s: float | None = None, keep_mac: bool = False) -> Plan:
     """Desktop + Mac at the whole-sample split with the shortest round; ``local_steps`` > 1 is local SGD.
-
-    If the best split is no faster than the desktop alone, the plan says so (Mac batch 0, the
-    desktop's own time): a flat desktop, a slow link or the engine's cost can each cause it.
-    ``keep_mac=True`` returns the pair's plan all the same (to measure what it would cost).
-    """
+    No faster than the desktop alone: the Mac is left out, unless ``keep_mac``."""
     d, m = pair
     _check(params, global_batch, local_steps)
     h, engine = local_steps, engine_or_default(engine_s)
@@ -179,10 +163,8 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
            alone: StepTime | None = None) -> Advice:
     """Compare the desktop alone, per-step sync (fp32) and local SGD (16-bit) for each H.
 
-    Recommends the Mac only if it gains at least ``MIN_GAIN`` (the model's measured error,
-    ``MODEL_ERROR``: a smaller gain could be that error); among plans within 2 % of the fastest, the
-    smallest H (closest to plain SGD) wins. ``engine_s``: pass ``measured.engine_cost()``; default the practice figure.
-    ``alone``: the desktop's plain loop, where it differs from its worker in the pair.
+    Recommends the Mac only if it gains at least ``MIN_GAIN``; among plans within 2 % of the fastest,
+    the smallest H wins. ``alone``: the desktop's plain loop, where it differs from its pair worker.
     """
     d, m = pair
     engine = engine_or_default(engine_s)

@@ -1,10 +1,8 @@
 """One definition of a measured speed: warm-up apart, then windows of timed steps (notebooks 01, 02, report).
 
-A speed is read from the seconds of each step of one run, in one process: the first ``warmup``
-steps are the warm-up (CUDA's start, cudnn's search for each new shape, a compile or a capture; on a
-CPU a few milliseconds) and are reported apart, never averaged in. The steps after them are cut into
-``windows`` equal windows; each window gives one samples/s, and the speed is their median with the
-lowest and highest beside it. So a single run yields its own spread, and no notebook runs longer for it.
+The first ``warmup`` steps of a run (CUDA's start, cudnn's search, a compile) are reported apart,
+never averaged in. The rest is cut into ``windows`` equal windows, and the speed is the median of
+their samples/s, with the lowest and highest beside it: one run yields its own spread.
 """
 from __future__ import annotations
 
@@ -44,18 +42,13 @@ class SteadySpeed:
 
 
 def samples_per_s(samples: float, seconds: float) -> float:
-    """The one speed: samples trained ÷ the seconds they took (0.0 when no time passed). Every
-    samples/s in hetlab is this division, of a window, a run, a search or a step line at its batch."""
+    """The one speed: samples trained ÷ the seconds they took (0.0 when no time passed)."""
     return samples / seconds if seconds > 0 else 0.0
 
 
 def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: int = WARMUP_STEPS,
            windows: int = WINDOWS) -> SteadySpeed:
-    """The steady speed of one run from each step's seconds and samples (an int: the same every step).
-
-    ``warmup`` steps are left out and timed apart; the rest is cut into ``windows`` windows of
-    (nearly) equal step counts. A run too short for one timed step per window is refused in one line.
-    """
+    """The steady speed of one run from each step's seconds and samples (an int: the same every step)."""
     seconds = [float(s) for s in step_seconds]
     sizes = [int(samples)] * len(seconds) if isinstance(samples, int) else [int(b) for b in samples]
     if len(sizes) != len(seconds):
@@ -73,7 +66,6 @@ def steady(step_seconds: Sequence[float], samples: Sequence[int] | int, warmup: 
 
 
 def window_cuts(timed: int, windows: int, start: int = 0) -> list[int]:
-    """Where ``windows`` windows of (nearly) equal step counts begin and end among ``timed`` steps that
-    begin at step ``start``: ``windows + 1`` step indices. The one cut of ``steady``, ``train``'s waits
-    for the device and ``train.measure_speed``."""
+    """The ``windows + 1`` step indices where windows of (nearly) equal step counts begin and end among
+    ``timed`` steps from step ``start``."""
     return [start + round(i * timed / windows) for i in range(windows + 1)]

@@ -1,11 +1,9 @@
 """How long one training step takes on a device: t(b) = fixed + b × per-sample (notebook 02).
 
-A step has a fixed cost whatever the batch (Python, kernel launches, the optimizer walking
-every parameter) and a cost per sample (the arithmetic). A card at a small batch is nearly all
-fixed cost: its step time is flat, so a share of the batch given away saves it almost nothing.
-``fit`` draws this line through a batch-size sweep; ``fit_rounds`` through a run's few rounds
-(auto-tune, the widget, ``FollowSplit``). A device's speed at batch b is always its line's
-``b / t(b)`` (``samples_per_s(b, line(b))``), never a sweep's point. Pure Python: no torch, no Ray.
+A step has a fixed cost whatever the batch (launches, the optimizer) and a cost per sample. A card
+at a small batch is nearly all fixed cost: a share of the batch given away saves it almost nothing.
+``fit`` draws the line through a batch-size sweep, ``fit_rounds`` through a run's few noisy rounds.
+A device's speed at batch b is its line's ``b / t(b)``.
 """
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class StepTime:
         return StepTime(self.fixed_s * factor, self.per_sample_s * factor, source or self.source)
 
     def plus(self, seconds: float, source: str | None = None) -> "StepTime":
-        """The same line with ``seconds`` more fixed cost a step (its messages, an exchange); a
-        measured cost below 0 counts as 0."""
+        """The same line with ``seconds`` (≥ 0) more fixed cost a step: its messages, an exchange."""
         return StepTime(self.fixed_s + max(0.0, float(seconds)), self.per_sample_s, source or self.source)
 
     @property
@@ -59,18 +56,15 @@ class StepTime:
 
 
 def constant_speed(samples_per_s: float, source: str = "a constant speed") -> StepTime:
-    """A device modelled as a constant samples/s (no fixed cost): the old, simpler model."""
+    """A device modelled as a constant samples/s (no fixed cost)."""
     if not (isinstance(samples_per_s, (int, float)) and math.isfinite(samples_per_s) and samples_per_s > 0):
         raise HetlabError(f"a speed must be positive samples/s, got {samples_per_s!r}.")
     return StepTime(0.0, 1.0 / samples_per_s, getattr(samples_per_s, "source", source))
 
 
 def fit(batch_sizes: Sequence[float], seconds: Sequence[float], source: str = "fitted") -> StepTime:
-    """The line ``fixed + b · per_sample`` closest to a sweep's step times, in relative error.
-
-    Weighted least squares (weights 1/t²): a 2 ms step off by 0.2 ms counts as much as a 2 s step
-    off by 0.2 s. Both parts are kept ≥ 0: a flat sweep gives per_sample 0; a line that would cross
-    below 0 is fitted again through 0. A run's few, close, noisy rounds: ``fit_rounds``."""
+    """The line ``fixed + b · per_sample`` closest to a sweep's step times in relative error (weights
+    1/t²). Both parts stay ≥ 0: a falling sweep is flat; a line that would cross below 0 goes through 0."""
     b = [float(x) for x in batch_sizes]
     t = [float(x) for x in seconds]
     if len(b) != len(t) or len(b) < 2 or len(set(b)) < 2:
@@ -95,11 +89,10 @@ ROUNDS_MIN_SPREAD = 0.1   # rounds' sizes closer than this share of the largest 
 
 def fit_rounds(batch_sizes: Sequence[float], seconds: Sequence[float], weights: Sequence[float] | None = None,
                source: str = "fitted over rounds") -> StepTime:
-    """One worker's line from a run's few rounds (auto-tune, the widget, ``FollowSplit``; notebook 06).
-
-    A least-squares line, each round counted by its weight (default 1 each). Where noise decides it
-    (sizes closer than ``ROUNDS_MIN_SPREAD`` of the largest, no positive slope, a fixed time below 0
-    or above the quickest step), one point with fixed = 0: the heaviest round, the newest of equals."""
+    """One worker's line from a run's few rounds (auto-tune, ``FollowSplit``): least squares by weight
+    (default 1 each). Where noise decides it (sizes too close, no positive slope, a fixed time below 0
+    or above the quickest step), the heaviest round through 0, the newest of equals. A sweep falls back
+    otherwise (``fit``): a flat card's sweep is flat, and calling it a constant speed would hide that."""
     b, t = [float(x) for x in batch_sizes], [float(x) for x in seconds]
     w = [1.0] * len(b) if weights is None else [float(x) for x in weights]
     if not b or not len(b) == len(t) == len(w):
@@ -124,23 +117,17 @@ def from_sweep(batch_sizes: Sequence[int], samples_per_s: Sequence[float], sourc
 
 
 def ceiling(desktop: StepTime, mac: StepTime, global_batch: int) -> float:
-    """The most the pair can gain at this global batch: the desktop's step over the step in which
-    both finish their shares together, with nothing lost to messages (notebook 02).
-
-    With constant speeds it is 1 + T_m/T_d; with a flat desktop it is 1: a share given away
-    saves it nothing.
-    """
+    """The most the pair can gain at this global batch, nothing lost to messages: the desktop's step over
+    the one where both finish together (notebook 02). Constant speeds: 1 + T_m/T_d; a flat desktop: 1."""
     b_m = max(0.0, min(float(global_batch), finish_together(global_batch, [desktop, mac])[1][1]))
     together = max(desktop(global_batch - b_m), mac(b_m)) if b_m > 0 else desktop(global_batch)
     return max(1.0, desktop(global_batch) / together)
 
 
 def finish_together(global_batch: float, lines: Sequence[StepTime]) -> tuple[float, list[float]]:
-    """The step T in which every device ends together, and each one's batch size b_i (not rounded):
-    device i needs fixed_i + b_i / speed_i, so T = (B + Σ fixed_i·speed_i) / Σ speed_i and
-    b_i = speed_i·(T − fixed_i). A size below 0: that device should take nothing. A flat device
-    (per_sample 0, speed ∞: its step is its fixed cost whatever its batch) sets T and takes the
-    rest; of several, the quickest (notebooks 02, 06)."""
+    """The step T in which every device ends together, and each one's batch b_i (not rounded):
+    T = (B + Σ fixed_i·speed_i) / Σ speed_i, b_i = speed_i·(T − fixed_i); below 0: take nothing. A flat
+    device (per_sample 0) sets T and takes the rest; of several, the quickest (notebooks 02, 06)."""
     lines = list(lines)
     flat = [i for i, line in enumerate(lines) if line.per_sample_s == 0]
     if flat:
@@ -162,21 +149,19 @@ def step_time(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
 
 
 def efficiency(together: float, alone: Sequence[float]) -> float:
-    """What the devices reached together ÷ the sum of what each reaches alone, in samples/s (1.0 =
-    nothing wasted; notebooks 06, 09): the one "pair ÷ sum"."""
+    """Samples/s together ÷ the sum of each device's alone (1.0 = nothing wasted): the one "pair ÷ sum"."""
     if not alone or not all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in alone):
         raise HetlabError(f"efficiency needs each device's positive samples/s alone, got {list(alone)!r}.")
     return together / sum(alone)
 
 
 def predicted_efficiency(lines: Sequence[StepTime], batch_sizes: Sequence[float]) -> float:
-    """The efficiency a split reaches when nothing but waiting for the slowest is lost: Σb ÷ the
-    step, over Σ each device's speed (notebooks 06, 07; the widget predicts a split with it)."""
+    """The efficiency a split reaches when only waiting for the slowest is lost (notebooks 06, 07)."""
     together = samples_per_s(sum(batch_sizes), step_time(lines, batch_sizes))
     return efficiency(together, [line.speed for line in lines])
 
 
 def independent_gain(first: StepTime, second: StepTime, batch_size: float) -> float:
-    """Two devices each doing work of their own (notebook 09's trials) against ``first`` alone:
-    1 + the second's samples/s ÷ the first's. Nothing is exchanged, so nothing is lost."""
+    """Two devices each doing their own work (notebook 09's trials) against ``first`` alone: 1 + the
+    second's samples/s ÷ the first's."""
     return 1 + samples_per_s(batch_size, second(batch_size)) / samples_per_s(batch_size, first(batch_size))
