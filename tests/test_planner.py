@@ -10,7 +10,7 @@ import pytest
 
 from hetlab import HetlabError
 from hetlab.arithmetic import planner, steptime
-from hetlab.arithmetic.planner import (GIGABIT, WIFI, Link, advise, break_even_local_steps,
+from hetlab.arithmetic.planner import (GIGABIT, WIFI, Link, advise,
                             at_split, desktop_alone, exchange_seconds, table, with_mac)
 
 # 8 Mbit/s = 1e6 bytes/s, so 1000 fp32 parameters up + down = 8000 bytes = 8 ms.
@@ -65,7 +65,7 @@ def test_mac_left_out_when_a_whole_sample_is_too_much():
 def test_local_sgd_by_hand():
     # H = 2: ideal mac share = 500 (16 - 8) / (2 · 1500) = 1.33 → 1; desktop 7.
     # round = max(2·7/1000, 2·1/500 + 0.008) = max(0.014, 0.012) = 0.014 s for 16 samples.
-    assert break_even_local_steps(T, 1000, SLOW, 8, engine_s=0) == 2
+    assert not with_mac(T, 1000, SLOW, 8, local_steps=1, engine_s=0).uses_mac   # H = 1: the Mac left out
     plan = with_mac(T, 1000, SLOW, 8, local_steps=2, engine_s=0)
     assert plan.batch_sizes == (7, 1)
     assert plan.round_s == pytest.approx(0.014)

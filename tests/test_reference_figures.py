@@ -47,9 +47,6 @@ def test_exact_figures_on_the_page_are_what_the_library_computes():
         f"{planner.exchange_seconds(small, gigabit, 2) / 8 * 1e3:.2f} ms",
         f"t_d(128) = {pair[0](128) * 1e3:.2f} ms",
         f"{planner.exchange_seconds(classic, wifi) * 1e3:.1f} ms per exchange",
-        f"break-even H at batch 8,192: "
-        f"{planner.break_even_local_steps(classic_pair, classic, wifi, 8192, 2, engine)} (Wi-Fi), "
-        f"{planner.break_even_local_steps(classic_pair, classic, gigabit, 8192, 2, engine)} (gigabit)",
         f"ceiling at 128: {steptime.ceiling(*pair, 128):.2f}×, at 8,192: {steptime.ceiling(*pair, 8192):.2f}×",
     ]
     for link, name in ((wifi, "Wi-Fi"), (gigabit, "gigabit")):

@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from hetlab.errors import HetlabError
-from hetlab.arithmetic import steptime
-from hetlab.arithmetic.steptime import (StepTime, constant_speed, efficiency, finish_together, fit_rounds,  # efficiency: 06, 07
-                                       step_time)
+from hetlab.arithmetic.steptime import StepTime, efficiency, finish_together, fit_rounds, step_time  # efficiency: 06, 07
 
 
 def check_proportions(weights: Sequence[float], n: int | None = None) -> list[float]:
@@ -66,11 +64,6 @@ class TuneRound:
 
     batch_sizes: list[int]
     samples_per_s: list[float]
-
-    @property
-    def predicted_efficiency(self) -> float:
-        """What this split reaches if each worker kept this round's samples/s at any size."""
-        return steptime.predicted_efficiency([constant_speed(t) for t in self.samples_per_s], self.batch_sizes)
 
 
 @dataclass

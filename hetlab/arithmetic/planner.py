@@ -137,17 +137,6 @@ def with_mac(pair: Sequence, params: int, link: Link, global_batch: int, local_s
     return plans[b_m]
 
 
-def break_even_local_steps(pair: Sequence, params: int, link: Link, global_batch: int,
-                           bytes_per_value: int = 4, engine_s: float | None = None,
-                           most: int = 4096) -> int | None:
-    """Smallest H at which local SGD is faster than the desktop alone; None if none up to ``most``
-    (a flat desktop: its share saves nothing, however rarely the machines exchange)."""
-    for h in range(1, most + 1):
-        if with_mac(pair, params, link, global_batch, h, bytes_per_value, engine_s).uses_mac:
-            return h
-    return None
-
-
 @dataclass(frozen=True)
 class Advice:
     """The planner's answer: the plans it compared and the one it recommends."""
