@@ -215,7 +215,7 @@ def main() -> None:
         # "desktop alone" is the plain loop; the pair's plans use each worker as it runs in the pair
         pair_lines = (lines[0], lines[1])
         advice = planner.advise(pair_lines, params, link, b, hs, engine_s=engine, alone=alone_line)
-        alone_plan = planner.desktop_alone((alone_line, lines[1]), b)
+        alone_plan = advice.plans[0]   # the plain loop
         sync = planner.with_mac(pair_lines, params, link, b, 1, 4, engine, keep_mac=True)
         local = max((planner.with_mac(pair_lines, params, link, b, h, 2, engine, keep_mac=True)
                      for h in hs), key=lambda p: p.samples_per_s)

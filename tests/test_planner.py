@@ -11,7 +11,7 @@ import pytest
 from hetlab import HetlabError
 from hetlab.arithmetic import planner, steptime
 from hetlab.arithmetic.planner import (GIGABIT, WIFI, Link, advise,
-                            at_split, desktop_alone, exchange_seconds, table, with_mac)
+                            at_split, exchange_seconds, table, with_mac)
 
 # 8 Mbit/s = 1e6 bytes/s, so 1000 fp32 parameters up + down = 8000 bytes = 8 ms.
 SLOW = Link(8.0, 0.0, "test link")
@@ -29,7 +29,7 @@ def test_exchange_is_round_trip_plus_both_directions():
 
 
 def test_desktop_alone():
-    plan = desktop_alone(T, 100)
+    plan = at_split(T, (100, 0), 1000, SLOW)
     assert plan.batch_sizes == (100, 0)
     assert plan.step_s == pytest.approx(0.1)
     assert plan.samples_per_s == pytest.approx(1000)

@@ -60,10 +60,3 @@ def technique(records, accuracy: float | None = None, *, checked: dict | None = 
                              (checked or {}).get("test_samples")),
             "unit": (checked or {}).get("unit", "steps")}   # steps, or local SGD's rounds of H steps each
 
-
-def across(seconds, samples):
-    """A speed from several runs or trials (each one window, no warm-up inside): notebook 09's trials."""
-    pairs = [(s, n) for s, n in zip(seconds, samples) if s > 0 and n > 0]
-    if not pairs:
-        raise HetlabError("across() needs at least one run with seconds and samples.")
-    return steady([s for s, _ in pairs], [n for _, n in pairs], warmup=0, windows=len(pairs))

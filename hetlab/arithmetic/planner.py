@@ -112,13 +112,6 @@ def at_split(pair: Sequence, batch_sizes: Sequence[int], params: int, link: Link
                 exchange_bytes(params, bytes_per_value) / (h * (b_d + b_m)))
 
 
-def desktop_alone(pair: Sequence, global_batch: int) -> Plan:
-    """The baseline: the desktop trains every sample with the plain loop, nothing crosses the network."""
-    d, _ = pair
-    _check(1, global_batch)
-    return Plan("desktop alone", (global_batch, 0), 1, d(global_batch), 0.0, 0.0)
-
-
 def with_mac(pair: Sequence, params: int, link: Link, global_batch: int, local_steps: int = 1,
              bytes_per_value: int = 4, engine_s: float | None = None, keep_mac: bool = False) -> Plan:
     """Desktop + Mac at the whole-sample split with the shortest round; ``local_steps`` > 1 is local SGD.
@@ -157,7 +150,7 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
     """
     d, m = pair
     engine = engine_or_default(engine_s)
-    alone = desktop_alone((alone or d, m), global_batch)
+    alone = at_split((alone or d, m), (global_batch, 0), params, link)   # the plain loop, nothing exchanged
     sync = with_mac((d, m), params, link, global_batch, 1, BYTES_PER_VALUE["fp32"], engine)
     local = [with_mac((d, m), params, link, global_batch, h, BYTES_PER_VALUE["fp16"], engine)
              for h in local_steps]
