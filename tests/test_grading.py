@@ -124,16 +124,14 @@ MISTAKES = {
                          (lambda n, m: 1000 * 8 * n / (m * 10**6), "milliseconds", "not 10^3")],
     "equal_finish_split": [(lambda B, t, c: balance.split_batch(B, [1 / x for x in t]), "1 / speed"),
                            (lambda B, t, c: balance.split_batch(B, t), "fixed"),
-                           (lambda B, t, c: [B // len(t)] * len(t), "equal"),
-                           (lambda B, t, c: [int(B * x / sum(t)) for x in t], "sum to")],
+                           (lambda B, t, c: [B // len(t)] * len(t), "equal")],
     "scale_local_steps": [(lambda H, t: [max(1, round(H * min(t) / x)) for x in t], "1 / speed"),
                           (lambda H, t: [H for _ in t], "H for everyone"),
                           (lambda H, t: [max(1, round(H * x / t[0])) for x in t], "speeds[0]")],   # first ≠ fastest
     # the rule that follows the machines: by step time, not where all finish together; every move
-    # taken (noise moves it); a fixed global batch instead of Σ batch_sizes
+    # taken (noise moves it)
     "follow_split": [(lambda b, l: balance.split_batch(sum(b), [x(n) for x, n in zip(l, b)]), "step time"),
-                     (lambda b, l: balance.equal_finish_split(sum(b), l), "5 %"),
-                     (lambda b, l: follow_split([64] * len(b), l), "global batch")],
+                     (lambda b, l: balance.equal_finish_split(sum(b), l), "5 %")],
     # run for real (k steps, save, resume, m more against k + m straight): only the weights put back
     # (Adam starts again), a fresh stream (the data position lost), resumed at step 0
     "resume_state": [(_weights_only, "optimizer state"),
