@@ -11,7 +11,7 @@ import pytest
 from hetlab import HetlabError
 from hetlab.arithmetic import planner, steptime
 from hetlab.arithmetic.planner import (GIGABIT, WIFI, Link, advise,
-                            at_split, exchange_seconds, table, with_mac)
+                            at_split, exchange_seconds, with_mac)
 
 # 8 Mbit/s = 1e6 bytes/s, so 1000 fp32 parameters up + down = 8000 bytes = 8 ms.
 SLOW = Link(8.0, 0.0, "test link")
@@ -110,12 +110,6 @@ def test_advice_says_desktop_alone_when_nothing_gains():
     advice = advise(speeds(1000.0, 10.0), 1000, SLOW, 100, engine_s=0)   # a Mac 100× slower: < 5 % gain
     assert advice.best.name == "desktop alone" and advice.speedup == 1.0
     assert advice.verdict.startswith("use the desktop alone")
-
-
-def test_table_rows():
-    rows = table(advise(T, 1000, SLOW, 100, engine_s=0).plans)
-    assert rows[0]["plan"] == "desktop alone" and rows[0]["samples/s"] == 1000
-    assert rows[1]["batch desktop:mac"] == "69:31"
 
 
 @pytest.mark.parametrize("bad", [0.0, math.nan, -1.0])

@@ -169,11 +169,3 @@ def advise(pair: Sequence, params: int, link: Link, global_batch: int,
     return Advice(plans, alone, 1.0, f"use the desktop alone: at batch {global_batch} the pair's ceiling here is "
                   f"{top:.2f}× and one exchange on {link.name} and the engine cost {e * 1e3:.1f} ms a step; no plan "
                   f"gains {MIN_GAIN - 1:.0%}.")
-
-
-def table(plans: Sequence[Plan]) -> list[dict]:
-    """Rows for printing or a DataFrame: one per plan, times in ms."""
-    return [{"plan": p.name, "batch desktop:mac": f"{p.batch_sizes[0]}:{p.batch_sizes[1]}",
-             "step ms": round(p.step_s * 1e3, 2), "comm ms/step": round(p.comm_s / p.local_steps * 1e3, 2),
-             "samples/s": round(p.samples_per_s), "bytes/sample": round(p.bytes_per_sample, 1)}
-            for p in plans]
