@@ -86,7 +86,7 @@ def test_the_in_step_speed_and_the_budget_read_the_same_lines(rng):
 
 
 def test_the_estimates_rest_on_the_h100_line_through_both_anchors():
-    h100 = estimates._h100_line()
+    h100 = estimates.H100_LINE
     for batch, samples_per_s in estimates.H100_TRAIN.items():
         assert batch / h100(batch) == pytest.approx(samples_per_s)
     assert estimates.STEP["small"]["desktop"].fixed_s == h100.fixed_s

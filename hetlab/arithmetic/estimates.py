@@ -22,12 +22,11 @@ MPS_DISPATCH = 2.0   # an MPS step's fixed cost against a CUDA launch's: estimat
 CLASSIC_OVER_SMALL = {"fixed": 2.52 / 2.22, "per_sample": 0.94 / 0.43}
 
 
-def _h100_line() -> StepTime:
-    return fit(list(H100_TRAIN), [b / s for b, s in H100_TRAIN.items()], "H100, notebook 01")
+H100_LINE = fit(list(H100_TRAIN), [b / s for b, s in H100_TRAIN.items()], "H100, notebook 01")
 
 
 def _lines() -> dict:
-    h100 = _h100_line()
+    h100 = H100_LINE
     desktop = StepTime(h100.fixed_s, h100.per_sample_s * FP32_TFLOPS["H100"] / FP32_TFLOPS["RTX 4070 Ti"], "estimated")
     mac = StepTime(h100.fixed_s * MPS_DISPATCH, h100.per_sample_s * FP32_TFLOPS["H100"] / FP32_TFLOPS["M2 GPU"],
                    "estimated")
@@ -49,9 +48,7 @@ COLD_HOW = ("estimated: the warm estimate × 0.46, an H100's first epoch in a fr
 SEARCH_BATCHES = (32, 128)   # notebook 09's trials train at batch 32 to 128, one trial per device
 
 
-# Each machine the estimates stand for, and how they were made (``labelled``: a line that says so).
-WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}
-HOW = "estimated from an H100's training loop and FP32 peaks; not measured"
+WHAT = {"desktop": "an RTX 4070 Ti", "mac": "an M2 GPU"}   # the machine each estimate stands for
 COURSE_BATCH = 128          # the course's global batch (notebooks 02, 07, 08)
 
 # The engine's own cost per exchange without the link, measured on the practice cluster
@@ -65,7 +62,8 @@ def labelled(role: str, model: str = "small") -> StepTime:
     if model not in STEP or role not in STEP[model]:
         raise HetlabError(f"no estimated step time for {role!r} with model {model!r}: run notebook 02 on "
                           f"that machine to measure it (estimates exist for {sorted(STEP)}).")
-    return dataclasses.replace(STEP[model][role], source=f"{WHAT[role]}, {HOW}")
+    return dataclasses.replace(STEP[model][role],
+                               source=f"{WHAT[role]}, estimated from an H100's training loop and FP32 peaks; not measured")
 
 
 def estimated_samples_per_s(role: str, batch: int, model: str = "small") -> float:

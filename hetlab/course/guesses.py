@@ -1,8 +1,6 @@
-"""Your "Predict first" guesses (notebooks 02–09): in the cell under each question you type your guess,
-``guess("05-idle", 0.7)``; the cell that measures it then calls ``measured_as("05-idle", idle)``, which
-keeps the figure beside your guess and prints both. The report shows each pair (its section 8), and
-``hetlab report --check`` names every question still without a guess. One file, ``guesses.json``, in
-your figures folder.
+"""Your "Predict first" guesses (notebooks 02–09): ``guess("05-idle", 0.7)`` under each question, then
+the measuring cell's ``measured_as("05-idle", idle)`` keeps the figure beside your guess, in
+``guesses.json`` in your figures folder, for the report.
 """
 from __future__ import annotations
 
