@@ -237,11 +237,9 @@ FOLLOW_BY_STEP = ("split by step time: a worker whose step is longer got more sa
                   "with which all finish together (balance.equal_finish_split)")
 FOLLOW_NOISE = ("moved for a step less than 5 % faster: keep batch_sizes unless the new split's step_time is more "
                 "than balance.FOLLOW_GAIN faster (noise must not move the split)")
-FOLLOW_STAYS = ("kept batch_sizes where the split where all finish together is more than 5 % faster: move there")
 FOLLOW_MISTAKES = (
     (lambda b, l: balance.split_batch(sum(b), [line(x) for line, x in zip(l, b)]), FOLLOW_BY_STEP),
-    (lambda b, l: balance.equal_finish_split(sum(b), l), FOLLOW_NOISE),
-    (lambda b, l: list(b), FOLLOW_STAYS))
+    (lambda b, l: balance.equal_finish_split(sum(b), l), FOLLOW_NOISE))
 
 
 def _follow_case(rng: random.Random) -> tuple:
