@@ -31,11 +31,12 @@ RETRYING = "import time; print('Failed to connect to GCS at address 192.0.2.1:63
 FAILING = "print('Failed to connect to GCS at address 192.0.2.1:6379 within 5 seconds.'); print('ConnectionError: GCS'); raise SystemExit(1)"
 
 
-def test_a_start_that_does_not_end_is_stopped_at_its_limit_in_one_line(token, capsys):
+def test_a_start_that_does_not_end_is_stopped_at_its_limit_in_one_line(token, capsys, monkeypatch):
     import psutil
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(HetlabError, match=r"had not ended after 1 s .* so hetlab stopped it") as err:
-        commands.start([sys.executable, "-c", RETRYING], {}, limit=1)
+        monkeypatch.setattr(commands, "START_LIMIT_S", 1.0)
+        commands.start([sys.executable, "-c", RETRYING], {})
     out = capsys.readouterr().out
     assert "\n" not in str(err.value) and out.startswith("hetlab: running") and out.count("\n") == 1   # no retry log
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before    # nothing left running
