@@ -4,6 +4,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import ray
@@ -83,7 +84,7 @@ def local_ray(tmp_path_factory):
     # Ray 2.60's local ray.init() leaves its token file 0644. A copy of this user's token, made
     # 0644 in a private temp folder and named by RAY_AUTH_TOKEN_PATH (same token, so Ray's cached
     # one still fits), shows connect() securing the file Ray reads without loosening the real one.
-    default = connecting.default_token_path()
+    default = Path.home() / ".ray" / "auth_token"
     with pytest.MonkeyPatch.context() as env:
         copy = None
         if default.is_file():

@@ -1,14 +1,9 @@
 """Each machine's role in the pair, actors pinned to it, and who holds its GPU (notebooks 03-08).
 
-Every hetlab node carries its *role* ("desktop" or "mac") twice: as a custom
-resource (``hetlab-role:mac``, the robust pin for actors) and as a node label
-(``hetlab-role=mac``, what Ray Train's ``ScalingConfig(label_selector=...)`` uses).
-``placement(role)`` asks for a sliver of that resource, so an actor lands on its
-machine and never where Ray happens to find room.
-
-A worker that asks Ray for a GPU waits until it is free; a notebook kernel that never reached its
-shutdown cell keeps its actors, and the GPU, so the new worker would wait silently until a timeout.
-``check_free`` fails at once instead, in one line that says how to find and free the holder.
+Every hetlab node carries its *role* ("desktop" or "mac") twice: as a custom resource
+(``hetlab-role:mac``, which ``placement(role)`` asks a sliver of) and as a node label (``hetlab-role=mac``,
+for Ray Train's ``label_selector``). ``check_free`` fails at once, in one line, where a worker would wait
+silently for a GPU that an old kernel's actor still holds.
 """
 from __future__ import annotations
 
@@ -50,30 +45,17 @@ def node_resources(role: str) -> dict:
     return {role_resource(role): 1.0}
 
 
-def placement(role: str | None = None, *, node_id: str | None = None, gpu: bool = False) -> dict:
-    """Keyword arguments for ``ActorClass.options(**...)`` that pin an actor (notebook 03).
-
-    ``role`` pins to the machine with that role, ``node_id`` to one exact node;
-    ``gpu=True`` asks for the GPU so Ray accounts for it and keeps other GPU work
-    off it. When Ray is connected, a role or GPU that no live node has fails now
-    with a HetlabError instead of leaving the actor pending forever.
-    """
-    if role is not None and node_id is not None:
-        raise HetlabError("give placement() a role or a node_id, not both.")
+def placement(role: str | None = None, *, gpu: bool = False) -> dict:
+    """Keyword arguments for ``ActorClass.options(**...)`` that pin an actor to the machine of ``role``
+    (notebook 03); ``gpu=True`` asks for its GPU. A role or GPU no live node has: one line now, not an
+    actor left pending forever."""
     options: dict = {}
     if role is not None:
         options["resources"] = {role_resource(role): ROLE_SLIVER}
-    if node_id is not None:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        try:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-        except ValueError:
-            raise HetlabError(f"node_id {node_id!r} is not a Ray node id: pick one from "
-                              f"hetlab.cluster.nodes().") from None
     if gpu:
         options["num_gpus"] = 1
     if ray.is_initialized():
-        _check_placeable(role, node_id, gpu)
+        _check_placeable(role, gpu)
     return options
 
 
@@ -99,15 +81,11 @@ def joined(role: str, doing: str) -> tuple[list[dict], bool]:
     return nodes, any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
 
 
-def _check_placeable(role, node_id, gpu) -> None:
+def _check_placeable(role, gpu) -> None:
     alive = live_nodes(role)
     if role is not None and not alive:
         raise HetlabError(f"no live node has role {role!r}: start it with the command from "
                           f"`hetlab join`/`hetlab head`, or use PracticeCluster for practice.")
-    if node_id is not None:
-        alive = [n for n in alive if n["NodeID"] == node_id]
-        if not alive:
-            raise HetlabError(f"no live node with id {node_id[:12]}…: pick one from hetlab.cluster.nodes().")
     if gpu and not any(n["Resources"].get("GPU", 0) >= 1 for n in alive):
         where = f"the {role!r} node" if role else "any live node"
         raise HetlabError(f"{where} has no GPU for Ray to give: use gpu=False (CPU/MPS) "
