@@ -258,8 +258,8 @@ import json, sys
 from hetlab import cluster
 from hetlab.cluster import figures
 cluster.connect(timeout=30)
-got = figures.fetch("mac", sys.argv[1], there=sys.argv[2], measure=False)
-print(json.dumps({"hostname": got.hostname, "kept": str(got.path), "host": got.data["host"]}))
+got = figures.fetch("mac", sys.argv[1], there=sys.argv[2])
+print(json.dumps({"hostname": got.hostname, "kept": str(got.path), "host": got.data["host"], "now": got.measured_now}))
 """
 
 
@@ -274,7 +274,7 @@ def test_the_desktop_reads_the_macs_figures_through_the_cluster(pair, tmp_path):
     done = on("desktop", sys.executable, "-c", FETCH, tmp_path / "desktop", mac_folder)
     assert done.returncode == 0, tail(done)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["hostname"] == seen["host"] == "mac-rehearsal"          # read on the mac, written by the mac
+    assert seen["hostname"] == seen["host"] == "mac-rehearsal" and not seen["now"]   # read on the mac, written by the mac
     assert measured.load("mac", tmp_path / "desktop") == measured.load("mac", mac_folder)
 
 

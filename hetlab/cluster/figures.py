@@ -1,16 +1,10 @@
 """What the other machine knows, brought over the cluster (notebooks 04, 08, 09): no file carried by hand.
 
-- ``fetch("mac")``: notebook 02 saves each machine's sweep on that machine (``hetlab.store.measured``);
-  a task pinned to the Mac's node reads its ``measured/mac.json`` there (or, if the Mac never ran 02,
-  measures a short sweep on its best device and saves it there too), and the desktop keeps it as its own
-  ``measured/mac.json``. ``fetch_graded`` brings the Mac's exercise results the same way.
-- ``measure_link()``: the link timed through Ray itself, no iperf3 and no extra port: the bandwidth is a
-  timed Ray object transfer at a few sizes (a task pinned to the Mac pulls a fresh block and times its
-  own ``ray.get``), the round trip a small echo to an actor pinned there; each a median over repeats with
-  the lowest and highest beside it. Both include Ray's own overhead: what the parameter server's
-  messages see.
-- ``describe_machines()``: ``hetlab.core.machine.facts()`` read on each role's node (chip, GPU, memory,
-  OS, driver, versions, hetlab's commit) for the report's machine table; a practice stand-in says it is one.
+- ``fetch("mac")``: a task pinned to the Mac's node reads notebook 02's figures there (or measures a
+  short sweep there first) and the desktop keeps a copy; ``fetch_graded``: the Mac's exercise results.
+- ``measure_link()``: the link timed through Ray itself, Ray's overhead included: a timed object
+  transfer at a few sizes, and small echoes to an actor on the Mac.
+- ``describe_machines()``: ``machine.facts()`` read on each role's node, for the report's machine table.
 """
 from __future__ import annotations
 
@@ -24,7 +18,6 @@ import ray
 
 from hetlab.store import measured
 from hetlab.cluster.roles import joined, placement
-from hetlab.errors import HetlabError
 
 MODELS = ("small", "classic")
 
@@ -65,19 +58,14 @@ def _measure_there(role: str, there: str | None, batch_sizes: tuple[int, ...], s
 
 
 def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | None = None,
-          measure: bool = True, quick: bool = False, models: tuple[str, ...] = MODELS,
-          timeout: float = 600.0) -> Fetched:
-    """Read ``role``'s saved figures on its own node and keep them here (``where``: this machine's
-    ``measured/``). ``there`` is the folder on that node (default: its own ``measured/``). With no
-    file there and ``measure``, measure that machine there first (``quick``: a shorter sweep)."""
+          quick: bool = False, models: tuple[str, ...] = MODELS, timeout: float = 600.0) -> Fetched:
+    """Read ``role``'s saved figures on its own node (``there``: its folder) and keep them here
+    (``where``); with no figures there, measure that machine there first (``quick``: a shorter sweep)."""
     nodes, simulated = joined(role, "fetching figures")
     reader = ray.remote(num_cpus=0)(_read_there).options(**placement(role))
     data, node_id, hostname = ray.get(reader.remote(role, there), timeout=timeout)
     measured_now = data is None
     if measured_now:
-        if not measure:
-            raise HetlabError(f"the {role} has no figures of notebook 02: run notebook 02 there, "
-                              f"or fetch with measure=True.")
         gpu = nodes[0]["Resources"].get("GPU", 0) >= 1
         sweep = ray.remote(num_cpus=1)(_measure_there).options(**placement(role, gpu=gpu))
         data, node_id, hostname = ray.get(
@@ -144,8 +132,7 @@ class _Echo:
 
 def measure_link(sizes_mb=SIZES_MB, repeats: int = 3, echoes: int = 10) -> MeasuredLink:
     """Time the link from this driver to the Mac's node: ``repeats`` fresh objects at each size, then
-    ``echoes`` small round trips; labelled simulated when that node is a practice stand-in. (The three
-    counts: tests/test_practice.py measures a shorter link the same way.)"""
+    ``echoes`` small round trips; labelled simulated when that node is a practice stand-in."""
     role, timeout = "mac", 120.0
     _, simulated = joined(role, "measuring the link")
     pull = ray.remote(num_cpus=0)(_pull).options(**placement(role))

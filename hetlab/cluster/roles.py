@@ -35,11 +35,6 @@ def role_label(role: str) -> dict:
     return {ROLE_LABEL: _check_role(role)}
 
 
-def node_labels(role: str, simulated: bool = False) -> dict:
-    """The labels a node of this role is started with; practice stand-ins say they are simulated."""
-    return {**role_label(role), **({SIMULATED_LABEL: "true"} if simulated else {})}
-
-
 def node_resources(role: str) -> dict:
     """The custom resources a node of this role is started with."""
     return {role_resource(role): 1.0}
@@ -54,34 +49,8 @@ def placement(role: str | None = None, *, gpu: bool = False) -> dict:
         options["resources"] = {role_resource(role): ROLE_SLIVER}
     if gpu:
         options["num_gpus"] = 1
-    if ray.is_initialized():
-        _check_placeable(role, gpu)
-    return options
-
-
-def has_role(node: dict, role: str) -> bool:
-    """Whether a ``ray.nodes()`` entry carries ``role``'s resource."""
-    return node["Resources"].get(role_resource(role), 0) > 0
-
-
-def live_nodes(role: str | None = None) -> list[dict]:
-    """Ray's live nodes now (``ray.nodes()`` entries), only those with ``role`` when it is given:
-    the one place that says where a role lives (placement, the search's slots, a lost machine)."""
-    return [n for n in ray.nodes() if n.get("Alive") and (role is None or has_role(n, role))]
-
-
-def joined(role: str, doing: str) -> tuple[list[dict], bool]:
-    """The live nodes of ``role``, and whether they are practice stand-ins (simulated); or one line
-    saying what ``doing`` needs first: the cluster connected, that machine joined (figures, link, machines)."""
     if not ray.is_initialized():
-        raise HetlabError(f"{doing} needs the cluster: connect first (the_pair() or cluster.connect()).")
-    nodes = live_nodes(role)
-    if not nodes:
-        raise HetlabError(f"no live node has the role {role!r}: join that machine first (notebook 04).")
-    return nodes, any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
-
-
-def _check_placeable(role, gpu) -> None:
+        return options
     alive = live_nodes(role)
     if role is not None and not alive:
         raise HetlabError(f"no live node has role {role!r}: start it with the command from "
@@ -90,6 +59,24 @@ def _check_placeable(role, gpu) -> None:
         where = f"the {role!r} node" if role else "any live node"
         raise HetlabError(f"{where} has no GPU for Ray to give: use gpu=False (CPU/MPS) "
                           f"or start that node where `ray start` detects its GPU.")
+    return options
+
+
+def live_nodes(role: str | None = None) -> list[dict]:
+    """Ray's live nodes now (``ray.nodes()`` entries), only those that carry ``role``'s resource if given."""
+    return [n for n in ray.nodes()
+            if n.get("Alive") and (role is None or n["Resources"].get(role_resource(role), 0) > 0)]
+
+
+def joined(role: str, doing: str) -> tuple[list[dict], bool]:
+    """The live nodes of ``role`` and whether they are practice stand-ins; or one line saying what
+    ``doing`` needs first."""
+    if not ray.is_initialized():
+        raise HetlabError(f"{doing} needs the cluster: connect first (the_pair() or cluster.connect()).")
+    nodes = live_nodes(role)
+    if not nodes:
+        raise HetlabError(f"no live node has the role {role!r}: join that machine first (notebook 04).")
+    return nodes, any(n.get("Labels", {}).get(SIMULATED_LABEL) for n in nodes)
 
 
 def node_name(labels: dict, fallback: str) -> str:
