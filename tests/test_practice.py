@@ -124,10 +124,10 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     measured.save_run("02", {"batch": 128}, simulated=False, where=where, predictions={
         "the pair's ceiling": (steptime.ceiling(*lines, 128), None, "steptime.ceiling at batch 128",
                                measured.whose(desktop=lines[0].source, mac=lines[1].source))})
-    figures.save_machines(figures.describe_machines(), where)                                         # 09's machine table
+    figures.describe_machines(where=where)                                         # 09's machine table
     measured.save_graded("samples_per_s", "02", "right", "right: agrees", role="mac", where=tmp_path / "mac")   # 02's grader
     assert figures.fetch_graded("mac", where, there=str(tmp_path / "mac")) == 1       # on the mac, over Ray
-    figures.save_link(figures.measure_link(sizes_mb=(1, 4), repeats=2, echoes=5), where)               # 08's link exercise
+    figures.measure_link(sizes_mb=(1, 4), repeats=2, echoes=5, where=where)               # 08's link exercise
     train, test = load_mnist("train").subset(2000, seed=0), load_mnist("test").subset(300, seed=0)
     workers = [WorkerSpec("desktop", role="desktop", device="cpu"),
                WorkerSpec("mac", role="mac", device="cpu", slowdown=4)]
@@ -190,7 +190,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     assert all("checked every 3 steps on 300 test samples" in r for r in rows if "per-step sync" in r)
     mine = "The mac waited less than I thought: its messages, not its compute, set the step."
     (out / "report.md").write_text(page.replace(report.UNWRITTEN, mine, 1))
-    figures.save_link(figures.measure_link(sizes_mb=(1,), repeats=2, echoes=3), where)               # new figures, then again
+    figures.measure_link(sizes_mb=(1,), repeats=2, echoes=3, where=where)               # new figures, then again
     again = report.write(out, where).read_text()
     assert mine in again and len(report.unwritten(again)) == len(asked) - 1
     assert "over 2 objects of 1 MB" in again and "over 2 objects of 4 MB" in page

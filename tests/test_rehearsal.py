@@ -442,7 +442,7 @@ def test_day_two_by_the_readmes_own_lines(pair):
     # the pair is back; the report's machine table is read on each machine over it (notebook 09's cell)
     back = python_on("desktop", "from hetlab import cluster; from hetlab.cluster import figures; "
                                 "from hetlab.pair import which_cluster; print(which_cluster()); "
-                                "cluster.connect(timeout=30); figures.save_machines(figures.describe_machines()); "
+                                "cluster.connect(timeout=30); figures.describe_machines(); "
                                 "print(len(cluster.nodes()))")
     assert back.returncode == 0 and back.stdout.split("\n")[-3:-1] == [YOUR_PAIR, "2"], tail(back)
     ran += paste_readme(the_end, {})                      # `hetlab report`, the course's end

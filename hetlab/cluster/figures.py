@@ -130,9 +130,10 @@ class _Echo:
         return x
 
 
-def measure_link(sizes_mb=SIZES_MB, repeats: int = 3, echoes: int = 10) -> MeasuredLink:
+def measure_link(sizes_mb=SIZES_MB, repeats: int = 3, echoes: int = 10, where=None) -> MeasuredLink:
     """Time the link from this driver to the Mac's node: ``repeats`` fresh objects at each size, then
-    ``echoes`` small round trips; labelled simulated when that node is a practice stand-in."""
+    ``echoes`` small round trips (labelled simulated on a practice stand-in); kept as ``link.json``
+    in ``where`` for the report."""
     role, timeout = "mac", 120.0
     _, simulated = joined(role, "measuring the link")
     pull = ray.remote(num_cpus=0)(_pull).options(**placement(role))
@@ -155,14 +156,11 @@ def measure_link(sizes_mb=SIZES_MB, repeats: int = 3, echoes: int = 10) -> Measu
         trips.append((time.perf_counter() - t0) * 1e3)
     ray.kill(echo)
     last = by_size[-1]
-    return MeasuredLink(statistics.median(last), min(last), max(last), statistics.median(trips), min(trips),
+    link = MeasuredLink(statistics.median(last), min(last), max(last), statistics.median(trips), min(trips),
                         max(trips), tuple(int(mb) for mb in sizes_mb), tuple(statistics.median(r) for r in by_size),
                         repeats, echoes, measured.origin(simulated))
-
-
-def save_link(link: MeasuredLink, where=None):
-    """Keep the measured link as ``link.json`` for the report (and the planner's ``Link``)."""
-    return measured.save_figure("link", asdict(link), where)
+    measured.save_figure("link", asdict(link), where)
+    return link
 
 
 # --- each machine described on itself (notebook 09, the report's machine table) ---------------------
@@ -172,8 +170,9 @@ def _facts_there() -> dict:
     return {**facts(), "node_id": ray.get_runtime_context().get_node_id()}
 
 
-def describe_machines(roles=("desktop", "mac"), timeout: float = 120.0) -> dict:
-    """role → that node's facts, each read on its own node; ``origin`` says practice, pair or a host's label."""
+def describe_machines(roles=("desktop", "mac"), where=None, timeout: float = 120.0) -> dict:
+    """role → that node's facts, each read on its own node (``origin``: practice, pair or a host's label);
+    kept as ``machines.json`` in ``where`` for the report."""
     task = ray.remote(num_cpus=0)(_facts_there)
     refs = {}
     for role in roles:
@@ -183,11 +182,7 @@ def describe_machines(roles=("desktop", "mac"), timeout: float = 120.0) -> dict:
     for role, (ref, simulated) in refs.items():
         there = ray.get(ref, timeout=timeout)
         out[role] = {**there, "origin": measured.PRACTICE if simulated else there.get("origin", measured.PAIR)}
-    return out
-
-
-def save_machines(described: dict, where=None):
-    """Keep ``describe_machines()``'s table as ``machines.json`` for the report."""
-    origins = {f["origin"] for f in described.values()}
+    origins = {f["origin"] for f in out.values()}
     kind = measured.PRACTICE if measured.PRACTICE in origins else min(origins - {measured.PAIR} or origins)
-    return measured.save_figure("machines", {"machines": described, "origin": kind}, where)
+    measured.save_figure("machines", {"machines": out, "origin": kind}, where)
+    return out

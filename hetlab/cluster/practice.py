@@ -76,8 +76,9 @@ class PracticeCluster:
         # a file and aborts after ~15 s, which a busy 2-core machine can exceed.
         agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
                            "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
+        simulated = {} if role in REAL_HERE else {SIMULATED_LABEL: "true"}
         args = dict(num_cpus=1, num_gpus=self._gpus.get(role, 0), object_store_memory=100 * 2**20, **agents,
-                    resources=node_resources(role), labels={**role_label(role), **({} if role in REAL_HERE else {SIMULATED_LABEL: "true"})},
+                    resources=node_resources(role), labels={**role_label(role), **simulated},
                     include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
         if self._local_cluster.head_node is None:  # the head's GCS watches every node
             args["_system_config"] = PATIENT_HEALTH_CHECK
