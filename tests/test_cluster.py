@@ -143,7 +143,7 @@ def test_waiting_for_a_mac_that_never_comes_ends_in_one_line_that_says_why(local
     closed = free_ports(1)[0]
     with pytest.raises(HetlabError) as err:
         joining.wait_for_mac("127.0.0.1", "127.0.0.1", Ports(node_manager=closed), timeout=1.0)
-    assert "nothing listens on the Mac" in str(err.value) and "\n" not in str(err.value)
+    assert "the Mac's node has not joined this head" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_nodes_without_connection_is_one_line_error():

@@ -50,11 +50,10 @@ def test_token_warning_is_one_hetlab_line_and_other_warnings_pass(how):
 def test_filter_drops_only_that_message():
     def record(msg):
         return logging.LogRecord(raylog.TOKEN_LOGGER, logging.WARNING, __file__, 1, msg, None, None)
-    f = raylog.Drop()
-    assert f.filter(record("Token authentication is disabled for this Ray cluster. Anyone ..."))
-    assert f.filter(record("something else"))
-    assert not f.filter(record(raylog.TOKEN_ENABLED + " Set RAY_AUTH_MODE=disabled to opt out."))
+    assert raylog.drop(record("Token authentication is disabled for this Ray cluster. Anyone ..."))
+    assert raylog.drop(record("something else"))
+    assert not raylog.drop(record(raylog.TOKEN_ENABLED + " Set RAY_AUTH_MODE=disabled to opt out."))
     raylog.explain_token_auth()
     raylog.explain_token_auth()
-    assert sum(isinstance(x, raylog.Drop) for x in logging.getLogger(raylog.TOKEN_LOGGER).filters) == 1
-    assert not any(isinstance(x, raylog.Drop) for x in logging.getLogger("ray").filters)
+    assert logging.getLogger(raylog.TOKEN_LOGGER).filters.count(raylog.drop) == 1
+    assert raylog.drop not in logging.getLogger("ray").filters

@@ -22,9 +22,6 @@ from hetlab.errors import HetlabError
 from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, TOKEN_PATH, Ports
 
 AUTH_ENV = {RAY_AUTH_ENV: "token"}  # token authentication everywhere, one shared token
-# Ray refuses a Mac in a cluster without it; on its `ray start` line only: set for every process,
-# it moves even a local Ray off loopback.
-MAC_ENV = {RAY_MAC_CLUSTER_ENV: "1"}
 
 
 def firewall_ranges(ports: Ports, head: bool) -> list[str]:
@@ -94,7 +91,7 @@ def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), cpus: int |
     mine = "MAC_IP" if ip is None else check_ip(ip, "this machine's IP")
     argv = (["ray", "start", f"--address={gcs_address(head_ip, ports.gcs)}"]
             + _common(mine, "mac", ports, cpus, gpus))
-    return argv, {**AUTH_ENV, **MAC_ENV}
+    return argv, {**AUTH_ENV, RAY_MAC_CLUSTER_ENV: "1"}   # a Mac joins only with it; on this line only
 
 
 def gcs_address(ip: str, port: int) -> str:
@@ -106,11 +103,6 @@ def shell_line(argv: list[str], env: dict | None = None) -> str:
     """One copy-paste line: ``VAR=value … ray start …`` with shell quoting."""
     prefix = [f"{key}={shlex.quote(value)}" for key, value in (env or {}).items()]
     return " ".join(prefix + [shlex.join(argv)])
-
-
-def ufw_ports(ranges: list[str]) -> list[str]:
-    """``firewall_ranges`` in ufw's spelling: ``6379-6385`` becomes ``6379:6385``."""
-    return [rng.replace("-", ":") for rng in ranges]
 
 
 BEGIN = "----- paste from here, whole, into {where} -----"
@@ -161,9 +153,9 @@ def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> tuple[list[s
     Ray Train's open to the Mac's address only. ``--force``: ``ufw enable`` asks no question."""
     mac = check_ip(mac_ip, "the Mac's IP") if mac_ip else "MAC_IP"
     closed = ", ".join(str(p) for p in ports.local_only(head=True))
-    rule = f"sudo ufw allow proto tcp from {mac} to any port"
-    ray = [f"{rule} {rng}" for rng in ufw_ports(firewall_ranges(ports, head=True))]
-    train = ufw_ports(train_ranges(ports, "desktop"))
+    rule = f"sudo ufw allow proto tcp from {mac} to any port"   # ufw spells a range 6379:6385
+    ray = [f"{rule} {rng.replace('-', ':')}" for rng in firewall_ranges(ports, head=True)]
+    train = train_ranges(ports, "desktop")
     notes = [f"2) firewall (ufw): SSH stays open, Ray's ports open to the Mac ({mac}) only, the rest closed "
              f"({closed} too: dashboard and metrics, local use only). The last allow line is Ray Train's "
              f"(notebook 07): the rendezvous store ({train[0]}), through which its ranks also swap their "
@@ -191,7 +183,6 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
              ("4) the block's last line shows the token: the Mac's first line waits for you to type it there "
               "(nothing echoes). It never crosses the network." if by_hand else
               "4) the Mac fetches the token over SSH (its steps): nothing to do here."),
-             "Day two (after a reboot): `hetlab head --start` runs step 3 again (notebook 04 remembers the pair).",
              "Stop: `ray stop` (stops every Ray process of this user on this machine).", STOP_NOTE]
     lines = ["ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH, *fw_lines,
              shell_line(argv, env), *(["ray get-auth-token"] if by_hand else [])]
@@ -249,9 +240,6 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user:
              f"a local Ray off 127.0.0.1).",
              "4) the last line checks from here (the head asks for the token: RAY_AUTH_MODE=token in this "
              "shell, and in the one that starts a notebook here).",
-             "Day two (after a reboot): `hetlab join --start` runs step 3 again (notebook 04 remembers the pair here too).",
-             "During a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
-             "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change.",
              STOP_NOTE]
     lines = [tk_line, *fw_lines, shell_line(argv, env),
              f"export {RAY_AUTH_ENV}=token && hetlab doctor --head {shlex.quote(argv[2].split('=', 1)[1])}"]

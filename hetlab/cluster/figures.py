@@ -33,11 +33,6 @@ class Fetched:
     hostname: str
     measured_now: bool
 
-    def __str__(self) -> str:
-        how = "measured there now" if self.measured_now else "saved there by notebook 02"
-        return (f"the {self.role}'s figures ({how}, {self.data.get('device')}, {str(self.data.get('date'))[:10]}), "
-                f"read on its node {self.hostname} → {self.path}")
-
 
 def _read_there(role: str, there: str | None) -> tuple[dict | None, str, str]:
     return (measured.load(role, there), ray.get_runtime_context().get_node_id(), socket.gethostname())

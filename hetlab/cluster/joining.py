@@ -83,18 +83,14 @@ def why_no_mac(desktop_ip: str, mac_ip: str, ports: Ports, waited: float, last: 
     if not ray.is_initialized():
         return (f"{where} no head answers at {desktop_ip}:{ports.gcs}{f' ({last})' if last else ''}: run this "
                 f"desktop's lines (above) in a terminal here; `hetlab doctor` says what is missing.")
-    problem = port_open(mac_ip, ports.node_manager, timeout=3)
-    if problem is None:
-        return (f"{where} Ray runs on the Mac ({mac_ip}:{ports.node_manager} answers) but its node has not "
-                f"joined this head: on the Mac, run `hetlab doctor --head {shlex.quote(gcs_address(desktop_ip, ports.gcs))}` (token, "
-                f"versions, commit) and its last step again.")
+    problem = port_open(mac_ip, ports.node_manager, timeout=3) or ""
     if "timed out" in problem:
         return (f"{where} the desktop cannot reach the Mac ({mac_ip}:{ports.node_manager} {problem}): the Mac's "
                 f"firewall drops it, or the address is not the Mac's: allow python and raylet (the Mac's step "
                 f"2), and check MAC_IP.")
-    return (f"{where} nothing listens on the Mac ({mac_ip}:{ports.node_manager} {problem}): its `ray start` "
-            f"failed; read what it printed there (the token, the Ray or Python version, the firewall "
-            f"of this desktop), or run `hetlab doctor --head {shlex.quote(gcs_address(desktop_ip, ports.gcs))}` on the Mac.")
+    return (f"{where} the Mac's node has not joined this head: its block failed; read what it printed there (the "
+            f"token, the Ray or Python version, commit, the firewall of this desktop), or run `hetlab doctor "
+            f"--head {shlex.quote(gcs_address(desktop_ip, ports.gcs))}` on the Mac.")
 
 
 def remember(desktop_ip: str, mac_ip: str, port: int = Ports.gcs) -> tuple[str, str]:

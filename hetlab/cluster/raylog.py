@@ -15,22 +15,18 @@ NOTICE = ("hetlab: Ray turned on token authentication for this local Ray (its de
           "docs/troubleshooting.md.")
 
 
-class Drop(logging.Filter):
-    """Drop the records whose message starts with ``TOKEN_ENABLED``; print ``NOTICE`` for the first."""
-
-    noticed = False  # whether this process printed the notice
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.getMessage().startswith(TOKEN_ENABLED):
-            return True
-        if not Drop.noticed:
-            Drop.noticed = True
-            print(NOTICE)
-        return False
+def drop(record: logging.LogRecord) -> bool:
+    """A log filter: False for Ray's ``TOKEN_ENABLED`` record, printing ``NOTICE`` the first time."""
+    if not record.getMessage().startswith(TOKEN_ENABLED):
+        return True
+    if not getattr(drop, "noticed", False):
+        drop.noticed = True
+        print(NOTICE)
+    return False
 
 
 def explain_token_auth() -> None:
     """Ray's "Token authentication is enabled ..." warning becomes hetlab's one-line notice (once)."""
     logger = logging.getLogger(TOKEN_LOGGER)
-    if not any(isinstance(f, Drop) for f in logger.filters):
-        logger.addFilter(Drop())
+    if drop not in logger.filters:
+        logger.addFilter(drop)

@@ -19,20 +19,16 @@ SIMULATED_LABEL = "hetlab-simulated"  # set on practice stand-ins ("mac (simulat
 ROLE_SLIVER = 0.001  # an actor asks for this much of its node's role resource (node has 1)
 
 
-def _check_role(role: str) -> str:
+def role_label(role: str) -> dict:
+    """Label selector for a role, e.g. ``{"hetlab-role": "mac"}`` (for Ray Train's ScalingConfig)."""
     if role not in ROLES:
         raise HetlabError(f"unknown role {role!r}: use one of {', '.join(ROLES)}.")
-    return role
+    return {ROLE_LABEL: role}
 
 
 def role_resource(role: str) -> str:
     """Name of the custom resource a node of this role carries, e.g. ``hetlab-role:mac``."""
-    return f"{ROLE_LABEL}:{_check_role(role)}"
-
-
-def role_label(role: str) -> dict:
-    """Label selector for a role, e.g. ``{"hetlab-role": "mac"}`` (for Ray Train's ScalingConfig)."""
-    return {ROLE_LABEL: _check_role(role)}
+    return f"{ROLE_LABEL}:{role_label(role)[ROLE_LABEL]}"
 
 
 def node_resources(role: str) -> dict:
