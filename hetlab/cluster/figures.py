@@ -39,21 +39,20 @@ def _read_there(role: str, there: str | None) -> tuple[dict | None, str, str]:
 
 
 def _measure_there(role: str, there: str | None, batch_sizes: tuple[int, ...], steps: int,
-                   models: tuple[str, ...], simulated: bool = False) -> tuple[dict, str, str]:
+                   simulated: bool = False) -> tuple[dict, str, str]:
     from hetlab.core import devices
     from hetlab.core.models import make_model
     from hetlab.core.train import course_speed, measure_speed
     device = devices.best()
     figures = {name: [measure_speed(make_model(name), device, b, steps=steps).samples_per_s for b in batch_sizes]
-               for name in models}
-    speeds = {"small": course_speed(device, steps=steps)} if "small" in models else {}
+               for name in MODELS}
     measured.save(role, devices.describe(device), batch_sizes, figures, where=there, simulated=simulated,
-                  speeds=speeds)
+                  speeds={"small": course_speed(device, steps=steps)})
     return _read_there(role, there)   # what was saved, read back as a fetch reads it
 
 
 def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | None = None,
-          quick: bool = False, models: tuple[str, ...] = MODELS, timeout: float = 600.0) -> Fetched:
+          quick: bool = False, timeout: float = 600.0) -> Fetched:
     """Read ``role``'s saved figures on its own node (``there``: its folder) and keep them here
     (``where``); with no figures there, measure that machine there first (``quick``: a shorter sweep)."""
     nodes, simulated = joined(role, "fetching figures")
@@ -64,7 +63,7 @@ def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | No
         gpu = nodes[0]["Resources"].get("GPU", 0) >= 1
         sweep = ray.remote(num_cpus=1)(_measure_there).options(**placement(role, gpu=gpu))
         data, node_id, hostname = ray.get(
-            sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, tuple(models), simulated),
+            sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, simulated),
             timeout=timeout)
     return Fetched(role, measured.keep(role, data, where), data, node_id, hostname, measured_now)
 
@@ -100,11 +99,6 @@ class MeasuredLink:
     repeats: int
     echoes: int
     origin: str
-
-    def as_link(self, name: str = "my link, measured by hetlab"):
-        """The planner's ``Link`` with these figures (notebook 08's exercise 3)."""
-        from hetlab.arithmetic.planner import Link
-        return Link(self.mbit_s, self.rtt_ms, name)
 
     def __str__(self) -> str:
         return (f"{self.mbit_s:,.0f} Mbit/s (repeats {self.mbit_s_low:,.0f}–{self.mbit_s_high:,.0f}, "
