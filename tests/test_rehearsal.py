@@ -652,8 +652,7 @@ def test_the_rehearsal_mac_hosts_terminal_has_the_standins_then_the_course_then_
     assert folders[:2] == [str(tmp_path / "standins" / "bin"), os.path.dirname(sys.executable)], folders
     assert str(tmp_path / "standins" / "macos") in folders and not {"/usr/bin", "/bin"} & set(folders), folders
     assert "/usr/bin" in desktop["PATH"].split(os.pathsep) and "macos" not in desktop["PATH"]
-    [line] = commands.macos_firewall_steps("6380-6385")[1]
-    said = learner.paste(MAC, f"command -v ip || echo no ip\n{line}", here={**mac, "HOME": str(tmp_path)}, lint=False)
+    said = learner.paste(MAC, f"command -v ip || echo no ip\n{commands.MACOS_FIREWALL_LINE}", here={**mac, "HOME": str(tmp_path)}, lint=False)
     assert said["output"].split() == ["no", "ip"]
     recorded = (tmp_path / "socketfilterfw.log").read_text().splitlines()
     ray_bin = Path(importlib.util.find_spec("ray").origin).parent / "core" / "src" / "ray"   # found without Ray

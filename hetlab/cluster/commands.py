@@ -197,17 +197,10 @@ MACOS_APPS = ("import ray, os, sys; d = os.path.join(os.path.dirname(ray.__file_
               "print(os.path.join(d, 'gcs', 'gcs_server'))")
 
 
-def macos_firewall_steps(ranges: str) -> tuple[list[str], list[str]]:
-    """The Mac's firewall as (notes, lines): per application, not per port; and Local Network privacy."""
-    return ([f"2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here). The macOS "
-             f"firewall is per APPLICATION, not per port or address: if it is on (System Settings > Network > "
-             f"Firewall), the socketfilterfw line allows incoming connections for the programs that accept "
-             f"them, with the conda env active: its Python, and Ray's raylet and gcs_server.",
-             "   macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from "
-             "another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy & "
-             "Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run."],
-            [f'apps=$(python -c "{MACOS_APPS}") && printf \'%s\\n\' "$apps" | while read -r app && [ -n "$app" ]; '
-             f'do sudo {MACOS_FIREWALL} --add "$app" && sudo {MACOS_FIREWALL} --unblockapp "$app"; done'])
+# The Mac's firewall allows applications, not ports: these, one per line, then each allowed.
+MACOS_FIREWALL_LINE = (f'apps=$(python -c "{MACOS_APPS}") && printf \'%s\\n\' "$apps" | while read -r app && '
+                       f'[ -n "$app" ]; do sudo {MACOS_FIREWALL} --add "$app" && sudo {MACOS_FIREWALL} '
+                       f'--unblockapp "$app"; done')
 
 
 def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user: str | None = None,
@@ -219,7 +212,7 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user:
     typed, unechoed (``read -rs``)."""
     argv, env = join_start(head_ip, ip, ports, **options)
     head_ip = check_ip(head_ip, "head IP")
-    fw_notes, fw_lines = macos_firewall_steps(" ".join(firewall_ranges(ports, head=False)))
+    ranges = " ".join(firewall_ranges(ports, head=False))
     by_hand = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && [ -n "$TOKEN" ] && printf %s "$TOKEN" > '
                f'{TOKEN_PATH}) && chmod 600 {TOKEN_PATH}')
     if token != "ssh":
@@ -235,13 +228,20 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user:
                    f"chmod 600 {TOKEN_PATH}")
     notes = ["On the Mac (joins the desktop's head). Read these notes, then paste the block below whole into "
              "Terminal there, with `conda activate hetlab` done in ~/hetlab:",
-             tk_note, *fw_notes,
+             tk_note,
+             f"2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here). The macOS "
+             f"firewall is per APPLICATION, not per port or address: if it is on (System Settings > Network > "
+             f"Firewall), the socketfilterfw line allows incoming connections for the programs that accept "
+             f"them, with the conda env active: its Python, and Ray's raylet and gcs_server.",
+             "   macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from "
+             "another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy & "
+             "Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run.",
              f"3) join ({RAY_MAC_CLUSTER_ENV}=1 on that line only: set for every process it moves even "
              f"a local Ray off 127.0.0.1).",
              "4) the last line checks from here (the head asks for the token: RAY_AUTH_MODE=token in this "
              "shell, and in the one that starts a notebook here).",
              STOP_NOTE]
-    lines = [tk_line, *fw_lines, shell_line(argv, env),
+    lines = [tk_line, MACOS_FIREWALL_LINE, shell_line(argv, env),
              f"export {RAY_AUTH_ENV}=token && hetlab doctor --head {shlex.quote(argv[2].split('=', 1)[1])}"]
     return block(notes, "the Mac's Terminal", stop_at_failure(lines))
 
