@@ -46,10 +46,6 @@ class Requested:
         """True when a cluster was asked for: not the practice cluster, not a local Ray."""
         return self.address not in (None, "local")
 
-    @property
-    def from_saved(self) -> bool:
-        return self.source == SAVED
-
 
 def requested_address(address: str | None = None) -> Requested:
     """The cluster asked for: ``address``, else ``HETLAB_ADDRESS``, else ``RAY_ADDRESS``, else the
@@ -266,7 +262,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     token_mode()
     hint = (f" (your pair, saved by notebook 04 in {saved_pair.path()}: start it with `hetlab head --start` "
             f"on the desktop, then `hetlab join --start` on the Mac; or {ADDRESS_ENV}=local for the "
-            f"practice cluster)") if requested.from_saved else ""
+            f"practice cluster)") if requested.source == SAVED else ""
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}{hint}; "
