@@ -34,6 +34,7 @@ import time
 
 import ray
 import torch
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hetlab.cluster.roles import placement
 from hetlab.core.flat import flat_weights
@@ -75,9 +76,9 @@ def main() -> None:
     n = flat_weights(make_model(args.model, seed=0)).numel()
 
     with the_pair() as pair:
-        here = ray.get_runtime_context().get_node_id()
-        server = Probe.options(**placement(node_id=here)).remote(n)
-        near = Probe.options(**placement(node_id=here)).remote(n)       # a worker beside the server
+        driver_node = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        server = Probe.options(scheduling_strategy=driver_node).remote(n)
+        near = Probe.options(scheduling_strategy=driver_node).remote(n)       # a worker beside the server
         far = Probe.options(**placement(pair.workers[1].role)).remote(n)  # the mac's node
         ray.get([p.empty.remote() for p in (server, near, far)])
         piece = {"torch tensor": torch.ones(n // 2)}  # half the fp32 buffer

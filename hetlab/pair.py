@@ -13,7 +13,7 @@ import ipaddress
 import platform
 from dataclasses import dataclass
 
-from hetlab.cluster.connecting import Requested, connect, parse_address, requested_address
+from hetlab.cluster.connecting import SAVED, Requested, connect, parse_address, requested_address
 from hetlab.cluster import joining
 from hetlab.cluster.roles import live_nodes
 from hetlab.errors import HetlabError
@@ -76,7 +76,7 @@ def which_cluster() -> str:
     requested = requested_address()
     if not requested.real:
         return PRACTICE_LINE
-    if requested.from_saved:
+    if requested.source == SAVED:
         return str(requested.pair)
     return f"your pair: the head at {requested.address} (from {requested.source})"
 
@@ -139,10 +139,10 @@ def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: st
     head_name = NAMES.get(head_role, "the head")
     if on_head:
         return f"this kernel: {hostname}, {NAMES.get(role or head_role or os_role)}, the head of your pair ({head})", None
-    if role is None and pair is not None and requested.from_saved:   # neither saved address is here
-        changed = joining.check(pair, os_role, here)                     # this machine's own address moved
-        if changed:
-            return f"this kernel: {hostname}, {NAMES.get(os_role)}, not at its saved address", changed
+    if role is None and pair is not None and requested.source == SAVED:   # neither saved address is here
+        return (f"this kernel: {hostname}, {NAMES.get(os_role)}, not at its saved address",
+                f"this machine holds neither address of the saved pair (desktop {pair.desktop_ip}, Mac {pair.mac_ip}): one moved; run notebook 04 "
+                f"again with the new one, on the desktop (it prints new lines and saves the pair again).")
     me = NAMES.get(role or os_role)
     where = f"the head, {head_name} ({head})" if head_role else f"the head ({head})"
     stop = (f"this notebook runs on {where}, not on this machine ({me}): open it in {head_name}'s JupyterLab "

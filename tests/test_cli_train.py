@@ -149,10 +149,13 @@ def test_a_short_run_trains_and_checkpoints(checkpoints):
 @pytest.mark.skipif(rehearsal.missing() is None,
                     reason="--address and --resume run across two hosts in tests/test_rehearsal.py")
 def test_resume_through_address_continues_the_step_count(checkpoints):
+    import ray
+
     from hetlab.cluster.practice import PracticeCluster
 
     folder, _ = checkpoints
-    with PracticeCluster(("desktop", "mac"), connect=False) as practice:
+    with PracticeCluster(("desktop", "mac")) as practice:
+        ray.shutdown()   # this process lets go: `hetlab train --address` connects from its own
         done = hetlab_train("--address", practice.address, "--model", "mynet:tiny", "--steps", "30",
                             "--resume", str(folder), "--checkpoint-dir", str(folder), *COMMON, cwd=folder.parent)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -335,9 +336,11 @@ def real_pair():
     base = _free_block(60)
     head_ports, mac_ports = _ports(base), _ports(base + 30)
     # the (argv, environment) pairs that the printed lines show and `hetlab head/join --start` run
-    head = commands.head_start("127.0.0.1", head_ports, cpus=1, block=True, temp_dir=f"{tag}/ray")
-    mac = commands.join_start("127.0.0.1", "127.0.0.1", mac_ports, head_port=head_ports.gcs,
-                              cpus=1, block=True, temp_dir=f"{tag}/ray")
+    # here in the foreground, in a private temp dir; the Mac's node joins the head's GCS port
+    foreground = ["--block", f"--temp-dir={tag}/ray"]
+    head, head_env = commands.head_start("127.0.0.1", head_ports, cpus=1)
+    mac, mac_env = commands.join_start("127.0.0.1", "127.0.0.1", replace(mac_ports, gcs=head_ports.gcs), cpus=1)
+    head, mac = (head + foreground, head_env), (mac + foreground, mac_env)
     procs = []
     try:
         for (argv, extra), name in [(head, "head"), (mac, "mac")]:

@@ -50,31 +50,10 @@ def test_token_warning_is_one_hetlab_line_and_other_warnings_pass(how):
 def test_filter_drops_only_that_message():
     def record(msg):
         return logging.LogRecord(raylog.TOKEN_LOGGER, logging.WARNING, __file__, 1, msg, None, None)
-    f = raylog.Drop(raylog.TOKEN_ENABLED)
-    assert f.filter(record("Token authentication is disabled for this Ray cluster. Anyone ..."))
-    assert f.filter(record("something else"))
-    assert not f.filter(record(raylog.TOKEN_ENABLED + " Set RAY_AUTH_MODE=disabled to opt out."))
+    assert raylog.drop(record("Token authentication is disabled for this Ray cluster. Anyone ..."))
+    assert raylog.drop(record("something else"))
+    assert not raylog.drop(record(raylog.TOKEN_ENABLED + " Set RAY_AUTH_MODE=disabled to opt out."))
     raylog.explain_token_auth()
     raylog.explain_token_auth()
-    assert sum(isinstance(x, raylog.Drop) for x in logging.getLogger(raylog.TOKEN_LOGGER).filters) == 1
-    assert not any(isinstance(x, raylog.Drop) for x in logging.getLogger("ray").filters)
-
-
-# What a trial process printed when Ray's SIGTERM landed in a weakref callback (a make test run).
-STOPPED = ["Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f04ef0e4720>",
-           "Traceback (most recent call last):",
-           '  File "/usr/lib/python3.11/_weakrefset.py", line 39, in _remove',
-           "    def _remove(item, selfref=ref(self)):",
-           "",
-           '  File "/x/.venv/lib/python3.11/site-packages/ray/_private/worker.py", line 1063, in sigterm_handler',
-           "    raise_sys_exit_with_custom_error_message(",
-           '  File "python/ray/_raylet.pyx", line 712, in ray._raylet.raise_sys_exit_with_custom_error_message',
-           "SystemExit: 1"]
-
-
-def test_a_stopped_process_traceback_goes_and_every_other_line_stays():
-    other = ["Exception ignored in: <function f at 0x1>", "Traceback (most recent call last):",
-             '  File "mine.py", line 3, in f', "SystemExit: 2"]            # not Ray's handler: kept
-    assert raylog.without_sigterm_noise(["epoch 1"] + STOPPED + ["epoch 2"]) == ["epoch 1", "epoch 2"]
-    assert raylog.without_sigterm_noise(other + STOPPED) == other
-    assert raylog.without_sigterm_noise(STOPPED[:4]) == STOPPED[:4]       # a block cut short: shown
+    assert logging.getLogger(raylog.TOKEN_LOGGER).filters.count(raylog.drop) == 1
+    assert raylog.drop not in logging.getLogger("ray").filters

@@ -12,7 +12,6 @@ import pytest
 import ray
 import torch
 
-from hetlab.cluster import raylog
 from hetlab import search
 from hetlab.search import slots, trial
 from hetlab.errors import HetlabError
@@ -158,18 +157,6 @@ def fails_in_a_trial(width=16):
     if ray.get_runtime_context().get_actor_id() is not None:   # inside a trial, not on the driver
         raise RuntimeError(f"out of memory at width {width} (made up)")
     return small_cnn(width)
-
-
-def test_the_drivers_printer_drops_a_stopped_trial_process_traceback(practice, capsys):
-    from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
-    from test_raylog import STOPPED
-    raylog.quiet_stopped_processes()
-    raylog.quiet_stopped_processes()                                      # wrapped once, however often called
-    assert [n for n, h in dispatcher.handlers if getattr(h, "hetlab_quiet", False)] == ["ray_print_logs"]
-    dispatcher.emit({"lines": STOPPED + ["epoch 1 done"], "pid": 4242, "ip": "127.0.0.1", "is_err": True,
-                     "task_name": "run_trial", "actor_name": "", "localhost": "127.0.0.1", "job": ""})
-    err = capsys.readouterr().err
-    assert "epoch 1 done" in err and "SystemExit" not in err and "Traceback" not in err
 
 
 def test_trials_that_raise_are_one_line_each(practice, capsys):

@@ -25,8 +25,8 @@ PREFIX = 60  # characters of each message that must be quoted on the page
 
 # functions whose returned strings are one-line explanations shown to the learner
 EXPLAINERS = {
-    "cluster/connecting.py": ("driver_notice", "port_open", "probe_gcs"),
-    "cluster/joining.py": ("why_no_mac", "check"),
+    "cluster/connecting.py": ("port_open", "probe_gcs"),
+    "cluster/joining.py": ("why_no_mac",),
     "raytrain/mixed.py": ("explain_failure",),
     "harness/rehearsal/hosts.py": ("missing",),
     "views/widgets.py": ("shut_down_note",),

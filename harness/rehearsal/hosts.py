@@ -206,19 +206,6 @@ def set_link(profile: str) -> dict:
     return state
 
 
-def readdress(host: Host, ip: str) -> str:
-    """Give ``host`` another address on the link, as a router's new lease does to a Mac overnight (day
-    two, tests/test_rehearsal.py); ``readdress(host, host.ip)`` puts it back. Returns the address it had."""
-    ns = ["ip", "-n", host.netns]
-    shown = _run(ns + ["-4", "-o", "addr", "show", "dev", host.ifname]).stdout.split()
-    old = shown[shown.index("inet") + 1] if "inet" in shown else None
-    if old is not None and old.split("/")[0] != ip:
-        _run(ns + ["addr", "del", old, "dev", host.ifname])
-    if old is None or old.split("/")[0] != ip:
-        _run(ns + ["addr", "add", f"{ip}/24", "dev", host.ifname])
-    return old.split("/")[0] if old else ""
-
-
 def status() -> dict | None:
     """The running rehearsal's state (address, hosts, link), or None when none is up."""
     present = set(_run(["ip", "netns", "list"], check=False).stdout.split()) if shutil.which("ip") else set()

@@ -23,7 +23,7 @@ from hetlab.errors import HetlabError
 from harness.rehearsal import learner
 from harness.rehearsal.hosts import (DESKTOP, HOSTS, MAC, PROFILES, ROOT, STATE, Host, inside, kill_all_in,
                                           set_up_network, down, host_env, missing, status)
-from harness.rehearsal.hosts import firewall, readdress, set_link  # noqa: F401 - rehearsal.set_link, .firewall, .readdress
+from harness.rehearsal.hosts import firewall, set_link  # noqa: F401 - rehearsal.set_link, .firewall
 
 
 def start_pair(ports: commands.Ports = commands.Ports()) -> list[dict]:

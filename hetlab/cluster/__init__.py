@@ -1,10 +1,8 @@
 """Ray and the machines (notebooks 03, 04): connecting to the address asked for, the token kept private,
-the head's reach checked and what each node runs (``connecting``, re-exported here with the roles, so
-``cluster.connect()`` reads as before), the roles, actors pinned to them and who holds a GPU (``roles``),
-the practice cluster (``practice``), the printed ``ray start`` lines and running them (``commands``),
-Ray's logs (``raylog``), what the Mac knows brought over Ray: its figures, the link, each machine's facts
-(``figures``), the Mac's join from 04, the pair it saves (kept in ``hetlab.store``) and a moved address
-on day two (``joining``).
+the head's reach and what each node runs (``connecting``, re-exported here with the roles), the roles
+and actors pinned to them (``roles``), the practice cluster (``practice``), the printed ``ray start``
+lines and running them (``commands``), Ray's token notice (``raylog``), what the Mac knows brought over
+Ray (``figures``), the Mac's join from notebook 04 (``joining``).
 """
 from hetlab.cluster.roles import (  # noqa: F401 - re-exported
     ROLE_LABEL, role_label, node_resources, placement, live_nodes, node_name)

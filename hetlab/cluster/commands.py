@@ -1,11 +1,8 @@
-"""The exact ``ray start`` commands for a secure two-machine cluster (notebook 04, ``hetlab head/join``),
-and running them on day two (``hetlab head/join --start``).
+"""The ``ray start`` commands for a secure two-machine cluster (notebook 04, ``hetlab head/join``), and
+running them on day two (``hetlab head/join --start``, bounded in time, a failure in one line).
 
-Plain functions build argv lists (tests start real nodes from them); ``render_head`` and
-``render_join`` turn them into notes to read, then one block to paste between two marker lines
-(``blocks`` reads them back). Each flag is checked against ``ray/scripts/scripts.py`` of Ray 2.60;
-the comments at each say what it secures. ``start`` runs the printed line, bounded in time, and says
-a failure in one line of hetlab's, not Ray's retry log.
+``render_head`` and ``render_join`` print notes to read, then one block to paste between two marker
+lines (``blocks`` reads them back). Flags as in ``ray/scripts/scripts.py`` of Ray 2.60.
 """
 from __future__ import annotations
 
@@ -25,9 +22,6 @@ from hetlab.errors import HetlabError
 from hetlab.vocab import RAY_AUTH_ENV, RAY_MAC_CLUSTER_ENV, TOKEN_PATH, Ports
 
 AUTH_ENV = {RAY_AUTH_ENV: "token"}  # token authentication everywhere, one shared token
-# Ray refuses a Mac in a cluster without it; on its `ray start` line only: set for every process,
-# it moves even a local Ray off loopback.
-MAC_ENV = {RAY_MAC_CLUSTER_ENV: "1"}
 
 
 def firewall_ranges(ports: Ports, head: bool) -> list[str]:
@@ -42,9 +36,8 @@ def firewall_ranges(ports: Ports, head: bool) -> list[str]:
 
 
 def train_ranges(ports: Ports, role: str) -> list[str]:
-    """TCP ports Ray Train needs on the ``role`` machine from the other one (notebook 07): on the
-    desktop, where rank 0 runs, the rendezvous store, which carries the ranks' exchange too
-    (``hetlab.raytrain.exchange``); nothing on the Mac, whose rank only connects out."""
+    """TCP ports Ray Train needs on ``role`` from the other machine (notebook 07): the rendezvous store
+    on the desktop, where rank 0 runs; nothing on the Mac, whose rank only connects out."""
     return [str(ports.train_rendezvous)] if role == "desktop" else []
 
 
@@ -58,7 +51,7 @@ def check_ip(ip: str, what: str = "IP") -> str:
                           f"Linux).") from None
 
 
-def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> list[str]:
+def _common(ip: str, role: str, ports: Ports, cpus, gpus) -> list[str]:
     # every port pinned, so a firewall can open exactly these, for the other machine only
     args = [f"--node-ip-address={ip}",  # explicit: what the node advertises (a Mac's host-name lookup breaks)
             f"--node-manager-port={ports.node_manager}",
@@ -75,44 +68,34 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus, block, temp_dir) -> li
         args.append(f"--num-cpus={int(cpus)}")
     if gpus is not None:
         args.append(f"--num-gpus={int(gpus)}")
-    if temp_dir:
-        args.append(f"--temp-dir={temp_dir}")
-    if block:
-        args.append("--block")
     return args
 
 
-# ``block``, ``temp_dir`` (and ``join_start``'s ``head_port``): tests/test_commands.py starts a real,
-# isolated head and node from these lines on one machine, in the foreground, each on its own ports.
 def head_start(ip: str, ports: Ports = Ports(), cpus: int | None = None,
-               gpus: int | None = None, block: bool = False, temp_dir: str | None = None) -> tuple[list[str], dict]:
-    """The desktop's ``ray start --head`` as (argv, environment): printed by ``render_head``, run by ``hetlab
-    head --start``. Its dashboard listens on 127.0.0.1 only: open it on the head, or from the Mac through
-    ``ssh -L 8265:127.0.0.1:8265``. The environment: token auth, and the two metrics ports that have no
-    ``ray start`` flag (``ray/autoscaler/_private/constants.py``, ``ray/dashboard/consts.py``)."""
+               gpus: int | None = None) -> tuple[list[str], dict]:
+    """The desktop's ``ray start --head`` as (argv, environment), its dashboard on 127.0.0.1 only. The
+    environment: token auth, and the two metrics ports that have no ``ray start`` flag."""
     ip = check_ip(ip, "head IP")
     argv = (["ray", "start", "--head", f"--port={ports.gcs}", f"--ray-client-server-port={ports.client_server}",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={ports.dashboard}", "--disable-usage-stats"]
-            + _common(ip, "desktop", ports, cpus, gpus, block, temp_dir))
+            + _common(ip, "desktop", ports, cpus, gpus))
     return argv, {**AUTH_ENV, "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
                   "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics)}
 
 
-def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), head_port: int | None = None,
-               cpus: int | None = None, gpus: int | None = None, block: bool = False, temp_dir: str | None = None) -> tuple[list[str], dict]:
-    """The Mac's ``ray start --address=HEAD:PORT`` as (argv, environment): printed by ``render_join``, run
-    by ``hetlab join --start``. A Mac must opt in to multi-node clusters. ``ip=None`` leaves the
-    placeholder ``MAC_IP`` for the learner to fill in."""
+def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), cpus: int | None = None,
+               gpus: int | None = None) -> tuple[list[str], dict]:
+    """The Mac's ``ray start --address=HEAD:PORT`` as (argv, environment), with the Mac's opt-in to
+    multi-node clusters; ``ip=None`` leaves the placeholder ``MAC_IP``."""
     head_ip = check_ip(head_ip, "head IP")
     mine = "MAC_IP" if ip is None else check_ip(ip, "this machine's IP")
-    argv = (["ray", "start", f"--address={gcs_address(head_ip, head_port or ports.gcs)}"]
-            + _common(mine, "mac", ports, cpus, gpus, block, temp_dir))
-    return argv, {**AUTH_ENV, **MAC_ENV}
+    argv = (["ray", "start", f"--address={gcs_address(head_ip, ports.gcs)}"]
+            + _common(mine, "mac", ports, cpus, gpus))
+    return argv, {**AUTH_ENV, RAY_MAC_CLUSTER_ENV: "1"}   # a Mac joins only with it; on this line only
 
 
 def gcs_address(ip: str, port: int) -> str:
-    """``IP:PORT`` as Ray takes it: an IPv6 address in brackets, ``[fd00::10]:6379``. A line to copy
-    quotes it (``shlex.quote``): zsh reads an unquoted one as a glob pattern, "no matches found"."""
+    """``IP:PORT`` as Ray takes it: an IPv6 address in brackets (a line to copy quotes it: zsh globs it)."""
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
@@ -122,20 +105,14 @@ def shell_line(argv: list[str], env: dict | None = None) -> str:
     return " ".join(prefix + [shlex.join(argv)])
 
 
-def ufw_ports(ranges: list[str]) -> list[str]:
-    """``firewall_ranges`` in ufw's spelling: ``6379-6385`` becomes ``6379:6385``."""
-    return [rng.replace("-", ":") for rng in ranges]
-
-
 BEGIN = "----- paste from here, whole, into {where} -----"
 END = "----- to here -----"
 _BLOCK = re.compile(r"^----- paste from here, whole, into (.+?) -----\n(.*?)\n?^----- to here -----$", re.M | re.S)
 
 
 def block(notes: list[str], where: str, lines: list[str]) -> str:
-    """Notes to read, then the lines to paste between two marker lines. Nothing in a block is a
-    ``#`` note: zsh, the Mac's shell, takes ``#`` for a comment only with ``interactivecomments`` on,
-    and a pasted block can not turn it on for itself (zsh parses the whole paste first)."""
+    """Notes to read, then the lines to paste between two marker lines. No ``#`` note in a block: zsh,
+    the Mac's shell, reads ``#`` as a comment only with ``interactivecomments`` on."""
     assert not any(line.lstrip().startswith("#") or " # " in line for line in lines), lines
     return "\n".join([*notes, BEGIN.format(where=where), *lines, END])
 
@@ -148,10 +125,8 @@ _STEP = re.compile(r"^line=\d+ && (.*) (?:&&|\|\|)$")
 
 def stop_at_failure(lines: list[str]) -> list[str]:
     """Shell lines that, pasted whole, stop at the first one that fails and say which: one AND-list
-    (``line=N && COMMAND &&`` on each line), then a last line that names ``$line`` and leaves the status
-    non-zero. A pasted block runs on after a failed line otherwise, and ``set -e``, the shell's own way,
-    would close the learner's Terminal at the first error. Plain POSIX syntax: zsh (default options)
-    and bash read it alike. ``steps`` reads the commands back."""
+    (``line=N && COMMAND &&``), then a line that names ``$line``. (``set -e`` would close the learner's
+    Terminal.) Plain POSIX: zsh and bash read it alike."""
     if len(lines) < 2:
         return list(lines)
     return [f"line={i} && {line} {'&&' if i < len(lines) else '||'}" for i, line in enumerate(lines, 1)] + [STOPPED]
@@ -174,17 +149,13 @@ def pasted(text: str) -> list[str]:
 
 
 def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> tuple[list[str], list[str]]:
-    """The Linux desktop's firewall as (notes, lines to paste): SSH stays open, everything else is
-    closed, and exactly the head's ports are opened to the Mac's address only (``MAC_IP`` until known).
-
-    Ray Train's line (notebook 07) is the last ``allow`` line; the notes say so. ``--force``
-    keeps ``ufw enable`` from asking a question that a pasted block would answer with its next line.
-    """
+    """The Linux desktop's firewall as (notes, lines): SSH open, the rest closed, the head's ports and
+    Ray Train's open to the Mac's address only. ``--force``: ``ufw enable`` asks no question."""
     mac = check_ip(mac_ip, "the Mac's IP") if mac_ip else "MAC_IP"
     closed = ", ".join(str(p) for p in ports.local_only(head=True))
-    rule = f"sudo ufw allow proto tcp from {mac} to any port"
-    ray = [f"{rule} {rng}" for rng in ufw_ports(firewall_ranges(ports, head=True))]
-    train = ufw_ports(train_ranges(ports, "desktop"))
+    rule = f"sudo ufw allow proto tcp from {mac} to any port"   # ufw spells a range 6379:6385
+    ray = [f"{rule} {rng.replace('-', ':')}" for rng in firewall_ranges(ports, head=True)]
+    train = train_ranges(ports, "desktop")
     notes = [f"2) firewall (ufw): SSH stays open, Ray's ports open to the Mac ({mac}) only, the rest closed "
              f"({closed} too: dashboard and metrics, local use only). The last allow line is Ray Train's "
              f"(notebook 07): the rendezvous store ({train[0]}), through which its ranks also swap their "
@@ -197,14 +168,9 @@ def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> tuple[list[s
 def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (Linux, the head)",
                 firewall: tuple[list[str], list[str]] | None = None, mac_ip: str | None = None,
                 token: str = "ssh", paste_into: str = "a terminal on the desktop", **options) -> str:
-    """The desktop's steps as notes, then one block to paste: token, firewall, ``ray start --head``
-    (``hetlab head``, notebook 04).
-
-    ``mac_ip`` goes into the firewall rules (``MAC_IP`` until known). ``firewall`` (notes, lines)
-    replaces the ufw step (a Windows desktop's rules are PowerShell, a block of their own:
-    ``hetlab.windows.wsl``). ``token``: how the Mac gets it, ``"ssh"`` (it fetches it) or ``"by hand"``
-    (no SSH into WSL: the block ends by showing it, to type into the Mac's hidden prompt).
-    """
+    """The desktop's steps as notes, then one block to paste: token, firewall, ``ray start --head``.
+    ``firewall`` (notes, lines) replaces the ufw step (``hetlab.windows.wsl``); ``token="by hand"``: no
+    SSH into WSL, so the block ends by showing the token, to type on the Mac."""
     argv, env = head_start(ip, ports, **options)
     fw_notes, fw_lines = ufw_steps(ports, mac_ip) if firewall is None else firewall
     by_hand = token != "ssh"
@@ -217,7 +183,6 @@ def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (L
              ("4) the block's last line shows the token: the Mac's first line waits for you to type it there "
               "(nothing echoes). It never crosses the network." if by_hand else
               "4) the Mac fetches the token over SSH (its steps): nothing to do here."),
-             "Day two (after a reboot): `hetlab head --start` runs step 3 again (notebook 04 remembers the pair).",
              "Stop: `ray stop` (stops every Ray process of this user on this machine).", STOP_NOTE]
     lines = ["ray get-auth-token --generate >/dev/null && chmod 600 " + TOKEN_PATH, *fw_lines,
              shell_line(argv, env), *(["ray get-auth-token"] if by_hand else [])]
@@ -232,37 +197,22 @@ MACOS_APPS = ("import ray, os, sys; d = os.path.join(os.path.dirname(ray.__file_
               "print(os.path.join(d, 'gcs', 'gcs_server'))")
 
 
-def macos_firewall_steps(ranges: str) -> tuple[list[str], list[str]]:
-    """The Mac's firewall as (notes, lines): per application, not per port or address; and Local Network
-    privacy, which exempts tools run from Terminal and asks for the app that hosts any other shell (TN3179).
-    The programs are found first (``apps=$(…)``): a Python without Ray fails the line, where a pipe
-    would hide it."""
-    return ([f"2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here). The macOS "
-             f"firewall is per APPLICATION, not per port or address: if it is on (System Settings > Network > "
-             f"Firewall), the socketfilterfw line allows incoming connections for the programs that accept "
-             f"them, with the conda env active: its Python, and Ray's raylet and gcs_server.",
-             "   macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from "
-             "another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy & "
-             "Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run."],
-            [f'apps=$(python -c "{MACOS_APPS}") && printf \'%s\\n\' "$apps" | while read -r app && [ -n "$app" ]; '
-             f'do sudo {MACOS_FIREWALL} --add "$app" && sudo {MACOS_FIREWALL} --unblockapp "$app"; done'])
+# The Mac's firewall allows applications, not ports: these, one per line, then each allowed.
+MACOS_FIREWALL_LINE = (f'apps=$(python -c "{MACOS_APPS}") && printf \'%s\\n\' "$apps" | while read -r app && '
+                       f'[ -n "$app" ]; do sudo {MACOS_FIREWALL} --add "$app" && sudo {MACOS_FIREWALL} '
+                       f'--unblockapp "$app"; done')
 
 
 def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user: str | None = None,
                 token: str = "ssh", **options) -> str:
-    """The Mac's steps as notes, then one block to paste: token, firewall, ``ray start --address``
-    (``hetlab join``, notebook 04). ``head_user``: the desktop's user name, for the SSH that fetches the
-    token (``DESKTOP_USER`` until known); ``token="by hand"``: the head is inside WSL, where the Mac has
-    no SSH route.
+    """The Mac's steps as notes, then one block to paste: token, firewall, ``ray start --address``.
 
-    The Mac already reaches the desktop over SSH (it cloned the course from it), so it reads the token
-    file there, into a variable first: a failed fetch leaves no empty token file. ``umask 077`` keeps the
-    copy private from its first byte, and ``~/.ray`` is made first (Ray makes it only when it starts).
-    Without SSH, ``read -rs`` takes it typed, unechoed (zsh and bash both have it).
-    """
+    The token comes over the SSH the Mac already uses (``head_user``), into a variable first (a failed
+    fetch leaves no empty file), written under ``umask 077``; ``token="by hand"`` (a head inside WSL):
+    typed, unechoed (``read -rs``)."""
     argv, env = join_start(head_ip, ip, ports, **options)
     head_ip = check_ip(head_ip, "head IP")
-    fw_notes, fw_lines = macos_firewall_steps(" ".join(firewall_ranges(ports, head=False)))
+    ranges = " ".join(firewall_ranges(ports, head=False))
     by_hand = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && [ -n "$TOKEN" ] && printf %s "$TOKEN" > '
                f'{TOKEN_PATH}) && chmod 600 {TOKEN_PATH}')
     if token != "ssh":
@@ -278,16 +228,20 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user:
                    f"chmod 600 {TOKEN_PATH}")
     notes = ["On the Mac (joins the desktop's head). Read these notes, then paste the block below whole into "
              "Terminal there, with `conda activate hetlab` done in ~/hetlab:",
-             tk_note, *fw_notes,
+             tk_note,
+             f"2) firewall: Ray connects in both directions (the desktop opens TCP {ranges} here). The macOS "
+             f"firewall is per APPLICATION, not per port or address: if it is on (System Settings > Network > "
+             f"Firewall), the socketfilterfw line allows incoming connections for the programs that accept "
+             f"them, with the conda env active: its Python, and Ray's raylet and gcs_server.",
+             "   macOS 15+ Local Network privacy: programs run from Terminal are exempt (Apple TN3179); run from "
+             "another app (iTerm2, VS Code), macOS asks once for that app: Allow it (System Settings > Privacy & "
+             "Security > Local Network), or Ray here cannot reach the desktop. Keep that window open during a run.",
              f"3) join ({RAY_MAC_CLUSTER_ENV}=1 on that line only: set for every process it moves even "
              f"a local Ray off 127.0.0.1).",
              "4) the last line checks from here (the head asks for the token: RAY_AUTH_MODE=token in this "
              "shell, and in the one that starts a notebook here).",
-             "Day two (after a reboot): `hetlab join --start` runs step 3 again (notebook 04 remembers the pair here too).",
-             "During a run: the Mac on its charger, lid open, and awake: caffeinate -dims in a second "
-             "Terminal (Ctrl-C ends it); hetlab doctor reads pmset and says what to change.",
              STOP_NOTE]
-    lines = [tk_line, *fw_lines, shell_line(argv, env),
+    lines = [tk_line, MACOS_FIREWALL_LINE, shell_line(argv, env),
              f"export {RAY_AUTH_ENV}=token && hetlab doctor --head {shlex.quote(argv[2].split('=', 1)[1])}"]
     return block(notes, "the Mac's Terminal", stop_at_failure(lines))
 
@@ -297,15 +251,10 @@ def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user:
 START_LIMIT_S = 180.0  # a `ray start` that has not ended by then will not: Ray retries its GCS for minutes
 
 
-def start(argv: list[str], env: dict, limit: float = START_LIMIT_S) -> int:
-    """``hetlab head/join --start`` (day two: after a reboot, the token and firewall are in place):
-    run the printed ``ray start`` line with its environment and return its exit status.
-
-    Refuses in one line, before Ray starts, without the token file that day one wrote, with the
-    placeholder ``MAC_IP`` still in the line, or (joining) when the head's port does not answer.
-    Ray's own output shows when it started; a failure, or no end within ``limit`` seconds, is one line
-    (``limit``: tests/test_moved.py stops a real, retrying start after a second).
-    """
+def start(argv: list[str], env: dict) -> int:
+    """``hetlab head/join --start`` (day two): run the printed ``ray start`` line; its exit status.
+    One line, before Ray starts, without the token file, with ``MAC_IP`` in the line, or when the
+    head does not answer; a failure, or no end within ``START_LIMIT_S``, is one line too."""
     if not any(path.is_file() and path.stat().st_size for path in token_files()):
         raise HetlabError(f"no Ray token in {TOKEN_PATH} here: --start brings back a pair set up "
                           f"before; print the steps (the same command without --start) and follow "
@@ -326,10 +275,10 @@ def start(argv: list[str], env: dict, limit: float = START_LIMIT_S) -> int:
             raise HetlabError("no `ray` command here: activate the course's environment first "
                               "(conda activate hetlab).") from None
         try:
-            ray_start.wait(timeout=limit)
+            ray_start.wait(timeout=START_LIMIT_S)
         except subprocess.TimeoutExpired:
             stop_children_since(started)   # the `ray start` and what it started, by PID
-            raise HetlabError(f"`ray start` had not ended after {limit:.0f} s (its node could not join"
+            raise HetlabError(f"`ray start` had not ended after {START_LIMIT_S:.0f} s (its node could not join"
                               f"{f' {head}' if head else ''}), so hetlab stopped it: run `hetlab doctor{flag}` here.") from None
         log.seek(0)
         said = log.read()
@@ -342,8 +291,7 @@ def start(argv: list[str], env: dict, limit: float = START_LIMIT_S) -> int:
 
 
 def head_flag(head: str | None) -> str:
-    """`` --head ADDRESS`` for a doctor line to copy, quoted: zsh reads an unquoted ``[fd00::10]:6379``
-    as a glob pattern ("no matches found") and runs nothing."""
+    """`` --head ADDRESS`` for a doctor line to copy, quoted (zsh globs ``[fd00::10]:6379``)."""
     return f" --head {shlex.quote(head)}" if head else ""
 
 

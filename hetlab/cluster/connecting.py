@@ -1,11 +1,8 @@
 """Connect this process to Ray: your pair, or a local Ray, in seconds or one line why not (notebooks 03, 04).
 
-``requested_address`` says which cluster was asked for, once: an address given in the call (a flag),
-``HETLAB_ADDRESS``, ``RAY_ADDRESS``, then the pair notebook 04 saved (``saved_pair``). ``connect`` checks
-the head answers (``port_open``, ``probe_gcs``: ``ray.init`` has no timeout and retries a wrong address
-for minutes), then connects within a deadline and refuses a node on other code (``check_same_code``).
-Ray's token file is kept private (``secure_token_files``: Ray 2.60 writes ``~/.ray/auth_token`` 0644).
-``nodes()`` / ``node_table()``: what every node runs, asked on the node itself (``machine.facts``).
+``connect`` checks the head answers first (``port_open``, ``probe_gcs``: ``ray.init`` has no timeout and
+retries a wrong address for minutes), and refuses a node on other code (``check_same_code``). Ray's
+token file is kept private (Ray 2.60 writes ``~/.ray/auth_token`` 0644). ``nodes()``: what every node runs.
 """
 from __future__ import annotations
 
@@ -27,7 +24,7 @@ from hetlab.cluster.roles import ROLE_LABEL, live_nodes, node_name
 from hetlab.core import samecode
 from hetlab.errors import HetlabError
 from hetlab.store import saved_pair
-from hetlab.vocab import ADDRESS_ENV, RAY_ADDRESS_ENV, RAY_AUTH_ENV, Ports
+from hetlab.vocab import ADDRESS_ENV, RAY_ADDRESS_ENV, RAY_AUTH_ENV, TOKEN_PATH, Ports
 
 
 # --- which cluster was asked for (notebooks 03-08, ``hetlab``) --------------------------------------
@@ -49,15 +46,10 @@ class Requested:
         """True when a cluster was asked for: not the practice cluster, not a local Ray."""
         return self.address not in (None, "local")
 
-    @property
-    def from_saved(self) -> bool:
-        return self.source == SAVED
-
 
 def requested_address(address: str | None = None) -> Requested:
     """The cluster asked for: ``address``, else ``HETLAB_ADDRESS``, else ``RAY_ADDRESS``, else the
-    pair notebook 04 saved; none of them: the practice cluster or a local Ray.
-    ``"local"`` asks for this machine alone even when a pair is saved."""
+    pair notebook 04 saved (``"local"``: this machine alone)."""
     pair = saved_pair.load()
     for value, source in ((address, "given"), (os.environ.get(ADDRESS_ENV), ADDRESS_ENV),
                           (os.environ.get(RAY_ADDRESS_ENV), RAY_ADDRESS_ENV)):
@@ -105,12 +97,8 @@ def port_open(host: str, port: int, timeout: float = 3.0) -> str | None:
 
 
 def probe_gcs(host: str, port: int, timeout: float = 5.0) -> str | None:
-    """Ask the GCS at host:port for its cluster id, the first thing ``ray.init`` asks.
-
-    Sends the same token ``ray.init`` would send (none unless ``RAY_AUTH_MODE=token``).
-    Returns None when the head answers, else why not: ``ray.init`` itself would
-    retry a wrong token or a silent port for minutes; this tells in seconds.
-    """
+    """Ask the GCS at host:port for its cluster id with the token ``ray.init`` would send; None when
+    the head answers, else why not, in seconds (``ray.init`` retries a wrong token for minutes)."""
     import grpc
     from ray._raylet import AuthenticationTokenLoader
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
@@ -161,13 +149,9 @@ def stop_children_since(since: float, keep=()) -> None:
 
 def start_with_retry(start: Callable[[], T], clean_up: Callable[[float], None],
                      give_up: Callable[[Exception, bool], Exception | None]) -> T:
-    """``start()``; if Ray says a node "timed out during startup" (its fixed 15-30 s windows can
-    pass on a busy machine), ``clean_up(started)`` and ``start()`` once more (notebook 03).
-
-    Any other failure, or a second time-out, is cleaned up too and raises ``give_up(exc,
-    timed_out)`` (or ``exc`` itself where that returns None). Used by ``cluster.connect``,
-    ``PracticeCluster.add_node`` and the tests' local Ray.
-    """
+    """``start()``; if Ray says a node "timed out during startup" (a busy machine), ``clean_up(started)``
+    and once more. Another failure, or a second time-out: cleaned up, ``give_up(exc, timed_out)`` raised
+    (or ``exc`` where that returns None)."""
     for attempt in (1, 2):
         started = time.time()
         try:
@@ -188,20 +172,15 @@ def start_with_retry(start: Callable[[], T], clean_up: Callable[[float], None],
 OPEN_BITS = 0o077  # any permission for group or others
 
 
-def default_token_path() -> Path:
-    """``~/.ray/auth_token``: where Ray writes a generated token."""
-    return Path.home() / ".ray" / "auth_token"
-
-
 def token_files() -> list[Path]:
     """The token files Ray may read here: ``$RAY_AUTH_TOKEN_PATH`` (if set), then ``~/.ray/auth_token``."""
     named = os.environ.get("RAY_AUTH_TOKEN_PATH", "").strip()
-    return list(dict.fromkeys(([Path(named).expanduser()] if named else []) + [default_token_path()]))
+    return list(dict.fromkeys(([Path(named).expanduser()] if named else []) + [Path(TOKEN_PATH).expanduser()]))
 
 
 def secure_token_files() -> list[Path]:
-    """chmod 600 every existing token file that group or others can access; returns those changed.
-    A file this user cannot change is left as it is (``hetlab doctor`` reports it)."""
+    """chmod 600 every token file that group or others can access (one this user cannot change: the
+    doctor reports it); returns those changed."""
     changed = []
     for path in token_files():
         if path.is_file() and stat.S_IMODE(path.stat().st_mode) & OPEN_BITS:
@@ -214,13 +193,8 @@ def secure_token_files() -> list[Path]:
 
 
 def enable_local_token_auth() -> None:
-    """Token auth as Ray 2.60's own local ``ray.init()`` does it, with a private token file.
-
-    Unless ``RAY_AUTH_MODE`` is set, turn token auth on for this process and its children,
-    and create ``~/.ray/auth_token`` if no token exists — under umask 077, so the file is
-    0600 from the start (Ray alone leaves it 0644) — then chmod 600 any token file that
-    is still open to others.
-    """
+    """Token auth as Ray 2.60's own local ``ray.init()`` turns it on, the token file created under
+    umask 077 (0600 from the start; Ray alone leaves it 0644)."""
     from ray._private.authentication.authentication_token_setup import (
         enable_token_auth_by_default, ensure_token_if_auth_enabled)
     explain_token_auth()  # Ray's "Token authentication is enabled" warning → one hetlab line
@@ -234,8 +208,8 @@ def enable_local_token_auth() -> None:
 
 
 def token_mode() -> None:
-    """The pair always runs with token auth (notebook 04): a driver whose shell did not export
-    ``RAY_AUTH_MODE=token`` gets it here, and Ray's cached config sees it (as Ray's own local default does)."""
+    """The pair always runs with token auth: ``RAY_AUTH_MODE=token`` for a driver whose shell did not
+    export it, in Ray's cached config too."""
     if os.environ.get(RAY_AUTH_ENV):
         return
     from ray._raylet import AuthenticationTokenLoader, Config
@@ -262,12 +236,9 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
             same_code: bool = True):
     """Connect this process to Ray and return Ray's context (notebooks 03, 04).
 
-    No address (neither ``HETLAB_ADDRESS`` nor ``RAY_ADDRESS`` set, and no pair saved): start an
-    embedded local Ray, quiet, its dashboard off, on ``num_cpus``. With an address, connect to that
-    cluster or fail within ``timeout`` seconds with one line saying what to check; never fall back to a
-    local Ray. A node whose hetlab is not this process's is refused (``check_same_code``;
-    ``same_code=False``: the doctor, which reports it instead). Calling it again replaces the connection.
-    """
+    No address asked for (``requested_address``): a local Ray on ``num_cpus``, its dashboard off. With
+    one: that cluster, or one line within ``timeout`` seconds; never a local Ray instead.
+    ``same_code=False``: the doctor, which reports a node on other code instead of refusing it."""
     timeout = check_timeout(timeout)
     requested = requested_address(address)
     if requested.real:
@@ -291,7 +262,7 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     token_mode()
     hint = (f" (your pair, saved by notebook 04 in {saved_pair.path()}: start it with `hetlab head --start` "
             f"on the desktop, then `hetlab join --start` on the Mac; or {ADDRESS_ENV}=local for the "
-            f"practice cluster)") if requested.from_saved else ""
+            f"practice cluster)") if requested.source == SAVED else ""
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
         raise HetlabError(f"cannot reach the Ray head at {host}:{port}: {problem}{hint}; "
@@ -312,28 +283,11 @@ def connect(address: str | None = None, timeout: float = 15.0, num_cpus: int | N
     except HetlabError:
         ray.shutdown()  # refused: not left connected to a pair that would run two codes
         raise
-    notice = driver_notice()
-    if notice:
-        print(notice)
     return context
 
 
-def driver_notice() -> str | None:
-    """One line when this driver is not on the head: the course runs its notebooks on the
-    desktop (the head), where the parameter server and Ray Train's controller then live."""
-    here = ray.get_runtime_context().get_node_id()
-    me = next((n for n in ray.nodes() if n["NodeID"] == here), None)
-    if me is None or "node:__internal_head__" in me["Resources"]:
-        return None
-    role = (me.get("Labels") or {}).get(ROLE_LABEL, "a worker")
-    return (f"note: this driver runs on the {role} node, not on the head: the course runs notebooks on "
-            f"the desktop (the head), where the parameter server and Ray Train's controller then live; "
-            f"start JupyterLab there.")
-
-
 def _init_with_deadline(address: str, timeout: float):
-    """``ray.init(address)`` has no timeout of its own: run it in a thread and stop waiting.
-    The head answered ``probe_gcs`` just before, so a failure here is Ray's own: one line, the doctor next."""
+    """``ray.init(address)``, which has no timeout of its own, in a thread that is given up after ``timeout``."""
     outcome: dict = {}
 
     def attempt():
@@ -368,11 +322,7 @@ COLUMNS = {"name": "node", "hostname": "host", "os": "OS", "ip": "IP", "cpus": "
 
 
 def nodes(timeout: float = 60.0) -> list[dict]:
-    """Ask every live node what it runs (a tiny task pinned to each node) (notebooks 03, 04).
-
-    Each row: node_id, name, role, is_head, ip, ports, plus ``machine.facts()``
-    as measured on that node (hostname, os, cpus, accelerator, memory_gb, versions).
-    """
+    """Each live node's row: node_id, name, role, is_head, ip, ports and ``machine.facts()`` read there."""
     from hetlab.core.machine import facts, origin_label
     alive, reports = _on_every_node(lambda: {**facts(), "origin": origin_label()}, timeout)
     rows = []
@@ -408,9 +358,8 @@ def _on_every_node(fn, timeout: float) -> tuple[list[dict], list]:
 
 
 def check_same_code(timeout: float = 60.0) -> None:
-    """Refuse, in one line naming the machine to update, a node whose hetlab (version and git
-    commit, ``hetlab.core.samecode``) is not this process's: its workers would run other code.
-    The report goes to the nodes by value, so a node on an older layout answers it too."""
+    """Refuse, in one line naming the machine to update, a node whose hetlab (version and commit) is not
+    this process's. The check goes to the nodes by value: a node on an older layout answers it too."""
     from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(samecode)

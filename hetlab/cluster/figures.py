@@ -1,16 +1,10 @@
 """What the other machine knows, brought over the cluster (notebooks 04, 08, 09): no file carried by hand.
 
-- ``fetch("mac")``: notebook 02 saves each machine's sweep on that machine (``hetlab.store.measured``);
-  a task pinned to the Mac's node reads its ``measured/mac.json`` there (or, if the Mac never ran 02,
-  measures a short sweep on its best device and saves it there too), and the desktop keeps it as its own
-  ``measured/mac.json``. ``fetch_graded`` brings the Mac's exercise results the same way.
-- ``measure_link()``: the link timed through Ray itself, no iperf3 and no extra port: the bandwidth is a
-  timed Ray object transfer at a few sizes (a task pinned to the Mac pulls a fresh block and times its
-  own ``ray.get``), the round trip a small echo to an actor pinned there; each a median over repeats with
-  the lowest and highest beside it. Both include Ray's own overhead: what the parameter server's
-  messages see.
-- ``describe_machines()``: ``hetlab.core.machine.facts()`` read on each role's node (chip, GPU, memory,
-  OS, driver, versions, hetlab's commit) for the report's machine table; a practice stand-in says it is one.
+- ``fetch("mac")``: a task pinned to the Mac's node reads notebook 02's figures there (or measures a
+  short sweep there first) and the desktop keeps a copy; ``fetch_graded``: the Mac's exercise results.
+- ``measure_link()``: the link timed through Ray itself, Ray's overhead included: a timed object
+  transfer at a few sizes, and small echoes to an actor on the Mac.
+- ``describe_machines()``: ``machine.facts()`` read on each role's node, for the report's machine table.
 """
 from __future__ import annotations
 
@@ -24,7 +18,6 @@ import ray
 
 from hetlab.store import measured
 from hetlab.cluster.roles import joined, placement
-from hetlab.errors import HetlabError
 
 MODELS = ("small", "classic")
 
@@ -40,48 +33,37 @@ class Fetched:
     hostname: str
     measured_now: bool
 
-    def __str__(self) -> str:
-        how = "measured there now" if self.measured_now else "saved there by notebook 02"
-        return (f"the {self.role}'s figures ({how}, {self.data.get('device')}, {str(self.data.get('date'))[:10]}), "
-                f"read on its node {self.hostname} → {self.path}")
-
 
 def _read_there(role: str, there: str | None) -> tuple[dict | None, str, str]:
     return (measured.load(role, there), ray.get_runtime_context().get_node_id(), socket.gethostname())
 
 
 def _measure_there(role: str, there: str | None, batch_sizes: tuple[int, ...], steps: int,
-                   models: tuple[str, ...], simulated: bool = False) -> tuple[dict, str, str]:
+                   simulated: bool = False) -> tuple[dict, str, str]:
     from hetlab.core import devices
     from hetlab.core.models import make_model
     from hetlab.core.train import course_speed, measure_speed
     device = devices.best()
     figures = {name: [measure_speed(make_model(name), device, b, steps=steps).samples_per_s for b in batch_sizes]
-               for name in models}
-    speeds = {"small": course_speed(device, steps=steps)} if "small" in models else {}
+               for name in MODELS}
     measured.save(role, devices.describe(device), batch_sizes, figures, where=there, simulated=simulated,
-                  speeds=speeds)
+                  speeds={"small": course_speed(device, steps=steps)})
     return _read_there(role, there)   # what was saved, read back as a fetch reads it
 
 
 def fetch(role: str = "mac", where: str | Path | None = None, *, there: str | None = None,
-          measure: bool = True, quick: bool = False, models: tuple[str, ...] = MODELS,
-          timeout: float = 600.0) -> Fetched:
-    """Read ``role``'s saved figures on its own node and keep them here (``where``: this machine's
-    ``measured/``). ``there`` is the folder on that node (default: its own ``measured/``). With no
-    file there and ``measure``, measure that machine there first (``quick``: a shorter sweep)."""
+          quick: bool = False, timeout: float = 600.0) -> Fetched:
+    """Read ``role``'s saved figures on its own node (``there``: its folder) and keep them here
+    (``where``); with no figures there, measure that machine there first (``quick``: a shorter sweep)."""
     nodes, simulated = joined(role, "fetching figures")
     reader = ray.remote(num_cpus=0)(_read_there).options(**placement(role))
     data, node_id, hostname = ray.get(reader.remote(role, there), timeout=timeout)
     measured_now = data is None
     if measured_now:
-        if not measure:
-            raise HetlabError(f"the {role} has no figures of notebook 02: run notebook 02 there, "
-                              f"or fetch with measure=True.")
         gpu = nodes[0]["Resources"].get("GPU", 0) >= 1
         sweep = ray.remote(num_cpus=1)(_measure_there).options(**placement(role, gpu=gpu))
         data, node_id, hostname = ray.get(
-            sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, tuple(models), simulated),
+            sweep.remote(role, there, measured.QUICK_SWEEP_BATCHES if quick else measured.SWEEP_BATCHES, 3 if quick else 10, simulated),
             timeout=timeout)
     return Fetched(role, measured.keep(role, data, where), data, node_id, hostname, measured_now)
 
@@ -118,11 +100,6 @@ class MeasuredLink:
     echoes: int
     origin: str
 
-    def as_link(self, name: str = "my link, measured by hetlab"):
-        """The planner's ``Link`` with these figures (notebook 08's exercise 3)."""
-        from hetlab.arithmetic.planner import Link
-        return Link(self.mbit_s, self.rtt_ms, name)
-
     def __str__(self) -> str:
         return (f"{self.mbit_s:,.0f} Mbit/s (repeats {self.mbit_s_low:,.0f}–{self.mbit_s_high:,.0f}, "
                 f"{self.sizes_mb[-1]} MB objects), round trip {self.rtt_ms:.2f} ms "
@@ -142,10 +119,10 @@ class _Echo:
         return x
 
 
-def measure_link(sizes_mb=SIZES_MB, repeats: int = 3, echoes: int = 10) -> MeasuredLink:
+def measure_link(sizes_mb=SIZES_MB, repeats: int = 3, echoes: int = 10, where=None) -> MeasuredLink:
     """Time the link from this driver to the Mac's node: ``repeats`` fresh objects at each size, then
-    ``echoes`` small round trips; labelled simulated when that node is a practice stand-in. (The three
-    counts: tests/test_practice.py measures a shorter link the same way.)"""
+    ``echoes`` small round trips (labelled simulated on a practice stand-in); kept as ``link.json``
+    in ``where`` for the report."""
     role, timeout = "mac", 120.0
     _, simulated = joined(role, "measuring the link")
     pull = ray.remote(num_cpus=0)(_pull).options(**placement(role))
@@ -168,14 +145,11 @@ def measure_link(sizes_mb=SIZES_MB, repeats: int = 3, echoes: int = 10) -> Measu
         trips.append((time.perf_counter() - t0) * 1e3)
     ray.kill(echo)
     last = by_size[-1]
-    return MeasuredLink(statistics.median(last), min(last), max(last), statistics.median(trips), min(trips),
+    link = MeasuredLink(statistics.median(last), min(last), max(last), statistics.median(trips), min(trips),
                         max(trips), tuple(int(mb) for mb in sizes_mb), tuple(statistics.median(r) for r in by_size),
                         repeats, echoes, measured.origin(simulated))
-
-
-def save_link(link: MeasuredLink, where=None):
-    """Keep the measured link as ``link.json`` for the report (and the planner's ``Link``)."""
-    return measured.save_figure("link", asdict(link), where)
+    measured.save_figure("link", asdict(link), where)
+    return link
 
 
 # --- each machine described on itself (notebook 09, the report's machine table) ---------------------
@@ -185,8 +159,9 @@ def _facts_there() -> dict:
     return {**facts(), "node_id": ray.get_runtime_context().get_node_id()}
 
 
-def describe_machines(roles=("desktop", "mac"), timeout: float = 120.0) -> dict:
-    """role → that node's facts, each read on its own node; ``origin`` says practice, pair or a host's label."""
+def describe_machines(roles=("desktop", "mac"), where=None, timeout: float = 120.0) -> dict:
+    """role → that node's facts, each read on its own node (``origin``: practice, pair or a host's label);
+    kept as ``machines.json`` in ``where`` for the report."""
     task = ray.remote(num_cpus=0)(_facts_there)
     refs = {}
     for role in roles:
@@ -196,11 +171,7 @@ def describe_machines(roles=("desktop", "mac"), timeout: float = 120.0) -> dict:
     for role, (ref, simulated) in refs.items():
         there = ray.get(ref, timeout=timeout)
         out[role] = {**there, "origin": measured.PRACTICE if simulated else there.get("origin", measured.PAIR)}
-    return out
-
-
-def save_machines(described: dict, where=None):
-    """Keep ``describe_machines()``'s table as ``machines.json`` for the report."""
-    origins = {f["origin"] for f in described.values()}
+    origins = {f["origin"] for f in out.values()}
     kind = measured.PRACTICE if measured.PRACTICE in origins else min(origins - {measured.PAIR} or origins)
-    return measured.save_figure("machines", {"machines": described, "origin": kind}, where)
+    measured.save_figure("machines", {"machines": out, "origin": kind}, where)
+    return out

@@ -1,8 +1,6 @@
-"""A real multi-node Ray cluster on one machine, for practice (notebooks 04, 05, 08).
-
-``ray.cluster_utils.Cluster`` starts separate Ray nodes (each its own raylet, object store and
-resources), each with the role resource and label ``hetlab head``/``join`` give the real machines,
-so ``placement(role)`` behaves as on the pair. The other machine's node is named simulated.
+"""A real multi-node Ray cluster on one machine, for practice (notebooks 04, 05, 08): separate Ray nodes
+(``ray.cluster_utils.Cluster``) with the roles ``hetlab head``/``join`` give the real machines; the
+other machine's node is named simulated.
 """
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from hetlab.cluster import connecting
-from hetlab.cluster.roles import node_labels, node_resources, role_resource
+from hetlab.cluster.roles import SIMULATED_LABEL, node_resources, role_label, role_resource
 from hetlab import environment
 from hetlab.errors import HetlabError
 from hetlab.vocab import MAC_GLOO_STANDIN
@@ -28,8 +26,7 @@ PATIENT_HEALTH_CHECK = {"health_check_timeout_ms": 30_000, "health_check_failure
 
 
 def display_name(role: str) -> str:
-    """Learner-facing name of a practice node: ``"desktop"`` or ``"mac (simulated)"`` on Linux
-    (on a Mac: ``"desktop (simulated)"`` or ``"mac"``)."""
+    """A practice node's name: ``"mac (simulated)"`` on Linux, ``"desktop (simulated)"`` on a Mac."""
     return role if role in REAL_HERE else f"{role} (simulated)"
 
 
@@ -48,18 +45,12 @@ def free_ports(count: int) -> list[int]:
 
 
 class PracticeCluster:
-    """Context manager: one small Ray node per role on this machine, driver connected.
+    """Context manager: one small Ray node per role on this machine (one CPU, a 100 MB object store,
+    token auth), the driver connected. The first role is the head; the others can be removed and
+    re-added to practise losing a machine. ``accounted_gpus``, e.g. {"desktop": 1}: GPUs Ray counts,
+    for scheduling only."""
 
-    The first role is the head (the driver connects through it); the others can be removed and
-    re-added to practise losing a machine. ``shutdown()`` is idempotent and also runs on errors."""
-
-    # Token auth, like Ray's own local default: only clients holding this user's token
-    # (~/.ray/auth_token, kept 0600) can connect. One CPU and a 100 MB object store per node.
-    # accounted_gpus, e.g. {"desktop": 1}, for scheduling only: Ray *counts* GPUs this machine does not
-    # have (by default none); the other role's node is "mac (simulated)" on a Linux box, "desktop
-    # (simulated)" on a Mac. connect=False: the driver stays unconnected (tests/test_cli_train.py
-    # runs `hetlab train --address` against it from another process).
-    def __init__(self, roles=("desktop", "mac"), connect: bool = True, accounted_gpus: dict | None = None):
+    def __init__(self, roles=("desktop", "mac"), accounted_gpus: dict | None = None):
         roles = tuple(roles)
         if not roles or len(set(roles)) != len(roles):
             raise HetlabError(f"roles {roles!r} must be distinct and non-empty, e.g. ('desktop', 'mac').")
@@ -75,8 +66,7 @@ class PracticeCluster:
         try:
             for role in roles:
                 self.add_node(role)
-            if connect:
-                ray.init(address=self._local_cluster.address, logging_level=logging.WARNING)
+            ray.init(address=self._local_cluster.address, logging_level=logging.WARNING)
         except BaseException:
             self.shutdown()
             raise
@@ -86,8 +76,9 @@ class PracticeCluster:
         # a file and aborts after ~15 s, which a busy 2-core machine can exceed.
         agents = dict(zip(("metrics_agent_port", "runtime_env_agent_port",
                            "dashboard_agent_listen_port", "metrics_export_port"), free_ports(4)))
+        simulated = {} if role in REAL_HERE else {SIMULATED_LABEL: "true"}
         args = dict(num_cpus=1, num_gpus=self._gpus.get(role, 0), object_store_memory=100 * 2**20, **agents,
-                    resources=node_resources(role), labels=node_labels(role, simulated=role not in REAL_HERE),
+                    resources=node_resources(role), labels={**role_label(role), **simulated},
                     include_dashboard=False, no_monitor=True)  # no autoscaler: fewer processes
         if self._local_cluster.head_node is None:  # the head's GCS watches every node
             args["_system_config"] = PATIENT_HEALTH_CHECK
@@ -95,7 +86,7 @@ class PracticeCluster:
 
     @property
     def address(self) -> str:
-        """GCS address of the head node (``ray.init(address=...)`` connects here)."""
+        """GCS address of the head node."""
         if self._local_cluster is None:
             raise HetlabError("this practice cluster is shut down: start a new PracticeCluster().")
         return self._local_cluster.address

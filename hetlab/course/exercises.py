@@ -300,7 +300,7 @@ def run_follow_split(fn, steps: int = 6, every: int = 2):
 
 # --- 03's run_on: a task and an actor pinned to a machine ------------------------------------------
 
-PIN_HOW = "pin it with .options(**cluster.placement(node_id=node_id)), as hetlab pins its workers"
+PIN_HOW = "pin it with .options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))"
 PIN_GET = "ray.get what they report: .remote() returns a ref (or an actor's handle) before the work has run"
 
 

@@ -18,7 +18,6 @@ from hetlab import environment
 from hetlab.search import slots
 from hetlab.cluster.roles import placement
 from hetlab.errors import HetlabError
-from hetlab.cluster.raylog import quiet_stopped_processes
 from hetlab.core.models import as_factory, small_cnn
 from hetlab.search.results import SearchResult, Watcher
 from hetlab.search.trial import OPTIMIZERS, run_trial, split_data, start_keeper
@@ -98,7 +97,6 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
         raise HetlabError("not connected to Ray: call hetlab.pair.the_pair() (or cluster.connect()) first.")
     for role in roles:
         placement(role)  # one line if no live node has this role
-    quiet_stopped_processes()
     plan = {role: slots.plan(role, float((slowdowns or {}).get(role, 1)), (packing or {}).get(role)) for role in roles}
     print("trials at once: " + ", ".join(f"{role} {p['k']} per {p['device']}" for role, p in plan.items()))
     split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here

@@ -1,4 +1,4 @@
-"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``pair``, ``wslconfig`` (notebook 04),
+"""The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``wslconfig`` (notebook 04),
 ``train`` (07), ``search`` (09), ``report`` (the learner's hand-in, 09) and ``gpu-check`` (an NVIDIA
 card: ``hetlab.tools.gpucheck``).
 
@@ -22,7 +22,7 @@ GPU_CHECK_NAMES = ("describe", "notebook01", "sweep")  # gpucheck.CHECKS, withou
 
 
 def print_steps(text: str) -> None:
-    """Printed steps (``head``, ``join``, ``pair``): the notes and marker lines go to stderr, each block's
+    """Printed steps (``head``, ``join``): the notes and marker lines go to stderr, each block's
     lines to stdout. A terminal shows them in order; stdout alone (``hetlab join ... | pbcopy`` on the
     Mac) is exactly what to paste, with no note that zsh would try to run."""
     from hetlab.cluster.commands import BEGIN, END
@@ -47,14 +47,6 @@ def _saved(saved, field: str, flag: str) -> str:
     return getattr(saved, field)
 
 
-def _not_moved(saved, role: str, ip: str | None) -> None:
-    """Day two: one line, before Ray starts, when this machine no longer holds the saved pair's address."""
-    from hetlab.cluster import joining
-    problem = None if ip else joining.check(saved, role)
-    if problem:
-        raise HetlabError(problem)
-
-
 def _windows_build(inside_wsl: bool) -> int | None:
     """Windows' build, read through WSL's interop (None outside WSL: the steps then say how to check)."""
     from hetlab.windows import wsl
@@ -72,7 +64,6 @@ def _head(args) -> int:
     options = dict(cpus=args.num_cpus, gpus=args.num_gpus)
     inside_wsl = wsl.in_wsl()
     if args.start:
-        _not_moved(saved, "desktop", args.ip)
         return commands.start(*commands.head_start(ip, ports, **options))
     if wsl.flavour(sys.platform, inside_wsl, args.windows) == "windows":   # native Windows: refused there
         print_steps(wsl.render_head(ip, mac_ip, ports, _windows_build(inside_wsl), **options))
@@ -90,24 +81,9 @@ def _join(args) -> int:
     ports = commands.Ports(gcs=args.port if args.port is not None else (saved.port if saved else Ports.gcs))
     options = dict(cpus=args.num_cpus, gpus=args.num_gpus)
     if args.start:
-        _not_moved(saved, "mac", args.ip)
         return commands.start(*commands.join_start(head, ip, ports, **options))
     print_steps(commands.render_join(head, ip, ports, head_user=args.head_user,
                                      token="by hand" if args.head_wsl else "ssh", **options))
-    return 0
-
-
-def _pair(args) -> int:
-    from hetlab.cluster import joining
-    from hetlab.cluster.commands import block, stop_at_failure
-    from hetlab.cluster.connecting import requested_address
-    from hetlab.windows import wsl
-    saved = requested_address().pair
-    if not (args.mac_ip or args.desktop_ip):
-        print(saved or "no pair saved here yet: notebook 04 saves it once the Mac has joined")
-        return 0
-    notes, lines = joining.update(saved, args.desktop_ip, args.mac_ip, windows=wsl.in_wsl())
-    print_steps(block(notes, "the desktop's terminal", stop_at_failure(lines)) if lines else "\n".join(notes))
     return 0
 
 
@@ -390,11 +366,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head-wsl", action="store_true", help="the head runs inside WSL: the token is typed, not fetched")
     _ports_args(p)
     p.set_defaults(run=_join)
-
-    p = sub.add_parser("pair", help="show the pair notebook 04 saved, or save a machine's new address")
-    p.add_argument("--mac-ip", help="the Mac's new LAN address")
-    p.add_argument("--desktop-ip", help="the desktop's new LAN address")
-    p.set_defaults(run=_pair)
 
     p = sub.add_parser("wslconfig", help="inside WSL: what Windows' .wslconfig lacks, and how to add it")
     p.add_argument("--undo", action="store_true", help="print the Windows teardown")

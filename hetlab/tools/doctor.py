@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from hetlab.cluster import commands, joining
+from hetlab.cluster import commands
 from hetlab.cluster.connecting import parse_address, port_open, probe_gcs
 from hetlab.core.machine import facts
 from hetlab.core.samecode import mismatch
@@ -389,25 +389,10 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
     return checks
 
 
-def pair_check(head: str | None) -> list[Check]:
-    """Day two: does this machine still hold its address in the pair notebook 04 saved (``cluster.joining``)?
-    With ``head`` this is the joining machine (the Mac), else the machine whose saved address it holds."""
-    from hetlab.cluster.connecting import requested_address
-    pair = requested_address().pair
-    if pair is None:
-        return []
-    here = joining.addresses_here()
-    role = joining.role_here(pair, here) or ("mac" if head or platform.system() == "Darwin" else "desktop")
-    problem = joining.check(pair, role, here)
-    return [Check("saved pair", FAIL if problem else OK, problem or f"{pair}: this machine holds the {role}'s")]
-
-
 def checks(head: str | None = None, timeout: float = 10.0) -> list[Check]:
-    """Every check of this machine, and with ``head`` of the cluster (``hetlab doctor``). When this
-    machine's saved address moved, the head is not tried: its firewall admits the old address only."""
-    pair = pair_check(head)
-    found = pair + local_checks()
-    if head and all(c.ok for c in pair):
+    """Every check of this machine, and with ``head`` of the cluster (``hetlab doctor``)."""
+    found = local_checks()
+    if head:
         found += head_checks(head, timeout=timeout)
     return found
 
