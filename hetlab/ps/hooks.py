@@ -1,10 +1,6 @@
-"""What happens between a run's steps (notebooks 05, 06, 08): callbacks, as fast.ai's miniai has them.
-
-A callback is a plain callable, ``callback(run)``, that ``ParameterServerTraining.run(steps,
-hooks=[...])`` calls after every step (async: every update) with the training itself. The loops in
-``hetlab.ps.loop`` only train. ``FollowSplit`` re-splits the global batch when the machines' speeds
-change (notebook 06; ``run(retune_every=N)`` builds one); the progress bar and the automatic
-checkpoints are the run's own (``progress``, ``checkpoint_every``).
+"""Callbacks between a run's steps: plain callables, ``callback(run)``, that ``run(steps, hooks=[...])``
+calls after every step. ``FollowSplit`` re-splits the global batch when the machines' speeds change
+(notebook 06; ``run(retune_every=N)`` builds one).
 """
 from __future__ import annotations
 
@@ -15,15 +11,9 @@ from hetlab.ps.specs import check_count
 
 
 class FollowSplit:
-    """Every ``every`` steps of a run, re-split the global batch for the speeds measured in those
-    steps when that gains more than 5 % of predicted efficiency (``balance.follow_split``; notebook 06).
-
-    A worker's step takes about fixed + batch / speed s on its device, plus its messages. Its last
-    two looks at sizes at least 10 % apart give both terms (``steptime.fit_rounds``); else fixed = 0.
-    Ignoring the fixed part would move the split further at every look. A ``FollowSplit`` keeps its
-    looks between runs. ``rule(batch_sizes, lines)`` gives the next split (notebook 06's grader
-    passes the learner's own).
-    """
+    """Every ``every`` steps, re-split the global batch for the speeds of those steps when that gains
+    more than 5 % (``balance.follow_split``; notebook 06). A worker's last two looks give its step's
+    fixed and per-sample parts (``steptime.fit_rounds``). ``rule(batch_sizes, lines)`` gives the split."""
 
     def __init__(self, every: int, rule=follow_split):
         self.every, self.rule = check_count("retune_every", every, 1), rule
@@ -34,8 +24,8 @@ class FollowSplit:
             self.follow(run, [r for r in run.records if r.step > run.step - self.every])
 
     def follow(self, run, records) -> None:
-        """Re-split for the speeds in ``records`` if that gains enough (a "resplit" ``Event`` says so). A
-        look from before the worker's simulated slowdown changed is out of date: dropped."""
+        """Re-split for the speeds in ``records`` if that gains enough; a look from before the worker's
+        simulated slowdown changed is dropped."""
         lines = []
         for spec in run.workers:
             seen = worker_steps(r for r in records if r.worker == spec.name)

@@ -1,6 +1,5 @@
-"""The parameter server: the weights as one flat fp32 buffer and the optimizer that updates them
-(notebook 05). It lives in the driver's process: the driver waits for every gradient anyway, so a
-server actor would only add a second trip per step (``benchmarks/server_trip.py``).
+"""The parameter server (notebook 05): the weights as one flat fp32 buffer and their optimizer, in the
+driver's process (a server actor would add a second trip per step: ``benchmarks/server_trip.py``).
 """
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ def combine_coefficients(samples: Sequence[int]) -> list[float]:
 
 
 class Server:
-    """The weights and their optimizer (Adam, or plain SGD with ``optimizer="sgd"``; in local SGD
-    plain SGD at rate 1: the weights move by the weighted mean of the workers' changes)."""
+    """The weights and their optimizer (in local SGD plain SGD at rate 1: the weights move by the
+    weighted mean of the workers' changes)."""
 
     def __init__(self, model, seed: int, lr: float, mode: str, optimizer: str = "adam"):
         self.w = nn.Parameter(flat_weights(make_model(model, seed=seed)))
@@ -66,9 +65,8 @@ class Server:
 
 @contextlib.contextmanager
 def one_thread():
-    """The server's update on one torch thread, then the driver's count back. The driver's machine
-    also runs a worker, and there a small update's threads wait on each other: Adam on the course's
-    model took 14 ms with two threads on a busy 2-core machine, 0.8 ms with one."""
+    """The server's update on one torch thread, then the driver's count back: on a machine that also
+    runs a worker, a small update's threads wait on each other."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

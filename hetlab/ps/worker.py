@@ -1,8 +1,6 @@
-"""One parameter-server worker: a device, the training set, the samples it is told (notebook 05).
-
-A ``Worker`` actor picks its device on its own machine, keeps the whole training set there (fp32:
-~188 MB for MNIST), trains on the stream positions each message names, and returns ONE flat CPU
-buffer and a reply: the gradient (sync, async) or the change after H local steps (local SGD).
+"""One parameter-server worker (notebook 05): a Ray actor that keeps the whole training set on its
+device, trains on the stream positions each message names and answers ONE flat CPU buffer: the
+gradient (sync, async) or the change after H local steps (local SGD).
 """
 from __future__ import annotations
 
@@ -28,14 +26,8 @@ WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloa
 
 
 class Worker:
-    """A Ray actor computing gradients (or local-SGD deltas) on its own device.
-
-    ``spec``: which device, how slow; ``options``: the seed, local SGD's learning
-    rate, the wire's dtype. ``train`` is the whole training set (put in Ray's object store once;
-    each machine fetches it once); a message names its samples. An answer is ``(buffer, reply)``:
-    the flat buffer and a plain tuple ``(loss, compute_s, simulated_s, samples)``. torch's threads
-    stay as they are until ``set_threads``.
-    """
+    """A Ray actor computing gradients (or local-SGD deltas) on its own device. An answer is
+    ``(buffer, (loss, compute_s, simulated_s, samples))``."""
 
     def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None):
         self.name, self.seed, self.lr = spec.name, options.seed, options.lr
@@ -52,22 +44,16 @@ class Worker:
         self.params = list(self.model.parameters())
         x, y = as_tensors(train)  # a hetlab Dataset (normalised here) or (x, y)
         self.x, self.y = x.to(self.device), y.to(self.device)
-        self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam
 
-    # --- set-up and state ---------------------------------------------------------------
     def info(self) -> dict:
-        """Where this worker really runs: its node, its machine's kernel id (``core.machine.kernel_id``:
-        workers sharing cores), the device it resolved, a note (Ray gave it another GPU than asked) and
-        its host's origin label, if it plays a machine (``core.machine.origin_label``)."""
+        """Where this worker really runs: its node, its machine's kernel id (workers sharing cores), its
+        device, a note (Ray gave it a GPU torch cannot use) and its host's origin label, if any."""
         return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device),
                 "machine": kernel_id(), "device_note": self.device_note, "origin": origin_label()}
 
     def set_threads(self, sharing: int) -> int:
-        """Use this machine's cores divided by the number of workers sharing it.
-
-        A choice of this worker's own process (Ray gives each actor a process of its own), made
-        once when the training starts: two workers on one machine, each on all its cores,
-        would fight over them. The driver's threads are never changed."""
+        """Use this machine's cores divided by the number of workers sharing it (its own process's
+        choice, made once at the start: two workers each on all the cores would fight over them)."""
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(sharing))))
         return torch.get_num_threads()
 
@@ -75,16 +61,6 @@ class Worker:
         """From now on, simulate a device ``slowdown``× slower than this one (notebook 06)."""
         self.slow.slowdown = float(slowdown)  # its timings of real work stay valid
 
-    def local_state(self) -> dict:
-        """The local optimizer's state (local SGD), for checkpoints; {} in the other modes."""
-        return {} if self.local_opt is None else {"local_opt": _to_cpu(self.local_opt.state_dict())}
-
-    def load_local_state(self, state: dict) -> None:
-        if "local_opt" in state:
-            self._ensure_local_opt()
-            self.local_opt.load_state_dict(state["local_opt"])
-
-    # --- the work -----------------------------------------------------------------------
     def _indices(self, spans) -> torch.Tensor:
         """The samples at these positions of the shuffled stream, on this worker's device."""
         return stream_indices(len(self.y), self.seed, spans).to(self.device)
@@ -106,11 +82,9 @@ class Worker:
         return self.x[idx], self.y[idx]
 
     def warm(self, batch_size: int, local_sgd: bool = False) -> bool:
-        """One untimed forward + backward at ``batch_size`` if this worker has not run that shape yet.
-
-        The driver calls it before any step at a new size, so timed steps never pay for compiling the shape
-        (MPS; ``train.warm_up``). With ``local_sgd`` it also builds the inner Adam (its first construction
-        imports torch parts for a second or more). Weights, data position and generators stay as they were."""
+        """One untimed forward + backward at ``batch_size`` if this worker has not run that shape yet, so
+        no timed step pays for compiling it (MPS). With ``local_sgd`` it builds an Adam too (the first
+        imports torch parts for a second or more). Weights and random generators stay as they were."""
         def step():
             with _fork_rng(self.device):
                 self._loss_backward(*self._random_batch(batch_size, torch.Generator().manual_seed(batch_size)))
@@ -118,7 +92,7 @@ class Worker:
                 p.grad = None
 
         if local_sgd:
-            self._ensure_local_opt()
+            torch.optim.Adam(self.params, lr=self.lr)
         return warm_up(shape_key(self.model, self.device, batch_size, "train"), step, self.device)
 
     def gradient(self, spans: list, weights: np.ndarray) -> tuple:
@@ -134,22 +108,18 @@ class Worker:
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
         return _wire(grad), (loss, compute_s, simulated_s, len(idx))
 
-    def _ensure_local_opt(self) -> None:
-        if self.local_opt is None:
-            self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
-
     def local_round(self, spans: list, steps: int, weights: np.ndarray) -> tuple:
-        """Local SGD: ``steps`` Adam steps from ``weights``, one per consecutive equal part of the
-        positions at ``spans``; answers start − end as ``gradient`` answers its gradient."""
+        """Local SGD: ``steps`` steps of a fresh Adam from ``weights``, one per consecutive equal part
+        of the positions at ``spans``; answers start − end as ``gradient`` answers its gradient."""
         t0 = time.perf_counter()
-        self._ensure_local_opt()
+        opt = torch.optim.Adam(self.params, lr=self.lr)   # fresh each round: no state between rounds
         start = torch.from_numpy(np.array(weights)).to(self.device, torch.float32)
         load_flat(self.params, start)
         idx = self._indices(spans)
         losses = []
         for batch in idx.view(steps, -1):
             losses.append(self._loss_backward(*self._batch(batch)))
-            self.local_opt.step()
+            opt.step()
         delta = (start - torch.nn.utils.parameters_to_vector(self.params).detach()).to("cpu", self.wire)
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
@@ -157,10 +127,8 @@ class Worker:
         return _wire(delta), (loss, compute_s, simulated_s, len(idx))
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int) -> float:
-        """Samples/s of this device training alone, simulated slowdown included.
-
-        Full Adam steps on a scratch copy of the model and random samples of the training set, timed by
-        ``hetlab.core.train.timed_steps`` (its warm-up rule); the training state is left untouched."""
+        """Samples/s of this device training alone, simulated slowdown included: full optimizer steps on
+        a scratch copy of the model and random samples (``train.timed_steps``)."""
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(model, weights)
         opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=self.lr)
@@ -175,8 +143,8 @@ class Worker:
 
 
 def _wire(buffer: torch.Tensor):
-    """A buffer as it goes on the wire: a numpy array, whose raw bytes Ray sends (a pickled torch
-    tensor costs more), or the tensor itself in bfloat16, which numpy lacks."""
+    """A buffer as a numpy array, whose raw bytes Ray sends (a pickled tensor costs more); bfloat16,
+    which numpy lacks, as the tensor."""
     return buffer if buffer.dtype == torch.bfloat16 else buffer.numpy()
 
 
@@ -186,13 +154,3 @@ def _fork_rng(device: torch.device):
         return torch.random.fork_rng(devices=[])
     return torch.random.fork_rng(devices=[device.index or 0], device_type=device.type)
 
-
-def _to_cpu(obj):
-    """Copy every tensor in a nested dict/list to the CPU (for checkpoints)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu").clone()
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu(v) for v in obj)
-    return obj
