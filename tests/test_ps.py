@@ -189,7 +189,7 @@ def test_worker_warm_up_leaves_the_training_state_alone():
     rng = torch.get_rng_state()
     assert w.warm(17) is True and w.warm(17) is False
     assert torch.equal(flat_weights(w.model), weights) and torch.equal(torch.get_rng_state(), rng)
-    assert all(p.grad is None for p in w.params)
+    assert w.local_state() == {} and all(p.grad is None for p in w.params)
     assert w.standalone(weights, 19, steps=1) > 0 and torch.equal(flat_weights(w.model), weights)  # a scratch copy
 
 
@@ -395,7 +395,7 @@ def test_local_sgd_sends_4x_fewer_bytes_per_sample_and_resumes_bitwise(data, syn
         assert sync_run["bytes_per_sample"] / ps.bytes_per_sample >= 4 - 1e-9
         assert ps.evaluate(test) >= sync_run["accuracy"] - 0.03  # 4× fewer server updates, close
         final = flat_weights(ps.model())
-    # resuming restores the server's state and the data position (each round's inner Adam starts fresh)
+    # resuming restores each worker's inner Adam and data position
     with ParameterServerTraining.resume(tmp_path / f"step-{rounds // 2:06d}.pt", specs, train,
                                         progress=False) as resumed:
         assert resumed.mode == "local_sgd"

@@ -53,8 +53,7 @@ def gather(run, calls: dict, deadline: float, first: bool = False) -> tuple[dict
         came[waiting.pop(done[0])] = time.perf_counter()
     values, lost = fetch(run, {name: ref for name, ref in calls.items() if name in came})
     lost |= {name: f"no answer within {run.timeout_s:.0f} s" for name in late}
-    return {name: (torch.from_numpy(np.array(g)) if isinstance(g, np.ndarray) else g, reply, came[name])
-            for name, (g, reply) in values.items()}, lost
+    return {name: (torch.from_numpy(np.array(g)), reply, came[name]) for name, (g, reply) in values.items()}, lost
 
 
 def sync_steps(run, steps: int, callbacks: list, checkpoints: bool) -> None:

@@ -326,11 +326,11 @@ class ParameterServerTraining:
             if not self.checkpoint_dir:
                 raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
             path = checkpoint_path(self.checkpoint_dir, self.step)
-        _, lost = collect(self, {m.name: m.actor.info.remote() for m in self.members})
+        local, lost = collect(self, {m.name: m.actor.local_state.remote() for m in self.members})
         drop_lost(self, lost, {})   # nothing is in flight: no positions to give back
         state = {"format": FORMAT, "model": self.model_name, "signature": param_signature(self.factory),
                  "options": dataclasses.asdict(self.options), "step": self.step, "samples_seen": self.samples_seen,
-                 "server": self.server.state(), "workers": [{"name": n} for n in self.names],
+                 "server": self.server.state(), "workers": [{"name": n, **local[n]} for n in self.names],
                  "batch_sizes": self.batch_sizes, "local_steps": self.local_steps, "stream": self.stream.state(),
                  "data_len": self.data_len, "bytes_to_workers": self.bytes_to_workers,
                  "bytes_to_server": self.bytes_to_server}
@@ -360,6 +360,8 @@ class ParameterServerTraining:
         run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
         try:
             run.stream, run.step = resume_state(ckpt, run.server)
+            run.answers({m.name: m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)},
+                        "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
             run.samples_seen = ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
             run.weights = run.server.weights().numpy()
@@ -404,8 +406,7 @@ def _label(m: Member) -> str:
     """name · device, and what differs from what was asked (simulated, a host's origin label, …)."""
     spec, info = m.spec, m.info
     where = f" ({info['origin']})" if info["origin"] else ""
-    note = f" ({info['device_note']})" if info["device_note"] else ""  # e.g. Ray gave it a GPU torch cannot use
-    return labelled(f"{spec.name} · {info['device']}{note}", spec.slowdown) + where
+    return labelled(f"{spec.name} · {info['device']}", spec.slowdown) + where
 
 
 def _kill(actor) -> None:

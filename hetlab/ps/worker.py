@@ -22,9 +22,6 @@ from hetlab.ps.specs import Options, WorkerSpec
 from hetlab.core.simulate import SlowDevice
 from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_steps, train_step, warm_up
 
-WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-
 class Worker:
     """A Ray actor computing gradients (or local-SGD deltas) on its own device. An answer is
     ``(buffer, (loss, compute_s, simulated_s, samples))``."""
@@ -35,21 +32,18 @@ class Worker:
         self.loss = loss or nn.functional.cross_entropy
         self.slow = SlowDevice(spec.slowdown)
         self.device = resolve(spec.device)       # resolved here, on the worker's own node
-        self.device_note = ""
-        if self.device.type == "cpu" and ray.is_initialized() and \
-                ray.get_runtime_context().get_accelerator_ids().get("GPU"):
-            self.device_note = "Ray gave it a GPU that torch here cannot use"  # a GPU count set from outside
-        self.wire = WIRE_DTYPES[options.transfer]
+        self.wire = torch.float16 if options.transfer == "fp16" else torch.float32
         self.model = make_model(model, seed=options.seed).to(self.device).train()
         self.params = list(self.model.parameters())
         x, y = as_tensors(train)  # a hetlab Dataset (normalised here) or (x, y)
         self.x, self.y = x.to(self.device), y.to(self.device)
+        self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam, kept between rounds
 
     def info(self) -> dict:
         """Where this worker really runs: its node, its machine's kernel id (workers sharing cores), its
-        device, a note (Ray gave it a GPU torch cannot use) and its host's origin label, if any."""
+        device and its host's origin label, if any."""
         return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device),
-                "machine": kernel_id(), "device_note": self.device_note, "origin": origin_label()}
+                "machine": kernel_id(), "origin": origin_label()}
 
     def set_threads(self, sharing: int) -> int:
         """Use this machine's cores divided by the number of workers sharing it (its own process's
@@ -60,6 +54,15 @@ class Worker:
     def set_slowdown(self, slowdown: float) -> None:
         """From now on, simulate a device ``slowdown``× slower than this one (notebook 06)."""
         self.slow.slowdown = float(slowdown)  # its timings of real work stay valid
+
+    def local_state(self) -> dict:
+        """The local optimizer's state (local SGD), for checkpoints; {} in the other modes."""
+        return {} if self.local_opt is None else {"local_opt": _to_cpu(self.local_opt.state_dict())}
+
+    def load_local_state(self, state: dict) -> None:
+        if "local_opt" in state:
+            self._ensure_local_opt()
+            self.local_opt.load_state_dict(state["local_opt"])
 
     def _indices(self, spans) -> torch.Tensor:
         """The samples at these positions of the shuffled stream, on this worker's device."""
@@ -92,7 +95,7 @@ class Worker:
                 p.grad = None
 
         if local_sgd:
-            torch.optim.Adam(self.params, lr=self.lr)
+            self._ensure_local_opt()
         return warm_up(shape_key(self.model, self.device, batch_size, "train"), step, self.device)
 
     def gradient(self, spans: list, weights: np.ndarray) -> tuple:
@@ -106,25 +109,29 @@ class Worker:
         loss = float(loss)                                   # waits for the device too
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        return _wire(grad), (loss, compute_s, simulated_s, len(idx))
+        return grad.numpy(), (loss, compute_s, simulated_s, len(idx))   # Ray sends a numpy array's raw bytes
+
+    def _ensure_local_opt(self) -> None:
+        if self.local_opt is None:
+            self.local_opt = torch.optim.Adam(self.params, lr=self.lr)
 
     def local_round(self, spans: list, steps: int, weights: np.ndarray) -> tuple:
-        """Local SGD: ``steps`` steps of a fresh Adam from ``weights``, one per consecutive equal part
-        of the positions at ``spans``; answers start − end as ``gradient`` answers its gradient."""
+        """Local SGD: ``steps`` Adam steps from ``weights``, one per consecutive equal part of the
+        positions at ``spans``; answers start − end as ``gradient`` answers its gradient."""
         t0 = time.perf_counter()
-        opt = torch.optim.Adam(self.params, lr=self.lr)   # fresh each round: no state between rounds
+        self._ensure_local_opt()
         start = torch.from_numpy(np.array(weights)).to(self.device, torch.float32)
         load_flat(self.params, start)
         idx = self._indices(spans)
         losses = []
         for batch in idx.view(steps, -1):
             losses.append(self._loss_backward(*self._batch(batch)))
-            opt.step()
+            self.local_opt.step()
         delta = (start - torch.nn.utils.parameters_to_vector(self.params).detach()).to("cpu", self.wire)
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        return _wire(delta), (loss, compute_s, simulated_s, len(idx))
+        return delta.numpy(), (loss, compute_s, simulated_s, len(idx))
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int) -> float:
         """Samples/s of this device training alone, simulated slowdown included: full optimizer steps on
@@ -142,15 +149,19 @@ class Worker:
         return batch_size * steps / seconds
 
 
-def _wire(buffer: torch.Tensor):
-    """A buffer as a numpy array, whose raw bytes Ray sends (a pickled tensor costs more); bfloat16,
-    which numpy lacks, as the tensor."""
-    return buffer if buffer.dtype == torch.bfloat16 else buffer.numpy()
-
-
 def _fork_rng(device: torch.device):
     """Restore on exit the random generators a step may draw from (dropout): CPU and ``device``'s."""
     if device.type == "cpu":
         return torch.random.fork_rng(devices=[])
     return torch.random.fork_rng(devices=[device.index or 0], device_type=device.type)
 
+
+def _to_cpu(obj):
+    """Every tensor in a nested dict/list copied to the CPU (for checkpoints)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu").clone()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
