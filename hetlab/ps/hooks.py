@@ -1,6 +1,6 @@
 """Callbacks between a run's steps: plain callables, ``callback(run)``, that ``run(steps, hooks=[...])``
 calls after every step. ``FollowSplit`` re-splits the global batch when the machines' speeds change
-(notebook 06; ``run(retune_every=N)`` builds one).
+(notebook 06: ``run(steps, hooks=[FollowSplit(N)])``).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class FollowSplit:
     fixed and per-sample parts (``steptime.fit_rounds``). ``rule(batch_sizes, lines)`` gives the split."""
 
     def __init__(self, every: int, rule=follow_split):
-        self.every, self.rule = check_count("retune_every", every, 1), rule
+        self.every, self.rule = check_count("FollowSplit's every", every, 1), rule
         self.looks: dict = {}   # worker → (its slowdown, batch per step, busy s per step) at its last look
 
     def __call__(self, run) -> None:

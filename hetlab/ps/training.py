@@ -23,7 +23,6 @@ from hetlab.core.simulate import labelled
 from hetlab.core.machine import patience
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab import progress_bar
-from hetlab.ps.hooks import FollowSplit
 from hetlab.ps.loop import async_updates, collect, drop_lost, sync_steps
 from hetlab.ps.server import Server
 from hetlab.ps.specs import (Options, WorkerSpec, actor_options, check_batch_sizes, check_count,
@@ -97,7 +96,6 @@ class ParameterServerTraining:
         self.events: list[Event] = []
         self.data_len = n_samples(payload)
         self.stream = Stream()
-        self._follow: dict = {}  # retune_every → its FollowSplit, kept between runs (its looks)
         self.server = None
         if not ray.is_initialized():
             connect()   # embedded local Ray, or HETLAB_ADDRESS / RAY_ADDRESS
@@ -225,20 +223,13 @@ class ParameterServerTraining:
             raise HetlabError(f"a worker went away while {what} ({who}): {then}.")
         return got
 
-    def run(self, steps: int, batch_sizes: list[int] | None = None, retune_every: int = 0,
-            hooks: list = ()) -> list[StepRecord]:
+    def run(self, steps: int, batch_sizes: list[int] | None = None, hooks: list = ()) -> list[StepRecord]:
         """Train ``steps`` server updates (local SGD: rounds); returns their records. ``hooks``: callables,
-        each called as ``hook(training)`` after every step. ``retune_every=N`` adds ``FollowSplit(N)``."""
+        each called as ``hook(training)`` after every step (e.g. ``FollowSplit(N)``, notebook 06)."""
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise HetlabError(f"steps must be a whole number ≥ 0, got {steps!r}.")
-        if isinstance(retune_every, bool) or not isinstance(retune_every, int) or retune_every < 0:
-            raise HetlabError(f"retune_every must be a whole number of steps ≥ 0, got {retune_every!r}.")
-        if retune_every and self.mode == "async":
-            raise HetlabError("retune_every is for mode 'sync' or 'local_sgd': in async mode nobody "
-                              "waits for a straggler, so there is no split to follow.")
         if self.is_shut_down:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
-        follow = [self._follow.setdefault(retune_every, FollowSplit(retune_every))] if retune_every else []
         if batch_sizes is not None:
             self.resplit(batch_sizes, "set")
         bar = progress_bar(steps, f"{self.mode}, {len(self.members)} workers", self.progress)
@@ -248,7 +239,7 @@ class ParameterServerTraining:
             bar.set_postfix(loss=f"{run.records[-1].loss:.3f}", refresh=False)
 
         try:
-            return self._steps(steps, [*follow, show, *hooks], checkpoints=True)
+            return self._steps(steps, [*hooks, show], checkpoints=True)
         finally:
             bar.close()
 
