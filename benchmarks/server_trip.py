@@ -96,7 +96,7 @@ def main() -> None:
                                                      progress=False) as training:
         training.resplit(balance.split_batch(g, training.standalone_samples_per_s(g // 2, steps=3)))
         training.run(3)  # warm-up at these sizes
-        actor = ServerActor.options(num_cpus=0).remote(training.factory, 0, training.options.lr, training.mode)
+        actor = ServerActor.options(num_cpus=0).remote(training.factory, 0, training.options["lr"], training.mode)
         ray.get(actor.ready.remote(), timeout=60)
         overhead = {w: [] for w in WAYS}
         rate = {w: [] for w in WAYS}

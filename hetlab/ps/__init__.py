@@ -1,10 +1,10 @@
 """The parameter server (notebooks 05, 06, 08): ``training`` (``ParameterServerTraining``), ``loop``
 (the steps), ``worker`` (a device's Ray actor), ``server`` (the weights and optimizer), ``hooks``
-(callbacks between steps), ``records`` (what a run keeps) and ``specs`` (``WorkerSpec``, ``Options``).
+(callbacks between steps), ``records`` (what a run keeps) and ``specs`` (``WorkerSpec`` and the checks).
 """
 from hetlab.ps.hooks import FollowSplit
 from hetlab.ps.records import Event, StepRecord
-from hetlab.ps.specs import Options, WorkerSpec
+from hetlab.ps.specs import WorkerSpec
 from hetlab.ps.training import ParameterServerTraining
 
-__all__ = ["Event", "FollowSplit", "Options", "ParameterServerTraining", "StepRecord", "WorkerSpec"]
+__all__ = ["Event", "FollowSplit", "ParameterServerTraining", "StepRecord", "WorkerSpec"]

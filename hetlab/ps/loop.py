@@ -107,7 +107,7 @@ def send(run, flying: dict, idle: dict, end: int) -> None:
     updates are still wanted (async)."""
     for name in sorted(idle, key=idle.get):
         versions = [f["weights_step"] for f in flying.values()]
-        if run.step + len(versions) >= end or not staleness_allows(run.step, versions, run.options.max_staleness):
+        if run.step + len(versions) >= end or not staleness_allows(run.step, versions, run.options["max_staleness"]):
             return
         m, now = run.member(name), time.perf_counter()
         spans = run.stream.take(m.batch_size)

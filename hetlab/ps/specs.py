@@ -1,6 +1,6 @@
 """What a parameter-server run is (notebooks 05, 08): its workers (``WorkerSpec``), where each runs
-(``actor_options``) and how it trains (``Options``, saved whole in every checkpoint). Every check
-refuses a bad worker, batch size or option in one line before any actor starts."""
+(``actor_options``) and the checks of how it trains (``check_options``). Every check refuses a bad
+worker, batch size or option in one line before any actor starts."""
 from __future__ import annotations
 
 import math
@@ -57,28 +57,18 @@ def check_batch_sizes(sizes, n: int) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
-class Options:
-    """How a parameter-server run trains. ``"sync"``: the server applies Σ (b_i/B)·g_i; ``"async"``: each
-    gradient as it arrives, staleness ≤ ``max_staleness``; ``"local_sgd"``: H Adam steps per worker, then
-    the samples-weighted mean change. Local SGD's H, like a batch size, is a worker's (``Member``)."""
-
-    mode: str = "sync"                  # "sync" | "async" | "local_sgd"
-    lr: float = 1e-3                    # the server's optimizer (local SGD: the workers' inner Adam)
-    optimizer: str = "adam"             # the server's, in sync and async modes: "adam" | "sgd"
-    max_staleness: int = 2              # async: the most updates a gradient may be late
-    transfer: str = "fp32"              # gradients / deltas on the wire
-    seed: int = 0                       # initial weights and the shuffled order
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise HetlabError(f"unknown mode {self.mode!r}: use one of {MODES}.")
-        if self.optimizer not in OPTIMIZERS:
-            raise HetlabError(f"unknown optimizer {self.optimizer!r}: use one of {OPTIMIZERS}.")
-        if self.transfer not in TRANSFERS:
-            raise HetlabError(f"unknown transfer dtype {self.transfer!r}: use one of {TRANSFERS}.")
-        check_count("max_staleness", self.max_staleness, 0)
-        check_positive("lr", self.lr)
+def check_options(options: dict) -> dict:
+    """How a run trains (``ParameterServerTraining``'s ``mode``, ``lr``, ``optimizer``, ``max_staleness``,
+    ``transfer``, ``seed``), checked in one line each; saved whole in every checkpoint."""
+    if options["mode"] not in MODES:
+        raise HetlabError(f"unknown mode {options['mode']!r}: use one of {MODES}.")
+    if options["optimizer"] not in OPTIMIZERS:
+        raise HetlabError(f"unknown optimizer {options['optimizer']!r}: use one of {OPTIMIZERS}.")
+    if options["transfer"] not in TRANSFERS:
+        raise HetlabError(f"unknown transfer dtype {options['transfer']!r}: use one of {TRANSFERS}.")
+    check_count("max_staleness", options["max_staleness"], 0)
+    check_positive("lr", options["lr"])
+    return options
 
 
 def check_count(name: str, value, least: int) -> int:

@@ -25,8 +25,8 @@ from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_m
 from hetlab import progress_bar
 from hetlab.ps.loop import async_updates, collect, drop_lost, sync_steps
 from hetlab.ps.server import Server
-from hetlab.ps.specs import (Options, WorkerSpec, actor_options, check_batch_sizes, check_count,
-                             check_local_steps, check_positive, check_spec)
+from hetlab.ps.specs import (WorkerSpec, actor_options, check_batch_sizes, check_count, check_local_steps,
+                             check_options, check_positive, check_spec)
 from hetlab.ps.records import Event, StepRecord, per_worker_samples_per_s
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate, held_out
@@ -54,23 +54,24 @@ class Member:
 class ParameterServerTraining:
     """Train one model on unlike workers through a parameter server (notebooks 05, 06, 08).
 
-    ``**options``: those of ``Options``. ``checkpoint_every``: a checkpoint in ``checkpoint_dir`` every
-    that many steps. ``worker_timeout_s``: how long the driver waits for an answer. ``local_steps``:
-    local SGD's H, one for all or one per worker. A context manager, or ``shutdown()``."""
+    ``mode``: "sync" (Σ (b_i/B)·g_i), "async" (each gradient as it comes, at most ``max_staleness``
+    late) or "local_sgd" (``local_steps``: H inner Adam steps, one for all or one per worker). ``lr`` and
+    ``optimizer``: the server's; ``transfer``: the answers' dtype; ``seed``: weights and data order.
+    ``checkpoint_every``: a checkpoint in ``checkpoint_dir`` every that many steps. A context manager."""
 
     def __init__(self, workers: list[WorkerSpec], train_data, model="small", *, batch_sizes: list[int] | None = None,
                  local_steps: int | list[int] = 8, loss=None, checkpoint_dir=None, checkpoint_every: int = 0,
-                 progress: bool = True, worker_timeout_s: float = 120.0, **options):
+                 progress: bool = True, worker_timeout_s: float = 120.0, mode: str = "sync", lr: float = 1e-3,
+                 optimizer: str = "adam", max_staleness: int = 2, transfer: str = "fp32", seed: int = 0):
         if isinstance(workers, WorkerSpec) or not isinstance(workers, (list, tuple)) or not workers:
             raise HetlabError("workers must be a non-empty list of WorkerSpec, e.g. [WorkerSpec('desktop')].")
         for spec in workers:
             check_spec(spec)
         if len({s.name for s in workers}) != len(workers):
             raise HetlabError(f"worker names {[s.name for s in workers]} must be distinct.")
-        unknown = sorted(set(options) - {f.name for f in dataclasses.fields(Options)})
-        if unknown:
-            raise HetlabError(f"unknown option {unknown[0]!r}: the options are those of hetlab.ps.specs.Options.")
-        self.options = Options(**options)  # checked here, once
+        self.options = check_options(dict(mode=mode, lr=lr, optimizer=optimizer, max_staleness=max_staleness,
+                                          transfer=transfer, seed=seed))   # saved whole in every checkpoint
+        self.mode = mode
         payload = compact(train_data)  # what goes into Ray's object store (checks the data's form)
         if n_samples(payload) < len(workers):
             raise HetlabError(f"{n_samples(payload)} training samples cannot be split over {len(workers)} workers.")
@@ -89,7 +90,7 @@ class ParameterServerTraining:
         self.members = [Member(s, b, h) for s, b, h in zip(workers, sizes, hs)]
         self.timeout_s = worker_timeout_s
         self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * self.n_params           # one message down
-        self.gradient_bytes = BYTES_PER_VALUE[self.options.transfer] * self.n_params  # one answer up
+        self.gradient_bytes = BYTES_PER_VALUE[transfer] * self.n_params  # one answer up
         self.weights = None   # the server's weights as the next calls carry them (a numpy array)
         self.step = self.first_step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = self.warmups = 0
         self.records: list[StepRecord] = []
@@ -108,12 +109,12 @@ class ParameterServerTraining:
             raise
 
     def _start(self, train_data, where: list[dict]) -> None:
-        data = ray.put(train_data)  # once; each worker's node fetches it once
+        data, o = ray.put(train_data), self.options  # the data once; each worker's node fetches it once
         for m, options in zip(self.members, where):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **options}
-            m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, self.options, self.loss)
-        o = self.options
-        self.server = Server(self.factory, o.seed, o.lr, o.mode, o.optimizer)
+            m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, o["seed"], o["lr"],
+                                                                 o["transfer"], self.loss)
+        self.server = Server(self.factory, o["seed"], o["lr"], o["mode"], o["optimizer"])
         refs = [m.actor.info.remote() for m in self.members]
         window = patience(self.timeout_s)   # a start: a new process imports torch; a busy machine is slower
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=window)
@@ -133,8 +134,6 @@ class ParameterServerTraining:
         if self.progress:
             for label in self.labels:
                 print(f"worker {label}")
-
-    mode = property(lambda self: self.options.mode, doc='"sync", "async" or "local_sgd" (``options``).')
 
     @property
     def workers(self) -> list[WorkerSpec]:
@@ -320,7 +319,7 @@ class ParameterServerTraining:
         local, lost = collect(self, {m.name: m.actor.local_state.remote() for m in self.members})
         drop_lost(self, lost, {})   # nothing is in flight: no positions to give back
         state = {"format": FORMAT, "model": self.model_name, "signature": param_signature(self.factory),
-                 "options": dataclasses.asdict(self.options), "step": self.step, "samples_seen": self.samples_seen,
+                 "options": self.options, "step": self.step, "samples_seen": self.samples_seen,
                  "server": self.server.state(), "workers": [{"name": n, **local[n]} for n in self.names],
                  "batch_sizes": self.batch_sizes, "local_steps": self.local_steps, "stream": self.stream.state(),
                  "data_len": self.data_len, "bytes_to_workers": self.bytes_to_workers,

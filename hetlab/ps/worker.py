@@ -18,7 +18,7 @@ from hetlab.core.devices import resolve
 from hetlab.core.flat import flat_grad, load_flat
 from hetlab.core.machine import kernel_id, origin_label
 from hetlab.core.models import make_model
-from hetlab.ps.specs import Options, WorkerSpec
+from hetlab.ps.specs import WorkerSpec
 from hetlab.core.simulate import SlowDevice
 from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_steps, train_step, warm_up
 
@@ -26,14 +26,14 @@ class Worker:
     """A Ray actor computing gradients (or local-SGD deltas) on its own device. An answer is
     ``(buffer, (loss, compute_s, simulated_s, samples))``."""
 
-    def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None):
-        self.name, self.seed, self.lr = spec.name, options.seed, options.lr
+    def __init__(self, spec: WorkerSpec, train, model="small", seed=0, lr=1e-3, transfer="fp32", loss=None):
+        self.name, self.seed, self.lr = spec.name, seed, lr
         self.model_name = model  # a built-in name or a factory
         self.loss = loss or nn.functional.cross_entropy
         self.slow = SlowDevice(spec.slowdown)
         self.device = resolve(spec.device)       # resolved here, on the worker's own node
-        self.wire = torch.float16 if options.transfer == "fp16" else torch.float32
-        self.model = make_model(model, seed=options.seed).to(self.device).train()
+        self.wire = torch.float16 if transfer == "fp16" else torch.float32
+        self.model = make_model(model, seed=seed).to(self.device).train()
         self.params = list(self.model.parameters())
         x, y = as_tensors(train)  # a hetlab Dataset (normalised here) or (x, y)
         self.x, self.y = x.to(self.device), y.to(self.device)
