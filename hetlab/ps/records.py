@@ -33,12 +33,10 @@ class StepRecord:
         if not self.samples:
             object.__setattr__(self, "samples", self.batch_size)
 
-    device_s = property(lambda self: device_seconds(self), doc="Its device's time (``device_seconds``).")
-
-
-def device_seconds(x) -> float:
-    """A worker's device time on one message: its compute + a simulated slower device's sleep."""
-    return simulate.device_seconds(x.compute_s, x.simulated_s)
+    @property
+    def device_s(self) -> float:
+        """Its device's time: its compute + a simulated slower device's sleep."""
+        return simulate.device_seconds(self.compute_s, self.simulated_s)
 
 
 def wall_s(records) -> float:

@@ -31,7 +31,6 @@ class Server:
             self.opt = torch.optim.SGD([self.w], lr=1.0)
         else:
             self.opt = make_optimizer(optimizer, [self.w], lr=lr)
-        self.version = 0
 
     def weights(self) -> torch.Tensor:
         """A copy of the weights: one flat fp32 CPU tensor."""
@@ -40,8 +39,7 @@ class Server:
     def apply(self, grads: list[torch.Tensor], samples: list[int]) -> None:
         """Σ (b_i/B)·g_i, each gradient weighted by the samples behind it (not the plain mean,
         which over-weights a small batch, nor the sum), then one optimizer step."""
-        with one_thread():
-            self.step(sum(c * g.float() for c, g in zip(combine_coefficients(samples), grads)))
+        self.step(sum(c * g.float() for c, g in zip(combine_coefficients(samples), grads)))
 
     def step(self, gradient: torch.Tensor) -> None:
         """One optimizer step with ``gradient`` as the weights' gradient."""
@@ -49,18 +47,15 @@ class Server:
             self.w.grad = gradient
             self.opt.step()
             self.w.grad = None
-        self.version += 1
 
     def state(self) -> dict:
-        """A copy of the weights, the optimizer's state and the version, for a checkpoint."""
-        return {"weights": self.weights(), "optimizer": copy.deepcopy(self.opt.state_dict()), "version": self.version}
+        """A copy of the weights and the optimizer's state, for a checkpoint."""
+        return {"weights": self.weights(), "optimizer": copy.deepcopy(self.opt.state_dict())}
 
-    def load_state(self, state: dict) -> int:
+    def load_state(self, state: dict) -> None:
         with torch.no_grad():
             self.w.copy_(state["weights"])
         self.opt.load_state_dict(state["optimizer"])
-        self.version = int(state["version"])
-        return self.version
 
 
 @contextlib.contextmanager

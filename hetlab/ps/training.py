@@ -202,16 +202,12 @@ class ParameterServerTraining:
     def warm_up(self) -> None:
         """One untimed step for each worker at a batch size new to it (``Worker.warm``: MPS compiles per
         shape). A worker that fails here is left to the step, which drops it."""
-        refs = {m.actor.warm.remote(m.batch_size, self.mode == "local_sgd"): m
-                for m in self.members if m.batch_size not in m.warm}
-        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.timeout_s) if refs else ([], [])
-        for ref in ready:
-            try:
-                ran = ray.get(ref)
-            except ray.exceptions.RayError:
-                continue
-            refs[ref].warm.add(refs[ref].batch_size)
-            self.warmups += int(ran)
+        new = [m for m in self.members if m.batch_size not in m.warm]
+        ran, _ = collect(self, {m.name: m.actor.warm.remote(m.batch_size, self.mode == "local_sgd") for m in new})
+        for m in new:
+            if m.name in ran:
+                m.warm.add(m.batch_size)
+                self.warmups += int(ran[m.name])
 
     def answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
         """{name: answer} of calls to the workers in ``refs`` ({name: a call's ref}); a worker that went
