@@ -63,8 +63,8 @@ def actor_steps(training, actor, weights, n: int) -> tuple[list, list, list]:
     for _ in range(n):
         t0 = time.perf_counter()
         shares = split_spans(training.stream.take(sum(sizes)), sizes)
-        sent = [m.actor.gradient.options(num_returns=2).remote(spans, weights)
-                for m, spans in zip(training.members, shares)]
+        sent = [training.actors[name].gradient.options(num_returns=2).remote(spans, weights)
+                for name, spans in zip(training.names, shares)]
         replies = ray.get([s[1] for s in sent], timeout=60)   # (loss, compute_s, simulated_s, samples)
         weights, version = actor.apply.options(num_returns=2).remote([r[3] for r in replies], *[s[0] for s in sent])
         ray.get(version, timeout=60)

@@ -26,10 +26,11 @@ def sync_step(run) -> None:
     local SGD a worker takes H_i steps of b_i and answers its change instead. A worker that did not
     answer is dropped, and its positions are trained in the next step."""
     t0, local = time.perf_counter(), run.mode == "local_sgd"
-    sizes = [b * (m.local_steps if local else 1) for m, b in zip(run.members, run.batch_sizes)]
+    sizes = [b * (h if local else 1) for b, h in zip(run.batch_sizes, run.local_steps)]
     spans = split_spans(run.stream.take(sum(sizes)), sizes)             # b_i consecutive positions each
-    calls = {m.name: m.actor.local_round.remote(mine, m.local_steps, run.weights) if local
-             else m.actor.gradient.remote(mine, run.weights) for m, mine in zip(run.members, spans)}
+    calls = {name: run.actors[name].local_round.remote(mine, h, run.weights) if local
+             else run.actors[name].gradient.remote(mine, run.weights)
+             for name, h, mine in zip(run.names, run.local_steps, spans)}
     answers, lost = gather(run, calls, deadline=t0 + run.timeout_s)     # {name: (g_i, reply, came at)}
     if answers:
         gathered = time.perf_counter()
@@ -109,10 +110,10 @@ def send(run, flying: dict, idle: dict, end: int) -> None:
         versions = [f["weights_step"] for f in flying.values()]
         if run.step + len(versions) >= end or not staleness_allows(run.step, versions, run.options["max_staleness"]):
             return
-        m, now = run.member(name), time.perf_counter()
-        spans = run.stream.take(m.batch_size)
-        flying[name] = {"ref": m.actor.gradient.remote(spans, run.weights), "spans": spans, "batch_size": m.batch_size, "weights_step": run.step,
-                        "at": now, "held_s": now - idle.pop(name)}
+        b, now = run.batch_sizes[run.index(name)], time.perf_counter()
+        spans = run.stream.take(b)
+        flying[name] = {"ref": run.actors[name].gradient.remote(spans, run.weights), "spans": spans, "batch_size": b,
+                        "weights_step": run.step, "at": now, "held_s": now - idle.pop(name)}
         run.bytes_to_workers += run.weights_bytes
 
 
@@ -120,7 +121,7 @@ def keep_step(run, calls: dict, answers: dict, since: float, gathered: float, se
     """The records of one synchronous step begun at ``since`` (each worker's round trip and its wait
     for the step's last answer); the step and the bytes counted."""
     end, last = time.perf_counter(), max(came for _, _, came in answers.values())
-    sizes = {m.name: m.batch_size for m in run.members}
+    sizes = dict(zip(run.names, run.batch_sizes))
     for name, (_, reply, came) in answers.items():
         keep(run, name, reply, sizes[name], came - since, wait_s=last - came, server_s=server_s,
              update_s=end - gathered, step_s=end - since)
@@ -148,7 +149,7 @@ def fetch(run, calls: dict) -> tuple[dict, dict]:
         except ray.exceptions.RayActorError as e:
             failed[name] = f"{type(e).__name__}: its node or process went away"
         except ray.exceptions.RayTaskError as e:
-            raise HetlabError(f"worker {run.member(name).spec.label} failed: {one_line(e)}") from None
+            raise HetlabError(f"worker {run.workers[run.index(name)].label} failed: {one_line(e)}") from None
         except ray.exceptions.GetTimeoutError:
             failed[name] = f"its result did not come within {run.timeout_s:.0f} s of its call's end"
         except ray.exceptions.RayError:
@@ -174,8 +175,10 @@ def drop_lost(run, lost: dict, spans: dict) -> None:
     for name in lost:
         run.stream.give_back(spans.get(name, []))
         run.kill_worker(name)
-    run.members = [m for m in run.members if m.name not in lost]
-    if not run.members:
+    live = [i for i, name in enumerate(run.names) if name not in lost]
+    run.workers, run.batch_sizes, run.local_steps = ([xs[i] for i in live] for xs in
+                                                      (run.workers, run.batch_sizes, run.local_steps))
+    if not run.workers:
         run.events.append(Event(step, "all lost"))
         raise HetlabError(f"every worker was lost at step {step} ({'; '.join(lost.values())}): "
                           f"reconnect the machines and resume from the last checkpoint.")
@@ -183,7 +186,7 @@ def drop_lost(run, lost: dict, spans: dict) -> None:
     for name in gone:
         run.events.append(Event(step, "lost", worker=labels[name], reason=lost[name], survivors=tuple(run.names),
                                 time=time.time()))
-    sizes = split_batch(max(global_batch, len(run.members)), run.batch_sizes)
+    sizes = split_batch(max(global_batch, len(run.workers)), run.batch_sizes)
     run.resplit(sizes, "lost")
     for name in gone:
         print(f"⚠ lost worker {labels[name]} at step {step} ({lost[name]}); training goes on with "

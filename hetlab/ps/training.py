@@ -1,7 +1,7 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
-``ParameterServerTraining`` holds the ``Server``, one ``Member`` per live worker, the one cursor into
-the shuffled data (``Stream``), the records and events; ``run`` calls ``hetlab.ps.loop``. Every change
+``ParameterServerTraining`` holds the ``Server``, the live workers (their specs, shares and actors), the
+one cursor into the shuffled data (``Stream``), the records and events; ``run`` calls ``hetlab.ps.loop``. Every change
 of the split goes through ``resplit``; ``save_checkpoint`` and ``resume`` continue a run exactly.
 """
 from __future__ import annotations
@@ -34,21 +34,6 @@ from hetlab.vocab import BYTES_PER_VALUE, WEIGHTS_DOWN
 
 __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
 KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in their folder (the newest ones)
-
-
-@dataclasses.dataclass
-class Member:
-    """One worker of a running training: its spec, its share (``batch_size``, local SGD's H), its actor,
-    what it reported at the start (``Worker.info``) and the batch sizes it has warmed up."""
-
-    spec: WorkerSpec
-    batch_size: int
-    local_steps: int
-    actor: object = None
-    info: dict = dataclasses.field(default_factory=dict)
-    warm: set = dataclasses.field(default_factory=set)
-
-    name = property(lambda self: self.spec.name)
 
 
 class ParameterServerTraining:
@@ -87,7 +72,9 @@ class ParameterServerTraining:
         self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
         self.checkpoint_dir, self.checkpoint_every, self.progress = checkpoint_dir, checkpoint_every, progress
         self.n_params = flat_weights(make_model(factory, seed=None)).numel()
-        self.members = [Member(s, b, h) for s, b, h in zip(workers, sizes, hs)]
+        self.workers = list(workers)           # the live workers, in order: a lost one is dropped
+        self.batch_sizes, self.local_steps = sizes, hs   # each live worker's b_i and local SGD's H_i
+        self.actors, self.info, self.warmed = {}, {}, {s.name: set() for s in workers}  # by name (Worker.info)
         self.timeout_s = worker_timeout_s
         self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * self.n_params           # one message down
         self.gradient_bytes = BYTES_PER_VALUE[transfer] * self.n_params  # one answer up
@@ -110,25 +97,24 @@ class ParameterServerTraining:
 
     def _start(self, train_data, where: list[dict]) -> None:
         data, o = ray.put(train_data), self.options  # the data once; each worker's node fetches it once
-        for m, options in zip(self.members, where):
+        for spec, options in zip(self.workers, where):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **options}
-            m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, o["seed"], o["lr"],
-                                                                 o["transfer"], self.loss)
+            self.actors[spec.name] = ray.remote(Worker).options(**opts).remote(spec, data, self.factory, o["seed"],
+                                                                                o["lr"], o["transfer"], self.loss)
         self.server = Server(self.factory, o["seed"], o["lr"], o["mode"], o["optimizer"])
-        refs = [m.actor.info.remote() for m in self.members]
+        refs = [actor.info.remote() for actor in self.actors.values()]
         window = patience(self.timeout_s)   # a start: a new process imports torch; a busy machine is slower
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=window)
         if len(ready) < len(refs):
-            late = [m.name for m, r in zip(self.members, refs) if r not in ready]
+            late = [name for name, r in zip(self.names, refs) if r not in ready]
             raise HetlabError(f"workers {late} did not start within {window:.0f} s: "
                               f"check hetlab.cluster.node_table() shows their machines.")
         try:
-            for m, info in zip(self.members, ray.get(refs)):
-                m.info = info
+            self.info = dict(zip(self.names, ray.get(refs)))
         except ray.exceptions.RayError as e:
             raise HetlabError(f"a worker failed to start: {one_line(e)}") from None
-        machines = [m.info["machine"] for m in self.members]  # each worker: its machine's share of cores
-        self.answers({m.name: m.actor.set_threads.remote(machines.count(m.info["machine"])) for m in self.members},
+        machines = [info["machine"] for info in self.info.values()]  # each worker: its machine's share of cores
+        self.answers({n: self.actors[n].set_threads.remote(machines.count(self.info[n]["machine"])) for n in self.names},
                      "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
         self.weights = self.server.weights().numpy()
         if self.progress:
@@ -136,33 +122,19 @@ class ParameterServerTraining:
                 print(f"worker {label}")
 
     @property
-    def workers(self) -> list[WorkerSpec]:
-        """The live workers' specs, in order (a lost worker is dropped)."""
-        return [m.spec for m in self.members]
-
-    @property
     def names(self) -> list[str]:
-        return [m.name for m in self.members]
+        return [s.name for s in self.workers]
 
     @property
     def labels(self) -> list[str]:
         """Learner-facing worker labels: name · device (simulated …× slower)."""
-        return [_label(m) for m in self.members]
+        return [_label(s, self.info[s.name]) for s in self.workers]
 
-    @property
-    def batch_sizes(self) -> list[int]:
-        return [m.batch_size for m in self.members]
-
-    @property
-    def local_steps(self) -> list[int]:
-        """Local SGD's H per live worker (one list, even when one H was given for all)."""
-        return [m.local_steps for m in self.members]
-
-    def member(self, name: str) -> Member:
-        for m in self.members:
-            if m.name == name:
-                return m
-        raise HetlabError(f"no worker named {name!r} (workers: {self.names}).")
+    def index(self, name: str) -> int:
+        """Where worker ``name`` is in ``workers``, ``batch_sizes`` and ``local_steps``."""
+        if name not in self.names:
+            raise HetlabError(f"no worker named {name!r} (workers: {self.names}).")
+        return self.names.index(name)
 
     @property
     def bytes_sent(self) -> int:
@@ -176,45 +148,43 @@ class ParameterServerTraining:
     def resplit(self, sizes: list[int], why: str = "set", **seen) -> Event | None:
         """Give each worker its batch size; a change leaves a "resplit" ``Event`` saying ``why`` (``seen``:
         what ``FollowSplit`` saw), returned, or None when nothing changed."""
-        sizes, before = check_batch_sizes(sizes, len(self.members)), self.batch_sizes
+        sizes, before = check_batch_sizes(sizes, len(self.workers)), self.batch_sizes
         if sizes == before:
             return None
-        for m, b in zip(self.members, sizes):
-            m.batch_size = b
+        self.batch_sizes = sizes
         self.events.append(Event(self.step, "resplit", why, tuple(before), tuple(sizes), **seen))
         return self.events[-1]
 
     def set_local_steps(self, local_steps) -> None:
         """Local SGD's H from the next round on: one for all, or one per worker (notebook 08)."""
-        for m, h in zip(self.members, check_local_steps(local_steps, len(self.members))):
-            m.local_steps = h
+        self.local_steps = check_local_steps(local_steps, len(self.workers))
 
     def set_slowdown(self, name: str, slowdown: float) -> None:
         """Make worker ``name`` a *simulated* ``slowdown``× slower device from the next step on (notebook
         06: a laptop that throttles as it heats). 1 = its own speed."""
-        m = self.member(name)
-        spec = dataclasses.replace(m.spec, slowdown=slowdown)
+        i = self.index(name)
+        spec = dataclasses.replace(self.workers[i], slowdown=slowdown)
         check_spec(spec)
-        self.answers({name: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
-        m.spec = spec
-        self.events.append(Event(self.step, "slowdown", worker=_label(m), slowdown=spec.slowdown))
+        self.answers({name: self.actors[name].set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
+        self.workers[i] = spec
+        self.events.append(Event(self.step, "slowdown", worker=_label(spec, self.info[name]), slowdown=spec.slowdown))
 
     def warm_up(self) -> None:
         """One untimed step for each worker at a batch size new to it (``Worker.warm``: MPS compiles per
         shape). A worker that fails here is left to the step, which drops it."""
-        new = [m for m in self.members if m.batch_size not in m.warm]
-        ran, _ = collect(self, {m.name: m.actor.warm.remote(m.batch_size, self.mode == "local_sgd") for m in new})
-        for m in new:
-            if m.name in ran:
-                m.warm.add(m.batch_size)
-                self.warmups += int(ran[m.name])
+        new = {n: b for n, b in zip(self.names, self.batch_sizes) if b not in self.warmed[n]}
+        ran, _ = collect(self, {n: self.actors[n].warm.remote(b, self.mode == "local_sgd") for n, b in new.items()})
+        for n, b in new.items():
+            if n in ran:
+                self.warmed[n].add(b)
+                self.warmups += int(ran[n])
 
     def answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
         """{name: answer} of calls to the workers in ``refs`` ({name: a call's ref}); a worker that went
         away is one line, not Ray's traceback."""
         got, lost = collect(self, refs)
         if lost:
-            who = "; ".join(f"{self.member(name).spec.label}: {why}" for name, why in lost.items())
+            who = "; ".join(f"{self.workers[self.index(name)].label}: {why}" for name, why in lost.items())
             raise HetlabError(f"a worker went away while {what} ({who}): {then}.")
         return got
 
@@ -227,7 +197,7 @@ class ParameterServerTraining:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
         if batch_sizes is not None:
             self.resplit(batch_sizes, "set")
-        bar = progress_bar(steps, f"{self.mode}, {len(self.members)} workers", self.progress)
+        bar = progress_bar(steps, f"{self.mode}, {len(self.workers)} workers", self.progress)
 
         def show(run):
             bar.update(1)
@@ -277,9 +247,9 @@ class ParameterServerTraining:
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
         weights, got = self.server.weights(), {}
-        for m, b in zip(self.members, sizes):
-            got |= self.answers({m.name: m.actor.standalone.remote(weights, b, steps)}, "timing it alone")
-        return [got[m.name] for m in self.members]
+        for name, b in zip(self.names, sizes):
+            got |= self.answers({name: self.actors[name].standalone.remote(weights, b, steps)}, "timing it alone")
+        return [got[name] for name in self.names]
 
     def run_checked(self, steps: int, test_data, every: int, test_samples: int = 1000,
                     batch_sizes: list[int] | None = None) -> tuple[list[StepRecord], dict]:
@@ -312,7 +282,7 @@ class ParameterServerTraining:
             if not self.checkpoint_dir:
                 raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
             path = checkpoint_path(self.checkpoint_dir, self.step)
-        local, lost = collect(self, {m.name: m.actor.local_state.remote() for m in self.members})
+        local, lost = collect(self, {n: actor.local_state.remote() for n, actor in self.actors.items()})
         drop_lost(self, lost, {})   # nothing is in flight: no positions to give back
         state = {"format": FORMAT, "model": self.model_name, "signature": param_signature(self.factory),
                  "options": self.options, "step": self.step, "samples_seen": self.samples_seen,
@@ -346,7 +316,7 @@ class ParameterServerTraining:
         run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
         try:
             run.stream, run.step = resume_state(ckpt, run.server)
-            run.answers({m.name: m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)},
+            run.answers({n: run.actors[n].load_local_state.remote(w) for n, w in zip(run.names, saved)},
                         "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
             run.samples_seen = ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
@@ -361,18 +331,19 @@ class ParameterServerTraining:
 
     def kill_worker(self, name: str) -> None:
         """Kill one worker's process, as if its machine went away (notebook 08 on the real pair)."""
-        _kill(self.member(name).actor)
+        self.index(name)                 # a name that is not a worker's: one line
+        _kill(self.actors.pop(name, None))
 
     def shutdown(self) -> None:
         """Stop this training's actors (not Ray itself); the weights stay readable."""
-        for m in self.__dict__.get("members", []):
-            _kill(m.actor)
-            m.actor = None
+        actors = self.__dict__.get("actors", {})
+        while actors:
+            _kill(actors.popitem()[1])
 
     @property
     def is_shut_down(self) -> bool:
         """True once ``shutdown`` stopped the workers."""
-        return all(m.actor is None for m in self.members)
+        return not self.actors
 
     def __enter__(self) -> "ParameterServerTraining":
         return self
@@ -388,9 +359,8 @@ def resume_state(checkpoint: dict, server) -> tuple[Stream, int]:
     return Stream.from_state(checkpoint["stream"]), checkpoint["step"]
 
 
-def _label(m: Member) -> str:
+def _label(spec: WorkerSpec, info: dict) -> str:
     """name · device, and what differs from what was asked (simulated, a host's origin label, …)."""
-    spec, info = m.spec, m.info
     where = f" ({info['origin']})" if info["origin"] else ""
     return labelled(f"{spec.name} · {info['device']}", spec.slowdown) + where
 
