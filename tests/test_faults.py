@@ -1,6 +1,6 @@
 """Losing a machine mid-run: a real two-node Ray cluster on this box, one node removed (notebook 08).
 
-The node goes away at a step count, from a callback (``hetlab.ps.hooks``), never after a time that
+The node goes away at a step count, from a callback (``run(steps, hooks=[...])``), never after a time that
 races the steps.
 """
 import pytest

@@ -1,4 +1,5 @@
-"""The parameter server's loops (notebooks 05, 08): a synchronous step (local SGD's round too), async updates.
+"""The parameter server's loops (notebooks 05, 06, 08): a synchronous step (local SGD's round too), async
+updates, and ``FollowSplit``, a callback between steps (a plain callable, ``callback(run)``).
 
 ``sync_step`` is Ray's parameter-server loop with what two unlike machines need: a batch size b_i each,
 the weighted sum Σ (b_i/B)·g_i, a deadline (``gather``) and a lost worker dropped (``drop_lost``).
@@ -13,11 +14,13 @@ import numpy as np
 import ray
 import torch
 
-from hetlab.arithmetic.balance import split_batch
+from hetlab.arithmetic.balance import follow_split, split_batch
+from hetlab.arithmetic.steptime import fit_rounds
 from hetlab.core.simulate import device_seconds
 from hetlab.core.stream import split_spans
 from hetlab.errors import HetlabError, one_line
-from hetlab.ps.records import Event, StepRecord
+from hetlab.ps.records import Event, StepRecord, worker_steps
+from hetlab.ps.specs import check_count
 
 
 def sync_step(run) -> None:
@@ -206,3 +209,33 @@ def staleness_allows(version: int, reads_in_flight: Sequence[int], max_staleness
     if n_after - 1 > max_staleness:
         return False
     return all(version - r + n_after - 1 <= max_staleness for r in reads_in_flight)
+
+
+class FollowSplit:
+    """Every ``every`` steps, re-split the global batch for the speeds of those steps when that gains
+    more than 5 % (``balance.follow_split``; notebook 06). A worker's last two looks give its step's
+    fixed and per-sample parts (``steptime.fit_rounds``). ``rule(batch_sizes, lines)`` gives the split."""
+
+    def __init__(self, every: int, rule=follow_split):
+        self.every, self.rule = check_count("FollowSplit's every", every, 1), rule
+        self.looks: dict = {}   # worker → (its slowdown, batch per step, busy s per step) at its last look
+
+    def __call__(self, run) -> None:
+        if (run.step - run.first_step) % self.every == 0:
+            self.follow(run, [r for r in run.records if r.step > run.step - self.every])
+
+    def follow(self, run, records) -> None:
+        """Re-split for the speeds in ``records`` if that gains enough; a look from before the worker's
+        simulated slowdown changed is dropped."""
+        lines = []
+        for spec in run.workers:
+            seen = worker_steps(r for r in records if r.worker == spec.name)
+            if seen.device_samples_per_s <= 0:
+                return  # a worker has no record here (one was just lost): look again next time
+            look, last = (seen.batch, seen.batch / seen.device_samples_per_s), self.looks.get(spec.name)
+            points = [last[1:], look] if last and last[0] == spec.slowdown else [look]
+            line = fit_rounds(*zip(*points))
+            self.looks[spec.name] = (spec.slowdown, *look)
+            lines.append(line.plus(seen.comm_s, f"{spec.name}, its messages included"))
+        if run.resplit(self.rule(run.batch_sizes, lines), "follow", lines=tuple(lines)) is not None:
+            run.warm_up()   # a timed step follows: MPS compiles per shape

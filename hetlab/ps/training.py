@@ -1,8 +1,9 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
-``ParameterServerTraining`` holds the ``Server``, the live workers (their specs, shares and actors), the
-one cursor into the shuffled data (``Stream``), the records and events; ``run`` calls ``hetlab.ps.loop``. Every change
-of the split goes through ``resplit``; ``save_checkpoint`` and ``resume`` continue a run exactly.
+``ParameterServerTraining`` holds the ``Server``, the live workers (their specs, shares and actors),
+the one cursor into the shuffled data (``Stream``), the records and events; ``run`` calls
+``hetlab.ps.loop``. Every change of the split goes through ``resplit``; ``save_checkpoint`` and
+``resume`` continue a run exactly.
 """
 from __future__ import annotations
 
