@@ -174,6 +174,8 @@ class ParameterServerTraining:
         """One untimed step for each worker at a batch size new to it (``Worker.warm``: MPS compiles per
         shape). A worker that fails here is left to the step, which drops it."""
         new = {n: b for n, b in zip(self.names, self.batch_sizes) if b not in self.warmed[n]}
+        if not new:
+            return
         ran, _ = collect(self, {n: self.actors[n].warm.remote(b, self.mode == "local_sgd") for n, b in new.items()})
         for n, b in new.items():
             if n in ran:
