@@ -53,8 +53,8 @@ class ServerActor:
         return True
 
     def apply(self, samples, *grads):
-        self.server.apply(list(grads), samples)
-        return self.server.weights(), self.server.version
+        self.server.apply([torch.from_numpy(g.copy()) for g in grads], samples)   # Ray's arrays are read-only
+        return self.server.weights(), len(samples)   # the second: a small object to wait for
 
 
 def actor_steps(training, actor, weights, n: int) -> tuple[list, list, list]:

@@ -172,7 +172,7 @@ class ParameterServerTraining:
 
     def warm_up(self) -> None:
         """One untimed step for each worker at a batch size new to it (``Worker.warm``: MPS compiles per
-        shape). A worker that fails here is left to the step, which drops it."""
+        shape). A worker gone here is left to the step, which drops it."""
         new = {n: b for n, b in zip(self.names, self.batch_sizes) if b not in self.warmed[n]}
         if not new:
             return
