@@ -3,7 +3,7 @@
 The pair (the practice cluster, mac simulated 4× slower; or your own at HETLAB_ADDRESS)
 first tunes its split with ``balance.auto_tune``. Then the Mac is throttled: a *simulated*
 further slowdown (``--throttle``, 2 = half its speed). From the tuned split, alternately:
-``--steps`` steps at that fixed split, and ``--steps`` steps with ``retune_every`` (the
+``--steps`` steps at that fixed split, and ``--steps`` steps with a ``FollowSplit`` (the
 split follows the measured speeds). The runs alternate ``--repeats`` times, so that load
 from anything else on this machine hits both alike. Efficiency = samples/s ÷ Σ each
 worker's standalone samples/s after the throttle, each worker timed alone before the runs and
@@ -22,7 +22,7 @@ import statistics
 from hetlab.arithmetic import balance
 from hetlab.core.data import load_mnist
 from hetlab.pair import the_pair
-from hetlab.ps import ParameterServerTraining
+from hetlab.ps import FollowSplit, ParameterServerTraining
 from hetlab.ps.records import cluster_samples_per_s
 
 
@@ -30,7 +30,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--global-batch", type=int, default=256)
     parser.add_argument("--steps", type=int, default=12, help="steps per run")
-    parser.add_argument("--every", type=int, default=3, help="retune_every of the following runs")
+    parser.add_argument("--every", type=int, default=3, help="FollowSplit(every) of the following runs")
     parser.add_argument("--repeats", type=int, default=3, help="fixed/follows alternations")
     parser.add_argument("--throttle", type=float, default=2.0, help="the Mac's simulated extra slowdown")
     parser.add_argument("--slowdown", type=float, default=4.0, help="the practice mac's simulated slowdown")
@@ -46,10 +46,10 @@ def main(argv=None) -> dict:
         hot_labels = training.labels
         before = training.standalone_samples_per_s(g, steps=8)  # the hot Mac alone, and the desktop
         runs = {"fixed": [], "follows": []}
-        splits = []
+        splits, follow = [], FollowSplit(args.every)
         for _ in range(args.repeats):
             runs["fixed"].append(cluster_samples_per_s(training.run(args.steps, batch_sizes=tuned)))
-            records = training.run(args.steps, batch_sizes=tuned, retune_every=args.every)
+            records = training.run(args.steps, batch_sizes=tuned, hooks=[follow])
             runs["follows"].append(cluster_samples_per_s(records))
             splits.append(list(training.batch_sizes))
         hot_standalone = [(b + a) / 2 for b, a in zip(before, training.standalone_samples_per_s(g, steps=8))]

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository'
 from hetlab.arithmetic import balance, steptime  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
 from hetlab.pair import the_pair  # noqa: E402
-from hetlab.ps import ParameterServerTraining  # noqa: E402
+from hetlab.ps import FollowSplit, ParameterServerTraining  # noqa: E402
 from harness.gpucheck.pair import step_budget  # noqa: E402
 from hetlab.ps.records import cluster_samples_per_s, wall_s  # noqa: E402
 
@@ -105,7 +105,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="measured steps per standalone run and tuning round")
     parser.add_argument("--run-steps", type=int, default=24, help="measured steps per split in each alternation")
     parser.add_argument("--repeats", type=int, default=5, help="alternations (equal, tuned, followed, standalone)")
-    parser.add_argument("--follow-every", type=int, default=8, help="the followed split's retune_every")
+    parser.add_argument("--follow-every", type=int, default=8, help="the followed split's FollowSplit(every)")
     parser.add_argument("--slowdown", type=float, default=4.0, help="the practice mac's simulated slowdown")
     args = parser.parse_args()
     g = args.global_batch
@@ -118,7 +118,7 @@ def main() -> None:
         tuned = balance.auto_tune(lambda sizes: training.measure(sizes, steps=args.steps), g, 2, rounds=6)
         equal = balance.split_batch(g, [1, 1])
         splits = {"equal": equal, "tuned": tuned.batch_sizes, "followed": list(tuned.batch_sizes)}
-        followed_at = []  # the followed split at the end of each alternation
+        followed_at, follow = [], FollowSplit(args.follow_every)  # the followed split at each alternation's end
         runs = {name: [] for name in splits}
         driver_cpu = dict.fromkeys(splits, 0.0)
         alone_each, eff_each = [], {name: [] for name in splits}
@@ -129,7 +129,7 @@ def main() -> None:
             for name, sizes in splits.items():
                 cpu, start = time.process_time(), time.perf_counter()
                 recs = training.run(args.run_steps, batch_sizes=sizes,
-                                    retune_every=args.follow_every if name == "followed" else 0)
+                                    hooks=[follow] if name == "followed" else [])
                 rates[name] = sum(r.samples for r in recs) / (time.perf_counter() - start)  # warm-ups included
                 driver_cpu[name] += time.process_time() - cpu
                 runs[name].extend(recs)
@@ -211,7 +211,7 @@ def main() -> None:
     print(f"  tuned steps by their place in a run (mean ms): "
           f"{', '.join(f'{x:.1f}' for x in place[:2])}, then {rest:.1f} (the rest)")
     followed = step_budget(runs["followed"])
-    print(f"  the followed split (retune_every={args.follow_every}, from the tuned one): moved {len(moves)}× "
+    print(f"  the followed split (FollowSplit({args.follow_every}), from the tuned one): moved {len(moves)}× "
           f"({' → '.join(balance.format_split(m.after).split(' ')[0] for m in moves) or 'never'}); its steps:"
           f"\n    {followed}")
     print(json.dumps({"bench": "hetero_efficiency", "efficiency_equal": round(eff["equal"], 4),

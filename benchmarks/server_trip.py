@@ -53,8 +53,8 @@ class ServerActor:
         return True
 
     def apply(self, samples, *grads):
-        self.server.apply(list(grads), samples)
-        return self.server.weights(), self.server.version
+        self.server.apply([torch.from_numpy(g.copy()) for g in grads], samples)   # Ray's arrays are read-only
+        return self.server.weights(), len(samples)   # the second: a small object to wait for
 
 
 def actor_steps(training, actor, weights, n: int) -> tuple[list, list, list]:
@@ -63,8 +63,8 @@ def actor_steps(training, actor, weights, n: int) -> tuple[list, list, list]:
     for _ in range(n):
         t0 = time.perf_counter()
         shares = split_spans(training.stream.take(sum(sizes)), sizes)
-        sent = [m.actor.gradient.options(num_returns=2).remote(spans, weights)
-                for m, spans in zip(training.members, shares)]
+        sent = [training.actors[name].gradient.options(num_returns=2).remote(spans, weights)
+                for name, spans in zip(training.names, shares)]
         replies = ray.get([s[1] for s in sent], timeout=60)   # (loss, compute_s, simulated_s, samples)
         weights, version = actor.apply.options(num_returns=2).remote([r[3] for r in replies], *[s[0] for s in sent])
         ray.get(version, timeout=60)
@@ -96,7 +96,7 @@ def main() -> None:
                                                      progress=False) as training:
         training.resplit(balance.split_batch(g, training.standalone_samples_per_s(g // 2, steps=3)))
         training.run(3)  # warm-up at these sizes
-        actor = ServerActor.options(num_cpus=0).remote(training.factory, 0, training.options.lr, training.mode)
+        actor = ServerActor.options(num_cpus=0).remote(training.factory, 0, training.options["lr"], training.mode)
         ray.get(actor.ready.remote(), timeout=60)
         overhead = {w: [] for w in WAYS}
         rate = {w: [] for w in WAYS}

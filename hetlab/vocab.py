@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 MODES = ("sync", "async", "local_sgd")                # how workers and server take turns (05, 08)
 CLI_MODES = {"sync": "sync", "async": "async", "local-sgd": "local_sgd", "local_sgd": "local_sgd"}
-TRANSFERS = ("fp32", "fp16", "bf16")                  # gradients / deltas on the wire (08)
-BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2}   # of each transfer format
+TRANSFERS = ("fp32", "fp16")                          # gradients / deltas on the wire (08)
+BYTES_PER_VALUE = {"fp32": 4, "fp16": 2}              # of each transfer format
 WEIGHTS_DOWN = "fp32"                                 # the server always sends fp32 weights
 OPTIMIZERS = ("adam", "sgd")                          # the server's, in sync and async modes
 DEVICE_KINDS = ("cuda", "mps", "cpu")                 # what torch can train on (01)

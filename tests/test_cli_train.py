@@ -5,7 +5,6 @@ The first run (a learner's own network, `--model mynet:tiny`) starts its own pra
 the resume joins a practice cluster started by this module through --address, as
 a user would join the real desktop + Mac cluster.
 """
-import dataclasses
 import os
 import re
 import subprocess
@@ -66,11 +65,10 @@ def saved_checkpoint(folder, step=30, seed=0, data_len=3000) -> Path:
     """A real checkpoint file as a run at ``step`` writes it, built without Ray: a ``Server``
     used as a plain Python object gives the state (as in test_checkpoint.py)."""
     from hetlab.core.checkpoint import FORMAT, param_signature, save_checkpoint
-    from hetlab.ps.specs import Options
     from hetlab.ps.server import Server
     server = Server("small", seed=seed, lr=1e-3, mode="sync")
     state = {"format": FORMAT, "model": "small", "signature": param_signature("small"),
-             "options": dataclasses.asdict(Options(seed=seed)),
+             "options": dict(mode="sync", lr=1e-3, optimizer="adam", max_staleness=2, transfer="fp32", seed=seed),
              "step": step, "server": server.state(), "batch_sizes": [48, 16],
              "stream": {"cursor": 64 * step, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
              "data_len": data_len, "samples_seen": 64 * step}
@@ -261,7 +259,6 @@ def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
     from hetlab.tools.cli import build_parser
     from hetlab.tools.cli import check_train_args as _check_train_args
     from hetlab.core.models import model_label
-    from hetlab.ps.specs import Options
     from hetlab.ps.server import Server
     tmp_path = mynet_here
     (tmp_path / "mynet.py").write_text(MYNET + "\n\ndef other():\n    from hetlab.core.models import make_model\n"
@@ -270,7 +267,7 @@ def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
     sys.path.insert(0, str(tmp_path))                       # (a copy, put back after the test)
     tiny = importlib.import_module("mynet").tiny
     state = {"format": FORMAT, "model": model_label(tiny), "signature": param_signature(tiny),
-             "options": dataclasses.asdict(Options()),
+             "options": dict(mode="sync", lr=1e-3, optimizer="adam", max_staleness=2, transfer="fp32", seed=0),
              "step": 5, "server": Server(tiny, seed=0, lr=1e-3, mode="sync").state(), "batch_sizes": [48, 16],
              "stream": {"cursor": 320, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
              "data_len": 3000, "samples_seen": 320}

@@ -44,13 +44,18 @@ def test_subset_is_deterministic(train):
 
 # --- sampling: one cursor into one shuffled stream, whatever the split (notebook 05) ------
 
+def _used(stream):
+    """Positions handed out and not given back."""
+    return stream.cursor - sum(n for _, n in stream.pending)
+
+
 def test_stream_hands_out_positions_once_and_takes_back_the_unused():
     s = Stream()
     assert s.take(5) == [(0, 5)] and s.take(3) == [(5, 3)]
     s.give_back([(0, 5)])                                   # a lost worker's batch
-    assert s.take(7) == [(0, 5), (8, 2)] and s.used == 10   # handed out again first
+    assert s.take(7) == [(0, 5), (8, 2)] and _used(s) == 10   # handed out again first
     s.give_back([(3, 2), (8, 2)])
-    assert s.pending == [(3, 2), (8, 2)] and s.used == 6
+    assert s.pending == [(3, 2), (8, 2)] and _used(s) == 6
     assert Stream.from_state(s.state()) == s                 # what a checkpoint keeps
     assert split_spans([(0, 5), (8, 2)], [4, 3]) == [[(0, 4)], [(4, 1), (8, 2)]]
     order0, order1 = stream_indices(10, 3, [(0, 10)]), stream_indices(10, 3, [(10, 10)])
@@ -69,7 +74,7 @@ def _first_epoch_uses(n, spans):
 def test_sync_steps_use_every_sample_once_per_epoch(sizes):
     """Each step is the next Σb positions, worker i its consecutive b_i: one uniform big batch."""
     n, stream, applied = 3000, Stream(), []
-    while stream.used < n:
+    while _used(stream) < n:
         shares = split_spans(stream.take(sum(sizes)), sizes)
         flat = [p for share in shares for start, size in share for p in range(start, start + size)]
         assert [sum(k for _, k in share) for share in shares] == sizes
@@ -88,7 +93,7 @@ def test_a_lost_workers_samples_stay_in_training(mode):
     updates with its batch in flight: over the first epoch every sample is trained exactly once."""
     n, sizes, rng = 6000, [421, 91], random.Random(0)
     stream, applied, in_flight, updates = Stream(), [], {}, 0
-    while stream.used < n or in_flight:
+    while _used(stream) < n or in_flight:
         if mode == "sync":
             shares = split_spans(stream.take(sum(sizes)), sizes)
             if updates == 5:                                     # the Mac's gradient never comes
@@ -97,7 +102,7 @@ def test_a_lost_workers_samples_stay_in_training(mode):
             applied += [span for share in shares for span in share]
         else:
             for w in range(len(sizes)):                          # idle workers take their next b_i
-                if w not in in_flight and stream.used < n:
+                if w not in in_flight and _used(stream) < n:
                     in_flight[w] = stream.take(sizes[w])
             w = rng.choice(sorted(in_flight))                    # whichever arrives first
             spans = in_flight.pop(w)

@@ -1,6 +1,6 @@
 """Losing a machine mid-run: a real two-node Ray cluster on this box, one node removed (notebook 08).
 
-The node goes away at a step count, from a callback (``hetlab.ps.hooks``), never after a time that
+The node goes away at a step count, from a callback (``run(steps, hooks=[...])``), never after a time that
 races the steps.
 """
 import pytest
@@ -53,7 +53,7 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
     specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac", slowdown=2)]
     with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False,
                                  worker_timeout_s=60) as ps:
-        placed = {m.name: m.info["node_id"] for m in ps.members}
+        placed = {n: ps.info[n]["node_id"] for n in ps.names}
         assert placed == {"desktop": cluster.node_id("desktop"), "mac": cluster.node_id("mac")}
         ps.run(10)
         assert [s.name for s in ps.workers] == ["desktop", "mac"]

@@ -49,7 +49,6 @@ def resume_state(checkpoint, server):
     with torch.no_grad():
         server.w.copy_(checkpoint["server"]["weights"])
     server.opt.load_state_dict(checkpoint["server"]["optimizer"])
-    server.version = checkpoint["server"]["version"]
     return Stream(**checkpoint["stream"]), checkpoint["step"]
 
 

@@ -72,11 +72,10 @@ def test_rank_i_and_parameter_server_worker_i_train_the_same_samples():
     step, across an epoch's end (100 samples, 7 a step) and with unequal shares."""
     from hetlab.core.stream import Stream, split_spans
     from hetlab.ps import WorkerSpec
-    from hetlab.ps.specs import Options
     from hetlab.ps.worker import Worker
 
     sizes, data = [5, 2], (torch.zeros(100, 1, 28, 28), torch.arange(100) % 10)
-    workers = [Worker(WorkerSpec(f"w{i}", device="cpu"), data, "small", Options(seed=3)) for i in range(2)]
+    workers = [Worker(WorkerSpec(f"w{i}", device="cpu"), data, "small", seed=3) for i in range(2)]
     stream = Stream()
     for step in range(20):
         shares = split_spans(stream.take(sum(sizes)), sizes)     # the parameter server's sync step

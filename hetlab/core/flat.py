@@ -1,8 +1,5 @@
-"""A model's weights or gradients as one flat vector, and back (notebooks 05, 07).
-
-What travels between machines is one buffer, not a tensor per layer: the parameter server's
-weights and gradients, Ray Train's all-reduced gradient. Both sides flatten in
-``model.parameters()`` order, so the same offsets mean the same weights.
+"""A model's weights or gradients as one flat vector in ``model.parameters()`` order, and back: what
+travels between machines (notebooks 05, 07).
 """
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Uniform sampling for workers with unequal batches (notebook 05): a training keeps ONE cursor
-(``Stream``) into one shuffled stream of positions, so every sample is drawn at the same rate
-whatever the split (equal shards would revisit a bigger batch's shard more often). A position p is
+"""Uniform sampling for unequal batches (notebook 05): ONE cursor (``Stream``) into one shuffled
+stream of positions, so every sample is drawn at the same rate whatever the split. Position p is
 sample ``epoch_order(n, seed, p // n)[p % n]``; a worker gets spans ``(start, size)`` of positions.
 """
 from __future__ import annotations
@@ -14,12 +13,8 @@ from hetlab.core.data import epoch_order
 
 
 def stream_indices(n: int, seed: int, spans: Sequence[tuple[int, int]]) -> torch.Tensor:
-    """The samples at ``spans`` of the stream epoch 0's order, then epoch 1's, … (notebook 05).
-
-    A span ``(start, size)`` is a range of positions in that stream: position p is sample
-    ``epoch_order(n, seed, p // n)[p % n]``, so a span may run on into the next epoch. One
-    span within one epoch is a slice of that epoch's cached order: read it, never write to it.
-    """
+    """The samples at ``spans`` of the stream (a span may run on into the next epoch). One span within
+    one epoch is a slice of that epoch's cached order: read it, never write to it."""
     parts = []
     for start, size in spans:
         while size > 0:
@@ -28,7 +23,7 @@ def stream_indices(n: int, seed: int, spans: Sequence[tuple[int, int]]) -> torch
             parts.append(part)
             start, size = start + len(part), size - len(part)
     if len(parts) == 1:
-        return parts[0]              # a slice of the cached order: callers read it, never write
+        return parts[0]
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
 
 
@@ -61,14 +56,9 @@ def _merged(spans) -> list[tuple[int, int]]:
 
 @dataclass
 class Stream:
-    """A training's one cursor into the shuffled stream of positions (notebook 05).
-
-    ``take(b)`` hands out the next ``b`` positions: first any that were handed out before
-    and given back (a lost worker's batch), then new ones from ``cursor``. Whoever hands
-    positions out owns them until its update is applied or it gives them back, so a
-    lost worker's samples are trained by someone else, and a checkpoint (taken when
-    nothing is out) plus this cursor resume the data order exactly.
-    """
+    """A training's one cursor into the shuffled stream: ``take(b)`` hands out first the positions given
+    back (a lost worker's batch), then new ones from ``cursor``, so a checkpoint taken when nothing
+    is out resumes the data order exactly."""
 
     cursor: int = 0
     pending: list[tuple[int, int]] = field(default_factory=list)  # given back, handed out first
@@ -86,11 +76,6 @@ class Stream:
     def give_back(self, spans: Sequence[tuple[int, int]]) -> None:
         """Positions handed out but never applied: the next ``take`` hands them out again."""
         self.pending = _merged([*self.pending, *spans])
-
-    @property
-    def used(self) -> int:
-        """Positions handed out and not given back (samples trained, when nothing is in flight)."""
-        return self.cursor - sum(n for _, n in self.pending)
 
     def state(self) -> dict:
         """Plain numbers for a checkpoint."""

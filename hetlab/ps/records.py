@@ -1,8 +1,5 @@
-"""What a run keeps (notebooks 05, 06, 08): ``StepRecord``, one worker's share of one step; the ``Event``s
-that happened to it; and the arithmetic read from records: the one
-device-time sum (``device_seconds``), the cluster's samples/s, a worker's idle share and speed
-(``worker_steps``) and the engine's own cost per exchange (``engine_cost``). No Ray: tests and
-notebooks check it directly."""
+"""What a run keeps (notebooks 05, 06, 08): ``StepRecord``s, ``Event``s, and what is read from records
+(the cluster's samples/s, a worker's idle share and speed, the engine's cost per exchange). No Ray."""
 from __future__ import annotations
 
 import statistics
@@ -21,15 +18,13 @@ class StepRecord:
     step: int
     worker: str
     batch_size: int
-    compute_s: float             # measured by the worker around its forward/backward (device synced)
-    simulated_s: float           # the sleep of a *simulated* slower device (hetlab.core.simulate)
-    wait_s: float                # sync: from its result to the step's last one (idle behind the straggler);
-    #                              async: idle before this message started (staleness bound, or the update)
-    comm_s: float                # the driver's round trip minus compute_s + simulated_s: weights and
-    #                              gradient sent, serialising, Ray's scheduling
+    compute_s: float             # the worker's forward/backward (device synced)
+    simulated_s: float           # the sleep of a *simulated* slower device
+    wait_s: float                # sync: idle behind the straggler; async: idle before this message started
+    comm_s: float                # the driver's round trip minus compute_s + simulated_s
     loss: float
     staleness: int = 0
-    server_s: float = 0.0        # server combine + optimizer step of this step
+    server_s: float = 0.0        # server combine + optimizer step
     update_s: float = 0.0        # the driver's time for the update: gradients in, server_s, weights out
     step_s: float = 0.0          # wall time of the whole step (async: since the previous update)
     samples: int = 0             # samples behind this message (local SGD: H × batch_size); 0: batch_size
@@ -38,18 +33,14 @@ class StepRecord:
         if not self.samples:
             object.__setattr__(self, "samples", self.batch_size)
 
-    device_s = property(lambda self: device_seconds(self), doc="Its device's time (``device_seconds``).")
-
-
-def device_seconds(x) -> float:
-    """A worker's device time on one message (a ``StepRecord``): its compute + the sleep of a
-    simulated slower device (``simulate.device_seconds``)."""
-    return simulate.device_seconds(x.compute_s, x.simulated_s)
+    @property
+    def device_s(self) -> float:
+        """Its device's time: its compute + a simulated slower device's sleep."""
+        return simulate.device_seconds(self.compute_s, self.simulated_s)
 
 
 def wall_s(records) -> float:
-    """The wall time of the steps behind ``records`` (a sync step has one record per worker,
-    all with the same ``step_s``: it counts once)."""
+    """The wall time of the steps behind ``records`` (a sync step's records share one ``step_s``)."""
     return sum({r.step: r.step_s for r in records}.values())
 
 
@@ -59,10 +50,8 @@ def cluster_samples_per_s(records) -> float:
 
 
 def idle_share(records, name: str) -> float:
-    """Share of the run's wall time worker ``name`` sat idle, waiting (notebooks 05, 06).
-
-    Sync: waiting for the straggler. Async: held back by the staleness bound.
-    """
+    """Share of the run's wall time worker ``name`` sat idle (sync: behind the straggler; async: held
+    back by the staleness bound)."""
     wall = wall_s(records)
     return sum(r.wait_s for r in records if r.worker == name) / wall if wall > 0 else 0.0
 
@@ -74,7 +63,7 @@ class WorkerSteps:
     device_samples_per_s: float  # its device: Σ samples ÷ Σ (compute + simulated) s (the split)
     comm_s: float                # its messages: mean seconds per step
     batch: float                 # its mean batch per step (local SGD: per inner step)
-    samples_per_s: float         # median of each step's samples ÷ (compute + simulated + comm): auto_tune splits by it
+    samples_per_s: float         # median of each step's samples ÷ (device + comm) s: auto_tune splits by it
 
     @property
     def line(self) -> StepTime:
@@ -89,8 +78,7 @@ class WorkerSteps:
 
 
 def worker_steps(records) -> WorkerSteps:
-    """``WorkerSteps`` of the records of ONE worker. ``samples_per_s`` stays a median with comm in it: a step
-    something else on the machine slowed is one of them, not a share of the mean (``auto_tune``)."""
+    """``WorkerSteps`` of the records of ONE worker (a median: a step something else slowed is one of them)."""
     records = list(records)
     if not records:
         return WorkerSteps(0.0, 0.0, 0.0, 0.0)
@@ -102,7 +90,7 @@ def worker_steps(records) -> WorkerSteps:
 
 
 def per_worker_samples_per_s(records, names: list[str]) -> list[float]:
-    """Each worker's own samples/s when it is not waiting (``WorkerSteps.samples_per_s``): ``auto_tune`` splits by it."""
+    """Each worker's own samples/s when it is not waiting (``WorkerSteps.samples_per_s``)."""
     return [worker_steps(r for r in records if r.worker == name).samples_per_s for name in names]
 
 
@@ -116,8 +104,8 @@ def exchange_costs(records) -> dict[str, float]:
 
 
 def engine_cost(records) -> float:
-    """The engine's own seconds per exchange (notebook 05, the planner's ``engine_s``): the least
-    of ``exchange_costs``, that of the worker beside the server, whose messages cross no link."""
+    """The engine's own seconds per exchange (the planner's ``engine_s``): the least of ``exchange_costs``,
+    that of the worker beside the server, whose messages cross no link."""
     if not records:
         raise HetlabError("engine_cost needs the records of at least one synchronous step.")
     return min(exchange_costs(records).values())
@@ -125,13 +113,9 @@ def engine_cost(records) -> float:
 
 @dataclass(frozen=True)
 class Event:
-    """Something that happened to a run at server step ``step`` (``training.events``): ``what`` it
-    was, and what it says. "resplit": the global batch split anew, ``before`` → ``after``, ``why``
-    ("set", "measure", "widget", "follow" with each worker's fitted ``lines``, "lost"); "lost": a
-    worker (``worker``, its label) did not answer and was dropped (``reason``; the ``survivors``
-    train on; ``time``: when the driver noticed); "all lost": nobody was left, the run stopped;
-    "slowdown": ``worker`` became a simulated ``slowdown``× slower device; "checkpoint": one was
-    written to ``path``; "resumed": this run continues the checkpoint at ``path``."""
+    """Something that happened to a run at server step ``step``: ``what`` is "resplit" (``before`` →
+    ``after``, ``why``, FollowSplit's ``lines``), "lost" (``worker``, ``reason``, ``survivors``, ``time``),
+    "all lost", "slowdown", "checkpoint" or "resumed" (``path``)."""
 
     step: int
     what: str

@@ -1,6 +1,5 @@
-"""The parameter server: the weights as one flat fp32 buffer and the optimizer that updates them
-(notebook 05). It lives in the driver's process: the driver waits for every gradient anyway, so a
-server actor would only add a second trip per step (``benchmarks/server_trip.py``).
+"""The parameter server (notebook 05): the weights as one flat fp32 buffer and their optimizer, in the
+driver's process (a server actor would add a second trip per step: ``benchmarks/server_trip.py``).
 """
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ def combine_coefficients(samples: Sequence[int]) -> list[float]:
 
 
 class Server:
-    """The weights and their optimizer (Adam, or plain SGD with ``optimizer="sgd"``; in local SGD
-    plain SGD at rate 1: the weights move by the weighted mean of the workers' changes)."""
+    """The weights and their optimizer (in local SGD plain SGD at rate 1: the weights move by the
+    weighted mean of the workers' changes)."""
 
     def __init__(self, model, seed: int, lr: float, mode: str, optimizer: str = "adam"):
         self.w = nn.Parameter(flat_weights(make_model(model, seed=seed)))
@@ -32,7 +31,6 @@ class Server:
             self.opt = torch.optim.SGD([self.w], lr=1.0)
         else:
             self.opt = make_optimizer(optimizer, [self.w], lr=lr)
-        self.version = 0
 
     def weights(self) -> torch.Tensor:
         """A copy of the weights: one flat fp32 CPU tensor."""
@@ -41,8 +39,7 @@ class Server:
     def apply(self, grads: list[torch.Tensor], samples: list[int]) -> None:
         """Σ (b_i/B)·g_i, each gradient weighted by the samples behind it (not the plain mean,
         which over-weights a small batch, nor the sum), then one optimizer step."""
-        with one_thread():
-            self.step(sum(c * g.float() for c, g in zip(combine_coefficients(samples), grads)))
+        self.step(sum(c * g.float() for c, g in zip(combine_coefficients(samples), grads)))
 
     def step(self, gradient: torch.Tensor) -> None:
         """One optimizer step with ``gradient`` as the weights' gradient."""
@@ -50,25 +47,21 @@ class Server:
             self.w.grad = gradient
             self.opt.step()
             self.w.grad = None
-        self.version += 1
 
     def state(self) -> dict:
-        """A copy of the weights, the optimizer's state and the version, for a checkpoint."""
-        return {"weights": self.weights(), "optimizer": copy.deepcopy(self.opt.state_dict()), "version": self.version}
+        """A copy of the weights and the optimizer's state, for a checkpoint."""
+        return {"weights": self.weights(), "optimizer": copy.deepcopy(self.opt.state_dict())}
 
-    def load_state(self, state: dict) -> int:
+    def load_state(self, state: dict) -> None:
         with torch.no_grad():
             self.w.copy_(state["weights"])
         self.opt.load_state_dict(state["optimizer"])
-        self.version = int(state["version"])
-        return self.version
 
 
 @contextlib.contextmanager
 def one_thread():
-    """The server's update on one torch thread, then the driver's count back. The driver's machine
-    also runs a worker, and there a small update's threads wait on each other: Adam on the course's
-    model took 14 ms with two threads on a busy 2-core machine, 0.8 ms with one."""
+    """The server's update on one torch thread, then the driver's count back: on a machine that also
+    runs a worker, a small update's threads wait on each other."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

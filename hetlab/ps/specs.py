@@ -1,9 +1,6 @@
 """What a parameter-server run is (notebooks 05, 08): its workers (``WorkerSpec``), where each runs
-(``actor_options``), and how it
-trains (``Options``: one frozen object, checked once, saved whole in every checkpoint, so no list of
-keys is kept by hand anywhere). What a session does around the steps (a progress bar, automatic
-checkpoints, the split that follows the machine) is not here: those are hooks (``hetlab.ps.hooks``).
-Every check refuses a bad worker, batch size or option in one line before any actor starts."""
+(``actor_options``) and the checks of how it trains (``check_options``). Every check refuses a bad
+worker, batch size or option in one line before any actor starts."""
 from __future__ import annotations
 
 import math
@@ -60,33 +57,18 @@ def check_batch_sizes(sizes, n: int) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
-class Options:
-    """How a parameter-server run trains: checked once, saved whole in every checkpoint (notebooks 05, 08).
-
-    ``"sync"``: all workers compute on the same weights, the server combines Σ (b_i/Σb)·g_i and steps.
-    ``"async"``: each gradient applied as it arrives (scaled b_i/mean b), a fast worker made to WAIT
-    (never discarded) so staleness ≤ ``max_staleness``. ``"local_sgd"``: H Adam steps per worker, then
-    the server applies the samples-weighted mean delta; one step = one such round.
-    Local SGD's H, like the batch sizes, is each worker's share of the work: its one home is the
-    worker's ``Member`` (``ParameterServerTraining(local_steps=...)``, ``set_local_steps``)."""
-
-    mode: str = "sync"                  # "sync" | "async" | "local_sgd"
-    lr: float = 1e-3                    # the server's optimizer (local SGD: the workers' inner Adam)
-    optimizer: str = "adam"             # the server's, in sync and async modes: "adam" | "sgd"
-    max_staleness: int = 2              # async: the most updates a gradient may be late
-    transfer: str = "fp32"              # gradients / deltas on the wire
-    seed: int = 0                       # initial weights and the shuffled order
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise HetlabError(f"unknown mode {self.mode!r}: use one of {MODES}.")
-        if self.optimizer not in OPTIMIZERS:
-            raise HetlabError(f"unknown optimizer {self.optimizer!r}: use one of {OPTIMIZERS}.")
-        if self.transfer not in TRANSFERS:
-            raise HetlabError(f"unknown transfer dtype {self.transfer!r}: use one of {TRANSFERS}.")
-        check_count("max_staleness", self.max_staleness, 0)
-        check_positive("lr", self.lr)
+def check_options(options: dict) -> dict:
+    """How a run trains (``ParameterServerTraining``'s ``mode``, ``lr``, ``optimizer``, ``max_staleness``,
+    ``transfer``, ``seed``), checked in one line each; saved whole in every checkpoint."""
+    if options["mode"] not in MODES:
+        raise HetlabError(f"unknown mode {options['mode']!r}: use one of {MODES}.")
+    if options["optimizer"] not in OPTIMIZERS:
+        raise HetlabError(f"unknown optimizer {options['optimizer']!r}: use one of {OPTIMIZERS}.")
+    if options["transfer"] not in TRANSFERS:
+        raise HetlabError(f"unknown transfer dtype {options['transfer']!r}: use one of {TRANSFERS}.")
+    check_count("max_staleness", options["max_staleness"], 0)
+    check_positive("lr", options["lr"])
+    return options
 
 
 def check_count(name: str, value, least: int) -> int:
@@ -103,8 +85,7 @@ def check_positive(name: str, value) -> None:
 
 
 def check_local_steps(local_steps, n_workers: int) -> list[int]:
-    """Local SGD's H: one whole number ≥ 1 for every worker, or one per worker (speed-scaled,
-    notebook 08); returns the per-worker list."""
+    """Local SGD's H, one for all or one per worker: the per-worker list."""
     many = isinstance(local_steps, (list, tuple))
     values = list(local_steps) if many else [local_steps] * n_workers
     if many and len(values) != n_workers:
@@ -115,17 +96,9 @@ def check_local_steps(local_steps, n_workers: int) -> list[int]:
     return values
 
 
-# Where a worker runs: the Ray actor options that pin it to its machine by role, and ask Ray for the
-# GPU where it uses one, so that Ray keeps other GPU work off the card. Refused in one line before any
-# actor starts: a GPU worker without a role on several machines.
-
 def actor_options(spec: WorkerSpec) -> dict:
-    """Actor options pinning a worker to its machine; a GPU worker asks Ray for the GPU.
-
-    ``device="cuda"``/``"mps"`` always asks for it (so Ray accounts for the card and
-    keeps other GPU work off it), and on a cluster of several machines needs a role (Ray
-    reports the Mac's GPU as ``GPU: 1`` too); ``"auto"`` asks when the worker's node has a GPU.
-    """
+    """Actor options pinning a worker to its machine by role; a GPU worker asks Ray for the GPU (so Ray
+    keeps other GPU work off it), and on several machines needs a role (the Mac reports a GPU too)."""
     kind = str(spec.device).split(":")[0]
     if kind in ("cuda", "mps") and spec.role is None and len(live_nodes()) > 1:
         raise HetlabError(f"worker {spec.name!r} asks for device={spec.device!r} but has no role: Ray "

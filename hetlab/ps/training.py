@@ -1,10 +1,9 @@
 """Heterogeneous parameter-server training on Ray: sync, async, local SGD (notebooks 05, 06, 08).
 
-``ParameterServerTraining`` holds one ``Server`` in the driver's process, one ``Member`` per live
-worker (its actor, batch size and local SGD's H), the one cursor into the shuffled data
-(``hetlab.core.stream.Stream``), the run's records and events; ``run`` calls ``hetlab.ps.loop`` with
-hooks around it. It is the one writer of the split (``resplit``), which every change leaves an event of.
-``save_checkpoint`` and ``resume`` save a run and continue it exactly (notebook 08).
+``ParameterServerTraining`` holds the ``Server``, the live workers (their specs, shares and actors),
+the one cursor into the shuffled data (``Stream``), the records and events; ``run`` calls
+``hetlab.ps.loop``. Every change of the split goes through ``resplit``; ``save_checkpoint`` and
+``resume`` continue a run exactly.
 """
 from __future__ import annotations
 
@@ -25,11 +24,10 @@ from hetlab.core.simulate import labelled
 from hetlab.core.machine import patience
 from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model, model_label
 from hetlab import progress_bar
-from hetlab.ps.hooks import FollowSplit
-from hetlab.ps.loop import async_updates, collect, drop_lost, local_sgd_round, sync_step, sync_steps
+from hetlab.ps.loop import async_updates, collect, drop_lost, sync_steps
 from hetlab.ps.server import Server
-from hetlab.ps.specs import (Options, WorkerSpec, actor_options, check_batch_sizes, check_count,
-                             check_local_steps, check_positive, check_spec)
+from hetlab.ps.specs import (WorkerSpec, actor_options, check_batch_sizes, check_count, check_local_steps,
+                             check_options, check_positive, check_spec)
 from hetlab.ps.records import Event, StepRecord, per_worker_samples_per_s
 from hetlab.ps.worker import Worker
 from hetlab.core.train import evaluate, held_out
@@ -39,45 +37,27 @@ __all__ = ["WorkerSpec", "StepRecord", "ParameterServerTraining"]
 KEEP_CHECKPOINTS = 3  # automatic checkpoints kept in their folder (the newest ones)
 
 
-@dataclasses.dataclass
-class Member:
-    """One worker of a running training: what it is, its share of the work (``batch_size`` and local
-    SGD's H), its actor, what it reported when it started (``Worker.info``), the batch sizes it has warmed up."""
-
-    spec: WorkerSpec
-    batch_size: int
-    local_steps: int                 # H: local SGD's steps per round (other modes: unused)
-    actor: object = None
-    info: dict = dataclasses.field(default_factory=dict)
-    warm: set = dataclasses.field(default_factory=set)
-
-    name = property(lambda self: self.spec.name)
-
-
 class ParameterServerTraining:
     """Train one model on unlike workers through a parameter server (notebooks 05, 06, 08).
 
-    ``**options``: those of ``Options`` (``mode``, ``lr``, ``optimizer``, …; ``training.options``). Weights
-    travel once per step in fp32, gradients in ``transfer``; ``bytes_sent`` counts both ways. ``model``,
-    ``train_data``, ``loss``: yours or the built-ins (as ``train``). A context manager, or ``shutdown()``."""
+    ``mode``: "sync" (Σ (b_i/B)·g_i), "async" (each gradient as it comes, at most ``max_staleness``
+    late) or "local_sgd" (``local_steps``: H inner Adam steps, one for all or one per worker). ``lr`` and
+    ``optimizer``: the server's; ``transfer``: the answers' dtype; ``seed``: weights and data order.
+    ``checkpoint_every``: a checkpoint in ``checkpoint_dir`` every that many steps. A context manager."""
 
-    # progress: a bar over each run's steps; checkpoint_dir + checkpoint_every: a checkpoint every that
-    # many steps, the newest KEEP_CHECKPOINTS kept (async takes them at rest). worker_timeout_s: how long the driver waits for an answer (and,
-    # grown with the machine's load by machine.patience, for a worker to start).
-    # local_steps: local SGD's H, one for all or one per worker (speed-scaled, notebook 08).
     def __init__(self, workers: list[WorkerSpec], train_data, model="small", *, batch_sizes: list[int] | None = None,
                  local_steps: int | list[int] = 8, loss=None, checkpoint_dir=None, checkpoint_every: int = 0,
-                 progress: bool = True, worker_timeout_s: float = 120.0, **options):
+                 progress: bool = True, worker_timeout_s: float = 120.0, mode: str = "sync", lr: float = 1e-3,
+                 optimizer: str = "adam", max_staleness: int = 2, transfer: str = "fp32", seed: int = 0):
         if isinstance(workers, WorkerSpec) or not isinstance(workers, (list, tuple)) or not workers:
             raise HetlabError("workers must be a non-empty list of WorkerSpec, e.g. [WorkerSpec('desktop')].")
         for spec in workers:
             check_spec(spec)
         if len({s.name for s in workers}) != len(workers):
             raise HetlabError(f"worker names {[s.name for s in workers]} must be distinct.")
-        unknown = sorted(set(options) - {f.name for f in dataclasses.fields(Options)})
-        if unknown:
-            raise HetlabError(f"unknown option {unknown[0]!r}: the options are those of hetlab.ps.specs.Options.")
-        self.options = Options(**options)  # checked here, once
+        self.options = check_options(dict(mode=mode, lr=lr, optimizer=optimizer, max_staleness=max_staleness,
+                                          transfer=transfer, seed=seed))   # saved whole in every checkpoint
+        self.mode = mode
         payload = compact(train_data)  # what goes into Ray's object store (checks the data's form)
         if n_samples(payload) < len(workers):
             raise HetlabError(f"{n_samples(payload)} training samples cannot be split over {len(workers)} workers.")
@@ -93,18 +73,18 @@ class ParameterServerTraining:
         self.model_name = model_label(model)  # a built-in name, or the factory's qualified name
         self.checkpoint_dir, self.checkpoint_every, self.progress = checkpoint_dir, checkpoint_every, progress
         self.n_params = flat_weights(make_model(factory, seed=None)).numel()
-        self.members = [Member(s, b, h) for s, b, h in zip(workers, sizes, hs)]
+        self.workers = list(workers)           # the live workers, in order: a lost one is dropped
+        self.batch_sizes, self.local_steps = sizes, hs   # each live worker's b_i and local SGD's H_i
+        self.actors, self.info, self.warmed = {}, {}, {s.name: set() for s in workers}  # by name (Worker.info)
         self.timeout_s = worker_timeout_s
         self.weights_bytes = BYTES_PER_VALUE[WEIGHTS_DOWN] * self.n_params           # one message down
-        self.gradient_bytes = BYTES_PER_VALUE[self.options.transfer] * self.n_params  # one answer up
-        self.weights = None   # the server's weights as the next calls carry them: a numpy array, which Ray
-        #                       sends inside the call (up to 100 KiB) or through its object store
+        self.gradient_bytes = BYTES_PER_VALUE[transfer] * self.n_params  # one answer up
+        self.weights = None   # the server's weights as the next calls carry them (a numpy array)
         self.step = self.first_step = self.samples_seen = self.bytes_to_workers = self.bytes_to_server = self.warmups = 0
         self.records: list[StepRecord] = []
-        self.events: list[Event] = []   # resplits, lost workers, checkpoints, … (hetlab.ps.records)
+        self.events: list[Event] = []
         self.data_len = n_samples(payload)
-        self.stream = Stream()  # the one cursor into the shuffled data (hetlab.core.data.epoch_order)
-        self._follow: dict = {}  # retune_every → its FollowSplit, kept between runs (its looks)
+        self.stream = Stream()
         self.server = None
         if not ray.is_initialized():
             connect()   # embedded local Ray, or HETLAB_ADDRESS / RAY_ADDRESS
@@ -117,63 +97,45 @@ class ParameterServerTraining:
             raise
 
     def _start(self, train_data, where: list[dict]) -> None:
-        data = ray.put(train_data)  # once; each worker's node fetches it once
-        for m, options in zip(self.members, where):
+        data, o = ray.put(train_data), self.options  # the data once; each worker's node fetches it once
+        for spec, options in zip(self.workers, where):
             opts = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **options}
-            m.actor = ray.remote(Worker).options(**opts).remote(m.spec, data, self.factory, self.options, self.loss)
-        o = self.options
-        self.server = Server(self.factory, o.seed, o.lr, o.mode, o.optimizer)
-        refs = [m.actor.info.remote() for m in self.members]
+            self.actors[spec.name] = ray.remote(Worker).options(**opts).remote(spec, data, self.factory, o["seed"],
+                                                                                o["lr"], o["transfer"], self.loss)
+        self.server = Server(self.factory, o["seed"], o["lr"], o["mode"], o["optimizer"])
+        refs = [actor.info.remote() for actor in self.actors.values()]
         window = patience(self.timeout_s)   # a start: a new process imports torch; a busy machine is slower
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=window)
         if len(ready) < len(refs):
-            late = [m.name for m, r in zip(self.members, refs) if r not in ready]
+            late = [name for name, r in zip(self.names, refs) if r not in ready]
             raise HetlabError(f"workers {late} did not start within {window:.0f} s: "
                               f"check hetlab.cluster.node_table() shows their machines.")
         try:
-            for m, info in zip(self.members, ray.get(refs)):
-                m.info = info
+            self.info = dict(zip(self.names, ray.get(refs)))
         except ray.exceptions.RayError as e:
             raise HetlabError(f"a worker failed to start: {one_line(e)}") from None
-        machines = [m.info["machine"] for m in self.members]  # each worker: its machine's share of cores
-        self.answers({m.name: m.actor.set_threads.remote(machines.count(m.info["machine"])) for m in self.members},
+        machines = [info["machine"] for info in self.info.values()]  # each worker: its machine's share of cores
+        self.answers({n: self.actors[n].set_threads.remote(machines.count(self.info[n]["machine"])) for n in self.names},
                      "starting", then="check hetlab.cluster.node_table() shows its machine and start again")
         self.weights = self.server.weights().numpy()
         if self.progress:
             for label in self.labels:
                 print(f"worker {label}")
 
-    # --- what it is -----------------------------------------------------------------------
-    mode = property(lambda self: self.options.mode, doc='"sync", "async" or "local_sgd" (``options``).')
-
-    @property
-    def workers(self) -> list[WorkerSpec]:
-        """The live workers' specs, in order (a lost worker is dropped)."""
-        return [m.spec for m in self.members]
-
     @property
     def names(self) -> list[str]:
-        return [m.name for m in self.members]
+        return [s.name for s in self.workers]
 
     @property
     def labels(self) -> list[str]:
         """Learner-facing worker labels: name · device (simulated …× slower)."""
-        return [_label(m) for m in self.members]
+        return [_label(s, self.info[s.name]) for s in self.workers]
 
-    @property
-    def batch_sizes(self) -> list[int]:
-        return [m.batch_size for m in self.members]
-
-    @property
-    def local_steps(self) -> list[int]:
-        """Local SGD's H per live worker (one list, even when one H was given for all)."""
-        return [m.local_steps for m in self.members]
-
-    def member(self, name: str) -> Member:
-        for m in self.members:
-            if m.name == name:
-                return m
-        raise HetlabError(f"no worker named {name!r} (workers: {self.names}).")
+    def index(self, name: str) -> int:
+        """Where worker ``name`` is in ``workers``, ``batch_sizes`` and ``local_steps``."""
+        if name not in self.names:
+            raise HetlabError(f"no worker named {name!r} (workers: {self.names}).")
+        return self.names.index(name)
 
     @property
     def bytes_sent(self) -> int:
@@ -184,103 +146,84 @@ class ParameterServerTraining:
     def bytes_per_sample(self) -> float:
         return self.bytes_sent / self.samples_seen if self.samples_seen else 0.0
 
-    # --- changing it between runs ---------------------------------------------------------
     def resplit(self, sizes: list[int], why: str = "set", **seen) -> Event | None:
-        """Give each worker its batch size (one whole number ≥ 1 per worker): every change of the
-        split goes through here and leaves a "resplit" ``Event`` saying ``why`` (``seen``: what
-        ``FollowSplit`` saw); returns it, or None when nothing changed."""
-        sizes, before = check_batch_sizes(sizes, len(self.members)), self.batch_sizes
+        """Give each worker its batch size; a change leaves a "resplit" ``Event`` saying ``why`` (``seen``:
+        what ``FollowSplit`` saw), returned, or None when nothing changed."""
+        sizes, before = check_batch_sizes(sizes, len(self.workers)), self.batch_sizes
         if sizes == before:
             return None
-        for m, b in zip(self.members, sizes):
-            m.batch_size = b
+        self.batch_sizes = sizes
         self.events.append(Event(self.step, "resplit", why, tuple(before), tuple(sizes), **seen))
         return self.events[-1]
 
     def set_local_steps(self, local_steps) -> None:
         """Local SGD's H from the next round on: one for all, or one per worker (notebook 08)."""
-        for m, h in zip(self.members, check_local_steps(local_steps, len(self.members))):
-            m.local_steps = h
+        self.local_steps = check_local_steps(local_steps, len(self.workers))
 
     def set_slowdown(self, name: str, slowdown: float) -> None:
-        """Make worker ``name`` a *simulated* ``slowdown``× slower device from the next step on
-        (notebook 06: a laptop that throttles as it heats; a "slowdown" ``Event``). 1 = its own speed."""
-        m = self.member(name)
-        spec = dataclasses.replace(m.spec, slowdown=slowdown)
+        """Make worker ``name`` a *simulated* ``slowdown``× slower device from the next step on (notebook
+        06: a laptop that throttles as it heats). 1 = its own speed."""
+        i = self.index(name)
+        spec = dataclasses.replace(self.workers[i], slowdown=slowdown)
         check_spec(spec)
-        self.answers({name: m.actor.set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
-        m.spec = spec
-        self.events.append(Event(self.step, "slowdown", worker=_label(m), slowdown=spec.slowdown))
+        self.answers({name: self.actors[name].set_slowdown.remote(spec.slowdown)}, "setting its slowdown")
+        self.workers[i] = spec
+        self.events.append(Event(self.step, "slowdown", worker=_label(spec, self.info[name]), slowdown=spec.slowdown))
 
     def warm_up(self) -> None:
-        """Before steps at a batch size a worker has not run yet: one untimed forward + backward there
-        (``Worker.warm``), so no recorded step pays for compiling the new shape (MPS compiles per shape;
-        ``hetlab.core.train.warm_up``). A worker that fails here is left to the step, which drops it."""
-        refs = {m.actor.warm.remote(m.batch_size, self.mode == "local_sgd"): m
-                for m in self.members if m.batch_size not in m.warm}
-        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.timeout_s) if refs else ([], [])
-        for ref in ready:
-            try:
-                ran = ray.get(ref)
-            except ray.exceptions.RayError:
-                continue
-            refs[ref].warm.add(refs[ref].batch_size)
-            self.warmups += int(ran)
+        """One untimed step for each worker at a batch size new to it (``Worker.warm``: MPS compiles per
+        shape). A worker gone here is left to the step, which drops it."""
+        new = {n: b for n, b in zip(self.names, self.batch_sizes) if b not in self.warmed[n]}
+        if not new:
+            return
+        ran, _ = collect(self, {n: self.actors[n].warm.remote(b, self.mode == "local_sgd") for n, b in new.items()})
+        for n, b in new.items():
+            if n in ran:
+                self.warmed[n].add(b)
+                self.warmups += int(ran[n])
 
     def answers(self, refs: dict, what: str, then: str = "run a step (it drops a lost worker) and try again") -> dict:
-        """{name: answer} of calls to the workers named in ``refs`` ({name: a call's ref}) within the
-        deadline; a worker that went away is one line, not Ray's traceback."""
+        """{name: answer} of calls to the workers in ``refs`` ({name: a call's ref}); a worker that went
+        away is one line, not Ray's traceback."""
         got, lost = collect(self, refs)
         if lost:
-            who = "; ".join(f"{self.member(name).spec.label}: {why}" for name, why in lost.items())
+            who = "; ".join(f"{self.workers[self.index(name)].label}: {why}" for name, why in lost.items())
             raise HetlabError(f"a worker went away while {what} ({who}): {then}.")
         return got
 
-    # --- training -------------------------------------------------------------------------
-    def run(self, steps: int, batch_sizes: list[int] | None = None, retune_every: int = 0,
-            hooks: list = ()) -> list[StepRecord]:
-        """Train ``steps`` server updates (local SGD: rounds of H local steps); returns their records.
-
-        ``hooks``: callbacks, each called as ``hook(training)`` after every step (``hetlab.ps.hooks``).
-        ``retune_every=N`` (sync and local SGD) adds ``FollowSplit(N)``: every N steps, re-split the
-        global batch for the measured speeds when that gains more than 5 % (notebook 06).
-        """
+    def run(self, steps: int, batch_sizes: list[int] | None = None, hooks: list = ()) -> list[StepRecord]:
+        """Train ``steps`` server updates (local SGD: rounds); returns their records. ``hooks``: callables,
+        each called as ``hook(training)`` after every step (e.g. ``FollowSplit(N)``, notebook 06)."""
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise HetlabError(f"steps must be a whole number ≥ 0, got {steps!r}.")
-        if isinstance(retune_every, bool) or not isinstance(retune_every, int) or retune_every < 0:
-            raise HetlabError(f"retune_every must be a whole number of steps ≥ 0, got {retune_every!r}.")
-        if retune_every and self.mode == "async":
-            raise HetlabError("retune_every is for mode 'sync' or 'local_sgd': in async mode nobody "
-                              "waits for a straggler, so there is no split to follow.")
         if self.is_shut_down:
             raise HetlabError("this training is shut down: start a new ParameterServerTraining.")
-        follow = [self._follow.setdefault(retune_every, FollowSplit(retune_every))] if retune_every else []
         if batch_sizes is not None:
             self.resplit(batch_sizes, "set")
-        bar = progress_bar(steps, f"{self.mode}, {len(self.members)} workers", self.progress)
+        bar = progress_bar(steps, f"{self.mode}, {len(self.workers)} workers", self.progress)
 
         def show(run):
             bar.update(1)
             bar.set_postfix(loss=f"{run.records[-1].loss:.3f}", refresh=False)
 
         try:
-            return self._steps(steps, [*follow, show, *hooks], checkpoints=True)
+            return self._steps(steps, [*hooks, show], checkpoints=True)
         finally:
             bar.close()
 
     def _steps(self, steps: int, callbacks: list, checkpoints: bool) -> list[StepRecord]:
-        """``steps`` steps of this run's mode at the current split, the callbacks after each: their records."""
+        """``steps`` steps of this run's mode, the callbacks after each: their records."""
         start, self.first_step = len(self.records), self.step
         if steps:
             self.warm_up()
         if self.mode == "async":
             async_updates(self, steps, callbacks, checkpoints)
         else:
-            sync_steps(self, steps, callbacks, checkpoints, local_sgd_round if self.mode == "local_sgd" else sync_step)
+            sync_steps(self, steps, callbacks, checkpoints)
         return self.records[start:]
 
     def checkpoint_due(self) -> bool:
-        """An automatic checkpoint is due after this step (``checkpoint_dir`` and ``checkpoint_every``)."""
+        """An automatic checkpoint is due after this step."""
         return bool(self.checkpoint_dir and self.checkpoint_every and self.step % self.checkpoint_every == 0)
 
     def auto_checkpoint(self) -> None:
@@ -290,13 +233,8 @@ class ParameterServerTraining:
             old.unlink(missing_ok=True)
 
     def measure(self, batch_sizes: list[int], steps: int = 3) -> list[float]:
-        """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes.
-
-        The steps train the model for real, with no hooks (no bar, no checkpoint); the batch
-        sizes are put back afterwards. A worker whose batch size is new to it first runs one
-        untimed warm-up step (``run`` does): the first step at a new shape is slow on MPS and
-        would bias ``auto_tune`` against the Mac.
-        """
+        """Per-worker samples/s (compute + simulated + comm) over ``steps`` real steps at these sizes
+        (``auto_tune``'s measurement); no hooks, and the batch sizes are put back afterwards."""
         old = list(self.batch_sizes)
         try:
             self.resplit(batch_sizes, "measure")
@@ -304,8 +242,7 @@ class ParameterServerTraining:
         finally:
             if len(old) == len(self.workers):
                 self.resplit(old, "measure")
-        names = [s.name for s in self.workers]
-        return per_worker_samples_per_s(records, names)
+        return per_worker_samples_per_s(records, self.names)
 
     def standalone_samples_per_s(self, batch_size, steps: int = 5) -> list[float]:
         """Each worker training on its own, one after another (no waiting, no communication):
@@ -313,16 +250,14 @@ class ParameterServerTraining:
         sizes = check_batch_sizes([batch_size] * len(self.workers) if isinstance(batch_size, int)
                                   else batch_size, len(self.workers))
         weights, got = self.server.weights(), {}
-        for m, b in zip(self.members, sizes):
-            got |= self.answers({m.name: m.actor.standalone.remote(weights, b, steps)}, "timing it alone")
-        return [got[m.name] for m in self.members]
+        for name, b in zip(self.names, sizes):
+            got |= self.answers({name: self.actors[name].standalone.remote(weights, b, steps)}, "timing it alone")
+        return [got[name] for name in self.names]
 
     def run_checked(self, steps: int, test_data, every: int, test_samples: int = 1000,
                     batch_sizes: list[int] | None = None) -> tuple[list[StepRecord], dict]:
-        """``run`` with its time to target measurable (notebooks 05, 08): every ``every`` steps, the
-        weights are evaluated on ``test_samples`` test samples (``held_out``), untimed. Returns the records and
-        ``{"checks": [(training seconds so far, accuracy)], "every", "test_samples", "unit"}`` for
-        ``outcome.technique(..., checked=...)``."""
+        """``run`` with the weights evaluated, untimed, on ``test_samples`` test samples every ``every`` steps
+        (notebooks 05, 08): the records and ``{"checks": [(training seconds, accuracy)], ...}``."""
         check_count("every", every, 1)
         held = held_out(test_data, test_samples)
         records, checks = [], []
@@ -343,22 +278,17 @@ class ParameterServerTraining:
         """Test accuracy of the current weights (on the driver's CPU)."""
         return evaluate(self.model(), test_data, "cpu")
 
-    # --- checkpoints (notebook 08) ------------------------------------------------------------
     def save_checkpoint(self, path=None) -> Path:
-        """What the run needs to go on → ``path`` on the DRIVER's disk, atomically (default:
-        ``checkpoint_dir``/step-NNNNNN.pt): the server's weights and optimizer, each worker's own
-        state (local SGD's inner Adam), the data cursor, the step and counters, the batch sizes and
-        the ``Options`` whole. Call it when nothing is in flight (between ``run`` calls, or from a
-        hook's ``at_rest``): the cursor then counts exactly the samples of the updates the server
-        has applied. A worker gone since its last step is dropped first, as a step drops it."""
+        """What the run needs to go on → ``path`` on the driver's disk (default: in ``checkpoint_dir``),
+        taken when nothing is in flight. A worker gone since its last step is dropped first."""
         if path is None:
             if not self.checkpoint_dir:
                 raise HetlabError("give save_checkpoint(path) or checkpoint_dir=... when starting.")
             path = checkpoint_path(self.checkpoint_dir, self.step)
-        local, lost = collect(self, {m.name: m.actor.local_state.remote() for m in self.members})
+        local, lost = collect(self, {n: actor.local_state.remote() for n, actor in self.actors.items()})
         drop_lost(self, lost, {})   # nothing is in flight: no positions to give back
         state = {"format": FORMAT, "model": self.model_name, "signature": param_signature(self.factory),
-                 "options": dataclasses.asdict(self.options), "step": self.step, "samples_seen": self.samples_seen,
+                 "options": self.options, "step": self.step, "samples_seen": self.samples_seen,
                  "server": self.server.state(), "workers": [{"name": n, **local[n]} for n in self.names],
                  "batch_sizes": self.batch_sizes, "local_steps": self.local_steps, "stream": self.stream.state(),
                  "data_len": self.data_len, "bytes_to_workers": self.bytes_to_workers,
@@ -369,11 +299,8 @@ class ParameterServerTraining:
 
     @classmethod
     def resume(cls, path, workers: list[WorkerSpec], train_data, **overrides) -> "ParameterServerTraining":
-        """A new training continuing bit for bit where the checkpoint at ``path`` stopped.
-
-        Its options and batch sizes come from the checkpoint; ``overrides`` may change e.g.
-        ``progress`` or ``checkpoint_dir``. Give one WorkerSpec per saved worker. A run of your
-        own model needs ``model=`` its factory again (and ``loss=`` if not the default)."""
+        """A new training continuing bit for bit where the checkpoint at ``path`` stopped, with one
+        WorkerSpec per saved worker; ``overrides``: e.g. ``progress``, or ``model=`` your factory again."""
         model = overrides.pop("model", None)
         ckpt = load_checkpoint(path, model=model)
         saved = ckpt["workers"]
@@ -392,7 +319,7 @@ class ParameterServerTraining:
         run = cls(workers, train_data, model=ckpt["model"] if model is None else model, **kwargs)
         try:
             run.stream, run.step = resume_state(ckpt, run.server)
-            run.answers({m.name: m.actor.load_local_state.remote(w) for m, w in zip(run.members, saved)},
+            run.answers({n: run.actors[n].load_local_state.remote(w) for n, w in zip(run.names, saved)},
                         "loading the checkpoint", then="check hetlab.cluster.node_table() and resume again")
             run.samples_seen = ckpt["samples_seen"]
             run.bytes_to_workers, run.bytes_to_server = ckpt["bytes_to_workers"], ckpt["bytes_to_server"]
@@ -407,20 +334,19 @@ class ParameterServerTraining:
 
     def kill_worker(self, name: str) -> None:
         """Kill one worker's process, as if its machine went away (notebook 08 on the real pair)."""
-        _kill(self.member(name).actor)
+        self.index(name)                 # a name that is not a worker's: one line
+        _kill(self.actors.pop(name, None))
 
-    # --- lifetime -------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop this training's actors (not Ray itself); safe to call twice. The server's weights
-        stay: ``model()`` and ``evaluate()`` still read them."""
-        for m in self.__dict__.get("members", []):
-            _kill(m.actor)
-            m.actor = None
+        """Stop this training's actors (not Ray itself); the weights stay readable."""
+        actors = self.__dict__.get("actors", {})
+        while actors:
+            _kill(actors.popitem()[1])
 
     @property
     def is_shut_down(self) -> bool:
-        """True once ``shutdown`` stopped the workers (the notebook 06 tuner checks it)."""
-        return all(m.actor is None for m in self.members)
+        """True once ``shutdown`` stopped the workers."""
+        return not self.actors
 
     def __enter__(self) -> "ParameterServerTraining":
         return self
@@ -430,20 +356,16 @@ class ParameterServerTraining:
 
 
 def resume_state(checkpoint: dict, server) -> tuple[Stream, int]:
-    """What makes a resumed run continue bit for bit (notebook 08): the weights and the optimizer's
-    state (Adam's moments and step count) back into the new run's ``server``, and the data cursor
-    and the step returned, so the next step trains the samples and makes the update the first
-    run's next step would have."""
+    """The weights and the optimizer's state back into ``server``; the data cursor and the step returned
+    (notebook 08): the next step trains what the first run's next step would have."""
     server.load_state(checkpoint["server"])
     return Stream.from_state(checkpoint["stream"]), checkpoint["step"]
 
 
-def _label(m: Member) -> str:
+def _label(spec: WorkerSpec, info: dict) -> str:
     """name · device, and what differs from what was asked (simulated, a host's origin label, …)."""
-    spec, info = m.spec, m.info
     where = f" ({info['origin']})" if info["origin"] else ""
-    note = f" ({info['device_note']})" if info["device_note"] else ""  # e.g. Ray gave it a GPU torch cannot use
-    return labelled(f"{spec.name} · {info['device']}{note}", spec.slowdown) + where
+    return labelled(f"{spec.name} · {info['device']}", spec.slowdown) + where
 
 
 def _kill(actor) -> None:

@@ -1,8 +1,6 @@
-"""One parameter-server worker: a device, the training set, the samples it is told (notebook 05).
-
-A ``Worker`` actor picks its device on its own machine, keeps the whole training set there (fp32:
-~188 MB for MNIST), trains on the stream positions each message names, and returns ONE flat CPU
-buffer and a reply: the gradient (sync, async) or the change after H local steps (local SGD).
+"""One parameter-server worker (notebook 05): a Ray actor that keeps the whole training set on its
+device, trains on the stream positions each message names and answers ONE flat CPU buffer: the
+gradient (sync, async) or the change after H local steps (local SGD).
 """
 from __future__ import annotations
 
@@ -20,54 +18,36 @@ from hetlab.core.devices import resolve
 from hetlab.core.flat import flat_grad, load_flat
 from hetlab.core.machine import kernel_id, origin_label
 from hetlab.core.models import make_model
-from hetlab.ps.specs import Options, WorkerSpec
+from hetlab.ps.specs import WorkerSpec
 from hetlab.core.simulate import SlowDevice
 from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_steps, train_step, warm_up
 
-WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-
 class Worker:
-    """A Ray actor computing gradients (or local-SGD deltas) on its own device.
+    """A Ray actor computing gradients (or local-SGD deltas) on its own device. An answer is
+    ``(buffer, (loss, compute_s, simulated_s, samples))``."""
 
-    ``spec``: which device, how slow; ``options``: the seed, local SGD's learning
-    rate, the wire's dtype. ``train`` is the whole training set (put in Ray's object store once;
-    each machine fetches it once); a message names its samples. An answer is ``(buffer, reply)``:
-    the flat buffer and a plain tuple ``(loss, compute_s, simulated_s, samples)``. torch's threads
-    stay as they are until ``set_threads``.
-    """
-
-    def __init__(self, spec: WorkerSpec, train, model="small", options: Options = Options(), loss=None):
-        self.name, self.seed, self.lr = spec.name, options.seed, options.lr
+    def __init__(self, spec: WorkerSpec, train, model="small", seed=0, lr=1e-3, transfer="fp32", loss=None):
+        self.name, self.seed, self.lr = spec.name, seed, lr
         self.model_name = model  # a built-in name or a factory
         self.loss = loss or nn.functional.cross_entropy
         self.slow = SlowDevice(spec.slowdown)
         self.device = resolve(spec.device)       # resolved here, on the worker's own node
-        self.device_note = ""
-        if self.device.type == "cpu" and ray.is_initialized() and \
-                ray.get_runtime_context().get_accelerator_ids().get("GPU"):
-            self.device_note = "Ray gave it a GPU that torch here cannot use"  # a GPU count set from outside
-        self.wire = WIRE_DTYPES[options.transfer]
-        self.model = make_model(model, seed=options.seed).to(self.device).train()
+        self.wire = torch.float16 if transfer == "fp16" else torch.float32
+        self.model = make_model(model, seed=seed).to(self.device).train()
         self.params = list(self.model.parameters())
         x, y = as_tensors(train)  # a hetlab Dataset (normalised here) or (x, y)
         self.x, self.y = x.to(self.device), y.to(self.device)
-        self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam
+        self.local_opt: torch.optim.Optimizer | None = None  # local SGD's inner Adam, kept between rounds
 
-    # --- set-up and state ---------------------------------------------------------------
     def info(self) -> dict:
-        """Where this worker really runs: its node, its machine's kernel id (``core.machine.kernel_id``:
-        workers sharing cores), the device it resolved, a note (Ray gave it another GPU than asked) and
-        its host's origin label, if it plays a machine (``core.machine.origin_label``)."""
+        """Where this worker really runs: its node, its machine's kernel id (workers sharing cores), its
+        device and its host's origin label, if any."""
         return {"node_id": ray.get_runtime_context().get_node_id(), "device": str(self.device),
-                "machine": kernel_id(), "device_note": self.device_note, "origin": origin_label()}
+                "machine": kernel_id(), "origin": origin_label()}
 
     def set_threads(self, sharing: int) -> int:
-        """Use this machine's cores divided by the number of workers sharing it.
-
-        A choice of this worker's own process (Ray gives each actor a process of its own), made
-        once when the training starts: two workers on one machine, each on all its cores,
-        would fight over them. The driver's threads are never changed."""
+        """Use this machine's cores divided by the number of workers sharing it (its own process's
+        choice, made once at the start: two workers each on all the cores would fight over them)."""
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(sharing))))
         return torch.get_num_threads()
 
@@ -84,7 +64,6 @@ class Worker:
             self._ensure_local_opt()
             self.local_opt.load_state_dict(state["local_opt"])
 
-    # --- the work -----------------------------------------------------------------------
     def _indices(self, spans) -> torch.Tensor:
         """The samples at these positions of the shuffled stream, on this worker's device."""
         return stream_indices(len(self.y), self.seed, spans).to(self.device)
@@ -106,11 +85,9 @@ class Worker:
         return self.x[idx], self.y[idx]
 
     def warm(self, batch_size: int, local_sgd: bool = False) -> bool:
-        """One untimed forward + backward at ``batch_size`` if this worker has not run that shape yet.
-
-        The driver calls it before any step at a new size, so timed steps never pay for compiling the shape
-        (MPS; ``train.warm_up``). With ``local_sgd`` it also builds the inner Adam (its first construction
-        imports torch parts for a second or more). Weights, data position and generators stay as they were."""
+        """One untimed forward + backward at ``batch_size`` if this worker has not run that shape yet, so
+        no timed step pays for compiling it (MPS). With ``local_sgd`` it builds an Adam too (the first
+        imports torch parts for a second or more). Weights and random generators stay as they were."""
         def step():
             with _fork_rng(self.device):
                 self._loss_backward(*self._random_batch(batch_size, torch.Generator().manual_seed(batch_size)))
@@ -132,7 +109,7 @@ class Worker:
         loss = float(loss)                                   # waits for the device too
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("gradient", len(idx)), compute_s)
-        return _wire(grad), (loss, compute_s, simulated_s, len(idx))
+        return grad.numpy(), (loss, compute_s, simulated_s, len(idx))   # Ray sends a numpy array's raw bytes
 
     def _ensure_local_opt(self) -> None:
         if self.local_opt is None:
@@ -154,13 +131,11 @@ class Worker:
         loss = float(torch.stack(losses).mean())
         compute_s = time.perf_counter() - t0
         simulated_s = self.slow.after(("local_round", len(idx), steps), compute_s)
-        return _wire(delta), (loss, compute_s, simulated_s, len(idx))
+        return delta.numpy(), (loss, compute_s, simulated_s, len(idx))
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int) -> float:
-        """Samples/s of this device training alone, simulated slowdown included.
-
-        Full Adam steps on a scratch copy of the model and random samples of the training set, timed by
-        ``hetlab.core.train.timed_steps`` (its warm-up rule); the training state is left untouched."""
+        """Samples/s of this device training alone, simulated slowdown included: full optimizer steps on
+        a scratch copy of the model and random samples (``train.timed_steps``)."""
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(model, weights)
         opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=self.lr)
@@ -174,12 +149,6 @@ class Worker:
         return batch_size * steps / seconds
 
 
-def _wire(buffer: torch.Tensor):
-    """A buffer as it goes on the wire: a numpy array, whose raw bytes Ray sends (a pickled torch
-    tensor costs more), or the tensor itself in bfloat16, which numpy lacks."""
-    return buffer if buffer.dtype == torch.bfloat16 else buffer.numpy()
-
-
 def _fork_rng(device: torch.device):
     """Restore on exit the random generators a step may draw from (dropout): CPU and ``device``'s."""
     if device.type == "cpu":
@@ -188,7 +157,7 @@ def _fork_rng(device: torch.device):
 
 
 def _to_cpu(obj):
-    """Copy every tensor in a nested dict/list to the CPU (for checkpoints)."""
+    """Every tensor in a nested dict/list copied to the CPU (for checkpoints)."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().to("cpu").clone()
     if isinstance(obj, dict):
