@@ -20,7 +20,6 @@ ROLES = ("desktop", "mac")                            # the two machines of the 
 ADDRESS_ENV = "HETLAB_ADDRESS"      # the Ray head of the real pair: notebooks 03-08 run there
 QUICK_ENV = "HETLAB_QUICK"          # 1: the short runs of `make test`
 ORIGIN_ENV = "HETLAB_ORIGIN"        # set from outside on a host playing a machine it is not: its label (core.machine)
-DATA_ENV = "HETLAB_DATA"            # a folder holding MNIST's files instead of the repository's data/
 MEASURED_ENV = "HETLAB_MEASURED"    # a folder for the figures notebooks save (hetlab.store.measured)
 
 # Ray's environment variables that hetlab reads, sets or checks (notebook 04)

@@ -46,14 +46,15 @@ def test_a_window_for_ray_work_to_start_grows_with_the_load_per_core(monkeypatch
         assert machine.patience(60) == window
 
 
-def test_mnist_checksums_are_cached_and_see_changes(tmp_path):
+def test_mnist_checksums_are_cached_and_see_changes(tmp_path, monkeypatch):
     for name in data.SHA256:
         shutil.copy(os.path.join(ROOT, "data", name), tmp_path / name)
-    assert data.checksums(tmp_path) == data.SHA256
+    monkeypatch.setattr(data, "ROOT", tmp_path)
+    assert data.checksums() == data.SHA256
     with gzip.open(tmp_path / "t10k-labels-idx1-ubyte.gz", "wb") as f:  # a changed file is hashed again
         f.write(b"not mnist")
     (tmp_path / "train-labels-idx1-ubyte.gz").unlink()
-    found = data.checksums(tmp_path)
+    found = data.checksums()
     assert found["train-labels-idx1-ubyte.gz"] is None
     assert found["t10k-labels-idx1-ubyte.gz"] == hashlib.sha256(b"not mnist").hexdigest()
     status = data.checksum_status(found)

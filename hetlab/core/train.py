@@ -1,12 +1,6 @@
 """One model on one device (notebooks 01, 02): the one training step, the plain loop around it,
-and how fast the step runs.
-
-``train_step`` is what ``train``, ``measure_speed`` (notebook 02's sweep), a parameter-server worker
-timing itself alone (``timed_steps``) and ``benchmarks/single_device.py`` all run, so they time the
-same work; the parameter server splits it (the worker computes the gradient, the server steps).
-``train`` moves the whole training set to the device once, as normalised float tensors, and slices
-each batch from it; its ``History`` holds the loss per step, the accuracy per epoch, the speed and
-where the time went.
+and how fast the step runs. ``train``, ``measure_speed`` and ``timed_steps`` all run ``train_step``,
+so they time the same work.
 """
 from __future__ import annotations
 
@@ -19,7 +13,6 @@ import torch
 from torch import nn
 
 from hetlab import progress_bar
-from hetlab.arithmetic.estimates import COURSE_BATCH
 from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, samples_per_s, steady, window_cuts
 from hetlab.core import simulate
 from hetlab.core.data import Dataset, as_tensors, batches
@@ -28,10 +21,7 @@ from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_m
 from hetlab.errors import HetlabError
 from hetlab.vocab import OPTIMIZERS
 
-# hetlab trains with Adam (``train``, the parameter server's workers and server, Ray Train), so
-# Adam is what a speed is measured with.
-TRAINING_OPTIMIZER = "adam"
-TORCH_OPTIMIZERS = {"adam": "Adam", "sgd": "SGD"}  # vocab.OPTIMIZERS → the class's name in torch.optim
+TRAINING_OPTIMIZER = "adam"   # what hetlab trains with, so what a speed is measured with
 # How often an epoch reads its losses back from the device: each read waits for the device.
 LOSS_READS_PER_EPOCH = 2
 
@@ -40,7 +30,7 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     """The optimizer called ``name`` in ``vocab.OPTIMIZERS`` (Adam, or plain SGD) over ``params``."""
     if name not in OPTIMIZERS:
         raise HetlabError(f"unknown optimizer {name!r}: use one of {OPTIMIZERS}.")
-    return getattr(torch.optim, TORCH_OPTIMIZERS[name])(params, lr=lr)
+    return (torch.optim.Adam if name == "adam" else torch.optim.SGD)(params, lr=lr)
 
 
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn, xb, yb) -> torch.Tensor:
@@ -59,20 +49,12 @@ def steady_cuts(steps: int) -> tuple[int, int]:
     return max(0, min(WARMUP_STEPS, steps - windows)), windows
 
 
-def _sync_points(steps: int) -> set[int]:
-    """After which steps (counted from 1) ``train`` waits for the device: the warm-up's end and each window's
-    end, so that on a GPU each window's seconds hold its own work (a few waits a run)."""
-    warmup, windows = steady_cuts(steps)
-    return set(window_cuts(steps - warmup, windows, start=warmup)) - {0}
-
-
 @dataclass
 class History:
     """What one training run did: per-step loss, per-epoch accuracy, speed and time split."""
 
     device: str = "cpu"
     loss: list[float] = field(default_factory=list)          # one per step
-    lr: list[float] = field(default_factory=list)            # learning rate used at each step
     test_accuracy: list[float] = field(default_factory=list)  # one per epoch
     samples: int = 0
     seconds_batching: float = 0.0
@@ -82,25 +64,14 @@ class History:
     model: nn.Module | None = field(default=None, repr=False)  # the trained network
     step_seconds: list[float] = field(default_factory=list, repr=False)  # each step's batching + compute
     step_samples: list[int] = field(default_factory=list, repr=False)    # each step's batch size
-    epoch_steps: list[int] = field(default_factory=list, repr=False)     # steps per epoch
 
     @property
     def steady(self) -> SteadySpeed:
-        """The steady speed (``hetlab.arithmetic.steady``): the warm-up apart, the rest in windows
-        (fewer of each in a run of a few steps). Evaluation is never in it."""
+        """The steady speed (``hetlab.arithmetic.steady``): the warm-up apart, the rest in windows."""
         if not self.step_seconds:
             raise HetlabError("History.steady: this run trained no step.")
         warmup, windows = steady_cuts(len(self.step_seconds))
         return steady(self.step_seconds, self.step_samples, warmup=warmup, windows=windows)
-
-    @property
-    def epoch_samples_per_s(self) -> list[float]:
-        """Each epoch's samples/s (evaluation excluded): the first holds the warm-up, the next ones do not."""
-        rates, i = [], 0
-        for n in self.epoch_steps:
-            rates.append(samples_per_s(sum(self.step_samples[i:i + n]), sum(self.step_seconds[i:i + n])))
-            i += n
-        return rates
 
     @property
     def final_accuracy(self) -> float:
@@ -108,15 +79,15 @@ class History:
 
 
 def held_out(test_data, n: int):
-    """The test samples a run checks its accuracy on while it trains (its time to target, notebooks 05,
-    07, 08): ``n`` of a hetlab Dataset, the same ``n`` for every run (seed 0); other data whole."""
+    """The test samples a run checks its accuracy on while it trains: ``n`` of a hetlab Dataset, the
+    same for every run (seed 0); other data whole."""
     return test_data.subset(min(n, len(test_data)), seed=0) if isinstance(test_data, Dataset) else test_data
 
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data, device=None) -> float:
-    """Fraction of ``data`` (any form ``as_tensors`` takes) that ``model`` classifies correctly, on
-    ``device`` (the model moves there, as ``train`` moves it); by default where the model is."""
+    """Fraction of ``data`` that ``model`` classifies correctly, on ``device`` (the model moves there);
+    by default where the model is."""
     batch_size = 2000
     if device is None:
         dev = next((p.device for p in model.parameters()), torch.device("cpu"))
@@ -138,13 +109,9 @@ def train(model, train_data, test_data=None,
           epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
           seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None,
           timing: bool = False) -> History:
-    """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
-
-    ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
-    then ``History.model``). Data: any form ``as_tensors`` takes. ``schedule="cosine"`` decays the rate
-    to zero: the last epochs settle (≥ 99 %). Losses stay on the device, read ``LOSS_READS_PER_EPOCH``
-    times an epoch; ``timing=True`` waits for the device each step to time batching apart from compute
-    (notebook 01; on a GPU it costs speed)."""
+    """Train ``model`` (an ``nn.Module``, trained in place, or a name / factory built with ``seed``) with
+    Adam on ``train_data``; evaluate on ``test_data`` after each epoch. ``schedule="cosine"`` decays the
+    rate to zero. ``timing=True`` waits for the device each step, to time batching apart from compute."""
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
@@ -168,14 +135,14 @@ def train(model, train_data, test_data=None,
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
              if schedule == "cosine" else None)
     bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
-    waits = _sync_points(epochs * steps_per_epoch)
+    warmup, windows = steady_cuts(epochs * steps_per_epoch)   # wait where the warm-up and each window end
+    waits = set(window_cuts(epochs * steps_per_epoch - warmup, windows, start=warmup)) - {0}
     seconds = hist.step_seconds
     for epoch in range(epochs):
-        t, pending, first = time.perf_counter(), [], len(seconds)
+        t, pending = time.perf_counter(), []
         for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
             t_batch = time.perf_counter()
             pending.append(train_step(model, opt, loss_fn, xb, yb))   # the loss, left on the device
-            hist.lr.append(opt.param_groups[0]["lr"])
             if sched is not None:
                 sched.step()
             if timing or len(seconds) + 1 in waits:
@@ -194,7 +161,6 @@ def train(model, train_data, test_data=None,
         tail = time.perf_counter() - t   # what the device still had queued: the epoch's last step's
         hist.seconds_compute += tail
         seconds[-1] += tail
-        hist.epoch_steps.append(len(seconds) - first)
         hist.samples = sum(hist.step_samples)
         hist.samples_per_s = samples_per_s(hist.samples, hist.seconds_batching + hist.seconds_compute)
         if test_data is not None:
@@ -214,18 +180,12 @@ def _read_losses(pending: list, hist: History, bar) -> None:
     bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)
 
 
-# --- how fast a step runs (notebook 02's sweep, a parameter-server worker alone) -----------------
-
-# Batch shapes (with whatever else decides the kernels) already run in this process.
-_WARM: set = set()
+_WARM: set = set()   # the shape keys already run in this process
 
 
 def warm_up(key, step, device) -> bool:
-    """Run ``step()`` once, untimed, the first time ``key`` (a batch shape, device, model) is seen here.
-
-    MPS compiles a graph per shape, so a first step at a new batch size is many times slower: timed,
-    the Mac would look slower and the tuner give it less work. CUDA does first-time work per shape too;
-    on the CPU it is cheap, so one rule for every device."""
+    """Run ``step()`` once, untimed, the first time ``key`` is seen here: MPS compiles a graph per shape,
+    so a first step at a new batch size is many times slower."""
     if key in _WARM:
         return False
     step()
@@ -240,13 +200,10 @@ def shape_key(model: nn.Module, device, batch_size: int, *extra) -> tuple:
 
 
 def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: int = 10, data=None,
-                  loss=None, warmup: int | None = None, windows: int = WINDOWS) -> SteadySpeed:
-    """The steady speed of ``model``'s training steps on ``device`` at ``batch_size`` (random data, or
-    ``data=(x, y)`` and ``loss`` for your own model): ``steps`` whole steps (forward, backward, an Adam
-    update, as hetlab trains) in ``windows`` windows, the device synchronised at each window's end; its
-    ``.samples_per_s`` is the windows' median (``hetlab.arithmetic.steady``). ``warmup`` untimed steps
-    run first: by default ``WARMUP_STEPS`` the first time this process runs these layers at this batch
-    on this device (MPS compiles per shape), none after; an int, that many every time (the benchmarks)."""
+                  loss=None, warmup: int | None = None) -> SteadySpeed:
+    """The steady speed of ``steps`` training steps of ``model`` on ``device`` at ``batch_size`` (random
+    data, or ``data=(x, y)`` and ``loss``), in ``WINDOWS`` synchronised windows. ``warmup`` untimed steps
+    first: by default ``WARMUP_STEPS`` the first time this process runs this shape, none after."""
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
     dev = resolve(device)
@@ -264,7 +221,7 @@ def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: i
     if warmup is None:
         warmup = 0 if key in _WARM else WARMUP_STEPS
     synchronize(dev)
-    cuts = window_cuts(steps, max(1, min(windows, steps)))
+    cuts = window_cuts(steps, max(1, min(WINDOWS, steps)))
     spans = [1] * warmup + [b - a for a, b in zip(cuts, cuts[1:])]   # steps per timed span
     seconds = []
     for n in spans:
@@ -279,17 +236,9 @@ def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: i
     return dataclasses.replace(speed, steps=steps)
 
 
-def course_speed(device=None, steps: int = 10) -> SteadySpeed:
-    """The course's model's steady speed at the course's batch on ``device``: ``WINDOWS`` windows of
-    ``steps`` steps after the warm-up. What notebook 02 saves for the report."""
-    return measure_speed(make_model("small", seed=0), device, COURSE_BATCH, steps=steps * WINDOWS)
-
-
 def timed_steps(step, device, steps: int, key, slow=None) -> tuple[float, int]:
-    """Seconds ``steps`` calls of ``step()`` take on ``device``, and how many untimed warm-up steps ran first
-    (one, only if ``key`` is new to this process: ``warm_up``). A parameter-server worker timing itself alone
-    (notebook 05): without ``slow`` the steps are one synchronised run; with a ``simulate.SlowDevice`` each
-    step is timed to its end and followed by the simulated device's wait, which is counted."""
+    """Seconds ``steps`` calls of ``step()`` take on ``device`` and the warm-up steps run first (``warm_up``);
+    with a ``simulate.SlowDevice`` each step is timed to its end and its simulated wait counted."""
     warmups = int(warm_up(key, step, device))
     synchronize(device)
     if slow is None:
@@ -309,10 +258,8 @@ def timed_steps(step, device, steps: int, key, slow=None) -> tuple[float, int]:
 
 
 def alternated(measures: dict, rounds: int = 5) -> dict:
-    """Each of ``measures`` (name → a function returning a figure, e.g. samples/s) called ``rounds``
-    times in turn, the order reversed every other round; each one's median. Other work on the
-    machine, or a laptop slowing as it warms, then weighs on every side alike: how notebooks 01
-    and 02 compare timings."""
+    """Each of ``measures`` (name → a function returning a figure) called ``rounds`` times in turn, the
+    order reversed every other round; each one's median: other work on the machine weighs on all alike."""
     runs: dict = {name: [] for name in measures}
     for r in range(rounds):
         for name in (list(measures) if r % 2 == 0 else list(measures)[::-1]):
