@@ -1,8 +1,5 @@
-"""hetlab's vocabulary: the names every layer agrees on, defined once (notebooks 01-08).
-
-The CLI's choices, the planner's byte sizes, the engine's checks, every environment variable
-hetlab reads and every port a node listens on by default are read from here. Nothing here
-imports torch or Ray, so ``hetlab --help`` and bad-input checks stay fast.
+"""hetlab's vocabulary: the names every layer agrees on, every environment variable it reads and every
+port a node listens on, defined once. No torch or Ray here, so ``hetlab --help`` stays fast.
 """
 from dataclasses import dataclass
 

@@ -1,9 +1,5 @@
-"""What this machine runs: host, OS, accelerator, versions, hetlab's commit, MNIST checksums
-(notebooks 00 and 04).
-
-``hetlab.cluster`` runs ``facts`` on every node, so each row of the node table and of the report's
-machine table is what that node really has; ``hetlab doctor`` compares this machine's facts with
-the head's.
+"""What this machine runs: host, OS, accelerator, versions, hetlab's commit, MNIST checksums (notebooks
+00 and 04). ``hetlab.cluster`` runs ``facts`` on every node; ``hetlab doctor`` compares them with the head's.
 """
 from __future__ import annotations
 
@@ -19,9 +15,8 @@ from hetlab.vocab import ORIGIN_ENV
 
 
 def kernel_id() -> str:
-    """What tells the processes of one running kernel from another's, so of one box's cores: the
-    kernel's boot id on Linux (network namespaces and containers of one box share it), else the
-    host name. Workers with one ``kernel_id`` share cores, whatever machine each stands for."""
+    """The OS kernel's boot id on Linux (containers of one box share it), else the host name: workers
+    with one ``kernel_id`` share cores, whatever machine each stands for."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             return f.read().strip()
@@ -30,16 +25,14 @@ def kernel_id() -> str:
 
 
 def origin_label() -> str | None:
-    """Where this host's figures come from when it is not one of the learner's own machines: the plain
-    label ``HETLAB_ORIGIN`` that whatever runs it sets from outside (e.g. "a Linux host playing the
-    Mac"), which every label a learner sees carries; None on the learner's own machine."""
+    """``HETLAB_ORIGIN``: where this host's figures come from when it is not one of the learner's own
+    machines (e.g. "a Linux host playing the Mac"); None on the learner's own machine."""
     return os.environ.get(ORIGIN_ENV) or None
 
 
 def patience(seconds: float) -> float:
-    """A window for work to start on a Ray node, grown with this machine's load: ``seconds`` ×
-    twice the 1-minute load average per core, at least 1×, at most 10×. A busy box starts Ray's
-    worker processes later, not never, and the processes that start at once share what is left."""
+    """A window for work to start on a Ray node, grown with this machine's load: ``seconds`` × twice
+    the 1-minute load average per core, at least 1×, at most 10×."""
     try:
         per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
     except OSError:
@@ -67,20 +60,18 @@ def accelerator() -> str:
 
 @functools.lru_cache(maxsize=1)
 def hetlab_commit() -> str | None:
-    """The git commit hetlab runs from (``samecode.code_here``), or None when it is not a git
-    checkout or git does not answer within 5 s."""
+    """The git commit hetlab runs from, or None (``samecode.code_here``)."""
     return code_here()["commit"]
 
 
 def gloo_transport(system: str) -> str:
-    """The transport this machine's gloo speaks: UV on macOS, TCP on Linux (PyTorch builds one of
-    them per system, and the two never meet); UV too where ``GLOO_DEVICE_TRANSPORT=UV`` makes a Linux
-    node play the Mac."""
+    """The transport this machine's gloo speaks: UV on macOS (or ``GLOO_DEVICE_TRANSPORT=UV``), else TCP;
+    the two never meet."""
     return "UV" if system == "Darwin" or os.environ.get("GLOO_DEVICE_TRANSPORT") == "UV" else "TCP"
 
 
 def wsl_build() -> str | None:
-    """The Windows build under WSL2 (``cmd.exe /c ver``), None outside WSL (the report's machine table)."""
+    """The Windows build under WSL2 (``cmd.exe /c ver``), None outside WSL."""
     try:
         with open("/proc/version", encoding="ascii", errors="replace") as f:
             if "microsoft" not in f.read().lower():
@@ -91,9 +82,8 @@ def wsl_build() -> str | None:
 
 
 def facts() -> dict:
-    """What this process's machine runs: host, OS, CPUs, accelerator and its memory, driver, CUDA or
-    MPS build, WSL build, memory, versions, hetlab's commit, the MNIST files' checksums, and where
-    its figures come from (``origin``: its ``origin_label``, else "pair")."""
+    """What this process's machine runs: hardware, builds, versions, hetlab's commit, the MNIST files'
+    checksums, and where its figures come from (``origin``)."""
     import psutil
     import torch
 
