@@ -76,18 +76,16 @@ def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
     if slowdown is not None and not 1 <= slowdown < float("inf"):
         raise HetlabError(f"slowdown={slowdown!r}: give X ≥ 1, the mac's simulated slowdown (1 = none).")
     requested = requested_address(address)
-    target = requested.address
     if requested.real:
         connect(address)  # the same resolution; fails within seconds, in one line, if the head is not there
         practice, device, mac_slowdown = None, "auto", slowdown or 1.0
     else:
         from hetlab.cluster.practice import PracticeCluster  # Ray's cluster_utils: only when practising
         practice, device, mac_slowdown = PracticeCluster(("desktop", "mac")), "cpu", slowdown or practice_slowdown
-        target = None
     workers = [WorkerSpec("desktop", role="desktop", device=device),
                WorkerSpec("mac", role="mac", device=device, slowdown=mac_slowdown)]
     print(which_cluster(address), flush=True)
-    return Pair(workers, target, practice)
+    return Pair(workers, requested.address if practice is None else None, practice)
 
 
 ON_THE_HEAD = ("03", "04", "05", "06", "07", "08", "09")   # the notebooks whose driver must be the head

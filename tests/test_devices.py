@@ -46,14 +46,14 @@ def test_a_speed_warms_up_once_per_new_batch_size():
     assert steps_run(31, warmup=0) == 2 and steps_run(31) == 7  # warmup=0 warms nothing up
 
 
-def test_timed_steps_hands_each_step_to_a_simulated_device():
-    """The timer of a parameter-server worker alone: the warm-up rule, and
-    with a ``SlowDevice`` every timed step is timed on its own and handed to it (its wait follows)."""
+def test_timed_spans_hand_each_span_to_a_simulated_device():
+    """The timer of a parameter-server worker alone: with a ``SlowDevice`` every span is timed on its own
+    and handed to it (its wait follows)."""
     ran, slow, key = [], SlowDevice(1.0), ("cpu", "a step no other test times", 1)
-    seconds, warmups = train.timed_steps(lambda: ran.append(1), "cpu", 3, key, slow=slow)
-    assert (warmups, len(ran), len(slow._recent[key])) == (1, 4, 3)   # 1 untimed, 3 timed, 3 handed over
-    assert train.timed_steps(lambda: ran.append(1), "cpu", 2, key)[1] == 0 and len(ran) == 6
-    assert math.isfinite(seconds)
+    seconds = train.timed_spans(lambda: ran.append(1), "cpu", [1, 1, 1], slow, key)
+    assert (len(seconds), len(ran), len(slow._recent[key])) == (3, 3, 3)   # 3 timed, 3 handed over
+    assert train.timed_spans(lambda: ran.append(1), "cpu", [2]) and len(ran) == 5
+    assert all(math.isfinite(s) for s in seconds)
 
 
 def test_warm_up_runs_a_step_once_per_key():

@@ -103,12 +103,6 @@ def n_samples(data) -> int:
     return len(data[1]) if _is_pair(data) else len(data)
 
 
-def compact(data):
-    """What the parameter server puts in Ray's object store: a hetlab Dataset as it is (uint8, a
-    quarter of the bytes), anything else as ``(x, y)``."""
-    return data if isinstance(data, Dataset) else as_tensors(data)
-
-
 @lru_cache(maxsize=4)
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     """The shuffled order of ``n`` samples in epoch ``epoch``, a pure function of its arguments: hetlab's

@@ -64,23 +64,6 @@ def hetlab_commit() -> str | None:
     return code_here()["commit"]
 
 
-def gloo_transport(system: str) -> str:
-    """The transport this machine's gloo speaks: UV on macOS (or ``GLOO_DEVICE_TRANSPORT=UV``), else TCP;
-    the two never meet."""
-    return "UV" if system == "Darwin" or os.environ.get("GLOO_DEVICE_TRANSPORT") == "UV" else "TCP"
-
-
-def wsl_build() -> str | None:
-    """The Windows build under WSL2 (``cmd.exe /c ver``), None outside WSL."""
-    try:
-        with open("/proc/version", encoding="ascii", errors="replace") as f:
-            if "microsoft" not in f.read().lower():
-                return None
-    except OSError:
-        return None
-    return _run("cmd.exe", "/c", "ver") or "WSL2 (Windows build unknown)"
-
-
 def facts() -> dict:
     """What this process's machine runs: hardware, builds, versions, hetlab's commit, the MNIST files'
     checksums, and where its figures come from (``origin``)."""
@@ -92,20 +75,20 @@ def facts() -> dict:
     system = platform.system()
     os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
     mnist = data.checksums()
+    uv = system == "Darwin" or os.environ.get("GLOO_DEVICE_TRANSPORT") == "UV"   # gloo's UV never meets Linux's TCP
     found = {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
              "cpus": os.cpu_count(), "accelerator": accelerator(),
              "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
              "python": platform.python_version(),
              "ray": metadata.version("ray"),  # read from its metadata: the basic layer imports no Ray
              "torch": torch.__version__, "hetlab": hetlab.__version__, "hetlab_commit": hetlab_commit(),
-             "gloo": gloo_transport(system), "mnist": data.checksum_status(mnist), "mnist_sha256": mnist,
-             "chip": platform.processor() or platform.machine(), "wsl": wsl_build(),
-             "cuda": torch.version.cuda, "mps": None, "driver": None, "gpu_memory_gb": None,
+             "gloo": "UV" if uv else "TCP", "mnist": data.checksum_status(mnist), "mnist_sha256": mnist,
+             "chip": platform.processor() or platform.machine(),
+             "cuda": torch.version.cuda, "driver": None, "gpu_memory_gb": None,
              "origin": origin_label() or "pair"}
     if torch.cuda.is_available():
         found["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
         found["driver"] = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or None
     if torch.backends.mps.is_available():
-        found["mps"] = f"available (torch {torch.__version__}, macOS {platform.mac_ver()[0]})"
         found["chip"] = _run("sysctl", "-n", "machdep.cpu.brand_string") or "Apple GPU"
     return found

@@ -1,6 +1,6 @@
-"""The MNIST networks of the course (notebook 01): ``small``, the default; ``classic`` (PyTorch's
-examples/mnist, 1.2M parameters), a bigger one; ``ray_example``, Ray's own tiny ConvNet. Your own model:
-``model=`` a *factory*, a picklable zero-argument callable returning an ``nn.Module``.
+"""The MNIST networks of the course (notebook 01): ``small``, the default, and ``classic`` (PyTorch's
+examples/mnist, 1.2M parameters), a bigger one. Your own model: ``model=`` a *factory*, a picklable
+zero-argument callable returning an ``nn.Module``.
 """
 from __future__ import annotations
 
@@ -32,15 +32,7 @@ def classic_cnn() -> nn.Module:
     )
 
 
-def ray_example_cnn() -> nn.Module:
-    """The ConvNet of Ray's parameter-server example: 1,960 parameters."""
-    return nn.Sequential(
-        nn.Conv2d(1, 3, 3), nn.ReLU(), nn.MaxPool2d(3),  # 3×26×26 → 3×8×8
-        nn.Flatten(), nn.Linear(192, 10),
-    )
-
-
-MODELS = {"small": small_cnn, "classic": classic_cnn, "ray_example": ray_example_cnn}
+MODELS = {"small": small_cnn, "classic": classic_cnn}
 
 
 def as_factory(model) -> Callable[[], nn.Module]:

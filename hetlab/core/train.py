@@ -1,6 +1,5 @@
-"""One model on one device (notebooks 01, 02): the one training step, the plain loop around it,
-and how fast the step runs. ``train``, ``measure_speed`` and ``timed_steps`` all run ``train_step``,
-so they time the same work.
+"""One model on one device (notebooks 01, 02): the one training step, the plain loop around it, and how
+fast the step runs. ``train``, ``measure_speed`` and a worker timing itself all time ``train_step``.
 """
 from __future__ import annotations
 
@@ -220,41 +219,28 @@ def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: i
     key = shape_key(model, dev, batch_size, TRAINING_OPTIMIZER)
     if warmup is None:
         warmup = 0 if key in _WARM else WARMUP_STEPS
-    synchronize(dev)
     cuts = window_cuts(steps, max(1, min(WINDOWS, steps)))
     spans = [1] * warmup + [b - a for a, b in zip(cuts, cuts[1:])]   # steps per timed span
-    seconds = []
-    for n in spans:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            train_step(model, opt, loss, x, y)
-        synchronize(dev)
-        seconds.append(time.perf_counter() - t0)
+    seconds = timed_spans(lambda: train_step(model, opt, loss, x, y), dev, spans)
     if warmup > 0:
         _WARM.add(key)
     speed = steady(seconds, [batch_size * n for n in spans], warmup=warmup, windows=len(cuts) - 1)
     return dataclasses.replace(speed, steps=steps)
 
 
-def timed_steps(step, device, steps: int, key, slow=None) -> tuple[float, int]:
-    """Seconds ``steps`` calls of ``step()`` take on ``device`` and the warm-up steps run first (``warm_up``);
-    with a ``simulate.SlowDevice`` each step is timed to its end and its simulated wait counted."""
-    warmups = int(warm_up(key, step, device))
+def timed_spans(step, device, spans: list[int], slow=None, work=None) -> list[float]:
+    """The seconds of each span of ``spans[i]`` calls of ``step()``, the device synchronised at each span's
+    end; with a ``simulate.SlowDevice``, each span's simulated wait for ``work`` counted in."""
     synchronize(device)
-    if slow is None:
+    seconds = []
+    for n in spans:
         t0 = time.perf_counter()
-        for _ in range(steps):
+        for _ in range(n):
             step()
         synchronize(device)
-        return time.perf_counter() - t0, warmups
-    total = 0.0
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        synchronize(device)
         compute_s = time.perf_counter() - t0
-        total += simulate.device_seconds(compute_s, slow.after(key, compute_s))
-    return total, warmups
+        seconds.append(compute_s if slow is None else simulate.device_seconds(compute_s, slow.after(work, compute_s)))
+    return seconds
 
 
 def alternated(measures: dict, rounds: int = 5) -> dict:

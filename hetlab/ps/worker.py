@@ -22,7 +22,7 @@ from hetlab.core.machine import kernel_id, origin_label
 from hetlab.core.models import make_model
 from hetlab.ps.specs import Options, WorkerSpec
 from hetlab.core.simulate import SlowDevice
-from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_steps, train_step, warm_up
+from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_spans, train_step, warm_up
 
 WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -160,7 +160,7 @@ class Worker:
         """Samples/s of this device training alone, simulated slowdown included.
 
         Full Adam steps on a scratch copy of the model and random samples of the training set, timed by
-        ``hetlab.core.train.timed_steps`` (its warm-up rule); the training state is left untouched."""
+        ``hetlab.core.train.timed_spans`` after ``warm_up``; the training state is left untouched."""
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(model, weights)
         opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=self.lr)
@@ -170,8 +170,9 @@ class Worker:
             train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
 
         key = shape_key(model, self.device, batch_size, "alone")
-        seconds, _ = timed_steps(step, self.device, steps, key, slow=self.slow)
-        return batch_size * steps / seconds
+        warm_up(key, step, self.device)
+        spans = [steps] if self.slow is None else [1] * steps   # a simulated device waits after each step
+        return batch_size * steps / sum(timed_spans(step, self.device, spans, self.slow, key))
 
 
 def _wire(buffer: torch.Tensor):
