@@ -26,8 +26,7 @@ class Pair:
     practice: object = None      # the PracticeCluster started here, or None
 
     @property
-    def real(self) -> bool:
-        """True on a cluster you started (the real pair, or hosts playing it), False on the practice one."""
+    def real(self) -> bool:   # a cluster you started (your pair, or hosts playing it), not the practice one
         return self.practice is None
 
     @property
@@ -35,8 +34,7 @@ class Pair:
         return [w.slowdown for w in self.workers]
 
     @property
-    def device(self) -> str:
-        """The device every worker asks for: ``auto`` on the real pair, ``cpu`` in practice."""
+    def device(self) -> str:   # what every worker asks for: "auto" on the real pair, "cpu" in practice
         return self.workers[0].device
 
     def shutdown(self) -> None:
@@ -95,11 +93,10 @@ NAMES = {"desktop": "the desktop", "mac": "the Mac"}
 def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: str) -> tuple[str, str | None]:
     """This kernel's machine and role in one line, and the line that stops a notebook whose driver must be
     the head when this machine (its addresses ``here``) is not the head asked for, else None."""
-    head = parse_address(requested.address)[0] if requested.real else None
-    if head is None:                                   # no pair: the practice cluster, on this machine
+    if not requested.real:                             # no pair: the practice cluster, on this machine
         return (f"this kernel: {hostname}, {NAMES.get(os_role, os_role)} (no pair saved: the practice "
                 f"cluster stands in for both machines)", None)
-    pair = requested.pair
+    head, pair = parse_address(requested.address)[0], requested.pair
     role = joining.role_here(pair, here) if pair else None
     try:
         on_head = head in here or ipaddress.ip_address(head).is_loopback

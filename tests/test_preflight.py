@@ -106,8 +106,7 @@ def test_one_code_on_every_machine_or_one_line_naming_the_machine_to_update():
     assert samecode.mismatch("the desktop", head, {"the desktop": head, "the mac": dict(head)}) is None
     assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": "0.1.0", "commit": None}}) is None
     assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": "0.0.9", "commit": None}}) == (
-        "the mac runs hetlab 0.0.9, the desktop hetlab 0.1.0 at def5678 (a commit is unknown: versions "
-        "compared only): on the mac run `git pull` in hetlab's folder (to match the desktop: "
+        "the mac runs hetlab 0.0.9, the desktop hetlab 0.1.0 at def5678: on the mac run `git pull` in hetlab's folder (to match the desktop: "
         "`git checkout def5678`), then connect again.")
     assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": None, "commit": None}}).startswith(
         "the mac cannot import hetlab, the desktop runs hetlab 0.1.0 at def5678: install it there")

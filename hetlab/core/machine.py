@@ -83,12 +83,9 @@ def facts() -> dict:
              "ray": metadata.version("ray"),  # read from its metadata: the basic layer imports no Ray
              "torch": torch.__version__, "hetlab": hetlab.__version__, "hetlab_commit": hetlab_commit(),
              "gloo": "UV" if uv else "TCP", "mnist": data.checksum_status(mnist), "mnist_sha256": mnist,
-             "chip": platform.processor() or platform.machine(),
              "cuda": torch.version.cuda, "driver": None, "gpu_memory_gb": None,
              "origin": origin_label() or "pair"}
     if torch.cuda.is_available():
         found["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
         found["driver"] = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or None
-    if torch.backends.mps.is_available():
-        found["chip"] = _run("sysctl", "-n", "machdep.cpu.brand_string") or "Apple GPU"
     return found

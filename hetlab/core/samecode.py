@@ -43,8 +43,6 @@ def mismatch(here: str, mine: dict, nodes: dict) -> str | None:
         version = "" if theirs["hetlab"] == mine["hetlab"] else f"hetlab {mine['hetlab']}"
         commit = f"at {mine['commit']}" if mine["commit"] else ""
         line = f"{name} runs {_code(theirs)}, {here} {' '.join(x for x in (version, commit) if x)}"
-        if not both:
-            line += " (a commit is unknown: versions compared only)"
         to = f" (to match {here}: `git checkout {mine['commit']}`)" if mine["commit"] else ""
         return f"{line}: on {name} run `git pull` in hetlab's folder{to}, then connect again."
     return None

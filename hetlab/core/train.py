@@ -16,19 +16,14 @@ from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, samples
 from hetlab.core import simulate
 from hetlab.core.data import Dataset, as_tensors, batches
 from hetlab.core.devices import resolve, synchronize
-from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
 from hetlab.errors import HetlabError
-from hetlab.vocab import OPTIMIZERS
 
 TRAINING_OPTIMIZER = "adam"   # what hetlab trains with, so what a speed is measured with
-# How often an epoch reads its losses back from the device: each read waits for the device.
-LOSS_READS_PER_EPOCH = 2
+LOSS_READS_PER_EPOCH = 2   # each read of the losses waits for the device
 
 
 def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
-    """The optimizer called ``name`` in ``vocab.OPTIMIZERS`` (Adam, or plain SGD) over ``params``."""
-    if name not in OPTIMIZERS:
-        raise HetlabError(f"unknown optimizer {name!r}: use one of {OPTIMIZERS}.")
+    """Adam, or plain SGD, over ``params``: ``name`` is one of ``vocab.OPTIMIZERS``, checked where it is given."""
     return (torch.optim.Adam if name == "adam" else torch.optim.SGD)(params, lr=lr)
 
 
@@ -60,15 +55,12 @@ class History:
     seconds_compute: float = 0.0
     seconds_eval: float = 0.0
     samples_per_s: float = 0.0  # over the whole run, warm-up included, evaluation excluded (``steady``: without it)
-    model: nn.Module | None = field(default=None, repr=False)  # the trained network
     step_seconds: list[float] = field(default_factory=list, repr=False)  # each step's batching + compute
     step_samples: list[int] = field(default_factory=list, repr=False)    # each step's batch size
 
     @property
     def steady(self) -> SteadySpeed:
         """The steady speed (``hetlab.arithmetic.steady``): the warm-up apart, the rest in windows."""
-        if not self.step_seconds:
-            raise HetlabError("History.steady: this run trained no step.")
         warmup, windows = steady_cuts(len(self.step_seconds))
         return steady(self.step_seconds, self.step_samples, warmup=warmup, windows=windows)
 
@@ -104,13 +96,15 @@ def evaluate(model: nn.Module, data, device=None) -> float:
     return correct.item() / len(y)
 
 
-def train(model, train_data, test_data=None,
+def train(model: nn.Module, train_data, test_data=None,
           epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
           seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None,
           timing: bool = False) -> History:
-    """Train ``model`` (an ``nn.Module``, trained in place, or a name / factory built with ``seed``) with
-    Adam on ``train_data``; evaluate on ``test_data`` after each epoch. ``schedule="cosine"`` decays the
-    rate to zero. ``timing=True`` waits for the device each step, to time batching apart from compute."""
+    """Train ``model`` in place with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
+    ``schedule="cosine"`` decays the rate to zero. ``timing=True`` waits for the device each step, to time
+    batching apart from compute."""
+    if not isinstance(model, nn.Module):
+        raise HetlabError(f"train() takes a built network, e.g. make_model('small'), got {type(model).__name__}.")
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
@@ -118,17 +112,13 @@ def train(model, train_data, test_data=None,
     x, y = as_tensors(train_data)
     if not 1 <= batch_size <= len(y):
         raise HetlabError(f"batch size must be in 1..{len(y)}, got {batch_size}.")
-    loss_fn = as_loss(loss)
-    if not isinstance(model, nn.Module):
-        factory = as_factory(model)
-        check_model_and_loss(factory, loss_fn, x, y)
-        model = make_model(factory, seed=seed)
+    loss_fn = loss or nn.functional.cross_entropy
     dev = resolve(device)
     torch.manual_seed(seed)
     model.to(dev).train()
     opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr)
     x, y = x.to(dev), y.to(dev)
-    hist = History(device=str(dev), model=model)
+    hist = History(device=str(dev))
     steps_per_epoch = -(-len(y) // batch_size)
     read_every = max(1, -(-steps_per_epoch // LOSS_READS_PER_EPOCH))
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
