@@ -4,7 +4,6 @@ fast the step runs. ``train``, ``measure_speed`` and a worker timing itself all 
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -188,30 +187,24 @@ def shape_key(model: nn.Module, device, batch_size: int, *extra) -> tuple:
     return (str(torch.device(device)), repr(model), int(batch_size), *extra)
 
 
-def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: int = 10, data=None,
-                  loss=None, warmup: int | None = None) -> SteadySpeed:
+def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: int = 10,
+                  warmup: int | None = None) -> SteadySpeed:
     """The steady speed of ``steps`` training steps of ``model`` on ``device`` at ``batch_size`` (random
-    data, or ``data=(x, y)`` and ``loss``), in ``WINDOWS`` synchronised windows. ``warmup`` untimed steps
-    first: by default ``WARMUP_STEPS`` the first time this process runs this shape, none after."""
+    MNIST-shaped data), in ``WINDOWS`` synchronised windows. ``warmup`` untimed steps first: by default
+    ``WARMUP_STEPS`` the first time this process runs this shape, none after."""
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
     dev = resolve(device)
     model = model.to(dev)
     opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=1e-3)
-    if data is None:
-        x = torch.randn(batch_size, 1, 28, 28, device=dev)
-        y = torch.randint(0, 10, (batch_size,), device=dev)
-    else:
-        idx = torch.arange(batch_size) % len(data[1])
-        x, y = data[0][idx.to(data[0].device)], data[1][idx.to(data[1].device)]
-        x, y = (x.float() if x.is_floating_point() else x).to(dev), y.to(dev)  # MPS has no float64
-    loss = loss or nn.functional.cross_entropy
+    x = torch.randn(batch_size, 1, 28, 28, device=dev)
+    y = torch.randint(0, 10, (batch_size,), device=dev)
     key = shape_key(model, dev, batch_size, TRAINING_OPTIMIZER)
     if warmup is None:
         warmup = 0 if key in _WARM else WARMUP_STEPS
     cuts = window_cuts(steps, max(1, min(WINDOWS, steps)))
     spans = [1] * warmup + [b - a for a, b in zip(cuts, cuts[1:])]   # steps per timed span
-    seconds = timed_spans(lambda: train_step(model, opt, loss, x, y), dev, spans)
+    seconds = timed_spans(lambda: train_step(model, opt, nn.functional.cross_entropy, x, y), dev, spans)
     if warmup > 0:
         _WARM.add(key)
     speed = steady(seconds, [batch_size * n for n in spans], warmup=warmup, windows=len(cuts) - 1)
@@ -231,13 +224,3 @@ def timed_spans(step, device, spans: list[int], slow=None, work=None) -> list[fl
         compute_s = time.perf_counter() - t0
         seconds.append(compute_s if slow is None else simulate.device_seconds(compute_s, slow.after(work, compute_s)))
     return seconds
-
-
-def alternated(measures: dict, rounds: int = 5) -> dict:
-    """Each of ``measures`` (name → a function returning a figure) called ``rounds`` times in turn, the
-    order reversed every other round; each one's median: other work on the machine weighs on all alike."""
-    runs: dict = {name: [] for name in measures}
-    for r in range(rounds):
-        for name in (list(measures) if r % 2 == 0 else list(measures)[::-1]):
-            runs[name].append(measures[name]())
-    return {name: statistics.median(values) for name, values in runs.items()}
