@@ -133,8 +133,6 @@ def test_timing_each_step_splits_batching_from_compute():
 def test_train_waits_for_the_device_only_where_a_window_ends(monkeypatch):
     """On a card ``train`` does not wait each step; it waits where the warm-up and each window end, so
     that a window's seconds hold its own work: a few waits a run, at the cuts ``steady`` makes."""
-    from hetlab.core.train import steady_cuts
-    assert steady_cuts(100) == (5, 3) and steady_cuts(4) == (1, 3) and steady_cuts(1) == (0, 1)
     waits = []
     monkeypatch.setattr(hetlab.core.train, "synchronize", lambda dev: waits.append(dev))
     train(make_model("small"), load_mnist("train").subset(800), epochs=1, batch_size=8, device="cpu", progress=False)

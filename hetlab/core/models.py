@@ -4,6 +4,8 @@ zero-argument callable returning an ``nn.Module``.
 """
 from __future__ import annotations
 
+import sys
+import sysconfig
 from typing import Callable
 
 import torch
@@ -57,9 +59,6 @@ def as_factory(model) -> Callable[[], nn.Module]:
 def _send_by_value(fn) -> None:
     """Have Ray send ``fn``'s module by value when it is the learner's code (a ``mynets.py`` next to the
     notebook), which the other machine cannot import; installed code goes by name as usual."""
-    import sys
-    import sysconfig
-
     name = getattr(fn, "__module__", None) or ""
     module = sys.modules.get(name)
     path = getattr(module, "__file__", None)

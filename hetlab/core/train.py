@@ -35,13 +35,6 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn, xb, 
     return loss
 
 
-def steady_cuts(steps: int) -> tuple[int, int]:
-    """(warm-up steps, windows) for a run of ``steps`` steps: ``WARMUP_STEPS`` and ``WINDOWS`` where it is
-    long enough, else fewer (at least one timed step)."""
-    windows = max(1, min(WINDOWS, steps - 1))
-    return max(0, min(WARMUP_STEPS, steps - windows)), windows
-
-
 @dataclass
 class History:
     """What one training run did: per-step loss, per-epoch accuracy, speed and time split."""
@@ -60,8 +53,7 @@ class History:
     @property
     def steady(self) -> SteadySpeed:
         """The steady speed (``hetlab.arithmetic.steady``): the warm-up apart, the rest in windows."""
-        warmup, windows = steady_cuts(len(self.step_seconds))
-        return steady(self.step_seconds, self.step_samples, warmup=warmup, windows=windows)
+        return steady(self.step_seconds, self.step_samples)
 
     @property
     def final_accuracy(self) -> float:
@@ -69,15 +61,13 @@ class History:
 
 
 def held_out(test_data, n: int):
-    """The test samples a run checks its accuracy on while it trains: ``n`` of a hetlab Dataset, the
-    same for every run (seed 0); other data whole."""
+    """The test samples a run checks its accuracy on: ``n`` of a hetlab Dataset (seed 0), other data whole."""
     return test_data.subset(min(n, len(test_data)), seed=0) if isinstance(test_data, Dataset) else test_data
 
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data, device=None) -> float:
-    """Fraction of ``data`` that ``model`` classifies correctly, on ``device`` (the model moves there);
-    by default where the model is."""
+    """Fraction of ``data`` that ``model`` classifies correctly, on ``device`` (default: where the model is)."""
     batch_size = 2000
     if device is None:
         dev = next((p.device for p in model.parameters()), torch.device("cpu"))
@@ -123,20 +113,23 @@ def train(model: nn.Module, train_data, test_data=None,
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
              if schedule == "cosine" else None)
     bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
-    warmup, windows = steady_cuts(epochs * steps_per_epoch)   # wait where the warm-up and each window end
-    waits = set(window_cuts(epochs * steps_per_epoch - warmup, windows, start=warmup)) - {0}
+    # wait where the warm-up and each window of ``History.steady`` end
+    waits = set(window_cuts(epochs * steps_per_epoch - WARMUP_STEPS, WINDOWS, start=WARMUP_STEPS))
     seconds = hist.step_seconds
     for epoch in range(epochs):
         t, pending = time.perf_counter(), []
-        for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
+        for i, (xb, yb) in enumerate(batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch)):
             t_batch = time.perf_counter()
             pending.append(train_step(model, opt, loss_fn, xb, yb))   # the loss, left on the device
             if sched is not None:
                 sched.step()
             if timing or len(seconds) + 1 in waits:
                 synchronize(dev)
-            if len(pending) == read_every:
-                _read_losses(pending, hist, bar)   # waits for the device: counted as compute
+            if len(pending) == read_every or i == steps_per_epoch - 1:   # a read waits for the device: compute
+                with torch.no_grad():   # the losses keep their (freed) graphs: no detach per step, none here either
+                    hist.loss += torch.stack(pending).float().tolist()
+                pending.clear()
+                bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)
             t_done = time.perf_counter()
             hist.seconds_batching += t_batch - t
             hist.seconds_compute += t_done - t_batch
@@ -144,11 +137,6 @@ def train(model: nn.Module, train_data, test_data=None,
             hist.step_samples.append(yb.shape[0])
             bar.update(1)
             t = t_done
-        if pending:
-            _read_losses(pending, hist, bar)
-        tail = time.perf_counter() - t   # what the device still had queued: the epoch's last step's
-        hist.seconds_compute += tail
-        seconds[-1] += tail
         hist.samples = sum(hist.step_samples)
         hist.samples_per_s = samples_per_s(hist.samples, hist.seconds_batching + hist.seconds_compute)
         if test_data is not None:
@@ -160,20 +148,11 @@ def train(model: nn.Module, train_data, test_data=None,
     return hist
 
 
-def _read_losses(pending: list, hist: History, bar) -> None:
-    """Move the losses kept on the device into ``hist.loss`` (one read for all), show the last."""
-    with torch.no_grad():   # the losses keep their (freed) graphs: no detach per step, none here either
-        hist.loss += torch.stack(pending).float().tolist()
-    pending.clear()
-    bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)
-
-
 _WARM: set = set()   # the shape keys already run in this process
 
 
 def warm_up(key, step, device) -> bool:
-    """Run ``step()`` once, untimed, the first time ``key`` is seen here: MPS compiles a graph per shape,
-    so a first step at a new batch size is many times slower."""
+    """Run ``step()`` once, untimed, the first time ``key`` is seen here: MPS compiles a graph per shape."""
     if key in _WARM:
         return False
     step()
