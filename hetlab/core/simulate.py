@@ -29,7 +29,7 @@ class SlowDevice:
 
 
 def device_seconds(compute_s: float, simulated_s: float) -> float:
-    """A device's time on one piece of work: its compute + a simulated slower device's sleep."""
+    """A device's time on one piece of work: compute + a simulated device's sleep, added here only."""
     return compute_s + simulated_s
 
 
