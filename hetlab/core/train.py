@@ -167,9 +167,9 @@ def shape_key(model: nn.Module, device, batch_size: int, *extra) -> tuple:
 
 
 def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: int = 10,
-                  warmup: int | None = None) -> SteadySpeed:
+                  warmup: int | None = None, windows: int = WINDOWS) -> SteadySpeed:
     """The steady speed of ``steps`` training steps of ``model`` on ``device`` at ``batch_size`` (random
-    MNIST-shaped data), in ``WINDOWS`` synchronised windows. ``warmup`` untimed steps first: by default
+    MNIST-shaped data), in ``windows`` synchronised windows. ``warmup`` untimed steps first: by default
     ``WARMUP_STEPS`` the first time this process runs this shape, none after."""
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
@@ -181,7 +181,7 @@ def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: i
     key = shape_key(model, dev, batch_size, TRAINING_OPTIMIZER)
     if warmup is None:
         warmup = 0 if key in _WARM else WARMUP_STEPS
-    cuts = window_cuts(steps, max(1, min(WINDOWS, steps)))
+    cuts = window_cuts(steps, max(1, min(windows, steps)))
     spans = [1] * warmup + [b - a for a, b in zip(cuts, cuts[1:])]   # steps per timed span
     seconds = timed_spans(lambda: train_step(model, opt, nn.functional.cross_entropy, x, y), dev, spans)
     if warmup > 0:
