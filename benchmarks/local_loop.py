@@ -26,6 +26,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from hetlab.arithmetic.steady import WARMUP_STEPS  # noqa: E402
 from hetlab.core import devices  # noqa: E402
 from hetlab.core.data import load_mnist  # noqa: E402
+from hetlab.core.models import make_model  # noqa: E402
 from hetlab.cluster.practice import PracticeCluster  # noqa: E402
 from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
 from hetlab.ps.records import cluster_samples_per_s  # noqa: E402
@@ -56,7 +57,7 @@ def main() -> None:
         run.run(1)   # warm-up: timed apart
         round_warmup = time.perf_counter() - t0
         for _ in range(args.repeats):
-            warm = train("small", data, epochs=1, batch_size=b, device=device, progress=False).steady
+            warm = train(make_model("small"), data, epochs=1, batch_size=b, device=device, progress=False).steady
             plain.append(warm.samples_per_s)
             warmups.append(warm.warmup_s)
             records = run.run(args.rounds)

@@ -138,7 +138,7 @@ def run_alone(data, test, batch: int, epochs: int, target: float, sweep_steps: i
     side by side, at the same moment, so that a busy machine weighs on both alike."""
     point = measure_speed(make_model("small"), devices.best(), batch, steps=sweep_steps,
                                       warmup=WARMUP_STEPS)
-    hist = train("small", data, test, epochs=epochs, batch_size=batch, device=devices.best(), progress=False)
+    hist = train(make_model("small"), data, test, epochs=epochs, batch_size=batch, device=devices.best(), progress=False)
     warm = hist.steady
     per_epoch = len(data)
     points = [((i + 1) * per_epoch, a) for i, a in enumerate(hist.test_accuracy)]

@@ -37,7 +37,7 @@ def main() -> None:
     model, figures = make_model("small"), {}
 
     def measure(when: str) -> None:
-        speed = measure_speed(model, "cpu", args.batch, steps=3 * args.steps, warmup=2, windows=3)
+        speed = measure_speed(model, "cpu", args.batch, steps=3 * args.steps, warmup=2)
         figures[when] = [round(x) for x in speed.windows]
         print(f"  {when:<22} {' / '.join(f'{x:,}' for x in figures[when])} samples/s "
               f"(torch threads {torch.get_num_threads()})", flush=True)

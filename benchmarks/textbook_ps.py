@@ -3,7 +3,7 @@
 The textbook is the synchronous loop of Ray's "Parameter Server" example, written out
 below: a ``ParameterServer`` actor and ``DataWorker`` actors, the driver chaining
 ``compute_gradients`` → ``apply_gradients`` without ever waiting. Both engines train
-the same ConvNet (``hetlab.core.models.ray_example_cnn``, 1,960 parameters, same initial
+the same ConvNet (Ray's, ``ray_example_cnn`` below, 1,960 parameters, same initial
 weights), with plain SGD, 2 workers × 128 samples, 200 sync steps per run, on one local
 Ray. Ray's ConvNet ends in log_softmax + nll_loss; here both use cross-entropy on the
 same logits (the same thing), and the textbook sums the gradients with lr/2 where hetlab
@@ -53,6 +53,12 @@ from hetlab.ps import ParameterServerTraining, WorkerSpec  # noqa: E402
 from hetlab.core.data import textbook_loader  # noqa: E402
 from hetlab.core.train import evaluate  # noqa: E402
 
+
+def ray_example_cnn() -> torch.nn.Module:
+    """The ConvNet of Ray's parameter-server example: Conv2d(1, 3, 3) → ReLU → MaxPool 3 → Linear(192, 10)."""
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.MaxPool2d(3), nn.Flatten(), nn.Linear(192, 10))
+
 LR = 0.01
 
 
@@ -73,7 +79,7 @@ def set_gradients(model, gradients):
 @ray.remote
 class ParameterServer:
     def __init__(self, lr):
-        self.model = make_model("ray_example", seed=0)
+        self.model = make_model(ray_example_cnn, seed=0)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
 
     def apply_gradients(self, *gradients):
@@ -90,7 +96,7 @@ class ParameterServer:
 @ray.remote
 class DataWorker:
     def __init__(self, data, batch_size, seed, per_sample):
-        self.model = make_model("ray_example", seed=0)
+        self.model = make_model(ray_example_cnn, seed=0)
         self.data, self.batch_size, self.seed, self.per_sample = data, batch_size, seed, per_sample
         if not per_sample:  # the tensors variant slices batches from these
             self.x, self.y = data.normalized(), data.labels
@@ -131,7 +137,7 @@ class Textbook:
         return ray.get(self.current_weights)
 
     def model(self):
-        model = make_model("ray_example", seed=0)
+        model = make_model(ray_example_cnn, seed=0)
         model.load_state_dict(ray.get(self.current_weights))
         return model
 
@@ -145,7 +151,7 @@ class FloorWorker:
     """The textbook's worker on tensors, with the weights and the gradient as one flat numpy array."""
 
     def __init__(self, data, batch_size, seed):
-        self.model = make_model("ray_example", seed=0)
+        self.model = make_model(ray_example_cnn, seed=0)
         self.params = list(self.model.parameters())
         x, y = data.normalized(), data.labels   # epoch after epoch, in the textbook worker's orders
         self.data_iterator = (b for epoch in itertools.count()
@@ -164,7 +170,7 @@ class Floor:
 
     def __init__(self, data_ref, n_workers, batch_size):
         self.workers = [FloorWorker.remote(data_ref, batch_size, i) for i in range(n_workers)]
-        self.weights = flat_weights(make_model("ray_example", seed=0)).numpy()
+        self.weights = flat_weights(make_model(ray_example_cnn, seed=0)).numpy()
 
     def run(self, steps):
         for _ in range(steps):
@@ -172,7 +178,7 @@ class Floor:
             self.weights = self.weights - LR * sum(grads) / len(grads)   # SGD on the mean gradient
 
     def model(self):
-        model = make_model("ray_example", seed=0)
+        model = make_model(ray_example_cnn, seed=0)
         load_flat(model, torch.from_numpy(self.weights))
         return model
 
@@ -186,7 +192,7 @@ class Hetlab:
 
     def __init__(self, data, n_workers, batch_size):
         self.ps = ParameterServerTraining([WorkerSpec(f"w{i}", device="cpu") for i in range(n_workers)],
-                                          data, model="ray_example", lr=LR, optimizer="sgd",
+                                          data, model=ray_example_cnn, lr=LR, optimizer="sgd",
                                           batch_sizes=[batch_size] * n_workers, progress=False)
 
     def run(self, steps):
@@ -236,7 +242,7 @@ def main(argv=None) -> dict:
     floor_each = [f / t for f, t in zip(rates["Ray's floor"], rates["textbook tensors"])]
     own_each = [h / f for h, f in zip(rates["hetlab"], rates["Ray's floor"])]  # neighbours too
     print(f"textbook_ps: {args.workers} workers × {args.batch_size}, {args.steps} sync steps per run, "
-          f"median of {args.repeats} alternating runs, SGD lr {LR}, model ray_example")
+          f"median of {args.repeats} alternating runs, SGD lr {LR}, Ray's ConvNet")
     print(f"  {'engine':22s} {'samples/s':>10} {'runs':>42} {'vs tensors':>11} {'accuracy':>9}")
     for name in engines:
         runs = ", ".join(f"{x:,.0f}" for x in rates[name])

@@ -1,8 +1,4 @@
-"""hetlab: learn to train one model across unlike machines with Ray.
-
-The notebooks in ``notebooks/`` introduce each module in order; the library does
-the real work so that the notebooks never re-implement it.
-"""
+"""hetlab: learn to train one model across unlike machines with Ray; the notebooks introduce each module."""
 import contextlib
 import os
 
@@ -14,10 +10,8 @@ __version__ = "0.1.0"
 
 @contextlib.contextmanager
 def environment(values: dict, keep_set: bool = False):
-    """``values`` in this process's environment inside the block, and as before after it; the
-    processes started inside inherit them (a practice node's raylet: ``hetlab.cluster.practice``; Ray Train
-    passes some on to its controller: ``hetlab.raytrain.mixed``). ``keep_set``: a variable you have set
-    keeps your value."""
+    """``values`` in this process's environment inside the block (processes started inside inherit them),
+    as before after it. ``keep_set``: a variable you have set keeps your value."""
     old = {k: os.environ.get(k) for k in values}
     os.environ.update({k: v for k, v in values.items() if not (keep_set and old[k] is not None)})
     try:
@@ -31,7 +25,7 @@ def environment(values: dict, keep_set: bool = False):
 
 
 def is_quick() -> bool:
-    """True when ``HETLAB_QUICK=1``: notebooks and CLI shrink their runs (CI sets it)."""
+    """True when ``HETLAB_QUICK=1``: notebooks and CLI shrink their runs."""
     return os.environ.get(QUICK_ENV, "0") not in ("", "0", "false", "False")
 
 
@@ -39,9 +33,8 @@ PROGRESS_EVERY_S = 2.0   # a notebook's output channel drops the oldest of ~1,00
 
 
 def progress_bar(total: int, desc: str, enabled: bool = True):
-    """The progress bar of every training loop (notebooks 01, 05): tqdm, redrawn every 2 s at most,
-    without tqdm's monitor thread, which its bars start and never stop (``miniters=1`` checks the
-    clock on every update instead)."""
+    """The progress bar of every training loop: tqdm, redrawn every 2 s at most, without the monitor
+    thread tqdm starts and never stops."""
     from tqdm.auto import tqdm
 
     class Bar(tqdm):

@@ -1,7 +1,5 @@
-"""One exception type for every mistake a learner can make (used by every notebook).
-
-A ``HetlabError`` carries a single line that says what went wrong and what to do,
-so a notebook shows one readable line instead of a deep traceback.
+"""One exception type for every mistake a learner can make: one line that says what went wrong and
+what to do, shown in a notebook instead of a deep traceback.
 """
 import re
 
@@ -17,9 +15,8 @@ class HetlabError(Exception):
 
 
 def one_line(exc: BaseException) -> str:
-    """The HetlabError line inside a Ray error if there is one, else the last exception line of
-    its traceback (e.g. a worker's ``TypeError``, which Ray's heading pushes past 300
-    characters), else its first 300 characters."""
+    """The HetlabError line inside a Ray error, else the last exception line of its traceback (a worker's
+    ``TypeError``), else its first 300 characters."""
     text = str(exc)
     if "HetlabError: " in text:
         return text.rsplit("HetlabError: ", 1)[1].splitlines()[0].strip()

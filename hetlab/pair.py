@@ -1,11 +1,7 @@
-"""The two machines to train on, in one call: your real pair, or the practice cluster here
-(notebooks 05–08, ``hetlab train``, the benchmarks).
-
-``the_pair()`` connects to your pair when notebook 04 has saved one (or to ``HETLAB_ADDRESS`` /
-``RAY_ADDRESS`` when set): your desktop and Mac, each worker pinned to its machine by role, on its own best
-device. Otherwise it starts the practice cluster on this machine (two real Ray nodes),
-both workers on the CPU, and the "mac" a *simulated* slower device, so labelled. Either
-way the workers come back as ``WorkerSpec``s ready for ``ParameterServerTraining``.
+"""The two machines to train on, in one call (notebooks 05–09, ``hetlab train``): your pair when notebook 04
+saved one (or ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``), each worker pinned to its machine by role; else the
+practice cluster here (two real Ray nodes on the CPU, the "mac" a *simulated* slower device). Also which
+machine this kernel runs on (``this_kernel``), every notebook's first output.
 """
 from __future__ import annotations
 
@@ -15,7 +11,6 @@ from dataclasses import dataclass
 
 from hetlab.cluster.connecting import SAVED, Requested, connect, parse_address, requested_address
 from hetlab.cluster import joining
-from hetlab.cluster.roles import live_nodes
 from hetlab.errors import HetlabError
 from hetlab.ps.specs import WorkerSpec
 from hetlab.store.measured import guess_role
@@ -31,8 +26,7 @@ class Pair:
     practice: object = None      # the PracticeCluster started here, or None
 
     @property
-    def real(self) -> bool:
-        """True on a cluster you started (the real pair, or hosts playing it), False on the practice one."""
+    def real(self) -> bool:   # a cluster you started (your pair, or hosts playing it), not the practice one
         return self.practice is None
 
     @property
@@ -40,8 +34,7 @@ class Pair:
         return [w.slowdown for w in self.workers]
 
     @property
-    def device(self) -> str:
-        """The device every worker asks for: ``auto`` on the real pair, ``cpu`` in practice."""
+    def device(self) -> str:   # what every worker asks for: "auto" on the real pair, "cpu" in practice
         return self.workers[0].device
 
     def shutdown(self) -> None:
@@ -55,13 +48,6 @@ class Pair:
     def __exit__(self, *exc) -> None:
         self.shutdown()
 
-    def where(self) -> str:
-        """Which cluster this is, in one line: every notebook from 05 on prints it first."""
-        if not self.real:
-            return PRACTICE_LINE
-        ips = {role: sorted({n["NodeManagerAddress"] for n in live_nodes(role)}) for role in ("desktop", "mac")}
-        return "your pair: " + " + ".join(f"{role} ({', '.join(found) or 'not joined'})" for role, found in ips.items())
-
     def __str__(self) -> str:
         where = (f"the cluster at {self.address}" if self.real
                  else "the practice cluster on this machine (two Ray nodes)")
@@ -71,9 +57,9 @@ class Pair:
 PRACTICE_LINE = "practice cluster (simulated): your pair is not connected — notebook 04 connects it"
 
 
-def which_cluster() -> str:
-    """The cluster ``the_pair()`` will use, in one line, without connecting: each notebook's first output."""
-    requested = requested_address()
+def which_cluster(address: str | None = None) -> str:
+    """The cluster ``the_pair()`` will use, in one line, without connecting."""
+    requested = requested_address(address)
     if not requested.real:
         return PRACTICE_LINE
     if requested.source == SAVED:
@@ -83,53 +69,34 @@ def which_cluster() -> str:
 
 def the_pair(practice_slowdown: float = 4.0, slowdown: float | None = None,
              address: str | None = None) -> Pair:
-    """Connect to your pair (``address``, else ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``, else the pair
-    notebook 04 saved), or start the practice cluster, and return it with a desktop and a mac
-    ``WorkerSpec``; it prints which of the two it is (``Pair.where``) first.
-
-    The practice mac is a simulated ``practice_slowdown``× slower device; ``slowdown``
-    (e.g. ``hetlab train --slowdown``) slows the mac down, simulated, on either.
-    """
+    """Connect to your pair (``address``, else as ``which_cluster``), or start the practice cluster, whose
+    mac is simulated ``practice_slowdown``× slower; ``slowdown`` slows the mac, simulated, on either."""
     if slowdown is not None and not 1 <= slowdown < float("inf"):
         raise HetlabError(f"slowdown={slowdown!r}: give X ≥ 1, the mac's simulated slowdown (1 = none).")
     requested = requested_address(address)
-    target = requested.address
     if requested.real:
         connect(address)  # the same resolution; fails within seconds, in one line, if the head is not there
         practice, device, mac_slowdown = None, "auto", slowdown or 1.0
     else:
         from hetlab.cluster.practice import PracticeCluster  # Ray's cluster_utils: only when practising
         practice, device, mac_slowdown = PracticeCluster(("desktop", "mac")), "cpu", slowdown or practice_slowdown
-        target = None
     workers = [WorkerSpec("desktop", role="desktop", device=device),
                WorkerSpec("mac", role="mac", device=device, slowdown=mac_slowdown)]
-    pair = Pair(workers, target, practice)
-    print(pair.where(), flush=True)
-    return pair
+    print(which_cluster(address), flush=True)
+    return Pair(workers, requested.address if practice is None else None, practice)
 
-
-# --- which machine this kernel runs on: every notebook's first output --------------------------------
 
 ON_THE_HEAD = ("03", "04", "05", "06", "07", "08", "09")   # the notebooks whose driver must be the head
 NAMES = {"desktop": "the desktop", "mac": "the Mac"}
 
 
-def head_host(address: str | None) -> str | None:
-    """The head's host in ``IP:PORT`` / ``[IPv6]:PORT`` , or None for no real address."""
-    return None if address in (None, "local") else parse_address(address)[0]
-
-
 def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: str) -> tuple[str, str | None]:
-    """This kernel's machine and role in one line, and (None, or) the one line that stops a notebook whose
-    driver must be the head (``ON_THE_HEAD``) when this machine is not the head of the cluster asked for.
-
-    ``here``: this machine's own addresses; the head is here when its address is one of them (or loopback).
-    Pure: ``this_kernel`` passes in what it read."""
-    head = head_host(requested.address)
-    if head is None:                                   # no pair: the practice cluster, on this machine
+    """This kernel's machine and role in one line, and the line that stops a notebook whose driver must be
+    the head when this machine (its addresses ``here``) is not the head asked for, else None."""
+    if not requested.real:                             # no pair: the practice cluster, on this machine
         return (f"this kernel: {hostname}, {NAMES.get(os_role, os_role)} (no pair saved: the practice "
                 f"cluster stands in for both machines)", None)
-    pair = requested.pair
+    head, pair = parse_address(requested.address)[0], requested.pair
     role = joining.role_here(pair, here) if pair else None
     try:
         on_head = head in here or ipaddress.ip_address(head).is_loopback
@@ -153,9 +120,8 @@ def kernel_line(requested: Requested, here: set[str], hostname: str, os_role: st
 
 
 def this_kernel(notebook: str | None = None) -> str:
-    """Print which machine this kernel runs on and its role (every notebook's first output), and stop a
-    notebook of ``ON_THE_HEAD`` in one line, saying where to open it, when this machine is not the head
-    of the cluster asked for (your saved pair, or ``HETLAB_ADDRESS`` / ``RAY_ADDRESS``)."""
+    """Print which machine this kernel runs on and its role, and stop a notebook of ``ON_THE_HEAD`` in one
+    line, saying where to open it, when this machine is not the head of the cluster asked for."""
     line, stop = kernel_line(requested_address(), joining.addresses_here(), platform.node() or "this machine",
                              guess_role())
     print(line, flush=True)

@@ -1,8 +1,5 @@
-"""hetlab's vocabulary: the names every layer agrees on, defined once (notebooks 01-08).
-
-The CLI's choices, the planner's byte sizes, the engine's checks, every environment variable
-hetlab reads and every port a node listens on by default are read from here. Nothing here
-imports torch or Ray, so ``hetlab --help`` and bad-input checks stay fast.
+"""hetlab's vocabulary: the names every layer agrees on, every environment variable it reads and every
+port a node listens on, defined once. No torch or Ray here, so ``hetlab --help`` stays fast.
 """
 from dataclasses import dataclass
 
@@ -13,14 +10,13 @@ BYTES_PER_VALUE = {"fp32": 4, "fp16": 2}              # of each transfer format
 WEIGHTS_DOWN = "fp32"                                 # the server always sends fp32 weights
 OPTIMIZERS = ("adam", "sgd")                          # the server's, in sync and async modes
 DEVICE_KINDS = ("cuda", "mps", "cpu")                 # what torch can train on (01)
-MODEL_NAMES = ("small", "classic", "ray_example")     # the built-in networks, hetlab.core.models.MODELS
+MODEL_NAMES = ("small", "classic")     # the built-in networks, hetlab.core.models.MODELS
 ROLES = ("desktop", "mac")                            # the two machines of the course (03)
 
 # environment variables hetlab reads
 ADDRESS_ENV = "HETLAB_ADDRESS"      # the Ray head of the real pair: notebooks 03-08 run there
 QUICK_ENV = "HETLAB_QUICK"          # 1: the short runs of `make test`
 ORIGIN_ENV = "HETLAB_ORIGIN"        # set from outside on a host playing a machine it is not: its label (core.machine)
-DATA_ENV = "HETLAB_DATA"            # a folder holding MNIST's files instead of the repository's data/
 MEASURED_ENV = "HETLAB_MEASURED"    # a folder for the figures notebooks save (hetlab.store.measured)
 
 # Ray's environment variables that hetlab reads, sets or checks (notebook 04)
@@ -29,8 +25,7 @@ RAY_AUTH_ENV = "RAY_AUTH_MODE"                                  # "token" on eve
 RAY_MAC_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"       # "1" on the Mac's `ray start` line only
 RAY_PYTHON_MATCH_ENV = "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"  # "patch" (Ray's default) or "minor"
 TOKEN_PATH = "~/.ray/auth_token"                                # where the printed steps keep Ray's token
-# A Linux node playing the Mac (the practice cluster's, or any Linux host's) lacks gloo's Linux transport, as a
-# real Mac's torch does (its gloo speaks UV, never Linux's TCP): this Linux torch then refuses gloo at once.
+# A Linux node playing the Mac speaks gloo's UV, as a real Mac's torch does: Linux's TCP gloo refuses it at once.
 MAC_GLOO_STANDIN = {"GLOO_DEVICE_TRANSPORT": "UV"}
 
 
@@ -53,8 +48,7 @@ class Ports:
     client_server: int = 10001       # head only: Ray Client (ray://)
     min_worker: int = 10002          # one port per worker process
     max_worker: int = 10063
-    # head only, Prometheus, set by env (no flag). Ray's defaults, 44217 and 44227, sit inside
-    # Linux's ephemeral range: hetlab moves them beside the dashboard, local use only.
+    # head only, Prometheus, set by env: Ray's defaults sit inside Linux's ephemeral range
     autoscaler_metrics: int = 8266   # AUTOSCALER_METRIC_PORT
     dashboard_metrics: int = 8267    # DASHBOARD_METRIC_PORT
     train_rendezvous: int = 6386     # Ray Train (notebook 07): rank 0's rendezvous store, on the desktop

@@ -8,7 +8,8 @@ import torch
 
 from hetlab import HetlabError
 from hetlab.arithmetic.balance import split_batch
-from hetlab.core.data import FILES, batches, default_root, load_mnist
+from hetlab.core import data
+from hetlab.core.data import FILES, batches, load_mnist
 from hetlab.core.stream import Stream, split_spans, stream_indices
 
 
@@ -126,23 +127,24 @@ def test_batches_cover_an_epoch_once():
         next(batches(x, y, 0))
 
 
-def test_missing_file_says_what_to_do(tmp_path):
+def test_missing_file_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "ROOT", tmp_path)
     with pytest.raises(HetlabError, match="missing.*git checkout -- data/"):
-        load_mnist("test", root=tmp_path)
+        load_mnist("test")
 
 
-def test_corrupted_files_say_what_to_do(tmp_path):
-    src = default_root()
+def test_corrupted_files_say_what_to_do(tmp_path, monkeypatch):
     for name in FILES["test"]:
-        shutil.copy(src / name, tmp_path / name)
+        shutil.copy(data.ROOT / name, tmp_path / name)
+    monkeypatch.setattr(data, "ROOT", tmp_path)
     lbl = tmp_path / FILES["test"][1]
     raw = bytearray(gzip.decompress(lbl.read_bytes()))
     raw[100] ^= 1  # flip one label bit: valid gzip, wrong contents
     lbl.write_bytes(gzip.compress(bytes(raw)))
     with pytest.raises(HetlabError, match="not the real MNIST.*git checkout -- data/"):
-        load_mnist("test", root=tmp_path)
+        load_mnist("test")
     lbl.write_bytes(b"not gzip at all")
     with pytest.raises(HetlabError, match="not the real MNIST"):
-        load_mnist("test", root=tmp_path)
+        load_mnist("test")
     with pytest.raises(HetlabError, match="unknown MNIST split"):
         load_mnist("validation")

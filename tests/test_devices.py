@@ -46,14 +46,14 @@ def test_a_speed_warms_up_once_per_new_batch_size():
     assert steps_run(31, warmup=0) == 2 and steps_run(31) == 7  # warmup=0 warms nothing up
 
 
-def test_timed_steps_hands_each_step_to_a_simulated_device():
-    """The timer of a parameter-server worker alone: the warm-up rule, and
-    with a ``SlowDevice`` every timed step is timed on its own and handed to it (its wait follows)."""
+def test_timed_spans_hand_each_span_to_a_simulated_device():
+    """The timer of a parameter-server worker alone: with a ``SlowDevice`` every span is timed on its own
+    and handed to it (its wait follows)."""
     ran, slow, key = [], SlowDevice(1.0), ("cpu", "a step no other test times", 1)
-    seconds, warmups = train.timed_steps(lambda: ran.append(1), "cpu", 3, key, slow=slow)
-    assert (warmups, len(ran), len(slow._recent[key])) == (1, 4, 3)   # 1 untimed, 3 timed, 3 handed over
-    assert train.timed_steps(lambda: ran.append(1), "cpu", 2, key)[1] == 0 and len(ran) == 6
-    assert math.isfinite(seconds)
+    seconds = train.timed_spans(lambda: ran.append(1), "cpu", [1, 1, 1], slow, key)
+    assert (len(seconds), len(ran), len(slow._recent[key])) == (3, 3, 3)   # 3 timed, 3 handed over
+    assert train.timed_spans(lambda: ran.append(1), "cpu", [2]) and len(ran) == 5
+    assert all(math.isfinite(s) for s in seconds)
 
 
 def test_warm_up_runs_a_step_once_per_key():
@@ -96,7 +96,6 @@ def fake_cuda(monkeypatch):
     synced = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: props)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda dev=None: synced.append(dev))
     return synced
 
@@ -105,7 +104,7 @@ def test_cuda_branch(fake_cuda):
     assert devices.available()[0] == "cuda" and devices.best() == "cuda"
     info = devices.describe("cuda")
     assert info == {"device": "cuda", "kind": "cuda", "name": "NVIDIA GeForce RTX 4070 Ti",
-                    "memory_gb": 12.0, "capability": "8.9", "bf16": True, "fp16": True}
+                    "memory_gb": 12.0, "capability": "8.9"}
     devices.synchronize("cuda")
     assert len(fake_cuda) == 1, "timing on CUDA must wait for the card"
 
@@ -116,7 +115,6 @@ def fake_mps(monkeypatch):
     synced = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
-    monkeypatch.setattr(devices, "_mps_bf16_supported", lambda: True)
     monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 16 * 2**30, raising=False)
     monkeypatch.setattr(torch.mps, "synchronize", lambda: synced.append("mps"))
     return synced
@@ -126,7 +124,6 @@ def test_mps_branch(fake_mps):
     assert devices.available() == ["mps", "cpu"] and devices.best() == "mps"
     info = devices.describe("mps")
     assert info["kind"] == "mps" and "MPS" in info["name"] and info["memory_gb"] == 16.0
-    assert info["fp16"] and info["bf16"]
     devices.synchronize("mps")
     assert fake_mps == ["mps"]
     with pytest.raises(HetlabError, match="not available"):

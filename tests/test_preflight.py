@@ -46,14 +46,15 @@ def test_a_window_for_ray_work_to_start_grows_with_the_load_per_core(monkeypatch
         assert machine.patience(60) == window
 
 
-def test_mnist_checksums_are_cached_and_see_changes(tmp_path):
+def test_mnist_checksums_are_cached_and_see_changes(tmp_path, monkeypatch):
     for name in data.SHA256:
         shutil.copy(os.path.join(ROOT, "data", name), tmp_path / name)
-    assert data.checksums(tmp_path) == data.SHA256
+    monkeypatch.setattr(data, "ROOT", tmp_path)
+    assert data.checksums() == data.SHA256
     with gzip.open(tmp_path / "t10k-labels-idx1-ubyte.gz", "wb") as f:  # a changed file is hashed again
         f.write(b"not mnist")
     (tmp_path / "train-labels-idx1-ubyte.gz").unlink()
-    found = data.checksums(tmp_path)
+    found = data.checksums()
     assert found["train-labels-idx1-ubyte.gz"] is None
     assert found["t10k-labels-idx1-ubyte.gz"] == hashlib.sha256(b"not mnist").hexdigest()
     status = data.checksum_status(found)
@@ -105,8 +106,7 @@ def test_one_code_on_every_machine_or_one_line_naming_the_machine_to_update():
     assert samecode.mismatch("the desktop", head, {"the desktop": head, "the mac": dict(head)}) is None
     assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": "0.1.0", "commit": None}}) is None
     assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": "0.0.9", "commit": None}}) == (
-        "the mac runs hetlab 0.0.9, the desktop hetlab 0.1.0 at def5678 (a commit is unknown: versions "
-        "compared only): on the mac run `git pull` in hetlab's folder (to match the desktop: "
+        "the mac runs hetlab 0.0.9, the desktop hetlab 0.1.0 at def5678: on the mac run `git pull` in hetlab's folder (to match the desktop: "
         "`git checkout def5678`), then connect again.")
     assert samecode.mismatch("the desktop", head, {"the mac": {"hetlab": None, "commit": None}}).startswith(
         "the mac cannot import hetlab, the desktop runs hetlab 0.1.0 at def5678: install it there")

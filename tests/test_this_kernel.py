@@ -80,12 +80,6 @@ def test_the_practice_cluster_asked_for_beside_a_saved_pair_stops_nothing(folder
     assert "practice cluster" in pairs.this_kernel("08")
 
 
-def test_the_heads_host_is_read_from_every_address_form():
-    assert pairs.head_host("192.0.2.10:6379") == "192.0.2.10"
-    assert pairs.head_host("[fd00::1]:6379") == "fd00::1"
-    assert pairs.head_host("local") is None and pairs.head_host(None) is None
-
-
 def first_code(path: Path) -> str:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     return "".join(next(c for c in cells if c["cell_type"] == "code")["source"])

@@ -42,12 +42,14 @@ def _measure_there(role: str, there: str | None, batch_sizes: tuple[int, ...], s
                    simulated: bool = False) -> tuple[dict, str, str]:
     from hetlab.core import devices
     from hetlab.core.models import make_model
-    from hetlab.core.train import course_speed, measure_speed
+    from hetlab.arithmetic.estimates import COURSE_BATCH
+    from hetlab.arithmetic.steady import WINDOWS
+    from hetlab.core.train import measure_speed
     device = devices.best()
     figures = {name: [measure_speed(make_model(name), device, b, steps=steps).samples_per_s for b in batch_sizes]
                for name in MODELS}
     measured.save(role, devices.describe(device), batch_sizes, figures, where=there, simulated=simulated,
-                  speeds={"small": course_speed(device, steps=steps)})
+                  speeds={"small": measure_speed(make_model("small"), device, COURSE_BATCH, steps=steps * WINDOWS)})
     return _read_there(role, there)   # what was saved, read back as a fetch reads it
 
 

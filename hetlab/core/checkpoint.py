@@ -1,8 +1,5 @@
-"""Checkpoints of a parameter-server run, on the driver's disk, written atomically (notebook 08).
-
-A plain dict of tensors, numbers, strings and lists (``torch.load(weights_only=True)``: no pickled
-code), written to a temporary file, fsynced and renamed over the target: a crash leaves the old file.
-It names the model and its parameter shapes, so another model's checkpoint is refused in one line.
+"""Checkpoints of a parameter-server run (notebook 08): a plain dict of tensors and numbers (read with
+``weights_only=True``), written atomically; it names the model and its shapes, so another's is refused.
 """
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ CHECKPOINT_GLOB = "step-*.pt"   # what checkpoint_path names; zero-padded, so th
 
 
 def param_signature(model) -> list[list]:
-    """``[[parameter name, [shape…]], …]`` of a model (a built-in name or a factory): what a
-    checkpoint must fit."""
+    """``[[parameter name, [shape…]], …]`` of a model: what a checkpoint must fit."""
     return [[name, list(p.shape)] for name, p in make_model(model, seed=None).named_parameters()]
 
 
@@ -46,8 +42,7 @@ def save_checkpoint(state: dict, path) -> Path:
 
 
 def load_checkpoint(path, model=None) -> dict:
-    """Read and check a checkpoint; ``model`` (if given: a built-in name or a factory) must
-    match the one it was saved from. A checkpoint of your own model needs its factory."""
+    """Read and check a checkpoint; ``model`` (a name or a factory; your own model needs it) must match."""
     path = Path(path)
     if not path.is_file():
         raise HetlabError(f"no checkpoint at {path}: check the path (see latest_checkpoint(dir)).")

@@ -1,15 +1,11 @@
 """MNIST as tensors, read straight from the IDX files shipped in ``data/`` (notebook 01), your own
-data in the same two tensors, and hetlab's one shuffle (``epoch_order``).
-
-No PIL images, no DataLoader: the set is decoded once into a tensor and batches are slices of it.
-``textbook_loader``, the per-sample way most tutorials use, stays for 01's race. How workers with
-unequal batches share one shuffled stream is ``hetlab.core.stream`` (notebook 05).
+data in the same two tensors, and hetlab's one shuffle (``epoch_order``). Batches are slices of one
+tensor; ``textbook_loader``, the per-sample way most tutorials use, stays for 01's race.
 """
 from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +15,6 @@ import numpy as np
 import torch
 
 from hetlab.errors import HetlabError
-from hetlab.vocab import DATA_ENV
 
 MEAN, STD = 0.1307, 0.3081  # of the 60,000 training images, pixels scaled to [0, 1]
 
@@ -27,21 +22,14 @@ FILES = {
     "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
     "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
 }
-# sha256 of each file's *decompressed* contents (the original IDX bytes): a copy from any mirror is
-# accepted (gzip bytes differ between mirrors, contents do not).
+# sha256 of each file's decompressed contents: gzip bytes differ between mirrors, contents do not.
 SHA256 = {
     "train-images-idx3-ubyte.gz": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
     "train-labels-idx1-ubyte.gz": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
     "t10k-images-idx3-ubyte.gz": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
     "t10k-labels-idx1-ubyte.gz": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
 }
-
-
-def default_root() -> Path:
-    """``$HETLAB_DATA``, else the repository's ``data/`` folder."""
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV])
-    return Path(__file__).resolve().parents[2] / "data"
+ROOT = Path(__file__).resolve().parents[2] / "data"   # where the repository ships the files
 
 
 @dataclass(frozen=True)
@@ -70,11 +58,8 @@ class Dataset:
 def batches(
     x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True, seed: int = 0, epoch: int = 0
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Yield (x, y) mini-batches for one epoch in ``epoch_order``; the last batch may be short.
-
-    Shuffling gathers the whole epoch once (one large copy, fast on any device), then every
-    batch is a zero-copy slice: far cheaper than a gather per batch.
-    """
+    """Yield (x, y) mini-batches for one epoch in ``epoch_order``; the last batch may be short. The
+    epoch is gathered once, then every batch is a zero-copy slice."""
     if batch_size < 1:
         raise HetlabError(f"batch size must be at least 1, got {batch_size}.")
     if shuffle:
@@ -89,12 +74,8 @@ def _is_pair(data) -> bool:
 
 
 def as_tensors(data) -> tuple[torch.Tensor, torch.Tensor]:
-    """Training data in any of three forms → ``(x, y)``: float32 inputs, int64 labels, on the CPU.
-
-    A hetlab ``Dataset`` (its normalised images), a tuple ``(x, y)`` of tensors or arrays, or a
-    map-style ``torch.utils.data.Dataset`` of ``(input, label)`` items (read once and stacked:
-    data that fits in memory).
-    """
+    """A hetlab ``Dataset``, a tuple ``(x, y)`` of tensors or arrays, or a map-style
+    ``torch.utils.data.Dataset`` of ``(input, label)`` → float32 inputs and int64 labels on the CPU."""
     if isinstance(data, Dataset):
         return data.normalized(), data.labels
     try:
@@ -113,8 +94,7 @@ def as_tensors(data) -> tuple[torch.Tensor, torch.Tensor]:
                           f"{list(y.shape)}.")
     if y.is_floating_point() or y.is_complex():
         raise HetlabError(f"labels must be whole numbers (class indices), got {y.dtype}.")
-    # on the CPU: data on a GPU would travel through Ray's object store as CUDA (or MPS) storage,
-    # which the other machine cannot load
+    # on the CPU: the other machine cannot load CUDA (or MPS) storage from Ray's object store
     return x.detach().cpu().float().contiguous(), y.detach().cpu().long().contiguous()
 
 
@@ -123,18 +103,10 @@ def n_samples(data) -> int:
     return len(data[1]) if _is_pair(data) else len(data)
 
 
-def compact(data):
-    """What the parameter server puts in Ray's object store: a hetlab Dataset as it is (uint8
-    images, a quarter of the normalised bytes; each worker normalises), anything else as ``(x, y)``."""
-    return data if isinstance(data, Dataset) else as_tensors(data)
-
-
 @lru_cache(maxsize=4)
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
-    """The shuffled order of ``n`` samples in epoch ``epoch``: a pure function of its arguments,
-    and hetlab's one shuffle (``batches``, ``Dataset.subset``, the parameter server's stream,
-    Ray Train's ranks; notebooks 01 and 05). Cached, since every batch of an epoch reads it;
-    callers only slice it."""
+    """The shuffled order of ``n`` samples in epoch ``epoch``, a pure function of its arguments: hetlab's
+    one shuffle. Cached; callers only slice it."""
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
 
 
@@ -163,19 +135,17 @@ def _load(split: str, root: str) -> Dataset:
     return Dataset(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)))
 
 
-def load_mnist(split: str = "train", root: str | os.PathLike | None = None) -> Dataset:
-    """The 60,000 ``"train"`` or 10,000 ``"test"`` MNIST samples as tensors, from the files the
-    repository ships, each checked against its sha256."""
+def load_mnist(split: str = "train") -> Dataset:
+    """The 60,000 ``"train"`` or 10,000 ``"test"`` MNIST samples as tensors, each file checked."""
     if split not in FILES:
         raise HetlabError(f"unknown MNIST split {split!r}: use 'train' or 'test'.")
-    return _load(split, str(Path(root) if root is not None else default_root()))
+    return _load(split, str(ROOT))
 
 
-def checksums(root: str | os.PathLike | None = None) -> dict[str, str | None]:
-    """sha256 of each MNIST file's decompressed contents in ``root`` (None: missing or unreadable):
-    what ``hetlab doctor`` compares between the machines, contents rather than gzip bytes."""
-    root = Path(root) if root is not None else default_root()
-    found = {name: _contents(root / name) for name in SHA256}
+def checksums() -> dict[str, str | None]:
+    """sha256 of each MNIST file's decompressed contents (None: missing or unreadable): what
+    ``hetlab doctor`` compares between the machines."""
+    found = {name: _contents(ROOT / name) for name in SHA256}
     return {name: None if raw is None else hashlib.sha256(raw).hexdigest() for name, raw in found.items()}
 
 
@@ -187,14 +157,9 @@ def checksum_status(found: dict[str, str | None]) -> str:
     return "; ".join(parts) or "verified"
 
 
-# --- the textbook pipeline, kept for comparison (notebook 01, benchmarks/single_device.py) ------
-# What ``torchvision.datasets.MNIST(transform=Compose([ToTensor(), Normalize(...)]))`` plus a
-# ``DataLoader`` does, written out without torchvision: for every sample a uint8 array becomes a PIL
-# image, then a float tensor in [0, 1], then a normalised one; the DataLoader collates samples into
-# batches one by one. ``Dataset`` does the same arithmetic once for the whole set.
-
 class PerSampleMNIST(torch.utils.data.Dataset):
-    """MNIST served one sample at a time through PIL, as torchvision's MNIST does."""
+    """MNIST served one sample at a time through PIL, as torchvision's MNIST with ``ToTensor()`` and
+    ``Normalize()`` does: the textbook pipeline notebook 01 races."""
 
     def __init__(self, data: Dataset):
         self.images = data.images.numpy()

@@ -1,9 +1,5 @@
-"""Which accelerators this machine has and what they are (notebooks 00, 02); how fast one trains
-is ``hetlab.core.train.measure_speed``.
-
-PyTorch names three device kinds that matter here: ``cuda`` (an NVIDIA card),
-``mps`` (the GPU of an Apple Silicon Mac) and ``cpu``. GPU work is asynchronous:
-a timer must wait for the device (``synchronize``) or it measures only the launch.
+"""Which accelerators this machine has and what they are (notebooks 00, 02): ``cuda`` (an NVIDIA card),
+``mps`` (an Apple Silicon GPU) or ``cpu``. GPU work is asynchronous: a timer must ``synchronize``.
 """
 from __future__ import annotations
 
@@ -12,17 +8,13 @@ import platform
 import torch
 
 from hetlab.errors import HetlabError
-
-KINDS = ("cuda", "mps", "cpu")
+from hetlab.vocab import DEVICE_KINDS
 
 
 def available() -> list[str]:
     """Device kinds usable in this process, fastest first, e.g. ``["cuda", "cpu"]``."""
-    found = []
-    if torch.cuda.is_available():
-        found.append("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
+    found = ["cuda"] if torch.cuda.is_available() else []
+    if torch.backends.mps.is_available():
         found.append("mps")
     return found + ["cpu"]
 
@@ -39,9 +31,9 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
-        raise HetlabError(f"unknown device {device!r}: use one of {KINDS} or 'auto'.") from None
-    if dev.type not in KINDS:
-        raise HetlabError(f"unknown device {device!r}: use one of {KINDS} or 'auto'.")
+        dev = None
+    if dev is None or dev.type not in DEVICE_KINDS:
+        raise HetlabError(f"unknown device {device!r}: use one of {DEVICE_KINDS} or 'auto'.")
     if dev.type not in available():
         raise HetlabError(
             f"device {dev.type!r} is not available on this machine (found {available()}): "
@@ -54,35 +46,20 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
 
 
 def describe(device: str | torch.device | None = None) -> dict:
-    """Name, memory, compute capability and half-precision support of one device."""
+    """Name, memory and compute capability of one device."""
     dev = resolve(device)
-    info = {"device": str(dev), "kind": dev.type, "name": None, "memory_gb": None,
-            "capability": None, "bf16": False, "fp16": False}
+    info = {"device": str(dev), "kind": dev.type, "name": None, "memory_gb": None, "capability": None}
     if dev.type == "cuda":
         props = torch.cuda.get_device_properties(dev)
         info.update(name=props.name, memory_gb=round(props.total_memory / 2**30, 1),
-                    capability=f"{props.major}.{props.minor}",
-                    bf16=bool(torch.cuda.is_bf16_supported()), fp16=True)
-    elif dev.type == "mps":
-        # Apple GPUs share the machine's unified memory; PyTorch does not expose the chip name.
-        info.update(name=f"Apple {platform.machine()} GPU (MPS)", fp16=True,
-                    bf16=_mps_bf16_supported())
-        recommended = getattr(torch.mps, "recommended_max_memory", None)
-        if recommended is not None:
-            info["memory_gb"] = round(recommended() / 2**30, 1)
+                    capability=f"{props.major}.{props.minor}")
+    elif dev.type == "mps":   # the machine's unified memory; PyTorch does not name the chip
+        info.update(name=f"Apple {platform.machine()} GPU (MPS)",
+                    memory_gb=round(torch.mps.recommended_max_memory() / 2**30, 1))
     else:
         info.update(name=platform.processor() or platform.machine(),
-                    capability=f"{torch.get_num_threads()} threads", bf16=True)
+                    capability=f"{torch.get_num_threads()} threads")
     return info
-
-
-def _mps_bf16_supported() -> bool:
-    """bf16 on MPS needs macOS 14+; ask by trying a tiny tensor."""
-    try:
-        torch.ones(1, device="mps", dtype=torch.bfloat16)
-        return True
-    except (RuntimeError, TypeError):
-        return False
 
 
 def synchronize(device: str | torch.device) -> None:

@@ -1,9 +1,5 @@
-"""What this machine runs: host, OS, accelerator, versions, hetlab's commit, MNIST checksums
-(notebooks 00 and 04).
-
-``hetlab.cluster`` runs ``facts`` on every node, so each row of the node table and of the report's
-machine table is what that node really has; ``hetlab doctor`` compares this machine's facts with
-the head's.
+"""What this machine runs: host, OS, accelerator, versions, hetlab's commit, MNIST checksums (notebooks
+00 and 04). ``hetlab.cluster`` runs ``facts`` on every node; ``hetlab doctor`` compares them with the head's.
 """
 from __future__ import annotations
 
@@ -19,9 +15,8 @@ from hetlab.vocab import ORIGIN_ENV
 
 
 def kernel_id() -> str:
-    """What tells the processes of one running kernel from another's, so of one box's cores: the
-    kernel's boot id on Linux (network namespaces and containers of one box share it), else the
-    host name. Workers with one ``kernel_id`` share cores, whatever machine each stands for."""
+    """The OS kernel's boot id on Linux (containers of one box share it), else the host name: workers
+    with one ``kernel_id`` share cores, whatever machine each stands for."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             return f.read().strip()
@@ -30,16 +25,14 @@ def kernel_id() -> str:
 
 
 def origin_label() -> str | None:
-    """Where this host's figures come from when it is not one of the learner's own machines: the plain
-    label ``HETLAB_ORIGIN`` that whatever runs it sets from outside (e.g. "a Linux host playing the
-    Mac"), which every label a learner sees carries; None on the learner's own machine."""
+    """``HETLAB_ORIGIN``: where this host's figures come from when it is not one of the learner's own
+    machines (e.g. "a Linux host playing the Mac"); None on the learner's own machine."""
     return os.environ.get(ORIGIN_ENV) or None
 
 
 def patience(seconds: float) -> float:
-    """A window for work to start on a Ray node, grown with this machine's load: ``seconds`` ×
-    twice the 1-minute load average per core, at least 1×, at most 10×. A busy box starts Ray's
-    worker processes later, not never, and the processes that start at once share what is left."""
+    """A window for work to start on a Ray node, grown with this machine's load: ``seconds`` × twice
+    the 1-minute load average per core, at least 1×, at most 10×."""
     try:
         per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
     except OSError:
@@ -67,33 +60,13 @@ def accelerator() -> str:
 
 @functools.lru_cache(maxsize=1)
 def hetlab_commit() -> str | None:
-    """The git commit hetlab runs from (``samecode.code_here``), or None when it is not a git
-    checkout or git does not answer within 5 s."""
+    """The git commit hetlab runs from, or None (``samecode.code_here``)."""
     return code_here()["commit"]
 
 
-def gloo_transport(system: str) -> str:
-    """The transport this machine's gloo speaks: UV on macOS, TCP on Linux (PyTorch builds one of
-    them per system, and the two never meet); UV too where ``GLOO_DEVICE_TRANSPORT=UV`` makes a Linux
-    node play the Mac."""
-    return "UV" if system == "Darwin" or os.environ.get("GLOO_DEVICE_TRANSPORT") == "UV" else "TCP"
-
-
-def wsl_build() -> str | None:
-    """The Windows build under WSL2 (``cmd.exe /c ver``), None outside WSL (the report's machine table)."""
-    try:
-        with open("/proc/version", encoding="ascii", errors="replace") as f:
-            if "microsoft" not in f.read().lower():
-                return None
-    except OSError:
-        return None
-    return _run("cmd.exe", "/c", "ver") or "WSL2 (Windows build unknown)"
-
-
 def facts() -> dict:
-    """What this process's machine runs: host, OS, CPUs, accelerator and its memory, driver, CUDA or
-    MPS build, WSL build, memory, versions, hetlab's commit, the MNIST files' checksums, and where
-    its figures come from (``origin``: its ``origin_label``, else "pair")."""
+    """What this process's machine runs: hardware, builds, versions, hetlab's commit, the MNIST files'
+    checksums, and where its figures come from (``origin``)."""
     import psutil
     import torch
 
@@ -102,20 +75,17 @@ def facts() -> dict:
     system = platform.system()
     os_name = f"macOS {platform.mac_ver()[0]}" if system == "Darwin" else f"{system} {platform.release()}"
     mnist = data.checksums()
+    uv = system == "Darwin" or os.environ.get("GLOO_DEVICE_TRANSPORT") == "UV"   # gloo's UV never meets Linux's TCP
     found = {"hostname": socket.gethostname(), "os": f"{os_name} {platform.machine()}",
              "cpus": os.cpu_count(), "accelerator": accelerator(),
              "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
              "python": platform.python_version(),
              "ray": metadata.version("ray"),  # read from its metadata: the basic layer imports no Ray
              "torch": torch.__version__, "hetlab": hetlab.__version__, "hetlab_commit": hetlab_commit(),
-             "gloo": gloo_transport(system), "mnist": data.checksum_status(mnist), "mnist_sha256": mnist,
-             "chip": platform.processor() or platform.machine(), "wsl": wsl_build(),
-             "cuda": torch.version.cuda, "mps": None, "driver": None, "gpu_memory_gb": None,
+             "gloo": "UV" if uv else "TCP", "mnist": data.checksum_status(mnist), "mnist_sha256": mnist,
+             "cuda": torch.version.cuda, "driver": None, "gpu_memory_gb": None,
              "origin": origin_label() or "pair"}
     if torch.cuda.is_available():
         found["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
         found["driver"] = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or None
-    if torch.backends.mps.is_available():
-        found["mps"] = f"available (torch {torch.__version__}, macOS {platform.mac_ver()[0]})"
-        found["chip"] = _run("sysctl", "-n", "machdep.cpu.brand_string") or "Apple GPU"
     return found

@@ -1,11 +1,11 @@
-"""The MNIST convolutional networks trained throughout the course (notebook 01).
-
-``small`` is the course default; ``classic`` (PyTorch's examples/mnist, ~1.2M parameters) shows
-what a bigger model does to compute and communication; ``ray_example`` is Ray's own tiny ConvNet.
-Your own model: ``model=`` a *factory*, a picklable zero-argument callable returning an ``nn.Module``.
+"""The MNIST networks of the course (notebook 01): ``small``, the default, and ``classic`` (PyTorch's
+examples/mnist, 1.2M parameters), a bigger one. Your own model: ``model=`` a *factory*, a picklable
+zero-argument callable returning an ``nn.Module``.
 """
 from __future__ import annotations
 
+import sys
+import sysconfig
 from typing import Callable
 
 import torch
@@ -15,8 +15,7 @@ from hetlab.errors import HetlabError
 
 
 def small_cnn(width: int = 16) -> nn.Module:
-    """Three 3×3 conv blocks (16, 32, 64 channels) and one linear layer: 29,066 parameters.
-    ``width`` scales the channels (w, 2w, 4w); notebook 09's search tries several."""
+    """Three 3×3 conv blocks (16, 32, 64 channels; ``width`` scales them) and one linear layer: 29,066."""
     w = int(width)
     return nn.Sequential(
         nn.Conv2d(1, w, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),          # 16×14×14
@@ -27,7 +26,7 @@ def small_cnn(width: int = 16) -> nn.Module:
 
 
 def classic_cnn() -> nn.Module:
-    """PyTorch's examples/mnist network: two convs, dropout, two linear layers (1.2M)."""
+    """PyTorch's examples/mnist network: two convs, dropout, two linear layers."""
     return nn.Sequential(
         nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
         nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
@@ -35,27 +34,12 @@ def classic_cnn() -> nn.Module:
     )
 
 
-def ray_example_cnn() -> nn.Module:
-    """The ConvNet of Ray's parameter-server example: Conv2d(1, 3, 3) → ReLU → MaxPool 3 →
-    Linear(192, 10), for 1×28×28 inputs: 30 + 1,930 = 1,960 parameters."""
-    return nn.Sequential(
-        nn.Conv2d(1, 3, 3), nn.ReLU(), nn.MaxPool2d(3),  # 3×26×26 → 3×8×8
-        nn.Flatten(), nn.Linear(192, 10),
-    )
-
-
-# small has no dropout or batch norm: a step is deterministic and all its state lives in its
-# parameters (what a parameter server needs).
-MODELS = {"small": small_cnn, "classic": classic_cnn, "ray_example": ray_example_cnn}
+MODELS = {"small": small_cnn, "classic": classic_cnn}
 
 
 def as_factory(model) -> Callable[[], nn.Module]:
-    """A built-in name or a factory → a picklable zero-argument callable returning an ``nn.Module``.
-
-    Checked here, on the driver, in well under a second: a name must be in ``MODELS``; a
-    factory must be callable, picklable (Ray sends it to every worker) and return an
-    ``nn.Module`` with parameters when called. A built model is refused: give what builds it.
-    """
+    """A built-in name or a factory → a factory, checked on the driver: callable, picklable (Ray sends it
+    to every worker), returning an ``nn.Module`` with parameters. A built model is refused."""
     if isinstance(model, str):
         if model not in MODELS:
             raise HetlabError(f"unknown model {model!r}: choose one of {sorted(MODELS)}, "
@@ -68,20 +52,13 @@ def as_factory(model) -> Callable[[], nn.Module]:
         raise HetlabError(f"model= must be a built-in name {sorted(MODELS)} or a function returning "
                           f"an nn.Module, got {type(model).__name__}.")
     _check_picklable(model, "model factory")
-    built = _build(model, seed=0)
-    if not isinstance(built, nn.Module) or not any(True for _ in built.parameters()):
-        raise HetlabError(f"model factory {model_label(model)} returned {type(built).__name__}, not an "
-                          f"nn.Module with parameters: it must return the network, e.g. `return MyNet()`.")
+    make_model(model, seed=0)
     return model
 
 
 def _send_by_value(fn) -> None:
-    """Have Ray send ``fn``'s own module by value when it is the learner's code (a ``mynets.py``
-    next to the notebook): the other machine, and Ray's worker processes, cannot import it.
-    Installed packages, the standard library and hetlab itself are sent by name as usual."""
-    import sys
-    import sysconfig
-
+    """Have Ray send ``fn``'s module by value when it is the learner's code (a ``mynets.py`` next to the
+    notebook), which the other machine cannot import; installed code goes by name as usual."""
     name = getattr(fn, "__module__", None) or ""
     module = sys.modules.get(name)
     path = getattr(module, "__file__", None)
@@ -95,8 +72,7 @@ def _send_by_value(fn) -> None:
 
 
 def _check_picklable(fn, what: str) -> None:
-    """One line if Ray cannot send ``fn`` (a factory or a loss) to its workers; the learner's
-    own module goes by value (``_send_by_value``)."""
+    """One line if Ray cannot send ``fn`` (a factory or a loss) to its workers."""
     try:
         from ray import cloudpickle
         _send_by_value(fn)
@@ -108,8 +84,7 @@ def _check_picklable(fn, what: str) -> None:
 
 
 def model_label(model) -> str:
-    """What a checkpoint or a result calls a model: its built-in name, else the factory's
-    qualified name ``module.name`` (``"custom"`` when it has none, e.g. a partial)."""
+    """What a checkpoint or a result calls a model: its built-in name, else ``module.name`` (or "custom")."""
     if isinstance(model, str):
         return model
     for name, factory in MODELS.items():
@@ -119,27 +94,21 @@ def model_label(model) -> str:
     return f"{getattr(model, '__module__', '?')}.{qual}" if qual else "custom"
 
 
-def _build(factory, seed: int | None):
-    if seed is None:
-        return factory()
-    with torch.random.fork_rng(devices=[]):  # the CPU's generator only: a model is built on the CPU,
-        torch.default_generator.manual_seed(seed)  # and a GPU's generator (dropout there) stays as it was
-        return factory()
-
-
 def make_model(model="small", seed: int | None = 0) -> nn.Module:
-    """Build a model (a built-in name or a factory) with reproducible initial weights
-    (same seed, same weights)."""
+    """Build a model (a built-in name or a factory); the same seed gives the same weights."""
     factory = as_factory(model) if isinstance(model, str) else model
-    built = _build(factory, seed)
-    if not isinstance(built, nn.Module):
-        raise HetlabError(f"model factory {model_label(model)} returned {type(built).__name__}, not an nn.Module.")
+    with torch.random.fork_rng(devices=[]):  # the CPU's generator only: a GPU's (dropout there) stays as it was
+        if seed is not None:
+            torch.default_generator.manual_seed(seed)
+        built = factory()
+    if not isinstance(built, nn.Module) or not any(True for _ in built.parameters()):
+        raise HetlabError(f"model factory {model_label(model)} returned {type(built).__name__}, not an "
+                          f"nn.Module with parameters: it must return the network, e.g. `return MyNet()`.")
     return built
 
 
 def as_loss(loss=None) -> Callable:
-    """``loss(outputs, labels)`` → a 0-d tensor; None → cross-entropy (classification).
-    It must be picklable: Ray sends it to every worker."""
+    """``loss(outputs, labels)`` → a 0-d tensor, picklable; None → cross-entropy."""
     if loss is None:
         return nn.functional.cross_entropy
     if not callable(loss):
@@ -150,8 +119,7 @@ def as_loss(loss=None) -> Callable:
 
 
 def check_model_and_loss(model, loss, x: torch.Tensor, y: torch.Tensor) -> None:
-    """One forward pass and loss on two samples, on the CPU: shapes that do not fit fail here,
-    in one line, before any worker starts."""
+    """One forward pass and loss on two samples: shapes that do not fit fail here, before any worker starts."""
     net = make_model(model, seed=0)
     try:
         value = loss(net(x[:2].float()), y[:2])

@@ -1,10 +1,6 @@
-"""Both machines on the same code: hetlab's version and git commit, here and on every node (notebook 04).
-
-A Ray worker runs the hetlab of its own machine, so a Mac left on an older commit fails deep in a
-worker (a ``ModuleNotFoundError`` once a file has moved). ``hetlab.cluster.connect`` runs
-``code_here`` on every node and refuses a ``mismatch`` in one line that names the machine to update.
+"""Both machines on the same code (notebook 04): a Ray worker runs its own machine's hetlab, so
+``hetlab.cluster.connect`` runs ``code_here`` on every node and refuses a ``mismatch`` in one line.
 Standard library only, and Ray sends this module by value: a node on any hetlab can answer.
-Where a commit cannot be read (an installed package, no git), the versions alone are compared.
 """
 from __future__ import annotations
 
@@ -13,8 +9,7 @@ from pathlib import Path
 
 
 def git_commit(folder) -> str | None:
-    """``git rev-parse --short HEAD`` in ``folder``, or None when it is not a git checkout or
-    git does not answer within 5 s."""
+    """``git rev-parse --short HEAD`` in ``folder``, or None (no git checkout, or no answer in 5 s)."""
     if not (Path(folder) / ".git").exists():  # a folder, or a file in a git worktree
         return None
     try:
@@ -36,8 +31,8 @@ def code_here() -> dict:
 
 
 def mismatch(here: str, mine: dict, nodes: dict) -> str | None:
-    """One line when a machine (``nodes``: its name, e.g. "the mac", → its ``code_here()``) runs
-    another hetlab than ``mine``, the reference (on the machine called ``here``), else None."""
+    """One line when a machine (``nodes``: its name → its ``code_here()``) runs another hetlab than
+    ``mine``, the one on ``here``, else None; without both commits the versions alone are compared."""
     for name, theirs in nodes.items():
         both = bool(mine["commit"] and theirs["commit"])
         if theirs["hetlab"] == mine["hetlab"] and (not both or theirs["commit"] == mine["commit"]):
@@ -48,8 +43,6 @@ def mismatch(here: str, mine: dict, nodes: dict) -> str | None:
         version = "" if theirs["hetlab"] == mine["hetlab"] else f"hetlab {mine['hetlab']}"
         commit = f"at {mine['commit']}" if mine["commit"] else ""
         line = f"{name} runs {_code(theirs)}, {here} {' '.join(x for x in (version, commit) if x)}"
-        if not both:
-            line += " (a commit is unknown: versions compared only)"
         to = f" (to match {here}: `git checkout {mine['commit']}`)" if mine["commit"] else ""
         return f"{line}: on {name} run `git pull` in hetlab's folder{to}, then connect again."
     return None

@@ -1,8 +1,5 @@
-"""A *simulated* slower device, and how it is labelled wherever a learner sees it (notebooks 05–08).
-
-The practice cluster's "mac" is this machine's CPU made N× slower: after each real computation the
-worker sleeps (N − 1) × that work's typical time here, so its samples/s is 1/N. The same sleep
-stands for a throttling laptop (notebook 06); every label of such a worker says "simulated N× slower".
+"""A *simulated* slower device (notebooks 05–08): after each real computation the worker sleeps
+(N − 1) × that work's typical time, so its samples/s is 1/N; every label of it says so.
 """
 from __future__ import annotations
 
@@ -10,18 +7,13 @@ import statistics
 import time
 from collections import deque
 
-# Typical = the median of the last RECENT timings, not this one: a hiccup here (another process taking
-# the core for 20 ms) slept again N − 1 times would cost N × 20 ms, where a real slower device loses it once.
+# Typical = the median of the last RECENT timings: a hiccup here is not slept again N − 1 times.
 RECENT = 5
 
 
 class SlowDevice:
-    """This machine's device made ``slowdown``× slower (``slowdown`` 1: as it is).
-
-    ``after(work, compute_s)`` follows every real computation: ``work`` names what was computed
-    (e.g. its batch size), ``compute_s`` is how long it took. It sleeps (slowdown − 1) × the median
-    of the last ``RECENT`` timings of that work and returns the seconds slept.
-    """
+    """This machine's device made ``slowdown``× slower: ``after(work, compute_s)`` follows every real
+    computation of ``work`` (e.g. a batch size) and sleeps (slowdown − 1) × its typical time; returns it."""
 
     def __init__(self, slowdown: float = 1.0):
         self.slowdown = float(slowdown)
@@ -37,12 +29,10 @@ class SlowDevice:
 
 
 def device_seconds(compute_s: float, simulated_s: float) -> float:
-    """A device's time on one piece of work: its compute + the sleep of a simulated slower device;
-    the one place the two are added (``hetlab.ps.records``, ``hetlab.core.train``)."""
+    """A device's time on one piece of work: compute + a simulated device's sleep, added here only."""
     return compute_s + simulated_s
 
 
 def labelled(text: str, slowdown: float) -> str:
-    """``text`` as a learner sees it: ``"mac (simulated 4× slower)"`` for a simulated device,
-    ``text`` alone for a real one (``slowdown`` 1). The one label format of every worker."""
+    """``"mac (simulated 4× slower)"`` for a simulated device, ``text`` alone for a real one."""
     return f"{text} (simulated {slowdown:g}× slower)" if slowdown > 1 else text

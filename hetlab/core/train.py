@@ -1,17 +1,9 @@
-"""One model on one device (notebooks 01, 02): the one training step, the plain loop around it,
-and how fast the step runs.
-
-``train_step`` is what ``train``, ``measure_speed`` (notebook 02's sweep), a parameter-server worker
-timing itself alone (``timed_steps``) and ``benchmarks/single_device.py`` all run, so they time the
-same work; the parameter server splits it (the worker computes the gradient, the server steps).
-``train`` moves the whole training set to the device once, as normalised float tensors, and slices
-each batch from it; its ``History`` holds the loss per step, the accuracy per epoch, the speed and
-where the time went.
+"""One model on one device (notebooks 01, 02): the one training step, the plain loop around it, and how
+fast the step runs. ``train``, ``measure_speed`` and a worker timing itself all time ``train_step``.
 """
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -19,28 +11,19 @@ import torch
 from torch import nn
 
 from hetlab import progress_bar
-from hetlab.arithmetic.estimates import COURSE_BATCH
 from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS, SteadySpeed, samples_per_s, steady, window_cuts
 from hetlab.core import simulate
 from hetlab.core.data import Dataset, as_tensors, batches
 from hetlab.core.devices import resolve, synchronize
-from hetlab.core.models import as_factory, as_loss, check_model_and_loss, make_model
 from hetlab.errors import HetlabError
-from hetlab.vocab import OPTIMIZERS
 
-# hetlab trains with Adam (``train``, the parameter server's workers and server, Ray Train), so
-# Adam is what a speed is measured with.
-TRAINING_OPTIMIZER = "adam"
-TORCH_OPTIMIZERS = {"adam": "Adam", "sgd": "SGD"}  # vocab.OPTIMIZERS → the class's name in torch.optim
-# How often an epoch reads its losses back from the device: each read waits for the device.
-LOSS_READS_PER_EPOCH = 2
+TRAINING_OPTIMIZER = "adam"   # what hetlab trains with, so what a speed is measured with
+LOSS_READS_PER_EPOCH = 2   # each read of the losses waits for the device
 
 
 def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
-    """The optimizer called ``name`` in ``vocab.OPTIMIZERS`` (Adam, or plain SGD) over ``params``."""
-    if name not in OPTIMIZERS:
-        raise HetlabError(f"unknown optimizer {name!r}: use one of {OPTIMIZERS}.")
-    return getattr(torch.optim, TORCH_OPTIMIZERS[name])(params, lr=lr)
+    """Adam, or plain SGD, over ``params``: ``name`` is one of ``vocab.OPTIMIZERS``, checked where it is given."""
+    return (torch.optim.Adam if name == "adam" else torch.optim.SGD)(params, lr=lr)
 
 
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn, xb, yb) -> torch.Tensor:
@@ -52,55 +35,25 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn, xb, 
     return loss
 
 
-def steady_cuts(steps: int) -> tuple[int, int]:
-    """(warm-up steps, windows) for a run of ``steps`` steps: ``WARMUP_STEPS`` and ``WINDOWS`` where it is
-    long enough, else fewer (at least one timed step)."""
-    windows = max(1, min(WINDOWS, steps - 1))
-    return max(0, min(WARMUP_STEPS, steps - windows)), windows
-
-
-def _sync_points(steps: int) -> set[int]:
-    """After which steps (counted from 1) ``train`` waits for the device: the warm-up's end and each window's
-    end, so that on a GPU each window's seconds hold its own work (a few waits a run)."""
-    warmup, windows = steady_cuts(steps)
-    return set(window_cuts(steps - warmup, windows, start=warmup)) - {0}
-
-
 @dataclass
 class History:
     """What one training run did: per-step loss, per-epoch accuracy, speed and time split."""
 
     device: str = "cpu"
     loss: list[float] = field(default_factory=list)          # one per step
-    lr: list[float] = field(default_factory=list)            # learning rate used at each step
     test_accuracy: list[float] = field(default_factory=list)  # one per epoch
     samples: int = 0
     seconds_batching: float = 0.0
     seconds_compute: float = 0.0
     seconds_eval: float = 0.0
     samples_per_s: float = 0.0  # over the whole run, warm-up included, evaluation excluded (``steady``: without it)
-    model: nn.Module | None = field(default=None, repr=False)  # the trained network
     step_seconds: list[float] = field(default_factory=list, repr=False)  # each step's batching + compute
     step_samples: list[int] = field(default_factory=list, repr=False)    # each step's batch size
-    epoch_steps: list[int] = field(default_factory=list, repr=False)     # steps per epoch
 
     @property
     def steady(self) -> SteadySpeed:
-        """The steady speed (``hetlab.arithmetic.steady``): the warm-up apart, the rest in windows
-        (fewer of each in a run of a few steps). Evaluation is never in it."""
-        if not self.step_seconds:
-            raise HetlabError("History.steady: this run trained no step.")
-        warmup, windows = steady_cuts(len(self.step_seconds))
-        return steady(self.step_seconds, self.step_samples, warmup=warmup, windows=windows)
-
-    @property
-    def epoch_samples_per_s(self) -> list[float]:
-        """Each epoch's samples/s (evaluation excluded): the first holds the warm-up, the next ones do not."""
-        rates, i = [], 0
-        for n in self.epoch_steps:
-            rates.append(samples_per_s(sum(self.step_samples[i:i + n]), sum(self.step_seconds[i:i + n])))
-            i += n
-        return rates
+        """The steady speed (``hetlab.arithmetic.steady``): the warm-up apart, the rest in windows."""
+        return steady(self.step_seconds, self.step_samples)
 
     @property
     def final_accuracy(self) -> float:
@@ -108,15 +61,13 @@ class History:
 
 
 def held_out(test_data, n: int):
-    """The test samples a run checks its accuracy on while it trains (its time to target, notebooks 05,
-    07, 08): ``n`` of a hetlab Dataset, the same ``n`` for every run (seed 0); other data whole."""
+    """The test samples a run checks its accuracy on: ``n`` of a hetlab Dataset (seed 0), other data whole."""
     return test_data.subset(min(n, len(test_data)), seed=0) if isinstance(test_data, Dataset) else test_data
 
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data, device=None) -> float:
-    """Fraction of ``data`` (any form ``as_tensors`` takes) that ``model`` classifies correctly, on
-    ``device`` (the model moves there, as ``train`` moves it); by default where the model is."""
+    """Fraction of ``data`` that ``model`` classifies correctly, on ``device`` (default: where the model is)."""
     batch_size = 2000
     if device is None:
         dev = next((p.device for p in model.parameters()), torch.device("cpu"))
@@ -134,17 +85,15 @@ def evaluate(model: nn.Module, data, device=None) -> float:
     return correct.item() / len(y)
 
 
-def train(model, train_data, test_data=None,
+def train(model: nn.Module, train_data, test_data=None,
           epochs: int = 1, batch_size: int = 128, lr: float = 1e-3, device=None,
           seed: int = 0, progress: bool = True, schedule: str = "constant", loss=None,
           timing: bool = False) -> History:
-    """Train ``model`` with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
-
-    ``model``: an ``nn.Module`` (trained in place) or a built-in name / factory (built with ``seed``;
-    then ``History.model``). Data: any form ``as_tensors`` takes. ``schedule="cosine"`` decays the rate
-    to zero: the last epochs settle (≥ 99 %). Losses stay on the device, read ``LOSS_READS_PER_EPOCH``
-    times an epoch; ``timing=True`` waits for the device each step to time batching apart from compute
-    (notebook 01; on a GPU it costs speed)."""
+    """Train ``model`` in place with Adam on ``train_data``; evaluate on ``test_data`` after each epoch.
+    ``schedule="cosine"`` decays the rate to zero. ``timing=True`` waits for the device each step, to time
+    batching apart from compute."""
+    if not isinstance(model, nn.Module):
+        raise HetlabError(f"train() takes a built network, e.g. make_model('small'), got {type(model).__name__}.")
     if epochs < 1:
         raise HetlabError(f"epochs must be at least 1, got {epochs}.")
     if schedule not in ("constant", "cosine"):
@@ -152,36 +101,35 @@ def train(model, train_data, test_data=None,
     x, y = as_tensors(train_data)
     if not 1 <= batch_size <= len(y):
         raise HetlabError(f"batch size must be in 1..{len(y)}, got {batch_size}.")
-    loss_fn = as_loss(loss)
-    if not isinstance(model, nn.Module):
-        factory = as_factory(model)
-        check_model_and_loss(factory, loss_fn, x, y)
-        model = make_model(factory, seed=seed)
+    loss_fn = loss or nn.functional.cross_entropy
     dev = resolve(device)
     torch.manual_seed(seed)
     model.to(dev).train()
     opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr)
     x, y = x.to(dev), y.to(dev)
-    hist = History(device=str(dev), model=model)
+    hist = History(device=str(dev))
     steps_per_epoch = -(-len(y) // batch_size)
     read_every = max(1, -(-steps_per_epoch // LOSS_READS_PER_EPOCH))
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
              if schedule == "cosine" else None)
     bar = progress_bar(epochs * steps_per_epoch, f"train on {dev}", progress)
-    waits = _sync_points(epochs * steps_per_epoch)
+    # wait where the warm-up and each window of ``History.steady`` end
+    waits = set(window_cuts(epochs * steps_per_epoch - WARMUP_STEPS, WINDOWS, start=WARMUP_STEPS))
     seconds = hist.step_seconds
     for epoch in range(epochs):
-        t, pending, first = time.perf_counter(), [], len(seconds)
-        for xb, yb in batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch):
+        t, pending = time.perf_counter(), []
+        for i, (xb, yb) in enumerate(batches(x, y, batch_size, shuffle=True, seed=seed, epoch=epoch)):
             t_batch = time.perf_counter()
             pending.append(train_step(model, opt, loss_fn, xb, yb))   # the loss, left on the device
-            hist.lr.append(opt.param_groups[0]["lr"])
             if sched is not None:
                 sched.step()
             if timing or len(seconds) + 1 in waits:
                 synchronize(dev)
-            if len(pending) == read_every:
-                _read_losses(pending, hist, bar)   # waits for the device: counted as compute
+            if len(pending) == read_every or i == steps_per_epoch - 1:   # a read waits for the device: compute
+                with torch.no_grad():   # the losses keep their (freed) graphs: no detach per step, none here either
+                    hist.loss += torch.stack(pending).float().tolist()
+                pending.clear()
+                bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)
             t_done = time.perf_counter()
             hist.seconds_batching += t_batch - t
             hist.seconds_compute += t_done - t_batch
@@ -189,12 +137,6 @@ def train(model, train_data, test_data=None,
             hist.step_samples.append(yb.shape[0])
             bar.update(1)
             t = t_done
-        if pending:
-            _read_losses(pending, hist, bar)
-        tail = time.perf_counter() - t   # what the device still had queued: the epoch's last step's
-        hist.seconds_compute += tail
-        seconds[-1] += tail
-        hist.epoch_steps.append(len(seconds) - first)
         hist.samples = sum(hist.step_samples)
         hist.samples_per_s = samples_per_s(hist.samples, hist.seconds_batching + hist.seconds_compute)
         if test_data is not None:
@@ -206,26 +148,11 @@ def train(model, train_data, test_data=None,
     return hist
 
 
-def _read_losses(pending: list, hist: History, bar) -> None:
-    """Move the losses kept on the device into ``hist.loss`` (one read for all), show the last."""
-    with torch.no_grad():   # the losses keep their (freed) graphs: no detach per step, none here either
-        hist.loss += torch.stack(pending).float().tolist()
-    pending.clear()
-    bar.set_postfix(loss=f"{hist.loss[-1]:.3f}", refresh=False)
-
-
-# --- how fast a step runs (notebook 02's sweep, a parameter-server worker alone) -----------------
-
-# Batch shapes (with whatever else decides the kernels) already run in this process.
-_WARM: set = set()
+_WARM: set = set()   # the shape keys already run in this process
 
 
 def warm_up(key, step, device) -> bool:
-    """Run ``step()`` once, untimed, the first time ``key`` (a batch shape, device, model) is seen here.
-
-    MPS compiles a graph per shape, so a first step at a new batch size is many times slower: timed,
-    the Mac would look slower and the tuner give it less work. CUDA does first-time work per shape too;
-    on the CPU it is cheap, so one rule for every device."""
+    """Run ``step()`` once, untimed, the first time ``key`` is seen here: MPS compiles a graph per shape."""
     if key in _WARM:
         return False
     step()
@@ -239,82 +166,40 @@ def shape_key(model: nn.Module, device, batch_size: int, *extra) -> tuple:
     return (str(torch.device(device)), repr(model), int(batch_size), *extra)
 
 
-def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: int = 10, data=None,
-                  loss=None, warmup: int | None = None, windows: int = WINDOWS) -> SteadySpeed:
-    """The steady speed of ``model``'s training steps on ``device`` at ``batch_size`` (random data, or
-    ``data=(x, y)`` and ``loss`` for your own model): ``steps`` whole steps (forward, backward, an Adam
-    update, as hetlab trains) in ``windows`` windows, the device synchronised at each window's end; its
-    ``.samples_per_s`` is the windows' median (``hetlab.arithmetic.steady``). ``warmup`` untimed steps
-    run first: by default ``WARMUP_STEPS`` the first time this process runs these layers at this batch
-    on this device (MPS compiles per shape), none after; an int, that many every time (the benchmarks)."""
+def measure_speed(model: nn.Module, device=None, batch_size: int = 128, steps: int = 10,
+                  warmup: int | None = None, windows: int = WINDOWS) -> SteadySpeed:
+    """The steady speed of ``steps`` training steps of ``model`` on ``device`` at ``batch_size`` (random
+    MNIST-shaped data), in ``windows`` synchronised windows. ``warmup`` untimed steps first: by default
+    ``WARMUP_STEPS`` the first time this process runs this shape, none after."""
     if batch_size < 1 or steps < 1:
         raise HetlabError(f"batch_size and steps must be at least 1 (got {batch_size}, {steps}).")
     dev = resolve(device)
     model = model.to(dev)
     opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=1e-3)
-    if data is None:
-        x = torch.randn(batch_size, 1, 28, 28, device=dev)
-        y = torch.randint(0, 10, (batch_size,), device=dev)
-    else:
-        idx = torch.arange(batch_size) % len(data[1])
-        x, y = data[0][idx.to(data[0].device)], data[1][idx.to(data[1].device)]
-        x, y = (x.float() if x.is_floating_point() else x).to(dev), y.to(dev)  # MPS has no float64
-    loss = loss or nn.functional.cross_entropy
+    x = torch.randn(batch_size, 1, 28, 28, device=dev)
+    y = torch.randint(0, 10, (batch_size,), device=dev)
     key = shape_key(model, dev, batch_size, TRAINING_OPTIMIZER)
     if warmup is None:
         warmup = 0 if key in _WARM else WARMUP_STEPS
-    synchronize(dev)
     cuts = window_cuts(steps, max(1, min(windows, steps)))
     spans = [1] * warmup + [b - a for a, b in zip(cuts, cuts[1:])]   # steps per timed span
-    seconds = []
-    for n in spans:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            train_step(model, opt, loss, x, y)
-        synchronize(dev)
-        seconds.append(time.perf_counter() - t0)
+    seconds = timed_spans(lambda: train_step(model, opt, nn.functional.cross_entropy, x, y), dev, spans)
     if warmup > 0:
         _WARM.add(key)
     speed = steady(seconds, [batch_size * n for n in spans], warmup=warmup, windows=len(cuts) - 1)
     return dataclasses.replace(speed, steps=steps)
 
 
-def course_speed(device=None, steps: int = 10) -> SteadySpeed:
-    """The course's model's steady speed at the course's batch on ``device``: ``WINDOWS`` windows of
-    ``steps`` steps after the warm-up. What notebook 02 saves for the report."""
-    return measure_speed(make_model("small", seed=0), device, COURSE_BATCH, steps=steps * WINDOWS)
-
-
-def timed_steps(step, device, steps: int, key, slow=None) -> tuple[float, int]:
-    """Seconds ``steps`` calls of ``step()`` take on ``device``, and how many untimed warm-up steps ran first
-    (one, only if ``key`` is new to this process: ``warm_up``). A parameter-server worker timing itself alone
-    (notebook 05): without ``slow`` the steps are one synchronised run; with a ``simulate.SlowDevice`` each
-    step is timed to its end and followed by the simulated device's wait, which is counted."""
-    warmups = int(warm_up(key, step, device))
+def timed_spans(step, device, spans: list[int], slow=None, work=None) -> list[float]:
+    """The seconds of each span of ``spans[i]`` calls of ``step()``, the device synchronised at each span's
+    end; with a ``simulate.SlowDevice``, each span's simulated wait for ``work`` counted in."""
     synchronize(device)
-    if slow is None:
+    seconds = []
+    for n in spans:
         t0 = time.perf_counter()
-        for _ in range(steps):
+        for _ in range(n):
             step()
         synchronize(device)
-        return time.perf_counter() - t0, warmups
-    total = 0.0
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        synchronize(device)
         compute_s = time.perf_counter() - t0
-        total += simulate.device_seconds(compute_s, slow.after(key, compute_s))
-    return total, warmups
-
-
-def alternated(measures: dict, rounds: int = 5) -> dict:
-    """Each of ``measures`` (name → a function returning a figure, e.g. samples/s) called ``rounds``
-    times in turn, the order reversed every other round; each one's median. Other work on the
-    machine, or a laptop slowing as it warms, then weighs on every side alike: how notebooks 01
-    and 02 compare timings."""
-    runs: dict = {name: [] for name in measures}
-    for r in range(rounds):
-        for name in (list(measures) if r % 2 == 0 else list(measures)[::-1]):
-            runs[name].append(measures[name]())
-    return {name: statistics.median(values) for name, values in runs.items()}
+        seconds.append(compute_s if slow is None else simulate.device_seconds(compute_s, slow.after(work, compute_s)))
+    return seconds

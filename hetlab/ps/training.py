@@ -16,7 +16,7 @@ import torch
 from hetlab.cluster import roles
 from hetlab.cluster.connecting import connect
 from hetlab.core.checkpoint import CHECKPOINT_GLOB, FORMAT, checkpoint_path, load_checkpoint, param_signature, save_checkpoint
-from hetlab.core.data import Dataset, as_tensors, compact, n_samples
+from hetlab.core.data import Dataset, as_tensors, n_samples
 from hetlab.core.stream import Stream
 from hetlab.errors import HetlabError, one_line
 from hetlab.core.flat import flat_weights, load_flat
@@ -58,7 +58,8 @@ class ParameterServerTraining:
         self.options = check_options(dict(mode=mode, lr=lr, optimizer=optimizer, max_staleness=max_staleness,
                                           transfer=transfer, seed=seed))   # saved whole in every checkpoint
         self.mode = mode
-        payload = compact(train_data)  # what goes into Ray's object store (checks the data's form)
+        # what goes into Ray's object store: a hetlab Dataset as it is (uint8, a quarter of the bytes)
+        payload = train_data if isinstance(train_data, Dataset) else as_tensors(train_data)
         if n_samples(payload) < len(workers):
             raise HetlabError(f"{n_samples(payload)} training samples cannot be split over {len(workers)} workers.")
         factory, loss = as_factory(model), as_loss(loss)  # a bad name or factory → HetlabError now

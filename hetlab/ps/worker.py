@@ -20,7 +20,7 @@ from hetlab.core.machine import kernel_id, origin_label
 from hetlab.core.models import make_model
 from hetlab.ps.specs import WorkerSpec
 from hetlab.core.simulate import SlowDevice
-from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_steps, train_step, warm_up
+from hetlab.core.train import TRAINING_OPTIMIZER, make_optimizer, shape_key, timed_spans, train_step, warm_up
 
 class Worker:
     """A Ray actor computing gradients (or local-SGD deltas) on its own device. An answer is
@@ -135,7 +135,7 @@ class Worker:
 
     def standalone(self, weights: torch.Tensor, batch_size: int, steps: int) -> float:
         """Samples/s of this device training alone, simulated slowdown included: full optimizer steps on
-        a scratch copy of the model and random samples (``train.timed_steps``)."""
+        a scratch copy of the model and random samples (``train.timed_spans``)."""
         model = make_model(self.model_name, seed=None).to(self.device).train()
         load_flat(model, weights)
         opt = make_optimizer(TRAINING_OPTIMIZER, model.parameters(), lr=self.lr)
@@ -145,8 +145,9 @@ class Worker:
             train_step(model, opt, self.loss, *self._random_batch(batch_size, g))
 
         key = shape_key(model, self.device, batch_size, "alone")
-        seconds, _ = timed_steps(step, self.device, steps, key, slow=self.slow)
-        return batch_size * steps / seconds
+        warm_up(key, step, self.device)
+        spans = [1] * steps   # a simulated device waits after each step
+        return batch_size * steps / sum(timed_spans(step, self.device, spans, self.slow, key))
 
 
 def _fork_rng(device: torch.device):

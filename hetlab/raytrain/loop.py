@@ -45,7 +45,7 @@ def train_loop(config: dict) -> None:
     device = resolve(cfg.devices[rank])                       # "auto": cuda, mps or cpu, on this machine
     train = mnist(cfg, "train")
     x, y = train.normalized().to(device), train.labels.to(device)
-    sizes, speed = agree_on_split(cfg, rank, x, y, device)    # the same b_i on every rank
+    sizes, speed = agree_on_split(cfg, rank, device)          # the same b_i on every rank
     share = sizes[rank] / cfg.global_batch                    # b_i / B
     model = make_model(MODEL, seed=cfg.seed).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -90,7 +90,7 @@ def mnist(cfg: LoopConfig, split: str):
     return data.subset(part, seed=cfg.seed) if part else data
 
 
-def agree_on_split(cfg: LoopConfig, rank: int, x, y, device) -> tuple[list[int], float]:
+def agree_on_split(cfg: LoopConfig, rank: int, device) -> tuple[list[int], float]:
     """Each rank measures its own samples/s (a simulated slowdown divides it), the ranks swap the
     numbers, and every rank derives the same split of the global batch: (sizes, this rank's speed)."""
     from hetlab.arithmetic.balance import split_batch
@@ -98,7 +98,7 @@ def agree_on_split(cfg: LoopConfig, rank: int, x, y, device) -> tuple[list[int],
 
     world, batch = dist.get_world_size(), cfg.global_batch
     speed = measure_speed(make_model(MODEL, seed=cfg.seed), device, batch_size=max(1, batch // world),
-                          steps=5, data=(x, y)).samples_per_s / cfg.slowdowns[rank]
+                          steps=5).samples_per_s / cfg.slowdowns[rank]
     speeds = [None] * world
     dist.all_gather_object(speeds, speed)
     return list(cfg.batch_sizes) if cfg.batch_sizes else split_batch(batch, speeds, world), speed

@@ -389,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-samples", type=int, metavar="N", help="the first N of a fixed shuffle of MNIST "
                    f"(default {TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}; with --resume: the checkpoint's)")
     p.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION",
-                   help="small, classic, ray_example, or your function returning an nn.Module")
+                   help="small, classic, or your function returning an nn.Module")
     p.add_argument("--data", metavar="MODULE:FUNCTION", help="your function returning (train, test) instead of MNIST")
     p.add_argument("--loss", metavar="MODULE:FUNCTION", help="your loss(outputs, labels) (default: cross-entropy)")
     p.add_argument("--seed", type=int, help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")

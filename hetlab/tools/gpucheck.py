@@ -107,8 +107,7 @@ def check_describe(ctx) -> list[Row]:
     synchronize(dev)
     done = time.perf_counter() - t0       # … and the device finished it
     memory = f"{info['memory_gb']} GiB, " if info["memory_gb"] else ""
-    note = (f"{info['name']}, {memory}capability {info['capability']}, bf16 "
-            f"{'yes' if info['bf16'] else 'no'}; 20 matmuls: {launched * 1e3:.2f} ms to launch, "
+    note = (f"{info['name']}, {memory}capability {info['capability']}; 20 matmuls: {launched * 1e3:.2f} ms to launch, "
             f"{done * 1e3:.2f} ms to finish (synchronize)")
     row = Row("describe", done / max(launched, 1e-9), "ratio",
               Goal(">=", 2.0, "≥ 2× (timer without synchronize sees only the launch)"), note, details=info)

@@ -37,9 +37,9 @@ TITLE = "What my Mac and my desktop did"
 SECTIONS = ("The machines", "The link", "How each speed was read", "Each machine alone",
             "Each technique on the pair", "The split against the speed ratio", "The search",
             "What the course predicted, and what happened", "The exercises", "In my own words")
-FACTS = (("chip", "chip"), ("accelerator", "GPU / accelerator"), ("gpu_memory_gb", "GPU memory, GiB"),
-         ("memory_gb", "memory, GiB"), ("cpus", "CPU cores"), ("os", "OS"), ("wsl", "WSL (Windows build)"),
-         ("driver", "NVIDIA driver"), ("cuda", "CUDA build of torch"), ("mps", "MPS"), ("torch", "torch"),
+FACTS = (("accelerator", "GPU / accelerator"), ("gpu_memory_gb", "GPU memory, GiB"),
+         ("memory_gb", "memory, GiB"), ("cpus", "CPU cores"), ("os", "OS"),
+         ("driver", "NVIDIA driver"), ("cuda", "CUDA build of torch"), ("torch", "torch"),
          ("ray", "Ray"), ("python", "Python"), ("hetlab", "hetlab"), ("hetlab_commit", "hetlab commit"))
 QUICK_MARK = "QUICK MODE (HETLAB_QUICK=1: fewer samples and steps), not a full run"
 HOW_TO_HAND_IN = ("**Before you send it.** Write your answers in `report.md` (this page), between each "
