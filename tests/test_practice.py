@@ -165,8 +165,8 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
                           steptime.predicted_efficiency([steptime.constant_speed(a) for a in alone], tuned), eff,
                           "steptime.predicted_efficiency")}, where=where)
     assert "practice" in measured.engine_cost(where).source and planner.engine_note(measured.engine_cost(where))
-    out = tmp_path / "out"
-    assert main(["report", "--measured", str(where), "--out", str(out)]) == 0
+    out = where / "report"
+    assert main(["report", "--measured", str(where)]) == 0
     page = (out / "report.md").read_text()
     for n, section in enumerate(report.SECTIONS, 1):                                   # every section
         assert f"## {n} · {section}" in page, section

@@ -125,22 +125,22 @@ def parse_batch_sizes(text: str) -> str | list[int]:
     return [int(s) for s in sizes]
 
 
-def function_arg(flag: str, text: str):
-    """``MODULE:FUNCTION`` → that function, imported from this folder or the Python path."""
+def function_arg(text: str):
+    """``--model MODULE:FUNCTION`` → that function, imported from this folder or the Python path."""
     import importlib
     module_name, _, function = text.partition(":")
     if not module_name or not function.isidentifier():
-        raise HetlabError(f"{flag} {text!r}: use MODULE:FUNCTION, a function in MODULE.py of this folder.")
+        raise HetlabError(f"--model {text!r}: use MODULE:FUNCTION, a function in MODULE.py of this folder.")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # noqa: BLE001 - the learner's module: any import error
-        raise HetlabError(f"{flag} {text!r}: cannot import {module_name!r} ({type(e).__name__}: "
+        raise HetlabError(f"--model {text!r}: cannot import {module_name!r} ({type(e).__name__}: "
                           f"{' '.join(str(e).split())[:120]}): run hetlab train in the folder holding "
                           f"{module_name.replace('.', '/')}.py.") from None
     if not callable(getattr(module, function, None)):
-        raise HetlabError(f"{flag} {text!r}: {module_name!r} has no {function!r}.")
+        raise HetlabError(f"--model {text!r}: {module_name!r} has no {function!r}.")
     return getattr(module, function)
 
 
@@ -155,7 +155,7 @@ def check_train_args(args) -> dict:
             raise HetlabError(f"--model {model!r}: use one of {', '.join(MODEL_NAMES)}, or your own "
                               f"network as MODULE:FUNCTION (a function returning an nn.Module).")
         from hetlab.core.models import as_factory
-        model = as_factory(function_arg("--model", model))
+        model = as_factory(function_arg(model))
     sizes = parse_batch_sizes(args.batch_sizes)
     batch = sum(sizes) if sizes != "auto" else GLOBAL_BATCH
     samples = args.train_samples or (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL)
@@ -208,7 +208,7 @@ def _train(args) -> int:
 
 def _report(args) -> int:
     from hetlab.views import report
-    page = report.write(args.out, args.measured)
+    page = report.write(None, args.measured)   # into the figures' folder: measured/report
     print(f"wrote {page} and {page.with_suffix('.html').name} (the one file to send)")
     print("write your answers in report.md, then run `hetlab report` again before sending report.html")
     if not args.check:
@@ -287,8 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_gpu_check)
 
     p = sub.add_parser("report", help="write one Markdown page (and its HTML) of what your two machines did")
-    p.add_argument("--measured", metavar="FOLDER", help="the notebooks' figures (default: HETLAB_MEASURED, else measured/)")
-    p.add_argument("--out", metavar="FOLDER", help="where to write the page (default: measured/report)")
+    p.add_argument("--measured", metavar="FOLDER", help="the notebooks' figures, and the page's folder under "
+                   "them (default: HETLAB_MEASURED, else measured/)")
     p.add_argument("--check", action="store_true", help="then list what is still missing (exit status 1 while anything is)")
     p.set_defaults(run=_report)
     return parser

@@ -149,11 +149,9 @@ def firewall_rules(name: str, ranges: list[str], remote: str) -> list[str]:
 
 def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Ports(),
                      only_firewall: bool = False) -> str:
-    """Part B, run once in PowerShell as Administrator, as notes and one block: both firewalls for
-    exactly the head's ports from the Mac only, Ray Train's rules (``TRAIN_RULE``, notebook 07) among
-    them; no sleep on AC power; then WSL updated and restarted so that it reads ``.wslconfig`` (``wsl
-    --shutdown`` last: it closes every Ubuntu window). ``only_firewall``: the rules alone (notebook 04,
-    run from JupyterLab inside WSL, which ``wsl --shutdown`` would close)."""
+    """Part B, for PowerShell as Administrator: both firewalls for exactly the head's ports (Ray Train's
+    among them) from the Mac only; no sleep on AC power; WSL updated and restarted last, as it closes
+    every Ubuntu window. ``only_firewall``: the rules alone (notebook 04 runs inside WSL's JupyterLab)."""
     remote = "MAC_IP" if remote_ip is None else commands.check_ip(remote_ip, "the Mac's IP")
     ranges, train = commands.firewall_ranges(ports, head=True), commands.train_ranges(ports, "desktop")
     notes = ["B) On Windows, in PowerShell as Administrator (Start, type PowerShell, Run as administrator).",
@@ -190,13 +188,13 @@ def _part_a(build: int | None) -> str:
 
 
 def render_head(ip: str, mac_ip: str | None = None, ports: commands.Ports = commands.Ports(),
-                build: int | None = None, **options) -> str:
+                build: int | None = None) -> str:
     """``hetlab head`` inside WSL: parts A, B and C, a blank line apart; part C is the head's steps
     inside WSL, as on a Linux desktop with Windows' LAN address, the token shown to be typed on the
     Mac (no SSH route into WSL)."""
     return "\n\n".join([_part_a(build), powershell_steps(mac_ip, ports), commands.render_head(
         ip, ports, where="C) Inside WSL (Ubuntu) on the Windows desktop, the head", mac_ip=mac_ip,
-        token="by hand", **IN_UBUNTU, **options)])
+        token="by hand", **IN_UBUNTU)])
 
 
 def notebook_head(ip: str, mac_ip: str | None, ports: commands.Ports = commands.Ports()) -> str:
