@@ -1,9 +1,6 @@
 """`hetlab train` as a user runs it: a subprocess, a real practice cluster, real MNIST.
 
-The first run (a learner's own network, `--model mynet:tiny`) starts its own practice cluster
-(the default) and saves checkpoints;
-the resume joins a practice cluster started by this module through --address, as
-a user would join the real desktop + Mac cluster.
+The run (a learner's own network, `--model mynet:tiny`) starts its own practice cluster (the default).
 """
 import os
 import re
@@ -13,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import rehearsal
 from hetlab.tools.cli import main
 from hetlab.tools.cli import parse_batch_sizes
 from hetlab.errors import HetlabError
 
 REPO = Path(__file__).resolve().parents[1]
 COMMON = ["--train-samples", "3000", "--quiet", "--batch-sizes", "48:16"]
-OWN_EVERYTHING = ["--model", "mynet:mlp", "--data", "mynet:blobs", "--loss", "mynet:smoothed"]  # in MYNET
 
 
 def hetlab_train(*args, cwd=REPO, timeout=240):
@@ -45,15 +40,12 @@ def test_parse_batch_sizes():
 
 @pytest.mark.parametrize("args, words", [
     (["--batch-sizes", "3:-1"], "--batch-sizes"),
-    (["--batch-sizes", "48:16", "--global-batch", "128"], "is a global batch of 64, not --global-batch 128"),
     (["--steps", "0"], "--steps"),
     (["--mode", "fastest"], "--mode"),
     (["--model", "huge"], "--model"),
-    (["--resume", "/nonexistent/ckpt"], "--resume"),
-    (["--slowdown", "0"], "--slowdown 0.0: must be ≥ 1"), (["--slowdown", "-3"], "--slowdown -3.0: must be ≥ 1"),
     (["--train-samples", "100"], "--train-samples 100: must be at least 128"),
-    (["--local-steps", "0"], "--local-steps 0"), (["--global-batch", "1"], "--global-batch 1"),
-    (["--checkpoint-dir", "/proc/no/such"], "--checkpoint-dir /proc/no/such: cannot write there"),
+    (["--train-samples", "70000"], "MNIST has 60000 training samples"),
+    (["--local-steps", "0"], "--local-steps 0"),
 ])
 def test_bad_input_is_one_line_and_non_zero(args, words, capsys):
     assert main(["train", *args]) == 2                    # checked before any Ray starts
@@ -61,43 +53,12 @@ def test_bad_input_is_one_line_and_non_zero(args, words, capsys):
     assert len(lines) == 1 and lines[0].startswith("HetlabError:") and words in lines[0], lines
 
 
-def saved_checkpoint(folder, step=30, seed=0, data_len=3000) -> Path:
-    """A real checkpoint file as a run at ``step`` writes it, built without Ray: a ``Server``
-    used as a plain Python object gives the state (as in test_checkpoint.py)."""
-    from hetlab.core.checkpoint import FORMAT, param_signature, save_checkpoint
-    from hetlab.ps.server import Server
-    server = Server("small", seed=seed, lr=1e-3, mode="sync")
-    state = {"format": FORMAT, "model": "small", "signature": param_signature("small"),
-             "options": dict(mode="sync", lr=1e-3, optimizer="adam", max_staleness=2, transfer="fp32", seed=seed),
-             "step": step, "server": server.state(), "batch_sizes": [48, 16],
-             "stream": {"cursor": 64 * step, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
-             "data_len": data_len, "samples_seen": 64 * step}
-    return save_checkpoint(state, Path(folder) / f"step-{step:06d}.pt")
-
-
-@pytest.mark.parametrize("args, words", [
-    (["--steps", "20"], "is at step 30 and --steps is the step to train until: give --steps greater than 30"),
-    (["--steps", "30"], "give --steps greater than 30"),
-    (["--steps", "40", "--seed", "1"], "trained with --seed 0; give --seed 0 (or leave it out)"),
-    (["--steps", "40", "--train-samples", "6000"], "trained with --train-samples 3000; give --train-samples 3000"),
-])
-def test_resume_that_cannot_continue_is_one_line(args, words, tmp_path, capsys):
-    ckpt = saved_checkpoint(tmp_path)
-    for where in (ckpt, tmp_path):                             # the file, or the newest one in the folder
-        assert main(["train", "--resume", str(where), "--quiet", *args]) == 2  # before any Ray starts
-        lines = capsys.readouterr().err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("HetlabError:") and words in lines[0], lines
-        assert str(ckpt) in lines[0]
-
-
-def test_resume_takes_seed_and_samples_from_the_checkpoint(tmp_path):
-    from hetlab.tools.cli import build_parser
-    from hetlab.tools.cli import check_train_args as _check_train_args
-    ckpt = saved_checkpoint(tmp_path, seed=7, data_len=6000)
-    opts = _check_train_args(build_parser().parse_args(["train", "--resume", str(ckpt), "--steps", "31"]))
-    assert (opts["resume"], opts["seed"], opts["train_samples"]) == (ckpt, 7, 6000)
-    fresh = _check_train_args(build_parser().parse_args(["train"]))  # HETLAB_QUICK=1 in tests
-    assert (fresh["resume"], fresh["seed"], fresh["train_samples"]) == (None, 0, 10000)
+def test_the_options_are_checked_and_parsed():
+    from hetlab.tools.cli import build_parser, check_train_args
+    fresh = check_train_args(build_parser().parse_args(["train"]))  # HETLAB_QUICK=1 in tests
+    assert (fresh["batch_sizes"], fresh["model"], fresh["train_samples"]) == ("auto", "small", 10000)
+    split = check_train_args(build_parser().parse_args(["train", "--batch-sizes", "96:32", "--mode", "local-sgd"]))
+    assert split["batch_sizes"] == [96, 32] and split["mode"] != fresh["mode"]
 
 
 @pytest.mark.ray   # Ray in a subprocess
@@ -114,64 +75,31 @@ def test_help_reads_well(capsys):
     assert done.value.code == 0
     text = capsys.readouterr().out
     for flag in ("--address", "--steps", "--batch-sizes", "--mode", "--local-steps",
-                 "--slowdown", "--checkpoint-dir", "--resume", "simulated"):
+                 "--model", "simulated"):
         assert flag in text
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
+def own_run(tmp_path_factory):
     """One real run as a learner with their own network would start it: `hetlab train --model
     mynet:tiny` in the folder holding mynet.py (the workers, other processes and on the real pair
-    another machine, get the function by value), its own practice cluster, 20 sync steps,
-    a checkpoint at the end. The built-in model runs through `hetlab train` in tests/test_rehearsal.py
-    and on the practice cluster in the notebooks."""
+    another machine, get the function by value), its own practice cluster, 20 sync steps.
+    The built-in model runs through `hetlab train` in tests/test_rehearsal.py and on the practice
+    cluster in the notebooks."""
     here = tmp_path_factory.mktemp("mine")
     (here / "mynet.py").write_text(MYNET)
-    folder = here / "ckpt"
-    done = hetlab_train("--model", "mynet:tiny", "--steps", "20", "--checkpoint-dir", str(folder), *COMMON, cwd=here)
+    done = hetlab_train("--model", "mynet:tiny", "--steps", "20", *COMMON, cwd=here)
     assert done.returncode == 0, done.stderr[-2000:]
-    return folder, done.stdout
+    return done.stdout
 
 
 @pytest.mark.ray   # `hetlab train` starts its own practice cluster
-def test_a_short_run_trains_and_checkpoints(checkpoints):
-    folder, stdout = checkpoints
+def test_a_short_run_of_an_own_network_trains(own_run):
+    stdout = own_run
     assert "mac · cpu (simulated 4× slower)" in stdout            # the practice mac says what it is
     assert "batch 48:16" in stdout
     assert "model mynet.tiny (5,874 parameters)" in stdout and "sync: step 20, 1280 samples" in stdout
     assert final_accuracy(stdout) > 0.4                     # 1280 samples: far above chance (0.1)
-    assert sorted(p.name for p in folder.glob("step-*.pt")) == ["step-000020.pt"]
-
-
-@pytest.mark.ray   # `hetlab train` starts a practice cluster
-@pytest.mark.skipif(rehearsal.missing() is None,
-                    reason="--address and --resume run across two hosts in tests/test_rehearsal.py")
-def test_resume_through_address_continues_the_step_count(checkpoints):
-    import ray
-
-    from hetlab.cluster.practice import PracticeCluster
-
-    folder, _ = checkpoints
-    with PracticeCluster(("desktop", "mac")) as practice:
-        ray.shutdown()   # this process lets go: `hetlab train --address` connects from its own
-        done = hetlab_train("--address", practice.address, "--model", "mynet:tiny", "--steps", "30",
-                            "--resume", str(folder), "--checkpoint-dir", str(folder), *COMMON, cwd=folder.parent)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "resumed from" in done.stdout and "at step 20" in done.stdout
-    assert "sync: step 30, 1920 samples" in done.stdout
-    assert final_accuracy(done.stdout) > 0.4
-    assert (folder / "step-000030.pt").exists()
-
-
-@pytest.mark.ray   # `hetlab train` starts a practice cluster
-@pytest.mark.skipif(rehearsal.missing() is None,
-                    reason="own model, data and loss run across two hosts in tests/test_rehearsal.py")
-def test_own_model_data_and_loss_train(tmp_path):
-    (tmp_path / "mynet.py").write_text(MYNET)
-    done = hetlab_train(*OWN_EVERYTHING, "--steps", "100", "--quiet", "--batch-sizes", "48:16", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "model mynet.mlp (116 parameters)" in done.stdout and "sync: step 100, 6400 samples" in done.stdout
-    assert final_accuracy(done.stdout) > 0.7                 # chance: 0.25; one process, 100 steps: 0.88
 
 
 def test_cli_model_names_match_the_library():
@@ -191,29 +119,6 @@ def tiny():
 def not_a_network():
     return "tiny"
 
-
-def blobs():
-    """Own data, not images: 2-D points around 4 centres, 4 classes (train 2,000, test 500)."""
-    import torch
-    g = torch.Generator().manual_seed(0)
-    centres = torch.tensor([[2.0, 2.0], [-2.0, 2.0], [-2.0, -2.0], [2.0, -2.0]])
-
-    def make(n):
-        y = torch.randint(0, 4, (n,), generator=g)
-        return centres[y] + torch.randn(n, 2, generator=g), y
-    return make(2000), make(500)
-
-
-def mlp():
-    return nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 4))
-
-
-def smoothed(outputs, labels):
-    return nn.functional.cross_entropy(outputs, labels, label_smoothing=0.1)
-
-
-def no_pair():
-    return [1, 2, 3]
 '''
 
 
@@ -238,45 +143,3 @@ def test_own_model_from_a_module_bad_input_is_one_line(model, words, mynet_here,
     assert main(["train", "--model", model]) == 2         # checked before any Ray starts
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], lines
-
-
-@pytest.mark.parametrize("args, words", [
-    (["--data", "mynet:no_pair"], "returned list: return (train, test)"),
-    (["--data", "mynet:nothing"], "'mynet' has no 'nothing'"),
-    (["--data", "mynet:blobs", "--train-samples", "500"], "--train-samples picks from MNIST"),
-    (["--loss", "mynet"], "--loss 'mynet': use MODULE:FUNCTION"),
-])
-def test_own_data_and_loss_bad_input_is_one_line(args, words, mynet_here, capsys):
-    assert main(["train", *args]) == 2                    # checked before any Ray starts
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], lines
-
-
-def test_resume_of_an_own_model_needs_its_module_function(mynet_here, capsys):
-    """A checkpoint of `--model mynet:tiny` resumes only with `--model mynet:tiny` again, and
-    a function building another network is refused by the parameter-shape signature."""
-    from hetlab.core.checkpoint import FORMAT, param_signature, save_checkpoint
-    from hetlab.tools.cli import build_parser
-    from hetlab.tools.cli import check_train_args as _check_train_args
-    from hetlab.core.models import model_label
-    from hetlab.ps.server import Server
-    tmp_path = mynet_here
-    (tmp_path / "mynet.py").write_text(MYNET + "\n\ndef other():\n    from hetlab.core.models import make_model\n"
-                                       "    return make_model('small')\n")
-    import importlib
-    sys.path.insert(0, str(tmp_path))                       # (a copy, put back after the test)
-    tiny = importlib.import_module("mynet").tiny
-    state = {"format": FORMAT, "model": model_label(tiny), "signature": param_signature(tiny),
-             "options": dict(mode="sync", lr=1e-3, optimizer="adam", max_staleness=2, transfer="fp32", seed=0),
-             "step": 5, "server": Server(tiny, seed=0, lr=1e-3, mode="sync").state(), "batch_sizes": [48, 16],
-             "stream": {"cursor": 320, "pending": []}, "workers": [{"name": "desktop"}, {"name": "mac"}],
-             "data_len": 3000, "samples_seen": 320}
-    ckpt = save_checkpoint(state, tmp_path / "ckpt" / "step-000005.pt")
-    for model, words in ((None, "holds your own model 'mynet.tiny': resume with model="),
-                         ("mynet:other", "parameter shapes that do not fit")):
-        assert main(["train", "--resume", str(ckpt), "--steps", "10", *(["--model", model] if model else [])]) == 2
-        lines = capsys.readouterr().err.strip().splitlines()
-        assert len(lines) == 1 and words in lines[0], lines
-    opts = _check_train_args(build_parser().parse_args(["train", "--resume", str(ckpt), "--steps", "10",
-                                                        "--model", "mynet:tiny"]))
-    assert opts["resume"] == ckpt and opts["model"] is tiny

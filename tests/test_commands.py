@@ -109,7 +109,7 @@ def _printed_start(capsys, args):
     return words[at:], dict(word.split("=", 1) for word in words[:at]), line
 
 
-@pytest.mark.parametrize("args", [["head", "--ip", "192.168.1.10", "--num-gpus", "1"],
+@pytest.mark.parametrize("args", [["head", "--ip", "192.168.1.10"],
                                   ["join", "--head", "127.0.0.1", "--ip", "192.168.1.20", "--port", "PORT"]])
 def test_start_runs_the_printed_line_with_its_environment(args, tmp_path, monkeypatch, capsys):
     """Day two: `hetlab head/join ... --start` runs exactly the line the steps print, says what it

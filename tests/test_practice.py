@@ -162,8 +162,8 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
                           steptime.predicted_efficiency([steptime.constant_speed(a) for a in alone], tuned), eff,
                           "steptime.predicted_efficiency")}, where=where)
     assert "practice" in measured.engine_cost(where).source
-    out = tmp_path / "out"
-    assert main(["report", "--measured", str(where), "--out", str(out)]) == 0
+    out = where / "report"
+    assert main(["report", "--measured", str(where)]) == 0
     page = (out / "report.md").read_text()
     for n, section in enumerate(report.SECTIONS, 1):                                   # every section
         assert f"## {n} · {section}" in page, section
@@ -246,7 +246,7 @@ def test_a_driver_on_a_machine_without_a_node_is_told_in_one_line(practice):
 
 
 def test_doctor_against_the_practice_head(practice):
-    checks = doctor.head_checks(practice.address, timeout=30)  # connects, then disconnects
+    checks = doctor.head_checks(practice.address)  # connects, then disconnects
     assert all(c.ok for c in checks), doctor.render(checks)
     names = [c.name for c in checks]
     assert f"ports of {display_name('mac')}" in names and {"Ray version", "torch version"} <= set(names)

@@ -73,25 +73,18 @@ def test_comparison_of_identical_facts():
     checks = doctor.compare_versions(FACTS, dict(FACTS), python_match="patch")
     assert [(c.name, c.status) for c in checks] == [
         ("Ray version", "ok"), ("Python version", "ok"), ("torch version", "ok"),
-        ("hetlab version", "ok"), ("MNIST files", "ok")]
+        ("hetlab version", "ok")]
     # what the head's GCS tells before connecting: only Ray and Python are compared
     gcs = {"ray": "2.60.0", "python": "3.11.7"}
     assert [c.name for c in doctor.compare_versions(FACTS, gcs)] == ["Ray version", "Python version"]
 
 
 def test_comparison_flags_each_mismatch_with_its_fix():
-    head = {**FACTS, "ray": "2.59.0", "torch": "2.12.0+cu128", "hetlab": "0.2.0", "hetlab_commit": "abc1234",
-            "mnist_sha256": {**FACTS["mnist_sha256"], "t10k-labels-idx1-ubyte.gz": "0" * 64}}
+    head = {**FACTS, "ray": "2.59.0", "torch": "2.12.0+cu128", "hetlab": "0.2.0", "hetlab_commit": "abc1234"}
     checks = _by_name(FACTS, head, python_match="patch")
     assert checks["Ray version"].status == "FAIL" and "ray[default,train]==2.59.0" in checks["Ray version"].fix
     assert checks["torch version"].status == "warn" and "torch==2.12.0" in checks["torch version"].fix
     assert checks["hetlab version"].status == "FAIL" and "abc1234" in checks["hetlab version"].fix
-    mnist = checks["MNIST files"]
-    assert mnist.status == "FAIL" and "t10k-labels-idx1-ubyte.gz" in mnist.detail
-    assert "on the head" in mnist.fix and "here" not in mnist.fix.split(":")[0]
-    assert "git checkout -- data/" in mnist.fix
-    missing_here = {**FACTS, "mnist_sha256": {**FACTS["mnist_sha256"], "train-images-idx3-ubyte.gz": None}}
-    assert "restore MNIST here" in _by_name(missing_here, FACTS)["MNIST files"].fix
     same_version = _by_name(FACTS, {**FACTS, "hetlab_commit": "abc1234"})["hetlab version"]
     assert same_version.status == "FAIL" and "git checkout abc1234" in same_version.fix
     pip_installed = _by_name(FACTS, {**FACTS, "hetlab_commit": None})["hetlab version"]
@@ -134,36 +127,33 @@ def test_python_against_the_pin():
 
 
 def test_the_doctor_runs_a_macs_checks_on_a_mac_and_a_linux_desktops_on_linux(monkeypatch):
-    """The doctor's dispatch by system. macOS is faked: platform.system() says "Darwin", and pmset and
-    socketfilterfw (which cannot exist here) answer as a Mac's do; torch.distributed is this torch's own.
-    On the faked Mac the doctor reads them (and not ufw or GNOME's settings); on this Linux box, the reverse."""
+    """The doctor's dispatch by system. macOS is faked: platform.system() says "Darwin", and pmset
+    (which cannot exist here) answers as a Mac's does. On the faked Mac the doctor reads it (and not
+    GNOME's settings); on this Linux box, the reverse."""
     answers = {("pmset", "-g"): "System-wide power settings:\n sleep                0\n",
-               ("pmset", "-g", "batt"): "Now drawing from 'AC Power'\n",
-               ("--getglobalstate",): "Firewall is enabled. (State = 1)\n"}
+               ("pmset", "-g", "batt"): "Now drawing from 'AC Power'\n"}
     asked = []
 
     def mac_out(argv, **_):
         asked.append(argv[0].rsplit("/", 1)[-1])
-        return answers.get(tuple(argv[1:]) if argv[0].endswith("socketfilterfw") else tuple(argv))
+        return answers.get(tuple(argv))
 
     monkeypatch.setattr(doctor.wsl, "output", mac_out)
     monkeypatch.setattr(platform, "system", lambda: "Darwin")
     mac = {c.name: c for c in doctor.local_checks()}
-    assert set(asked) - {"nvidia-smi"} == {"pmset", "socketfilterfw"}   # nvidia-smi: where this box has one
-    assert mac["Mac sleep"].status == mac["Mac firewall"].status == "ok"
-    assert "firewall" not in mac and "automatic suspend" not in mac
+    assert set(asked) - {"nvidia-smi"} == {"pmset"}   # nvidia-smi: where this box has one
+    assert mac["Mac sleep"].status == "ok" and "automatic suspend" not in mac
     asked.clear()
     monkeypatch.undo()
     monkeypatch.setattr(doctor.wsl, "output", mac_out)
     linux = {c.name for c in doctor.local_checks()}
-    assert "pmset" not in asked and "socketfilterfw" not in asked and {"firewall", "automatic suspend"} <= linux
-    assert not linux & {"Mac sleep", "Mac firewall"}
+    assert "pmset" not in asked and "automatic suspend" in linux and "Mac sleep" not in linux
 
 
 def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # no token file: this box's own token mode is not the point here
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
-    checks = doctor.checks(head="127.0.0.1:1", timeout=5)
+    checks = doctor.checks(head="127.0.0.1:1")
     failed = [c for c in checks if not c.ok]
     assert len(failed) == 1 and failed[0].name == "head GCS port"
     assert "hetlab head --ip 127.0.0.1" in failed[0].fix
@@ -171,8 +161,6 @@ def test_doctor_with_unreachable_head_says_how_to_fix(tmp_path, monkeypatch):
     assert "1 check(s) failed" in text and "Python" in text
     with pytest.raises(HetlabError, match="malformed"):
         doctor.checks(head="127.0.0.1:port")
-    with pytest.raises(HetlabError, match="above 0"):
-        doctor.checks(head="127.0.0.1:1", timeout=0)  # not "Operation now in progress"
 
 
 def test_token_file_open_to_others_fails_with_the_fix(tmp_path, monkeypatch):
@@ -211,19 +199,11 @@ def test_a_gpu_that_torch_cannot_use_fails_on_the_desktop_and_warns_on_the_mac()
     card nor a Mac's GPU)."""
     found = "cpu; accelerator: none"
     for system in ("Linux", "WSL"):                     # the driver is there but this torch has no CUDA
-        cpu_build = doctor.accelerator_check(found, False, system, "x86_64", True, True)
+        cpu_build = doctor.accelerator_check(found, False, system, "x86_64", True)
         assert cpu_build.status == doctor.FAIL and "nvidia-smi sees an NVIDIA card" in cpu_build.detail
         assert "environment-cuda.yml" in cpu_build.fix
-    no_driver = doctor.accelerator_check(found, False, "Linux", "x86_64", True, False)   # a card, no nvidia-smi
-    assert no_driver.status == doctor.FAIL and "no NVIDIA driver" in no_driver.detail and "ubuntu-drivers" in no_driver.fix
-    in_wsl = doctor.accelerator_check(found, False, "WSL", "x86_64", True, False)
-    assert in_wsl.status == doctor.FAIL and "Windows driver" in in_wsl.fix
-    no_mps = doctor.accelerator_check(found, False, "Darwin", "arm64", False, False)
+    no_mps = doctor.accelerator_check(found, False, "Darwin", "arm64", False)
     assert no_mps.status == doctor.WARN and "MPS" in no_mps.detail and "arm64 conda" in no_mps.fix
-    for usable, system, card in ((True, "Linux", True), (False, "Linux", False), (True, "Darwin", False)):
-        assert doctor.accelerator_check("x", usable, system, "arm64", card, card).status == doctor.OK
-    # sysfs as Ubuntu shows a 4070 Ti beside an Intel iGPU; the card's HDMI audio is not a display controller
-    bus = {"0000:01:00.0": ("0x10de\n", "0x030000\n"), "0000:00:02.0": ("0x8086\n", "0x030000\n"),
-           "0000:01:00.1": ("0x10de\n", "0x040300\n")}
-    assert doctor.nvidia_pci(bus) and not doctor.nvidia_pci({k: v for k, v in bus.items() if k != "0000:01:00.0"})
+    for usable, system, smi in ((True, "Linux", True), (False, "Linux", False), (True, "Darwin", False)):
+        assert doctor.accelerator_check("x", usable, system, "arm64", smi).status == doctor.OK
     assert {c.name: c.status for c in doctor.local_checks()}["devices"] == doctor.OK  # this box

@@ -168,8 +168,8 @@ def test_the_exercises_results_are_in_the_report_and_check_names_what_is_missing
     measured.keep_graded({"x": {"exercise": "weighted_average", "role": "desktop", "status": "right", "line": "right",
                        "date": "2000-01-01T00:00"}}, tmp_path)                 # older: the later result stays
     measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
-    out = tmp_path / "out"
-    assert main(["report", "--measured", str(tmp_path), "--out", str(out), "--check"]) == 1
+    out = tmp_path / "report"
+    assert main(["report", "--measured", str(tmp_path), "--check"]) == 1
     said, page = capsys.readouterr().out, (out / "report.md").read_text()
     assert "| 02 | `samples_per_s` | mac | right: right: agrees |" in page
     assert "| 05 | `weighted_average` | desktop | wrong: not yet: a plain mean |" in page and f"Passed: 1 of {len(EXERCISES)}" in page
@@ -232,8 +232,8 @@ def test_the_report_shows_the_source_the_learner_wrote_for_each_graded_function(
     from hetlab.core.stream import Stream
     assert "def take(self, size" in grading.written(Stream)                        # a class a file holds
     measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
-    out = tmp_path / "out"
-    main(["report", "--measured", str(tmp_path), "--out", str(out)])
+    out = tmp_path / "report"
+    main(["report", "--measured", str(tmp_path)])
     page = (out / "report.md").read_text()
     assert "What you wrote for `tasks_wall_time` (notebook 03" in page and "    waves = -(-n_tasks // slots)" in page
     assert "waves = -(-n_tasks // slots)" in (out / "report.html").read_text()
@@ -255,8 +255,8 @@ def test_each_guess_is_kept_beside_what_was_measured_and_check_names_those_not_t
     with pytest.raises(measured.HetlabError, match="no question"):
         guesses.guess("05-idle", 0.5)
     measured.save_run("01", {"accuracy": 0.99, "epochs": 1, "batch": 128}, simulated=False, where=tmp_path)
-    out = tmp_path / "out"
-    assert main(["report", "--measured", str(tmp_path), "--out", str(out), "--check"]) == 1
+    out = tmp_path / "report"
+    assert main(["report", "--measured", str(tmp_path), "--check"]) == 1
     page, said = (out / "report.md").read_text(), capsys.readouterr().out
     assert "| 05 | the share of each step the desktop sits idle, equal split | 0.5 | 0.71 |" in page
     assert "| 03 | seconds for two one-second tasks | no guess typed | 1.04 |" in page

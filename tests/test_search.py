@@ -190,37 +190,3 @@ def test_a_trial_trained_here_repeats_its_result_exactly(pair_run):
     for _ in trial.epochs_of(net, opt, x, y, cfg, cpu, 0, best.epochs, SlowDevice(1)):
         pass
     assert evaluate(net, val, cpu) == best.accuracy   # same config, seed, step: same result
-
-
-@pytest.mark.parametrize("args, says", [
-    (["--trials", "0"], "trials=0: give a whole number ≥ 1."),
-    (["--slowdown", "0"], "--slowdown 0: give X ≥ 1"), (["--slowdown", "-3"], "--slowdown -3: give X ≥ 1"),
-    (["--at-once", "0"], "--at-once 0: give trials at once per device, at least 1."),
-    (["--train-samples", "0"], "--train-samples 0: give at least 128, the largest batch tried."),
-])
-def test_cli_bad_input_is_one_line_before_ray(args, says, capsys, monkeypatch):
-    from hetlab.tools import cli
-
-    def no_cluster(*args, **kwargs):
-        raise AssertionError("a cluster was started for a bad value")
-    monkeypatch.setattr("hetlab.pair.the_pair", no_cluster)
-    assert cli.main(["search", *args]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("HetlabError: ") and says in err and err.count("\n") == 1
-
-
-def test_cli_searches_the_cluster_at_an_address(practice, capsys):
-    from hetlab.tools import cli
-    assert cli.main(["search", "--address", practice.address, "--trials", "2", "--epochs", "1",
-                     "--train-samples", "600", "--quiet", "--at-once", "1", "--max-failures", "0"]) == 0
-    out = capsys.readouterr().out
-    assert "2 of 2 configurations finished on desktop + mac" in out and "best: {'lr'" in out
-    assert "mac (simulated)" in out or "desktop" in out.split("best:")[1]
-    folder = out.split("results: ")[1].strip()
-    assert "/search-desktop-mac-" in folder and os.path.isdir(folder)
-
-
-def test_cli_mac_only():
-    from hetlab.tools import cli
-    args = cli.build_parser().parse_args(["search", "--mac-only", "--max-failures", "3"])
-    assert (args.roles, args.max_failures) == (("mac",), 3)

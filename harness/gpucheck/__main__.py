@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -34,6 +35,17 @@ CHECKS = {"describe": gpucheck.CHECKS["describe"],
           "wire": check_wire,                     # the pair's gradients sent as fp16
           "sweep": gpucheck.CHECKS["sweep"],
           "train_128": check_train_128}           # the plain loop at batch 128, warm (not a goal)
+
+
+def writable_folder(flag: str, folder: str) -> None:
+    """``folder`` made if missing, and a file written and deleted there: or one line, before anything slow."""
+    import tempfile
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".hetlab-"):
+            pass
+    except OSError as e:
+        raise HetlabError(f"{flag} {folder}: cannot write there ({e.strerror}); give a folder you can write.") from None
 
 
 def render_table(rows: list[Row]) -> str:
@@ -93,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.pair_batch is not None and args.pair_batch < 2:
             raise HetlabError(f"--pair-batch {args.pair_batch}: must be at least 2 (one sample per worker).")
         if args.record:
-            from hetlab.tools.cli import writable_folder
             writable_folder("--record", args.record)  # the record is written at the end, after minutes
         from hetlab import is_quick
         quick = args.quick or is_quick()

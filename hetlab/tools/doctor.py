@@ -1,11 +1,10 @@
 """``hetlab doctor`` (notebooks 00 and 04): whether this machine can join the pair, one line per check.
 
 Each check is a small function that returns a ``Check``: what it found and, when it warns or fails,
-the one command that fixes it or the section of docs/troubleshooting.md that says more. This machine
-first (its saved address, versions, MNIST, devices, Ray's token, then its operating system for a long
-run), then with ``--head`` the head: Ray and Python from its GCS, then, as a driver, torch, hetlab and
-MNIST there and every node's ports from here. The parsers are pure functions of a command's text, so
-the tests supply what machines that do not exist here print.
+the one command that fixes it. This machine first (its saved address, versions, MNIST, devices, Ray's
+token, its operating system for a long run), then with ``--head`` the head: Ray and Python from its
+GCS, then, as a driver, torch and hetlab there and every node's ports from here. The parsers are pure
+functions of a command's text, so the tests supply what other machines print.
 """
 from __future__ import annotations
 
@@ -15,21 +14,22 @@ import re
 import shlex
 import shutil
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hetlab.cluster import commands
 from hetlab.cluster.connecting import parse_address, port_open, probe_gcs
 from hetlab.core.machine import facts
 from hetlab.core.samecode import mismatch
 from hetlab.errors import HetlabError
-from hetlab.vocab import Ports, RAY_PYTHON_MATCH_ENV
+from hetlab.vocab import RAY_PYTHON_MATCH_ENV
 from hetlab.windows import wsl
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 PINNED_PYTHON = "3.11.7"  # environment-mac.yml and environment-cuda.yml (tests/test_envfiles.py checks)
 SETUP = "see docs/troubleshooting.md#setup-and-hetlab-doctor"
 RESTART = "then `wsl --shutdown` in PowerShell and open Ubuntu again"
+HEAD_TIMEOUT_S = 20.0     # hetlab doctor --head: seconds to wait for the head as a driver
 
 
 @dataclass
@@ -80,8 +80,7 @@ def python_check(here: str | None = None, pinned: str = PINNED_PYTHON, level: st
 def compare_versions(here: dict, head: dict, python_match: str | None = None) -> list[Check]:
     """This machine's facts against the head's (``facts()`` shapes, any subset of keys), one Check
     per fact both report: Ray exactly (FAIL), Python to the match level, torch by release (WARN: models
-    and tensors are pickled between nodes), hetlab's version and commit, the MNIST files, and which
-    exchange Ray Train uses between the two."""
+    and tensors are pickled between nodes), hetlab's version and commit."""
     level, checks = _level(python_match), []
     if "ray" in here and "ray" in head:
         checks.append(Check("Ray version", OK if here["ray"] == head["ray"] else FAIL,
@@ -104,37 +103,17 @@ def compare_versions(here: dict, head: dict, python_match: str | None = None) ->
         checks.append(Check("hetlab version", FAIL if problem else OK,
                             f"here {here['hetlab']}" + (f" ({mine})" if mine else "")
                             + f", head {head['hetlab']}" + (f" ({theirs})" if theirs else ""), problem or ""))
-    if "mnist_sha256" in here and "mnist_sha256" in head:
-        from hetlab.core.data import SHA256
-        mine, theirs = here["mnist_sha256"], head["mnist_sha256"]
-        differ = [n for n in sorted(set(mine) | set(theirs)) if mine.get(n) != theirs.get(n) or mine.get(n) is None]
-        where = " and ".join(w for w, facts in (("here", mine), ("on the head", theirs))
-                             if any(facts.get(n) != SHA256.get(n) for n in differ)) or "somewhere"
-        checks.append(Check("MNIST files", FAIL if differ else OK,
-                            f"{', '.join(differ)} differ between here and the head" if differ
-                            else f"the same {len(mine)} files here and on the head (sha256)",
-                            f"restore MNIST {where}: git checkout -- data/"))
-    if "gloo" in here and "gloo" in head:                # notebook 07: why Ray Train does not use gloo here
-        meet = (f"gloo speaks {here['gloo']} here and {head['gloo']} on the head, and the two never meet"
-                if here["gloo"] != head["gloo"] else f"gloo speaks {here['gloo']} on both")
-        checks.append(Check("Ray Train exchange", OK, f"{meet}: Ray Train uses hetlab's exchange, through the "
-                            f"rendezvous store (TCP {Ports.train_rendezvous} on the desktop)"))
     return checks
 
 
 # --- this machine: devices and Ray's token ---
 
-def accelerator_check(found: str, usable: bool, system: str, arch: str, card_on_bus: bool, smi_works: bool,
+def accelerator_check(found: str, usable: bool, system: str, arch: str, smi_works: bool,
                       torch_cuda: str | None = None) -> Check:
-    """The devices torch can use here. An NVIDIA card with no working nvidia-smi has no driver, so no
-    CUDA; an NVIDIA desktop whose torch cannot use the card FAILs too (Ray still reports the GPU, so a
-    worker would hold it and compute on the CPU); a Mac whose torch cannot use MPS WARNs. ``system``:
-    ``platform.system()``, or ``"WSL"``; ``card_on_bus``: an NVIDIA display controller on the PCI bus;
-    ``smi_works``: nvidia-smi lists a card (in WSL, the Windows driver's, /usr/lib/wsl/lib)."""
-    if system in ("Linux", "WSL") and card_on_bus and not smi_works:
-        return Check("devices", FAIL, f"{found}: an NVIDIA card, but nvidia-smi lists none: no NVIDIA driver",
-                     "install NVIDIA's Windows driver (on Windows, not in WSL), then `wsl --update`"
-                     if system == "WSL" else "sudo ubuntu-drivers install, then reboot")
+    """The devices torch can use here. A desktop whose nvidia-smi lists a card that this torch cannot
+    use FAILs (Ray still reports the GPU, so a worker would hold it and compute on the CPU); a Mac whose
+    torch cannot use MPS WARNs. ``system``: ``platform.system()``, or ``"WSL"``; ``smi_works``:
+    nvidia-smi lists a card (in WSL, the Windows driver's, /usr/lib/wsl/lib)."""
     if not usable and system in ("Linux", "WSL", "Windows") and smi_works:
         return Check("devices", FAIL, f"{found}: nvidia-smi sees an NVIDIA card, but this torch cannot use it "
                      f"(its CUDA: {torch_cuda or 'none, a CPU build'})", f"environment-cuda.yml's torch; {SETUP}")
@@ -161,75 +140,20 @@ def token_file_checks() -> list[Check]:
     return checks
 
 
-# --- the operating system: native Windows, WSL and the Windows side ---
+# --- the operating system: WSL on a Windows desktop ---
 
-def wsl_checks(signs: dict) -> list[Check]:
-    """Inside WSL: its version, networking mode (and Windows' build behind it) with WSL's idle settings,
-    and Windows' sleep, from ``wsl.local_signs()`` and powercfg's answer (``signs["powercfg"]``)."""
-    release, env = signs["release"], signs["env"]
-    if not wsl.is_wsl(release, env, signs.get("interop", False)):
-        return []
-    if wsl.wsl_version(release) == 1:
-        return [Check("WSL", FAIL, f"WSL 1 (kernel {release}): no GPU and no network of its own",
-                      f"wsl --set-version {env.get('WSL_DISTRO_NAME', 'Ubuntu')} 2 (PowerShell)")]
-    return [Check("WSL", OK, f"WSL 2 (kernel {release}), distro {env.get('WSL_DISTRO_NAME', '?')}"),
-            networking_check(signs.get("wslinfo"), signs.get("build"), signs.get("wslconfig")),
-            power_check(signs.get("powercfg"))]
-
-
-def networking_check(wslinfo: str | None, build: int | None, config: str | None) -> Check:
-    """Mirrored networking, or why not: a Windows too old for it, .wslconfig without it, or .wslconfig
-    with it while WSL still runs NAT (WSL before 2.0, or no restart since the edit). Mirrored, WSL must
-    not stop a distro once its last window closes, nor its VM after that (``.wslconfig``'s idle keys)."""
+def networking_check(wslinfo: str | None, build: int | None) -> Check:
+    """Mirrored networking, or why not: a Windows too old for it, or ``hetlab wslconfig`` to turn it on."""
     mode = wsl.networking_mode(wslinfo)
-    lacking = [line for line in wsl.missing(wsl.parse(config or "")) if "IdleTimeout" in line]
-    if mode == "mirrored" and config is not None and lacking:
-        return Check("WSL networking", WARN, f"mirrored, but .wslconfig lacks {', '.join(lacking)}: WSL may stop "
-                                             f"mid-run once its windows close", f"hetlab wslconfig, {RESTART}")
     if mode == "mirrored":
         return Check("WSL networking", OK, "mirrored: give Windows' LAN address to `hetlab head --ip`")
     if problem := wsl.build_problem(build):
         return Check("WSL networking", FAIL, problem.split(". ", 1)[0], "Settings > Windows Update; winver shows the build")
-    if config is None or "wsl2.networkingMode=mirrored" in wsl.missing(wsl.parse(config)):
-        return Check("WSL networking", FAIL, f"{mode}: the Mac cannot reach Ray inside WSL",
-                     f"hetlab wslconfig, {RESTART}")
-    return Check("WSL networking", FAIL, f".wslconfig says mirrored but WSL runs {mode}",
-                 f"`wsl --update` (mirrored needs WSL 2.0+), {RESTART}")
+    return Check("WSL networking", FAIL, f"{mode}: the Mac cannot reach Ray inside WSL",
+                 f"hetlab wslconfig, {RESTART} (mirrored needs WSL 2.0+: `wsl --update`)")
 
 
-def power_check(query: str | None) -> Check:
-    """Sleep and hibernate on AC power off (``powercfg /query SCHEME_CURRENT SUB_SLEEP``)."""
-    values = wsl.ac_sleep(query)
-    on = {name: v for name, v in values.items() if v}
-    fix = "PowerShell as Administrator: " + "; ".join(f"powercfg /change {wsl.POWER_SETTINGS[n]} 0"
-                                                      for n in (on or wsl.POWER_SETTINGS))
-    if set(values) != set(wsl.POWER_SETTINGS):
-        return Check("Windows sleep", WARN, "could not read powercfg's sleep settings from WSL", fix)
-    if not on:
-        return Check("Windows sleep", OK, "no sleep and no hibernation on AC power")
-    words = {"STANDBYIDLE": "sleep", "HIBERNATEIDLE": "hibernation"}
-    said = " and ".join(f"{words[n]} after {v // 60} min" for n, v in on.items())
-    return Check("Windows sleep", WARN, f"on AC power Windows goes to {said}: a sleeping desktop ends the run", fix)
-
-
-# --- a Linux desktop: the firewall and automatic suspend ---
-
-def ufw_check(status: str | None, conf: str | None) -> Check:
-    """ufw's state, from ``ufw status`` (needs root) or ``/etc/ufw/ufw.conf`` (``ENABLED=``): inactive
-    (Ubuntu's default), the printed ``ufw allow`` lines do nothing and every port is open to the LAN."""
-    fix = "paste the desktop's ufw lines notebook 04 prints (SSH first, then Ray's ports, then enable)"
-    if status and "Status:" in status:
-        active = "Status: active" in status
-    elif conf is not None:
-        active = re.search(r"^\s*ENABLED\s*=\s*yes", conf, flags=re.M | re.I) is not None
-    else:
-        return Check("firewall", WARN, "no ufw here: the firewall lines hetlab prints are ufw's",
-                     f"sudo apt install ufw, then {fix}")
-    if active:
-        return Check("firewall", OK, "ufw is active: only what its rules allow comes in")
-    return Check("firewall", WARN, "ufw is inactive: the `ufw allow` rules do nothing, and every port of "
-                                   "this machine is open to the LAN", fix)
-
+# --- a Linux desktop and a Mac: asleep, it ends the run ---
 
 def suspend_check(ac_type: str | None, ac_timeout: str | None, suspend_target: str | None) -> Check:
     """Ubuntu's automatic suspend on AC power (GNOME's ``sleep-inactive-ac-type`` and ``-timeout``), unless
@@ -249,14 +173,6 @@ def suspend_check(ac_type: str | None, ac_timeout: str | None, suspend_target: s
                  "gsettings set org.gnome.settings-daemon.plugins.power sleep-inactive-ac-type 'nothing'")
 
 
-def nvidia_pci(devices: dict[str, tuple[str, str]]) -> bool:
-    """Is an NVIDIA display controller on the PCI bus? ``devices``: {slot: (vendor, class)} as in
-    /sys/bus/pci/devices/*/{vendor,class} (NVIDIA is 0x10de, a display controller 0x03xxxx)."""
-    return any(v.strip().lower() == "0x10de" and c.strip().lower().startswith("0x03") for v, c in devices.values())
-
-
-# --- a Mac: sleep and the firewall ---
-
 def mac_sleep_check(pmset_g: str | None, pmset_batt: str | None) -> list[Check]:
     """Whether the Mac stays awake for a run: on the charger (``pmset -g batt``: "Now drawing from
     '...'") with no idle system sleep (``pmset -g``'s ``sleep``, 0 = never); nothing where pmset said nothing."""
@@ -274,43 +190,19 @@ def mac_sleep_check(pmset_g: str | None, pmset_batt: str | None) -> list[Check]:
                   "on the charger, caffeinate -dims in a second Terminal during a run")]
 
 
-MAC_FIREWALL = {  # socketfilterfw --getglobalstate's State → the check
-    "0": (WARN, "the application firewall is off: nothing filters incoming connections to this Mac",
-          f"sudo {commands.MACOS_FIREWALL} --setglobalstate on"),
-    "1": (OK, "the application firewall is on; `hetlab join` prints the lines that allow Ray's programs", ""),
-    "2": (WARN, "the firewall blocks all incoming connections: the desktop cannot reach Ray on this Mac",
-          "turn off \"Block all incoming connections\" (System Settings > Network > Firewall > Options)")}
-
-
-def mac_firewall_check(state: str | None) -> list[Check]:
-    """The Mac's application firewall (``socketfilterfw --getglobalstate``): off by default, then nothing
-    filters what comes in; "block all" stops the desktop's connections to Ray."""
-    match = re.search(r"State = (\d)", state or "")
-    return [Check("Mac firewall", *MAC_FIREWALL[match.group(1)])] if match and match.group(1) in MAC_FIREWALL else []
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
 def os_checks(system: str) -> list[Check]:
-    """This machine's operating system: a Mac, WSL (with the Windows side), a Linux desktop, or native
-    Windows. ``system``: ``platform.system()``."""
+    """This machine's operating system: a Mac, WSL (with Windows' build behind it), a Linux desktop,
+    or native Windows. ``system``: ``platform.system()``."""
     if system == "Darwin":
-        return (mac_sleep_check(wsl.output(["pmset", "-g"]), wsl.output(["pmset", "-g", "batt"]))
-                + mac_firewall_check(wsl.output([commands.MACOS_FIREWALL, "--getglobalstate"])))
-    signs = wsl.local_signs()
-    if wsl.is_wsl(signs["release"], signs["env"], signs["interop"]):
-        return wsl_checks({**signs, "powercfg": wsl.output(["powercfg.exe", "/query", "SCHEME_CURRENT", "SUB_SLEEP"])})
+        return mac_sleep_check(wsl.output(["pmset", "-g"]), wsl.output(["pmset", "-g", "batt"]))
+    if wsl.in_wsl():
+        return [networking_check(wsl.output(["wslinfo", "--networking-mode"]),
+                                 wsl.windows_build(wsl.output(["cmd.exe", "/c", "ver"])))]
     if system != "Linux":
         return [Check("Windows", FAIL, wsl.NATIVE, "wsl --install -d Ubuntu (PowerShell as Administrator), "
-                      "then run hetlab there")] if signs["platform"] == "win32" else []
+                      "then run hetlab there")] if sys.platform == "win32" else []
     gnome = ["gsettings", "get", "org.gnome.settings-daemon.plugins.power"]
-    return [ufw_check(wsl.output(["ufw", "status"]), _read(Path("/etc/ufw/ufw.conf"))),
-            suspend_check(wsl.output([*gnome, "sleep-inactive-ac-type"]), wsl.output([*gnome, "sleep-inactive-ac-timeout"]),
+    return [suspend_check(wsl.output([*gnome, "sleep-inactive-ac-type"]), wsl.output([*gnome, "sleep-inactive-ac-timeout"]),
                           wsl.output(["systemctl", "is-enabled", "suspend.target"], any_status=True))]
 
 
@@ -323,8 +215,6 @@ def local_checks() -> list[Check]:
     smi = shutil.which("nvidia-smi", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/lib/wsl/lib"]))
     smi_works = smi is not None and (wsl.output([smi, "-L"], timeout=10) or "").startswith("GPU ")
     system = "WSL" if wsl.in_wsl() else platform.system()
-    pci = {d.name: (_read(d / "vendor") or "", _read(d / "class") or "") for d in Path("/sys/bus/pci/devices").glob("*")}
-    card_on_bus = system == "WSL" or nvidia_pci(pci)    # WSL shows no bus: the course's desktop has the card
     commit = f" ({report['hetlab_commit']})" if report["hetlab_commit"] else ""
     checks = [Check("this machine", OK, f"{report['hostname']}, {report['os']}, {report['cpus']} CPUs, "
                                         f"{report['memory_gb']} GiB; Python {report['python']}, Ray {report['ray']}, "
@@ -334,22 +224,21 @@ def local_checks() -> list[Check]:
               Check("MNIST files", OK if report["mnist"] == "verified" else FAIL, report["mnist"],
                     "git checkout -- data/"),
               accelerator_check(f"{', '.join(devices.available())}; accelerator: {report['accelerator']}",
-                                report["accelerator"] != "none", system, platform.machine(), card_on_bus, smi_works,
+                                report["accelerator"] != "none", system, platform.machine(), smi_works,
                                 torch.version.cuda)]
     return checks + token_file_checks()
 
 
 # --- the head ---
 
-def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
+def head_checks(address: str) -> list[Check]:
     """Reach the head, compare what it runs with here, then (as a driver) probe every node's ports.
     Ray and Python are read from the head's GCS before connecting (a mismatch would make the connection
-    itself fail); torch, hetlab and MNIST from the task ``cluster.nodes()`` runs on each node."""
+    itself fail); torch and hetlab from the task ``cluster.nodes()`` runs on each node."""
     import json
 
     from hetlab import cluster
-    host, port = parse_address(address)
-    timeout = cluster.check_timeout(timeout)
+    host, port, timeout = *parse_address(address), HEAD_TIMEOUT_S
     firewall = "see docs/troubleshooting.md#firewall-and-token"
     problem = port_open(host, port, timeout=min(3.0, timeout))
     if problem:
@@ -375,7 +264,7 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
         rows = cluster.nodes()
         head = next((r for r in rows if r.get("is_head")), rows[0])
         checks.append(Check("driver connection", OK, f"{len(rows)} node(s): " + ", ".join(r["name"] for r in rows)))
-        after = ("torch version", "hetlab version", "MNIST files", "Ray Train exchange")   # known once connected
+        after = ("torch version", "hetlab version")   # known once connected
         checks += [c for c in compare_versions(here, head) if c.name in after]
         for row in rows:                                # from here, each node's Ray ports as it reports them
             closed = [f"{name} {p}" for name, p in row.get("ports", {}).items()
@@ -389,11 +278,11 @@ def head_checks(address: str, timeout: float = 10.0) -> list[Check]:
     return checks
 
 
-def checks(head: str | None = None, timeout: float = 10.0) -> list[Check]:
+def checks(head: str | None = None) -> list[Check]:
     """Every check of this machine, and with ``head`` of the cluster (``hetlab doctor``)."""
     found = local_checks()
     if head:
-        found += head_checks(head, timeout=timeout)
+        found += head_checks(head)
     return found
 
 

@@ -1,11 +1,8 @@
 """``hetlab gpu-check``: what notebooks 01 and 02 claim about CUDA, run on the learner's own NVIDIA
 card (README "Check a real NVIDIA GPU"), each check with a goal, printed as rows and then one JSON
-line. Without CUDA it refuses in one line.
-
-Three checks (``CHECKS``): ``describe`` (the card, and why every timer waits for it), ``notebook01``
-(notebook 01's full run to ≥ 99 %) and ``sweep`` (notebook 02's speed against batch size). The
-maintainers' harness (``python -m harness.gpucheck``, docs/gpu-machine.md) runs these rows beside its
-own: the benchmarks, the card in a pair with the CPU, and the dated record.
+line; without CUDA, one line. ``CHECKS``: the card and why every timer waits for it (``describe``),
+notebook 01's full run (``notebook01``), notebook 02's speed against batch size (``sweep``); the
+maintainers' harness (``python -m harness.gpucheck``) runs them beside its own.
 """
 from __future__ import annotations
 
@@ -68,8 +65,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Sizes:
-    """How much each check runs. Notebook 01's recipe is the notebook's full one in both modes
-    (seconds on a GPU); ``QUICK`` trims the sweep."""
+    """How much each check runs: notebook 01's full recipe in both modes; ``QUICK`` trims the sweep."""
 
     nb01_train: int = 60000          # notebook 01: all of MNIST, 6 epochs, batch 64, cosine, ≥ 99 %
     nb01_test: int = 10000

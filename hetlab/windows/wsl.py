@@ -1,16 +1,12 @@
 """A Windows 11 desktop in the course, through WSL2 (README, "Windows desktop"; notebook 04): what WSL2
-and Windows look like from inside WSL, ``.wslconfig`` edited safely, and the steps a learner pastes.
+and Windows look like from inside WSL, what ``.wslconfig`` lacks, and the steps a learner pastes.
 
 Natively on Windows Ray has no multi-node clusters and PyPI's torch is a CPU build (``NATIVE``); in
 WSL2 Ubuntu the desktop is a Linux node if Windows has mirrored networking (``MIRRORED_MIN_BUILD``),
-two firewalls let it in, and it stays awake. Detection takes the signs as arguments, so tests supply WSL's.
-
-``hetlab wslconfig`` reads Windows' ``%UserProfile%\\.wslconfig`` and says which of the course's keys
-(``WSLCONFIG``) it lacks, with the line that opens it in Notepad. ``hetlab head --windows`` prints
-three parts, in order: (A) in Ubuntu, ``hetlab wslconfig``; (B) in PowerShell as
-Administrator, both firewalls and no sleep on the charger (``powershell_steps``); (C) in Ubuntu again,
-the node's steps as on Linux. Each command follows Microsoft's pages (NetSecurity cmdlets, WSL,
-powercfg); tests/test_windows.py binds them to that table.
+two firewalls let it in, and it stays awake. Inside WSL ``hetlab head`` prints three parts: (A) in
+Ubuntu, ``hetlab wslconfig``; (B) in PowerShell as Administrator, both firewalls and no sleep on the
+charger (``powershell_steps``); (C) in Ubuntu again, the node's steps as on Linux. Each command follows
+Microsoft's pages (NetSecurity cmdlets, WSL, powercfg); tests/test_windows.py binds them to that table.
 """
 from __future__ import annotations
 
@@ -19,7 +15,6 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from hetlab.cluster import commands
@@ -40,10 +35,7 @@ NATIVE = ("native Windows: the desktop runs the course inside WSL2 (Ubuntu), bec
           "and the course's steps need bash and make")
 RULE = "hetlab Ray"                # display name of the firewall rules for Ray's pinned ports
 TRAIN_RULE = "hetlab Ray Train"    # ... and for Ray Train's rendezvous store (notebook 07)
-POWER_SETTINGS = {"STANDBYIDLE": "standby-timeout-ac", "HIBERNATEIDLE": "hibernate-timeout-ac"}
-# powercfg /query prints each setting under its GUID (powercfg /aliases): sleep after, hibernate after
-POWER_GUIDS = {"STANDBYIDLE": "29f6c1db-86da-48c5-9fdb-f2b67b1f44da",
-               "HIBERNATEIDLE": "9d7815a6-7ee4-497e-8888-515a05f02364"}
+POWER_SETTINGS = ("standby-timeout-ac", "hibernate-timeout-ac")   # powercfg /change: sleep, hibernate on AC
 
 
 # --- what WSL and Windows say, from inside WSL ---
@@ -54,12 +46,6 @@ def is_wsl(kernel_release: str, env: dict, interop: bool = False) -> bool:
     release = kernel_release.lower()
     return ("microsoft" in release or "wsl" in release or "WSL_DISTRO_NAME" in env
             or "WSL_INTEROP" in env or interop)
-
-
-def wsl_version(kernel_release: str) -> int:
-    """2 for WSL2's kernel (``...-microsoft-standard-WSL2``), 1 for WSL1's (``4.4.0-19041-Microsoft``)."""
-    release = kernel_release.lower()
-    return 2 if "wsl2" in release or "microsoft-standard" in release else 1
 
 
 def networking_mode(wslinfo: str | None) -> str:
@@ -108,67 +94,25 @@ def wslconfig_path() -> Path | None:
     return Path(path.strip()) / ".wslconfig" if path and path.strip() else None
 
 
-def local_signs() -> dict:
-    """This machine's signs for the functions above (read, nothing sent); inside WSL also what
-    Windows says through WSL's interop (its build and .wslconfig)."""
-    signs = {"platform": sys.platform, "release": platform.release(), "env": dict(os.environ),
-             "interop": INTEROP.exists()}
-    if not is_wsl(signs["release"], signs["env"], signs["interop"]):
-        return signs
-    signs["wslinfo"] = output(["wslinfo", "--networking-mode"])
-    signs["build"] = windows_build(output(["cmd.exe", "/c", "ver"]))
-    path = wslconfig_path()
-    try:
-        signs["wslconfig"] = path.read_text(errors="replace") if path else None
-    except OSError:
-        signs["wslconfig"] = None
-    return signs
-
-
-def ac_sleep(query: str | None) -> dict[str, int]:
-    """The AC values (seconds) of sleep and hibernate from ``powercfg /query SCHEME_CURRENT SUB_SLEEP``'s
-    text: each setting's block starts at its GUID (its alias, STANDBYIDLE or HIBERNATEIDLE, follows),
-    and its last two hex numbers are AC, then DC; the labels vary with Windows' language, these do not."""
-    found = {}
-    blocks = re.split(r"(?im)^.*?:\s*([0-9a-f-]{36})", query or "")
-    for guid, block in zip(blocks[1::2], blocks[2::2]):
-        name = next((n for n, g in POWER_GUIDS.items()
-                     if g == guid.lower() or re.search(rf"^\s*\S.*:\s*{n}\s*$", block, flags=re.M)), None)
-        values = re.findall(r"0x([0-9a-fA-F]+)", block)
-        if name and len(values) >= 2:
-            found[name] = int(values[-2], 16)
-    return found
-
-
 # --- .wslconfig (``hetlab wslconfig``): the course's three settings (Microsoft's "Advanced settings
 # configuration in WSL", learn.microsoft.com/windows/wsl/wsl-config) ---
 WSLCONFIG = {"wsl2": {"networkingMode": "mirrored", "vmIdleTimeout": "-1"},
              "general": {"instanceIdleTimeout": "-1"}}
 
 
-def parse(text: str) -> dict[str, dict[str, str]]:
-    """``.wslconfig`` as {section: {key: value}}; sections in lower case, keys as written, ``#`` comments dropped."""
-    sections: dict[str, dict[str, str]] = {}
-    current = None
+def missing(text: str) -> list[str]:
+    """The ``section.key=value`` settings of ``WSLCONFIG`` that a ``.wslconfig``'s ``text`` lacks
+    (compared without case, as WSL reads them; ``#`` comments dropped; a later line of a key wins)."""
+    have, section = {}, None
     for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
+        line = raw.split("#", 1)[0].strip().lower()
         if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1].strip().lower(), {})
-        elif "=" in line and current is not None:
+            section = line[1:-1].strip()
+        elif "=" in line and section is not None:
             key, value = line.split("=", 1)
-            current[key.strip()] = value.strip()
-    return sections
-
-
-def missing(config: dict[str, dict[str, str]]) -> list[str]:
-    """The ``section.key=value`` settings of ``WSLCONFIG`` that ``config`` lacks (keys and values
-    compared without case, as WSL reads them)."""
-    found = []
-    for section, wanted in WSLCONFIG.items():
-        have = {k.lower(): v.lower() for k, v in config.get(section, {}).items()}
-        found += [f"{section}.{key}={value}" for key, value in wanted.items()
-                  if have.get(key.lower()) != value.lower()]
-    return found
+            have[f"{section}.{key.strip()}"] = value.strip()
+    return [f"{section}.{key}={value}" for section, keys in WSLCONFIG.items() for key, value in keys.items()
+            if have.get(f"{section}.{key.lower()}") != value.lower()]
 
 
 def lines() -> list[str]:
@@ -188,18 +132,7 @@ def wslconfig_text(path: Path, lacking: list[str]) -> str:
                           "this Ubuntu window", [f"notepad.exe \"$(wslpath -w '{path}')\""])
 
 
-# --- the printed steps: ``hetlab head --windows`` and the teardown ---
-
-def flavour(platform_name: str, in_wsl: bool, asked: bool) -> str:
-    """What ``hetlab head`` prints: ``"windows"`` (inside WSL, or ``--windows``) or the plain steps;
-    native Windows without ``--windows`` is refused in one line."""
-    if asked or in_wsl:
-        return "windows"
-    if platform_name == "win32":
-        raise HetlabError(f"hetlab head on {NATIVE}: run it inside WSL, or `hetlab head --windows ...` "
-                          f"prints the Windows steps.")
-    return "plain"
-
+# --- the printed steps: ``hetlab head`` inside WSL, and the teardown ---
 
 def firewall_rules(name: str, ranges: list[str], remote: str) -> list[str]:
     """The PowerShell that (re)makes the two rules admitting TCP ``ranges`` from ``remote`` only:
@@ -216,11 +149,9 @@ def firewall_rules(name: str, ranges: list[str], remote: str) -> list[str]:
 
 def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Ports(),
                      only_firewall: bool = False) -> str:
-    """Part B, run once in PowerShell as Administrator, as notes and one block: both firewalls for
-    exactly the head's ports from the Mac only, Ray Train's rules (``TRAIN_RULE``, notebook 07) among
-    them; no sleep on AC power; then WSL updated and restarted so that it reads ``.wslconfig`` (``wsl
-    --shutdown`` last: it closes every Ubuntu window). ``only_firewall``: the rules alone (notebook 04,
-    run from JupyterLab inside WSL, which ``wsl --shutdown`` would close)."""
+    """Part B, for PowerShell as Administrator: both firewalls for exactly the head's ports (Ray Train's
+    among them) from the Mac only; no sleep on AC power; WSL updated and restarted last, as it closes
+    every Ubuntu window. ``only_firewall``: the rules alone (notebook 04 runs inside WSL's JupyterLab)."""
     remote = "MAC_IP" if remote_ip is None else commands.check_ip(remote_ip, "the Mac's IP")
     ranges, train = commands.firewall_ranges(ports, head=True), commands.train_ranges(ports, "desktop")
     notes = ["B) On Windows, in PowerShell as Administrator (Start, type PowerShell, Run as administrator).",
@@ -235,7 +166,7 @@ def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Por
                   "3) WSL up to date (mirrored networking needs WSL 2.0 or newer), then restarted so that it reads "
                   f".wslconfig. This closes every Ubuntu window: open Ubuntu again, run `hetlab doctor`, then "
                   "`hetlab head ...` again for part C."]
-        lines += [*[f"powercfg /change {name} 0" for name in POWER_SETTINGS.values()], "wsl --update", "wsl --shutdown"]
+        lines += [*[f"powercfg /change {name} 0" for name in POWER_SETTINGS], "wsl --update", "wsl --shutdown"]
     return commands.block(notes, "PowerShell as Administrator, on Windows", lines)
 
 
@@ -257,13 +188,13 @@ def _part_a(build: int | None) -> str:
 
 
 def render_head(ip: str, mac_ip: str | None = None, ports: commands.Ports = commands.Ports(),
-                build: int | None = None, **options) -> str:
-    """``hetlab head --windows``: parts A, B and C, a blank line apart; part C is the head's steps
+                build: int | None = None) -> str:
+    """``hetlab head`` inside WSL: parts A, B and C, a blank line apart; part C is the head's steps
     inside WSL, as on a Linux desktop with Windows' LAN address, the token shown to be typed on the
     Mac (no SSH route into WSL)."""
     return "\n\n".join([_part_a(build), powershell_steps(mac_ip, ports), commands.render_head(
         ip, ports, where="C) Inside WSL (Ubuntu) on the Windows desktop, the head", mac_ip=mac_ip,
-        token="by hand", **IN_UBUNTU, **options)])
+        token="by hand", **IN_UBUNTU)])
 
 
 def notebook_head(ip: str, mac_ip: str | None, ports: commands.Ports = commands.Ports()) -> str:
@@ -271,21 +202,3 @@ def notebook_head(ip: str, mac_ip: str | None, ports: commands.Ports = commands.
     ``wsl --shutdown``, which would close the Ubuntu that runs JupyterLab), then the head's block."""
     return "\n\n".join([powershell_steps(mac_ip, ports, only_firewall=True), commands.render_head(
         ip, ports, where="Then inside WSL (Ubuntu), the head", mac_ip=mac_ip, token="by hand", **IN_UBUNTU)])
-
-
-def undo_steps() -> list[str]:
-    """The PowerShell teardown's lines, in order: both rules gone (silently if never added), WSL
-    restarted last so that it reads your ``.wslconfig`` again."""
-    return [f"Remove-NetFirewall{kind}Rule -DisplayName '{name}' -ErrorAction SilentlyContinue"
-            for name in (RULE, TRAIN_RULE) for kind in ("HyperV", "")] + ["wsl --shutdown"]
-
-
-def undo_text() -> str:
-    """``undo_steps`` as notes and one block to paste (``hetlab wslconfig --undo``)."""
-    return commands.block(["First remove the course's lines from %UserProfile%\\.wslconfig in Notepad ("
-                           + ", ".join(row for row in lines() if not row.startswith("[")) + ").",
-                           "Then on Windows, in PowerShell as Administrator. The Ray Train lines are harmless if you "
-                           "never added those rules. Sleep on the charger: set it back in Settings > System > "
-                           "Power (part B turned it off).",
-                           "The last line restarts WSL, so that it reads .wslconfig again: it closes every "
-                           "Ubuntu window."], "PowerShell as Administrator, on Windows", undo_steps())
