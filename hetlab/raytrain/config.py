@@ -1,8 +1,5 @@
 """Ray Train's configuration for a Mac and a CUDA desktop (notebook 07): what each default would get
 wrong on an unlike pair, and what hetlab sets instead (the comment at each setting says why).
-
-``loop_config`` checks every argument of ``train_mixed`` in one line each, before anything starts,
-and returns the ``LoopConfig`` every rank's loop reads.
 """
 from __future__ import annotations
 
@@ -36,12 +33,10 @@ def train_env():
     return environment(TRAIN_ENV, keep_set=True)
 
 
-def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S, backend: str = "hetlab"):
+def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S):
     """``TorchConfig`` for the pair: the ranks meet in rank 0's rendezvous store on hetlab's pinned
-    ``Ports.train_rendezvous`` (in the printed firewall rule), give up after ``timeout_s`` instead of
-    30 minutes, and exchange through ``"hetlab"`` (the rendezvous store: a Mac and a Linux desktop,
-    ``hetlab.raytrain.exchange``) or ``"gloo"`` (only where every rank runs the same system: gloo's
-    Linux and macOS transports never meet)."""
+    ``Ports.train_rendezvous``, give up after ``timeout_s`` instead of 30 minutes, and exchange
+    through ``"hetlab"`` (``hetlab.raytrain.exchange``: gloo's Linux and macOS transports never meet)."""
     import ray
     from ray._common.network_utils import build_address
     from ray.train.torch import TorchConfig
@@ -49,14 +44,9 @@ def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S, backend: str = "hetlab")
 
     from hetlab.raytrain import exchange
 
-    if backend not in (exchange.BACKEND, "gloo"):
-        raise HetlabError(f"backend {backend!r}: use {exchange.BACKEND!r} (any pair) or 'gloo' (ranks on one "
-                          f"system only).")
-
     class PairBackend(_TorchBackend):
         def on_start(self, worker_group, backend_config):
-            if backend_config.backend == exchange.BACKEND:
-                worker_group.execute(exchange.register)   # known in every rank before the group starts
+            worker_group.execute(exchange.register)   # known in every rank before the group starts
             master = worker_group.execute_single(0, ray.util.get_node_ip_address)
             url = f"tcp://{build_address(master, Ports.train_rendezvous)}"
             worker_group.execute(_set_torch_distributed_env_vars)
@@ -70,7 +60,7 @@ def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S, backend: str = "hetlab")
         def backend_cls(self):
             return PairBackend
 
-    return PairTorchConfig(backend=backend, timeout_s=timeout_s)
+    return PairTorchConfig(backend=exchange.BACKEND, timeout_s=timeout_s)
 
 
 # GPU means CUDA and NCCL to Ray Train, but Ray 2.60 reports a Mac's GPU as GPU: 1 too: use_gpu=True
@@ -112,14 +102,6 @@ class LoopConfig:
     seed: int = 0
     train_samples: int | None = None   # a part of MNIST (None: all of it)
     test_samples: int | None = None
-    check_every: int | None = None     # rank 0 tests the weights every N steps, untimed (None: at the end only)
-    check_samples: int = 1000          # on this many test samples (core.train.held_out)
-
-    @property
-    def check_steps(self) -> set:
-        """The steps after which rank 0 checks the accuracy (the time to target): every ``check_every``
-        and the last, as ``ParameterServerTraining.run_checked`` checks; none without ``check_every``."""
-        return set(range(self.check_every, self.steps, self.check_every)) | {self.steps} if self.check_every else set()
 
 
 def _whole(value) -> bool:
@@ -133,17 +115,13 @@ def _per_rank(value, n: int, what: str) -> list:
     return values
 
 
-def loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, seed, train_samples, test_samples,
-                check_every=None, check_samples=1000) -> LoopConfig:
+def loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, seed, train_samples,
+                test_samples) -> LoopConfig:
     """``train_mixed``'s arguments checked (one line each, before anything starts) and turned into
     the ``LoopConfig`` every rank's loop reads."""
-    from hetlab.cluster.roles import role_label
-
     n = len(roles)
-    for name, value in (("steps", steps), ("check_every", 1 if check_every is None else check_every),
-                        ("check_samples", check_samples)):
-        if not _whole(value):
-            raise HetlabError(f"{name} must be a whole number ≥ 1, got {value!r}.")
+    if not _whole(steps):
+        raise HetlabError(f"steps must be a whole number ≥ 1, got {steps!r}.")
     if not isinstance(global_batch, int) or global_batch < n:
         raise HetlabError(f"global batch must be a whole number ≥ {n} (one sample per rank), got {global_batch!r}.")
     if batch_sizes != "auto" and not (isinstance(batch_sizes, (list, tuple)) and len(batch_sizes) == n
@@ -153,11 +131,8 @@ def loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, see
     slow = [float(s) for s in _per_rank(slowdowns, n, "slowdowns")]
     if not all(1.0 <= s < float("inf") for s in slow):
         raise HetlabError(f"slowdowns must be finite and ≥ 1 (1 = real speed), got {slowdowns!r}.")
-    for role in roles:
-        role_label(role)                 # an unknown role fails here, before anything starts
     return LoopConfig(steps, global_batch, None if batch_sizes == "auto" else tuple(batch_sizes), tuple(roles),
-                      tuple(_per_rank(devices, n, "devices")), tuple(slow), seed, train_samples, test_samples,
-                      check_every, check_samples)
+                      tuple(_per_rank(devices, n, "devices")), tuple(slow), seed, train_samples, test_samples)
 
 
 def check_cluster(roles: Sequence[str], storage_path: str | None) -> None:
@@ -165,20 +140,11 @@ def check_cluster(roles: Sequence[str], storage_path: str | None) -> None:
     role, and rank 0 on this machine unless ``storage_path`` is a folder every node reaches."""
     import ray
 
-    from hetlab.cluster.roles import ROLE_LABEL, live_nodes
+    from hetlab.cluster.roles import joined
 
-    if not ray.is_initialized():
-        raise HetlabError("Ray is not connected: call hetlab.cluster.connect() or start a PracticeCluster first.")
-    by_role = {}
-    for node in live_nodes():
-        by_role.setdefault((node.get("Labels") or {}).get(ROLE_LABEL), []).append(node["NodeID"])
-    for role in roles:
-        if role not in by_role:
-            raise HetlabError(f"no live node has role {role!r} (the node label {ROLE_LABEL}={role}): join "
-                              f"that machine with the `ray start` line `hetlab join` prints (it sets the "
-                              f"label), or start the practice cluster (hetlab.cluster.practice.PracticeCluster).")
+    rank0_nodes = [joined(role, "Ray Train")[0] for role in roles][0]
     # rank 0 writes the checkpoint: a temp dir here works only if it runs here
-    if storage_path is None and ray.get_runtime_context().get_node_id() not in by_role[roles[0]]:
+    if storage_path is None and ray.get_runtime_context().get_node_id() not in {n["NodeID"] for n in rank0_nodes}:
         raise HetlabError(f"rank 0 runs on the {roles[0]!r} machine, not on this driver's, and Ray Train "
                           f"writes its checkpoint there: give storage_path= a folder every node can reach "
                           f"(NFS, SMB, a bucket), or run the driver on the {roles[0]!r} machine.")
