@@ -121,11 +121,9 @@ def test_trials_run_on_both_machines_each_labelled_where_it_ran(practice, pair_r
     assert len(pair_run.finished) == 4 and pair_run.samples > 0
     assert {t.machine for t in pair_run.trials} == {"desktop", MAC}      # both machines took trials
     for t in pair_run.trials:   # the role each trial read from its node's labels
-        assert t.device == "cpu" and t.epochs >= 1 and 0.05 < t.accuracy <= 1
-        assert t.ray_gpu == (t.role == "desktop")                         # the GPU only where there is one
-    assert pair_run.problems() == []
+        assert t.device == "cpu" and t.epochs >= 1 and 0.05 < t.accuracy <= 1 and t.status != "failed"
     busy = {m: sum(t.busy_s for t in pair_run.trials if t.machine == m) for m in ("desktop", MAC)}
-    per = pair_run.per_machine()
+    per = {m: sum(t.samples for t in pair_run.trials if t.machine == m) for m in ("desktop", MAC)}
     assert per["desktop"] / busy["desktop"] > per[MAC] / busy[MAC]                # 4× slower, simulated
     assert sum(per.values()) == pair_run.samples
     assert {t.computer for t in pair_run.trials} == {kernel_id()} and pair_run.one_computer  # shared cores
@@ -154,12 +152,6 @@ def test_desktop_only_is_pinned_and_repeats_the_pair_runs_results(practice, pair
             assert a.accuracy == pytest.approx(b.accuracy, abs=1e-6)
 
 
-def fails_in_a_trial(width=16):
-    if ray.get_runtime_context().get_actor_id() is not None:   # inside a trial, not on the driver
-        raise RuntimeError(f"out of memory at width {width} (made up)")
-    return small_cnn(width)
-
-
 def test_the_drivers_printer_drops_a_stopped_trial_process_traceback(practice, capsys):
     from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
     from test_raylog import STOPPED
@@ -170,14 +162,6 @@ def test_the_drivers_printer_drops_a_stopped_trial_process_traceback(practice, c
                      "task_name": "run_trial", "actor_name": "", "localhost": "127.0.0.1", "job": ""})
     err = capsys.readouterr().err
     assert "epoch 1 done" in err and "SystemExit" not in err and "Traceback" not in err
-
-
-def test_trials_that_raise_are_one_line_each(practice, capsys):
-    with pytest.raises(HetlabError) as e:
-        search.search(SPACE, model=fails_in_a_trial, max_failures=0, **{**SMALL, "trials": 2})
-    assert "every trial failed; the first: RuntimeError: out of memory at width" in str(e.value)
-    out = capsys.readouterr()
-    assert "Traceback" not in out.out + out.err
 
 
 def test_a_budget_too_small_for_one_epoch_is_one_line_and_names_the_results(practice):

@@ -1,7 +1,5 @@
-"""A hyperparameter search across the pair with Ray Tune: independent trials, each on one
-machine's own device, no exchange per step (notebook 09, ``hetlab search``). Where each trial
-runs and how many share a device: ``hetlab.search.slots``; results go to a new folder on this
-machine; ASHA stops poor trials early, asynchronously; Tune's own printing is kept quiet.
+"""A hyperparameter search across the pair with Ray Tune (notebook 09, ``hetlab search``):
+independent trials, each on one machine's own device; ASHA stops poor trials early.
 """
 from __future__ import annotations
 
@@ -16,10 +14,8 @@ import ray
 
 from hetlab import environment
 from hetlab.search import slots
-from hetlab.cluster.roles import placement
 from hetlab.errors import HetlabError
 from hetlab.cluster.raylog import quiet_stopped_processes
-from hetlab.core.models import as_factory, small_cnn
 from hetlab.search.results import SearchResult, Watcher
 from hetlab.search.trial import OPTIMIZERS, run_trial, split_data, start_keeper
 
@@ -78,7 +74,7 @@ def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
 
 def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac"), epochs: int = 3,
            grace: int = 1, train_samples: int = 4000, val_samples: int = 1000, seed: int = 0,
-           model=small_cnn, slowdowns: dict | None = None, time_budget_s: float | None = None,
+           slowdowns: dict | None = None, time_budget_s: float | None = None,
            max_failures: int = 1, packing: dict | None = None, early_stopping: bool = True,
            progress: bool = True) -> SearchResult:
     """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``; returns a
@@ -86,28 +82,22 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     ``packing``: role → trials at once (default ``slots.plan``'s rule); ``early_stopping=False``: every
     trial runs all its epochs. Each trial's last checkpoint is kept beside the driver
     (``trial.start_keeper``), so a failed trial is retried ``max_failures`` times from its last one.
-    ``model``: the course's CNN; tests give one that fails in a trial.
     """
     space = check_space(SPACE if space is None else space)
     roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, train_samples=train_samples,
                           val_samples=val_samples, batch_size=max(space["batch_size"]), packing=packing,
                           slowdowns=slowdowns)
     configs = sample(space, trials, seed)
-    as_factory(model)  # a name or function Ray can send (a module of your own goes by value)
-    if not ray.is_initialized():
-        raise HetlabError("not connected to Ray: call hetlab.pair.the_pair() (or cluster.connect()) first.")
-    for role in roles:
-        placement(role)  # one line if no live node has this role
-    quiet_stopped_processes()
     plan = {role: slots.plan(role, float((slowdowns or {}).get(role, 1)), (packing or {}).get(role)) for role in roles}
     print("trials at once: " + ", ".join(f"{role} {p['k']} per {p['device']}" for role, p in plan.items()))
+    quiet_stopped_processes()
     split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here
     folder, name = tempfile.mkdtemp(prefix="hetlab-search-"), f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
     keeper = start_keeper()
-    fn = tune.with_parameters(run_trial, model=model, train_samples=train_samples, val_samples=val_samples,
+    fn = tune.with_parameters(run_trial, train_samples=train_samples, val_samples=val_samples,
                               epochs=epochs, slowdowns=dict(slowdowns or {}), keeper=keeper)
     shapes = {r: p["shape"] for r, p in plan.items()}
 
@@ -136,16 +126,15 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
             raise HetlabError(f"every trial failed; the first: {failed[0].error} (results: {result.folder}).")
         raise HetlabError(f"time_budget_s={time_budget_s} ended the search before any trial finished one "
                           f"epoch: give more seconds or fewer train_samples (results: {result.folder}).")
-    for line in result.problems():
-        print(line)
+    for t in result.trials:
+        if t.status == "failed":
+            print(f"trial {t.trial} failed after {t.retries} retries: {t.error}")
     return result
 
 
 def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, *, train_samples=None,
                   val_samples=None, batch_size=None, packing=None, slowdowns=None) -> tuple:
-    """The search's own numbers and roles, each checked in one line before Ray (``hetlab search``
-    too): ``train_samples`` at least the largest ``batch_size``, ``packing`` (role → trials at
-    once) ≥ 1, ``slowdowns`` (role → X× slower) ≥ 1."""
+    """The search's own numbers and roles, each checked in one line before Ray (``hetlab search`` too)."""
     for label, value, least in (("trials", trials, 1), ("epochs", epochs, 1), ("grace", grace, 1),
                                 ("max_failures", max_failures, 0)):
         if not _whole(value, least):
@@ -189,12 +178,10 @@ class _Silent:
 
 @contextlib.contextmanager
 def _quiet_tune(slot_count: int):
-    """Tune's printing off for one fit: the old reporter path (``RAY_AIR_NEW_OUTPUT=0``, which
-    prints no "Configuration for experiment" box) with a silent reporter, and Tune's loggers
-    at CRITICAL (hetlab reports every failed trial in one line itself). Of Tune's result files
-    only ``result.json`` per trial is written (no CSV, no TensorBoard: less work per epoch).
-    Tune may hold as many trials waiting to start as the searcher hands out (its default with a
-    searcher is one: packed trials would start one after another)."""
+    """Tune's printing off for one fit (the old reporter path, a silent reporter, its loggers at
+    CRITICAL: hetlab reports failed trials itself), only ``result.json`` written per trial, and as
+    many trials waiting to start as the searcher hands out (Tune's default, one, would start packed
+    trials one after another)."""
     loggers = [logging.getLogger(n) for n in ("ray.tune", "ray.train", "ray.air")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:

@@ -1,27 +1,21 @@
-"""Where the trials of a search run: each machine's own device, k trials at once (notebook 09).
-A small model leaves a card mostly idle, so several trials share it: the rule is 2 trials per
-GPU, 1 per CPU (``plan``), and ``SlotSearcher`` hands each configuration to a machine with a
-free slot, fastest first.
+"""Where the trials of a search run (notebook 09): ``plan`` gives each machine k trials at once on its
+own device, and ``SlotSearcher`` hands each configuration to a machine with a free slot, fastest first.
 """
 from __future__ import annotations
 
 from ray.tune.search import Searcher
 
-from hetlab.cluster.roles import ROLE_SLIVER, live_nodes, role_resource
-from hetlab.errors import HetlabError
+from hetlab.cluster.roles import ROLE_SLIVER, joined, role_resource
 
 GPU_TRIALS = 2   # trials at once on a device Ray counts as a GPU: the course's CNN leaves a card mostly idle
 
 
 def plan(role: str, slowdown: float, k: int | None = None) -> dict:
-    """One machine's slots: ``k`` trials at once (default ``GPU_TRIALS`` where Ray counts a GPU,
-    else 1: k trials on a CPU would only share its cores, and a simulated slower machine's
-    sleeps would overlap and overstate what packing gives), on which ``device``, the ``shape``
-    each trial asks Ray for (1/k of the GPU and a CPU, or 1/k of the CPUs, pinned to ``role``)
-    and how many ``slots`` fit."""
-    nodes = live_nodes(role)
-    if not nodes:
-        raise HetlabError(f"no live machine has the role {role!r}: join it (hetlab join) or leave it out of roles.")
+    """One machine's slots: ``k`` trials at once (default ``GPU_TRIALS`` where Ray counts a GPU, else 1:
+    on a CPU they would only share its cores, and a simulated machine's sleeps would overlap), the
+    ``shape`` each trial asks Ray for (1/k of the GPU, or of the CPUs, pinned to ``role``), and how
+    many ``slots`` fit."""
+    nodes, _ = joined(role, "a search")
     cpus, gpus = nodes[0]["Resources"].get("CPU", 1), int(nodes[0]["Resources"].get("GPU", 0))
     k = k or (GPU_TRIALS if gpus >= 1 and slowdown <= 1 else 1)
     shape = {"GPU": 1 / k, "CPU": min(1.0, cpus / (k * gpus))} if gpus >= 1 else {"CPU": cpus / k}
