@@ -13,23 +13,20 @@ from hetlab.errors import HetlabError
 from hetlab.vocab import Ports
 
 RENDEZVOUS_TIMEOUT_S = 60  # torch's default is 30 min: a blocked port would look like a hang
-# Ray Train's own settings for a run of two machines (its driver passes them to its controller and
-# ranks), unless you set them yourself (figures: docs/reference-figures.md, section 07).
+# Ray Train's own settings for a run of two machines, unless you set them yourself.
 TRAIN_ENV = {
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",   # default 2 s: the controller noticed the end late
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",    # watches for nodes being drained (cloud preemption):
 }                                                  # none in a home pair; one actor fewer to start
 
-# Ray Train retries a run whose controller failed, or whose node went away "expectedly" (a Ray
-# stopped by SIGTERM counts as preempted), forever by default: with a rank's machine gone, its
-# worker group can never start again, and fit() never returned (a Mac's node stopped mid-run,
-# tests/test_raytrain.py). Here every failure ends the run, and explain_failure says why.
+# Ray Train retries a run whose node went away forever by default: with a rank's machine gone,
+# fit() never returned. Here every failure ends the run, and explain_failure says why.
 NO_RETRIES = dict(max_failures=0, controller_failure_limit=0, max_preemption_failures=0)
 
 
 def train_env():
-    """``TRAIN_ENV`` in this process's environment while a run starts (Ray Train reads it there),
-    each variable only where you have not set it; afterwards the environment is as it was."""
+    """``TRAIN_ENV`` in this process's environment while a run starts, each variable only where you
+    have not set it."""
     return environment(TRAIN_ENV, keep_set=True)
 
 
@@ -64,10 +61,8 @@ def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S):
 
 
 # GPU means CUDA and NCCL to Ray Train, but Ray 2.60 reports a Mac's GPU as GPU: 1 too: use_gpu=True
-# would start NCCL on the Mac. So use_gpu=False, hetlab's exchange, a pinned rendezvous port, a short
-# timeout, and each rank picks its own device. No GPU requested is not no GPU used: Ray 2.60 leaves
-# CUDA_VISIBLE_DEVICES alone for such a rank (Ray issue 54868), so it trains on the card uncounted.
-# Rank i is pinned to its machine by a label_selector (the hetlab-role node label).
+# would start NCCL on the Mac. So no GPU request: Ray 2.60 leaves CUDA_VISIBLE_DEVICES alone for such
+# a rank (Ray issue 54868), and it trains on the card uncounted.
 def scaling_config(roles: Sequence[str] = ("desktop", "mac")):
     """One CPU per rank, no GPU request (so no NCCL), rank *i* pinned to ``roles[i]``."""
     from ray.train import ScalingConfig
@@ -89,9 +84,8 @@ def run_config(storage_path: str | None):
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """What every rank's loop reads: ``train_mixed``'s arguments, checked by ``loop_config``. Ray
-    Train hands its loop one dict (``train_loop_config``); this object travels in it whole, as
-    ``{"loop": LoopConfig(...)}``, so every rank reads the same checked fields by name."""
+    """What every rank's loop reads: ``train_mixed``'s arguments, checked by ``loop_config``; it
+    travels whole in Ray Train's ``train_loop_config`` dict, as ``{"loop": LoopConfig(...)}``."""
 
     steps: int
     global_batch: int                  # B, cut into the ranks' batch sizes b_i

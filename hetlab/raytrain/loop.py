@@ -64,12 +64,8 @@ def train_loop(config: dict) -> None:
 
 def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
                  seed: int = 0) -> torch.Tensor:
-    """Which samples rank ``rank`` trains at ``step``: its share of the step's global batch.
-
-    Step t is positions [t·B, (t+1)·B) of the shuffled stream (``hetlab.core.stream.stream_indices``), cut
-    by ``hetlab.core.stream.split_spans`` as the parameter server cuts its steps: with the same sizes, rank i
-    and parameter-server worker i train the same samples, and each sample once per epoch.
-    """
+    """Which samples rank ``rank`` trains at ``step``: its share of positions [t·B, (t+1)·B) of the
+    shuffled stream, cut as the parameter server cuts its steps (rank i and worker i train the same samples)."""
     from hetlab.core.stream import split_spans, stream_indices
 
     total = sum(batch_sizes)
@@ -85,8 +81,8 @@ def mnist(cfg: LoopConfig, split: str):
 
 
 def agree_on_split(cfg: LoopConfig, rank: int, x, y, device) -> tuple[list[int], float]:
-    """Each rank measures its own samples/s (a simulated slowdown divides it), the ranks swap the
-    numbers, and every rank derives the same split of the global batch: (sizes, this rank's speed)."""
+    """Each rank measures its own samples/s, the ranks swap the numbers, and every rank derives the
+    same split of the global batch: (sizes, this rank's speed)."""
     from hetlab.arithmetic.balance import split_batch
     from hetlab.core.train import measure_speed
 

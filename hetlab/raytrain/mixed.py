@@ -14,7 +14,6 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from hetlab.arithmetic.steady import samples_per_s
 from hetlab.errors import HetlabError
 from hetlab.raytrain.config import (RENDEZVOUS_TIMEOUT_S, check_cluster, loop_config, run_config,
                                     scaling_config, torch_config, train_env)
@@ -75,10 +74,6 @@ class RayTrainResult:
     checkpoint_path: str      # rank 0's weights and losses at the end
     steps: int = 0
     step_s: list = field(default_factory=list)  # rank 0's seconds per step (hetlab.arithmetic.steady reads them)
-    samples_per_s: float = field(init=False)  # every rank's samples ÷ train_s
-
-    def __post_init__(self):
-        self.samples_per_s = samples_per_s(sum(r.samples for r in self.ranks), self.train_s)
 
     @classmethod
     def read(cls, result, fit_s: float, steps: int) -> "RayTrainResult":
