@@ -14,7 +14,7 @@ import torch
 
 from hetlab.cluster import raylog
 from hetlab import search
-from hetlab.search import slots, trial
+from hetlab.search import driver, trial
 from hetlab.errors import HetlabError
 from hetlab.core.machine import kernel_id
 from hetlab.core.models import small_cnn
@@ -22,7 +22,7 @@ from hetlab.core.simulate import SlowDevice
 from hetlab.core.train import evaluate
 from hetlab.cluster.practice import PracticeCluster
 
-SMALL = dict(trials=4, epochs=2, train_samples=600, val_samples=200, progress=False, packing={"desktop": 1})
+SMALL = dict(trials=4, epochs=2, train_samples=600, val_samples=200, packing={"desktop": 1})
 SPACE = {"lr": [1e-3, 3e-3], "batch_size": [32, 64], "width": [4, 8], "optimizer": ["adam", "sgd"]}
 MAC = "mac (simulated 4× slower)"
 
@@ -75,7 +75,7 @@ def measured(searcher, trial_id, role, seconds):
 
 def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner():
     configs = search.sample(search.check_space(SPACE), 8, seed=0)
-    searcher = slots.SlotSearcher(configs, {"desktop": 2, "mac": 1}, 1000)
+    searcher = driver.SlotSearcher(configs, {"desktop": 2, "mac": 1}, 1000)
     given = [searcher.suggest(f"t{i}") for i in range(4)]
     assert [g and g["role"] for g in given] == ["desktop", "desktop", "mac", None]  # speeds unknown: no waiting
     measured(searcher, "t0", "desktop", 1.0)
@@ -95,7 +95,7 @@ def test_the_slow_machine_takes_no_last_trial_the_fast_one_would_finish_sooner()
 def test_the_slow_machine_counts_the_fast_ones_running_trials_done():
     # a running trial may be a moment from its end; a late trial on the mac delays the whole search
     configs = search.sample(search.check_space(SPACE), 4, seed=0)
-    searcher = slots.SlotSearcher(configs, {"desktop": 1, "mac": 1}, 1000)
+    searcher = driver.SlotSearcher(configs, {"desktop": 1, "mac": 1}, 1000)
     assert [searcher.suggest(t)["role"] for t in "ab"] == ["desktop", "mac"]
     measured(searcher, "a", "desktop", 1.0)
     measured(searcher, "b", "mac", 2.5)
@@ -173,9 +173,9 @@ def test_a_budget_too_small_for_one_epoch_is_one_line_and_names_the_results(prac
 
 
 def test_a_machine_takes_k_trials_per_gpu_and_one_per_cpu_or_simulated_device(practice):
-    assert slots.plan("desktop", 1.0)["k"] == slots.GPU_TRIALS > 1                  # Ray counts its GPU
-    assert slots.plan("mac", 1.0)["k"] == slots.plan("desktop", 4.0)["k"] == 1       # shared cores; overlapping sleeps
-    assert slots.plan("desktop", 1.0, 3) == {"k": 3, "device": "GPU", "slots": 3,
+    assert driver.plan("desktop", 1.0)["k"] == driver.GPU_TRIALS > 1                  # Ray counts its GPU
+    assert driver.plan("mac", 1.0)["k"] == driver.plan("desktop", 4.0)["k"] == 1       # shared cores; overlapping sleeps
+    assert driver.plan("desktop", 1.0, 3) == {"k": 3, "device": "GPU", "slots": 3,
                                               "shape": {"GPU": 1 / 3, "CPU": 1 / 3, "hetlab-role:desktop": 0.001}}
 
 
@@ -209,7 +209,7 @@ def test_cli_bad_input_is_one_line_before_ray(args, says, capsys, monkeypatch):
 def test_cli_searches_the_cluster_at_an_address(practice, capsys):
     from hetlab.tools import cli
     assert cli.main(["search", "--address", practice.address, "--trials", "2", "--epochs", "1",
-                     "--train-samples", "600", "--quiet", "--at-once", "1", "--max-failures", "0"]) == 0
+                     "--train-samples", "600", "--at-once", "1", "--max-failures", "0"]) == 0
     out = capsys.readouterr().out
     assert "2 of 2 configurations finished on desktop + mac" in out and "best: {'lr'" in out
     assert "mac (simulated)" in out or "desktop" in out.split("best:")[1]

@@ -1,5 +1,6 @@
 """A hyperparameter search across the pair with Ray Tune (notebook 09, ``hetlab search``):
-independent trials, each on one machine's own device; ASHA stops poor trials early.
+independent trials, each on one machine's own device; ASHA stops poor trials early. ``plan`` gives
+each machine k trials at once, and ``SlotSearcher`` hands each configuration to a machine with a free slot.
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import tempfile
 import time
 
 import ray
+from ray.tune.search import Searcher
 
 from hetlab import environment
-from hetlab.search import slots
+from hetlab.cluster.roles import ROLE_SLIVER, joined, role_resource
 from hetlab.errors import HetlabError
 from hetlab.cluster.raylog import quiet_stopped_processes
 from hetlab.search.results import SearchResult, Watcher
@@ -24,8 +26,8 @@ SPACE = {"lr": [3e-4, 1e-3, 3e-3, 1e-2], "batch_size": [32, 64, 128], "width": [
 
 
 def check_space(space) -> dict:
-    """``space`` (name → list of choices) checked, each value in one line; names left out keep
-    the first choice of ``SPACE``'s. An empty or malformed space fails here, before Ray."""
+    """``space`` (name → list of choices) checked in one line each, before Ray; names left out keep
+    ``SPACE``'s first choice."""
     if not isinstance(space, dict) or not space:
         raise HetlabError(f"the search space is empty or not a dict ({space!r}): give e.g. "
                           f"{{'lr': [1e-3, 3e-3], 'batch_size': [32, 64]}}; names: {', '.join(SPACE)}.")
@@ -55,8 +57,8 @@ _RULES = {"lr": (lambda v: isinstance(v, (int, float)) and not isinstance(v, boo
 
 
 def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
-    """``trials`` distinct configurations drawn from ``space`` with ``seed`` (without
-    replacement, the same every time), each with its own training seed: a search you can repeat."""
+    """``trials`` distinct configurations drawn from ``space`` with ``seed``, each with its own
+    training seed: a search you can repeat."""
     names = list(space)
     combos = math.prod(len(space[n]) for n in names)
     if trials > combos:
@@ -75,21 +77,18 @@ def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
 def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac"), epochs: int = 3,
            grace: int = 1, train_samples: int = 4000, val_samples: int = 1000, seed: int = 0,
            slowdowns: dict | None = None, time_budget_s: float | None = None,
-           max_failures: int = 1, packing: dict | None = None, early_stopping: bool = True,
-           progress: bool = True) -> SearchResult:
-    """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``; returns a
-    ``SearchResult`` (table, best, samples/s, timeline). ``slowdowns``: role → simulated slowdown;
-    ``packing``: role → trials at once (default ``slots.plan``'s rule); ``early_stopping=False``: every
-    trial runs all its epochs. Each trial's last checkpoint is kept beside the driver
-    (``trial.start_keeper``), so a failed trial is retried ``max_failures`` times from its last one.
+           max_failures: int = 1, packing: dict | None = None, early_stopping: bool = True) -> SearchResult:
+    """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``: a ``SearchResult``.
+    ``slowdowns``: role → simulated slowdown; ``packing``: role → trials at once (default ``plan``'s);
+    ``early_stopping=False``: no ASHA. A failed trial is retried ``max_failures`` times from its last epoch.
     """
     space = check_space(SPACE if space is None else space)
     roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, train_samples=train_samples,
                           val_samples=val_samples, batch_size=max(space["batch_size"]), packing=packing,
                           slowdowns=slowdowns)
     configs = sample(space, trials, seed)
-    plan = {role: slots.plan(role, float((slowdowns or {}).get(role, 1)), (packing or {}).get(role)) for role in roles}
-    print("trials at once: " + ", ".join(f"{role} {p['k']} per {p['device']}" for role, p in plan.items()))
+    plans = {role: plan(role, float((slowdowns or {}).get(role, 1)), (packing or {}).get(role)) for role in roles}
+    print("trials at once: " + ", ".join(f"{role} {p['k']} per {p['device']}" for role, p in plans.items()))
     quiet_stopped_processes()
     split_data(train_samples, val_samples)  # missing or damaged MNIST: one line, here
     folder, name = tempfile.mkdtemp(prefix="hetlab-search-"), f"search-{'-'.join(roles)}-{time.strftime('%H%M%S')}"
@@ -99,12 +98,12 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     keeper = start_keeper()
     fn = tune.with_parameters(run_trial, train_samples=train_samples, val_samples=val_samples,
                               epochs=epochs, slowdowns=dict(slowdowns or {}), keeper=keeper)
-    shapes = {r: p["shape"] for r, p in plan.items()}
+    shapes = {r: p["shape"] for r, p in plans.items()}
 
     def shape_of(config):  # what a trial asks Ray for: a slot of the machine the searcher gave it
         return tune.PlacementGroupFactory([shapes[config["role"]]])
-    searcher = slots.SlotSearcher(configs, {r: p["slots"] for r, p in plan.items()}, epochs * train_samples)
-    watcher = Watcher(configs, progress, epochs)
+    searcher = SlotSearcher(configs, {r: p["slots"] for r, p in plans.items()}, epochs * train_samples)
+    watcher = Watcher(configs, epochs)
     scheduler = (ASHAScheduler(time_attr="epoch", max_t=epochs, grace_period=grace, reduction_factor=2)
                  if early_stopping else FIFOScheduler())
     tuner = tune.Tuner(tune.with_resources(fn, shape_of), tune_config=tune.TuneConfig(
@@ -113,13 +112,13 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
         name=name, storage_path=folder, verbose=0, callbacks=[watcher, JsonLoggerCallback()], log_to_file=True,
         progress_reporter=_Silent(), failure_config=tune.FailureConfig(max_failures=max_failures)))
     try:
-        with _quiet_tune(sum(p["slots"] + 1 for p in plan.values())):
+        with _quiet_tune(sum(p["slots"] + 1 for p in plans.values())):
             tuner.fit()
     finally:
         watcher.close()
         ray.kill(keeper)
     result = SearchResult(watcher.records, time.time() - watcher.t0, list(roles), shapes, f"{folder}/{name}",
-                          {r: p["k"] for r, p in plan.items()})
+                          {r: p["k"] for r, p in plans.items()})
     if not any(t.epochs > 0 for t in result.trials):
         failed = [t for t in result.trials if t.error]
         if failed:
@@ -164,7 +163,7 @@ def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, *, 
 
 
 class _Silent:
-    """A Tune progress reporter that reports nothing (hetlab draws its own bar)."""
+    """A Tune progress reporter that reports nothing (the driver prints its table at the end)."""
 
     def setup(self, *args, **kwargs):
         pass
@@ -193,3 +192,74 @@ def _quiet_tune(slot_count: int):
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
+
+
+# --- where each trial runs: k trials at once per device, the faster machine first ------------------
+
+GPU_TRIALS = 2   # trials at once on a device Ray counts as a GPU: the course's CNN leaves a card mostly idle
+
+
+def plan(role: str, slowdown: float, k: int | None = None) -> dict:
+    """One machine's slots: ``k`` trials at once (default ``GPU_TRIALS`` where Ray counts a GPU, else 1:
+    on a CPU they would only share its cores, and a simulated machine's sleeps would overlap), the
+    ``shape`` each trial asks Ray for (1/k of the GPU, or of the CPUs, pinned to ``role``), and how
+    many ``slots`` fit."""
+    nodes, _ = joined(role, "a search")
+    cpus, gpus = nodes[0]["Resources"].get("CPU", 1), int(nodes[0]["Resources"].get("GPU", 0))
+    k = k or (GPU_TRIALS if gpus >= 1 and slowdown <= 1 else 1)
+    shape = {"GPU": 1 / k, "CPU": min(1.0, cpus / (k * gpus))} if gpus >= 1 else {"CPU": cpus / k}
+    return {"k": k, "device": "GPU" if gpus >= 1 else "CPU", "shape": {**shape, role_resource(role): ROLE_SLIVER},
+            "slots": k * gpus if gpus >= 1 else k}
+
+
+class SlotSearcher(Searcher):
+    """Ray Tune searcher: the next configuration goes to a machine with a free slot, fastest first; a
+    slower machine takes one only if it surely finishes it before the faster ones would finish the rest
+    (a late trial there delays the whole search). Each machine holds one trial beyond its slots, waiting,
+    so Tune hands it the process of the trial that ends there."""
+
+    def __init__(self, configs: list[dict], slots: dict, work: float):
+        super().__init__(metric="accuracy", mode="max")
+        self.left, self.slots, self.work = list(configs), dict(slots), work   # work: samples of one whole trial
+        self.seen = {r: [0.0, 0.0] for r in slots}    # role → [trials' worth of samples, seconds] measured
+        self.role_of: dict = {}                       # trial → role, while it runs or waits
+        self.last: dict = {}                          # trial → samples at its last result
+
+    def suggest(self, trial_id: str):
+        if not self.left:
+            return Searcher.FINISHED
+        role = self._pick()
+        if role is None:
+            return None
+        self.role_of[trial_id] = role
+        return {"config": self.left.pop(0), "role": role}
+
+    def _speed(self, role: str) -> float:
+        trials, seconds = self.seen[role]
+        return trials / seconds if seconds > 0 else 0.0   # trials per second per slot, once measured
+
+    def _pick(self):
+        known = all(self._speed(r) > 0 for r in self.slots)   # until then: in the roles' order
+        by_speed = sorted(self.slots, key=lambda r: -self._speed(r)) if known else list(self.slots)
+        held = {r: sum(1 for t in self.role_of.values() if t == r) for r in by_speed}  # running or waiting
+        for n, role in enumerate(by_speed):
+            if held[role] > self.slots[role] or (held[role] == self.slots[role] and not known):
+                continue   # a waiting trial only once the speeds are known
+            faster = sum(self.slots[r] * self._speed(r) for r in by_speed[:n])  # trials per second
+            if n == 0 or faster <= 0 or self._speed(role) <= 0:
+                return role
+            mine_s = (held[role] / self.slots[role] + 1) / self._speed(role)
+            theirs_s = (len(self.left) + sum(max(0, held[r] - self.slots[r]) for r in by_speed[:n])) / faster
+            if mine_s <= theirs_s:
+                return role
+        return None
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        role = result.get("role")
+        if role in self.seen and result.get("time_this_iter_s"):
+            self.seen[role][0] += max(0, result["samples"] - self.last.get(trial_id, 0)) / self.work
+            self.seen[role][1] += result["time_this_iter_s"]
+            self.last[trial_id] = result["samples"]
+
+    def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
+        self.role_of.pop(trial_id, None)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from ray.tune import Callback
 
-from hetlab import progress_bar
 from hetlab.arithmetic.steady import samples_per_s
 
 COLUMNS = ("trial", "lr", "batch_size", "width", "optimizer", "machine", "device", "epochs",
@@ -114,18 +113,13 @@ class SearchResult:
 
 
 class Watcher(Callback):
-    """Ray Tune callback in the driver: a record per configuration, and one progress bar."""
+    """Ray Tune callback in the driver: a record per configuration."""
 
-    def __init__(self, configs: list[dict], progress: bool, epochs: int):
+    def __init__(self, configs: list[dict], epochs: int):
         self.records = [TrialRecord(c["trial"], {k: v for k, v in c.items() if k not in ("seed", "trial")},
                                     c["seed"]) for c in configs]
         self.epochs = epochs
         self.t0 = time.time()
-        self.bar = progress_bar(len(configs), "search", progress)
-
-    def __getstate__(self) -> dict:
-        """Tune pickles its callbacks; a notebook's progress bar cannot be pickled, and need not be."""
-        return {k: v for k, v in self.__dict__.items() if k != "bar"}
 
     def _record(self, trial) -> TrialRecord:
         return self.records[trial.config["config"]["trial"]]
@@ -156,24 +150,15 @@ class Watcher(Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         record = self._record(trial)
         record.status = "done" if record.epochs >= self.epochs else "stopped early"
-        self._finished()
 
     def on_trial_error(self, iteration, trials, trial, **info):
         record = self._record(trial)
         record.status, record.error = "failed", _error_line(trial)
-        self._finished()
-
-    def _finished(self) -> None:
-        self.bar.update(1)
-        done = [r for r in self.records if r.epochs]
-        if done:
-            self.bar.set_postfix(best=f"{max(r.accuracy for r in done):.4f}", refresh=False)
 
     def close(self) -> None:
         for record in self.records:
             if record.status == "running":
                 record.status = "cut by the time budget" if record.epochs else "not started"
-        self.bar.close()
 
 
 def _error_line(trial) -> str:

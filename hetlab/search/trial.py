@@ -42,12 +42,6 @@ def where_am_i(slowdowns: dict) -> tuple[str, str, float]:
     return role, labelled(name, slowdown), slowdown
 
 
-def device_here() -> torch.device:
-    """The GPU Ray gave this trial (CUDA or MPS), else the CPU: never a GPU Ray did not give."""
-    import ray
-    return torch.device(best() if ray.get_gpu_ids() else "cpu")
-
-
 def build(cfg: dict, model, dev: torch.device):
     """The network and optimizer of one configuration, on ``dev``, with its seed's weights; the
     generators its training draws from (dropout) start from the same seed."""
@@ -84,7 +78,7 @@ def run_trial(config: dict, *, train_samples: int, val_samples: int, epochs: int
         logging.getLogger(noisy).setLevel(logging.WARNING)
     cfg = config["config"]
     role, machine, slowdown = where_am_i(slowdowns)
-    dev = device_here()
+    dev = torch.device(best() if ray.get_gpu_ids() else "cpu")   # never a GPU Ray did not give
     (x, y), val = split_data(train_samples, val_samples)
     x, y = x.to(dev), y.to(dev)  # copies on a GPU; on the CPU the cached tensors, which no step changes
     net, opt = build(cfg, small_cnn, dev)

@@ -327,8 +327,7 @@ def _search(args) -> int:
                                train_samples=args.train_samples, val_samples=val_samples,
                                slowdowns={w.role: w.slowdown for w in pair.workers},
                                time_budget_s=args.budget, seed=args.seed, max_failures=args.max_failures,
-                               packing=None if args.at_once is None else dict.fromkeys(args.roles, args.at_once),
-                               progress=not args.quiet)
+                               packing=None if args.at_once is None else dict.fromkeys(args.roles, args.at_once))
         print(result)
         print(result.best_line())
         print(f"results: {result.folder}")
@@ -444,7 +443,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-failures", type=int, default=1, metavar="N", help="retries of a failed trial (default 1)")
     p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower machine (practice: 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the configurations (default 0)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_search)
 
     p = sub.add_parser("gpu-check", help="check what notebooks 01 and 02 claim about CUDA on your NVIDIA card")
