@@ -113,19 +113,19 @@ def test_a_blocked_rendezvous_is_explained_in_one_line():
             "  ray::execute._setup_torch_process_group() ...\n"
             "torch.distributed.DistNetworkError: The client socket has timed out after 60000ms "
             "while trying to connect to (10.77.0.1, 6386).")
-    line = explain_failure(wall, 60)
+    line = explain_failure(wall)
     assert "\n" not in line and "6386" in line and "within 60 s" in line and "hetlab head" in line
-    assert explain_failure("ValueError: HetlabError: no live node has role 'x'", 60).endswith(
+    assert explain_failure("ValueError: HetlabError: no live node has role 'x'").endswith(
         "HetlabError: no live node has role 'x'")
     busy = ("ray.train.ControllerError: Training failed due to controller error:\nThe worker group startup "
             "timed out after 60.0 seconds waiting for 1 workers.")
-    assert "did not get their CPUs in time" in explain_failure(busy, 60)     # not the firewall
+    assert "did not get their CPUs in time" in explain_failure(busy)     # not the firewall
     waited = wall.replace("client socket has timed out", "Wait timeout for key(s)")
-    assert "6386" in explain_failure(waited, 60, ("desktop", "mac"))      # the port
+    assert "6386" in explain_failure(waited, ("desktop", "mac"))      # the port
     starting = ("ray.train.ControllerError: Training failed due to controller error:\n"
                 "At least one of the worker actors failed to initialize.\n"
                 "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
-    assert explain_failure(starting, 60).startswith("Ray Train run failed: a rank's machine went away")
+    assert explain_failure(starting).startswith("Ray Train run failed: a rank's machine went away")
 
 
 @pytest.mark.parametrize("kwargs", [dict(steps=0), dict(batch_sizes=[64, 32, 32]), dict(batch_sizes="fast"),

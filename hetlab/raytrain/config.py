@@ -4,7 +4,6 @@ wrong on an unlike pair, and what hetlab sets instead (the comment at each setti
 from __future__ import annotations
 
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -30,9 +29,9 @@ def train_env():
     return environment(TRAIN_ENV, keep_set=True)
 
 
-def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S):
+def torch_config():
     """``TorchConfig`` for the pair: the ranks meet in rank 0's rendezvous store on hetlab's pinned
-    ``Ports.train_rendezvous``, give up after ``timeout_s`` instead of 30 minutes, and exchange
+    ``Ports.train_rendezvous``, give up after ``RENDEZVOUS_TIMEOUT_S`` instead of 30 minutes, and exchange
     through ``"hetlab"`` (``hetlab.raytrain.exchange``: gloo's Linux and macOS transports never meet)."""
     import ray
     from ray._common.network_utils import build_address
@@ -57,7 +56,7 @@ def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S):
         def backend_cls(self):
             return PairBackend
 
-    return PairTorchConfig(backend=exchange.BACKEND, timeout_s=timeout_s)
+    return PairTorchConfig(backend=exchange.BACKEND, timeout_s=RENDEZVOUS_TIMEOUT_S)
 
 
 # GPU means CUDA and NCCL to Ray Train, but Ray 2.60 reports a Mac's GPU as GPU: 1 too: use_gpu=True
@@ -78,8 +77,7 @@ def run_config(storage_path: str | None):
     from ray.train import FailureConfig, RunConfig
 
     return RunConfig(storage_path=storage_path or tempfile.mkdtemp(prefix="hetlab-raytrain-"),
-                     failure_config=FailureConfig(**NO_RETRIES),
-                     name=f"hetlab-{time.strftime('%Y%m%d-%H%M%S')}")
+                     failure_config=FailureConfig(**NO_RETRIES))
 
 
 @dataclass(frozen=True)

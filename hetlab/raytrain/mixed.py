@@ -31,7 +31,7 @@ GONE_SIGNS = ("node has died", "actor died", "worker health check failed",  # a 
               "failed to initialize")                                          # ... as the run started
 
 
-def explain_failure(text: str, timeout_s: int, roles: Sequence[str] = ()) -> str:
+def explain_failure(text: str, roles: Sequence[str] = ()) -> str:
     """One line from the wall of text a failed ``TorchTrainer.fit()`` raises (``roles``: each
     rank's machine, to name the one that went away)."""
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
@@ -54,7 +54,7 @@ def explain_failure(text: str, timeout_s: int, roles: Sequence[str] = ()) -> str
                 f"(`hetlab.cluster.node_table()` shows it) and run again; the parameter server goes on "
                 f"without it (notebook 08).")
     if network:
-        return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP "
+        return (f"Ray Train's ranks could not connect to each other within {RENDEZVOUS_TIMEOUT_S} s: open TCP "
                 f"{Ports.train_rendezvous} "
                 f"(the rendezvous store, on rank 0's machine) to the other machine's IP: `hetlab head` "
                 f"prints the rule (Ray Train only).")
@@ -125,14 +125,10 @@ def remove_groups_since(before: set) -> None:
 def train_mixed(steps: int = 100, global_batch: int = 128, batch_sizes="auto",
                 roles: Sequence[str] = ("desktop", "mac"), devices="auto", slowdowns=1.0,
                 seed: int = 0, train_samples: int | None = None, test_samples: int | None = None,
-                storage_path: str | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S) -> RayTrainResult:
-    """Train the course's CNN on MNIST on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
-
-    ``batch_sizes="auto"`` splits the global batch by each rank's measured speed (``[96, 32]``: that
-    split); ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every
-    node (default: a temp dir, only when rank 0 runs here). The ranks give up waiting for each other
-    after ``timeout_s``.
-    """
+                storage_path: str | None = None) -> RayTrainResult:
+    """Train the course's CNN on MNIST on every role's machine with one TorchTrainer run of ``train_loop``.
+    ``batch_sizes="auto"``: split by each rank's measured speed; ``slowdowns`` (≥ 1 per rank) simulate
+    slower devices; ``storage_path``: reachable by every node (default: a temp dir, if rank 0 runs here)."""
     import ray
     from ray.train.torch import TorchTrainer
 
@@ -141,7 +137,7 @@ def train_mixed(steps: int = 100, global_batch: int = 128, batch_sizes="auto",
     scaling = scaling_config(roles)       # an unknown role fails here, before Ray is asked
     check_cluster(roles, storage_path)
     trainer = TorchTrainer(train_loop, train_loop_config={"loop": cfg},  # Ray Train's config is a dict
-                           torch_config=torch_config(timeout_s), scaling_config=scaling,
+                           torch_config=torch_config(), scaling_config=scaling,
                            run_config=run_config(storage_path))
     t0, groups = time.perf_counter(), set(ray.util.placement_group_table())
     try:
@@ -149,5 +145,5 @@ def train_mixed(steps: int = 100, global_batch: int = 128, batch_sizes="auto",
             result = trainer.fit()
     except Exception as e:  # Train wraps worker errors; keep their one-line reason
         remove_groups_since(groups)
-        raise HetlabError(explain_failure(str(e), timeout_s, roles)) from None
+        raise HetlabError(explain_failure(str(e), roles)) from None
     return RayTrainResult.read(result, time.perf_counter() - t0, steps)

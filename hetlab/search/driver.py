@@ -75,7 +75,7 @@ def sample(space: dict, trials: int, seed: int = 0) -> list[dict]:
 
 
 def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac"), epochs: int = 3,
-           grace: int = 1, train_samples: int = 4000, val_samples: int = 1000, seed: int = 0,
+           train_samples: int = 4000, val_samples: int = 1000, seed: int = 0,
            slowdowns: dict | None = None, time_budget_s: float | None = None,
            max_failures: int = 1, packing: dict | None = None, early_stopping: bool = True) -> SearchResult:
     """Run ``trials`` sampled configurations of ``space`` on the machines with ``roles``: a ``SearchResult``.
@@ -83,7 +83,7 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     ``early_stopping=False``: no ASHA. A failed trial is retried ``max_failures`` times from its last epoch.
     """
     space = check_space(SPACE if space is None else space)
-    roles = check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, train_samples=train_samples,
+    roles = check_numbers(trials, epochs, time_budget_s, max_failures, roles, train_samples=train_samples,
                           val_samples=val_samples, batch_size=max(space["batch_size"]), packing=packing,
                           slowdowns=slowdowns)
     configs = sample(space, trials, seed)
@@ -104,13 +104,13 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
         return tune.PlacementGroupFactory([shapes[config["role"]]])
     searcher = SlotSearcher(configs, {r: p["slots"] for r, p in plans.items()}, epochs * train_samples)
     watcher = Watcher(configs, epochs)
-    scheduler = (ASHAScheduler(time_attr="epoch", max_t=epochs, grace_period=grace, reduction_factor=2)
+    scheduler = (ASHAScheduler(time_attr="epoch", max_t=epochs, grace_period=1, reduction_factor=2)
                  if early_stopping else FIFOScheduler())
     tuner = tune.Tuner(tune.with_resources(fn, shape_of), tune_config=tune.TuneConfig(
         metric="accuracy", mode="max", scheduler=scheduler, search_alg=searcher, num_samples=-1,
         time_budget_s=time_budget_s, reuse_actors=True), run_config=tune.RunConfig(
         name=name, storage_path=folder, verbose=0, callbacks=[watcher, JsonLoggerCallback()], log_to_file=True,
-        progress_reporter=_Silent(), failure_config=tune.FailureConfig(max_failures=max_failures)))
+        failure_config=tune.FailureConfig(max_failures=max_failures)))
     try:
         with _quiet_tune(sum(p["slots"] + 1 for p in plans.values())):
             tuner.fit()
@@ -131,16 +131,12 @@ def search(space: dict | None = None, trials: int = 8, *, roles=("desktop", "mac
     return result
 
 
-def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, *, train_samples=None,
+def check_numbers(trials, epochs, time_budget_s, max_failures, roles, *, train_samples=None,
                   val_samples=None, batch_size=None, packing=None, slowdowns=None) -> tuple:
     """The search's own numbers and roles, each checked in one line before Ray (``hetlab search`` too)."""
-    for label, value, least in (("trials", trials, 1), ("epochs", epochs, 1), ("grace", grace, 1),
-                                ("max_failures", max_failures, 0)):
+    for label, value, least in (("trials", trials, 1), ("epochs", epochs, 1), ("max_failures", max_failures, 0)):
         if not _whole(value, least):
             raise HetlabError(f"{label}={value!r}: give a whole number ≥ {least}.")
-    if grace > epochs:
-        raise HetlabError(f"grace={grace} is more than epochs={epochs}: ASHA can stop a trial only "
-                          f"after `grace` epochs; use grace ≤ epochs.")
     if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and 0 < time_budget_s < math.inf):
         raise HetlabError(f"time_budget_s={time_budget_s!r}: give seconds above 0, or None for no limit.")
     roles = (roles,) if isinstance(roles, str) else tuple(roles)
@@ -162,23 +158,10 @@ def check_numbers(trials, epochs, grace, time_budget_s, max_failures, roles, *, 
     return roles
 
 
-class _Silent:
-    """A Tune progress reporter that reports nothing (the driver prints its table at the end)."""
-
-    def setup(self, *args, **kwargs):
-        pass
-
-    def should_report(self, trials, done=False):
-        return False
-
-    def report(self, trials, done, *sys_info):
-        pass
-
-
 @contextlib.contextmanager
 def _quiet_tune(slot_count: int):
-    """Tune's printing off for one fit (the old reporter path, a silent reporter, its loggers at
-    CRITICAL: hetlab reports failed trials itself), only ``result.json`` written per trial, and as
+    """Tune's printing off for one fit (the old reporter path, which ``verbose=0`` silences, and its
+    loggers at CRITICAL: hetlab reports failed trials itself), only ``result.json`` written per trial, and as
     many trials waiting to start as the searcher hands out (Tune's default, one, would start packed
     trials one after another)."""
     loggers = [logging.getLogger(n) for n in ("ray.tune", "ray.train", "ray.air")]

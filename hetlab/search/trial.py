@@ -68,10 +68,8 @@ def epochs_of(net, opt, x, y, cfg: dict, dev, first: int, last: int, slow: SlowD
 
 
 def run_trial(config: dict, *, train_samples: int, val_samples: int, epochs: int, slowdowns: dict, keeper) -> None:
-    """Train ``config["config"]`` (lr, batch_size, width, optimizer, seed) for up to ``epochs``
-    epochs, reporting accuracy, loss, samples and busy seconds after each. It saves its state
-    in ``keeper`` (``start_keeper``, an actor beside the driver) after every epoch and, retried
-    by Tune after a failure, goes on from it."""
+    """Train ``config["config"]`` for up to ``epochs`` epochs, reporting to Tune and saving its state in
+    ``keeper`` after each; retried by Tune after a failure, it goes on from there."""
     import ray
     from ray import tune
     for noisy in ("ray.train", "ray.tune"):  # no "Checkpoint successfully created" per epoch

@@ -319,7 +319,7 @@ def _search(args) -> int:
     if args.train_samples < batch:
         raise HetlabError(f"--train-samples {args.train_samples}: give at least {batch}, the largest batch tried.")
     val_samples = max(200, args.train_samples // 5)
-    search.check_numbers(args.trials, args.epochs, 1, args.budget, args.max_failures, args.roles,  # before Ray
+    search.check_numbers(args.trials, args.epochs, args.budget, args.max_failures, args.roles,  # before Ray
                          train_samples=args.train_samples, val_samples=val_samples)
     with the_pair(slowdown=args.slowdown, address=args.address) as pair:
         print(pair)
