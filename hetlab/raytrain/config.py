@@ -18,7 +18,7 @@ TRAIN_ENV = {
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",    # watches for nodes being drained (cloud preemption):
 }                                                  # none in a home pair; one actor fewer to start
 
-# Ray Train retries a run whose node went away forever by default: with a rank's machine gone,
+# By default Ray Train retries a run whose node went away, forever: with a rank's machine gone,
 # fit() never returned. Here every failure ends the run, and explain_failure says why.
 NO_RETRIES = dict(max_failures=0, controller_failure_limit=0, max_preemption_failures=0)
 
