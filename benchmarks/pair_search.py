@@ -2,7 +2,7 @@
 
 The same K configurations (``hetlab.search.driver``: the same seeds, ASHA off, every trial to its last
 epoch) run on the desktop alone, on the mac alone and on both, each machine with its trials at once
-(``hetlab.search.slots.plan``: the best single-machine search is the packed one). On the practice cluster (two real Ray nodes on this machine) the "mac" is SIMULATED
+(``hetlab.search.driver.plan``: the best single-machine search is the packed one). On the practice cluster (two real Ray nodes on this machine) the "mac" is SIMULATED
 slower (``hetlab.core.simulate``); its measured slowdown, start-up and evaluation included, is printed.
 With HETLAB_ADDRESS set, your own pair instead (``hetlab.pair.the_pair``).
 
@@ -73,7 +73,7 @@ def one_round(n: int, args, slowdowns: dict) -> dict:
     for name in order:
         result = search.search(None, args.configs, roles=ROLES[name], epochs=args.epochs,
                                train_samples=args.train_samples, val_samples=500, slowdowns=slowdowns,
-                               early_stopping=False, progress=False, seed=args.seed)
+                               early_stopping=False, seed=args.seed)
         assert len(result.finished) == args.configs, result.summary()      # the same work in all three
         rate[name] = result.samples_per_s
         if name == "pair":

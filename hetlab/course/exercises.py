@@ -523,14 +523,14 @@ def run_trial_fn(fn, config: dict = TRIAL_CONFIG):
     from ray.tune.logger import JsonLoggerCallback
 
     from hetlab.cluster.roles import live_nodes, node_name
-    from hetlab.search.driver import _quiet_tune, _Silent   # the search's own quiet Tune
+    from hetlab.search.driver import _quiet_tune   # the search's own quiet Tune
 
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     with tempfile.TemporaryDirectory(prefix="hetlab-trial-") as storage, _quiet_tune(1):
         tuner = tune.Tuner(tune.with_resources(fn, {"cpu": 1}), param_space=dict(config),
                            tune_config=tune.TuneConfig(num_samples=1),
-                           run_config=tune.RunConfig(storage_path=storage, verbose=0, progress_reporter=_Silent(),
+                           run_config=tune.RunConfig(storage_path=storage, verbose=0,
                                                      callbacks=[JsonLoggerCallback()]))
         (result,) = tuner.fit()
         reports = [] if result.metrics_dataframe is None else result.metrics_dataframe.to_dict("records")

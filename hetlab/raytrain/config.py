@@ -1,13 +1,9 @@
 """Ray Train's configuration for a Mac and a CUDA desktop (notebook 07): what each default would get
 wrong on an unlike pair, and what hetlab sets instead (the comment at each setting says why).
-
-``loop_config`` checks every argument of ``train_mixed`` in one line each, before anything starts,
-and returns the ``LoopConfig`` every rank's loop reads.
 """
 from __future__ import annotations
 
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -16,32 +12,27 @@ from hetlab.errors import HetlabError
 from hetlab.vocab import Ports
 
 RENDEZVOUS_TIMEOUT_S = 60  # torch's default is 30 min: a blocked port would look like a hang
-# Ray Train's own settings for a run of two machines (its driver passes them to its controller and
-# ranks), unless you set them yourself (figures: docs/reference-figures.md, section 07).
+# Ray Train's own settings for a run of two machines, unless you set them yourself.
 TRAIN_ENV = {
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",   # default 2 s: the controller noticed the end late
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",    # watches for nodes being drained (cloud preemption):
 }                                                  # none in a home pair; one actor fewer to start
 
-# Ray Train retries a run whose controller failed, or whose node went away "expectedly" (a Ray
-# stopped by SIGTERM counts as preempted), forever by default: with a rank's machine gone, its
-# worker group can never start again, and fit() never returned (a Mac's node stopped mid-run,
-# tests/test_raytrain.py). Here every failure ends the run, and explain_failure says why.
+# By default Ray Train retries a run whose node went away, forever: with a rank's machine gone,
+# fit() never returned. Here every failure ends the run, and explain_failure says why.
 NO_RETRIES = dict(max_failures=0, controller_failure_limit=0, max_preemption_failures=0)
 
 
 def train_env():
-    """``TRAIN_ENV`` in this process's environment while a run starts (Ray Train reads it there),
-    each variable only where you have not set it; afterwards the environment is as it was."""
+    """``TRAIN_ENV`` in this process's environment while a run starts, each variable only where you
+    have not set it."""
     return environment(TRAIN_ENV, keep_set=True)
 
 
-def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S, backend: str = "hetlab"):
+def torch_config():
     """``TorchConfig`` for the pair: the ranks meet in rank 0's rendezvous store on hetlab's pinned
-    ``Ports.train_rendezvous`` (in the printed firewall rule), give up after ``timeout_s`` instead of
-    30 minutes, and exchange through ``"hetlab"`` (the rendezvous store: a Mac and a Linux desktop,
-    ``hetlab.raytrain.exchange``) or ``"gloo"`` (only where every rank runs the same system: gloo's
-    Linux and macOS transports never meet)."""
+    ``Ports.train_rendezvous``, give up after ``RENDEZVOUS_TIMEOUT_S`` instead of 30 minutes, and exchange
+    through ``"hetlab"`` (``hetlab.raytrain.exchange``: gloo's Linux and macOS transports never meet)."""
     import ray
     from ray._common.network_utils import build_address
     from ray.train.torch import TorchConfig
@@ -49,14 +40,9 @@ def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S, backend: str = "hetlab")
 
     from hetlab.raytrain import exchange
 
-    if backend not in (exchange.BACKEND, "gloo"):
-        raise HetlabError(f"backend {backend!r}: use {exchange.BACKEND!r} (any pair) or 'gloo' (ranks on one "
-                          f"system only).")
-
     class PairBackend(_TorchBackend):
         def on_start(self, worker_group, backend_config):
-            if backend_config.backend == exchange.BACKEND:
-                worker_group.execute(exchange.register)   # known in every rank before the group starts
+            worker_group.execute(exchange.register)   # known in every rank before the group starts
             master = worker_group.execute_single(0, ray.util.get_node_ip_address)
             url = f"tcp://{build_address(master, Ports.train_rendezvous)}"
             worker_group.execute(_set_torch_distributed_env_vars)
@@ -70,14 +56,12 @@ def torch_config(timeout_s: int = RENDEZVOUS_TIMEOUT_S, backend: str = "hetlab")
         def backend_cls(self):
             return PairBackend
 
-    return PairTorchConfig(backend=backend, timeout_s=timeout_s)
+    return PairTorchConfig(backend=exchange.BACKEND, timeout_s=RENDEZVOUS_TIMEOUT_S)
 
 
 # GPU means CUDA and NCCL to Ray Train, but Ray 2.60 reports a Mac's GPU as GPU: 1 too: use_gpu=True
-# would start NCCL on the Mac. So use_gpu=False, hetlab's exchange, a pinned rendezvous port, a short
-# timeout, and each rank picks its own device. No GPU requested is not no GPU used: Ray 2.60 leaves
-# CUDA_VISIBLE_DEVICES alone for such a rank (Ray issue 54868), so it trains on the card uncounted.
-# Rank i is pinned to its machine by a label_selector (the hetlab-role node label).
+# would start NCCL on the Mac. So no GPU request: Ray 2.60 leaves CUDA_VISIBLE_DEVICES alone for such
+# a rank (Ray issue 54868), and it trains on the card uncounted.
 def scaling_config(roles: Sequence[str] = ("desktop", "mac")):
     """One CPU per rank, no GPU request (so no NCCL), rank *i* pinned to ``roles[i]``."""
     from ray.train import ScalingConfig
@@ -93,15 +77,13 @@ def run_config(storage_path: str | None):
     from ray.train import FailureConfig, RunConfig
 
     return RunConfig(storage_path=storage_path or tempfile.mkdtemp(prefix="hetlab-raytrain-"),
-                     failure_config=FailureConfig(**NO_RETRIES),
-                     name=f"hetlab-{time.strftime('%Y%m%d-%H%M%S')}")
+                     failure_config=FailureConfig(**NO_RETRIES))
 
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """What every rank's loop reads: ``train_mixed``'s arguments, checked by ``loop_config``. Ray
-    Train hands its loop one dict (``train_loop_config``); this object travels in it whole, as
-    ``{"loop": LoopConfig(...)}``, so every rank reads the same checked fields by name."""
+    """What every rank's loop reads: ``train_mixed``'s arguments, checked by ``loop_config``; it
+    travels whole in Ray Train's ``train_loop_config`` dict, as ``{"loop": LoopConfig(...)}``."""
 
     steps: int
     global_batch: int                  # B, cut into the ranks' batch sizes b_i
@@ -112,14 +94,6 @@ class LoopConfig:
     seed: int = 0
     train_samples: int | None = None   # a part of MNIST (None: all of it)
     test_samples: int | None = None
-    check_every: int | None = None     # rank 0 tests the weights every N steps, untimed (None: at the end only)
-    check_samples: int = 1000          # on this many test samples (core.train.held_out)
-
-    @property
-    def check_steps(self) -> set:
-        """The steps after which rank 0 checks the accuracy (the time to target): every ``check_every``
-        and the last, as ``ParameterServerTraining.run_checked`` checks; none without ``check_every``."""
-        return set(range(self.check_every, self.steps, self.check_every)) | {self.steps} if self.check_every else set()
 
 
 def _whole(value) -> bool:
@@ -133,17 +107,13 @@ def _per_rank(value, n: int, what: str) -> list:
     return values
 
 
-def loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, seed, train_samples, test_samples,
-                check_every=None, check_samples=1000) -> LoopConfig:
+def loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, seed, train_samples,
+                test_samples) -> LoopConfig:
     """``train_mixed``'s arguments checked (one line each, before anything starts) and turned into
     the ``LoopConfig`` every rank's loop reads."""
-    from hetlab.cluster.roles import role_label
-
     n = len(roles)
-    for name, value in (("steps", steps), ("check_every", 1 if check_every is None else check_every),
-                        ("check_samples", check_samples)):
-        if not _whole(value):
-            raise HetlabError(f"{name} must be a whole number ≥ 1, got {value!r}.")
+    if not _whole(steps):
+        raise HetlabError(f"steps must be a whole number ≥ 1, got {steps!r}.")
     if not isinstance(global_batch, int) or global_batch < n:
         raise HetlabError(f"global batch must be a whole number ≥ {n} (one sample per rank), got {global_batch!r}.")
     if batch_sizes != "auto" and not (isinstance(batch_sizes, (list, tuple)) and len(batch_sizes) == n
@@ -153,11 +123,8 @@ def loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, see
     slow = [float(s) for s in _per_rank(slowdowns, n, "slowdowns")]
     if not all(1.0 <= s < float("inf") for s in slow):
         raise HetlabError(f"slowdowns must be finite and ≥ 1 (1 = real speed), got {slowdowns!r}.")
-    for role in roles:
-        role_label(role)                 # an unknown role fails here, before anything starts
     return LoopConfig(steps, global_batch, None if batch_sizes == "auto" else tuple(batch_sizes), tuple(roles),
-                      tuple(_per_rank(devices, n, "devices")), tuple(slow), seed, train_samples, test_samples,
-                      check_every, check_samples)
+                      tuple(_per_rank(devices, n, "devices")), tuple(slow), seed, train_samples, test_samples)
 
 
 def check_cluster(roles: Sequence[str], storage_path: str | None) -> None:
@@ -165,20 +132,11 @@ def check_cluster(roles: Sequence[str], storage_path: str | None) -> None:
     role, and rank 0 on this machine unless ``storage_path`` is a folder every node reaches."""
     import ray
 
-    from hetlab.cluster.roles import ROLE_LABEL, live_nodes
+    from hetlab.cluster.roles import joined
 
-    if not ray.is_initialized():
-        raise HetlabError("Ray is not connected: call hetlab.cluster.connect() or start a PracticeCluster first.")
-    by_role = {}
-    for node in live_nodes():
-        by_role.setdefault((node.get("Labels") or {}).get(ROLE_LABEL), []).append(node["NodeID"])
-    for role in roles:
-        if role not in by_role:
-            raise HetlabError(f"no live node has role {role!r} (the node label {ROLE_LABEL}={role}): join "
-                              f"that machine with the `ray start` line `hetlab join` prints (it sets the "
-                              f"label), or start the practice cluster (hetlab.cluster.practice.PracticeCluster).")
+    rank0_nodes = [joined(role, "Ray Train")[0] for role in roles][0]
     # rank 0 writes the checkpoint: a temp dir here works only if it runs here
-    if storage_path is None and ray.get_runtime_context().get_node_id() not in by_role[roles[0]]:
+    if storage_path is None and ray.get_runtime_context().get_node_id() not in {n["NodeID"] for n in rank0_nodes}:
         raise HetlabError(f"rank 0 runs on the {roles[0]!r} machine, not on this driver's, and Ray Train "
                           f"writes its checkpoint there: give storage_path= a folder every node can reach "
                           f"(NFS, SMB, a bucket), or run the driver on the {roles[0]!r} machine.")

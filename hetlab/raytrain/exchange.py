@@ -3,15 +3,10 @@ whose collectives travel through the rendezvous store (notebook 07).
 
 Why not gloo: PyTorch builds gloo's TCP transport on Linux and its UV transport on macOS, and the two
 never connect (pytorch/pytorch#144851, pytorch/gloo#383); NCCL cannot reach a Mac at all. The
-rendezvous store is torch's own small TCP key-value server, the same on both systems, on rank 0's
-machine at one pinned port: the ranks already meet there to start. So they swap their pieces there too.
-Each collective is one ``everyone`` (notebook 07 has you write it): every rank puts its piece under
-the collective's number and reads the others'. An all-reduce then adds the pieces in rank order on
-every rank: the same bits on every rank, so the weights stay identical. Tensors on MPS or CUDA are copied to the CPU and back. The rank's
-code stays standard: ``dist.all_reduce(buf)``, ``dist.all_gather_object``, ``dist.barrier``.
-
-Each rank reads every other rank's piece: for the course's two ranks that is what any all-reduce
-moves (one piece each way); for many ranks a ring moves less.
+rendezvous store, torch's own small TCP key-value server on rank 0's machine, is the same on both
+systems. Each collective is one ``everyone``: every rank puts its piece there and reads the others';
+an all-reduce adds them in rank order, the same bits on every rank. The rank's code stays standard:
+``dist.all_reduce(buf)``, ``dist.all_gather_object``, ``dist.barrier``.
 """
 from __future__ import annotations
 
@@ -43,20 +38,19 @@ def everyone(store, key: str, rank: int, world: int, piece: bytes) -> list[bytes
 class StoreExchange(dist.ProcessGroup):
     """A process group whose every collective is one round of pieces through the rendezvous store."""
 
-    def __init__(self, store, rank: int, world_size: int, timeout: timedelta, meet=None):
+    def __init__(self, store, rank: int, world_size: int, timeout: timedelta):
         super().__init__(rank, world_size)
         self._store, self._rank, self._world = store, rank, world_size
         self._timeout_s = timeout.total_seconds()
         self._round = 0
-        self.meet = meet or everyone   # notebook 07 grades your own everyone() in its place
 
     def everyone(self, piece: bytes) -> list[bytes]:
-        """Every rank's piece of the next collective, in rank order (``everyone`` above, or yours)."""
+        """Every rank's piece of the next collective, in rank order (``everyone`` above)."""
         self._round += 1
         if self._round > 2:   # every rank has read round - 2: it wrote round - 1 after reading it
             self._store.delete_key(f"{self._round - 2}/{self._rank}")
         try:
-            return self.meet(self._store, str(self._round), self._rank, self._world, piece)
+            return everyone(self._store, str(self._round), self._rank, self._world, piece)
         except RuntimeError as e:  # the store's own "Wait timeout" or "Connection reset"
             raise RuntimeError(f"rank {self._rank} gave up waiting for the other ranks at collective "
                                f"{self._round} after {self._timeout_s:.0f} s: a rank stopped or lags "
@@ -79,11 +73,6 @@ class StoreExchange(dist.ProcessGroup):
             for out, piece in zip(outs, self.everyone(_bytes(t))):
                 out.copy_(torch.from_numpy(_array(piece, out)).view_as(out))
         return _done(output_lists)
-
-    def broadcast(self, tensors, opts=None):
-        for t in tensors:
-            t.copy_(torch.from_numpy(_array(self.everyone(_bytes(t))[opts.rootRank], t)).view_as(t))
-        return _done(tensors)
 
     def barrier(self, opts=None):
         self.everyone(b"")

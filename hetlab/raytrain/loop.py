@@ -1,12 +1,8 @@
-"""The loop every rank runs inside Ray Train's ``TorchTrainer`` (notebook 07 shows it first).
+"""The loop every rank runs inside Ray Train's ``TorchTrainer`` (notebook 07 shows it).
 
-Each rank chooses its device on its own machine (CUDA, MPS, else the CPU) and trains its own share
-b_i of each global batch B. Once per step it scales its gradient by b_i / B, copies it to the CPU as
-one flat buffer and SUM all-reduces it through hetlab's exchange (``hetlab.raytrain.exchange``: gloo
-cannot join a Mac and a Linux desktop, NCCL cannot reach a Mac): every rank applies Σ (b_i / B) · g_i
-and the weights stay identical (bitwise on alike devices). With ``check_every``, rank 0 tests the
-weights every K steps, outside the steps' clock (the time to target). At the end rank 0 reports its
-weights (``model.pt``) and the losses (``loss.json``) as Ray Train's checkpoint.
+Each rank picks its device on its own machine and trains its share b_i of each global batch B; once
+per step it SUM all-reduces (b_i / B) · its gradient as one flat CPU buffer through hetlab's exchange,
+so every rank applies Σ (b_i / B) · g_i. Rank 0 reports its weights and losses as Ray Train's checkpoint.
 """
 from __future__ import annotations
 
@@ -63,19 +59,13 @@ def train_loop(config: dict) -> None:
         with log.compute():
             opt.step()
         log.loss(buf[-1].item())                              # the global batch's loss, for free
-        if step + 1 in cfg.check_steps:                       # the test accuracy, untimed: the time to target
-            check_accuracy(cfg, rank, model, device, log)
     report(cfg, model, rank, role, device, sizes[rank], speed, log)
 
 
 def rank_indices(step: int, batch_sizes: Sequence[int], rank: int, n_samples: int,
                  seed: int = 0) -> torch.Tensor:
-    """Which samples rank ``rank`` trains at ``step``: its share of the step's global batch.
-
-    Step t is positions [t·B, (t+1)·B) of the shuffled stream (``hetlab.core.stream.stream_indices``), cut
-    by ``hetlab.core.stream.split_spans`` as the parameter server cuts its steps: with the same sizes, rank i
-    and parameter-server worker i train the same samples, and each sample once per epoch.
-    """
+    """Which samples rank ``rank`` trains at ``step``: its share of positions [t·B, (t+1)·B) of the
+    shuffled stream, cut as the parameter server cuts its steps (rank i and worker i train the same samples)."""
     from hetlab.core.stream import split_spans, stream_indices
 
     total = sum(batch_sizes)
@@ -107,7 +97,7 @@ def agree_on_split(cfg: LoopConfig, rank: int, device) -> tuple[list[int], float
 @dataclass
 class RankLog:
     """Where one rank's time went (compute, simulated sleep, all-reduce with its wait), each step's
-    seconds and its losses, and rank 0's accuracy checks."""
+    seconds and its losses."""
 
     device: torch.device
     slowdown: float = 1.0
@@ -116,8 +106,6 @@ class RankLog:
     allreduce_s: float = 0.0
     losses: list = field(default_factory=list)    # every step's global-batch loss
     step_s: list = field(default_factory=list)    # each step's seconds: their sum is the training time
-    checks: list = field(default_factory=list)    # rank 0: (training seconds so far, test accuracy) per check
-    check_set: object = None                      # rank 0: the test samples the checks read
     step_start: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self):
@@ -179,13 +167,10 @@ def weights_digest(model: nn.Module) -> str:
 
 
 def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: RankLog) -> None:
-    """Every rank's ``RankReport`` to rank 0, which tests the model and reports the metrics (its
-    checks as ``run_checked`` returns them, for ``outcome.first_crossing``) with its checkpoint; the
-    others report nothing (Ray Train's report waits for every rank)."""
+    """Every rank's ``RankReport`` to rank 0, which tests the model and reports the metrics with its
+    checkpoint; the others report nothing (Ray Train's report waits for every rank)."""
     import ray
     import ray.train
-
-    from hetlab.core.data import n_samples
 
     label = labelled(f"{role} · {device.type}", log.slowdown)  # the parameter server's label format
     if origin := origin_label():
@@ -197,26 +182,11 @@ def report(cfg: LoopConfig, model, rank, role, device, batch_size, speed, log: R
     if rank != 0:
         ray.train.report({"rank": rank})
         return
-    checked = {"checks": [list(c) for c in log.checks], "every": cfg.check_every,
-               "test_samples": n_samples(log.check_set) if log.check_set is not None else None}
     metrics = {"ranks": reports, "accuracy": evaluate(model, mnist(cfg, "test"), device),
-               "train_s": sum(log.step_s), "step_s": list(log.step_s), "checked": checked}
+               "train_s": sum(log.step_s), "step_s": list(log.step_s)}
     with tempfile.TemporaryDirectory() as tmp:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(tmp, WEIGHTS))
         with open(os.path.join(tmp, LOSSES), "w") as f:
             json.dump(log.losses, f)
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
-
-def check_accuracy(cfg: LoopConfig, rank, model, device, log: RankLog) -> None:
-    """Rank 0 tests the weights on ``cfg.check_samples`` test samples (``core.train.held_out``, as the
-    parameter server's ``run_checked``); the others wait at a barrier. Every rank's next step starts
-    its clock after it, so the check is in no step's seconds."""
-    from hetlab.core.train import held_out
-
-    if rank == 0:
-        if log.check_set is None:
-            log.check_set = held_out(mnist(cfg, "test"), cfg.check_samples)
-        log.checks.append((sum(log.step_s), evaluate(model, log.check_set, device)))
-    dist.barrier()
-    log.step_start = time.perf_counter()

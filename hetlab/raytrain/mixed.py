@@ -1,10 +1,6 @@
-"""Ray Train's TorchTrainer on a Mac and a CUDA desktop at once (notebook 07): the launch.
-
-``train_mixed`` runs exactly ``hetlab.raytrain.loop.train_loop`` on every rank, with the
-configuration of ``hetlab.raytrain.config`` (hetlab's exchange, no GPU request, a label per rank, a
-pinned rendezvous, no retries), and turns a failed run into one line (``explain_failure``).
-Rank 0's checkpoint: Train needs a ``storage_path`` that every node can reach (NFS, a bucket) on a
-real multi-node cluster; by default a temp dir here, allowed only when rank 0 runs on this machine.
+"""Ray Train's TorchTrainer on a Mac and a CUDA desktop at once (notebook 07): ``train_mixed`` runs
+``hetlab.raytrain.loop.train_loop`` on every rank with ``hetlab.raytrain.config``'s settings, and
+turns a failed run into one line (``explain_failure``).
 """
 from __future__ import annotations
 
@@ -18,7 +14,6 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from hetlab.arithmetic.steady import samples_per_s
 from hetlab.errors import HetlabError
 from hetlab.raytrain.config import (RENDEZVOUS_TIMEOUT_S, check_cluster, loop_config, run_config,
                                     scaling_config, torch_config, train_env)
@@ -28,20 +23,17 @@ from hetlab.vocab import Ports
 __all__ = ["RayTrainResult", "explain_failure", "scaling_config", "train_mixed", "weights_digest"]
 
 
-# One line from the wall of text a failed ``TorchTrainer.fit()`` raises: hetlab's own check refused
-# the run, gloo was asked to join a Mac and a Linux machine (it cannot), a rank's machine went away
-# (a Mac asleep, a lost link), or the ranks could not reach each other (a firewall on the rendezvous port).
+# Signs, in the wall of text a failed ``TorchTrainer.fit()`` raises, that a rank's machine went away
+# (a Mac asleep, a lost link) or that the ranks could not reach each other (a firewall on the rendezvous port).
 NETWORK_SIGNS = ("timed out", "wait timeout", "connect timeout", "connection refused", "socket", "tcpstore",
                  "rendezvous", "process group")
-GLOO_SIGNS = ("unsupported gloo device", "unexpected opcode", "ss_family")  # gloo's two transports met
 GONE_SIGNS = ("node has died", "actor died", "worker health check failed",  # a rank's machine left
               "failed to initialize")                                          # ... as the run started
 
 
-def explain_failure(text: str, timeout_s: int, roles: Sequence[str] = (), backend: str = "hetlab") -> str:
+def explain_failure(text: str, roles: Sequence[str] = ()) -> str:
     """One line from the wall of text a failed ``TorchTrainer.fit()`` raises (``roles``: each
-    rank's machine, to name the one that went away). With ``backend="gloo"`` across two machines a
-    timeout is gloo's too: a Mac's gloo and a Linux one wait for each other until it runs out."""
+    rank's machine, to name the one that went away)."""
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     hetlab_line = next((line for line in lines if "HetlabError" in line), None)
     if hetlab_line:
@@ -52,10 +44,6 @@ def explain_failure(text: str, timeout_s: int, roles: Sequence[str] = (), backen
                 "rank (another run or a notebook still holds it) or its node is gone: `hetlab.cluster.node_table()` "
                 "shows the nodes; stop the other work and run again.")
     network = any(sign in lowered for sign in NETWORK_SIGNS)
-    if (backend == "gloo" and len(set(roles)) > 1 and network) or any(sign in lowered for sign in GLOO_SIGNS):
-        return ("Ray Train run failed: gloo cannot join these ranks: it speaks another transport on macOS "
-                "than on Linux (pytorch/pytorch#144851). Use hetlab's exchange, train_mixed's default "
-                "backend='hetlab'.")
     snippets = re.findall(r"\[Rank (\d+) Error Snippet\]:(.*?)(?=\[Rank \d+ Error|$)", str(text), flags=re.S)
     gone = [int(r) for r, snippet in snippets if any(sign in snippet.lower() for sign in GONE_SIGNS)]
     if gone or (not network and any(sign in lowered for sign in GONE_SIGNS)):
@@ -66,7 +54,7 @@ def explain_failure(text: str, timeout_s: int, roles: Sequence[str] = (), backen
                 f"(`hetlab.cluster.node_table()` shows it) and run again; the parameter server goes on "
                 f"without it (notebook 08).")
     if network:
-        return (f"Ray Train's ranks could not connect to each other within {timeout_s} s: open TCP "
+        return (f"Ray Train's ranks could not connect to each other within {RENDEZVOUS_TIMEOUT_S} s: open TCP "
                 f"{Ports.train_rendezvous} "
                 f"(the rendezvous store, on rank 0's machine) to the other machine's IP: `hetlab head` "
                 f"prints the rule (Ray Train only).")
@@ -86,11 +74,6 @@ class RayTrainResult:
     checkpoint_path: str      # rank 0's weights and losses at the end
     steps: int = 0
     step_s: list = field(default_factory=list)  # rank 0's seconds per step (hetlab.arithmetic.steady reads them)
-    checked: dict = field(default_factory=dict)  # rank 0's accuracy checks (check_every=): {"checks", "every", "test_samples"}
-    samples_per_s: float = field(init=False)  # every rank's samples ÷ train_s
-
-    def __post_init__(self):
-        self.samples_per_s = samples_per_s(sum(r.samples for r in self.ranks), self.train_s)
 
     @classmethod
     def read(cls, result, fit_s: float, steps: int) -> "RayTrainResult":
@@ -99,17 +82,15 @@ class RayTrainResult:
         with open(os.path.join(path, LOSSES)) as f:
             loss = json.load(f)
         return cls(ranks=[RankReport(**r) for r in m["ranks"]], accuracy=m["accuracy"], loss=loss, fit_s=fit_s,
-                   train_s=m["train_s"], checkpoint_path=path, steps=steps, step_s=list(m["step_s"]),
-                   checked=dict(m["checked"]))
+                   train_s=m["train_s"], checkpoint_path=path, steps=steps, step_s=list(m["step_s"]))
 
     @property
     def weights_identical(self) -> bool:
         return len({r.weights_sha256 for r in self.ranks}) == 1
 
     def technique(self) -> dict:
-        """This run's figures for the report, read as the parameter server's are (``outcome.technique``:
-        speed, efficiency, the all-reduce's share, conditions, time to target): one record per rank and
-        step, at rank 0's step times, each rank's device and all-reduce seconds spread over its steps."""
+        """This run's figures for the report, as the parameter server's (``outcome.technique``): one
+        record per rank and step, each rank's device and all-reduce seconds spread over its steps."""
         from types import SimpleNamespace
 
         from hetlab.arithmetic import outcome
@@ -117,7 +98,7 @@ class RayTrainResult:
         records = [SimpleNamespace(step=i, step_s=s, worker=r.role, samples=r.batch_size, batch_size=r.batch_size,
                                    device_s=r.device_s / n, comm_s=r.allreduce_s / n, wait_s=0.0)
                    for i, s in enumerate(self.step_s) for r in self.ranks]
-        return outcome.technique(records, self.accuracy, checked=self.checked, devices=[r.label for r in self.ranks])
+        return outcome.technique(records, self.accuracy, devices=[r.label for r in self.ranks])
 
     def model(self) -> nn.Module:
         """The trained weights from rank 0's checkpoint, in a fresh network on the CPU."""
@@ -131,8 +112,8 @@ class RayTrainResult:
 
 def remove_groups_since(before: set) -> None:
     """Remove the placement groups made since ``before`` (ids). Ray Train 2.60 leaves its ranks'
-    group behind when a rank fails as the group starts (gloo refused, a rendezvous that timed out):
-    the ranks' CPUs stay taken, and the next run waits for them until its start-up times out."""
+    group behind when a rank fails as the group starts (a rendezvous that timed out): the ranks'
+    CPUs stay taken, and the next run waits for them until its start-up times out."""
     import ray
     from ray.util.placement_group import PlacementGroup
 
@@ -144,26 +125,19 @@ def remove_groups_since(before: set) -> None:
 def train_mixed(steps: int = 100, global_batch: int = 128, batch_sizes="auto",
                 roles: Sequence[str] = ("desktop", "mac"), devices="auto", slowdowns=1.0,
                 seed: int = 0, train_samples: int | None = None, test_samples: int | None = None,
-                storage_path: str | None = None, timeout_s: int = RENDEZVOUS_TIMEOUT_S,
-                check_every: int | None = None, check_samples: int = 1000, backend: str = "hetlab") -> RayTrainResult:
-    """Train the course's CNN on MNIST on every role's machine with one TorchTrainer run of ``train_loop``; returns what each rank did.
-
-    ``batch_sizes="auto"`` splits the global batch by each rank's measured speed (``[96, 32]``: that
-    split); ``slowdowns`` (≥ 1 per rank) simulate slower devices. ``storage_path``: reachable by every
-    node (default: a temp dir, only when rank 0 runs here). The ranks give up waiting for each other
-    after ``timeout_s``. ``check_every=K``: an untimed test on ``check_samples`` samples every K steps
-    (the time to target). ``backend``: the ranks' exchange, ``"hetlab"`` (any pair) or ``"gloo"``
-    (ranks on one system only; notebook 07 shows it fail across a Mac and a Linux desktop).
-    """
+                storage_path: str | None = None) -> RayTrainResult:
+    """Train the course's CNN on MNIST on every role's machine with one TorchTrainer run of ``train_loop``.
+    ``batch_sizes="auto"``: split by each rank's measured speed; ``slowdowns`` (≥ 1 per rank) simulate
+    slower devices; ``storage_path``: reachable by every node (default: a temp dir, if rank 0 runs here)."""
     import ray
     from ray.train.torch import TorchTrainer
 
     cfg = loop_config(steps, global_batch, batch_sizes, roles, devices, slowdowns, seed, train_samples,
-                      test_samples, check_every, check_samples)
-    config = torch_config(timeout_s, backend)
+                      test_samples)
+    scaling = scaling_config(roles)       # an unknown role fails here, before Ray is asked
     check_cluster(roles, storage_path)
     trainer = TorchTrainer(train_loop, train_loop_config={"loop": cfg},  # Ray Train's config is a dict
-                           torch_config=config, scaling_config=scaling_config(roles),
+                           torch_config=torch_config(), scaling_config=scaling,
                            run_config=run_config(storage_path))
     t0, groups = time.perf_counter(), set(ray.util.placement_group_table())
     try:
@@ -171,5 +145,5 @@ def train_mixed(steps: int = 100, global_batch: int = 128, batch_sizes="auto",
             result = trainer.fit()
     except Exception as e:  # Train wraps worker errors; keep their one-line reason
         remove_groups_since(groups)
-        raise HetlabError(explain_failure(str(e), timeout_s, roles, backend)) from None
+        raise HetlabError(explain_failure(str(e), roles)) from None
     return RayTrainResult.read(result, time.perf_counter() - t0, steps)

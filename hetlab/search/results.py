@@ -1,10 +1,6 @@
-"""What a hyperparameter search did, trial by trial, as the driver saw it (notebook 09).
-
-``Watcher`` is a Ray Tune callback in the driver: it keeps one ``TrialRecord`` per
-configuration (its machine, device, epochs, accuracy, samples and the spans it ran in,
-timed by the driver's clock so that two machines' clocks never disagree) and draws one
-progress bar. ``SearchResult`` holds them with the search's wall time: the table, the best
-trial, trials per hour and samples per second.
+"""What a search did, trial by trial, as the driver saw it (notebook 09): ``Watcher``, a Ray Tune
+callback, keeps one ``TrialRecord`` per configuration, timed by the driver's clock (two machines'
+clocks never disagree); ``SearchResult`` holds them with the search's wall time.
 """
 from __future__ import annotations
 
@@ -13,7 +9,6 @@ from dataclasses import dataclass, field
 
 from ray.tune import Callback
 
-from hetlab import progress_bar
 from hetlab.arithmetic.steady import samples_per_s
 
 COLUMNS = ("trial", "lr", "batch_size", "width", "optimizer", "machine", "device", "epochs",
@@ -36,7 +31,6 @@ class TrialRecord:
     device: str = ""                  # cuda, mps or cpu
     role: str = ""                    # the hetlab role of that machine's node
     computer: str = ""                # and the computer (``hetlab.core.machine.kernel_id``): nodes may share one
-    ray_gpu: bool = False             # Ray gave it (a share of) a GPU
     spans: list = field(default_factory=list)  # [machine, start_s, end_s] since the search began
     retries: int = 0
     error: str = ""                   # one line, if it failed
@@ -75,8 +69,7 @@ class SearchResult:
 
     @property
     def running_s(self) -> float:
-        """Seconds from the first trial's start to the search's end: the wall time less Ray Tune's
-        own set-up before any trial (a few seconds, the same for every search, whatever machines)."""
+        """Seconds from the first trial's start to the search's end (Ray Tune's own set-up left out)."""
         starts = [span[1] for t in self.trials for span in t.spans]
         return self.wall_s - min(starts) if starts else self.wall_s
 
@@ -95,19 +88,6 @@ class SearchResult:
         """The highest accuracy among the trials that ran every epoch (else among all finished)."""
         full = [t for t in self.finished if t.epochs == max(t.epochs for t in self.finished)]
         return max(full, key=lambda t: t.accuracy) if full else None
-
-    def per_machine(self) -> dict:
-        """Machine label → the samples its trials trained."""
-        out: dict = {}
-        for t in self.trials:
-            if t.machine:
-                out[t.machine] = out.get(t.machine, 0) + t.samples
-        return out
-
-    def problems(self) -> list[str]:
-        """One line per trial that failed, after its retries."""
-        return [f"trial {t.trial} failed after {t.retries} retries: {t.error}" for t in self.trials
-                if t.status == "failed"]
 
     def best_line(self) -> str:
         """The best configuration in one line, or why there is none."""
@@ -133,19 +113,13 @@ class SearchResult:
 
 
 class Watcher(Callback):
-    """Ray Tune callback in the driver: a record per configuration, and one progress bar."""
+    """Ray Tune callback in the driver: a record per configuration."""
 
-    def __init__(self, configs: list[dict], progress: bool, epochs: int):
+    def __init__(self, configs: list[dict], epochs: int):
         self.records = [TrialRecord(c["trial"], {k: v for k, v in c.items() if k not in ("seed", "trial")},
                                     c["seed"]) for c in configs]
         self.epochs = epochs
         self.t0 = time.time()
-        self.bar = progress_bar(len(configs), "search", progress)
-
-    def __getstate__(self) -> dict:
-        """Tune pickles its callbacks with the experiment's state; a notebook's progress bar (a
-        widget holding the kernel's session key) cannot be pickled, and need not be."""
-        return {k: v for k, v in self.__dict__.items() if k != "bar"}
 
     def _record(self, trial) -> TrialRecord:
         return self.records[trial.config["config"]["trial"]]
@@ -162,7 +136,7 @@ class Watcher(Callback):
         record = self._record(trial)
         record.epochs = int(result["epoch"])  # not Tune's count of reports: a retried trial goes on from its epoch
         record.accuracy = float(result["accuracy"])
-        for key in ("samples", "busy_s", "machine", "device", "role", "ray_gpu", "computer"):
+        for key in ("samples", "busy_s", "machine", "device", "role", "computer"):
             setattr(record, key, result[key])
         if not record.spans:
             record.spans.append(["", self._now(), self._now()])
@@ -176,29 +150,19 @@ class Watcher(Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         record = self._record(trial)
         record.status = "done" if record.epochs >= self.epochs else "stopped early"
-        self._finished()
 
     def on_trial_error(self, iteration, trials, trial, **info):
         record = self._record(trial)
         record.status, record.error = "failed", _error_line(trial)
-        self._finished()
-
-    def _finished(self) -> None:
-        self.bar.update(1)
-        done = [r for r in self.records if r.epochs]
-        if done:
-            self.bar.set_postfix(best=f"{max(r.accuracy for r in done):.4f}", refresh=False)
 
     def close(self) -> None:
         for record in self.records:
             if record.status == "running":
                 record.status = "cut by the time budget" if record.epochs else "not started"
-        self.bar.close()
 
 
 def _error_line(trial) -> str:
-    """The trial's error as one line: the exception's type and message, no traceback. Read from
-    the trial's local files, which Tune writes before it calls back (its storage copy comes later)."""
+    """The trial's error as one line, from the local files Tune writes before it calls back."""
     from ray import cloudpickle
     from ray.exceptions import RayActorError
     try:

@@ -1,11 +1,5 @@
-"""One trial of the hyperparameter search: one configuration trained on one machine's own
-device, reporting to Ray Tune after every epoch (notebook 09, ``hetlab.search.driver``).
-
-It runs inside a Ray Tune trial process on whichever node Tune placed it. The device is
-chosen there: the GPU Ray gave this trial (CUDA on the desktop, MPS on a Mac: Ray counts
-both as ``GPU``), else the CPU. On a node labelled as a simulated slower machine (the
-practice cluster's "mac") each step is followed by ``hetlab.core.simulate``'s sleep, and the
-trial's label says "simulated". The data, model, step and evaluation are hetlab's own.
+"""One trial of the search (notebook 09): one configuration trained on the device Ray gave it on its
+machine (CUDA or MPS, else the CPU), reporting to Ray Tune after every epoch.
 """
 from __future__ import annotations
 
@@ -20,7 +14,7 @@ from hetlab.cluster.roles import ROLE_LABEL, SIMULATED_LABEL
 from hetlab.core.data import batches, load_mnist
 from hetlab.core.devices import best, synchronize
 from hetlab.core.machine import kernel_id
-from hetlab.core.models import make_model
+from hetlab.core.models import make_model, small_cnn
 from hetlab.core.simulate import SlowDevice, labelled
 from hetlab.core.train import train_step
 from hetlab.core.train import evaluate
@@ -31,9 +25,8 @@ OPTIMIZERS = {"adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
 
 @functools.lru_cache(maxsize=2)
 def split_data(train_samples: int, val_samples: int, seed: int = 0):
-    """``(x, y)`` to train on and ``(x, y)`` to score on: disjoint parts of MNIST's *training*
-    set (a search must not choose by the test set), the same on every machine for one seed.
-    Kept per process: the next trial in the same trial process reads no file."""
+    """``(x, y)`` to train on and ``(x, y)`` to score on: disjoint parts of MNIST's *training* set
+    (a search must not choose by the test set), kept per process for the next trial there."""
     data = load_mnist("train").subset(train_samples + val_samples, seed=seed)
     x, y = data.normalized(), data.labels
     return (x[:train_samples], y[:train_samples]), (x[train_samples:], y[train_samples:])
@@ -49,12 +42,6 @@ def where_am_i(slowdowns: dict) -> tuple[str, str, float]:
     return role, labelled(name, slowdown), slowdown
 
 
-def device_here() -> torch.device:
-    """The GPU Ray gave this trial (CUDA or MPS), else the CPU: never a GPU Ray did not give."""
-    import ray
-    return torch.device(best() if ray.get_gpu_ids() else "cpu")
-
-
 def build(cfg: dict, model, dev: torch.device):
     """The network and optimizer of one configuration, on ``dev``, with its seed's weights; the
     generators its training draws from (dropout) start from the same seed."""
@@ -64,11 +51,9 @@ def build(cfg: dict, model, dev: torch.device):
 
 
 def epochs_of(net, opt, x, y, cfg: dict, dev, first: int, last: int, slow: SlowDevice):
-    """Train epochs ``first``..``last - 1`` with hetlab's step; after each, yield
-    ``(epoch, samples, busy_s, loss)`` of that epoch (busy: compute and any simulated sleep;
-    loss: its mean training loss). The device is synchronised once per epoch, not per step: a
-    GPU keeps its queue full. A simulated device (a CPU, where a step's time is known at once)
-    sleeps after each step."""
+    """Train epochs ``first``..``last - 1`` with hetlab's step; after each, yield ``(epoch, samples,
+    busy_s, loss)`` of it (busy: compute and any simulated sleep; loss: its mean training loss).
+    The device is synchronised once per epoch, so a GPU keeps its queue full."""
     loss_fn = torch.nn.functional.cross_entropy
     for epoch in range(first, last):
         samples, started, total = 0, time.perf_counter(), torch.zeros((), device=dev)
@@ -82,22 +67,19 @@ def epochs_of(net, opt, x, y, cfg: dict, dev, first: int, last: int, slow: SlowD
         yield epoch, samples, time.perf_counter() - started, total.item() / samples
 
 
-def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epochs: int,
-              slowdowns: dict, keeper) -> None:
-    """Train ``config["config"]`` (lr, batch_size, width, optimizer, seed) for up to ``epochs``
-    epochs, reporting accuracy, loss, samples and busy seconds after each. It saves its state
-    in ``keeper`` (``start_keeper``, an actor beside the driver) after every epoch and, retried
-    by Tune after a failure, goes on from it."""
+def run_trial(config: dict, *, train_samples: int, val_samples: int, epochs: int, slowdowns: dict, keeper) -> None:
+    """Train ``config["config"]`` for up to ``epochs`` epochs, reporting to Tune and saving its state in
+    ``keeper`` after each; retried by Tune after a failure, it goes on from there."""
     import ray
     from ray import tune
     for noisy in ("ray.train", "ray.tune"):  # no "Checkpoint successfully created" per epoch
         logging.getLogger(noisy).setLevel(logging.WARNING)
     cfg = config["config"]
     role, machine, slowdown = where_am_i(slowdowns)
-    dev = device_here()
+    dev = torch.device(best() if ray.get_gpu_ids() else "cpu")   # never a GPU Ray did not give
     (x, y), val = split_data(train_samples, val_samples)
     x, y = x.to(dev), y.to(dev)  # copies on a GPU; on the CPU the cached tensors, which no step changes
-    net, opt = build(cfg, model, dev)
+    net, opt = build(cfg, small_cnn, dev)
     start, samples, busy_s = 0, 0, 0.0
     slow = SlowDevice(slowdown)
     saved = ray.get(keeper.get.remote(cfg["trial"]))  # a retried trial's last state
@@ -107,7 +89,7 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])  # dropout's masks go on as they would have
         start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
-    ray_gpu, computer = bool(ray.get_gpu_ids()), kernel_id()
+    computer = kernel_id()
     for epoch, n, s, loss in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
         samples, busy_s = samples + n, busy_s + s
         ray.get(keeper.put.remote(cfg["trial"], _saved(net, opt, epoch + 1, samples, busy_s)))  # before the report
@@ -115,28 +97,22 @@ def run_trial(config: dict, *, model, train_samples: int, val_samples: int, epoc
         accuracy = evaluate(net, val, dev)
         slow.after("evaluation", time.perf_counter() - t0)  # a slower device evaluates slower too
         tune.report({"epoch": epoch + 1, "accuracy": accuracy, "loss": loss, "samples": samples, "busy_s": busy_s,
-                     "machine": machine, "role": role, "device": dev.type, "ray_gpu": ray_gpu,
-                     "computer": computer})
+                     "machine": machine, "role": role, "device": dev.type, "computer": computer})
 
 
 def _saved(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
-    """What a trial needs to go on exactly where it stopped, as bytes: the weights, the
-    optimizer's state, the epoch to start at and the CPU's random generator (dropout; a GPU's
-    generator cannot move between a Mac and a CUDA card)."""
+    """What a trial needs to go on exactly where it stopped, as bytes (the CPU's random generator for
+    dropout: a GPU's cannot move between a Mac and a CUDA card)."""
     buffer = io.BytesIO()
     torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "samples": samples,
                 "busy_s": busy_s, "rng": torch.get_rng_state()}, buffer)
     return buffer.getvalue()
 
 
-
-# --- each trial's last checkpoint, beside the driver ------------------------------------------------
-# A trial sends its state to a Ray actor on the driver's machine after every epoch, and a trial
-# Tune retries reads it back: no folder or bucket both machines share is needed. (Tune's own
-# checkpoints go into its storage from the trial's machine, which the driver's machine may not see.)
-
 class CheckpointKeeper:
-    """Trial number → the bytes of its last saved state (``_saved``)."""
+    """Trial number → the bytes of its last saved state (``_saved``), in an actor beside the driver:
+    a retried trial reads it back with no folder both machines share (Tune's checkpoints go into
+    its storage from the trial's machine, which the driver's may not see)."""
 
     def __init__(self):
         self.saved: dict[int, bytes] = {}

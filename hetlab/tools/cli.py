@@ -180,7 +180,33 @@ def _train(args) -> int:
     return 0
 
 
-# --- notebook 09: the report; README "Check a real NVIDIA GPU" ---
+# --- notebook 09: the search and the report; README "Check a real NVIDIA GPU" ---
+
+def _search(args) -> int:
+    if args.slowdown is not None and not 1 <= args.slowdown < float("inf"):  # before Ray and torch load
+        raise HetlabError(f"--slowdown {args.slowdown:g}: give X ≥ 1, the mac's simulated slowdown (1 = none).")
+    if args.at_once is not None and args.at_once < 1:
+        raise HetlabError(f"--at-once {args.at_once}: give trials at once per device, at least 1.")
+    from hetlab import search
+    from hetlab.pair import the_pair
+    batch = max(search.SPACE["batch_size"])
+    if args.train_samples < batch:
+        raise HetlabError(f"--train-samples {args.train_samples}: give at least {batch}, the largest batch tried.")
+    val_samples = max(200, args.train_samples // 5)
+    search.check_numbers(args.trials, args.epochs, args.budget, args.max_failures, args.roles,  # before Ray
+                         train_samples=args.train_samples, val_samples=val_samples)
+    with the_pair(slowdown=args.slowdown, address=args.address) as pair:
+        print(pair)
+        result = search.search(None, args.trials, roles=args.roles, epochs=args.epochs,
+                               train_samples=args.train_samples, val_samples=val_samples,
+                               slowdowns={w.role: w.slowdown for w in pair.workers},
+                               time_budget_s=args.budget, seed=args.seed, max_failures=args.max_failures,
+                               packing=None if args.at_once is None else dict.fromkeys(args.roles, args.at_once))
+        print(result)
+        print(result.best_line())
+        print(f"results: {result.folder}")
+    return 0
+
 
 def _report(args) -> int:
     from hetlab.views import report
@@ -251,6 +277,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="small, classic, or your function returning an nn.Module")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_train)
+
+    p = sub.add_parser("search", help="search hyperparameters on the desktop and the Mac at once (Ray Tune)",
+                       description="Notebook 09's search (Ray Tune, ASHA), each trial on one machine's device; "
+                       "prints the trials and the best configuration. Without --address a practice cluster starts here.")
+    p.add_argument("--address", metavar="IP:PORT", help="head of a running hetlab cluster (default as hetlab train's)")
+    where = p.add_mutually_exclusive_group()
+    for flag, roles in (("--pair", ("desktop", "mac")), ("--desktop-only", ("desktop",)), ("--mac-only", ("mac",))):
+        where.add_argument(flag, dest="roles", action="store_const", const=roles, help=f"trials on {' and '.join(roles)}")
+    p.set_defaults(roles=("desktop", "mac"))
+    p.add_argument("--trials", type=int, default=4 if quick else 16, metavar="N", help="configurations (default %(default)s)")
+    p.add_argument("--epochs", type=int, default=2 if quick else 4, metavar="E", help="most epochs a trial (default %(default)s)")
+    p.add_argument("--train-samples", type=int, default=1500 if quick else 10000, metavar="N",
+                   help="MNIST samples a trial (default %(default)s)")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="stop the search after this many seconds")
+    p.add_argument("--at-once", type=int, metavar="K", help="trials at once on each device (default: 2 per GPU, else 1)")
+    p.add_argument("--max-failures", type=int, default=1, metavar="N", help="retries of a failed trial (default 1)")
+    p.add_argument("--slowdown", type=float, metavar="X", help="the mac a simulated X× slower machine (practice: 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the configurations (default 0)")
+    p.set_defaults(run=_search)
 
     p = sub.add_parser("gpu-check", help="check what notebooks 01 and 02 claim about CUDA on your NVIDIA card")
     p.add_argument("--quick", action="store_true", help="fewer repeats and a shorter sweep")
