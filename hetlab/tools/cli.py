@@ -1,5 +1,5 @@
 """The ``hetlab`` console script: ``doctor``, ``head``, ``join``, ``wslconfig`` (notebook 04),
-``train`` (07), ``report`` (the learner's hand-in, 09) and ``gpu-check`` (an NVIDIA card:
+``train`` (07), ``search`` (09), ``report`` (the learner's hand-in, 09) and ``gpu-check`` (an NVIDIA card:
 ``hetlab.tools.gpucheck``).
 
 ``build_parser`` holds every subcommand's arguments; each subcommand runs as one function,
