@@ -5,8 +5,8 @@ measured inputs, all taken here first, apart from the timed runs:
 
 * each device's step time t(b) = fixed + b × per-sample, fitted to a batch sweep
   (``hetlab.arithmetic.steptime``): the desktop's plain loop in this process (what ``hetlab.core.train`` runs),
-  and each worker where it runs (``standalone_samples_per_s(together=True)``: its threads, its node,
-  the simulated slowdown of a practice Mac, both at work at once as in the pair);
+  and each worker where it runs (``standalone_samples_per_s``: its threads, its node, the simulated
+  slowdown of a practice Mac; the workers one after another);
 * the engine's own cost per exchange: sync steps of 1 + 1 samples (``records.engine_cost``);
 * the link (``--link-mbit``; the practice cluster has none).
 
@@ -120,9 +120,8 @@ def joined(turns: list[steady.SteadySpeed]) -> steady.SteadySpeed:
 
 
 def fit_workers(training, sizes, steps: int) -> list[steptime.StepTime]:
-    """Each worker where it runs, training on its own while the other does too (on one machine
-    they share its cores, as in the pair), swept and fitted."""
-    rates = [training.standalone_samples_per_s(b, steps=steps, together=True) for b in sizes]
+    """Each worker where it runs, training on its own (one after the other), swept and fitted."""
+    rates = [training.standalone_samples_per_s(b, steps=steps) for b in sizes]
     return [steptime.from_sweep(sizes, [r[i] for r in rates], f"{label}, where it runs")
             for i, label in enumerate(training.labels)]
 
