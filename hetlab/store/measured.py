@@ -1,11 +1,9 @@
-"""Each machine's own figures, kept in small files: notebooks 02, 05, 06, 08, 09 write; 06, 08, report read.
+"""Each machine's own figures, kept as small JSON files in the figures folder, for the notebooks and ``hetlab report``.
 
-Notebook 02 saves its sweep and the step time fitted to it (``hetlab.arithmetic.steptime``) as
-``measured/<role>.json`` (the Mac's reaches the desktop through the cluster, ``hetlab.cluster.figures``);
-05 saves the engine's cost per exchange as ``engine.json``; 05–09 save each run and its predictions as
-``notebook-NN.json`` (``save_run``), each prediction and measurement saying what it is about
-(``about``), and each graded exercise's last result goes to ``exercises.json`` (``save_graded``): all
-for ``hetlab report``. Every figure read back says where it came from (``.source``). The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache.
+``<role>.json``: notebook 02's sweep and the step line fitted to it; ``notebook-NN.json``: each
+notebook's run and its predictions (``save_run``); ``exercises.json``: each graded exercise's last
+result; any other named set of figures through ``save_figure``. Every figure read back says where it
+came from. The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache.
 """
 from __future__ import annotations
 
@@ -257,14 +255,12 @@ def _numbers(value, what: str):
 
 def save_run(notebook: str, figures: dict, *, simulated: bool,
              predictions: dict[str, tuple] | None = None, speeds: dict | None = None,
-             add: bool = False, where: str | Path | None = None, measures: dict | None = None) -> Path:
+             add: bool = False, where: str | Path | None = None) -> Path:
     """Keep what notebook ``notebook`` measured (``figures``: name → number, list or dict of numbers)
-    and each prediction the course made beside it (name → (predicted, measured or None, how it was
-    predicted[, whose figures it used[, what it is about: ``about``]])), as ``notebook-NN.json``;
-    ``measures``: name → (value, ``about``), a measurement any notebook's prediction about the
-    same may read; ``speeds``: name → ``SteadySpeed`` (or a technique's ``outcome.technique``);
-    ``simulated``: the run had a simulated machine (the practice cluster); ``add``: keep what an
-    earlier cell of the same run saved. The run's mode (quick or full) is kept with it."""
+    and each prediction the course made beside it (name → (predicted, measured in the same run or
+    None, how it was predicted[, whose figures it used])), as ``notebook-NN.json``; ``speeds``: name →
+    ``SteadySpeed`` (or a technique's ``outcome.technique``); ``simulated``: the practice cluster;
+    ``add``: keep what an earlier cell of the same run saved. The run's mode (quick or full) is kept."""
     what = f"notebook {notebook}'s figures"
     kept = _numbers(dict(figures), what)
     guesses = {}
@@ -273,16 +269,12 @@ def save_run(notebook: str, figures: dict, *, simulated: bool,
         if predicted is None:
             raise HetlabError(f"{what}: the prediction {name!r} needs a predicted number.")
         guesses[name] = {"predicted": _numbers(predicted, what), "measured": _numbers(outcome, what),
-                         "how": str(how), "whose": str(more[0]) if more else "",
-                         "about": _numbers(more[1], what) if len(more) > 1 else None}
-    found = {name: {"value": _numbers(value, what), "about": _numbers(dict(on), what)}
-             for name, (value, on) in (measures or {}).items()}
+                         "how": str(how), "whose": str(more[0]) if more else ""}
     data = {**_stamp(simulated), "notebook": str(notebook), "simulated": bool(simulated), "figures": kept,
-            "predictions": guesses,
-            "speeds": _numbers(dict(speeds or {}), what), "measures": found, "mode": mode()}
+            "predictions": guesses, "speeds": _numbers(dict(speeds or {}), what), "mode": mode()}
     earlier = load_run(notebook, where) if add else None
     if earlier is not None:
-        for part in ("figures", "predictions", "speeds", "measures"):
+        for part in ("figures", "predictions", "speeds"):
             data[part] = {**earlier.get(part, {}), **data[part]}
     return write(path(f"{RUN_PREFIX}{notebook}", where), data)
 
@@ -327,51 +319,12 @@ def whose(**sources: str) -> str:
     return ", ".join(f"{role}: {kind}" for role, kind in kinds.items())
 
 
-# --- what a prediction or a measurement is about: the quantity, the global batch, the split, the roles and
-# the mode. ``hetlab report`` pairs a prediction only with a measurement whose description is the same.
-
 QUICK, FULL = "quick", "full"
-ROLES = ("desktop", "mac")
-# The quantities the course predicts and measures (one model trained on both, or independent trials)
-ONE_MODEL = "one model on the pair ÷ the desktop alone"
-SEARCH = "independent trials on the pair ÷ the desktop alone"
-COMPARED = ("quantity", "batch", "split", "roles", "mode")
 
 
 def mode() -> str:
     """``"quick"`` under ``HETLAB_QUICK=1`` (fewer samples and steps), else ``"full"``."""
     return QUICK if hetlab.is_quick() else FULL
-
-
-def about(quantity: str, batch=None, split=None, roles=ROLES, *, mode_: str | None = None,
-          bound: bool = False, **more) -> dict:
-    """A description: ``quantity`` (one of the names above, or a notebook's own), the global
-    ``batch`` (a number, or the list of batches a run mixed), the ``split`` (None: any), the
-    ``roles``, the ``mode`` (default: this process's); ``bound``: a limit no plan beats."""
-    found = {"quantity": str(quantity), "batch": batch, "split": None if split is None else [int(b) for b in split],
-             "roles": list(roles), "mode": mode_ or mode(), "bound": bool(bound)}
-    return {**found, **more}
-
-
-def mismatch(prediction: dict, measurement: dict) -> str | None:
-    """Why ``measurement`` does not measure ``prediction`` ("batch 64, not 128"), or None when it does.
-    A prediction with no split takes any split of the same global batch."""
-    for key in COMPARED:
-        want, got = prediction.get(key), measurement.get(key)
-        if key == "split" and want is None:
-            continue
-        if want != got:
-            return f"{key} {_show(key, got)}, not {_show(key, want)}"
-    return None
-
-
-def _show(key: str, value) -> str:
-    """A split as desktop:mac, a mix of batches as its range, roles as a list."""
-    if isinstance(value, list) and value:
-        if key == "split":
-            return ":".join(str(v) for v in value)
-        return f"{min(value)}–{max(value)}" if key == "batch" else ", ".join(map(str, value))
-    return str(value)
 
 
 # --- each graded exercise's last result (``hetlab.course.grading.check``), per exercise and machine, in
