@@ -79,7 +79,7 @@ def test_the_engines_cost_is_saved_and_read_back_else_the_practice_figure(tmp_pa
     {"format": 1, "batch_sizes": [1], "samples_per_s": {"small": [-5.0]}})])
 def test_a_bad_file_is_a_one_line_error(tmp_path, text):
     (tmp_path / "mac.json").write_text(text)
-    with pytest.raises(HetlabError, match="not a measurement file") as err:
+    with pytest.raises(HetlabError, match="not hetlab's mac file") as err:
         measured.speed("mac", "small", 128, tmp_path)
     assert "\n" not in str(err.value) and "notebook 02" in str(err.value)
 
@@ -101,7 +101,7 @@ def test_every_reader_gives_its_empty_value_without_a_file_and_one_line_for_a_da
     (folder / name).write_text(text)
     with pytest.raises(HetlabError, match="delete it") as err:
         read()
-    assert "\n" not in str(err.value) and str(err.value).startswith(f"{folder / name} is not ")
+    assert "\n" not in str(err.value) and str(err.value).startswith(f"{folder / name} is not hetlab's ")
 
 
 def test_refusals(tmp_path):

@@ -128,10 +128,10 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
         for model, values in models.items():
             line = from_sweep(batch_sizes, values)
             fits[model] = {"fixed_s": line.fixed_s, "per_sample_s": line.per_sample_s}
-    data = {**_stamp(simulated), "role": role, "device": device.get("device"), "accelerator": device.get("name"),
+    data = {"role": role, "device": device.get("device"), "accelerator": device.get("name"),
             "torch": torch_version, "optimizer": optimizer, "batch_sizes": batch_sizes, "samples_per_s": models,
             "step_time": fits, "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": mode()}
-    return write(path(role, where), data)
+    return save_figure(role, data, where, simulated=simulated)
 
 
 def write(target: Path, data: dict) -> Path:
@@ -162,16 +162,14 @@ def read(target: Path, parse, damaged: HetlabError):
 
 def load(role: str, where: str | Path | None = None) -> dict | None:
     """The figures notebook 02 saved for ``role``, or None if there is no file."""
-    p = path(role, where)
-    return read(p, lambda data: data if is_sweep(data) else None, HetlabError(
-        f"{p} is not a measurement file from notebook 02: delete it and run notebook 02 on that machine again."))
+    return load_figure(role, where, is_sweep, "run notebook 02 on that machine again")
 
 
 def is_sweep(data) -> bool:
     """Whether ``data`` is what ``save`` writes: one positive samples/s per batch size, per model."""
     try:
         sizes, models = data["batch_sizes"], data["samples_per_s"]
-        return bool(data.get("format") == FORMAT and sizes and all(isinstance(b, int) and b >= 1 for b in sizes)
+        return bool(sizes and all(isinstance(b, int) and b >= 1 for b in sizes)
                     and all(len(v) == len(sizes) and all(isinstance(x, (int, float)) and x > 0 for x in v)
                             for v in models.values()))
     except (KeyError, TypeError, AttributeError):
@@ -270,37 +268,36 @@ def save_run(notebook: str, figures: dict, *, simulated: bool,
             raise HetlabError(f"{what}: the prediction {name!r} needs a predicted number.")
         guesses[name] = {"predicted": _numbers(predicted, what), "measured": _numbers(outcome, what),
                          "how": str(how), "whose": str(more[0]) if more else ""}
-    data = {**_stamp(simulated), "notebook": str(notebook), "simulated": bool(simulated), "figures": kept,
+    data = {"notebook": str(notebook), "simulated": bool(simulated), "figures": kept,
             "predictions": guesses, "speeds": _numbers(dict(speeds or {}), what), "mode": mode()}
     earlier = load_run(notebook, where) if add else None
     if earlier is not None:
         for part in ("figures", "predictions", "speeds"):
             data[part] = {**earlier.get(part, {}), **data[part]}
-    return write(path(f"{RUN_PREFIX}{notebook}", where), data)
+    return save_figure(f"{RUN_PREFIX}{notebook}", data, where, simulated=simulated)
 
 
 def load_run(notebook: str, where: str | Path | None = None) -> dict | None:
     """What ``save_run`` kept for ``notebook``, or None if that notebook has not saved a run here."""
-    def parse(data):
-        ok = data.get("format") == FORMAT and isinstance(data["figures"], dict) and isinstance(data["predictions"], dict)
-        return data if ok else None
-    p = path(f"{RUN_PREFIX}{notebook}", where)
-    return read(p, parse, HetlabError(
-        f"{p} is not a run saved by notebook {notebook}: delete it and run that notebook again."))
+    return load_figure(f"{RUN_PREFIX}{notebook}", where,
+                       lambda data: isinstance(data["figures"], dict) and isinstance(data["predictions"], dict),
+                       f"run notebook {notebook} again")
 
 
 def save_figure(name: str, data: dict, where: str | Path | None = None, *, simulated: bool | None = None) -> Path:
-    """Keep one named set of figures (``link``, ``machines``) as ``<name>.json``, with its date and
-    origin (``data["origin"]`` if given, else ``origin(simulated)``): read back by ``load_figure``."""
+    """Keep one named set of figures as ``<name>.json``, with its date and origin (``data["origin"]`` if
+    given, else ``origin(simulated)``): every file of the figures folder is written this way."""
     kept = {**_stamp(bool(simulated)), "name": name, **_numbers(dict(data), f"the figures of {name!r}")}
     return write(path(name, where), kept)
 
 
-def load_figure(name: str, where: str | Path | None = None) -> dict | None:
-    """What ``save_figure`` kept as ``<name>.json``, or None if nothing was saved."""
+def load_figure(name: str, where: str | Path | None = None, wanted=lambda data: True,
+                again: str = "measure again") -> dict | None:
+    """What ``save_figure`` kept as ``<name>.json`` (if ``wanted`` of it), or None if nothing was saved;
+    a file from something else, or from an older hetlab, is one line: delete it and ``again``."""
     p = path(name, where)
-    return read(p, lambda data: data if data.get("format") == FORMAT and data.get("name") == name else None,
-                HetlabError(f"{p} is not hetlab's {name} file: delete it and measure again."))
+    return read(p, lambda data: data if data.get("format") == FORMAT and data.get("name") == name
+                and wanted(data) else None, HetlabError(f"{p} is not hetlab's {name} file: delete it and {again}."))
 
 
 def whose(**sources: str) -> str:
@@ -335,13 +332,8 @@ GRADED_FILE = "exercises"
 
 def load_graded(where: str | Path | None = None) -> dict[str, dict]:
     """exercise@role → its last result here ({} when no grader has run)."""
-    p = path(GRADED_FILE, where)
-
-    def parse(data):
-        return data["results"] if data.get("format") == FORMAT and isinstance(data["results"], dict) else None
-    results = read(p, parse, HetlabError(
-        f"{p} is not hetlab's file of exercise results: delete it and run the check cells again."))
-    return {} if results is None else results
+    kept = load_figure(GRADED_FILE, where, lambda data: isinstance(data["results"], dict), "run the check cells again")
+    return {} if kept is None else kept["results"]
 
 
 def save_graded(exercise: str, notebook: str, status: str, line: str, role: str | None = None,
@@ -352,7 +344,7 @@ def save_graded(exercise: str, notebook: str, status: str, line: str, role: str 
     results = load_graded(where)
     results[f"{exercise}@{role}"] = {**_stamp(), "exercise": exercise, "notebook": str(notebook), "role": role,
                                      "status": status, "line": line, "source": source}
-    return write(path(GRADED_FILE, where), {"format": FORMAT, "results": results})
+    return save_figure(GRADED_FILE, {"results": results}, where)
 
 
 def keep_graded(results: dict, where: str | Path | None = None) -> Path:
@@ -365,4 +357,4 @@ def keep_graded(results: dict, where: str | Path | None = None) -> Path:
         key = f"{r['exercise']}@{r['role']}"
         if key not in here or str(here[key].get("date", "")) <= str(r.get("date", "")):
             here[key] = r
-    return write(path(GRADED_FILE, where), {"format": FORMAT, "results": here})
+    return save_figure(GRADED_FILE, {"results": here}, where)
