@@ -48,14 +48,6 @@ def test_timeline_without_simulation_has_no_simulated_legend_entry():
     assert not any("simulated" in t for t in legend_texts(fig))
 
 
-def test_time_split_and_throughput_panels():
-    fig = plots.time_split(make_records(), samples_per_s=[2000.0, 3500.0], run_labels=["64:64", "102:26"])
-    ax, ax_rate = fig.axes
-    assert sum(len(c) for c in ax.containers) == 4 * 2
-    assert any("simulated" in t for t in legend_texts(fig))
-    assert list(ax_rate.lines[0].get_ydata()) == [2000.0, 3500.0]
-
-
 def test_curves_one_or_two_panels_and_comparisons():
     fig = plots.curves(loss=[2.3, 1.0, 0.5], accuracy={"1 device": [0.9, 0.95], "PS": [0.91, 0.95]})
     assert len(fig.axes) == 2

@@ -42,10 +42,6 @@ class Labelled(float):
         obj.source = source
         return obj
 
-    @property
-    def measured(self) -> bool:
-        return self.source.startswith("measured")
-
     def __repr__(self) -> str:
         return f"{float(self):,.4g} ({self.source})"
 

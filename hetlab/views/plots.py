@@ -94,35 +94,6 @@ def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
     return fig
 
 
-def time_split(records: Sequence, labels: Mapping[str, str] | None = None,
-               samples_per_s: Sequence[float] = (), run_labels: Sequence[str] = ()) -> Figure:
-    """Mean seconds per step of each worker split into compute / simulated / comm / wait,
-    and, on the right, the cluster samples/s of each run so far (notebook 06's tuner)."""
-    records = list(records)
-    if not records:
-        raise HetlabError("no step records to plot: run some steps first.")
-    names = _workers(records)
-    fig = Figure(figsize=(10, 2.0 + 0.5 * len(names)), layout="constrained")
-    ax, ax_speed = fig.subplots(1, 2, width_ratios=(2, 1))
-
-    def means(key):
-        return [sum(getattr(r, key) for r in mine) / len(mine)
-                for mine in ([r for r in records if r.worker == name] for name in names)]
-
-    _stack(ax, list(range(len(names))), [0.0] * len(names), means)
-    _worker_axis(ax, names, labels)
-    ax.set_xlabel("mean seconds per step")
-    fig.legend(loc="outside lower center", ncols=4, fontsize=8)
-    speeds = list(samples_per_s)
-    ax_speed.plot(range(1, len(speeds) + 1), speeds, "o-")
-    if run_labels:
-        ax_speed.set_xticks(range(1, len(speeds) + 1), list(run_labels), rotation=30, fontsize=7)
-    ax_speed.set_xlabel("run")
-    ax_speed.set_ylabel("cluster samples/s")
-    ax_speed.set_ylim(bottom=0)
-    return fig
-
-
 def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
            accuracy: Sequence[float] | Mapping[str, Sequence[float]] | None = None) -> Figure:
     """Loss and/or accuracy curves; pass a dict to compare runs, e.g. {"1 device": …, "PS": …}."""
