@@ -7,6 +7,7 @@ import pytest
 
 from hetlab import HetlabError
 from hetlab.arithmetic import estimates, planner
+from hetlab.arithmetic.steptime import from_sweep
 from hetlab.store import measured, saved_pair
 from hetlab.vocab import MEASURED_ENV
 
@@ -49,13 +50,13 @@ def test_without_a_file_the_figure_is_estimated_and_says_so(tmp_path):
         measured.speed("laptop", "small", 128, tmp_path)
 
 
-def test_the_saved_file_holds_the_fitted_step_time_and_the_planner_reads_it(tmp_path):
+def test_the_step_time_is_fitted_to_the_saved_sweep_and_the_planner_reads_it(tmp_path):
     measured.save("desktop", DEVICE, SIZES, FIGURES, where=tmp_path)
-    saved = measured.load("desktop", tmp_path)["step_time"]["small"]
+    fitted = from_sweep(SIZES, FIGURES["small"])
     line = measured.step_time("desktop", "small", tmp_path)
-    assert (line.fixed_s, line.per_sample_s) == (saved["fixed_s"], saved["per_sample_s"])
+    assert (line.fixed_s, line.per_sample_s) == (fitted.fixed_s, fitted.per_sample_s)
     assert line.fixed_s > 0 and line.per_sample_s > 0 and line.source.startswith("measured on ")
-    desktop, mac = measured.step_times("small", tmp_path)
+    desktop, mac = (measured.step_time(role, "small", tmp_path) for role in ("desktop", "mac"))
     assert desktop == line and "estimated" in mac.source
     assert planner.advise((desktop, mac), 30_000, planner.GIGABIT, 256, engine_s=0.005).speedup >= 1
     assert all("estimated" in d.source for d in planner.assumed_devices("classic"))

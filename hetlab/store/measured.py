@@ -119,14 +119,9 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = None
-    fits = {}
-    if len(set(batch_sizes)) >= 2:
-        for model, values in models.items():
-            line = from_sweep(batch_sizes, values)
-            fits[model] = {"fixed_s": line.fixed_s, "per_sample_s": line.per_sample_s}
     data = {"role": role, "device": device.get("device"), "accelerator": device.get("name"),
             "torch": torch_version, "optimizer": optimizer, "batch_sizes": batch_sizes, "samples_per_s": models,
-            "step_time": fits, "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": mode()}
+            "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": mode()}
     return save_figure(role, data, where, simulated=simulated)
 
 
@@ -189,24 +184,15 @@ def speed(role: str, model: str = "small", batch_size: int = estimates.COURSE_BA
 
 
 def step_time(role: str, model: str = "small", where: str | Path | None = None) -> StepTime:
-    """``role``'s step time for ``model``: the line notebook 02 fitted to its sweep, else estimated."""
+    """``role``'s step time for ``model``: the line fitted to notebook 02's sweep, else estimated."""
     data = load(role, where)
     if data is None or model not in data["samples_per_s"] or len(set(data["batch_sizes"])) < 2:
         return estimates.labelled(role, model)
-    fitted = data.get("step_time", {}).get(model)
     what = ", ".join(str(x) for x in (data.get("device"), data.get("optimizer")) if x)
     kind = origin_of(data)
     source = (f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}"
               f"{'' if kind == PAIR else f'; {describe(kind)}'}, fitted to {len(data['batch_sizes'])} batch sizes")
-    if fitted:
-        return StepTime(float(fitted["fixed_s"]), float(fitted["per_sample_s"]), source)
     return from_sweep(data["batch_sizes"], data["samples_per_s"][model], source)
-
-
-def step_times(model: str = "small", where: str | Path | None = None) -> tuple[StepTime, StepTime]:
-    """(desktop, mac) step times for ``model``, for the planner: the lines notebook 02 fitted on each
-    machine where their files exist, else the course's estimates; each says where it came from."""
-    return step_time("desktop", model, where), step_time("mac", model, where)
 
 
 def save_engine(engine_s: float, link_s: float | None = None, where: str | Path | None = None, *,

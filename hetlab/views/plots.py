@@ -94,23 +94,19 @@ def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
     return fig
 
 
-def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
-           accuracy: Sequence[float] | Mapping[str, Sequence[float]] | None = None) -> Figure:
-    """Loss and/or accuracy curves; pass a dict to compare runs, e.g. {"1 device": …, "PS": …}."""
-    panels = [(n, v, x) for n, v, x in (("loss", loss, "step"), ("accuracy", accuracy, "epoch"))
-              if v is not None]
-    if not panels:
-        raise HetlabError("nothing to plot: pass loss=[...] and/or accuracy=[...].")
-    fig = Figure(figsize=(5 * len(panels), 3.5), layout="constrained")
-    for ax, (name, values, xlabel) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
-        series = values if isinstance(values, Mapping) else {name: values}
-        for label, ys in series.items():
-            ys = list(ys)
-            ax.plot(range(1, len(ys) + 1), ys, marker="o" if len(ys) < 20 else None, label=label)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(name)
-        if isinstance(values, Mapping):
-            ax.legend(fontsize=8)
+def curves(loss: Sequence[float] | Mapping[str, Sequence[float]]) -> Figure:
+    """The training loss, step by step; pass a dict to compare runs, e.g. {"1 device": …, "PS": …}."""
+    series = loss if isinstance(loss, Mapping) else {"loss": loss}
+    if not series or not all(len(ys) for ys in series.values()):
+        raise HetlabError("nothing to plot: pass the losses, e.g. curves(hist.loss).")
+    fig = Figure(figsize=(6, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    for label, ys in series.items():
+        ax.plot(range(1, len(ys) + 1), list(ys), label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    if isinstance(loss, Mapping):
+        ax.legend(fontsize=8)
     return fig
 
 
