@@ -126,29 +126,12 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
 
 
 def write(target: Path, data: dict) -> Path:
-    """Write ``data`` as JSON to ``target``, whole or not at all (a temporary file, then a rename):
-    every file in the figures folder, and the saved pair, is written this way."""
+    """Write ``data`` as JSON to ``target``, whole or not at all (a temporary file, then a rename)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, target)
     return target
-
-
-def read(target: Path, parse, damaged: HetlabError):
-    """``parse`` of the JSON in ``target``, or None when there is no such file: the one way every file
-    in the figures folder, and the saved pair, is read back. ``parse`` returns None (or raises) when
-    the data is not what it wants; then, as for a file that cannot be read, ``damaged`` is raised
-    (its one line names the file and what to do)."""
-    if not target.is_file():
-        return None
-    try:
-        value = parse(json.loads(target.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        value = None
-    if value is None:
-        raise damaged
-    return value
 
 
 def load(role: str, where: str | Path | None = None) -> dict | None:
@@ -278,8 +261,16 @@ def load_figure(name: str, where: str | Path | None = None, wanted=lambda data: 
     """What ``save_figure`` kept as ``<name>.json`` (if ``wanted`` of it), or None if nothing was saved;
     a file from something else, or from an older hetlab, is one line: delete it and ``again``."""
     p = path(name, where)
-    return read(p, lambda data: data if data.get("format") == FORMAT and data.get("name") == name
-                and wanted(data) else None, HetlabError(f"{p} is not hetlab's {name} file: delete it and {again}."))
+    if not p.is_file():
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        ok = data.get("format") == FORMAT and data.get("name") == name and wanted(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise HetlabError(f"{p} is not hetlab's {name} file: delete it and {again}.")
+    return data
 
 
 def whose(**sources: str) -> str:

@@ -41,40 +41,17 @@ SEGMENTS = (
 )
 
 
-def _workers(records) -> list[str]:
-    return list(dict.fromkeys(r.worker for r in records))
-
-
-def _stack(ax, rows: list, lefts: list, widths_of) -> None:
-    """Draw ``SEGMENTS`` one after another on ``ax``'s horizontal rows ``rows`` from ``lefts``;
-    ``widths_of(key)`` gives each row's seconds of that segment. "simulated" stays out of the
-    legend when nothing was simulated."""
-    for key, label, colour, hatch in SEGMENTS:
-        widths = widths_of(key)
-        if key == "simulated_s" and not any(w > 0 for w in widths):
-            label = "_" + label
-        ax.barh(rows, widths, left=lefts, height=0.6, color=colour, hatch=hatch,
-                edgecolor="white" if hatch is None else "navy", linewidth=0.5, label=label)
-        lefts = [a + b for a, b in zip(lefts, widths)]
-
-
-def _worker_axis(ax, names: list, labels: Mapping[str, str] | None) -> None:
-    ax.set_yticks(range(len(names)), [(labels or {}).get(n, n) for n in names])
-    ax.invert_yaxis()
-
-
 def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
              title: str = "Where each step's time goes, per worker") -> Figure:
     """Per-worker horizontal bars, step after step: compute / simulated / comm / wait.
 
-    ``records`` are ``StepRecord``s (notebook 05). ``labels`` maps worker names to the
-    names shown (e.g. ``{"mac": "mac (simulated 4× slower)"}``). A step starts where
-    the previous one ended (its ``step_s`` when recorded, else its longest worker).
+    ``records`` are ``StepRecord``s; ``labels`` maps worker names to the names shown. A step starts
+    where the previous one ended (its ``step_s`` when recorded, else its longest worker).
     """
     records = list(records)
     if not records:
         raise HetlabError("no step records to plot: run some steps first, e.g. training.run(5).")
-    names = _workers(records)
+    names = list(dict.fromkeys(r.worker for r in records))
     start, t = {}, 0.0
     for s in sorted({r.step for r in records}):
         start[s] = t
@@ -83,11 +60,18 @@ def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
         t += max(getattr(mine[0], "step_s", 0.0) or 0.0, longest)
     fig = Figure(figsize=(9, 1.6 + 0.6 * len(names)), layout="constrained")
     ax = fig.add_subplot()
-    _stack(ax, [names.index(r.worker) for r in records], [start[r.step] for r in records],
-           lambda key: [getattr(r, key) for r in records])
+    lefts = [start[r.step] for r in records]
+    for key, label, colour, hatch in SEGMENTS:     # "simulated" stays out of the legend when nothing was
+        widths = [getattr(r, key) for r in records]
+        if key == "simulated_s" and not any(w > 0 for w in widths):
+            label = "_" + label
+        ax.barh([names.index(r.worker) for r in records], widths, left=lefts, height=0.6, color=colour,
+                hatch=hatch, edgecolor="white" if hatch is None else "navy", linewidth=0.5, label=label)
+        lefts = [a + b for a, b in zip(lefts, widths)]
     for s in sorted(start)[1:]:
         ax.axvline(start[s], color="black", linewidth=0.5, alpha=0.3)
-    _worker_axis(ax, names, labels)
+    ax.set_yticks(range(len(names)), [(labels or {}).get(n, n) for n in names])
+    ax.invert_yaxis()
     ax.set_xlabel("seconds since the first step started")
     ax.set_title(title)
     fig.legend(loc="outside lower center", ncols=4, fontsize=8)
@@ -121,11 +105,6 @@ def step_loss(records: Sequence) -> list[float]:
 
 
 # --- one parameter-server step, drawn (notebook 05): every number from the arguments ----------------
-
-def _nbytes(n: float) -> str:
-    """``116,264 B (116.3 kB)``: the exact count a test can find, and a readable one."""
-    return f"{round(n):,} B ({n / 1e3:,.1f} kB)"
-
 
 def _box(ax, x, y, w, h, text, colour, fontsize=9):
     """A rounded box centred on (x, y) with centred text."""
@@ -174,8 +153,10 @@ def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = No
                 fontsize=10, color="tab:blue")
         ax.text(up_x - side * 0.15, 3.85, f"2 · gradient g_{name} ↑\n(b_{name} = {b} samples)",
                 ha="right" if side > 0 else "left", va="center", fontsize=10, color="tab:orange")
-    carried = (f"Each arrow carries P = {params:,} values × 4 B (fp32) = {_nbytes(params * planner.BYTES_PER_VALUE['fp32'])} per step. "
-               if params else "")
+    carried = ""
+    if params:
+        sent = params * planner.BYTES_PER_VALUE["fp32"]
+        carried = f"Each arrow carries P = {params:,} values × 4 B (fp32) = {sent:,} B ({sent / 1e3:,.1f} kB) per step. "
     ax.text(width / 2, 0.05, f"B = Σ b_i = {total}. {carried}\nSynchronous: step 3 waits for every gradient, so "
             "the slowest worker sets the pace; then the round starts again at 1.", ha="center", va="bottom",
             fontsize=9.5)

@@ -411,9 +411,8 @@ def write(out: str | Path | None = None, where: str | Path | None = None) -> Pat
     page.add(f"# {TITLE}", "",
              f"Written by `hetlab report` on {datetime.date.today().isoformat()} from the figures the course's "
              "notebooks saved. Every figure says where it comes from: measured (on which machine, when), "
-             "estimated (the course's figure, not your machines), simulated (the practice cluster) or a host "
-             "playing a machine. The sections in *your words* are yours to write: `hetlab report` keeps them when it "
-             "writes the page again.", "", HOW_TO_HAND_IN, "",
+             "estimated (the course's figure), simulated (the practice cluster) or a host playing a machine.",
+             "", HOW_TO_HAND_IN, "",
              "Where these runs come from: " + ("; ".join(measured.describe(o) for o in origins) or "no run yet") + ".", "")
     _machines(page)
     _link(page)
