@@ -1,6 +1,6 @@
 """Your "Predict first" guesses (notebooks 02–09): in the cell under each question you type your guess,
 ``guess("05-idle", 0.7)``; the cell that measures it then calls ``measured_as("05-idle", idle)``, which
-keeps the figure beside your guess and prints both. The report shows each pair (its section 8), and
+keeps the figure beside your guess and prints both. The report shows each pair (its section 7), and
 ``hetlab report --check`` names every question still without a guess. One file, ``guesses.json``, in
 your figures folder.
 """

@@ -311,7 +311,7 @@ def _search(page: Page, runs: dict) -> None:
 
 def _guesses(page: Page) -> None:
     """Your "Predict first" guesses beside what the notebook then measured (``hetlab.course.guesses``),
-    under section 8's predictions."""
+    under section 7's predictions."""
     kept = guesses.load(page.source)
     page.add("Your guesses, typed before each measurement:", "", "| notebook | question | your guess | measured |",
              "|---|---|---|---|")
