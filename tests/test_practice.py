@@ -120,7 +120,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     where = tmp_path / "measured"
     for role in ("desktop", "mac"):                                                    # 02 (and 04's fetch)
         figures.fetch(role, where, there=str(tmp_path / role), quick=True)
-    lines = measured.step_times("small", where)
+    lines = [measured.step_time(role, "small", where) for role in ("desktop", "mac")]
     measured.save_run("02", {"batch": 128}, simulated=False, where=where, predictions={
         "the pair's ceiling": (steptime.ceiling(*lines, 128), None, "steptime.ceiling at batch 128",
                                measured.whose(desktop=lines[0].source, mac=lines[1].source))})

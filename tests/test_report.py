@@ -54,7 +54,7 @@ def test_no_token_address_or_host_name_from_any_file_reaches_the_page_or_html(tm
     text = shown["report.md"]
     assert "measured on desktop" in text and "measured on mac" in text and "(left out)" in text
     assert "| 09 | pair ÷ desktop, the search | 1.22 | 1.2 | 0.98 |" in text
-    assert "| 02 | the pair's ceiling | 1.1 | not yet measured | — |" in text        # a search never measures it
+    assert "| 02 | the pair's ceiling | 1.1 | not yet measured | — |" in text        # 02 measures no pair
     assert "held-out accuracy 98.00%" in text and "lr 0.003, optimizer adam" in text
     assert "test accuracy 99.00%" in text and "not yet measured: run notebook 05" in text    # 05 saved no technique
 
@@ -96,47 +96,14 @@ def test_nothing_run_yet_gives_one_line_per_section(tmp_path):
     page = report.write(tmp_path / "out", tmp_path).read_text()
     assert "Not yet measured: run notebook 06." in page and "Not yet described" in page
     assert "| desktop | not measured: run notebook 02 there |" in page and "Pair ÷ sum: 0.93" in page
-    assert "simulated" not in page.split("## 7")[1].split("## 8")[0]   # a search on the pair is not simulated
+    assert "simulated" not in page.split("## 6")[1].split("## 7")[0]   # a search on the pair is not simulated
 
 
-def _one_model_run(batch, split, mode="full"):
+def _one_model_run(batch, split):
     """What notebook 07 saves for one model trained on both machines (``RayTrainResult.technique``)."""
     return {"speed": steady([0.1] * 14, batch).as_dict(), "efficiency": 0.7, "sum_alone": 2000.0, "comm_share": 0.2,
             "seconds": 1.4, "accuracy": 0.95, "target": outcome.TARGET,
             **outcome.conditions(split, ("desktop", "mac"), 14, 14 * batch), **outcome.first_crossing([])}
-
-
-def test_a_prediction_reads_only_a_measurement_of_the_same_quantity(tmp_path, monkeypatch):
-    """Issue 59: the ceiling (one model, batch 128, a bound) is neither measured by a run at batch 64
-    nor by a search; a search predicted at batch 64 is not measured by trials at 32–128; a one-model
-    run at 128 holds or breaks the bound, never as measured ÷ predicted."""
-    monkeypatch.delenv("HETLAB_QUICK", raising=False)
-    measured.save("desktop", {"device": "cuda"}, [64, 128], {"small": [1000.0, 1200.0]}, where=tmp_path)
-    ceiling = measured.about(measured.ONE_MODEL, 128, bound=True)
-    measured.save_run("02", {"batch": 128}, simulated=False, where=tmp_path,
-                      predictions={"the pair's ceiling": (1.3, None, "planner.ceiling", "yours", ceiling)})
-    measured.save_run("09", {"pair_vs_sum": 0.93, "pair_vs_desktop": 1.25, "desktop_samples_per_s": 900.0,
-                             "mac_samples_per_s": 200.0, "pair_samples_per_s": 1020.0}, simulated=False, where=tmp_path,
-                      measures={"search": (1.25, measured.about(measured.SEARCH, [32, 64, 128]))},
-                      predictions={"the search": (1.3, None, "planner.search_gain", "yours",
-                                                  measured.about(measured.SEARCH, 64))})
-    measured.save_run("07", {}, simulated=False, where=tmp_path, speeds={"ray train": _one_model_run(64, [48, 16])})
-    page = report.write(tmp_path / "out", tmp_path).read_text()
-    rows = {line.split(" | ")[1]: line for line in page.splitlines() if line.startswith(("| 02 |", "| 09 |"))}
-    assert "not yet measured: run notebook 07" in rows["the pair's ceiling"]
-    assert "batch 64, not 128" in rows["the pair's ceiling"]               # 07 ran at 64: not this bound's batch
-    assert "not yet measured" in rows["the search"] and "batch 32–128, not 64" in rows["the search"]
-    assert measured.mismatch(ceiling, measured.about(measured.SEARCH, 128)) == \
-        f"quantity {measured.SEARCH}, not {measured.ONE_MODEL}"                # a search never measures one model
-    measured.save_run("07", {}, simulated=False, where=tmp_path, speeds={"ray train": _one_model_run(128, [100, 28])})
-    page = report.write(tmp_path / "out", tmp_path).read_text()
-    row = next(line for line in page.splitlines() if line.startswith("| 02 | the pair's ceiling"))
-    gain = 1280 / 1200                                                     # 07's samples/s ÷ the desktop's at 128
-    assert f"{gain:.3g} (notebook 07) | bound held" in row and "measured ÷ predicted" not in row
-    monkeypatch.setenv("HETLAB_QUICK", "1")                               # a quick 07 does not measure a full 02
-    measured.save_run("07", {}, simulated=False, where=tmp_path, speeds={"ray train": _one_model_run(128, [100, 28])})
-    page = report.write(tmp_path / "out", tmp_path).read_text()
-    assert "mode quick, not full" in next(line for line in page.splitlines() if line.startswith("| 02 |"))
 
 
 def test_each_technique_row_has_its_conditions_a_quick_run_is_marked_and_time_to_target_is_a_crossing(
@@ -209,7 +176,7 @@ def test_the_html_is_the_pages_markdown_escaped_with_the_learners_words_in_it(tm
     html = (out / "report.html").read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt; tag &amp; <strong>the desktop</strong> waited." in html
     assert "<script>" not in html and "<!-- your words: surprised-01-02 -->" in html
-    assert "<h2>4 · Each machine alone (notebooks 01, 02)</h2>" in html and "<th>machine</th>" in html
+    assert "<h2>3 · Each machine alone (notebooks 01, 02)</h2>" in html and "<th>machine</th>" in html
     assert "<title>What my Mac and my desktop did</title>" in html
 
 

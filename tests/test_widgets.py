@@ -53,9 +53,9 @@ def test_slider_run_and_errors_against_real_training(training):
     assert any("simulated" in t.get_text() for t in tuner.figure.axes[0].get_yticklabels())
 
     tuner.sliders[0].value = 24
-    tuner.run_button.click()  # a second run: the samples/s panel now has two points
+    tuner.run_button.click()  # a second run: both runs' samples/s listed
     assert [r["batch_sizes"] for r in tuner.runs] == [[51, 13], [24, 40]]
-    assert len(tuner.figure.axes[1].lines[0].get_ydata()) == 2
+    assert tuner.result_label.value.split("runs so far: ")[1].count("/s") == 2
     # the 4× slower mac, simulated, is seen as slower in every run, so the split recommended gives it less
     # than half. 1.5×, not 4×: with a busy loop per core the OS favours the worker that sleeps, and the
     # desktop's own steps ran up to 1.7× slower beside it (test_ps, issue 58): 4 ÷ 1.7 leaves 1.5 a margin

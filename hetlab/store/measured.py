@@ -1,11 +1,9 @@
-"""Each machine's own figures, kept in small files: notebooks 02, 05, 06, 08, 09 write; 06, 08, report read.
+"""Each machine's own figures, kept as small JSON files in the figures folder, for the notebooks and ``hetlab report``.
 
-Notebook 02 saves its sweep and the step time fitted to it (``hetlab.arithmetic.steptime``) as
-``measured/<role>.json`` (the Mac's reaches the desktop through the cluster, ``hetlab.cluster.figures``);
-05 saves the engine's cost per exchange as ``engine.json``; 05–09 save each run and its predictions as
-``notebook-NN.json`` (``save_run``), each prediction and measurement saying what it is about
-(``about``), and each graded exercise's last result goes to ``exercises.json`` (``save_graded``): all
-for ``hetlab report``. Every figure read back says where it came from (``.source``). The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache.
+``<role>.json``: notebook 02's sweep and the step line fitted to it; ``notebook-NN.json``: each
+notebook's run and its predictions (``save_run``); ``exercises.json``: each graded exercise's last
+result; any other named set of figures through ``save_figure``. Every figure read back says where it
+came from. The folder: ``$HETLAB_MEASURED``, else the checkout's ``measured/``, else a cache.
 """
 from __future__ import annotations
 
@@ -43,10 +41,6 @@ class Labelled(float):
         obj = super().__new__(cls, value)
         obj.source = source
         return obj
-
-    @property
-    def measured(self) -> bool:
-        return self.source.startswith("measured")
 
     def __repr__(self) -> str:
         return f"{float(self):,.4g} ({self.source})"
@@ -125,20 +119,14 @@ def save(role: str, device: dict, batch_sizes: Sequence[int], figures: dict[str,
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = None
-    fits = {}
-    if len(set(batch_sizes)) >= 2:
-        for model, values in models.items():
-            line = from_sweep(batch_sizes, values)
-            fits[model] = {"fixed_s": line.fixed_s, "per_sample_s": line.per_sample_s}
-    data = {**_stamp(simulated), "role": role, "device": device.get("device"), "accelerator": device.get("name"),
+    data = {"role": role, "device": device.get("device"), "accelerator": device.get("name"),
             "torch": torch_version, "optimizer": optimizer, "batch_sizes": batch_sizes, "samples_per_s": models,
-            "step_time": fits, "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": mode()}
-    return write(path(role, where), data)
+            "speeds": _numbers(speeds or {}, f"{role}'s speeds"), "mode": mode()}
+    return save_figure(role, data, where, simulated=simulated)
 
 
 def write(target: Path, data: dict) -> Path:
-    """Write ``data`` as JSON to ``target``, whole or not at all (a temporary file, then a rename):
-    every file in the figures folder, and the saved pair, is written this way."""
+    """Write ``data`` as JSON to ``target``, whole or not at all (a temporary file, then a rename)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -146,34 +134,16 @@ def write(target: Path, data: dict) -> Path:
     return target
 
 
-def read(target: Path, parse, damaged: HetlabError):
-    """``parse`` of the JSON in ``target``, or None when there is no such file: the one way every file
-    in the figures folder, and the saved pair, is read back. ``parse`` returns None (or raises) when
-    the data is not what it wants; then, as for a file that cannot be read, ``damaged`` is raised
-    (its one line names the file and what to do)."""
-    if not target.is_file():
-        return None
-    try:
-        value = parse(json.loads(target.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        value = None
-    if value is None:
-        raise damaged
-    return value
-
-
 def load(role: str, where: str | Path | None = None) -> dict | None:
     """The figures notebook 02 saved for ``role``, or None if there is no file."""
-    p = path(role, where)
-    return read(p, lambda data: data if is_sweep(data) else None, HetlabError(
-        f"{p} is not a measurement file from notebook 02: delete it and run notebook 02 on that machine again."))
+    return load_figure(role, where, is_sweep, "run notebook 02 on that machine again")
 
 
 def is_sweep(data) -> bool:
     """Whether ``data`` is what ``save`` writes: one positive samples/s per batch size, per model."""
     try:
         sizes, models = data["batch_sizes"], data["samples_per_s"]
-        return bool(data.get("format") == FORMAT and sizes and all(isinstance(b, int) and b >= 1 for b in sizes)
+        return bool(sizes and all(isinstance(b, int) and b >= 1 for b in sizes)
                     and all(len(v) == len(sizes) and all(isinstance(x, (int, float)) and x > 0 for x in v)
                             for v in models.values()))
     except (KeyError, TypeError, AttributeError):
@@ -197,24 +167,15 @@ def speed(role: str, model: str = "small", batch_size: int = estimates.COURSE_BA
 
 
 def step_time(role: str, model: str = "small", where: str | Path | None = None) -> StepTime:
-    """``role``'s step time for ``model``: the line notebook 02 fitted to its sweep, else estimated."""
+    """``role``'s step time for ``model``: the line fitted to notebook 02's sweep, else estimated."""
     data = load(role, where)
     if data is None or model not in data["samples_per_s"] or len(set(data["batch_sizes"])) < 2:
         return estimates.labelled(role, model)
-    fitted = data.get("step_time", {}).get(model)
     what = ", ".join(str(x) for x in (data.get("device"), data.get("optimizer")) if x)
     kind = origin_of(data)
     source = (f"measured on {data.get('host', '?')} ({what}) {str(data.get('date', ''))[:10]}"
               f"{'' if kind == PAIR else f'; {describe(kind)}'}, fitted to {len(data['batch_sizes'])} batch sizes")
-    if fitted:
-        return StepTime(float(fitted["fixed_s"]), float(fitted["per_sample_s"]), source)
     return from_sweep(data["batch_sizes"], data["samples_per_s"][model], source)
-
-
-def step_times(model: str = "small", where: str | Path | None = None) -> tuple[StepTime, StepTime]:
-    """(desktop, mac) step times for ``model``, for the planner: the lines notebook 02 fitted on each
-    machine where their files exist, else the course's estimates; each says where it came from."""
-    return step_time("desktop", model, where), step_time("mac", model, where)
 
 
 def save_engine(engine_s: float, link_s: float | None = None, where: str | Path | None = None, *,
@@ -257,14 +218,12 @@ def _numbers(value, what: str):
 
 def save_run(notebook: str, figures: dict, *, simulated: bool,
              predictions: dict[str, tuple] | None = None, speeds: dict | None = None,
-             add: bool = False, where: str | Path | None = None, measures: dict | None = None) -> Path:
+             add: bool = False, where: str | Path | None = None) -> Path:
     """Keep what notebook ``notebook`` measured (``figures``: name → number, list or dict of numbers)
-    and each prediction the course made beside it (name → (predicted, measured or None, how it was
-    predicted[, whose figures it used[, what it is about: ``about``]])), as ``notebook-NN.json``;
-    ``measures``: name → (value, ``about``), a measurement any notebook's prediction about the
-    same may read; ``speeds``: name → ``SteadySpeed`` (or a technique's ``outcome.technique``);
-    ``simulated``: the run had a simulated machine (the practice cluster); ``add``: keep what an
-    earlier cell of the same run saved. The run's mode (quick or full) is kept with it."""
+    and each prediction the course made beside it (name → (predicted, measured in the same run or
+    None, how it was predicted[, whose figures it used])), as ``notebook-NN.json``; ``speeds``: name →
+    ``SteadySpeed`` (or a technique's ``outcome.technique``); ``simulated``: the practice cluster;
+    ``add``: keep what an earlier cell of the same run saved. The run's mode (quick or full) is kept."""
     what = f"notebook {notebook}'s figures"
     kept = _numbers(dict(figures), what)
     guesses = {}
@@ -273,42 +232,45 @@ def save_run(notebook: str, figures: dict, *, simulated: bool,
         if predicted is None:
             raise HetlabError(f"{what}: the prediction {name!r} needs a predicted number.")
         guesses[name] = {"predicted": _numbers(predicted, what), "measured": _numbers(outcome, what),
-                         "how": str(how), "whose": str(more[0]) if more else "",
-                         "about": _numbers(more[1], what) if len(more) > 1 else None}
-    found = {name: {"value": _numbers(value, what), "about": _numbers(dict(on), what)}
-             for name, (value, on) in (measures or {}).items()}
-    data = {**_stamp(simulated), "notebook": str(notebook), "simulated": bool(simulated), "figures": kept,
-            "predictions": guesses,
-            "speeds": _numbers(dict(speeds or {}), what), "measures": found, "mode": mode()}
+                         "how": str(how), "whose": str(more[0]) if more else ""}
+    data = {"notebook": str(notebook), "simulated": bool(simulated), "figures": kept,
+            "predictions": guesses, "speeds": _numbers(dict(speeds or {}), what), "mode": mode()}
     earlier = load_run(notebook, where) if add else None
     if earlier is not None:
-        for part in ("figures", "predictions", "speeds", "measures"):
+        for part in ("figures", "predictions", "speeds"):
             data[part] = {**earlier.get(part, {}), **data[part]}
-    return write(path(f"{RUN_PREFIX}{notebook}", where), data)
+    return save_figure(f"{RUN_PREFIX}{notebook}", data, where, simulated=simulated)
 
 
 def load_run(notebook: str, where: str | Path | None = None) -> dict | None:
     """What ``save_run`` kept for ``notebook``, or None if that notebook has not saved a run here."""
-    def parse(data):
-        ok = data.get("format") == FORMAT and isinstance(data["figures"], dict) and isinstance(data["predictions"], dict)
-        return data if ok else None
-    p = path(f"{RUN_PREFIX}{notebook}", where)
-    return read(p, parse, HetlabError(
-        f"{p} is not a run saved by notebook {notebook}: delete it and run that notebook again."))
+    return load_figure(f"{RUN_PREFIX}{notebook}", where,
+                       lambda data: isinstance(data["figures"], dict) and isinstance(data["predictions"], dict),
+                       f"run notebook {notebook} again")
 
 
 def save_figure(name: str, data: dict, where: str | Path | None = None, *, simulated: bool | None = None) -> Path:
-    """Keep one named set of figures (``link``, ``machines``) as ``<name>.json``, with its date and
-    origin (``data["origin"]`` if given, else ``origin(simulated)``): read back by ``load_figure``."""
+    """Keep one named set of figures as ``<name>.json``, with its date and origin (``data["origin"]`` if
+    given, else ``origin(simulated)``): every file of the figures folder is written this way."""
     kept = {**_stamp(bool(simulated)), "name": name, **_numbers(dict(data), f"the figures of {name!r}")}
     return write(path(name, where), kept)
 
 
-def load_figure(name: str, where: str | Path | None = None) -> dict | None:
-    """What ``save_figure`` kept as ``<name>.json``, or None if nothing was saved."""
+def load_figure(name: str, where: str | Path | None = None, wanted=lambda data: True,
+                again: str = "measure again") -> dict | None:
+    """What ``save_figure`` kept as ``<name>.json`` (if ``wanted`` of it), or None if nothing was saved;
+    a file from something else, or from an older hetlab, is one line: delete it and ``again``."""
     p = path(name, where)
-    return read(p, lambda data: data if data.get("format") == FORMAT and data.get("name") == name else None,
-                HetlabError(f"{p} is not hetlab's {name} file: delete it and measure again."))
+    if not p.is_file():
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        ok = data.get("format") == FORMAT and data.get("name") == name and wanted(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise HetlabError(f"{p} is not hetlab's {name} file: delete it and {again}.")
+    return data
 
 
 def whose(**sources: str) -> str:
@@ -327,51 +289,12 @@ def whose(**sources: str) -> str:
     return ", ".join(f"{role}: {kind}" for role, kind in kinds.items())
 
 
-# --- what a prediction or a measurement is about: the quantity, the global batch, the split, the roles and
-# the mode. ``hetlab report`` pairs a prediction only with a measurement whose description is the same.
-
 QUICK, FULL = "quick", "full"
-ROLES = ("desktop", "mac")
-# The quantities the course predicts and measures (one model trained on both, or independent trials)
-ONE_MODEL = "one model on the pair ÷ the desktop alone"
-SEARCH = "independent trials on the pair ÷ the desktop alone"
-COMPARED = ("quantity", "batch", "split", "roles", "mode")
 
 
 def mode() -> str:
     """``"quick"`` under ``HETLAB_QUICK=1`` (fewer samples and steps), else ``"full"``."""
     return QUICK if hetlab.is_quick() else FULL
-
-
-def about(quantity: str, batch=None, split=None, roles=ROLES, *, mode_: str | None = None,
-          bound: bool = False, **more) -> dict:
-    """A description: ``quantity`` (one of the names above, or a notebook's own), the global
-    ``batch`` (a number, or the list of batches a run mixed), the ``split`` (None: any), the
-    ``roles``, the ``mode`` (default: this process's); ``bound``: a limit no plan beats."""
-    found = {"quantity": str(quantity), "batch": batch, "split": None if split is None else [int(b) for b in split],
-             "roles": list(roles), "mode": mode_ or mode(), "bound": bool(bound)}
-    return {**found, **more}
-
-
-def mismatch(prediction: dict, measurement: dict) -> str | None:
-    """Why ``measurement`` does not measure ``prediction`` ("batch 64, not 128"), or None when it does.
-    A prediction with no split takes any split of the same global batch."""
-    for key in COMPARED:
-        want, got = prediction.get(key), measurement.get(key)
-        if key == "split" and want is None:
-            continue
-        if want != got:
-            return f"{key} {_show(key, got)}, not {_show(key, want)}"
-    return None
-
-
-def _show(key: str, value) -> str:
-    """A split as desktop:mac, a mix of batches as its range, roles as a list."""
-    if isinstance(value, list) and value:
-        if key == "split":
-            return ":".join(str(v) for v in value)
-        return f"{min(value)}–{max(value)}" if key == "batch" else ", ".join(map(str, value))
-    return str(value)
 
 
 # --- each graded exercise's last result (``hetlab.course.grading.check``), per exercise and machine, in
@@ -382,13 +305,8 @@ GRADED_FILE = "exercises"
 
 def load_graded(where: str | Path | None = None) -> dict[str, dict]:
     """exercise@role → its last result here ({} when no grader has run)."""
-    p = path(GRADED_FILE, where)
-
-    def parse(data):
-        return data["results"] if data.get("format") == FORMAT and isinstance(data["results"], dict) else None
-    results = read(p, parse, HetlabError(
-        f"{p} is not hetlab's file of exercise results: delete it and run the check cells again."))
-    return {} if results is None else results
+    kept = load_figure(GRADED_FILE, where, lambda data: isinstance(data["results"], dict), "run the check cells again")
+    return {} if kept is None else kept["results"]
 
 
 def save_graded(exercise: str, notebook: str, status: str, line: str, role: str | None = None,
@@ -399,7 +317,7 @@ def save_graded(exercise: str, notebook: str, status: str, line: str, role: str 
     results = load_graded(where)
     results[f"{exercise}@{role}"] = {**_stamp(), "exercise": exercise, "notebook": str(notebook), "role": role,
                                      "status": status, "line": line, "source": source}
-    return write(path(GRADED_FILE, where), {"format": FORMAT, "results": results})
+    return save_figure(GRADED_FILE, {"results": results}, where)
 
 
 def keep_graded(results: dict, where: str | Path | None = None) -> Path:
@@ -412,4 +330,4 @@ def keep_graded(results: dict, where: str | Path | None = None) -> Path:
         key = f"{r['exercise']}@{r['role']}"
         if key not in here or str(here[key].get("date", "")) <= str(r.get("date", "")):
             here[key] = r
-    return write(path(GRADED_FILE, where), {"format": FORMAT, "results": here})
+    return save_figure(GRADED_FILE, {"results": here}, where)

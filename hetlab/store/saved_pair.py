@@ -8,7 +8,6 @@ for an ``export`` line or a restart of JupyterLab. Tests point ``HETLAB_MEASURED
 """
 from __future__ import annotations
 
-import datetime
 import ipaddress
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from hetlab.store import measured
 from hetlab.errors import HetlabError
 from hetlab.vocab import Ports
 
-FILE = "pair.json"
+NAME = "pair"
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class SavedPair:
     desktop_ip: str
     mac_ip: str
     port: int = Ports.gcs
-    saved: str = ""          # when notebook 04 saved it (local time, minutes)
+    saved: str = ""          # when notebook 04 saved it (local time, minutes; the file's date)
 
     @property
     def address(self) -> str:
@@ -41,7 +40,7 @@ class SavedPair:
 
 def path(where: str | Path | None = None) -> Path:
     """Where the pair is kept: ``pair.json`` in the figures folder (``$HETLAB_MEASURED`` in tests)."""
-    return Path(where if where is not None else measured.folder()) / FILE
+    return measured.path(NAME, where)
 
 
 def save(desktop_ip: str, mac_ip: str, port: int = Ports.gcs, where: str | Path | None = None) -> Path:
@@ -52,17 +51,12 @@ def save(desktop_ip: str, mac_ip: str, port: int = Ports.gcs, where: str | Path 
             ipaddress.ip_address(str(ip))
         except ValueError:
             raise HetlabError(f"the {what}'s address {ip!r} is not an IP address: nothing saved.") from None
-    pair = SavedPair(str(desktop_ip), str(mac_ip), int(port),
-                     datetime.datetime.now().isoformat(timespec="minutes"))
-    return measured.write(path(where), asdict(pair))   # as every figure is written: whole, or not at all
+    return measured.save_figure(NAME, asdict(SavedPair(str(desktop_ip), str(mac_ip), int(port))), where)
 
 
 def load() -> SavedPair | None:
-    """The saved pair, or None when notebook 04 has not connected one here yet.
-
-    A file that cannot be read is one line that says how to start again, never a guess.
-    """
-    target = path()
-    return measured.read(target, lambda data: SavedPair(str(data["desktop_ip"]), str(data["mac_ip"]),
-                                                        int(data.get("port", Ports.gcs)), str(data.get("saved", ""))),
-                         HetlabError(f"{target} is not a pair hetlab saved: delete it and run notebook 04 again."))
+    """The saved pair, or None when notebook 04 has not connected one here yet; a file that cannot be
+    read is one line that says how to start again, never a guess."""
+    data = measured.load_figure(NAME, None, lambda d: isinstance(d["desktop_ip"], str) and isinstance(d["mac_ip"], str),
+                                "run notebook 04 again")
+    return None if data is None else SavedPair(data["desktop_ip"], data["mac_ip"], int(data["port"]), data["date"])

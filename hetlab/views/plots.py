@@ -1,5 +1,6 @@
-"""Pictures of where the time goes, of training progress (notebooks 05, 06) and of a search's
-trials on each machine over time (``trial_timeline``, notebook 09).
+"""Pictures of where the time goes, of training progress (notebooks 05, 06), of one parameter-server
+step (``ps_round_trip``, notebook 05) and of a search's trials on each machine over time
+(``trial_timeline``, notebook 09).
 
 Every function returns a matplotlib ``Figure`` built without pyplot, so nothing is
 drawn behind your back: a notebook shows it as the cell's value, a script saves it
@@ -11,7 +12,9 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch
 
+from hetlab.arithmetic import planner
 from hetlab.errors import HetlabError
 
 
@@ -38,40 +41,17 @@ SEGMENTS = (
 )
 
 
-def _workers(records) -> list[str]:
-    return list(dict.fromkeys(r.worker for r in records))
-
-
-def _stack(ax, rows: list, lefts: list, widths_of) -> None:
-    """Draw ``SEGMENTS`` one after another on ``ax``'s horizontal rows ``rows`` from ``lefts``;
-    ``widths_of(key)`` gives each row's seconds of that segment. "simulated" stays out of the
-    legend when nothing was simulated."""
-    for key, label, colour, hatch in SEGMENTS:
-        widths = widths_of(key)
-        if key == "simulated_s" and not any(w > 0 for w in widths):
-            label = "_" + label
-        ax.barh(rows, widths, left=lefts, height=0.6, color=colour, hatch=hatch,
-                edgecolor="white" if hatch is None else "navy", linewidth=0.5, label=label)
-        lefts = [a + b for a, b in zip(lefts, widths)]
-
-
-def _worker_axis(ax, names: list, labels: Mapping[str, str] | None) -> None:
-    ax.set_yticks(range(len(names)), [(labels or {}).get(n, n) for n in names])
-    ax.invert_yaxis()
-
-
 def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
              title: str = "Where each step's time goes, per worker") -> Figure:
     """Per-worker horizontal bars, step after step: compute / simulated / comm / wait.
 
-    ``records`` are ``StepRecord``s (notebook 05). ``labels`` maps worker names to the
-    names shown (e.g. ``{"mac": "mac (simulated 4× slower)"}``). A step starts where
-    the previous one ended (its ``step_s`` when recorded, else its longest worker).
+    ``records`` are ``StepRecord``s; ``labels`` maps worker names to the names shown. A step starts
+    where the previous one ended (its ``step_s`` when recorded, else its longest worker).
     """
     records = list(records)
     if not records:
         raise HetlabError("no step records to plot: run some steps first, e.g. training.run(5).")
-    names = _workers(records)
+    names = list(dict.fromkeys(r.worker for r in records))
     start, t = {}, 0.0
     for s in sorted({r.step for r in records}):
         start[s] = t
@@ -80,93 +60,37 @@ def timeline(records: Sequence, labels: Mapping[str, str] | None = None,
         t += max(getattr(mine[0], "step_s", 0.0) or 0.0, longest)
     fig = Figure(figsize=(9, 1.6 + 0.6 * len(names)), layout="constrained")
     ax = fig.add_subplot()
-    _stack(ax, [names.index(r.worker) for r in records], [start[r.step] for r in records],
-           lambda key: [getattr(r, key) for r in records])
+    lefts = [start[r.step] for r in records]
+    for key, label, colour, hatch in SEGMENTS:     # "simulated" stays out of the legend when nothing was
+        widths = [getattr(r, key) for r in records]
+        if key == "simulated_s" and not any(w > 0 for w in widths):
+            label = "_" + label
+        ax.barh([names.index(r.worker) for r in records], widths, left=lefts, height=0.6, color=colour,
+                hatch=hatch, edgecolor="white" if hatch is None else "navy", linewidth=0.5, label=label)
+        lefts = [a + b for a, b in zip(lefts, widths)]
     for s in sorted(start)[1:]:
         ax.axvline(start[s], color="black", linewidth=0.5, alpha=0.3)
-    _worker_axis(ax, names, labels)
+    ax.set_yticks(range(len(names)), [(labels or {}).get(n, n) for n in names])
+    ax.invert_yaxis()
     ax.set_xlabel("seconds since the first step started")
     ax.set_title(title)
     fig.legend(loc="outside lower center", ncols=4, fontsize=8)
     return fig
 
 
-def time_split(records: Sequence, labels: Mapping[str, str] | None = None,
-               samples_per_s: Sequence[float] = (), run_labels: Sequence[str] = ()) -> Figure:
-    """Mean seconds per step of each worker split into compute / simulated / comm / wait,
-    and, on the right, the cluster samples/s of each run so far (notebook 06's tuner)."""
-    records = list(records)
-    if not records:
-        raise HetlabError("no step records to plot: run some steps first.")
-    names = _workers(records)
-    fig = Figure(figsize=(10, 2.0 + 0.5 * len(names)), layout="constrained")
-    ax, ax_speed = fig.subplots(1, 2, width_ratios=(2, 1))
-
-    def means(key):
-        return [sum(getattr(r, key) for r in mine) / len(mine)
-                for mine in ([r for r in records if r.worker == name] for name in names)]
-
-    _stack(ax, list(range(len(names))), [0.0] * len(names), means)
-    _worker_axis(ax, names, labels)
-    ax.set_xlabel("mean seconds per step")
-    fig.legend(loc="outside lower center", ncols=4, fontsize=8)
-    speeds = list(samples_per_s)
-    ax_speed.plot(range(1, len(speeds) + 1), speeds, "o-")
-    if run_labels:
-        ax_speed.set_xticks(range(1, len(speeds) + 1), list(run_labels), rotation=30, fontsize=7)
-    ax_speed.set_xlabel("run")
-    ax_speed.set_ylabel("cluster samples/s")
-    ax_speed.set_ylim(bottom=0)
-    return fig
-
-
-def speed_vs_share(shares: Sequence[float], samples_per_s: Sequence[float], efficiency: Sequence[float],
-                   marks: Mapping[str, float] | None = None) -> Figure:
-    """Cluster samples/s and efficiency (right axis) against the fast worker's share, its fraction
-    of the global batch (notebook 06). ``marks`` draws labelled vertical lines, e.g. ``{"tuned": 0.8}``."""
-    xs, ys, eff = list(shares), list(samples_per_s), list(efficiency)
-    if not xs or not len(xs) == len(ys) == len(eff):
-        raise HetlabError(f"need one samples/s value and one efficiency per share, got {len(ys)} and {len(eff)} "
-                          f"for {len(xs)} shares.")
-    order = sorted(range(len(xs)), key=xs.__getitem__)
-    fig = Figure(figsize=(7, 4), layout="constrained")
+def curves(loss: Sequence[float] | Mapping[str, Sequence[float]]) -> Figure:
+    """The training loss, step by step; pass a dict to compare runs, e.g. {"1 device": …, "PS": …}."""
+    series = loss if isinstance(loss, Mapping) else {"loss": loss}
+    if not series or not all(len(ys) for ys in series.values()):
+        raise HetlabError("nothing to plot: pass the losses, e.g. curves(hist.loss).")
+    fig = Figure(figsize=(6, 3.5), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot([xs[i] for i in order], [ys[i] for i in order], "o-", color="tab:blue",
-            label="cluster samples/s (measured)")
-    ax.set_xlabel("share of the global batch on the fast worker")
-    ax.set_ylabel("cluster samples/s")
-    ax.set_ylim(bottom=0)
-    ax_eff = ax.twinx()
-    ax_eff.plot([xs[i] for i in order], [eff[i] for i in order], "s--", color="tab:green",
-                label="efficiency (measured)")
-    ax_eff.set_ylabel("efficiency")
-    ax_eff.set_ylim(0, 1.05)
-    handles, names = (a + b for a, b in zip(ax.get_legend_handles_labels(), ax_eff.get_legend_handles_labels()))
-    for (name, x), colour in zip((marks or {}).items(), ("tab:red", "tab:purple", "tab:brown")):
-        handles.append(ax.axvline(x, color=colour, linestyle=":"))
-        names.append(f"{name} ({x:.0%})")
-    ax.legend(handles, names, fontsize=8, loc="lower center")
-    ax.set_title("Samples/s against the fast worker's share")
-    return fig
-
-
-def curves(loss: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
-           accuracy: Sequence[float] | Mapping[str, Sequence[float]] | None = None) -> Figure:
-    """Loss and/or accuracy curves; pass a dict to compare runs, e.g. {"1 device": …, "PS": …}."""
-    panels = [(n, v, x) for n, v, x in (("loss", loss, "step"), ("accuracy", accuracy, "epoch"))
-              if v is not None]
-    if not panels:
-        raise HetlabError("nothing to plot: pass loss=[...] and/or accuracy=[...].")
-    fig = Figure(figsize=(5 * len(panels), 3.5), layout="constrained")
-    for ax, (name, values, xlabel) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
-        series = values if isinstance(values, Mapping) else {name: values}
-        for label, ys in series.items():
-            ys = list(ys)
-            ax.plot(range(1, len(ys) + 1), ys, marker="o" if len(ys) < 20 else None, label=label)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(name)
-        if isinstance(values, Mapping):
-            ax.legend(fontsize=8)
+    for label, ys in series.items():
+        ax.plot(range(1, len(ys) + 1), list(ys), label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    if isinstance(loss, Mapping):
+        ax.legend(fontsize=8)
     return fig
 
 
@@ -178,6 +102,66 @@ def step_loss(records: Sequence) -> list[float]:
         total, count = steps.get(r.step, (0.0, 0))
         steps[r.step] = (total + r.loss * n, count + n)
     return [total / count for _, (total, count) in sorted(steps.items())]
+
+
+# --- one parameter-server step, drawn (notebook 05): every number from the arguments ----------------
+
+def _box(ax, x, y, w, h, text, colour, fontsize=9):
+    """A rounded box centred on (x, y) with centred text."""
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.15",
+                                facecolor=colour, edgecolor="black", linewidth=1))
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
+
+
+def _arrow(ax, start, end, colour):
+    ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=1.6,
+                                                          mutation_scale=14, shrinkA=0, shrinkB=0))
+
+
+def ps_round_trip(batch_sizes: Sequence[int] = (48, 16), params: int | None = None) -> Figure:
+    """One synchronous parameter-server step of the pair, numbered 1–4 (notebook 05, section 3).
+
+    1 the server's weights go down to every worker; 2 each worker sends back the mean gradient
+    of its own b_i samples; 3 the server combines Σ (b_i/B)·g_i; 4 one optimizer step (Adam)
+    gives the weights of the next round. With ``params`` each arrow says how many bytes it
+    carries (fp32, as hetlab sends them by default).
+    """
+    sizes, names = [int(b) for b in batch_sizes], ("desktop", "mac")
+    if len(sizes) != 2 or min(sizes) < 1:
+        raise HetlabError(f"give two batch sizes ≥ 1, the desktop's and the mac's, got {list(batch_sizes)}.")
+    total = sum(sizes)
+    fig = Figure(figsize=(10, 6), layout="constrained")
+    ax = fig.add_subplot()
+    width, height = 12.0, 7.4
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.axis("off")
+    terms = " + ".join(f"({b}/{total})·g_{n}" for b, n in zip(sizes, names))
+    _box(ax, width / 2, 6.2, 8.4, 1.8,
+         "parameter server (in the driver's process: your notebook)\nholds the weights w and Adam's state\n"
+         f"3 · combine: g = Σ (b_i/B)·g_i = {terms}\n"
+         "4 · optimizer step: w ← Adam(w, g), the next round's weights",
+         "#dbe9f6", fontsize=10)
+    for x, b, name in zip((2.6, width - 2.6), sizes, names):
+        _box(ax, x, 1.6, 3.6, 1.5, f"{name} worker (its own device)\nforward + backward\non its b_{name} = {b} "
+             f"samples → g_{name},\ntheir mean gradient", "#fde9d3", fontsize=10)
+        side = -1 if x <= width / 2 else 1          # weights on the outer side, gradient on the inner
+        down_x, up_x = x + side * 0.5, x - side * 0.5
+        _arrow(ax, (down_x, 5.25), (down_x, 2.4), "tab:blue")
+        _arrow(ax, (up_x, 2.4), (up_x, 5.25), "tab:orange")
+        ax.text(down_x + side * 0.15, 3.85, "1 · weights w ↓", ha="left" if side > 0 else "right", va="center",
+                fontsize=10, color="tab:blue")
+        ax.text(up_x - side * 0.15, 3.85, f"2 · gradient g_{name} ↑\n(b_{name} = {b} samples)",
+                ha="right" if side > 0 else "left", va="center", fontsize=10, color="tab:orange")
+    carried = ""
+    if params:
+        sent = params * planner.BYTES_PER_VALUE["fp32"]
+        carried = f"Each arrow carries P = {params:,} values × 4 B (fp32) = {sent:,} B ({sent / 1e3:,.1f} kB) per step. "
+    ax.text(width / 2, 0.05, f"B = Σ b_i = {total}. {carried}\nSynchronous: step 3 waits for every gradient, so "
+            "the slowest worker sets the pace; then the round starts again at 1.", ha="center", va="bottom",
+            fontsize=9.5)
+    fig.suptitle("The parameter server's round trip: one synchronous step", fontsize=12)
+    return fig
 
 
 # --- a hyperparameter search's timeline (notebook 09) -------------------------------------------

@@ -1,19 +1,9 @@
 """The learner's hand-in (``hetlab report``, notebook 09's last cell), from what the notebooks saved.
 
-One page, ``report.md``, in ten sections: the machines (read on each), the link (through Ray), each
-machine alone (01, 02), each technique on the pair (05, 07, 08) with its conditions, 06's split, 09's
-search, every prediction beside a measurement of the same thing, the graded exercises, and the
-learner's own words. Each speed is a median with its spread, the warm-up left out
-(``arithmetic.steady``); each figure says where it came from. Beside the page: ``report.html``
-(the page through mistune and a jinja2 template: the one file to send).
-
-What stays out: anything that looks like an IPv4 address (private ones too) or a token (32 hex
-digits or more); the host names the saved files hold become the role they stand for ("desktop",
-"mac"; "this machine" where one box held both).
-
-The learner's words sit between ``<!-- your words: ID -->`` and ``<!-- end of your words -->``:
-writing the page again reads the old one first and puts each written block back, so new figures
-never erase an answer. ``missing`` is ``hetlab report --check``: what a hand-in still lacks.
+One page, ``report.md``, and the same page as ``report.html`` (the one file to send). Each figure says
+where it came from. Addresses, tokens and host names stay out: a host name becomes its role ("desktop",
+"mac"; "this machine" where one box held both). The learner's words sit between
+``<!-- your words: ID -->`` and ``<!-- end of your words -->`` and are kept when the page is written again.
 """
 from __future__ import annotations
 
@@ -34,7 +24,7 @@ from hetlab.store import measured
 ROLES = ("desktop", "mac")
 NOTEBOOKS = ("01", "02", "05", "06", "07", "08", "09")
 TITLE = "What my Mac and my desktop did"
-SECTIONS = ("The machines", "The link", "How each speed was read", "Each machine alone",
+SECTIONS = ("The machines", "The link", "Each machine alone",
             "Each technique on the pair", "The split against the speed ratio", "The search",
             "What the course predicted, and what happened", "The exercises", "In my own words")
 FACTS = (("accelerator", "GPU / accelerator"), ("gpu_memory_gb", "GPU memory, GiB"),
@@ -49,9 +39,6 @@ HOW_TO_HAND_IN = ("**Before you send it.** Write your answers in `report.md` (th
 TECHNIQUES = (("05", "sync", "parameter server, per-step sync"), ("05", "async", "parameter server, async"),
               ("08", "sync", "per-step sync (08)"), ("08", "local SGD", "local SGD (08)"),
               ("07", "ray train", "Ray Train, all-reduce through the rendezvous store"))
-# Which notebook measures each quantity the course predicts (what a "not yet measured" row says to run)
-MEASURED_BY = {measured.ONE_MODEL: "notebook 07 (one model, Ray Train, on the pair at this batch)",
-               measured.SEARCH: "a search whose trials all train at this batch (notebook 09 mixes 32–128)"}
 RIGHT = "right"
 
 # --- what stays out: addresses, tokens, host names --------------------------------------------------
@@ -204,22 +191,8 @@ def _link(page: Page) -> None:
              f"included ({label})", "")
 
 
-def _method(page: Page, runs: dict) -> None:
-    from hetlab.arithmetic.steady import WARMUP_STEPS, WINDOWS
-    page.heading(3)
-    page.add(f"Every speed here is read one way (`hetlab.arithmetic.steady`): the first {WARMUP_STEPS} steps of a "
-             "run are its warm-up (a new shape's compile or search), timed apart and left out; the remaining steps "
-             f"are cut into windows (usually {WINDOWS}), each gives one samples/s, and the speed is their median "
-             "with the slowest and fastest window beside it. So one run gives its own spread.", "")
-    repeated = ["the link (repeated transfers and echoes)"] if measured.load_figure("link", page.source) else []
-    if "06" in runs:
-        repeated.append("06's equal and tuned splits (two runs or more each, in turn)")
-    page.add("Figures with repeats beyond the windows: " + ("; ".join(repeated) if repeated else "none yet") + ". "
-             "The rest are one run each, with the spread of its windows.", "")
-
-
 def _alone(page: Page, runs: dict) -> None:
-    page.heading(4, "01, 02")
+    page.heading(3, "01, 02")
     rows = []
     for role in ROLES:
         data = measured.load(role, page.source)
@@ -268,7 +241,7 @@ def time_to_target(t: dict) -> str:
 
 
 def _techniques(page: Page, runs: dict) -> None:
-    page.heading(5, "05, 07, 08")
+    page.heading(4, "05, 07, 08")
     page.add("| technique | samples/s | spread (windows) | efficiency vs the sum alone | communication share "
              "| conditions | time to target | final accuracy | source |", "|---|---|---|---|---|---|---|---|---|")
     shown = []
@@ -298,7 +271,7 @@ def _techniques(page: Page, runs: dict) -> None:
 
 
 def _split(page: Page, runs: dict) -> None:
-    page.heading(6, "06")
+    page.heading(5, "06")
     run = runs.get("06")
     if not run:
         page.add("Not yet measured: run notebook 06.", "")
@@ -314,7 +287,7 @@ def _split(page: Page, runs: dict) -> None:
 
 
 def _search(page: Page, runs: dict) -> None:
-    page.heading(7, "09")
+    page.heading(6, "09")
     run = runs.get("09")
     if not run:
         page.add("Not yet measured: run notebook 09.", "")
@@ -333,45 +306,12 @@ def _search(page: Page, runs: dict) -> None:
 
     page.words("surprised-09")
 
-# --- predictions, each beside a measurement of the same thing ----------------------------------------
-
-
-def measurements(runs: dict, source) -> list[tuple]:
-    """Every saved measurement a prediction may read: (value, about, notebook). 02's ceiling is one
-    model on the pair: 07's run at its global batch over the desktop's own speed at that batch
-    (02's sweep, measured where 07 ran) measures it; a search never does."""
-    found = [(m["value"], m["about"], nb) for nb, run in sorted(runs.items())
-             for m in run.get("measures", {}).values()]
-    run = runs.get("07")
-    t = (run or {}).get("speeds", {}).get("ray train")
-    desktop = measured.load("desktop", source)
-    if t and "batch" in t and desktop is not None and "small" in desktop["samples_per_s"] \
-            and measured.origin_of(desktop) == measured.origin_of(run):
-        alone = measured.speed("desktop", "small", t["batch"], source)
-        on = measured.about(measured.ONE_MODEL, t["batch"], t["split"], t["roles"], mode_=run.get("mode", measured.FULL))
-        found.append((t["speed"]["samples_per_s"] / float(alone), on, "07"))
-    return found
-
-
-def pair(p: dict, nb: str, found: list[tuple]) -> tuple:
-    """(measured value or None, from which notebook, why not) for prediction ``p`` saved by notebook ``nb``:
-    only a measurement whose description matches (``measured.mismatch`` is None) reads it."""
-    about = p.get("about")
-    if p["measured"] is not None:                      # measured in the same run, on the same conditions
-        return p["measured"], nb, ""
-    if about is None:
-        return None, "", "not yet measured"
-    same = [(v, n) for v, on, n in found if measured.mismatch(about, on) is None]
-    if same:
-        return same[-1][0], same[-1][1], ""
-    near = [measured.mismatch(about, on) for _, on, _ in found if on.get("quantity") == about["quantity"]]
-    run_this = MEASURED_BY.get(about["quantity"], "the notebook that measures it")
-    return None, "", f"not yet measured: run {run_this}" + (f" (the run saved has {near[-1]})" if near else "")
+# --- predictions, each beside what the same run measured ------------------------------------------
 
 
 def _guesses(page: Page) -> None:
     """Your "Predict first" guesses beside what the notebook then measured (``hetlab.course.guesses``),
-    under section 8's predictions."""
+    under section 7's predictions."""
     kept = guesses.load(page.source)
     page.add("Your guesses, typed before each measurement:", "", "| notebook | question | your guess | measured |",
              "|---|---|---|---|")
@@ -383,32 +323,25 @@ def _guesses(page: Page) -> None:
 
 
 def _predictions(page: Page, runs: dict) -> None:
-    page.heading(8)
+    page.heading(7)
     if not any(run["predictions"] for run in runs.values()):
         page.add("No prediction saved yet: notebooks 02, 06, 08 and 09 save theirs.", "")
         return
-    found = measurements(runs, page.source)
-    page.add("| notebook | what | predicted | measured | measured ÷ predicted | conditions | how it was predicted "
-             "| whose figures | source |", "|---|---|---|---|---|---|---|---|---|")
+    page.add("| notebook | what | predicted | measured | measured ÷ predicted | how it was predicted "
+             "| whose figures | source |", "|---|---|---|---|---|---|---|---|")
     done = []
     for nb, run in sorted(runs.items()):
         for name, p in run["predictions"].items():
-            about, label = p.get("about") or {}, run_label(run)
-            value, where, why = pair(p, nb, found)
+            value, label = p["measured"], run_label(run)
             head = f"| {nb} | {name} | {p['predicted']:.3g} |"
-            tail = f"| {conditions(about, about.get('mode') or run.get('mode'))} | {clean(p['how'])} | {p.get('whose') or '—'} | {label} |"
+            tail = f"| {clean(p['how'])} | {p.get('whose') or '—'} | {label} |"
             if value is None:
-                page.add(f"{head} {why} | — {tail}")
-            elif about.get("bound"):
-                held = value <= p["predicted"] + 1e-9
-                page.add(f"{head} {value:.3g} (notebook {where}) | bound {'held' if held else 'broken'}: "
-                         f"{'no run beat it' if held else 'the run beat the ceiling: a step line was off'} {tail}")
-            else:
-                ratio = value / p["predicted"] if p["predicted"] else float("nan")
-                page.add(f"{head} {value:.3g} | {ratio:.2f} {tail}")
-                done.append((nb, name, ratio))
-    page.add("", "A prediction is compared only with a measurement of the same quantity at the same global batch, "
-             "split, roles and mode. A bound (the ceiling) is held or broken, never a ratio.", "")
+                page.add(f"{head} not yet measured | — {tail}")
+                continue
+            ratio = value / p["predicted"] if p["predicted"] else float("nan")
+            page.add(f"{head} {value:.3g} | {ratio:.2f} {tail}")
+            done.append((nb, name, ratio))
+    page.add("", "Each prediction sits beside what the same run measured.", "")
     for nb, name, ratio in done:
         page.words(key("why", nb, name), f"{nb}, {name}: measured ÷ predicted is {ratio:.2f}. Which figure "
                    "in your tables explains the gap (step line, link, engine, waiting)?")
@@ -416,7 +349,7 @@ def _predictions(page: Page, runs: dict) -> None:
 
 def _exercises(page: Page) -> None:
     """One row per graded exercise of the course: its last result on each machine, or "not run"."""
-    page.heading(9, "02–09")
+    page.heading(8, "02–09")
     results = measured.load_graded(page.source)
     page.add("| notebook | exercise | machine | result | when |", "|---|---|---|---|---|")
     for name, ex in sorted(EXERCISES.items(), key=lambda item: (item[1].notebook, item[0])):
@@ -478,13 +411,11 @@ def write(out: str | Path | None = None, where: str | Path | None = None) -> Pat
     page.add(f"# {TITLE}", "",
              f"Written by `hetlab report` on {datetime.date.today().isoformat()} from the figures the course's "
              "notebooks saved. Every figure says where it comes from: measured (on which machine, when), "
-             "estimated (the course's figure, not your machines), simulated (the practice cluster) or a host "
-             "playing a machine. The sections in *your words* are yours to write: `hetlab report` keeps them when it "
-             "writes the page again.", "", HOW_TO_HAND_IN, "",
+             "estimated (the course's figure), simulated (the practice cluster) or a host playing a machine.",
+             "", HOW_TO_HAND_IN, "",
              "Where these runs come from: " + ("; ".join(measured.describe(o) for o in origins) or "no run yet") + ".", "")
     _machines(page)
     _link(page)
-    _method(page, runs)
     _alone(page, runs)
     _techniques(page, runs)
     _split(page, runs)
@@ -492,7 +423,7 @@ def write(out: str | Path | None = None, where: str | Path | None = None) -> Pat
     _predictions(page, runs)
     _guesses(page)
     _exercises(page)
-    page.heading(10)
+    page.heading(9)
     page.words("limitations")
     page.words("would-change")
     text = redact("\n".join(page.lines), hosts(source))

@@ -2,9 +2,8 @@
 size (the last takes the rest of the global batch), and a "Run" button.
 
 Each press trains ``steps`` steps at the sliders' split (``training.resplit``, the split's one
-writer), then shows each worker's mean step split into compute / simulated / communication /
-waiting beside the cluster's samples/s of every run so far (``plots.time_split``), and the split
-∝ the speeds the run just measured. The arithmetic lives in ``hetlab.arithmetic.balance``.
+writer), then shows where each worker's steps went (``plots.timeline``), the cluster's samples/s of
+every run so far, and the split ∝ the speeds the run just measured. The arithmetic lives in ``hetlab.arithmetic.balance``.
 """
 from __future__ import annotations
 
@@ -68,11 +67,11 @@ class SplitTuner:
         self.result_label.value = (
             f"split {balance.format_split(sizes)}: cluster <b>{cluster:,.0f} samples/s</b>, "
             f"efficiency ≈ <b>{run['efficiency']:.0%}</b> of the workers' own speeds "
-            f"({', '.join(f'{self.labels[n]} {s:,.0f}/s' for n, s in zip(self.names, speeds))})")
+            f"({', '.join(f'{self.labels[n]} {s:,.0f}/s' for n, s in zip(self.names, speeds))})<br>runs so far: "
+            + ", ".join(f"{balance.format_split(r['batch_sizes'])} {r['samples_per_s']:,.0f}/s" for r in self.runs))
         self.recommended_label.value = ("recommended (∝ this run's speeds): "
                                         f"<b>{balance.format_split(balance.split_batch(self.global_batch, speeds))}</b>")
-        self.figure = plots.time_split(records, self.labels, samples_per_s=[r["samples_per_s"] for r in self.runs],
-                                       run_labels=[":".join(map(str, r["batch_sizes"])) for r in self.runs])
+        self.figure = plots.timeline(records, self.labels, title=f"split {balance.format_split(sizes)}: each step's time")
         png = io.BytesIO()
         self.figure.savefig(png, format="png", dpi=80)
         self.plot.value = png.getvalue()
