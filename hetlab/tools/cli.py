@@ -18,6 +18,7 @@ from hetlab.vocab import CLI_MODES, MODEL_NAMES, Ports
 
 TRAIN_SAMPLES_QUICK, TRAIN_SAMPLES_FULL = 10000, 60000  # hetlab train's --train-samples (quick mode / full)
 GLOBAL_BATCH = 128                                      # hetlab train --batch-sizes auto: samples a step
+CHECKPOINT_EVERY = 50                                   # hetlab train --checkpoint-dir: steps between saves
 GPU_CHECK_NAMES = ("describe", "notebook01", "sweep")  # gpucheck.CHECKS, without loading torch
 
 
@@ -120,8 +121,25 @@ def function_arg(text: str):
     return getattr(module, function)
 
 
+def _resume_target(text: str, model=None):
+    """``--resume FILE|DIR`` → (checkpoint path, its checked contents), read without Ray."""
+    from pathlib import Path
+
+    from hetlab.core.checkpoint import latest_checkpoint, load_checkpoint
+    path = Path(text)
+    if path.is_dir():
+        path = latest_checkpoint(path)
+        if path is None:
+            raise HetlabError(f"--resume {text}: no step-*.pt checkpoint in that folder.")
+    elif not path.is_file():
+        raise HetlabError(f"--resume {text}: no such file or folder.")
+    return path, load_checkpoint(path, model=model)
+
+
 def check_train_args(args) -> dict:
-    """Every check of ``hetlab train``'s arguments, before any Ray starts; returns the parsed options."""
+    """Every check of ``hetlab train``'s arguments, before any Ray starts; returns the parsed options.
+    A resumed run takes the checkpoint's seed and samples (another seed or size is another data
+    order: not a resume)."""
     from hetlab import is_quick
     if args.mode not in CLI_MODES:
         raise HetlabError(f"--mode {args.mode!r}: use sync, async or local-sgd.")
@@ -134,14 +152,36 @@ def check_train_args(args) -> dict:
         model = as_factory(function_arg(model))
     sizes = parse_batch_sizes(args.batch_sizes)
     batch = sum(sizes) if sizes != "auto" else GLOBAL_BATCH
-    samples = args.train_samples or (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL)
+    seed, samples, resume = 0 if args.seed is None else args.seed, args.train_samples, None
+    if args.resume:
+        resume, ckpt = _resume_target(args.resume, None if isinstance(model, str) else model)
+        kept = {"--seed": ckpt["options"]["seed"], "--train-samples": ckpt["data_len"]}
+        for flag, given in (("--seed", args.seed), ("--train-samples", samples)):
+            if given is not None and given != kept[flag]:
+                raise HetlabError(f"{flag} {given}: the checkpoint {resume} was trained with {flag} {kept[flag]}; "
+                                  f"give {flag} {kept[flag]} (or leave it out) to resume it, or start a fresh run "
+                                  f"without --resume.")
+        if args.steps <= ckpt["step"]:
+            raise HetlabError(f"--steps {args.steps}: the checkpoint {resume} is at step {ckpt['step']} and "
+                              f"--steps is the step to train until: give --steps greater than {ckpt['step']}.")
+        seed, samples = kept["--seed"], kept["--train-samples"]
+    samples = samples or (TRAIN_SAMPLES_QUICK if is_quick() else TRAIN_SAMPLES_FULL)
     for flag, value, low in (("--steps", args.steps, 1), ("--local-steps", args.local_steps, 1),
                              ("--train-samples", samples, batch)):
         if value < low:
             raise HetlabError(f"{flag} {value}: must be at least {low}.")
     if samples > 60000:
         raise HetlabError(f"--train-samples {samples}: MNIST has 60000 training samples.")
-    return {"mode": CLI_MODES[args.mode], "batch_sizes": sizes, "model": model, "train_samples": samples}
+    if args.checkpoint_dir:   # made and tried now, not after a long run
+        import tempfile
+        try:
+            os.makedirs(args.checkpoint_dir, exist_ok=True)
+            tempfile.TemporaryFile(dir=args.checkpoint_dir).close()
+        except OSError as e:
+            raise HetlabError(f"--checkpoint-dir {args.checkpoint_dir}: cannot write there ({e.strerror}); "
+                              f"give a folder you can write.") from None
+    return {"mode": CLI_MODES[args.mode], "batch_sizes": sizes, "model": model, "train_samples": samples,
+            "seed": seed, "resume": resume}
 
 
 def _train(args) -> int:
@@ -161,10 +201,19 @@ def _train(args) -> int:
     with the_pair(practice_slowdown=4.0, address=args.address) as pair:
         train, test = load_mnist("train"), load_mnist("test")
         if opts["train_samples"] < len(train):
-            train = train.subset(opts["train_samples"], seed=0)
-        with ParameterServerTraining(pair.workers, train, model=opts["model"], mode=opts["mode"],
-                                     local_steps=args.local_steps, progress=not args.quiet) as run:
-            if opts["batch_sizes"] == "auto":
+            train = train.subset(opts["train_samples"], seed=opts["seed"])
+        common = dict(checkpoint_dir=args.checkpoint_dir, checkpoint_every=CHECKPOINT_EVERY, progress=not args.quiet)
+        if opts["resume"]:   # the checkpoint's mode, batch sizes and local steps
+            own = {} if isinstance(opts["model"], str) else {"model": opts["model"]}
+            run = ParameterServerTraining.resume(opts["resume"], pair.workers, train, **own, **common)
+        else:
+            run = ParameterServerTraining(pair.workers, train, model=opts["model"], mode=opts["mode"],
+                                          local_steps=args.local_steps, seed=opts["seed"], **common)
+        with run:
+            if opts["resume"]:
+                if args.quiet:   # (with progress on, the engine prints this line itself)
+                    print(f"resumed from {opts['resume']} at step {run.step}")
+            elif opts["batch_sizes"] == "auto":
                 tuned = auto_tune(lambda sizes: run.measure(sizes, steps=2), GLOBAL_BATCH, 2, rounds=4)
                 run.resplit(tuned.batch_sizes, "auto_tune")
                 print(f"batch sizes auto (measured over {run.step} training steps): {tuned}")
@@ -174,6 +223,8 @@ def _train(args) -> int:
                   f"workers: {'; '.join(run.labels)}; batch {format_split(run.batch_sizes)}")
             records = run.run(max(0, args.steps - run.step))
             accuracy = run.evaluate(test)
+            if args.checkpoint_dir:
+                print(f"checkpoint: {run.save_checkpoint()}")
             print(f"{run.mode}: step {run.step}, {run.samples_seen} samples, "
                   f"{cluster_samples_per_s(records):.0f} samples/s, {run.bytes_per_sample:.0f} bytes/sample")
             print(f"final test accuracy: {accuracy:.4f}")
@@ -272,9 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="sync", metavar="sync|async|local-sgd", help="sync steps, async updates or local SGD (default sync)")
     p.add_argument("--local-steps", type=int, default=8, metavar="H", help="local-sgd: steps between exchanges")
     p.add_argument("--train-samples", type=int, metavar="N", help="the first N of a fixed shuffle of MNIST "
-                   f"(default {TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL})")
+                   f"(default {TRAIN_SAMPLES_QUICK if quick else TRAIN_SAMPLES_FULL}; with --resume: the checkpoint's)")
     p.add_argument("--model", default="small", metavar="NAME|MODULE:FUNCTION",
                    help="small, classic, or your function returning an nn.Module")
+    p.add_argument("--seed", type=int, help="shuffle and initial weights (default 0; with --resume: the checkpoint's)")
+    p.add_argument("--checkpoint-dir", metavar="DIR", help=f"save a checkpoint here every {CHECKPOINT_EVERY} steps and at the end")
+    p.add_argument("--resume", metavar="FILE|DIR", help="continue from a checkpoint, or the newest in DIR")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_train)
 
