@@ -76,6 +76,21 @@ def test_training_goes_on_when_the_mac_node_disappears(cluster, capsys):
         assert ps.evaluate(test) >= 0.85  # and the run still reaches its target
 
 
+def test_a_killed_worker_is_dropped_at_the_next_step(cluster, mac_up, capsys):
+    """Notebook 08 on the real pair: the Mac's worker process dies (``kill_worker``), its node stays;
+    the next step finds it gone, drops it, and the run goes on with the desktop."""
+    train = load_mnist("train").subset(2000, seed=3)
+    specs = [WorkerSpec("desktop", role="desktop"), WorkerSpec("mac", role="mac")]
+    with ParameterServerTraining(specs, train, batch_sizes=[40, 24], progress=False, worker_timeout_s=60) as ps:
+        ps.run(3)
+        ps.kill_worker("mac")
+        ps.run(3)
+        lost = [e for e in ps.events if e.what == "lost"]
+        assert len(lost) == 1 and lost[0].step == 4 and ps.step == 6           # found at the next step
+        assert ps.names == ["desktop"] and ps.batch_sizes == [64] and list(ps.actors) == ["desktop"]
+        assert "lost worker mac" in capsys.readouterr().out
+
+
 def test_a_gradient_lost_with_its_node_after_its_worker_answered_drops_that_worker(cluster, mac_up, capsys,
                                                                                    monkeypatch):
     """A gradient waits in its worker's node's object store until the driver fetches it. The mac's node goes away between its answer and that fetch: the step goes on with the

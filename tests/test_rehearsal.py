@@ -336,7 +336,8 @@ def test_notebook_08_leaves_the_report_its_link_before_any_solution(pair):
     def report_while_held(runner, out):
         gate = by_cell.held(out, "solution")
         while not gate.exists():                                        # a poll, with the runner's own end
-            assert runner.poll() is None, runner.stdout.read()[-2000:]
+            assert runner.poll() is None, ([c["error"] for c in by_cell.cells_so_far(out) if c["error"]][:1]
+                                           or runner.stdout.read()[-2000:])      # the cell that failed
             time.sleep(0.5)
         try:
             done = on("desktop", sys.executable, "-m", "hetlab", "report")

@@ -178,6 +178,7 @@ def drop_lost(run, lost: dict, spans: dict) -> None:
     for name in lost:
         run.stream.give_back(spans.get(name, []))
         run.kill_worker(name)
+        run.actors.pop(name)
     live = [i for i, name in enumerate(run.names) if name not in lost]
     run.workers, run.batch_sizes, run.local_steps = ([xs[i] for i in live] for xs in
                                                       (run.workers, run.batch_sizes, run.local_steps))

@@ -334,9 +334,10 @@ class ParameterServerTraining:
         return run
 
     def kill_worker(self, name: str) -> None:
-        """Kill one worker's process, as if its machine went away (notebook 08 on the real pair)."""
+        """Kill one worker's process, as if its machine went away (notebook 08 on the real pair): the
+        next step finds it gone and drops it (``loop.drop_lost``)."""
         self.index(name)                 # a name that is not a worker's: one line
-        _kill(self.actors.pop(name, None))
+        _kill(self.actors.get(name))
 
     def shutdown(self) -> None:
         """Stop this training's actors (not Ray itself); the weights stay readable."""
