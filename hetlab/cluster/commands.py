@@ -51,7 +51,7 @@ def check_ip(ip: str, what: str = "IP") -> str:
                           f"Linux).") from None
 
 
-def _common(ip: str, role: str, ports: Ports, cpus, gpus) -> list[str]:
+def _common(ip: str, role: str, ports: Ports, cpus: int | None) -> list[str]:
     # every port pinned, so a firewall can open exactly these, for the other machine only
     args = [f"--node-ip-address={ip}",  # explicit: what the node advertises (a Mac's host-name lookup breaks)
             f"--node-manager-port={ports.node_manager}",
@@ -64,33 +64,30 @@ def _common(ip: str, role: str, ports: Ports, cpus, gpus) -> list[str]:
             f"--max-worker-port={ports.max_worker}",
             f"--resources={json.dumps(cluster.node_resources(role), separators=(',', ':'))}",
             f"--labels={cluster.ROLE_LABEL}={role}"]  # the hetlab role: a resource and a label (hetlab.cluster.roles)
-    if cpus is not None:
+    if cpus is not None:   # only tests/test_commands.py: a real head and Mac node on this box, one CPU each
         args.append(f"--num-cpus={int(cpus)}")
-    if gpus is not None:
-        args.append(f"--num-gpus={int(gpus)}")
     return args
 
 
-def head_start(ip: str, ports: Ports = Ports(), cpus: int | None = None,
-               gpus: int | None = None) -> tuple[list[str], dict]:
+def head_start(ip: str, ports: Ports = Ports(), cpus: int | None = None) -> tuple[list[str], dict]:
     """The desktop's ``ray start --head`` as (argv, environment), its dashboard on 127.0.0.1 only. The
     environment: token auth, and the two metrics ports that have no ``ray start`` flag."""
     ip = check_ip(ip, "head IP")
     argv = (["ray", "start", "--head", f"--port={ports.gcs}", f"--ray-client-server-port={ports.client_server}",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={ports.dashboard}", "--disable-usage-stats"]
-            + _common(ip, "desktop", ports, cpus, gpus))
+            + _common(ip, "desktop", ports, cpus))
     return argv, {**AUTH_ENV, "AUTOSCALER_METRIC_PORT": str(ports.autoscaler_metrics),
                   "DASHBOARD_METRIC_PORT": str(ports.dashboard_metrics)}
 
 
-def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(), cpus: int | None = None,
-               gpus: int | None = None) -> tuple[list[str], dict]:
+def join_start(head_ip: str, ip: str | None, ports: Ports = Ports(),
+               cpus: int | None = None) -> tuple[list[str], dict]:
     """The Mac's ``ray start --address=HEAD:PORT`` as (argv, environment), with the Mac's opt-in to
     multi-node clusters; ``ip=None`` leaves the placeholder ``MAC_IP``."""
     head_ip = check_ip(head_ip, "head IP")
     mine = "MAC_IP" if ip is None else check_ip(ip, "this machine's IP")
     argv = (["ray", "start", f"--address={gcs_address(head_ip, ports.gcs)}"]
-            + _common(mine, "mac", ports, cpus, gpus))
+            + _common(mine, "mac", ports, cpus))
     return argv, {**AUTH_ENV, RAY_MAC_CLUSTER_ENV: "1"}   # a Mac joins only with it; on this line only
 
 
@@ -167,11 +164,11 @@ def ufw_steps(ports: Ports = Ports(), mac_ip: str | None = None) -> tuple[list[s
 
 def render_head(ip: str, ports: Ports = Ports(), where: str = "On the desktop (Linux, the head)",
                 firewall: tuple[list[str], list[str]] | None = None, mac_ip: str | None = None,
-                token: str = "ssh", paste_into: str = "a terminal on the desktop", **options) -> str:
+                token: str = "ssh", paste_into: str = "a terminal on the desktop") -> str:
     """The desktop's steps as notes, then one block to paste: token, firewall, ``ray start --head``.
     ``firewall`` (notes, lines) replaces the ufw step (``hetlab.windows.wsl``); ``token="by hand"``: no
     SSH into WSL, so the block ends by showing the token, to type on the Mac."""
-    argv, env = head_start(ip, ports, **options)
+    argv, env = head_start(ip, ports)
     fw_notes, fw_lines = ufw_steps(ports, mac_ip) if firewall is None else firewall
     by_hand = token != "ssh"
     notes = [f"{where}. Read these notes, then paste the block below whole into a terminal there (bash), "
@@ -204,13 +201,13 @@ MACOS_FIREWALL_LINE = (f'apps=$(python -c "{MACOS_APPS}") && printf \'%s\\n\' "$
 
 
 def render_join(head_ip: str, ip: str | None, ports: Ports = Ports(), head_user: str | None = None,
-                token: str = "ssh", **options) -> str:
+                token: str = "ssh") -> str:
     """The Mac's steps as notes, then one block to paste: token, firewall, ``ray start --address``.
 
     The token comes over the SSH the Mac already uses (``head_user``), into a variable first (a failed
     fetch leaves no empty file), written under ``umask 077``; ``token="by hand"`` (a head inside WSL):
     typed, unechoed (``read -rs``)."""
-    argv, env = join_start(head_ip, ip, ports, **options)
+    argv, env = join_start(head_ip, ip, ports)
     head_ip = check_ip(head_ip, "head IP")
     ranges = " ".join(firewall_ranges(ports, head=False))
     by_hand = (f'mkdir -p ~/.ray && (umask 077 && read -rs TOKEN && [ -n "$TOKEN" ] && printf %s "$TOKEN" > '
