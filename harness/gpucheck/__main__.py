@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import replace
@@ -19,6 +18,7 @@ from harness.gpucheck.train_128 import check_train_128
 from harness.gpucheck.wire import check_wire
 from hetlab.errors import HetlabError
 from hetlab.tools import gpucheck
+from hetlab.tools.cli import writable_folder
 from hetlab.tools.gpucheck import Row, summary
 
 # hetlab's checks of the card alone, and the pair's and the wire's among them
@@ -35,17 +35,6 @@ CHECKS = {"describe": gpucheck.CHECKS["describe"],
           "wire": check_wire,                     # the pair's gradients sent as fp16
           "sweep": gpucheck.CHECKS["sweep"],
           "train_128": check_train_128}           # the plain loop at batch 128, warm (not a goal)
-
-
-def writable_folder(flag: str, folder: str) -> None:
-    """``folder`` made if missing, and a file written and deleted there: or one line, before anything slow."""
-    import tempfile
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".hetlab-"):
-            pass
-    except OSError as e:
-        raise HetlabError(f"{flag} {folder}: cannot write there ({e.strerror}); give a folder you can write.") from None
 
 
 def render_table(rows: list[Row]) -> str:

@@ -121,6 +121,17 @@ def function_arg(text: str):
     return getattr(module, function)
 
 
+def writable_folder(flag: str, folder: str) -> None:
+    """``folder`` made if missing, and a file written and deleted there: or one line, before anything slow."""
+    import tempfile
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".hetlab-"):
+            pass
+    except OSError as e:
+        raise HetlabError(f"{flag} {folder}: cannot write there ({e.strerror}); give a folder you can write.") from None
+
+
 def _resume_target(text: str, model=None):
     """``--resume FILE|DIR`` → (checkpoint path, its checked contents), read without Ray."""
     from pathlib import Path
@@ -173,13 +184,7 @@ def check_train_args(args) -> dict:
     if samples > 60000:
         raise HetlabError(f"--train-samples {samples}: MNIST has 60000 training samples.")
     if args.checkpoint_dir:   # made and tried now, not after a long run
-        import tempfile
-        try:
-            os.makedirs(args.checkpoint_dir, exist_ok=True)
-            tempfile.TemporaryFile(dir=args.checkpoint_dir).close()
-        except OSError as e:
-            raise HetlabError(f"--checkpoint-dir {args.checkpoint_dir}: cannot write there ({e.strerror}); "
-                              f"give a folder you can write.") from None
+        writable_folder("--checkpoint-dir", args.checkpoint_dir)
     return {"mode": CLI_MODES[args.mode], "batch_sizes": sizes, "model": model, "train_samples": samples,
             "seed": seed, "resume": resume}
 
