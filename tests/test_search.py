@@ -210,3 +210,22 @@ def test_cli_mac_only():
     from hetlab.tools import cli
     args = cli.build_parser().parse_args(["search", "--mac-only", "--max-failures", "3"])
     assert (args.roles, args.max_failures) == (("mac",), 3)
+
+
+def test_a_retried_trial_resumes_where_it_stopped():
+    """What Tune's retry runs after a lost trial: the state saved after epoch 1, loaded into a fresh
+    network and optimizer, trains epoch 2 to the same weights as a trial that never stopped (Adam's
+    moments, the epoch's shuffle and the counters all carried over)."""
+    (x, y), _ = trial.split_data(600, 200)
+    cfg, cpu, slow = {"lr": 3e-3, "batch_size": 64, "width": 4, "optimizer": "adam", "seed": 1}, torch.device("cpu"), SlowDevice(1)
+    whole, whole_opt = trial.build(cfg, small_cnn, cpu)
+    list(trial.epochs_of(whole, whole_opt, x, y, cfg, cpu, 0, 2, slow))
+    first, first_opt = trial.build(cfg, small_cnn, cpu)
+    [(_, n, busy_s, _)] = trial.epochs_of(first, first_opt, x, y, cfg, cpu, 0, 1, slow)
+    again, again_opt = trial.build(cfg, small_cnn, cpu)       # the retry starts from the seed's weights
+    start, samples, busy = trial.resume(trial.save(first, first_opt, 1, n, busy_s), again, again_opt, cpu)
+    assert (start, samples, busy) == (1, n, busy_s)
+    assert not torch.equal(again[0].weight, whole[0].weight)   # one epoch short so far
+    list(trial.epochs_of(again, again_opt, x, y, cfg, cpu, start, 2, slow))
+    for a, b in zip(again.parameters(), whole.parameters()):
+        assert torch.equal(a, b)

@@ -84,15 +84,11 @@ def run_trial(config: dict, *, train_samples: int, val_samples: int, epochs: int
     slow = SlowDevice(slowdown)
     saved = ray.get(keeper.get.remote(cfg["trial"]))  # a retried trial's last state
     if saved is not None:
-        state = torch.load(io.BytesIO(saved), map_location=dev, weights_only=True)
-        net.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])  # dropout's masks go on as they would have
-        start, samples, busy_s = state["epoch"], state["samples"], state["busy_s"]
+        start, samples, busy_s = resume(saved, net, opt, dev)
     computer = kernel_id()
     for epoch, n, s, loss in epochs_of(net, opt, x, y, cfg, dev, start, epochs, slow):
         samples, busy_s = samples + n, busy_s + s
-        ray.get(keeper.put.remote(cfg["trial"], _saved(net, opt, epoch + 1, samples, busy_s)))  # before the report
+        ray.get(keeper.put.remote(cfg["trial"], save(net, opt, epoch + 1, samples, busy_s)))  # before the report
         t0 = time.perf_counter()
         accuracy = evaluate(net, val, dev)
         slow.after("evaluation", time.perf_counter() - t0)  # a slower device evaluates slower too
@@ -100,7 +96,7 @@ def run_trial(config: dict, *, train_samples: int, val_samples: int, epochs: int
                      "machine": machine, "role": role, "device": dev.type, "computer": computer})
 
 
-def _saved(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
+def save(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
     """What a trial needs to go on exactly where it stopped, as bytes (the CPU's random generator for
     dropout: a GPU's cannot move between a Mac and a CUDA card)."""
     buffer = io.BytesIO()
@@ -109,8 +105,17 @@ def _saved(net, opt, epoch: int, samples: int, busy_s: float) -> bytes:
     return buffer.getvalue()
 
 
+def resume(saved: bytes, net, opt, dev) -> tuple[int, int, float]:
+    """Load ``save``'s bytes into ``net`` and ``opt`` on ``dev``; the (next epoch, samples, busy_s) to go on from."""
+    state = torch.load(io.BytesIO(saved), map_location=dev, weights_only=True)
+    net.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"])  # dropout's masks go on as they would have
+    return state["epoch"], state["samples"], state["busy_s"]
+
+
 class CheckpointKeeper:
-    """Trial number → the bytes of its last saved state (``_saved``), in an actor beside the driver:
+    """Trial number → the bytes of its last saved state (``save``), in an actor beside the driver:
     a retried trial reads it back with no folder both machines share (Tune's checkpoints go into
     its storage from the trial's machine, which the driver's may not see)."""
 
