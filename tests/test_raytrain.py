@@ -16,9 +16,8 @@ from hetlab.raytrain import config as raytrain_config
 from hetlab.core.data import load_mnist
 from hetlab.core.models import make_model
 from hetlab.core.flat import flat_grad, set_flat_grad
-from hetlab.raytrain.mixed import train_mixed
 from hetlab.raytrain.config import scaling_config, torch_config
-from hetlab.raytrain.mixed import explain_failure
+from hetlab.raytrain.mixed import explain_failure, remove_groups_since, train_mixed
 from hetlab.raytrain.loop import rank_indices, train_loop, weights_digest
 from hetlab.core.train import evaluate
 
@@ -216,6 +215,21 @@ def test_rank0_elsewhere_needs_a_shared_storage_path(run, practice):
     # The driver is on the desktop node; rank 0 on the mac would write its checkpoint there.
     with pytest.raises(HetlabError, match="storage_path"):
         train_mixed(steps=1, roles=("mac", "desktop"))
+
+
+def test_a_failed_run_removes_only_the_placement_groups_made_since_it_started(practice):
+    """What train_mixed does after a failure (Ray Train can leave its ranks' group holding their
+    CPUs): the groups made since the run started go, one made before it stays."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    kept = placement_group([{"CPU": 0.01}])
+    before = set(ray.util.placement_group_table())
+    left = placement_group([{"CPU": 0.01}])
+    remove_groups_since(before)
+    table = ray.util.placement_group_table()
+    assert table[left.id.hex()]["state"] == "REMOVED" and table[kept.id.hex()]["state"] != "REMOVED"
+    remove_placement_group(kept)
 
 
 def test_a_rank_lost_mid_run_is_named_in_one_line(run, practice):
