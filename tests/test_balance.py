@@ -1,7 +1,6 @@
 """hetlab.arithmetic.balance: batch splitting (pure arithmetic) and auto-tuning (synthetic and real)."""
 import math
 import random
-import statistics
 import time
 
 import pytest
@@ -155,7 +154,6 @@ def test_auto_tunes_rounds_weigh_size_and_freshness():
     """Issue 60: the equal first round is the slow worker's largest and its stalest. A round counts
     its batch size halved for each newer round, so where noise decides, a fresh round of a fair size
     sets the speed, and a 1-sample round never does (auto-tune's fallback took the largest before)."""
-    from hetlab.arithmetic.balance import TuneRound
     slow = lambda at: [3750.0, at]             # both workers' samples/s in a round
     history = [TuneRound([256, 256], slow(200.0)), TuneRound([420, 92], slow(260.0)),
                TuneRound([424, 88], slow(250.0))]

@@ -10,7 +10,6 @@ import pytest
 import ray
 
 from hetlab import HetlabError
-from hetlab.cluster import connecting
 from hetlab import cluster
 from hetlab.cluster.connecting import parse_address, probe_gcs
 from hetlab.core import machine

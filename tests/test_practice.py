@@ -10,7 +10,6 @@ import ray
 
 import hetlab
 from hetlab import HetlabError, environment
-from hetlab.cluster import connecting
 from hetlab import cluster
 from hetlab.core import machine
 from hetlab.tools import doctor
@@ -108,7 +107,7 @@ def test_the_report_after_the_course_on_the_practice_cluster_has_every_section(p
     say "not yet measured", and tests/test_report.py checks 09's section from saved figures.)"""
     import platform
     import re
-    from hetlab.arithmetic import balance, planner, steptime
+    from hetlab.arithmetic import balance, steptime
     from hetlab.store import measured
     from hetlab.arithmetic.outcome import technique
     from hetlab.cluster import figures

@@ -18,7 +18,7 @@ from hetlab.core.models import make_model
 from hetlab.core.flat import flat_grad, set_flat_grad
 from hetlab.raytrain.config import scaling_config, torch_config
 from hetlab.raytrain.mixed import explain_failure, remove_groups_since, train_mixed
-from hetlab.raytrain.loop import rank_indices, train_loop, weights_digest
+from hetlab.raytrain.loop import rank_indices, weights_digest
 from hetlab.core.train import evaluate
 
 STEPS, BATCH, SPLIT = 60, 64, [48, 16]

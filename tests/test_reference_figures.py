@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from hetlab.arithmetic import estimates, planner, steptime
-from hetlab.store import measured
 from hetlab.core.models import count_params, make_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from hetlab.store import saved_pair
 from hetlab.cluster import commands
 from hetlab.errors import HetlabError
 from harness.rehearsal import cells as by_cell, learner, run as rehearsal

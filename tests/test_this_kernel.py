@@ -53,7 +53,7 @@ def test_a_notebook_from_03_on_stops_in_one_line_on_the_mac_of_the_saved_pair(fo
         assert "\n" not in line and f"the head, the desktop ({ELSEWHERE})" in line and "the Mac" in line
         assert f"ssh -N -L 8889:127.0.0.1:8888 USER@{ELSEWHERE}" in line and "JupyterLab" in line
     for notebook in ("00", "01", "02"):                 # each machine runs these itself
-        assert pairs.this_kernel(notebook).startswith(f"this kernel: ")
+        assert pairs.this_kernel(notebook).startswith("this kernel: ")
     assert "the Mac, not the head of your pair" in capsys.readouterr().out
 
 

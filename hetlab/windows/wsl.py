@@ -164,7 +164,7 @@ def powershell_steps(remote_ip: str | None, ports: commands.Ports = commands.Por
     if not only_firewall:
         notes += ["2) no sleep or hibernation on the charger during a run.",
                   "3) WSL up to date (mirrored networking needs WSL 2.0 or newer), then restarted so that it reads "
-                  f".wslconfig. This closes every Ubuntu window: open Ubuntu again, run `hetlab doctor`, then "
+                  ".wslconfig. This closes every Ubuntu window: open Ubuntu again, run `hetlab doctor`, then "
                   "`hetlab head ...` again for part C."]
         lines += [*[f"powercfg /change {name} 0" for name in POWER_SETTINGS], "wsl --update", "wsl --shutdown"]
     return commands.block(notes, "PowerShell as Administrator, on Windows", lines)
