@@ -156,9 +156,10 @@ class FloorWorker:
     def __init__(self, data, batch_size, seed):
         self.model = make_model(ray_example_cnn, seed=0)
         self.params = list(self.model.parameters())
-        x, y = data.normalized(), data.labels   # epoch after epoch, in the textbook worker's orders,
-        self.data_iterator = ((x[i], y[i]) for epoch in itertools.count()  # each batch gathered on its own
-                              for i in epoch_order(len(y), seed * 1000 + epoch, 0).split(batch_size))  # as hetlab's
+        x, y = data.normalized(), data.labels
+        # epoch after epoch in the textbook worker's orders, each batch gathered on its own as hetlab's are
+        self.data_iterator = ((x[i], y[i]) for epoch in itertools.count()
+                              for i in epoch_order(len(y), seed * 1000 + epoch, 0).split(batch_size))
 
     def compute_gradients(self, flat):
         load_flat(self.params, torch.from_numpy(flat))

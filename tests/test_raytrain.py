@@ -224,12 +224,14 @@ def test_a_failed_run_removes_only_the_placement_groups_made_since_it_started(pr
     from ray.util.placement_group import placement_group, remove_placement_group
 
     kept = placement_group([{"CPU": 0.01}])
-    before = set(ray.util.placement_group_table())
-    left = placement_group([{"CPU": 0.01}])
-    remove_groups_since(before)
-    table = ray.util.placement_group_table()
-    assert table[left.id.hex()]["state"] == "REMOVED" and table[kept.id.hex()]["state"] != "REMOVED"
-    remove_placement_group(kept)
+    try:
+        before = set(ray.util.placement_group_table())
+        left = placement_group([{"CPU": 0.01}])
+        remove_groups_since(before)
+        table = ray.util.placement_group_table()
+        assert table[left.id.hex()]["state"] == "REMOVED" and table[kept.id.hex()]["state"] != "REMOVED"
+    finally:
+        remove_placement_group(kept)
 
 
 def test_a_rank_lost_mid_run_is_named_in_one_line(run, practice):
