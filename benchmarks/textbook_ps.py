@@ -19,9 +19,8 @@ Four variants, alternating ``--repeats`` times (median run of each kept):
   ``ray.get``, the weights and the gradient as one flat numpy array, the SGD update in the
   driver — and nothing else (no timings, no deadline, no lost worker): what any engine built
   on Ray's actor calls can reach on this machine. ``hetlab ÷ floor`` is the engine's own cost.
-  Its workers gather each batch on its own, as hetlab's do: gathering a whole epoch at once
-  (``batches``) made the one run that crosses an epoch about a third slower, a cost of the data
-  path, not of the engine.
+  Its workers gather each batch on its own, as hetlab's do, so both pay the same data path: a whole
+  epoch gathered at once (``batches``) is a large copy that only the run crossing an epoch pays.
 
 Samples/s is wall clock, driver included, after a few warm-up steps. Goal: hetlab ≥ 0.9×
 the textbook on tensors. The ratio is taken in every alternation between hetlab's run and
